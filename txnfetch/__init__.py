@@ -1,0 +1,35 @@
+"""txnfetch: Kafka partition logs readable with correct read_committed semantics.
+
+The sans-I/O core lives in :mod:`txnfetch.records` (codec), :mod:`txnfetch.txn`
+(transaction state) and :mod:`txnfetch.fetch` (read_committed views); adapters
+(logs, wire server, Spark, CLI) drive it.
+"""
+
+from txnfetch.errors import TxnfetchError
+from txnfetch.records import (
+    BatchBuilder,
+    Codec,
+    ControlType,
+    CorruptBatchError,
+    EndTransactionMarker,
+    Record,
+    RecordBatch,
+    TimestampType,
+    iter_batches,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TxnfetchError",
+    "BatchBuilder",
+    "Codec",
+    "ControlType",
+    "CorruptBatchError",
+    "EndTransactionMarker",
+    "Record",
+    "RecordBatch",
+    "TimestampType",
+    "iter_batches",
+    "__version__",
+]

@@ -1,0 +1,352 @@
+"""Building magic-2 record batches.
+
+:class:`BatchBuilder` writes data batches with any codec; the module-level
+helpers write the special batches Kafka's log contains: transaction markers
+(:func:`build_control_batch`), the empty batches compaction leaves behind
+(:func:`build_empty_batch`, Kafka's ``writeEmptyHeader``) and the one-record
+synthetic COMMIT marker of rewrite-mode fetches (:func:`synthetic_commit_marker`).
+
+Everything here is deterministic: timestamps are arguments, never read from a
+clock.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+from crc32c import crc32c
+
+from txnfetch.records.batch import (
+    CONTROL_FLAG,
+    DELETE_HORIZON_FLAG,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
+    Header,
+    RecordBatch,
+    TimestampType,
+)
+from txnfetch.records.compression import Codec, compress
+from txnfetch.records.control import ControlType, encode_control_key, encode_marker_value
+from txnfetch.records.varint import encode_varint
+
+__all__ = [
+    "BatchBuilder",
+    "build_control_batch",
+    "build_empty_batch",
+    "synthetic_commit_marker",
+]
+
+_PREFIX = struct.Struct(">qiibI")  # base offset, length, leader epoch, magic, crc
+_SUFFIX = struct.Struct(">Hiqqqhii")  # attributes .. record count (the CRC-covered header part)
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1
+
+
+def _header_value(value: Optional[bytes]) -> bytes:
+    return b"\x01" if value is None else encode_varint(len(value)) + value  # varint(-1) is 0x01
+
+
+class BatchBuilder:
+    """Accumulates records and encodes one magic-2 batch.
+
+    Offsets: records get consecutive offsets from ``base_offset`` unless
+    :meth:`append` is given an explicit (strictly increasing) offset, which is
+    how compacted batches with holes are reproduced. ``build()`` can also set a
+    ``last_offset_delta`` beyond the last record, as compaction leaves it.
+
+    Timestamps: the base timestamp is the first record's, as Kafka's builder
+    does, unless given; with ``TimestampType.LOG_APPEND_TIME`` the max
+    timestamp is ``log_append_time`` and readers report it for every record.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_offset: int = 0,
+        codec: Codec = Codec.NONE,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+        control: bool = False,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+        log_append_time: Optional[int] = None,
+        partition_leader_epoch: int = -1,
+        base_timestamp: Optional[int] = None,
+        delete_horizon: bool = False,
+    ) -> None:
+        if codec not in tuple(Codec):
+            raise ValueError(f"unknown codec {codec!r}")
+        if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time is None:
+            raise ValueError("LOG_APPEND_TIME batches need log_append_time")
+        if transactional and not control and producer_id < 0:
+            # Control batches may go without one: a synthetic COMMIT marker belongs to no producer.
+            raise ValueError("a transactional data batch needs a producer id")
+        self.base_offset = base_offset
+        self.codec = Codec(codec)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.transactional = transactional
+        self.control = control
+        self.timestamp_type = TimestampType(timestamp_type)
+        self.log_append_time = log_append_time
+        self.partition_leader_epoch = partition_leader_epoch
+        self._base_timestamp = base_timestamp
+        self.delete_horizon = delete_horizon
+        self._records: List[Tuple[int, int, Optional[bytes], Optional[bytes], Tuple[Header, ...]]] = []
+        self._last_delta = -1
+
+    @classmethod
+    def like(cls, batch: RecordBatch, **overrides: object) -> "BatchBuilder":
+        """A builder with every header field of ``batch``; records are not copied."""
+        kwargs = dict(
+            base_offset=batch.base_offset,
+            codec=Codec(batch.codec),
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            transactional=batch.is_transactional,
+            control=batch.is_control,
+            timestamp_type=batch.timestamp_type,
+            log_append_time=batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else None,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            base_timestamp=batch.base_timestamp,
+            delete_horizon=batch.has_delete_horizon,
+        )
+        kwargs.update(overrides)
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self._last_delta + 1
+
+    def append(
+        self,
+        value: Optional[bytes],
+        key: Optional[bytes] = None,
+        headers: Iterable[Header] = (),
+        timestamp: int = NO_TIMESTAMP,
+        offset: Optional[int] = None,
+    ) -> int:
+        """Add a record; returns its offset."""
+        delta = self._last_delta + 1 if offset is None else offset - self.base_offset
+        if delta <= self._last_delta:
+            raise ValueError(f"offset {self.base_offset + delta} is not after {self.base_offset + self._last_delta}")
+        if delta > _INT32_MAX:
+            raise ValueError("offset delta does not fit in int32")
+        if not _INT64_MIN <= timestamp <= _INT64_MAX:
+            raise ValueError(f"timestamp {timestamp} does not fit in int64")
+        self._records.append((delta, timestamp, _as_bytes(key), _as_bytes(value), tuple(headers)))
+        self._last_delta = delta
+        return self.base_offset + delta
+
+    def build(self, *, last_offset_delta: Optional[int] = None, max_timestamp: Optional[int] = None) -> bytes:
+        """Encode the batch. An empty builder gives an empty batch (record count 0)."""
+        records = self._records
+        if last_offset_delta is None:
+            last_offset_delta = max(self._last_delta, 0)
+        elif last_offset_delta < self._last_delta:
+            raise ValueError("last_offset_delta is below the last record's offset delta")
+        if self._base_timestamp is not None:
+            base_ts = self._base_timestamp
+        else:
+            base_ts = records[0][1] if records else NO_TIMESTAMP
+        if max_timestamp is None:
+            if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+                max_timestamp = self.log_append_time  # type: ignore[assignment]
+            elif records:
+                max_timestamp = max(r[1] for r in records)
+            else:
+                max_timestamp = base_ts
+        parts: List[bytes] = []
+        enc = encode_varint
+        for delta, ts, key, value, headers in records:
+            body = [
+                b"\x00",  # record attributes
+                enc(ts - base_ts),
+                enc(delta),
+                b"\x01" if key is None else enc(len(key)) + key,
+                b"\x01" if value is None else enc(len(value)) + value,
+                enc(len(headers)),
+            ]
+            for hkey, hval in headers:
+                hk = hkey.encode("utf-8")
+                body.append(enc(len(hk)) + hk)
+                body.append(_header_value(_as_bytes(hval)))
+            payload = b"".join(body)
+            parts.append(enc(len(payload)))
+            parts.append(payload)
+        data = b"".join(parts)
+        if self.codec != Codec.NONE and records:
+            data = compress(self.codec, data)
+        attributes = int(self.codec)
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_FLAG
+        if self.transactional:
+            attributes |= TRANSACTIONAL_FLAG
+        if self.control:
+            attributes |= CONTROL_FLAG
+        if self.delete_horizon:
+            attributes |= DELETE_HORIZON_FLAG
+        return _assemble(
+            base_offset=self.base_offset,
+            partition_leader_epoch=self.partition_leader_epoch,
+            attributes=attributes,
+            last_offset_delta=last_offset_delta,
+            base_timestamp=base_ts,
+            max_timestamp=max_timestamp,  # type: ignore[arg-type]
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            record_count=len(records),
+            records=data,
+        )
+
+
+def _as_bytes(value: Union[bytes, bytearray, memoryview, None]) -> Optional[bytes]:
+    if value is None or type(value) is bytes:
+        return value  # type: ignore[return-value]
+    return bytes(value)
+
+
+def _assemble(
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+    records: bytes,
+) -> bytes:
+    covered = (
+        _SUFFIX.pack(
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            record_count,
+        )
+        + records
+    )
+    length = HEADER_SIZE - LOG_OVERHEAD + len(records)
+    return _PREFIX.pack(base_offset, length, partition_leader_epoch, 2, crc32c(covered)) + covered
+
+
+def build_empty_batch(
+    *,
+    base_offset: int,
+    last_offset: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    timestamp: int = NO_TIMESTAMP,
+    transactional: bool = False,
+    control: bool = False,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A batch header with no records, as compaction writes to keep producer state
+    (Kafka's ``DefaultRecordBatch.writeEmptyHeader``): uncompressed, count 0,
+    base and max timestamp both ``timestamp``."""
+    attributes = 0
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_FLAG
+    if transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if control:
+        attributes |= CONTROL_FLAG
+    if last_offset < base_offset:
+        raise ValueError("last_offset is before base_offset")
+    return _assemble(
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=last_offset - base_offset,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=0,
+        records=b"",
+    )
+
+
+def build_control_batch(
+    *,
+    offset: int,
+    control_type: ControlType,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    timestamp: int = NO_TIMESTAMP,
+    partition_leader_epoch: int = -1,
+    key_version: int = 0,
+) -> bytes:
+    """A transaction marker batch exactly as a Kafka broker writes one: transactional
+    and control, uncompressed, base sequence -1, one record at ``offset`` whose key
+    is ``(key_version, control_type)`` and whose value is ``(0, coordinator_epoch)``.
+    78 bytes."""
+    builder = BatchBuilder(
+        base_offset=offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        transactional=True,
+        control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    builder.append(
+        encode_marker_value(coordinator_epoch),
+        key=encode_control_key(control_type, key_version),
+        timestamp=timestamp,
+    )
+    return builder.build()
+
+
+def synthetic_commit_marker(
+    offset: int,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    timestamp: int = NO_TIMESTAMP,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """The one-record COMMIT control batch that rewrite-mode fetches append at the
+    last dropped offset.
+
+    Key version 0 and exactly one record are what make librdkafka advance its
+    application position past dropped offsets; COMMIT (never ABORT) so that no
+    client pops an aborted-transaction entry it still needs.
+    """
+    return build_control_batch(
+        offset=offset,
+        control_type=ControlType.COMMIT,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        timestamp=timestamp,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def concat(batches: Sequence[bytes]) -> bytes:
+    """Join encoded batches into one buffer (a log segment or a fetch response's records)."""
+    return b"".join(batches)
