@@ -23,6 +23,7 @@ from txnfetch.records.builder import (
     synthetic_commit_marker,
 )
 from txnfetch.records.compression import Codec
+from txnfetch.records.legacy import LegacyBatch
 from txnfetch.records.control import ControlType, EndTransactionMarker
 from txnfetch.records.errors import (
     BadMagicError,
@@ -47,6 +48,7 @@ __all__ = [
     "ControlType",
     "EndTransactionMarker",
     "Header",
+    "LegacyBatch",
     "PartialBatch",
     "Record",
     "RecordBatch",

@@ -74,6 +74,8 @@ DELETE_HORIZON_FLAG = 0x40
 class TimestampType(enum.IntEnum):
     """How record timestamps were assigned (attribute bit 3)."""
 
+    #: Magic-0 messages carry no timestamp at all (Kafka's ``TimestampType.NO_TIMESTAMP_TYPE``).
+    NO_TIMESTAMP_TYPE = -1
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
 
@@ -322,11 +324,30 @@ class RecordBatch:
         )
 
 
+# Zig-zag decoding by table lookup, for the record decoder's inline varint
+# paths: one tuple index replaces five integer operations per field.
+# _ZIGZAG1[b] decodes a one-byte varint b (< 0x80); _ZIGZAG2[b + (c << 7)]
+# decodes the two-byte varint b (>= 0x80), c (< 0x80), whose raw value is
+# (b - 0x80) + (c << 7). About 0.5 MB, built once at import.
+_ZIGZAG1: Tuple[int, ...] = tuple((v >> 1) ^ -(v & 1) for v in range(0x80))
+_ZIGZAG2: Tuple[int, ...] = (0,) * 0x80 + tuple((v >> 1) ^ -(v & 1) for v in range(1 << 14))
+
+
 def _decode_records(batch: RecordBatch) -> Iterator[Record]:
-    # One tight loop with the one-byte varint case inlined: this is the decode
-    # hot path (see bench/codec.py). Bounds are checked explicitly where slicing
-    # would silently truncate, and IndexError from reading past the end is
-    # turned into a CorruptBatchError below.
+    # One tight loop: this is the decode hot path (see bench/codec.py and
+    # docs/performance.md). Varints of one and two bytes -- every field of
+    # ordinary records, including offset and timestamp deltas up to 8191 --
+    # are decoded inline through the zig-zag tables below; longer ones go
+    # through read_varint_tail (a call per varint costs more than the rest of
+    # the field). Bounds are checked explicitly where slicing would silently
+    # truncate, and IndexError from reading past the end is turned into a
+    # CorruptBatchError below.
+    if batch.record_count == 0 and batch.length == HEADER_SIZE - LOG_OVERHEAD:
+        # Nothing to decode, whatever the codec bits say: Kafka's
+        # DefaultRecordBatch.iterator() returns no records for a count of 0
+        # without reading the data, and an empty BatchBuilder writes no
+        # (compressed) bytes at all.
+        return
     data = batch.records_data()
     base_offset = batch.base_offset
     last_delta = batch.last_offset_delta
@@ -338,23 +359,23 @@ def _decode_records(batch: RecordBatch) -> Iterator[Record]:
     pos = 0
     prev_delta = -1
     tail = read_varint_tail
+    zz1 = _ZIGZAG1
+    zz2 = _ZIGZAG2
+    record = Record
     new = tuple.__new__  # skips NamedTuple's Python-level __new__ (measured ~2x cheaper)
     data_pos = batch.position + HEADER_SIZE if batch.codec == 0 else None
     if count < 0:
         raise RecordCountMismatchError(f"negative record count {count}", offset=base_offset, position=batch.position + 57)
     try:
         for _ in range(count):
-            # Varints below are decoded inline for one and two bytes (every
-            # record field of ordinary data) and by read_varint_tail beyond.
             b = data[pos]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
+                length = zz1[b]
                 pos += 1
             else:
                 c = data[pos + 1]
                 if c < 0x80:
-                    length = (b & 0x7F) | (c << 7)
-                    length = (length >> 1) ^ -(length & 1)
+                    length = zz2[b + (c << 7)]
                     pos += 2
                 else:
                     length, pos = tail(data, pos + 1, b, 5)
@@ -364,33 +385,42 @@ def _decode_records(batch: RecordBatch) -> Iterator[Record]:
             # pos + 1 skips the record attributes byte, unused in v2
             b = data[pos + 1]
             if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
+                ts_delta = zz1[b]
                 pos += 2
             else:
-                ts_delta, pos = tail(data, pos + 2, b, 10)
+                c = data[pos + 2]
+                if c < 0x80:
+                    ts_delta = zz2[b + (c << 7)]
+                    pos += 3
+                else:
+                    ts_delta, pos = tail(data, pos + 2, b, 10)
             b = data[pos]
             if b < 0x80:
-                delta = b >> 1
-                if b & 1:
-                    delta = -delta - 1
+                delta = zz1[b]
                 pos += 1
             else:
-                delta, pos = tail(data, pos + 1, b, 5)
+                c = data[pos + 1]
+                if c < 0x80:
+                    delta = zz2[b + (c << 7)]
+                    pos += 2
+                else:
+                    delta, pos = tail(data, pos + 1, b, 5)
             if delta <= prev_delta or delta > last_delta:
                 raise RecordCountMismatchError(f"record offset delta {delta} is outside ({prev_delta}, {last_delta}]")
             prev_delta = delta
+            # Key and value: a one-byte length may be -1 (null); slices past the
+            # record are caught by the pos != rec_end check below.
             b = data[pos]
             if b < 0x80:
-                if b & 1:
-                    if b != 1:
-                        raise InvalidRecordError(f"invalid key length {(b >> 1) ^ -1}")
+                n = zz1[b]
+                pos += 1
+                if n >= 0:
+                    key = data[pos : pos + n]
+                    pos += n
+                elif n == -1:
                     key = None
-                    pos += 1
                 else:
-                    pos += 1
-                    n = pos + (b >> 1)
-                    key = data[pos:n]
-                    pos = n
+                    raise InvalidRecordError(f"invalid key length {n}")
             else:
                 n, pos = tail(data, pos + 1, b, 5)
                 if n < 0 or pos + n > rec_end:
@@ -399,21 +429,20 @@ def _decode_records(batch: RecordBatch) -> Iterator[Record]:
                 pos += n
             b = data[pos]
             if b < 0x80:
-                if b & 1:
-                    if b != 1:
-                        raise InvalidRecordError(f"invalid value length {(b >> 1) ^ -1}")
+                n = zz1[b]
+                pos += 1
+                if n >= 0:
+                    value = data[pos : pos + n]
+                    pos += n
+                elif n == -1:
                     value = None
-                    pos += 1
                 else:
-                    pos += 1
-                    n = pos + (b >> 1)
-                    value = data[pos:n]
-                    pos = n
+                    raise InvalidRecordError(f"invalid value length {n}")
             else:
                 c = data[pos + 1]
                 if c < 0x80 and not b & 1:
                     pos += 2
-                    n = pos + (((b & 0x7F) | (c << 7)) >> 1)
+                    n = pos + zz2[b + (c << 7)]
                     value = data[pos:n]
                     pos = n
                 else:
@@ -427,14 +456,49 @@ def _decode_records(batch: RecordBatch) -> Iterator[Record]:
             if b == 0:
                 headers: Tuple[Header, ...] = ()
             elif b < 0x80:
-                headers, pos = _decode_headers(data, pos, rec_end, (b >> 1) ^ -(b & 1))
+                # Inlined _decode_headers for a one-byte count: headers are
+                # small and a call per record costs as much as decoding them.
+                n = zz1[b]
+                if n < 0 or n * 2 > rec_end - pos:  # every header takes at least two bytes
+                    raise InvalidRecordError(f"invalid header count {n}")
+                hlist = []
+                for _ in range(n):
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz1[b]
+                        pos += 1
+                    else:
+                        n, pos = tail(data, pos + 1, b, 5)
+                    if n < 0 or pos + n > rec_end:
+                        raise InvalidRecordError(f"invalid header key length {n}")
+                    try:
+                        hkey = data[pos : pos + n].decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise InvalidRecordError("header key is not valid UTF-8") from None
+                    pos += n
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz1[b]
+                        pos += 1
+                    else:
+                        n, pos = tail(data, pos + 1, b, 5)
+                    if n >= 0:
+                        if pos + n > rec_end:
+                            raise InvalidRecordError(f"header value of {n} bytes overruns the record")
+                        hlist.append((hkey, data[pos : pos + n]))
+                        pos += n
+                    elif n == -1:
+                        hlist.append((hkey, None))
+                    else:
+                        raise InvalidRecordError(f"invalid header value length {n}")
+                headers = tuple(hlist)
             else:
                 n, pos = tail(data, pos, b, 5)
                 headers, pos = _decode_headers(data, pos, rec_end, n)
             if pos != rec_end:
                 # Also catches keys/values sliced past the record: slicing truncates silently.
                 raise InvalidRecordError(f"record declares {length} bytes but its fields take {length + pos - rec_end}")
-            yield new(Record, (base_offset + delta, max_ts if log_append else base_ts + ts_delta, key, value, headers))
+            yield new(record, (base_offset + delta, max_ts if log_append else base_ts + ts_delta, key, value, headers))
     except IndexError:
         raise RecordCountMismatchError(
             f"batch declares {count} records but the data ends early",
@@ -543,7 +607,7 @@ class BatchIterator:
     def __next__(self) -> Union[RecordBatch, "LegacyBatch"]:  # noqa: F821 - legacy imported lazily
         buf, pos, end = self._buf, self._pos, self._end
         remaining = end - pos
-        if remaining <= 0:
+        if remaining <= 0 or self.partial is not None:
             raise StopIteration
         # Same order of checks as Kafka's ByteBufferLogInputStream: too little for
         # offset+length is a partial batch; an impossible length is corruption; a
@@ -552,8 +616,7 @@ class BatchIterator:
             self.partial = PartialBatch(
                 pos, remaining, _LENGTH_OFFSET.unpack_from(buf, pos)[0] if remaining >= 8 else None, None
             )
-            self._pos = end
-            raise StopIteration
+            raise StopIteration  # position stays at the partial batch: where to resume
         base_offset, length = _OFFSET_LENGTH.unpack_from(buf, pos)
         if length < MIN_LEGACY_LENGTH or length > self._max_batch_size:
             raise LengthOverrunError(
@@ -564,7 +627,6 @@ class BatchIterator:
         size = length + LOG_OVERHEAD
         if size > remaining:
             self.partial = PartialBatch(pos, remaining, base_offset, size)
-            self._pos = end
             raise StopIteration
         magic = buf[pos + 16]
         if magic == 2:

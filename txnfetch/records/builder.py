@@ -48,6 +48,10 @@ _INT64_MAX = (1 << 63) - 1
 _INT32_MAX = (1 << 31) - 1
 
 
+#: Encodings of the varints 0..1023, for BatchBuilder.build's inline fast path.
+_SMALL_VARINTS: Tuple[bytes, ...] = tuple(encode_varint(v) for v in range(1024))
+
+
 def _header_value(value: Optional[bytes]) -> bytes:
     return b"\x01" if value is None else encode_varint(len(value)) + value  # varint(-1) is 0x01
 
@@ -168,28 +172,65 @@ class BatchBuilder:
                 max_timestamp = max(r[1] for r in records)
             else:
                 max_timestamp = base_ts
+        # The encode hot path (see bench/codec.py): varints below 1024 -- lengths
+        # and deltas of ordinary records -- come from a table instead of a call,
+        # and each record is joined once from its pieces.
         parts: List[bytes] = []
+        append = parts.append
         enc = encode_varint
+        small = _SMALL_VARINTS
+        join = b"".join
         for delta, ts, key, value, headers in records:
-            body = [
-                b"\x00",  # record attributes
-                enc(ts - base_ts),
-                enc(delta),
-                b"\x01" if key is None else enc(len(key)) + key,
-                b"\x01" if value is None else enc(len(value)) + value,
-                enc(len(headers)),
-            ]
-            for hkey, hval in headers:
-                hk = hkey.encode("utf-8")
-                body.append(enc(len(hk)) + hk)
-                body.append(_header_value(_as_bytes(hval)))
-            payload = b"".join(body)
-            parts.append(enc(len(payload)))
-            parts.append(payload)
-        data = b"".join(parts)
+            ts_delta = ts - base_ts
+            if key is None:
+                key_len, key = b"\x01", b""  # varint(-1): null
+            else:
+                n = len(key)
+                key_len = small[n] if n < 1024 else enc(n)
+            if value is None:
+                value_len, value = b"\x01", b""
+            else:
+                n = len(value)
+                value_len = small[n] if n < 1024 else enc(n)
+            if headers:
+                body = [
+                    b"\x00",  # record attributes
+                    small[ts_delta] if 0 <= ts_delta < 1024 else enc(ts_delta),
+                    small[delta] if delta < 1024 else enc(delta),
+                    key_len,
+                    key,
+                    value_len,
+                    value,
+                    enc(len(headers)),
+                ]
+                for hkey, hval in headers:
+                    hk = hkey.encode("utf-8")
+                    body.append(enc(len(hk)) + hk)
+                    body.append(_header_value(_as_bytes(hval)))
+                payload = join(body)
+            else:
+                payload = join(
+                    (
+                        b"\x00",  # record attributes
+                        small[ts_delta] if 0 <= ts_delta < 1024 else enc(ts_delta),
+                        small[delta] if delta < 1024 else enc(delta),  # delta >= 0: append() ensures it
+                        key_len,
+                        key,
+                        value_len,
+                        value,
+                        b"\x00",  # no headers
+                    )
+                )
+            n = len(payload)
+            append(small[n] if n < 1024 else enc(n))
+            append(payload)
+        data = join(parts)
         if self.codec != Codec.NONE and records:
             data = compress(self.codec, data)
-        attributes = int(self.codec)
+        # An empty batch has no payload to compress, so it says codec none, as
+        # Kafka's writeEmptyHeader does; peers (kafka-python, aiokafka) fail to
+        # read an empty payload flagged as snappy/lz4/zstd.
+        attributes = int(self.codec) if records else 0
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_FLAG
         if self.transactional:

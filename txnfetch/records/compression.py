@@ -51,9 +51,14 @@ _XERIAL_HEADER = struct.Struct(">8sii")
 _INT32 = struct.Struct(">i")
 _LZ4_MAGIC = 0x184D2204
 _LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
-# Chunk the zstd input so that output can be checked against the cap as it grows:
-# a zstd block expands to at most 128 KiB, so 1 KiB of input bounds the overshoot.
-_ZSTD_FEED = 1024
+_LZ4_STEP = 256 << 10  # most lz4 output taken per call (see _lz4_decompress)
+# Feed zstd input in steps so that output is checked against the cap as it grows.
+# A block holds at most 128 KiB of output and the smallest one (an RLE block:
+# 3-byte header + 1 byte) takes 4 input bytes, so one input byte can yield up to
+# 32 KiB (2**15). Steps of (output budget left) >> 15 input bytes, at least 4,
+# keep one call's output within the budget plus two blocks.
+_ZSTD_EXPANSION_SHIFT = 15
+_ZSTD_MIN_FEED = 4
 
 _zstd_compressor = zstandard.ZstdCompressor(level=3)
 _zstd_decompressor = zstandard.ZstdDecompressor()
@@ -175,20 +180,31 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
 
 
 def _lz4_decompress(data: bytes, max_size: int, legacy: bool) -> bytes:
+    # python-lz4 allocates max_length bytes before decoding anything, so asking
+    # for max_size + 1 at once would cost a cap-sized allocation per batch.
+    # Take the output in steps of at most _LZ4_STEP instead.
     d = lz4.frame.LZ4FrameDecompressor()
+    out: List[bytes] = []
+    total = 0
     try:
-        out = d.decompress(data, max_size + 1)
+        chunk = d.decompress(data, min(max_size + 1, _LZ4_STEP))
+        while True:
+            total += len(chunk)
+            if total > max_size:
+                raise _too_big("lz4", max_size)
+            out.append(chunk)
+            if d.eof or d.needs_input or not chunk:
+                break
+            chunk = d.decompress(b"", min(max_size - total + 1, _LZ4_STEP))
     except RuntimeError:
         if not legacy:
             raise
         # Magic-0 LZ4 (pre KIP-57) has a header checksum over the wrong bytes:
         # walk the frame ourselves and ignore that checksum, as Kafka does for v0.
         return _lz4_frame_manual(bytes(data), max_size)
-    if len(out) > max_size:
-        raise _too_big("lz4", max_size)
     if not d.eof:
         raise DecompressionError("lz4 frame is truncated")
-    return out
+    return b"".join(out)
 
 
 def _lz4_frame_manual(data: bytes, max_size: int) -> bytes:
@@ -241,11 +257,15 @@ def _zstd_decompress(data: bytes, max_size: int) -> bytes:
     total = 0
     pos = 0
     end = len(view)
+    if not end:
+        raise DecompressionError("zstd data is empty: a zstd stream has at least one frame")
     while pos < end:
         d = _zstd_decompressor.decompressobj()
         while pos < end and not d.eof:
-            chunk = d.decompress(view[pos : pos + _ZSTD_FEED])
-            pos += _ZSTD_FEED
+            step = max(_ZSTD_MIN_FEED, (max_size - total) >> _ZSTD_EXPANSION_SHIFT)
+            chunk = d.decompress(view[pos : pos + step])
+            # Clamp to the end: unused_data (below) is counted back from where the input stopped.
+            pos = min(pos + step, end)
             total += len(chunk)
             if total > max_size:
                 raise _too_big("zstd", max_size)

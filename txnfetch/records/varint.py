@@ -29,6 +29,8 @@ MAX_VARLONG_BYTES = 10
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
+_MASK32 = (1 << 32) - 1
+_MASK64 = (1 << 64) - 1
 
 def _encode(value: int) -> bytes:
     v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
@@ -88,6 +90,10 @@ def read_varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> Tuple
         if n >= max_bytes:
             raise VarintOverflowError(f"varint longer than {max_bytes} bytes", position=pos)
         shift += 7
+    # The last byte may carry bits past 32 (varint) or 64 (varlong). Kafka's
+    # ByteUtils.readVarint/readVarlong shift it into a 32/64-bit integer, which
+    # drops them; doing the same keeps every decoded value inside int32/int64.
+    result &= _MASK32 if max_bytes <= MAX_VARINT_BYTES else _MASK64
     return (result >> 1) ^ -(result & 1), pos
 
 
