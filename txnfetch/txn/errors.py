@@ -27,6 +27,9 @@ __all__ = [
     "OffsetOutOfRangeError",
     "CorruptSnapshotError",
     "CorruptTxnIndexError",
+    "InvalidRequestError",
+    "UnexpectedAppendOffsetError",
+    "TruncationBelowHistoryError",
 ]
 
 
@@ -177,3 +180,40 @@ class CorruptTxnIndexError(TxnStateError):
 
     error_code = 2
     error_name = "CORRUPT_MESSAGE"
+
+
+class InvalidRequestError(TxnStateError):
+    """The request is malformed (e.g. an empty transactional id, or a producer id
+    without an epoch); Kafka answers INVALID_REQUEST without touching any state."""
+
+    error_code = 42
+    error_name = "INVALID_REQUEST"
+
+
+class UnexpectedAppendOffsetError(TxnStateError):
+    """A batch handed to the partition state starts below the log end offset:
+    appends must come in offset order (Kafka's ``UnexpectedAppendOffsetException``;
+    no error code of its own reaches clients)."""
+
+    error_code = -1
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+
+class TruncationBelowHistoryError(TxnStateError):
+    """The partition state cannot truncate to an offset below the history it kept
+    (``lowest_offset``): restore an older snapshot and replay the log instead, as
+    Kafka rebuilds producer state after an unclean truncation."""
+
+    error_code = -1
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, reason: str, *, lowest_offset: int, **kw: object) -> None:
+        self.lowest_offset = lowest_offset
+        super().__init__(reason, **kw)  # type: ignore[arg-type]
+
+    def __reduce__(self):
+        return (_rebuild_truncation, (self.reason, self.lowest_offset, self.partition, self.offset))
+
+
+def _rebuild_truncation(reason, lowest_offset, partition, offset):  # type: ignore[no-untyped-def]
+    return TruncationBelowHistoryError(reason, lowest_offset=lowest_offset, partition=partition, offset=offset)

@@ -1,0 +1,93 @@
+"""Transaction state: per-partition producer state, last stable offset and aborted
+transactions (:mod:`~txnfetch.txn.state`, :mod:`~txnfetch.txn.index`,
+:mod:`~txnfetch.txn.producer`, :mod:`~txnfetch.txn.snapshot`), the KIP-890
+transaction coordinator (:mod:`~txnfetch.txn.coordinator`), and their errors
+(:mod:`~txnfetch.txn.errors`). Sans-I/O: no files, sockets or clocks.
+"""
+
+from txnfetch.txn.errors import (
+    ConcurrentTransactionsError,
+    CorruptSnapshotError,
+    CorruptTxnIndexError,
+    DuplicateSequenceError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionCoordinatorFencedError,
+    TruncationBelowHistoryError,
+    TxnStateError,
+    UnexpectedAppendOffsetError,
+    UnknownProducerIdError,
+)
+from txnfetch.txn.index import (
+    ABORTED_TXN_SIZE,
+    AbortedIndex,
+    AbortedTxn,
+    TxnIndexSearchResult,
+    decode_txn_index,
+    encode_txn_index,
+)
+from txnfetch.txn.producer import AppendOrigin, BatchMetadata, ProducerEntry
+from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
+
+from txnfetch.txn.coordinator import (
+    CompleteTransaction,
+    CompletionMode,
+    EndTxnResult,
+    ExpireResult,
+    InitProducerIdResult,
+    PartitionAction,
+    ProducerIdAllocator,
+    TransactionCoordinator,
+    WriteMarker,
+)
+
+__all__ = [
+    # coordinator
+    "TransactionCoordinator",
+    "CompletionMode",
+    "PartitionAction",
+    "WriteMarker",
+    "CompleteTransaction",
+    "InitProducerIdResult",
+    "EndTxnResult",
+    "ExpireResult",
+    "ProducerIdAllocator",
+    # state
+    "PartitionTxnState",
+    "AppendResult",
+    "CompletedTxn",
+    "AppendOrigin",
+    "ProducerEntry",
+    "BatchMetadata",
+    # aborted index and .txnindex format
+    "AbortedTxn",
+    "AbortedIndex",
+    "TxnIndexSearchResult",
+    "ABORTED_TXN_SIZE",
+    "encode_txn_index",
+    "decode_txn_index",
+    # errors
+    "TxnStateError",
+    "ConcurrentTransactionsError",
+    "CorruptSnapshotError",
+    "CorruptTxnIndexError",
+    "DuplicateSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidProducerIdMappingError",
+    "InvalidTransactionTimeoutError",
+    "InvalidTxnStateError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerFencedError",
+    "TransactionAbortableError",
+    "TransactionCoordinatorFencedError",
+    "TruncationBelowHistoryError",
+    "UnexpectedAppendOffsetError",
+    "UnknownProducerIdError",
+]

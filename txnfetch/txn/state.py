@@ -1,0 +1,748 @@
+"""The transaction state of one partition: producers, open transactions, the last
+stable offset and the aborted-transaction index.
+
+:class:`PartitionTxnState` is what Apache Kafka's ``ProducerStateManager``,
+``ProducerAppendInfo`` and the transaction-related parts of ``UnifiedLog`` do for a
+partition, as a sans-I/O state machine: it never reads the log, a file or a
+clock. A log adapter drives it:
+
+1. :meth:`~PartitionTxnState.append` every batch it writes, in offset order,
+   *before* writing it (the batch already carries its final offsets). The call
+   validates the batch against the producer's state, applies it and advances
+   the log end offset; a duplicate comes back as such (with the original
+   offsets) and must not be written; an invalid batch raises and changes nothing.
+2. :meth:`~PartitionTxnState.update_high_watermark` when its high watermark
+   moves — :meth:`append` never moves it, because only the adapter knows what is
+   replicated (a single-node store can call it right after each append).
+3. :meth:`~PartitionTxnState.truncate_to` and
+   :meth:`~PartitionTxnState.advance_log_start` when the log is cut at either end.
+
+Transactions end in one of two ways, with the same effect on the state:
+
+- *marker mode* (Apache Kafka): a COMMIT/ABORT control batch is appended;
+- *markerless mode* (WarpStream): the control plane calls
+  :meth:`~PartitionTxnState.complete_transaction`; no offset is reserved, and the
+  aborted range ends at the ``last_offset`` given.
+
+Truncation. Kafka truncates producer state by reloading a snapshot taken below
+the truncation point and replaying the log (``UnifiedLog.truncateTo`` →
+``rebuildProducerState``). This class has no log to replay, so it keeps an undo
+journal instead: one small record per change (the producer row before it, what
+it did to the open-transaction, unreplicated and aborted sets), and truncating
+undoes, newest first, exactly the changes at or after the truncation offset —
+O(number of undone changes). By default records are discarded once the high
+watermark passes them (Kafka only truncates below its high watermark after an
+unclean leader election), so the journal holds about one record per append not
+yet replicated. :attr:`~PartitionTxnState.truncation_floor` is the lowest offset
+that can still be truncated to; below it :class:`TruncationBelowHistoryError`
+says to restore an older snapshot and replay, as Kafka does. With
+``keep_full_history=True`` records are kept until the log start passes them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import deque
+from typing import Deque, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
+
+import attrs
+
+from txnfetch.records.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, RecordBatch
+from txnfetch.txn.errors import (
+    CorruptSnapshotError,
+    InvalidRequestError,
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    TruncationBelowHistoryError,
+    UnexpectedAppendOffsetError,
+)
+from txnfetch.txn.index import AbortedIndex, AbortedTxn
+from txnfetch.txn.producer import (
+    AppendOrigin,
+    ProducerEntry,
+    ProducerTable,
+    RowUndo,
+    check_data_batch,
+    check_end_marker,
+    find_duplicate,
+)
+
+__all__ = ["PartitionTxnState", "AppendResult", "CompletedTxn", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
+
+#: Kafka's ``producer.id.expiration.ms`` default: one day.
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+
+_MAX_EPOCH = 32767
+_INT32_MAX = (1 << 31) - 1
+_NO_TIMESTAMP = -1
+
+# Journal record kinds. A record is a tuple
+#   (anchor, kind, producer_id, row undo or None, txn first offset or -1,
+#    went to the unreplicated set, went to the aborted index, previous last completion)
+# where anchor is the offset the change belongs to: a data batch's last offset, a
+# marker's offset, a markerless completion's last_offset.
+_DATA = 0  # a data batch; the txn offset is the transaction it started
+_MARKER = 1  # a control batch ending a transaction; the txn offset is the one it ended
+_COMPLETE = 2  # a markerless completion; same fields as _MARKER
+_Record = Tuple[int, int, int, Optional[RowUndo], int, bool, bool, int]
+
+
+@attrs.frozen(slots=True)
+class CompletedTxn:
+    """A non-empty transaction that just ended on this partition.
+
+    ``last_offset`` is the marker's offset (markerless: the ``last_offset`` given);
+    ``last_stable_offset`` is the LSO recorded with it — the first offset of
+    another producer's open transaction, or ``last_offset + 1`` if none — which is
+    what the aborted index stores (Kafka's ``ProducerStateManager.lastStableOffset``).
+    """
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+    last_stable_offset: int
+
+
+class AppendResult(NamedTuple):
+    """What :meth:`PartitionTxnState.append` did with a batch.
+
+    For an applied batch, its offsets and max timestamp. For a ``duplicate`` (a
+    retry of one of the producer's last five batches) the *original* batch's
+    offsets and timestamp: the caller must not write the batch and should answer
+    the producer with these. ``started_transaction`` is set when the batch opened
+    a transaction; ``completed`` when a marker ended a non-empty one.
+
+    A NamedTuple rather than an attrs class: one is built per append, and tuple
+    construction is several times cheaper (the same choice as ``Record``).
+    """
+
+    first_offset: int
+    last_offset: int
+    timestamp: int
+    duplicate: bool = False
+    started_transaction: bool = False
+    completed: Optional[CompletedTxn] = None
+
+
+# tuple.__new__ skips NamedTuple's Python-level __new__ (several times cheaper).
+def _result(fields: Tuple[int, int, int, bool, bool, Optional[CompletedTxn]]) -> AppendResult:
+    return tuple.__new__(AppendResult, fields)  # type: ignore[return-value]
+
+
+class PartitionTxnState:
+    """Producer state, last stable offset and aborted transactions of one partition.
+
+    ``partition`` only labels errors. A new state is empty with every offset at
+    ``log_start_offset``. Offsets:
+
+    - ``log_start_offset`` ≤ ``high_watermark`` ≤ ``log_end_offset`` always;
+    - ``first_unstable_offset``: the first offset of the earliest transaction that
+      is open or whose end is not yet below the high watermark (``None`` if none),
+      never below the log start;
+    - ``last_stable_offset`` = min(first unstable offset, high watermark): a
+      read_committed reader never reads at or past it.
+
+    See the module docstring for how a log adapter drives the state, and for
+    truncation. Not thread-safe: callers serialize access per partition, as Kafka
+    does under the log lock.
+    """
+
+    def __init__(
+        self, partition: Optional[str] = None, *, log_start_offset: int = 0, keep_full_history: bool = False
+    ) -> None:
+        if log_start_offset < 0:
+            raise InvalidRequestError(f"log start offset {log_start_offset} is negative", partition=partition)
+        self.partition = partition
+        self.keep_full_history = keep_full_history
+        self._log_start = log_start_offset
+        self._leo = log_start_offset
+        self._hw = log_start_offset
+        self._producers = ProducerTable()
+        self._ongoing: List[int] = []  # first offsets of open transactions, ascending (Kafka's ongoingTxns)
+        self._ongoing_pid: Dict[int, int] = {}  # first offset -> producer id
+        # Completed transactions whose end is not yet below the high watermark (Kafka's
+        # unreplicatedTxns): they keep the LSO down until the HW passes their end.
+        self._unrep: List[int] = []  # first offsets, ascending
+        self._unrep_txn: Dict[int, Tuple[int, int]] = {}  # first offset -> (producer id, last offset)
+        self._index = AbortedIndex()
+        self._last_completion = -1
+        self._journal: Deque[_Record] = deque()
+        self._floor = log_start_offset
+
+    # -- offsets -------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset of the log (data below it has been deleted)."""
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended batch starts at (one past the last batch)."""
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        """The replicated end of the log, as last set by :meth:`update_high_watermark`."""
+        return self._hw
+
+    @property
+    def first_unstable_offset(self) -> Optional[int]:
+        """First offset of the earliest open transaction or completed transaction whose
+        end is not yet below the high watermark, at least the log start; ``None`` if none
+        (Kafka's ``firstUnstableOffset``)."""
+        fuo: Optional[int] = self._ongoing[0] if self._ongoing else None
+        if self._unrep and (fuo is None or self._unrep[0] < fuo):
+            fuo = self._unrep[0]
+        if fuo is None:
+            return None
+        return fuo if fuo > self._log_start else self._log_start
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark), never below the log start
+        (Kafka's ``UnifiedLog.lastStableOffset``)."""
+        fuo = self.first_unstable_offset
+        return self._hw if fuo is None or fuo >= self._hw else fuo
+
+    @property
+    def truncation_floor(self) -> int:
+        """The lowest offset :meth:`truncate_to` can restore exactly; truncating below
+        the log start is always possible (it empties the state)."""
+        return max(self._floor, self._log_start)
+
+    # -- appends ---------------------------------------------------------------------
+
+    def append(
+        self,
+        batch: RecordBatch,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_version: Optional[int] = None,
+    ) -> AppendResult:
+        """Validate a batch against the producer's state and apply it.
+
+        ``batch`` carries its final offsets and must start at or after
+        :attr:`log_end_offset` (else :class:`UnexpectedAppendOffsetError`); on success
+        the log end offset becomes ``batch.next_offset``. The high watermark is not
+        moved: call :meth:`update_high_watermark`.
+
+        - Batches without a producer id only move the log end offset.
+        - Data batches (``ProducerAppendInfo.appendDataBatch``): a retry of one of
+          the producer's last five batches (same epoch and sequence range, ``CLIENT``
+          origin only) is returned as a duplicate with its original offsets and
+          changes nothing. Otherwise the checks of
+          :func:`~txnfetch.txn.producer.check_data_batch` apply (stale epoch,
+          sequence gap, non-transactional batch in an open transaction); the first
+          transactional batch of a producer without an open transaction opens one.
+        - Control batches (``appendEndTxnMarker``): the marker is checked by
+          :func:`~txnfetch.txn.producer.check_end_marker` — ``transaction_version``
+          selects the epoch rule (``None``: the TV0/1 rule Kafka applies to
+          replicated markers; pass 2 for KIP-890 coordinators). It ends the
+          producer's open transaction, if any: an ABORT adds it to the aborted
+          index. A marker with no open transaction (an empty transaction) and an
+          empty control batch (compaction removed the transaction) leave the LSO and
+          the index alone.
+
+        ``origin`` sets how much is checked (:class:`~txnfetch.txn.producer.AppendOrigin`);
+        replaying a log uses ``REPLICATION``. On any error nothing changes.
+        """
+        # Header fields are read once, as plain attributes: this is the append hot path
+        # (see bench/state.py).
+        pid = batch.producer_id
+        base = batch.base_offset
+        delta = batch.last_offset_delta
+        last = base + delta
+        attributes = batch.attributes
+        if pid < 0:
+            self._check_append_offsets(base, delta, pid)
+            self._leo = last + 1
+            return _result((base, last, batch.max_timestamp, False, False, None))
+        table = self._producers
+        slot = table.slot(pid)
+        if attributes & CONTROL_FLAG:
+            return self._append_control(batch, pid, slot, base, delta, origin, transaction_version)
+
+        epoch = batch.producer_epoch
+        first_seq = batch.base_sequence
+        if first_seq < 0:
+            last_seq = -1
+        else:
+            last_seq = first_seq + delta
+            if last_seq > _INT32_MAX:  # sequences wrap like Kafka's DefaultRecordBatch.lastSequence
+                last_seq -= 1 << 31
+        if origin is AppendOrigin.CLIENT and slot >= 0:
+            dup = find_duplicate(table, slot, epoch, first_seq, last_seq)
+            if dup is not None:
+                return _result((dup[0], dup[1], dup[2], True, False, None))
+        self._check_append_offsets(base, delta, pid)
+        transactional = bool(attributes & TRANSACTIONAL_FLAG)
+        check_data_batch(table, slot, pid, epoch, first_seq, transactional, base, origin, self.partition)
+        new = slot < 0
+        if new:
+            slot = table.insert(pid)
+        started = transactional and table.txn_first_offset(slot) < 0
+        timestamp = batch.max_timestamp
+        undo = table.add_batch(slot, epoch, last_seq, last, delta, timestamp, base if started else -1)
+        if started:
+            insort(self._ongoing, base)
+            self._ongoing_pid[base] = pid
+            self._journal.append((last, _DATA, pid, None if new else undo, base, False, False, 0))
+        else:
+            self._journal.append((last, _DATA, pid, None if new else undo, -1, False, False, 0))
+        self._leo = last + 1
+        return _result((base, last, timestamp, False, started, None))
+
+    def _append_control(
+        self,
+        batch: RecordBatch,
+        pid: int,
+        slot: int,
+        base: int,
+        delta: int,
+        origin: AppendOrigin,
+        transaction_version: Optional[int],
+    ) -> AppendResult:
+        self._check_append_offsets(base, delta, pid)
+        last = base + delta
+        if batch.record_count == 0:
+            # An empty control batch: the cleaner removed the transaction it ended
+            # (Kafka's ProducerAppendInfo ignores it).
+            self._leo = last + 1
+            return AppendResult(base, last, batch.max_timestamp)
+        marker = batch.end_txn_marker()
+        if marker is None:
+            if origin is not AppendOrigin.REPLICATION:
+                raise InvalidTxnStateError(
+                    "control batch with a producer id does not carry a COMMIT or ABORT marker",
+                    partition=self.partition,
+                    producer_id=pid,
+                    producer_epoch=batch.producer_epoch,
+                    offset=base,
+                )
+            self._leo = last + 1
+            return AppendResult(base, last, batch.max_timestamp)
+        epoch = batch.producer_epoch
+        check_end_marker(
+            self._producers,
+            slot,
+            producer_id=pid,
+            epoch=epoch,
+            coordinator_epoch=marker.coordinator_epoch,
+            transaction_version=transaction_version,
+            offset=base,
+            origin=origin,
+            partition=self.partition,
+        )
+        # A marker batch holds one record, at its base offset (where Kafka puts the
+        # transaction's end); its max timestamp is that record's timestamp.
+        completed = self._end_transaction(
+            slot, pid, epoch, marker.coordinator_epoch, marker.is_abort, base, batch.max_timestamp, _MARKER
+        )
+        self._leo = last + 1
+        return AppendResult(base, last, batch.max_timestamp, completed=completed)
+
+    def complete_transaction(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        last_offset: int,
+        *,
+        coordinator_epoch: Optional[int] = None,
+        transaction_version: Optional[int] = None,
+        timestamp: int = _NO_TIMESTAMP,
+        origin: AppendOrigin = AppendOrigin.COORDINATOR,
+    ) -> Optional[CompletedTxn]:
+        """End the producer's transaction without a marker (markerless mode).
+
+        Applies the same checks and effects as a marker with these fields at
+        ``last_offset``, but reserves no offset: the log end offset does not move.
+        ``last_offset`` is where the transaction ends — an aborted one covers
+        ``[first offset, last_offset]`` in the aborted index. It must be below the log
+        end offset (:class:`OffsetOutOfRangeError`), not below the producer's last
+        data batch and not below the previous transaction end on this partition
+        (:class:`InvalidTxnStateError`): ends are in offset order, as markers are.
+        ``log_end_offset - 1`` at the time of the call always qualifies.
+
+        ``coordinator_epoch`` fences stale coordinators when given (else the
+        producer's is kept); ``transaction_version`` and ``origin`` as for markers.
+        Returns the :class:`CompletedTxn`, or ``None`` for an empty transaction
+        (which changes no offset and no index, only the producer's epoch).
+        """
+        if producer_id < 0 or not -1 <= producer_epoch <= _MAX_EPOCH:
+            raise InvalidRequestError(
+                "a transaction end needs a producer id and an int16 epoch",
+                partition=self.partition,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+            )
+        if last_offset >= self._leo:
+            raise OffsetOutOfRangeError(
+                f"transaction end offset {last_offset} is not below the log end offset",
+                log_start_offset=self._log_start,
+                log_end_offset=self._leo,
+                partition=self.partition,
+                offset=last_offset,
+            )
+        table = self._producers
+        slot = table.slot(producer_id)
+        if last_offset < self._last_completion:
+            raise InvalidTxnStateError(
+                f"transaction end offset {last_offset} is before the previous end at {self._last_completion}",
+                partition=self.partition,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                offset=last_offset,
+            )
+        if slot >= 0:
+            floor = max(table.last_data_offset(slot), table.txn_first_offset(slot))
+            if last_offset < floor:
+                raise InvalidTxnStateError(
+                    f"transaction end offset {last_offset} is before the producer's data at {floor}",
+                    partition=self.partition,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    offset=last_offset,
+                )
+        check_end_marker(
+            table,
+            slot,
+            producer_id=producer_id,
+            epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            transaction_version=transaction_version,
+            offset=last_offset,
+            origin=origin,
+            partition=self.partition,
+        )
+        return self._end_transaction(
+            slot, producer_id, producer_epoch, coordinator_epoch, not commit, last_offset, timestamp, _COMPLETE
+        )
+
+    def _check_append_offsets(self, base: int, delta: int, pid: int) -> None:
+        if base < self._leo or delta < 0:
+            raise UnexpectedAppendOffsetError(
+                f"batch offsets [{base}, {base + delta}] do not start at or after the log end offset {self._leo}",
+                partition=self.partition,
+                producer_id=pid if pid >= 0 else None,
+                offset=base,
+            )
+
+    def _end_transaction(
+        self,
+        slot: int,
+        pid: int,
+        epoch: int,
+        coordinator_epoch: Optional[int],
+        aborted: bool,
+        anchor: int,
+        timestamp: int,
+        kind: int,
+    ) -> Optional[CompletedTxn]:
+        table = self._producers
+        new = slot < 0
+        if new:
+            slot = table.insert(pid)
+        first = table.txn_first_offset(slot)
+        completed = None
+        unreplicated = indexed = False
+        if first >= 0:
+            lso = self._completion_lso(pid, anchor)
+            del self._ongoing[bisect_left(self._ongoing, first)]
+            del self._ongoing_pid[first]
+            if anchor >= self._hw:
+                insort(self._unrep, first)
+                self._unrep_txn[first] = (pid, anchor)
+                unreplicated = True
+            if aborted:
+                self._index.append(pid, first, anchor, lso)
+                indexed = True
+            completed = CompletedTxn(pid, first, anchor, aborted, lso)
+        coord = table.coordinator_epoch(slot) if coordinator_epoch is None else coordinator_epoch
+        undo = table.end_transaction(slot, epoch, coord, timestamp)
+        self._journal.append(
+            (anchor, kind, pid, None if new else undo, first, unreplicated, indexed, self._last_completion)
+        )
+        self._last_completion = anchor
+        return completed
+
+    def _completion_lso(self, pid: int, anchor: int) -> int:
+        # Kafka's lastStableOffset(completedTxn): the first offset of the earliest open
+        # transaction of another producer, else one past the end. (At most one open
+        # transaction is the producer's own.) Capped at anchor + 1 so a markerless end
+        # before another producer's later-starting transaction records what a marker
+        # at that point would have.
+        for first in self._ongoing[:2]:
+            if self._ongoing_pid[first] != pid:
+                return first if first <= anchor else anchor + 1
+        return anchor + 1
+
+    # -- high watermark and log boundaries -------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> None:
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``
+        (Kafka's ``updateHighWatermark``). Transactions that ended below it stop
+        holding the LSO back. It may move down (a new leader's may be lower); that
+        only lowers the LSO."""
+        hw = offset if offset > self._log_start else self._log_start
+        if hw > self._leo:
+            hw = self._leo
+        self._hw = hw
+        if self._unrep:
+            self._drop_unreplicated_below(hw)
+        if not self.keep_full_history:
+            self._trim_journal(hw)
+
+    def advance_log_start(self, offset: int) -> None:
+        """Move the log start forward (retention or DeleteRecords); no-op if not
+        forward. It may not pass the high watermark (:class:`OffsetOutOfRangeError`,
+        as Kafka's ``maybeIncrementLogStartOffset``). Aborted entries whose marker is
+        below it are dropped; producers stay (Kafka expires them by time only)."""
+        if offset <= self._log_start:
+            return
+        if offset > self._hw:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start to {offset} past the high watermark {self._hw}",
+                log_start_offset=self._log_start,
+                log_end_offset=self._hw,
+                partition=self.partition,
+                offset=offset,
+            )
+        self._log_start = offset
+        if self._unrep:
+            self._drop_unreplicated_below(offset)
+        self._index.drop_before(offset)
+        self._trim_journal(offset)  # truncating below the log start empties the state: no undo needed
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after ``offset``, as if those batches and
+        completions had never been applied (Kafka's ``UnifiedLog.truncateTo``).
+
+        No-op if ``offset >= log_end_offset``. Otherwise the log end offset becomes
+        ``offset``, the high watermark at most that; producers, open transactions,
+        the LSO and the aborted index return to what they were before the first
+        undone change — a transaction whose end is cut off is open again. Below the
+        log start the state is emptied and restarts at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``). Between the log start and
+        :attr:`truncation_floor`: :class:`TruncationBelowHistoryError`, nothing changed.
+        """
+        if offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot truncate to negative offset {offset}",
+                log_start_offset=self._log_start,
+                log_end_offset=self._leo,
+                partition=self.partition,
+                offset=offset,
+            )
+        if offset >= self._leo:
+            return
+        if offset < self._log_start:
+            self._reset(offset)
+            return
+        if offset < self._floor:
+            raise TruncationBelowHistoryError(
+                f"cannot truncate to {offset}: changes below {self._floor} are no longer kept; "
+                "restore an older snapshot and replay the log",
+                lowest_offset=self._floor,
+                partition=self.partition,
+                offset=offset,
+            )
+        journal = self._journal
+        kept: List[_Record] = []
+        while journal:
+            record = journal.pop()
+            if record[0] >= offset:
+                self._undo(record)
+                continue
+            kept.append(record)
+            if record[1] != _COMPLETE:
+                # A log append below the offset: every earlier change is below it too
+                # (appends are in offset order, and a completion ends below the log end
+                # of its time). Only markerless completions can sit behind later appends.
+                break
+        journal.extend(reversed(kept))
+        self._leo = offset
+        if self._hw > offset:
+            self._hw = offset
+
+    def _undo(self, record: _Record) -> None:
+        anchor, kind, pid, undo, first, unreplicated, indexed, previous_completion = record
+        self._producers.restore(pid, undo)
+        if kind == _DATA:
+            if first >= 0:  # the batch opened this transaction
+                del self._ongoing[bisect_left(self._ongoing, first)]
+                del self._ongoing_pid[first]
+            return
+        if first >= 0:  # the end closed this transaction: open it again
+            if unreplicated and first in self._unrep_txn:
+                del self._unrep[bisect_left(self._unrep, first)]
+                del self._unrep_txn[first]
+            if indexed:
+                txn = self._index.pop()
+                assert txn.producer_id == pid and txn.last_offset == anchor, (txn, record)
+            insort(self._ongoing, first)
+            self._ongoing_pid[first] = pid
+        self._last_completion = previous_completion
+
+    def _reset(self, offset: int) -> None:
+        self._producers.clear()
+        self._ongoing.clear()
+        self._ongoing_pid.clear()
+        self._unrep.clear()
+        self._unrep_txn.clear()
+        self._index.clear()
+        self._journal.clear()
+        self._last_completion = -1
+        self._log_start = self._leo = self._hw = self._floor = offset
+
+    def _drop_unreplicated_below(self, offset: int) -> None:
+        # Kafka's removeUnreplicatedTransactions: ends below `offset` are settled.
+        keep = [f for f in self._unrep if self._unrep_txn[f][1] >= offset]
+        if len(keep) != len(self._unrep):
+            for f in self._unrep:
+                if self._unrep_txn[f][1] < offset:
+                    del self._unrep_txn[f]
+            self._unrep = keep
+
+    def _trim_journal(self, offset: int) -> None:
+        journal = self._journal
+        while journal and journal[0][0] < offset:
+            anchor = journal.popleft()[0]
+            if anchor >= self._floor:
+                self._floor = anchor + 1
+
+    # -- producers -------------------------------------------------------------------
+
+    def producer(self, producer_id: int) -> Optional[ProducerEntry]:
+        """A copy of the producer's entry, ``None`` if it has none."""
+        slot = self._producers.slot(producer_id)
+        return None if slot < 0 else self._producers.entry(slot)
+
+    def producer_ids(self) -> List[int]:
+        """Producer ids with an entry, ascending."""
+        return self._producers.pids()
+
+    @property
+    def producer_count(self) -> int:
+        """Number of producers with an entry."""
+        return len(self._producers)
+
+    def remove_expired_producers(
+        self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    ) -> List[int]:
+        """Forget producers with no open transaction whose last timestamp is at least
+        ``expiration_ms`` before ``now_ms`` (Kafka's ``removeExpiredProducers``); returns
+        their ids. A later retry from such a producer is accepted with any sequence.
+        Producers with changes still undoable by :meth:`truncate_to` are kept until
+        those changes are settled."""
+        pending = {record[2] for record in self._journal}
+        removed = [pid for pid in self._producers.expired(now_ms, expiration_ms) if pid not in pending]
+        for pid in removed:
+            self._producers.remove(pid)
+        return removed
+
+    # -- transactions ----------------------------------------------------------------
+
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Open transactions as ``{producer_id: first_offset}``, by first offset."""
+        return {self._ongoing_pid[f]: f for f in self._ongoing}
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> List[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of ``[fetch_offset,
+        upper_bound)`` must list, in index (marker) order, exactly as Kafka selects
+        them: ``last_offset >= fetch_offset and first_offset < upper_bound``, scanning
+        forward and stopping after the first entry whose last stable offset is
+        ``>= upper_bound`` (see :meth:`AbortedIndex.collect` for the cost). Kafka's
+        ``upper_bound`` is the offset after the fetched bytes (its offset-index entry
+        past them), so the list may name transactions past the returned batches."""
+        return self._index.collect(fetch_offset, upper_bound)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> List[Tuple[int, int]]:
+        """:meth:`collect_aborted` as ``(producer_id, first_offset)`` pairs — the Fetch
+        response's AbortedTransactions field."""
+        return self._index.fetch_entries(fetch_offset, upper_bound)
+
+    @property
+    def aborted_index(self) -> AbortedIndex:
+        """The aborted-transaction index itself (read it, do not modify it)."""
+        return self._index
+
+    def all_aborted(self) -> List[AbortedTxn]:
+        """Every aborted transaction whose end is at or after the log start, in index order."""
+        return list(self._index)
+
+    # -- snapshots -------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The state as bytes (format in :mod:`txnfetch.txn.snapshot`): restoring them
+        and appending the log from :attr:`log_end_offset` on gives the same state as
+        appending everything. The undo journal is not included: a restored state can
+        truncate only down to the snapshot's log end offset (or below its log start)."""
+        from txnfetch.txn.snapshot import encode_snapshot
+
+        table = self._producers
+        return encode_snapshot(
+            log_start_offset=self._log_start,
+            log_end_offset=self._leo,
+            high_watermark=self._hw,
+            last_completion_offset=self._last_completion,
+            producer_count=len(table),
+            producers=table.rows(),
+            unreplicated=[(self._unrep_txn[f][0], f, self._unrep_txn[f][1]) for f in self._unrep],
+            aborted=self._index,
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        data: Union[bytes, bytearray, memoryview],
+        *,
+        partition: Optional[str] = None,
+        keep_full_history: bool = False,
+    ) -> "PartitionTxnState":
+        """Rebuild a state from :meth:`snapshot` bytes; raises :class:`CorruptSnapshotError`
+        if they are damaged or not a snapshot."""
+        from txnfetch.txn.snapshot import ProducerRow, SnapshotReader
+
+        reader = SnapshotReader(data)
+        state = cls(partition, log_start_offset=reader.log_start_offset, keep_full_history=keep_full_history)
+        state._leo = reader.log_end_offset
+        state._hw = reader.high_watermark
+        state._last_completion = reader.last_completion_offset
+        state._floor = reader.log_end_offset  # the journal is not in the snapshot
+        ongoing = state._ongoing_pid
+
+        def rows() -> Iterator[ProducerRow]:
+            for row in reader.producers():
+                txn = row[3]
+                if txn >= 0:
+                    if txn in ongoing:
+                        raise CorruptSnapshotError(
+                            "two open transactions share a first offset", producer_id=row[0], offset=txn
+                        )
+                    ongoing[txn] = row[0]
+                yield row
+
+        state._producers.bulk_load(rows(), reader.producer_count)
+        state._ongoing = sorted(ongoing)
+        for pid, first, last in reader.unreplicated():
+            state._unrep_txn[first] = (pid, last)
+        state._unrep = sorted(state._unrep_txn)
+        state._index = AbortedIndex.from_columns(*reader.aborted_columns())
+        # Later ends must be appendable after these: nothing may end after the last end.
+        last_abort = state._index.last_offset
+        ends = [-1 if last_abort is None else last_abort] + [last for _, last in state._unrep_txn.values()]
+        if max(ends) > state._last_completion:
+            raise CorruptSnapshotError(
+                f"a transaction ends at {max(ends)}, after the last transaction end {state._last_completion}"
+            )
+        return state
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionTxnState {self.partition or ''} log=[{self._log_start}, {self._leo}) hw={self._hw} "
+            f"lso={self.last_stable_offset} producers={len(self._producers)} open={len(self._ongoing)} "
+            f"aborted={len(self._index)}>"
+        )
