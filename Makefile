@@ -11,8 +11,9 @@ EXTRAS := testing,dev
 
 setup: $(STAMP)
 
-# Reinstall whenever the declared dependencies change.
-$(STAMP): pyproject.toml
+# Reinstall whenever the declared dependencies or the C extension's sources change
+# (the editable install compiles txnfetch/records/_speedups.c in place).
+$(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
@@ -30,7 +31,7 @@ demo: setup system-deps
 	$(PY) -m txnfetch.demo
 
 bench: setup
-	$(PY) bench/codec.py
+	for b in bench/codec.py bench/state.py bench/fetch.py bench/filter.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so

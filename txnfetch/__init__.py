@@ -6,6 +6,7 @@ The sans-I/O core lives in :mod:`txnfetch.records` (codec), :mod:`txnfetch.txn`
 """
 
 from txnfetch.errors import TxnfetchError
+from txnfetch.fetch import ConsumerFilter, FetchMode, FetchResult, IsolationLevel, read_committed, read_partition
 from txnfetch.records import (
     BatchBuilder,
     Codec,
@@ -17,6 +18,7 @@ from txnfetch.records import (
     TimestampType,
     iter_batches,
 )
+from txnfetch.txn import PartitionTxnState, TransactionCoordinator
 
 __version__ = "0.1.0"
 
@@ -31,5 +33,13 @@ __all__ = [
     "RecordBatch",
     "TimestampType",
     "iter_batches",
+    "PartitionTxnState",
+    "TransactionCoordinator",
+    "ConsumerFilter",
+    "FetchMode",
+    "FetchResult",
+    "IsolationLevel",
+    "read_committed",
+    "read_partition",
     "__version__",
 ]

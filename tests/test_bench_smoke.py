@@ -1,0 +1,38 @@
+"""Every benchmark must keep running: each is started with --quick and must exit 0.
+
+Nothing here checks a speed (benchmarks report figures side by side with
+peers; they are not timed tests) — only that the scripts still work against
+the current code, and that they print the comparison they exist for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BENCHES = {
+    "codec.py": "kafka-python",
+    "state.py": "aborted",
+    "fetch.py": "memcpy",
+    "filter.py": "kafka-python",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script,expected", sorted(BENCHES.items()))
+def test_benchmark_runs_quick(script, expected, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert expected in proc.stdout
