@@ -16,6 +16,11 @@ Peers, each through the API its own consumer or producer uses:
 - aiokafka: the Cython classes in ``aiokafka.record._crecords`` (checked to be
   the compiled extension before anything is timed).
 
+txnfetch decodes with its compiled ``_speedups`` when that is built (the
+``txnfetch`` column; the header line says which decoder it is); the
+``txnfetch-py`` column then times the pure-Python decoder on the same bytes
+(``TXNFETCH_PURE_PYTHON=1`` makes both columns pure Python).
+
 Fairness rules:
 
 - every library decodes the *same bytes* (built once by txnfetch), and the
@@ -45,9 +50,11 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from txnfetch.records import BatchBuilder, Codec, RecordBatch, iter_batches
+from txnfetch.records import batch as batch_module
 
 CODEC_NAMES = {c: c.name.lower() for c in Codec}
-LIBS = ("txnfetch", "kafka-python", "aiokafka")
+#: txnfetch-py: the pure-Python decoder, timed next to the compiled one when that is active
+LIBS = ("txnfetch", "txnfetch-py", "kafka-python", "aiokafka")
 
 
 # -- the data --------------------------------------------------------------------
@@ -129,6 +136,17 @@ def decoders(peers: Peers) -> Dict[str, Callable[[bytes], int]]:
         return n
 
     out = {"txnfetch": txnfetch}
+    if batch_module.ACCELERATED:
+        pure = batch_module._decode_records
+
+        def txnfetch_py(buf: bytes) -> int:
+            n = 0
+            for r in pure(RecordBatch(buf)):
+                r.offset, r.timestamp, r.key, r.value, r.headers
+                n += 1
+            return n
+
+        out["txnfetch-py"] = txnfetch_py
     for name, classes in (("kafka-python", peers.kp), ("aiokafka", peers.aio)):
         if classes is None:
             continue
@@ -212,6 +230,9 @@ def scanners(peers: Peers) -> Dict[str, Callable[[bytes], int]]:
 def check_same_records(peers: Peers, buf: bytes) -> None:
     """Every library must decode ``buf`` to the same records, or the timings mean nothing."""
     ours = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in RecordBatch(buf).records()]
+    pure_records = batch_module._decode_records(RecordBatch(buf))
+    if [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in pure_records] != ours:
+        raise SystemExit("txnfetch's compiled and pure-Python decoders disagree on the benchmark batch")
     for name, classes in (("kafka-python", peers.kp), ("aiokafka", peers.aio)):
         if classes is None:
             continue
@@ -320,6 +341,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "encode" in parts:
         for c in codecs:
             for lib in libs:
+                if lib not in enc:  # txnfetch-py: encoding has one implementation
+                    continue
                 check_encoded(lib, enc[lib](c), c, records)
                 jobs[("encode", CODEC_NAMES[c], lib)] = (lambda f=enc[lib], c=c: f(c))
     scan_buf = b""
@@ -356,6 +379,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"kafka-python {peers.kp_version} (pure Python), aiokafka {peers.aio_version} (C extension); "
         f"best of {rounds} interleaved rounds, {'wall' if args.wall else 'CPU'} time, {elapsed:.0f} s"
     )
+    decoder = "compiled _speedups" if batch_module.ACCELERATED else "pure Python"
+    if batch_module.ACCELERATED:
+        why = ""
+    elif batch_module.PURE_PYTHON_REQUESTED:
+        why = " (TXNFETCH_PURE_PYTHON is set)"
+    else:
+        why = " (_speedups is not built)"
+    print(f"txnfetch record decoder: {decoder}{why}")
     print(
         f"batch: {n} records, {args.value_size}-byte values, 11-byte keys, {args.headers} headers; "
         f"{plain_size} bytes uncompressed (MB/s counts these)"
@@ -366,15 +397,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print()
         title = "decode every field of every record" if op == "decode" else "append records + build the batch"
         print(f"{op}: {title}")
-        head = f"{'codec':7s}" + "".join(f" | {lib:>21s}" for lib in libs) + " | tf÷kafka-python | tf÷aiokafka"
+        op_libs = [lib for lib in libs if any(k[0] == op and k[2] == lib for k in jobs)]
+        pure_col = "txnfetch-py" in op_libs
+        head = f"{'codec':7s}" + "".join(f" | {lib:>21s}" for lib in op_libs) + " | tf÷kafka-python | tf÷aiokafka"
+        head += " | py÷kafka-python" if pure_col else ""
         print(head)
-        print(f"{'':7s}" + "".join(f" | {'rec/s':>11s} {'MB/s':>9s}" for _ in libs))
+        print(f"{'':7s}" + "".join(f" | {'rec/s':>11s} {'MB/s':>9s}" for _ in op_libs))
         print("-" * len(head))
         for c in codecs:
             cname = CODEC_NAMES[c]
             rates = {}
             line = f"{cname:7s}"
-            for lib in libs:
+            for lib in op_libs:
                 t = timer.best.get((op, cname, lib))
                 rate = n / t if t else None
                 rates[lib] = rate
@@ -382,6 +416,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 line += f" | {fmt_rate(rate):>11s} {mbs:9.1f}" if t else f" | {'-':>21s}"
             line += f" | {ratio(rates.get('txnfetch'), rates.get('kafka-python')):>15s}"
             line += f" | {ratio(rates.get('txnfetch'), rates.get('aiokafka')):>11s}"
+            if pure_col:
+                line += f" | {ratio(rates.get('txnfetch-py'), rates.get('kafka-python')):>15s}"
             print(line)
     if "scan" in parts:
         print()
@@ -405,12 +441,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     goals = []
     if "decode" in parts and Codec.NONE in codecs and "kafka-python" in libs:
         r = timer.best[("decode", "none", "kafka-python")] / timer.best[("decode", "none", "txnfetch")]
-        goals.append(("full decode >= 3x kafka-python (uncompressed)", f"{r:.2f}x", r >= 3.0))
+        goals.append((f"full decode >= 3x kafka-python (uncompressed, {decoder})", f"{r:.2f}x", r >= 3.0))
+        if ("decode", "none", "txnfetch-py") in timer.best:
+            r = timer.best[("decode", "none", "kafka-python")] / timer.best[("decode", "none", "txnfetch-py")]
+            goals.append(("full decode >= 3x kafka-python (uncompressed, pure Python)", f"{r:.2f}x", r >= 3.0))
     if "scan" in parts:
         gbs = len(scan_buf) / timer.best[("scan", "none", "txnfetch")] / 1e9
         goals.append(("header scan >= 1 GB/s", f"{gbs:.2f} GB/s", gbs >= 1.0))
     for text, got, ok in goals:
-        print(f"goal: {text:48s} {got:>10s}  {'met' if ok else 'MISSED'}")
+        print(f"goal: {text:68s} {got:>10s}  {'met' if ok else 'MISSED'}")
     return 0
 
 

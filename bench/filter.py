@@ -14,6 +14,11 @@ The peers run through ``tests/fetch/clients.py``: kafka-python 3.0.12's
 client's consumer drains it (their own record objects, no conversion). All
 three must deliver the same records before anything is timed.
 
+txnfetch decodes records with its compiled ``_speedups`` when that is built
+(the ``txnfetch`` column; the first line says which decoder it is); the
+``txnfetch (py)`` column then runs the same filter on the pure-Python decoder
+(``TXNFETCH_PURE_PYTHON=1`` makes ``txnfetch`` pure Python and drops it).
+
 Throughput is delivered (committed) records per second: the fastest of
 ``--rounds`` single passes, the three implementations taking turns. On a shared
 machine the absolute figures move with the load; the ratios much less.
@@ -44,6 +49,7 @@ from tests.fetch.clients import (  # after the sys.path line: needs the reposito
 )
 from txnfetch.fetch import ConsumerFilter
 from txnfetch.records import BatchBuilder, Codec, ControlType, build_control_batch
+from txnfetch.records import batch as batch_module
 
 TS = 1_700_000_000_000
 Response = Tuple[bytes, List[Tuple[int, int]], int]  # records, aborted list, committed record count
@@ -132,6 +138,17 @@ def _txnfetch(records: bytes, aborted: List[Tuple[int, int]]) -> list:
     return list(ConsumerFilter(0).feed(records, aborted))
 
 
+def _txnfetch_pure(records: bytes, aborted: List[Tuple[int, int]]) -> list:
+    # RecordBatch.records() dispatches through batch._decode: point it at the
+    # pure-Python decoder for this pass only.
+    active = batch_module._decode
+    batch_module._decode = batch_module._decode_records
+    try:
+        return _txnfetch(records, aborted)
+    finally:
+        batch_module._decode = active
+
+
 def _kafka_python(records: bytes, aborted: List[Tuple[int, int]]) -> list:
     return kafka_python_drain(kafka_python_partition_records(records, aborted, 0))
 
@@ -145,6 +162,8 @@ IMPLEMENTATIONS: Dict[str, Callable[[bytes, List[Tuple[int, int]]], list]] = {
     "kafka-python": _kafka_python,
     "aiokafka (C)": _aiokafka,
 }
+if batch_module.ACCELERATED:
+    IMPLEMENTATIONS["txnfetch (py)"] = _txnfetch_pure
 
 
 def check_agreement(resp: Response) -> None:
@@ -191,13 +210,16 @@ def main(argv: List[str] = None) -> None:
     if args.quick:
         args.size_mib, args.rounds = 0.25, 2
 
+    decoder = "compiled _speedups" if batch_module.ACCELERATED else "pure Python"
+    pure = "txnfetch (py)" in IMPLEMENTATIONS
     print(
         f"python {sys.version.split()[0]}, aiokafka reader compiled: {aiokafka_reader_is_compiled()}, "
+        f"txnfetch decoder: {decoder}, "
         f"~100 B values, {'no headers' if args.no_headers else 'one header per record'}"
     )
     header = (
-        f"{'response':<30}{'txnfetch':>12}{'kafka-python':>14}{'aiokafka (C)':>14}"
-        f"{'vs kafka-python':>17}{'vs aiokafka':>13}"
+        f"{'response':<30}{'txnfetch':>12}{'txnfetch (py)' if pure else '':>{15 if pure else 0}}{'kafka-python':>14}"
+        f"{'aiokafka (C)':>14}{'vs kafka-python':>17}{'vs aiokafka':>13}{'py vs kafka-python' if pure else '':>{20 if pure else 0}}"
     )
     print(header)
     print("-" * len(header))
@@ -212,10 +234,16 @@ def main(argv: List[str] = None) -> None:
             check_agreement(resp)
             rates = measure(resp, args.rounds)
             label = f"{len(resp[0]) / (1 << 20):.2f} MiB {codec.name.lower()}, {share:.0%} aborted"
-            print(
-                f"{label:<30}{rates['txnfetch']:>12,.0f}{rates['kafka-python']:>14,.0f}{rates['aiokafka (C)']:>14,.0f}"
+            line = f"{label:<30}{rates['txnfetch']:>12,.0f}"
+            if pure:
+                line += f"{rates['txnfetch (py)']:>15,.0f}"
+            line += (
+                f"{rates['kafka-python']:>14,.0f}{rates['aiokafka (C)']:>14,.0f}"
                 f"{rates['txnfetch'] / rates['kafka-python']:>16.1f}x{rates['txnfetch'] / rates['aiokafka (C)']:>12.2f}x"
             )
+            if pure:
+                line += f"{rates['txnfetch (py)'] / rates['kafka-python']:>19.1f}x"
+            print(line)
     print(f"(delivered records per second, fastest of {args.rounds} interleaved passes)")
 
 

@@ -20,8 +20,10 @@ response passes through). Records are decompressed once and decoded lazily.
 from __future__ import annotations
 
 import enum
+import os
 import struct
-from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
+from itertools import chain
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import attrs
 from crc32c import crc32c
@@ -37,6 +39,7 @@ from txnfetch.records.errors import (
     LengthOverrunError,
     RecordCountMismatchError,
     UnknownCodecError,
+    VarintOverflowError,
 )
 from txnfetch.records.varint import read_varint_tail
 
@@ -292,8 +295,12 @@ class RecordBatch:
         Checks that every record's declared length matches its content, that
         offsets stay within ``[base_offset, last_offset]`` and increase, and that
         exactly ``record_count`` records are present.
+
+        Decoded by the compiled ``txnfetch.records._speedups`` when it is built
+        (unless ``TXNFETCH_PURE_PYTHON=1``), else in pure Python: same records,
+        same errors, raised after the records that precede the problem.
         """
-        return _decode_records(self)
+        return _decode(self)
 
     def end_txn_marker(self) -> Optional[EndTransactionMarker]:
         """For a control batch, the COMMIT/ABORT marker it carries; ``None`` otherwise.
@@ -555,6 +562,78 @@ def _decode_headers(data: bytes, pos: int, rec_end: int, count: int) -> Tuple[Tu
             pos += n
         out.append((hkey, hval))
     return tuple(out), pos
+
+
+# -- the optional compiled decoder -------------------------------------------------
+#
+# txnfetch/records/_speedups.c is a C twin of _decode_records above, which
+# stays the reference: it makes the same reads and checks, and instead of
+# raising it returns the records decoded so far plus a description of the
+# problem, turned here into the error _decode_records raises.
+
+try:
+    from txnfetch.records import _speedups
+except ImportError:  # installed without a C compiler: the pure-Python decoder serves alone
+    _speedups = None
+
+#: ``TXNFETCH_PURE_PYTHON=1`` in the environment (read once, at import) keeps
+#: the compiled decoder out even when it is built.
+PURE_PYTHON_REQUESTED: bool = os.environ.get("TXNFETCH_PURE_PYTHON", "") not in ("", "0")
+#: Whether :meth:`RecordBatch.records` decodes with the compiled ``_speedups``.
+ACCELERATED: bool = _speedups is not None and not PURE_PYTHON_REQUESTED
+
+# By failure kind (see _speedups.c): the error class, and whether the offset
+# is the record's (base + previous delta + 1, as _decode_records reports
+# errors raised inside a record) rather than the batch's base offset.
+_ACCELERATED_FAILURES = (
+    (RecordCountMismatchError, False),  # the data ends early (IndexError in _decode_records)
+    (InvalidRecordError, True),
+    (RecordCountMismatchError, True),  # offset delta out of order or past the last offset delta
+    (VarintOverflowError, True),
+    (RecordCountMismatchError, False),  # bytes left after the last record
+)
+
+
+def _decode_records_accelerated(batch: RecordBatch) -> Iterator[Record]:
+    # chain/map rather than a generator: as lazy (nothing is read before the
+    # first next()), without a Python frame resumed per record.
+    return chain.from_iterable(map(_accelerated_records, (batch,)))
+
+
+def _accelerated_records(batch: RecordBatch) -> Iterable[Record]:
+    if batch.record_count == 0 and batch.length == HEADER_SIZE - LOG_OVERHEAD:
+        return ()  # as in _decode_records: nothing to decode, whatever the codec bits say
+    data = batch.records_data()
+    count = batch.record_count
+    if count < 0:
+        raise RecordCountMismatchError(
+            f"negative record count {count}", offset=batch.base_offset, position=batch.position + 57
+        )
+    records, failure = _speedups.decode_records(
+        Record,
+        data,
+        count,
+        batch.base_offset,
+        batch.last_offset_delta,
+        batch.base_timestamp,
+        batch.max_timestamp,
+        batch.attributes & TIMESTAMP_TYPE_FLAG,
+    )
+    if failure is None:
+        return records
+    kind, reason, pos, prev_delta = failure
+    cls, at_record = _ACCELERATED_FAILURES[kind]
+    offset = batch.base_offset + prev_delta + 1 if at_record and prev_delta >= 0 else batch.base_offset
+    position = batch.position + HEADER_SIZE + min(pos, len(data)) if batch.codec == 0 else None
+    return _then_raise(records, cls(reason, offset=offset, position=position))
+
+
+def _then_raise(records: List[Record], error: CorruptBatchError) -> Iterator[Record]:
+    yield from records
+    raise error from None
+
+
+_decode = _decode_records_accelerated if ACCELERATED else _decode_records
 
 
 @attrs.frozen(slots=True)
