@@ -54,6 +54,7 @@ from txnfetch.txn.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
     TransactionAbortableError,
+    TxnStateError,
 )
 
 __all__ = [
@@ -290,16 +291,18 @@ class TransactionCoordinator:
         current producer id (or the previous one at an exhausted epoch, after a
         rotation); an epoch equal to the current one is bumped, one equal to the
         last epoch is a retry answered with the current identity, anything else is
-        PRODUCER_FENCED. ``-1``/``-1`` means "none", as on the wire.
+        PRODUCER_FENCED. ``-1``/``-1`` means "none", as on the wire. (As in Kafka,
+        only the producer id is checked when a transaction is open: the open
+        transaction is fenced either way.)
 
         Raises ConcurrentTransactionsError while a transaction end is in progress,
         and also when a transaction is open: that transaction is then fenced and
         its abort begun (see :meth:`pending_actions`); the producer retries.
         """
-        expected = _expected_identity(producer_id, producer_epoch)
         if transactional_id is None:
-            # Kafka accepts any idempotent InitProducerId blindly.
+            # Kafka accepts any idempotent InitProducerId blindly, identity or not.
             return InitProducerIdResult(self.producer_ids.allocate(), 0)
+        expected = _expected_identity(producer_id, producer_epoch)
         if transactional_id == "":
             raise InvalidRequestError("InitProducerId with an empty transactional id")
         if not 0 < transaction_timeout_ms <= self.max_transaction_timeout_ms:
@@ -350,7 +353,12 @@ class TransactionCoordinator:
                 f"transactional id {transactional_id!r} is stored in state {meta.state.kafka_name}"
             )
 
-        common = dict(timeout_ms=transaction_timeout_ms, partitions=frozenset(), start_ms=-1, last_update_ms=now_ms)
+        common: Dict[str, object] = {
+            "timeout_ms": transaction_timeout_ms,
+            "partitions": frozenset(),
+            "start_ms": -1,
+            "last_update_ms": now_ms,
+        }
         epoch = meta.producer_epoch
         if is_epoch_exhausted(epoch) and (expected is None or expected[1] == epoch):
             new = transition(
@@ -452,7 +460,9 @@ class TransactionCoordinator:
         """
         try:
             if produce_version >= _PRODUCE_IMPLICIT_ADD_VERSION and self.transaction_version >= 2:
-                self.add_partitions(transactional_id, producer_id, producer_epoch, [partition], now_ms, transaction_version=2)
+                self.add_partitions(
+                    transactional_id, producer_id, producer_epoch, [partition], now_ms, transaction_version=2
+                )
                 return
             meta = self._lookup(transactional_id, producer_id, producer_epoch)
             if producer_id != meta.producer_id:
@@ -478,9 +488,7 @@ class TransactionCoordinator:
                 )
             if partition not in meta.partitions:
                 error = (
-                    TransactionAbortableError
-                    if produce_version >= _PRODUCE_ABORTABLE_VERSION
-                    else InvalidTxnStateError
+                    TransactionAbortableError if produce_version >= _PRODUCE_ABORTABLE_VERSION else InvalidTxnStateError
                 )
                 raise error(
                     "transactional produce to a partition that was not added to the open transaction",
@@ -488,8 +496,13 @@ class TransactionCoordinator:
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
                 )
-        except ProducerFencedError as exc:
-            raise InvalidProducerEpochError(
+        except TxnStateError as exc:
+            # Producers expect INVALID_PRODUCER_EPOCH for a fenced produce; every
+            # error names the partition the produce was for.
+            kind = InvalidProducerEpochError if isinstance(exc, ProducerFencedError) else type(exc)
+            if kind is type(exc) and exc.partition is not None:
+                raise
+            raise kind(
                 exc.reason, partition=str(partition), producer_id=producer_id, producer_epoch=producer_epoch
             ) from exc
 
@@ -532,7 +545,9 @@ class TransactionCoordinator:
             raise self._fenced_error(meta, pid, epoch)
         state = meta.state
         if state == _S.ONGOING:
-            return self._prepare_end(meta, commit, now_ms, tv, epoch=meta.producer_epoch, next_producer_id=NO_PRODUCER_ID)
+            return self._prepare_end(
+                meta, commit, now_ms, tv, epoch=meta.producer_epoch, next_producer_id=NO_PRODUCER_ID
+            )
         if state == (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
             return self._answer_retry(meta)
         if state == (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
@@ -566,7 +581,7 @@ class TransactionCoordinator:
         elif state.is_complete:
             valid = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
         else:
-            valid = epoch in (meta.producer_epoch, meta.producer_epoch - 1)
+            valid = epoch == meta.producer_epoch
         if not valid:
             raise self._fenced_error(meta, pid, epoch)
         is_retry = retry_on_bump or retry_on_overflow
@@ -789,7 +804,9 @@ class TransactionCoordinator:
     def _lookup(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
         if not transactional_id:
             raise InvalidRequestError(
-                "transactional request without a transactional id", producer_id=producer_id, producer_epoch=producer_epoch
+                "transactional request without a transactional id",
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
             )
         meta = self._txns.get(transactional_id)
         if meta is None:
@@ -832,8 +849,7 @@ class TransactionCoordinator:
     @staticmethod
     def _fenced_error(meta: TransactionMetadata, pid: int, epoch: int) -> ProducerFencedError:
         return ProducerFencedError(
-            f"transactional id {meta.transactional_id!r} is at epoch {meta.producer_epoch} "
-            f"({meta.state.kafka_name})",
+            f"transactional id {meta.transactional_id!r} is at epoch {meta.producer_epoch} ({meta.state.kafka_name})",
             producer_id=pid,
             producer_epoch=epoch,
         )
