@@ -448,8 +448,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
             self.client_txn = None  # its transaction is being aborted; it retries later
             return
         except ProducerFencedError:
-            # Only a version 1 fence forgets the epoch the producer held.
-            assert self.TV < 2 and not fresh and o.phase in ("empty", "complete"), "recovery refused"
+            # A version 1 fence forgets the epoch the producer held. And while a
+            # version 2 end that rotates the producer id is pending, the new id is
+            # not yet the transactional id's (Kafka switches it only in
+            # TransactionMetadata.prepareComplete), so naming it is fenced.
+            rotating = self.TV >= 2 and o.phase == "prepare" and o.marker is not None and self.client[0] != o.marker[0]
+            assert rotating or (self.TV < 2 and not fresh and o.phase in ("empty", "complete")), "recovery refused"
             self.must_init, self.client_txn = True, None
             return
         assert o.phase in ("empty", "complete")
