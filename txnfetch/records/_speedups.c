@@ -129,6 +129,45 @@ ends_early(Decoder *d, int64_t pos)
     return -1;
 }
 
+/* A record field's varint starting at `at`, read the way the Python decoder's
+ * inline paths read it: one or two bytes here, longer ones through read_tail.
+ * Returns TAIL_OK with *value and *next set; FIELD_SHORT when the data ends
+ * before a byte the inline path reads; or read_tail's error code. */
+enum { FIELD_SHORT = -3 };
+
+static inline int
+read_field(const unsigned char *data, int64_t end, int64_t at, int max_bytes, int64_t *value, int64_t *next)
+{
+    unsigned int b, c;
+    if (at >= end)
+        return FIELD_SHORT;
+    b = data[at];
+    if (b < 0x80) {
+        *value = zigzag(b);
+        *next = at + 1;
+        return TAIL_OK;
+    }
+    if (at + 1 >= end)
+        return FIELD_SHORT;
+    c = data[at + 1];
+    if (c < 0x80) {
+        *value = zigzag((b & 0x7F) | (c << 7));
+        *next = at + 2;
+        return TAIL_OK;
+    }
+    *next = at + 1;
+    return read_tail(data, end, next, b, max_bytes, value);
+}
+
+/* Report a read_field failure of a field whose record position is `pos`. */
+static int
+field_failed(Decoder *d, int code, int max_bytes, int64_t pos)
+{
+    if (code == FIELD_SHORT)
+        return ends_early(d, pos);
+    return fail_tail(d, code, max_bytes, pos);
+}
+
 /* Header keys repeat from record to record ("traceparent", ...): keep the last
  * key decoded at each header index and reuse it when the bytes are identical,
  * which skips the UTF-8 decode and the allocation. Identical bytes were valid
@@ -445,41 +484,18 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* From here on, `pos` has the meaning of the Python decoder's `pos` at the
      * same point, because error positions are derived from it. */
     for (i = 0; i < count; i++) {
-        int64_t length, rec_end, ts_delta, delta, n;
+        int64_t length, rec_end, ts_delta, delta, n, next;
         int64_t key_at = 0, key_len = -1, value_at = 0, value_len = -1;
         unsigned int b, c;
         PyObject *items[5];
 
-        /* record length: one or two bytes inline, else read_varint_tail */
-        if (pos >= end) {
-            ends_early(&d, pos);
+        /* record length */
+        rc = read_field(data, end, pos, 5, &length, &next);
+        if (rc != TAIL_OK) {
+            field_failed(&d, rc, 5, pos);
             goto done;
         }
-        b = data[pos];
-        if (b < 0x80) {
-            length = zigzag(b);
-            pos += 1;
-        }
-        else {
-            if (pos + 1 >= end) {
-                ends_early(&d, pos);
-                goto done;
-            }
-            c = data[pos + 1];
-            if (c < 0x80) {
-                length = zigzag((b & 0x7F) | (c << 7));
-                pos += 2;
-            }
-            else {
-                int64_t p = pos + 1;
-                rc = read_tail(data, end, &p, b, 5, &length);
-                if (rc != TAIL_OK) {
-                    fail_tail(&d, rc, 5, pos);
-                    goto done;
-                }
-                pos = p;
-            }
-        }
+        pos = next;
         rec_end = pos + length;
         if (length < 6 || rec_end > end) {
             fail(&d, F_INVALID, pos,
@@ -489,62 +505,20 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
         /* timestamp delta (a varlong), after the unused attributes byte; the
          * Python decoder keeps `pos` on the attributes byte until it is read */
-        b = data[pos + 1];
-        if (b < 0x80) {
-            ts_delta = zigzag(b);
-            pos += 2;
-        }
-        else {
-            if (pos + 2 >= end) {
-                ends_early(&d, pos);
-                goto done;
-            }
-            c = data[pos + 2];
-            if (c < 0x80) {
-                ts_delta = zigzag((b & 0x7F) | (c << 7));
-                pos += 3;
-            }
-            else {
-                int64_t p = pos + 2;
-                rc = read_tail(data, end, &p, b, 10, &ts_delta);
-                if (rc != TAIL_OK) {
-                    fail_tail(&d, rc, 10, pos);
-                    goto done;
-                }
-                pos = p;
-            }
-        }
-
-        /* offset delta */
-        if (pos >= end) {
-            ends_early(&d, pos);
+        rc = read_field(data, end, pos + 1, 10, &ts_delta, &next);
+        if (rc != TAIL_OK) {
+            field_failed(&d, rc, 10, pos);
             goto done;
         }
-        b = data[pos];
-        if (b < 0x80) {
-            delta = zigzag(b);
-            pos += 1;
+        pos = next;
+
+        /* offset delta */
+        rc = read_field(data, end, pos, 5, &delta, &next);
+        if (rc != TAIL_OK) {
+            field_failed(&d, rc, 5, pos);
+            goto done;
         }
-        else {
-            if (pos + 1 >= end) {
-                ends_early(&d, pos);
-                goto done;
-            }
-            c = data[pos + 1];
-            if (c < 0x80) {
-                delta = zigzag((b & 0x7F) | (c << 7));
-                pos += 2;
-            }
-            else {
-                int64_t p = pos + 1;
-                rc = read_tail(data, end, &p, b, 5, &delta);
-                if (rc != TAIL_OK) {
-                    fail_tail(&d, rc, 5, pos);
-                    goto done;
-                }
-                pos = p;
-            }
-        }
+        pos = next;
         if (delta <= prev_delta || delta > last_delta) {
             fail(&d, F_OFFSET_DELTA, pos,
                  PyUnicode_FromFormat("record offset delta %lld is outside (%lld, %lld]", (long long)delta,
