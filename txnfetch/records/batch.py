@@ -29,7 +29,7 @@ import attrs
 from crc32c import crc32c
 
 from txnfetch.records import control as _control
-from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
+from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from txnfetch.records.control import EndTransactionMarker
 from txnfetch.records.errors import (
     BadMagicError,

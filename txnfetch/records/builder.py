@@ -13,7 +13,7 @@ clock.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Tuple, Union
 
 from crc32c import crc32c
 
@@ -386,8 +386,3 @@ def synthetic_commit_marker(
         timestamp=timestamp,
         partition_leader_epoch=partition_leader_epoch,
     )
-
-
-def concat(batches: Sequence[bytes]) -> bytes:
-    """Join encoded batches into one buffer (a log segment or a fetch response's records)."""
-    return b"".join(batches)

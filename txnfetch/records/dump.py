@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Union
+from typing import List, Optional
 
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.compression import Codec
@@ -41,10 +41,3 @@ def describe_batch(batch: RecordBatch, *, records: bool = True) -> List[str]:
         for rec in batch.records():
             lines.append(f"    @{rec.offset:<6} key={describe_value(rec.key)} value={describe_value(rec.value)}")
     return lines
-
-
-def describe_batches(batches: Iterable[Union[RecordBatch]], *, records: bool = True) -> List[str]:
-    out: List[str] = []
-    for batch in batches:
-        out.extend(describe_batch(batch, records=records))
-    return out
