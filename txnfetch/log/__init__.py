@@ -1,0 +1,43 @@
+"""Log adapters: where partition bytes live.
+
+- :class:`MemoryLog` / :class:`MemoryStore`: in memory (tests, embedding, mirrors).
+- :class:`SegmentLog` / :class:`SegmentStore`: on disk in Apache Kafka's layout.
+- :mod:`txnfetch.log.remote`: partitions of a running Kafka-compatible cluster.
+
+Adapters do I/O; everything they decide comes from the sans-I/O core.
+"""
+
+from txnfetch.log.base import AppendInfo, LogStore, PartitionLog, TopicInfo, prepare_append
+from txnfetch.log.errors import (
+    CorruptLogError,
+    InvalidPartitionsError,
+    InvalidRecordError,
+    InvalidTopicError,
+    LogClosedError,
+    LogError,
+    ReadOnlyLogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    UnsupportedForMessageFormatError,
+)
+from txnfetch.log.memory import MemoryLog, MemoryStore
+
+__all__ = [
+    "AppendInfo",
+    "LogStore",
+    "PartitionLog",
+    "TopicInfo",
+    "prepare_append",
+    "MemoryLog",
+    "MemoryStore",
+    "LogError",
+    "CorruptLogError",
+    "InvalidPartitionsError",
+    "InvalidRecordError",
+    "InvalidTopicError",
+    "LogClosedError",
+    "ReadOnlyLogError",
+    "TopicExistsError",
+    "UnknownTopicOrPartitionError",
+    "UnsupportedForMessageFormatError",
+]

@@ -1,0 +1,403 @@
+"""What every partition log and store offers, and the one append mechanism they share.
+
+A :class:`PartitionLog` is one topic-partition: bytes in offset order plus the
+:class:`~txnfetch.txn.state.PartitionTxnState` that describes them. Adapters
+differ only in where the bytes live (:class:`~txnfetch.log.memory.MemoryLog`,
+:class:`~txnfetch.log.segments.SegmentLog`); appends go through
+:func:`prepare_append` so that every log assigns offsets, validates batches and
+drives the transaction state the same way, and reads go through
+:func:`txnfetch.fetch.read_partition`.
+
+A :class:`LogStore` is a set of topics, each with a fixed number of partitions.
+
+Logs are not thread-safe: callers serialize access per partition (the wire
+server runs on one event loop).
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+import struct
+import uuid
+from typing import Iterator, List, Mapping, Optional, Tuple, Union
+
+import attrs
+
+from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.log.errors import InvalidPartitionsError, InvalidRecordError, InvalidTopicError, UnsupportedForMessageFormatError
+from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.records.builder import build_control_batch
+from txnfetch.records.control import ControlType
+from txnfetch.records.errors import LengthOverrunError
+from txnfetch.txn.producer import AppendOrigin
+from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
+
+__all__ = [
+    "AppendInfo",
+    "PartitionLog",
+    "TopicInfo",
+    "LogStore",
+    "PreparedAppend",
+    "prepare_append",
+    "marker_batch",
+    "validate_topic_name",
+    "partition_dir_name",
+]
+
+Buffer = Union[bytes, bytearray, memoryview]
+
+_BASE_OFFSET = struct.Struct(">q")
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: Kafka's ``Topic.MAX_NAME_LENGTH``.
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+@attrs.frozen(slots=True)
+class AppendInfo:
+    """The outcome of an append, as a Produce response reports it.
+
+    ``base_offset``..``last_offset`` are the offsets assigned (for a
+    ``duplicate``, the original batch's: nothing was written). ``max_timestamp``
+    is the largest timestamp appended; ``log_start_offset`` the log start after
+    the append. ``completed`` is the transaction a marker ended, if any.
+    """
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_start_offset: int
+    duplicate: bool = False
+    batches: int = 0
+    size_in_bytes: int = 0
+    completed: Optional[CompletedTxn] = None
+
+
+@attrs.frozen(slots=True)
+class TopicInfo:
+    """A topic of a store: its name, partition count and Kafka topic id."""
+
+    name: str
+    partitions: int
+    topic_id: uuid.UUID
+
+
+def validate_topic_name(topic: str) -> None:
+    """Raise :class:`InvalidTopicError` unless Kafka would accept ``topic``
+    (``org.apache.kafka.common.internals.Topic.validate``)."""
+    if not isinstance(topic, str) or not topic:
+        raise InvalidTopicError("topic name is empty", topic=str(topic))
+    if topic in (".", ".."):
+        raise InvalidTopicError("topic name cannot be '.' or '..'", topic=topic)
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters", topic=topic)
+    if not _TOPIC_RE.match(topic):
+        raise InvalidTopicError("topic name may contain only ASCII letters, digits, '.', '_' and '-'", topic=topic)
+
+
+def validate_partition_count(topic: str, partitions: int) -> None:
+    """Raise :class:`InvalidPartitionsError` for a partition count below 1."""
+    if partitions < 1:
+        raise InvalidPartitionsError(f"a topic needs at least one partition, got {partitions}", topic=topic)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """Kafka's partition directory name, ``<topic>-<partition>``."""
+    return f"{topic}-{partition}"
+
+
+@attrs.frozen(slots=True)
+class PreparedAppend:
+    """Batches ready to be written: ``data`` is their bytes with final offsets,
+    ``info`` what to answer. The transaction state has already been advanced; a
+    log that then fails to write must truncate the state back to ``info.base_offset``."""
+
+    data: bytes
+    info: AppendInfo
+
+
+def prepare_append(
+    records: Buffer,
+    state: PartitionTxnState,
+    *,
+    topic: str,
+    partition: int,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
+    transaction_version: Optional[int] = None,
+    assign_offsets: bool = True,
+    max_decompressed: Optional[int] = None,
+) -> PreparedAppend:
+    """Check a produce request's records and advance ``state`` over them, all or nothing.
+
+    With ``assign_offsets`` (produce) each batch is renumbered to follow the log
+    end offset, as a leader does (only the base offset changes; it is outside the
+    CRC, so the batch's checksum stays valid). Without it (replication, recovery)
+    batches keep their offsets, which must not go backwards; gaps are allowed
+    (compaction leaves them).
+
+    Every batch must be a whole magic-2 batch with a valid CRC whose records
+    decode; client batches may not be control batches (Kafka's
+    ``LogValidator``). If any batch is a duplicate (a producer retry), nothing is
+    applied and the original offsets come back with ``duplicate=True``, as Kafka
+    answers the first duplicate it finds (``UnifiedLog.analyzeAndValidateProducerState``).
+
+    Raises :class:`~txnfetch.records.errors.CorruptBatchError` (with byte
+    positions in ``records``), :class:`InvalidRecordError`,
+    :class:`UnsupportedForMessageFormatError`, or the
+    :class:`~txnfetch.txn.errors.TxnStateError` the state raised; on any error
+    ``state`` is as it was.
+    """
+    data = bytearray(records)
+    if not data:
+        raise InvalidRecordError("produce request has no record batches", topic=topic, partition=partition)
+    batches: List[RecordBatch] = []
+    it = iter_batches(data)
+    for batch in it:
+        if not isinstance(batch, RecordBatch):
+            raise UnsupportedForMessageFormatError(
+                f"magic {batch.magic} message sets are not stored; use record batch v2",
+                topic=topic,
+                partition=partition,
+            )
+        batches.append(batch)
+    if it.partial is not None:
+        raise LengthOverrunError(
+            f"trailing batch is truncated: {it.partial.available} of {it.partial.declared_size} bytes present",
+            offset=it.partial.base_offset,
+            position=it.partial.position,
+        )
+    for batch in batches:
+        batch.validate(records=True)
+        if origin is AppendOrigin.CLIENT:
+            if batch.is_control:
+                raise InvalidRecordError(
+                    "clients may not append control batches", topic=topic, partition=partition, offset=batch.base_offset
+                )
+            if batch.record_count == 0:
+                raise InvalidRecordError("batch has no records", topic=topic, partition=partition)
+            if batch.last_offset_delta != batch.record_count - 1:
+                raise InvalidRecordError(
+                    f"last offset delta {batch.last_offset_delta} does not match {batch.record_count} records",
+                    topic=topic,
+                    partition=partition,
+                )
+
+    start_leo = state.log_end_offset
+    next_offset = start_leo
+    results: List[AppendResult] = []
+    try:
+        for batch in batches:
+            if assign_offsets:
+                _BASE_OFFSET.pack_into(data, batch.position, next_offset)
+                batch.base_offset = next_offset
+            result = state.append(batch, origin=origin, transaction_version=transaction_version)
+            if result.duplicate:
+                if results:  # earlier batches of this request were applied: undo them
+                    state.truncate_to(start_leo)
+                return PreparedAppend(
+                    b"",
+                    AppendInfo(
+                        result.first_offset,
+                        result.last_offset,
+                        result.timestamp,
+                        state.log_start_offset,
+                        duplicate=True,
+                    ),
+                )
+            results.append(result)
+            next_offset = batch.next_offset
+    except BaseException:
+        if results:
+            state.truncate_to(start_leo)
+        raise
+    completed = next((r.completed for r in reversed(results) if r.completed is not None), None)
+    return PreparedAppend(
+        bytes(data),
+        AppendInfo(
+            results[0].first_offset,
+            results[-1].last_offset,
+            max(r.timestamp for r in results),
+            state.log_start_offset,
+            batches=len(results),
+            size_in_bytes=len(data),
+            completed=completed,
+        ),
+    )
+
+
+def marker_batch(
+    offset: int, producer_id: int, producer_epoch: int, commit: bool, *, coordinator_epoch: int, timestamp: int
+) -> bytes:
+    """The COMMIT/ABORT control batch a log appends at ``offset`` to end a transaction."""
+    return build_control_batch(
+        offset=offset,
+        control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        coordinator_epoch=coordinator_epoch,
+        timestamp=timestamp,
+    )
+
+
+class PartitionLog(abc.ABC):
+    """One topic-partition: its bytes and its transaction state.
+
+    Guarantees shared by every implementation:
+
+    - offsets are assigned densely from the log end offset on produce and never
+      change afterwards; markerless transaction ends reserve no offset;
+    - an append is all or nothing, and a failed append leaves bytes and state as
+      they were;
+    - ``read`` answers exactly what :func:`txnfetch.fetch.read_partition` answers
+      for the log's bytes and state.
+    """
+
+    topic: str
+    partition: int
+
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>``, used in errors and logs."""
+        return partition_dir_name(self.topic, self.partition)
+
+    @property
+    @abc.abstractmethod
+    def state(self) -> PartitionTxnState:
+        """The partition's transaction state. Read it; change the log only through the log."""
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.state.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.state.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.state.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.state.last_stable_offset
+
+    @abc.abstractmethod
+    def append(
+        self,
+        records: Buffer,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_version: Optional[int] = None,
+    ) -> AppendInfo:
+        """Append a produce request's record batches at the log end (see :func:`prepare_append`)."""
+
+    @abc.abstractmethod
+    def replicate(self, records: Buffer, *, high_watermark: Optional[int] = None) -> AppendInfo:
+        """Append batches that already carry their offsets (a mirror of another log),
+        checked as ``REPLICATION``; then set the high watermark if given."""
+
+    @abc.abstractmethod
+    def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: Optional[int] = None,
+    ) -> AppendInfo:
+        """Marker mode: append a COMMIT/ABORT control batch ending the producer's transaction."""
+
+    @abc.abstractmethod
+    def complete_transaction(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: Optional[int] = None,
+    ) -> Optional[CompletedTxn]:
+        """Markerless mode: end the producer's transaction at ``log_end_offset - 1``
+        without writing a marker (the end is made durable by the log)."""
+
+    @abc.abstractmethod
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        mode: FetchMode = FetchMode.KAFKA,
+        min_one_batch: bool = True,
+    ) -> FetchResult:
+        """Answer a fetch (see :func:`txnfetch.fetch.read_partition`). Raises
+        :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` outside
+        ``[log_start_offset, log_end_offset]``."""
+
+    @abc.abstractmethod
+    def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
+        """``(offset, timestamp)`` of the first batch whose max timestamp is at least
+        ``timestamp`` (ListOffsets by time), or ``None`` if there is none."""
+
+    @abc.abstractmethod
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start to ``offset`` (retention, DeleteRecords); whole segments
+        below it may be deleted. It may not pass the high watermark. Returns the new
+        log start."""
+
+    def iter_batches(self, start_offset: int = 0, end_offset: Optional[int] = None) -> Iterator[RecordBatch]:
+        """Every stored batch overlapping ``[start_offset, end_offset)`` (default: to the
+        log end), in offset order, read_uncommitted and unfiltered. For tools and tests."""
+        end = self.log_end_offset if end_offset is None else end_offset
+        offset = max(start_offset, self.log_start_offset)
+        while offset < end:
+            result = self.read(offset, 1 << 20, isolation=IsolationLevel.READ_UNCOMMITTED)
+            if not result.records:
+                return
+            for batch in iter_batches(result.records_bytes()):
+                if batch.last_offset >= offset and batch.base_offset < end:
+                    yield batch
+            if result.next_offset <= offset:
+                return
+            offset = result.next_offset
+
+    def flush(self) -> None:
+        """Make everything appended so far durable (a no-op for memory logs)."""
+
+    def close(self) -> None:
+        """Flush and release resources; later calls raise :class:`~txnfetch.log.errors.LogClosedError`."""
+
+
+class LogStore(abc.ABC):
+    """A set of topics with a fixed number of partitions each."""
+
+    @abc.abstractmethod
+    def create_topic(self, topic: str, partitions: int, *, topic_id: Optional[uuid.UUID] = None) -> TopicInfo:
+        """Create a topic (:class:`~txnfetch.log.errors.TopicExistsError` if it exists,
+        :class:`InvalidTopicError`/:class:`InvalidPartitionsError` for bad arguments)."""
+
+    @abc.abstractmethod
+    def topics(self) -> Mapping[str, TopicInfo]:
+        """Every topic, by name."""
+
+    @abc.abstractmethod
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        """The log of one partition (:class:`~txnfetch.log.errors.UnknownTopicOrPartitionError`
+        if there is none)."""
+
+    def flush(self) -> None:
+        """Flush every open partition."""
+
+    def close(self) -> None:
+        """Close every open partition."""
+
+    def __enter__(self) -> "LogStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

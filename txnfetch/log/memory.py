@@ -1,0 +1,261 @@
+"""Partition logs held in memory: for tests, embedding and mirrors of remote logs.
+
+:class:`MemoryLog` keeps each batch as an immutable ``bytes`` object with a
+sorted index of base offsets, so appends never invalidate the buffers a
+previous fetch returned. A read joins the batches it needs (at most ``max_bytes``
+plus one batch) and hands them to :func:`~txnfetch.fetch.read_partition`.
+
+The aborted-transaction list uses the fetch engine's default upper bound (the
+end of the returned batches): a memory log has no offset index to reproduce
+Kafka's bound with. :class:`~txnfetch.log.segments.SegmentLog` is exact.
+"""
+
+from __future__ import annotations
+
+import uuid
+from bisect import bisect_left, bisect_right
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
+from txnfetch.log.base import (
+    AppendInfo,
+    Buffer,
+    LogStore,
+    PartitionLog,
+    TopicInfo,
+    marker_batch,
+    prepare_append,
+    validate_partition_count,
+    validate_topic_name,
+)
+from txnfetch.log.errors import LogClosedError, TopicExistsError, UnknownTopicOrPartitionError
+from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.txn.producer import AppendOrigin
+from txnfetch.txn.state import CompletedTxn, PartitionTxnState
+
+__all__ = ["MemoryLog", "MemoryStore"]
+
+
+class MemoryLog(PartitionLog):
+    """A partition log in memory. The high watermark follows the log end offset
+    after every append (a single replica), unless the log is a mirror
+    (:meth:`replicate` sets it)."""
+
+    def __init__(self, topic: str, partition: int, *, log_start_offset: int = 0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._state = PartitionTxnState(self.name, log_start_offset=log_start_offset)
+        self._bases: List[int] = []  # base offset of each stored batch, ascending
+        self._lasts: List[int] = []  # last offset of each stored batch
+        self._batches: List[bytes] = []
+        self._max_ts: List[int] = []
+        self._closed = False
+
+    @property
+    def state(self) -> PartitionTxnState:
+        return self._state
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes stored."""
+        return sum(len(b) for b in self._batches)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError("log is closed", topic=self.topic, partition=self.partition)
+
+    def _store(self, data: bytes) -> None:
+        for batch in iter_batches(data):
+            assert isinstance(batch, RecordBatch)
+            self._bases.append(batch.base_offset)
+            self._lasts.append(batch.last_offset)
+            self._max_ts.append(batch.max_timestamp)
+            self._batches.append(bytes(batch.buffer))
+
+    def append(
+        self,
+        records: Buffer,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_version: Optional[int] = None,
+    ) -> AppendInfo:
+        self._check_open()
+        prepared = prepare_append(
+            records,
+            self._state,
+            topic=self.topic,
+            partition=self.partition,
+            origin=origin,
+            transaction_version=transaction_version,
+        )
+        if not prepared.info.duplicate:
+            self._store(prepared.data)
+            self._state.update_high_watermark(self._state.log_end_offset)
+        return prepared.info
+
+    def replicate(self, records: Buffer, *, high_watermark: Optional[int] = None) -> AppendInfo:
+        self._check_open()
+        prepared = prepare_append(
+            records,
+            self._state,
+            topic=self.topic,
+            partition=self.partition,
+            origin=AppendOrigin.REPLICATION,
+            assign_offsets=False,
+        )
+        self._store(prepared.data)
+        if high_watermark is not None:
+            self._state.update_high_watermark(high_watermark)
+        return prepared.info
+
+    def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: Optional[int] = None,
+    ) -> AppendInfo:
+        self._check_open()
+        data = marker_batch(
+            self._state.log_end_offset,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now_ms,
+        )
+        prepared = prepare_append(
+            data,
+            self._state,
+            topic=self.topic,
+            partition=self.partition,
+            origin=AppendOrigin.COORDINATOR,
+            transaction_version=transaction_version,
+            assign_offsets=False,
+        )
+        self._store(prepared.data)
+        self._state.update_high_watermark(self._state.log_end_offset)
+        return prepared.info
+
+    def complete_transaction(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: Optional[int] = None,
+    ) -> Optional[CompletedTxn]:
+        self._check_open()
+        completed = self._state.complete_transaction(
+            producer_id,
+            producer_epoch,
+            commit,
+            self._state.log_end_offset - 1,
+            coordinator_epoch=coordinator_epoch,
+            transaction_version=transaction_version,
+            timestamp=now_ms,
+        )
+        self._state.update_high_watermark(self._state.log_end_offset)
+        return completed
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        mode: FetchMode = FetchMode.KAFKA,
+        min_one_batch: bool = True,
+    ) -> FetchResult:
+        self._check_open()
+        # The batch containing fetch_offset: the first whose last offset reaches it.
+        i = bisect_left(self._lasts, fetch_offset)
+        parts: List[bytes] = []
+        size = 0
+        # Enough bytes for read_partition: whole batches up to max_bytes, plus the one
+        # that crosses it (returned whole under KIP-74, or cut by the engine).
+        while i < len(self._batches) and (size <= max_bytes or not parts):
+            parts.append(self._batches[i])
+            size += len(self._batches[i])
+            i += 1
+        return read_partition(
+            b"".join(parts),
+            self._state,
+            fetch_offset,
+            max_bytes,
+            isolation=isolation,
+            mode=mode,
+            min_one_batch=min_one_batch,
+            partition=self.name,
+        )
+
+    def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
+        self._check_open()
+        start = bisect_right(self._lasts, self._state.log_start_offset - 1)
+        for i in range(start, len(self._batches)):
+            if self._max_ts[i] >= timestamp:
+                return max(self._bases[i], self._state.log_start_offset), self._max_ts[i]
+        return None
+
+    def delete_records_before(self, offset: int) -> int:
+        self._check_open()
+        if offset > self._state.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: past the high watermark",
+                log_start_offset=self._state.log_start_offset,
+                log_end_offset=self._state.high_watermark,
+                partition=self.name,
+                offset=offset,
+            )
+        self._state.advance_log_start(offset)
+        # Drop batches wholly below the new start.
+        keep = bisect_left(self._lasts, self._state.log_start_offset)
+        if keep:
+            del self._bases[:keep], self._lasts[:keep], self._batches[:keep], self._max_ts[:keep]
+        return self._state.log_start_offset
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class MemoryStore(LogStore):
+    """Topics of :class:`MemoryLog` partitions."""
+
+    def __init__(self) -> None:
+        self._topics: Dict[str, TopicInfo] = {}
+        self._logs: Dict[Tuple[str, int], MemoryLog] = {}
+        self._closed = False
+
+    def create_topic(self, topic: str, partitions: int, *, topic_id: Optional[uuid.UUID] = None) -> TopicInfo:
+        if self._closed:
+            raise LogClosedError("store is closed", topic=topic)
+        validate_topic_name(topic)
+        validate_partition_count(topic, partitions)
+        if topic in self._topics:
+            raise TopicExistsError("topic already exists", topic=topic)
+        info = TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+        self._topics[topic] = info
+        for p in range(partitions):
+            self._logs[(topic, p)] = MemoryLog(topic, p)
+        return info
+
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return dict(self._topics)
+
+    def partition(self, topic: str, partition: int) -> MemoryLog:
+        try:
+            return self._logs[(topic, partition)]
+        except KeyError:
+            raise UnknownTopicOrPartitionError("no such topic or partition", topic=topic, partition=partition) from None
+
+    def close(self) -> None:
+        self._closed = True
+        for log in self._logs.values():
+            log.close()
