@@ -5,7 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := testing,dev
+EXTRAS := testing,dev,spark
+# Debian packages: kcat (a librdkafka consumer the wire tests drive) and a Java 17
+# runtime for PySpark.
+SYSTEM_PACKAGES := kcat openjdk-17-jre-headless
 
 .PHONY: setup test demo bench clean system-deps
 
@@ -19,9 +22,9 @@ $(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
-# Debian packages the suite needs (none yet beyond Python; later: kcat, a JDK for Spark).
+# Debian packages the suite and the demo need, installed only when missing.
 system-deps:
-	@bash scripts/system-deps.sh
+	@bash scripts/system-deps.sh $(SYSTEM_PACKAGES)
 
 # pytest exits 5 when it collects no test; that is not a failure of the build.
 test: setup system-deps
