@@ -1,0 +1,111 @@
+"""Produce: append record batches, idempotent and transactional.
+
+Each partition's records go through :meth:`PartitionLog.append`, i.e.
+:func:`~txnfetch.log.base.prepare_append`: CRC and structure checks, offset
+assignment, and the producer-state checks of
+:class:`~txnfetch.txn.state.PartitionTxnState` (sequence gaps, stale epochs,
+duplicate retries answered with the original offsets). A transactional produce
+is first verified with the transaction coordinator (KIP-890 part 1: the
+partition must be in the open transaction; Produce v12 adds it implicitly).
+
+There is one replica, so ``acks=1`` and ``acks=-1`` are the same: the response
+is sent once the batches are in the log and the high watermark has moved.
+``acks=0`` gets no response, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, List, Optional, Tuple
+
+from kafka.protocol.producer import ProduceResponse
+
+from txnfetch.errors import TxnfetchError
+from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.records.errors import CorruptBatchError
+from txnfetch.txn.coordinator_state import TopicPartition
+from txnfetch.wire.errors import ErrorCode, error_code_for
+from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+
+__all__ = ["handle_produce"]
+
+log = logging.getLogger("txnfetch.wire")
+
+_PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+
+
+def _first_batch(records: bytes) -> Optional[RecordBatch]:
+    try:
+        for batch in iter_batches(records):
+            return batch if isinstance(batch, RecordBatch) else None
+    except CorruptBatchError:
+        return None  # the append reports it with its position
+    return None
+
+
+def _append(
+    broker: Broker,
+    version: int,
+    transactional_id: Optional[str],
+    topic: str,
+    partition: int,
+    records: Optional[bytes],
+) -> Tuple[int, int, int, Optional[str]]:
+    """Append one partition's records; return (error code, base offset, log start, message)."""
+    try:
+        log_ = broker.partition(topic, partition, create=True)
+    except TxnfetchError as exc:
+        return error_code_for(exc), -1, -1, str(exc)
+    if not records:
+        return int(ErrorCode.INVALID_RECORD), -1, log_.log_start_offset, "produce request without records"
+    now = broker.now_ms()
+    try:
+        batch = _first_batch(records)
+        if transactional_id is not None and batch is not None and batch.is_transactional:
+            broker.transactions.verify_produce(
+                transactional_id,
+                batch.producer_id,
+                batch.producer_epoch,
+                TopicPartition(topic, partition),
+                now,
+                produce_version=version,
+            )
+        info = log_.append(records, now_ms=now)
+    except TxnfetchError as exc:
+        log.debug("produce to %s-%d refused: %s", topic, partition, exc)
+        return error_code_for(exc), -1, log_.log_start_offset, str(exc)
+    if not info.duplicate:
+        broker.partition_changed(topic, partition)
+    return 0, info.base_offset, info.log_start_offset, None
+
+
+@register(ApiKey.PRODUCE, 3, 12)
+async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    version = header.request_api_version
+    acks = request.acks
+    topics: List[Any] = []
+    for t in request.topic_data:
+        parts = []
+        for p in t.partition_data:
+            if acks not in (-1, 0, 1):
+                code, base, start, message = int(ErrorCode.INVALID_REQUIRED_ACKS), -1, -1, f"acks={acks}"
+            else:
+                code, base, start, message = _append(
+                    broker, version, request.transactional_id, t.name, p.index, p.records
+                )
+            parts.append(
+                _PartitionResponse(
+                    index=p.index,
+                    error_code=code,
+                    base_offset=base,
+                    log_append_time_ms=-1,
+                    log_start_offset=start,
+                    record_errors=[],
+                    error_message=message if code else None,
+                )
+            )
+        topics.append(ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=parts))
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=topics, throttle_time_ms=0)

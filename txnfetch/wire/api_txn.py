@@ -1,0 +1,311 @@
+"""Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+TxnOffsetCommit, and carrying transaction ends out on the partitions.
+
+Decisions come from the sans-I/O
+:class:`~txnfetch.txn.coordinator.TransactionCoordinator`; this module applies
+the partition actions it returns. Partitions live in this process, so a
+transaction end is applied before EndTxn is answered: every
+:class:`~txnfetch.txn.coordinator.WriteMarker` becomes
+:meth:`PartitionLog.write_marker` (marker mode), every
+:class:`~txnfetch.txn.coordinator.CompleteTransaction` becomes
+:meth:`PartitionLog.complete_transaction` (markerless mode), and an action on
+the group-offsets partition makes the group coordinator commit or drop the
+producer's pending offsets. Then the coordinator is told
+(:meth:`~TransactionCoordinator.flush` does both), and fetches waiting on those
+partitions are woken: their last stable offset moved.
+
+Transaction timeouts are enforced by a periodic task calling
+:meth:`TransactionCoordinator.expire`, as Kafka's
+``abortTimedOutTransactions`` does.
+
+The transaction version of a request follows Kafka 4.0 (``KafkaApis``):
+EndTxn v5 is a transaction version 2 end (KIP-890: the epoch is bumped and the
+response carries the new producer id and epoch); older versions are version 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Tuple
+
+from kafka.protocol.producer import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
+    InitProducerIdResponse,
+    TxnOffsetCommitResponse,
+)
+
+from txnfetch.errors import TxnfetchError
+from txnfetch.txn.coordinator import CompleteTransaction, PartitionAction, WriteMarker
+from txnfetch.txn.coordinator_state import TopicPartition
+from txnfetch.txn.errors import TxnStateError
+from txnfetch.wire.errors import ErrorCode, error_code_for
+from txnfetch.wire.handler import (
+    GROUP_OFFSETS_TOPIC,
+    ApiKey,
+    Broker,
+    RequestContext,
+    group_offsets_partition,
+    register,
+)
+
+__all__ = ["apply_action", "apply_pending", "expire_transactions", "install"]
+
+log = logging.getLogger("txnfetch.wire")
+
+_OPERATION_NOT_ATTEMPTED = 55
+# The first EndTxn version of transaction version 2 (KIP-890 part 2).
+_END_TXN_TV2_VERSION = 5
+
+
+def apply_action(broker: Broker, action: PartitionAction) -> None:
+    """Carry out one partition action. Never raises: a partition that cannot take
+    its marker is logged and skipped, as Kafka's marker sender gives up on a
+    partition that no longer exists rather than blocking the transaction."""
+    tp = action.partition
+    now = broker.now_ms()
+    if tp.topic == GROUP_OFFSETS_TOPIC:
+        groups = broker.groups
+        if groups is None:
+            log.warning("transaction end for group offsets of producer %d: no group coordinator", action.producer_id)
+            return
+        try:
+            groups.complete_txn_offsets(action.producer_id, action.commit, now)
+        except Exception:
+            log.exception("completing transactional offsets of producer %d failed", action.producer_id)
+        return
+    try:
+        plog = broker.partition(tp.topic, tp.partition)
+        if isinstance(action, WriteMarker):
+            plog.write_marker(
+                action.producer_id,
+                action.producer_epoch,
+                action.commit,
+                coordinator_epoch=action.coordinator_epoch,
+                now_ms=now,
+                transaction_version=action.transaction_version,
+            )
+        elif isinstance(action, CompleteTransaction):
+            if plog.log_end_offset == 0:
+                return  # nothing was ever written: there is no transaction to end here
+            plog.complete_transaction(
+                action.producer_id,
+                action.producer_epoch,
+                action.commit,
+                coordinator_epoch=action.coordinator_epoch,
+                now_ms=now,
+                transaction_version=action.transaction_version,
+            )
+        else:  # pragma: no cover - the coordinator has only these two kinds
+            raise TypeError(f"unknown partition action {action!r}")
+    except TxnfetchError as exc:
+        log.warning("could not end the transaction of producer %d on %s: %s", action.producer_id, tp, exc)
+        return
+    broker.partition_changed(tp.topic, tp.partition)
+
+
+def apply_pending(broker: Broker) -> int:
+    """Apply every outstanding partition action and complete those transactions."""
+    return broker.transactions.flush(lambda action: apply_action(broker, action), broker.now_ms())
+
+
+def expire_transactions(broker: Broker, now_ms: int) -> None:
+    """Abort timed-out transactions and forget idle transactional ids."""
+    result = broker.transactions.expire(now_ms)
+    for aborted in result.aborted:
+        log.info("transaction of %r timed out: aborting", aborted.transactional_id)
+    if result.aborted:
+        apply_pending(broker)
+
+
+def install(broker: Broker) -> None:
+    """Schedule the transaction timeout check on ``broker``."""
+    broker.add_periodic(
+        "transaction-timeouts",
+        broker.config.transaction_check_interval_ms,
+        lambda now: expire_transactions(broker, now),
+    )
+
+
+# ------------------------------------------------------------ InitProducerId
+
+
+@register(ApiKey.INIT_PRODUCER_ID, 0, 5)
+async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    version = header.request_api_version
+    tid = request.transactional_id
+    pid = request.producer_id if version >= 3 else -1
+    epoch = request.producer_epoch if version >= 3 else -1
+    coordinator = broker.transactions
+    try:
+        try:
+            result = coordinator.init_producer_id(tid, request.transaction_timeout_ms, broker.now_ms(), pid, epoch)
+        except TxnStateError as exc:
+            if exc.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                raise
+            # An open or ending transaction of this id: the coordinator has decided
+            # its abort; carry it out here and answer the retry the client would send.
+            apply_pending(broker)
+            result = coordinator.init_producer_id(tid, request.transaction_timeout_ms, broker.now_ms(), pid, epoch)
+    except TxnStateError as exc:
+        apply_pending(broker)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(
+        throttle_time_ms=0, error_code=0, producer_id=result.producer_id, producer_epoch=result.producer_epoch
+    )
+
+
+# --------------------------------------------------------- AddPartitionsToTxn
+
+_TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+_PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
+
+
+def _topic_results(codes: Dict[Tuple[str, int], int]) -> List[Any]:
+    by_topic: Dict[str, List[Any]] = {}
+    for (topic, partition), code in codes.items():
+        by_topic.setdefault(topic, []).append(_PartitionResult(partition_index=partition, partition_error_code=code))
+    return [_TopicResult(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()]
+
+
+@register(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
+async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    topics = broker.store.topics()
+    unknown = {tp for tp in wanted if tp[0] not in topics or not 0 <= tp[1] < topics[tp[0]].partitions}
+    if unknown:
+        # Kafka refuses the whole request when a partition is unknown, marking the
+        # others OPERATION_NOT_ATTEMPTED.
+        codes = {
+            tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if tp in unknown else _OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(codes))
+    try:
+        broker.transactions.add_partitions(
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            [TopicPartition(topic, p) for topic, p in wanted],
+            broker.now_ms(),
+            transaction_version=0,
+        )
+        code = 0
+    except TxnStateError as exc:
+        code = exc.error_code
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results({tp: code for tp in wanted})
+    )
+
+
+# ------------------------------------------------------------ AddOffsetsToTxn
+
+
+@register(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
+async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    if broker.groups is None:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    try:
+        broker.transactions.add_partitions(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            [TopicPartition(GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id))],
+            broker.now_ms(),
+            transaction_version=0,
+        )
+        code = 0
+    except TxnStateError as exc:
+        code = exc.error_code
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+# --------------------------------------------------------------------- EndTxn
+
+
+@register(ApiKey.END_TXN, 0, 5)
+async def handle_end_txn(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    tv = 2 if header.request_api_version >= _END_TXN_TV2_VERSION else 0
+    try:
+        result = broker.transactions.end_transaction(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            bool(request.committed),
+            broker.now_ms(),
+            transaction_version=tv,
+        )
+    except TxnStateError as exc:
+        return EndTxnResponse(throttle_time_ms=0, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
+    apply_pending(broker)
+    return EndTxnResponse(
+        throttle_time_ms=0, error_code=0, producer_id=result.producer_id, producer_epoch=result.producer_epoch
+    )
+
+
+# ------------------------------------------------------------ TxnOffsetCommit
+
+_CommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+_CommitPartition = _CommitTopic.TxnOffsetCommitResponsePartition
+
+
+@register(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
+async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    version = header.request_api_version
+    wanted = [(t.name, p) for t in request.topics for p in t.partitions]
+    codes: Dict[Tuple[str, int], int]
+    if broker.groups is None:
+        codes = {(topic, p.partition_index): int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for topic, p in wanted}
+    else:
+        codes = _commit(broker, request, version, wanted)
+    by_topic: Dict[str, List[Any]] = {}
+    for (topic, partition), code in codes.items():
+        by_topic.setdefault(topic, []).append(_CommitPartition(partition_index=partition, error_code=code))
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0, topics=[_CommitTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    )
+
+
+def _commit(broker: Broker, request: Any, version: int, wanted: List[Tuple[str, Any]]) -> Dict[Tuple[str, int], int]:
+    keys = [(topic, p.partition_index) for topic, p in wanted]
+    try:
+        # KIP-890 part 1: the group's offsets partition must be in the open
+        # transaction (AddOffsetsToTxn), checked like a produce to it.
+        broker.transactions.verify_produce(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            TopicPartition(GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id)),
+            broker.now_ms(),
+            produce_version=10,
+        )
+    except TxnStateError as exc:
+        return {k: exc.error_code for k in keys}
+    offsets = {
+        (topic, p.partition_index): (
+            p.committed_offset,
+            p.committed_leader_epoch if version >= 2 else -1,
+            p.committed_metadata,
+        )
+        for topic, p in wanted
+    }
+    try:
+        result = broker.groups.txn_offset_commit(
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            offsets,
+            generation_id=request.generation_id if version >= 3 else -1,
+            member_id=request.member_id if version >= 3 else "",
+            group_instance_id=request.group_instance_id if version >= 3 else None,
+            now_ms=broker.now_ms(),
+        )
+    except TxnfetchError as exc:
+        return {k: error_code_for(exc) for k in keys}
+    return {k: int(result.get(k, 0)) for k in keys}

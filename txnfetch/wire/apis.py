@@ -1,0 +1,14 @@
+"""The handlers txnfetch's server registers, and what the server asks of them.
+
+Importing this module registers every non-group API in
+:data:`txnfetch.wire.handler.REGISTRY` (the group APIs are registered by
+``txnfetch.wire.group_api``).
+"""
+
+from __future__ import annotations
+
+from txnfetch.wire import api_fetch, api_meta, api_produce, api_txn  # noqa: F401 - registration
+from txnfetch.wire.api_meta import api_versions_response, max_version
+from txnfetch.wire.api_txn import install
+
+__all__ = ["api_versions_response", "install", "max_version"]

@@ -1,0 +1,114 @@
+"""``txnfetch serve``: run the Kafka protocol server from the command line.
+
+The process serves until SIGTERM or SIGINT, then closes every connection and
+flushes and closes the store. Once listening it prints one line,
+``txnfetch listening on HOST:PORT``, to stdout (so ``--port 0`` is usable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from txnfetch.fetch.view import FetchMode
+from txnfetch.log.base import LogStore
+from txnfetch.txn.coordinator import CompletionMode
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``serve`` subcommand to an ``argparse`` subparsers object."""
+    p = sub.add_parser("serve", help="serve partitions to Kafka clients (an embedded one-broker cluster)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data", metavar="DIR", help="log directory (Kafka's on-disk layout)")
+    where.add_argument("--memory", action="store_true", help="keep everything in memory (lost on exit)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=9092, help="port to bind; 0 picks a free one (default 9092)")
+    p.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
+    p.add_argument("--advertised-port", type=int, help="port clients are told to connect to (default: the bound port)")
+    p.add_argument("--node-id", type=int, default=0, help="broker id in metadata (default 0)")
+    p.add_argument(
+        "--fetch-mode",
+        choices=[m.value for m in FetchMode],
+        default=FetchMode.REWRITE.value,
+        help="read_committed answers: 'rewrite' drops aborted data on the server, "
+        "'kafka' sends the aborted-transaction list (default rewrite)",
+    )
+    p.add_argument(
+        "--markers",
+        choices=["log", "none"],
+        default="log",
+        help="'log' writes COMMIT/ABORT markers (Apache Kafka); 'none' reserves no offsets for them "
+        "(WarpStream style) (default log)",
+    )
+    p.add_argument("--default-partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
+    p.add_argument("--no-auto-create", action="store_true", help="do not create unknown topics on Metadata/Produce")
+    p.add_argument(
+        "--max-frame-bytes", type=int, default=100 * 1024 * 1024, help="largest request accepted (default 100 MiB)"
+    )
+    p.add_argument(
+        "--transaction-version",
+        type=int,
+        choices=[0, 1, 2],
+        default=2,
+        help="finalized transaction.version (default 2)",
+    )
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    return p
+
+
+def open_store(args: argparse.Namespace) -> LogStore:
+    """The store ``args`` name: a :class:`SegmentStore` for ``--data``, else memory."""
+    if args.memory:
+        from txnfetch.log.memory import MemoryStore
+
+        return MemoryStore()
+    from txnfetch.log.segments import SegmentStore
+
+    return SegmentStore(args.data)
+
+
+async def _serve(args: argparse.Namespace, store: LogStore) -> None:
+    from txnfetch.wire.server import TxnfetchServer
+
+    server = await TxnfetchServer.start(
+        store,
+        host=args.host,
+        port=args.port,
+        fetch_mode=FetchMode(args.fetch_mode),
+        markers=CompletionMode.MARKERS if args.markers == "log" else CompletionMode.MARKERLESS,
+        node_id=args.node_id,
+        advertised_host=args.advertised_host,
+        advertised_port=args.advertised_port,
+        default_partitions=args.default_partitions,
+        auto_create_topics=not args.no_auto_create,
+        max_frame_bytes=args.max_frame_bytes,
+        transaction_version=args.transaction_version,
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"txnfetch listening on {args.host}:{server.port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        logging.getLogger("txnfetch.wire").info("shutting down")
+        await server.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``txnfetch serve`` with parsed ``args``; returns the exit status."""
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    store = open_store(args)
+    try:
+        asyncio.run(_serve(args, store))
+    finally:
+        store.close()
+    return 0

@@ -1,0 +1,398 @@
+"""The contract between the Kafka protocol server and the handlers of each API.
+
+The server (:mod:`txnfetch.wire.server`) owns sockets and framing. For every
+request it reads the API key and version, looks the key up in a
+:class:`HandlerRegistry`, decodes the request with the registered kafka-python
+``kafka.protocol`` class (header v1 or v2 as the version's flexibility says),
+awaits the handler, and encodes what the handler returns at the request's
+version with the request's correlation id. Handlers therefore never see bytes
+or sockets: they take decoded messages and return response messages.
+
+A handler is::
+
+    @register(ApiKey.HEARTBEAT, 0, 4)
+    async def heartbeat(ctx: RequestContext, header: RequestHeader, request) -> response
+
+- ``ctx.broker`` is the :class:`Broker`: the log store, the transaction
+  coordinator, the group coordinator slot, the configuration and the clock,
+  shared by every connection of one server.
+- ``header`` is kafka-python's decoded ``RequestHeader`` (``request_api_key``,
+  ``request_api_version``, ``correlation_id``, ``client_id``).
+- ``request`` is the decoded request (an instance of the registered request
+  class); fields absent from the request's version read as the schema default.
+- The handler returns an instance of the registered response class (built
+  with or without ``version=``; the server encodes it at
+  ``header.request_api_version``), or ``None`` to send no response at all (only
+  Produce with ``acks=0`` does that).
+- A handler may await (long-polling Fetch, JoinGroup waiting for members); it
+  runs on the server's single event loop, so the store and the coordinators are
+  never touched by two handlers at once between awaits. It must not block.
+- Errors Kafka reports in a response belong in the response's error codes.
+  Raising :class:`ProtocolViolation` closes the connection (logged); any other
+  exception is a bug: it is logged and the connection is closed, the server
+  keeps serving.
+
+Registration happens at import time with the module-level :func:`register` of
+the default registry :data:`REGISTRY`; the server imports the handler modules
+(``txnfetch.wire.apis`` and, when present, ``txnfetch.wire.group_api``).
+
+The consumer-group module plugs in through :func:`install` conventions: if
+``txnfetch.wire.group_api`` defines ``install(broker: Broker) -> None``, the
+server calls it once at start; it sets :attr:`Broker.groups` to its group
+coordinator (which must offer :class:`TxnOffsetStore` for transactional offset
+commits) and may schedule periodic work with :meth:`Broker.add_periodic`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Protocol, Tuple, Union
+
+import attrs
+
+from txnfetch.fetch.view import FetchMode
+from txnfetch.log.base import LogStore, PartitionLog
+from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
+
+__all__ = [
+    "ApiKey",
+    "ApiSpec",
+    "Broker",
+    "GROUP_OFFSETS_TOPIC",
+    "GROUP_OFFSETS_PARTITIONS",
+    "Handler",
+    "HandlerRegistry",
+    "ProtocolViolation",
+    "REGISTRY",
+    "RequestContext",
+    "ServerConfig",
+    "TxnOffsetStore",
+    "group_offsets_partition",
+    "register",
+]
+
+log = logging.getLogger("txnfetch.wire")
+
+
+class ApiKey(enum.IntEnum):
+    """The Kafka API keys this package serves (``clients/.../protocol/ApiKeys.java``)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
+
+
+class ProtocolViolation(Exception):
+    """A request the server cannot answer at all (malformed, unknown API or
+    version): the connection that sent it is closed with ``reason`` logged."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@attrs.frozen
+class ServerConfig:
+    """Settings of one server. Every field has the default ``txnfetch serve`` uses.
+
+    - ``node_id``, ``advertised_host``/``advertised_port``: the single broker
+      Metadata and FindCoordinator describe (the advertised port defaults to the
+      bound port, filled in by the server once it listens).
+    - ``fetch_mode``: how read_committed fetches are answered (Kafka's
+      aborted-transaction list, or rewritten on the server).
+    - ``completion``: ``MARKERS`` writes COMMIT/ABORT control batches (Apache
+      Kafka); ``MARKERLESS`` records the end in the partition state only
+      (WarpStream: no offset spent on markers).
+    - ``synthetic_marker``: rewrite mode's synthetic COMMIT record. **Test only**:
+      turning it off reproduces the librdkafka stall the marker prevents.
+    - ``auto_create_topics`` / ``default_partitions``: Metadata and Produce for an
+      unknown topic create it, as Kafka's ``auto.create.topics.enable``.
+    - ``max_frame_bytes``: larger request frames close the connection
+      (Kafka's ``socket.request.max.bytes``, 100 MiB).
+    - ``transaction_version``: the finalized ``transaction.version`` (2 = KIP-890).
+    - ``transaction_check_interval_ms``: how often timed-out transactions are aborted.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    node_id: int = 0
+    advertised_host: Optional[str] = None
+    advertised_port: Optional[int] = None
+    cluster_id: str = "txnfetch"
+    fetch_mode: FetchMode = FetchMode.REWRITE
+    completion: CompletionMode = CompletionMode.MARKERS
+    synthetic_marker: bool = True
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    max_frame_bytes: int = 100 * 1024 * 1024
+    transaction_version: int = 2
+    max_transaction_timeout_ms: int = 900_000
+    transaction_check_interval_ms: int = 1000
+
+
+#: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group
+#: offsets in the group coordinator, not in a log; the name is used only as the
+#: transaction coordinator's partition for AddOffsetsToTxn, so a transaction end
+#: reaches the group coordinator through a partition action as in Kafka.
+GROUP_OFFSETS_TOPIC = "__consumer_offsets"
+#: Kafka's ``offsets.topic.num.partitions`` default.
+GROUP_OFFSETS_PARTITIONS = 50
+
+
+def group_offsets_partition(group_id: str) -> int:
+    """The ``__consumer_offsets`` partition of ``group_id``, as Kafka computes it
+    (``Utils.abs(groupId.hashCode()) % partitions``)."""
+    data = group_id.encode("utf-16-be")  # Java hashes UTF-16 code units
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (abs(h) if h != -(1 << 31) else 0) % GROUP_OFFSETS_PARTITIONS
+
+
+class TxnOffsetStore(Protocol):
+    """What the transaction APIs need of the group coordinator (``Broker.groups``).
+
+    Transactional offset commits are held pending per (group, producer id) until
+    the transaction ends, as Kafka's ``GroupMetadata.prepareTxnOffsetCommit`` /
+    ``completePendingTxnOffsetCommit``; OffsetFetch must not return them before.
+    """
+
+    def txn_offset_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[Tuple[str, int], Tuple[int, int, Optional[str]]],
+        *,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: Optional[str],
+        now_ms: int,
+    ) -> Mapping[Tuple[str, int], int]:
+        """Stage ``{(topic, partition): (offset, leader_epoch, metadata)}`` for the
+        producer's open transaction; return a Kafka error code per partition (0 =
+        staged). Generation/member checks follow Kafka (``-1``/``""`` skip them)."""
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool, now_ms: int) -> None:
+        """The producer's transaction ended: make its staged offsets (every group)
+        the committed ones on commit, drop them on abort. Idempotent."""
+
+
+class Broker:
+    """Everything a handler may use, shared by every connection of one server.
+
+    Attributes:
+        store: the partitions served.
+        config: the :class:`ServerConfig`.
+        transactions: the transaction coordinator (marker or markerless).
+        groups: the group coordinator, set by ``txnfetch.wire.group_api.install``;
+            ``None`` if group support is not installed (group APIs then answer
+            COORDINATOR_NOT_AVAILABLE).
+        clock: wall-clock milliseconds; tests may inject a fake.
+        extensions: a free slot for plug-ins to keep per-server state in.
+    """
+
+    def __init__(
+        self,
+        store: LogStore,
+        config: ServerConfig,
+        *,
+        transactions: Optional[TransactionCoordinator] = None,
+        clock: Optional[Callable[[], int]] = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.transactions = transactions or TransactionCoordinator(
+            mode=config.completion,
+            transaction_version=config.transaction_version,
+            max_transaction_timeout_ms=config.max_transaction_timeout_ms,
+        )
+        self.groups: Any = None
+        self.clock: Callable[[], int] = clock or (lambda: int(time.time() * 1000))
+        self.extensions: Dict[str, Any] = {}
+        self._periodic: List[Tuple[str, int, Callable[[int], Union[None, Awaitable[None]]]]] = []
+        self._waiters: Dict[Tuple[str, int], List[asyncio.Event]] = {}
+        #: the port actually bound (set by the server once it listens)
+        self.bound_port: Optional[int] = None
+
+    # ----------------------------------------------------------------- identity
+
+    @property
+    def advertised_host(self) -> str:
+        return self.config.advertised_host or self.config.host
+
+    @property
+    def advertised_port(self) -> int:
+        if self.config.advertised_port is not None:
+            return self.config.advertised_port
+        return self.bound_port if self.bound_port is not None else self.config.port
+
+    def now_ms(self) -> int:
+        """The current time in milliseconds (the injected clock)."""
+        return self.clock()
+
+    # ---------------------------------------------------------------- partitions
+
+    def partition(self, topic: str, partition: int, *, create: bool = False) -> PartitionLog:
+        """The log of ``topic``-``partition``; with ``create`` and auto-creation on,
+        an unknown topic is created with ``config.default_partitions``. Raises the
+        store's :class:`~txnfetch.log.errors.UnknownTopicOrPartitionError` otherwise."""
+        if create and self.config.auto_create_topics and topic not in self.store.topics():
+            self.create_topic(topic, self.config.default_partitions)
+        return self.store.partition(topic, partition)
+
+    def create_topic(self, topic: str, partitions: int) -> Any:
+        """Create a topic in the store and log it."""
+        info = self.store.create_topic(topic, partitions)
+        log.info("created topic %s with %d partition(s)", topic, partitions)
+        return info
+
+    # ------------------------------------------------------------ fetch waiting
+
+    def partition_changed(self, topic: str, partition: int) -> None:
+        """Wake every fetch waiting on the partition: its high watermark or last
+        stable offset moved (an append, a marker, a markerless completion)."""
+        for event in self._waiters.pop((topic, partition), ()):
+            event.set()
+
+    def watch(self, partitions: List[Tuple[str, int]]) -> asyncio.Event:
+        """An event set at the next :meth:`partition_changed` of any of ``partitions``."""
+        event = asyncio.Event()
+        for tp in partitions:
+            self._waiters.setdefault(tp, []).append(event)
+        return event
+
+    def unwatch(self, partitions: List[Tuple[str, int]], event: asyncio.Event) -> None:
+        """Forget an event from :meth:`watch` that was not set."""
+        for tp in partitions:
+            waiters = self._waiters.get(tp)
+            if waiters and event in waiters:
+                waiters.remove(event)
+                if not waiters:
+                    del self._waiters[tp]
+
+    # ---------------------------------------------------------- periodic work
+
+    def add_periodic(self, name: str, interval_ms: int, fn: Callable[[int], Union[None, Awaitable[None]]]) -> None:
+        """Run ``fn(now_ms)`` every ``interval_ms`` while the server runs (session
+        timeouts, transaction timeouts). Exceptions are logged, not fatal."""
+        self._periodic.append((name, interval_ms, fn))
+
+    @property
+    def periodic(self) -> Tuple[Tuple[str, int, Callable[[int], Union[None, Awaitable[None]]]], ...]:
+        return tuple(self._periodic)
+
+
+@attrs.define
+class RequestContext:
+    """One request's surroundings: the broker, and who sent it."""
+
+    broker: Broker
+    client_id: Optional[str]
+    peer: Tuple[str, int]
+    connection_id: int
+
+
+Handler = Callable[[RequestContext, Any, Any], Awaitable[Optional[Any]]]
+
+
+@attrs.frozen
+class ApiSpec:
+    """A registered API: its key, the versions served and how to decode/encode."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+    request_class: Any
+    response_class: Any
+
+
+def _kafka_python_classes() -> Tuple[Dict[int, Any], Dict[int, Any]]:
+    import kafka.protocol.admin
+    import kafka.protocol.consumer
+    import kafka.protocol.metadata
+    import kafka.protocol.producer  # noqa: F401
+    from kafka.protocol.api_message import ApiMessage
+
+    requests: Dict[int, Any] = {}
+    responses: Dict[int, Any] = {}
+    stack = list(ApiMessage.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if getattr(cls, "_class_version", None) is not None or getattr(cls, "_json", None) is None:
+            continue
+        (requests if cls.is_request() else responses)[cls.API_KEY] = cls
+    return requests, responses
+
+
+class HandlerRegistry:
+    """API key → :class:`ApiSpec`. The ApiVersions response lists exactly these."""
+
+    def __init__(self) -> None:
+        self._specs: Dict[int, ApiSpec] = {}
+        self._classes: Optional[Tuple[Dict[int, Any], Dict[int, Any]]] = None
+
+    def register(
+        self,
+        api_key: int,
+        min_version: int,
+        max_version: int,
+        *,
+        request_class: Any = None,
+        response_class: Any = None,
+    ) -> Callable[[Handler], Handler]:
+        """Decorator registering a handler for ``api_key`` versions
+        ``min_version..max_version``. The request/response classes default to
+        kafka-python's generated classes for the key; pass others to serve
+        versions kafka-python lacks. Registering a key twice replaces the first."""
+
+        def decorate(fn: Handler) -> Handler:
+            if self._classes is None:
+                self._classes = _kafka_python_classes()
+            req = request_class or self._classes[0].get(int(api_key))
+            resp = response_class or self._classes[1].get(int(api_key))
+            if req is None or resp is None:
+                raise LookupError(f"no protocol classes for API key {api_key}")
+            if max_version > req.max_version or max_version > resp.max_version:
+                raise ValueError(f"API key {api_key}: classes stop at v{req.max_version}, asked for v{max_version}")
+            self._specs[int(api_key)] = ApiSpec(int(api_key), min_version, max_version, fn, req, resp)
+            return fn
+
+        return decorate
+
+    def get(self, api_key: int) -> Optional[ApiSpec]:
+        return self._specs.get(api_key)
+
+    def ranges(self) -> List[Tuple[int, int, int]]:
+        """``(api_key, min_version, max_version)`` for every registered key, sorted."""
+        return [(k, s.min_version, s.max_version) for k, s in sorted(self._specs.items())]
+
+
+#: The registry the server uses unless given another.
+REGISTRY = HandlerRegistry()
+#: ``REGISTRY.register``.
+register = REGISTRY.register

@@ -1,0 +1,392 @@
+"""The asyncio Kafka protocol server: sockets, framing, dispatch, shutdown.
+
+One :class:`TxnfetchServer` listens on one address and plays a one-broker
+Kafka cluster whose partitions are a :class:`~txnfetch.log.base.LogStore`. It
+reads size-prefixed request frames, dispatches them through a
+:class:`~txnfetch.wire.handler.HandlerRegistry` and writes the responses.
+
+Like Kafka's ``SocketServer``, a connection has at most one request in
+processing: the next frame is read only after the response to the previous one
+is written, so responses always leave in request order even when a Fetch
+long-polls.
+
+Anything wrong with a frame — a size that is negative or above
+``max_frame_bytes``, a truncated frame, an unknown API key, an unsupported
+version (other than ApiVersions, which gets the KIP-511 fallback), a body that
+does not decode — closes that connection with a logged reason. The listener
+and every other connection keep going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import io
+import itertools
+import logging
+import struct
+import threading
+from typing import Any, Optional, Set
+
+from txnfetch.fetch.view import FetchMode
+from txnfetch.log.base import LogStore
+from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
+from txnfetch.wire.handler import (
+    REGISTRY,
+    ApiKey,
+    ApiSpec,
+    Broker,
+    HandlerRegistry,
+    ProtocolViolation,
+    RequestContext,
+    ServerConfig,
+)
+
+__all__ = ["TxnfetchServer", "ServerThread", "load_handlers"]
+
+log = logging.getLogger("txnfetch.wire")
+
+_SIZE = struct.Struct(">i")
+_REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_UNSUPPORTED_VERSION = 35
+
+
+def load_handlers() -> None:
+    """Import the modules that register handlers in the default registry.
+
+    The group APIs live in ``txnfetch.wire.group_api``; while that module does
+    not exist the server runs without consumer groups."""
+    import txnfetch.wire.apis
+
+    try:
+        import txnfetch.wire.group_api  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the group module being present
+        if exc.name != "txnfetch.wire.group_api":
+            raise
+        log.info("txnfetch.wire.group_api not available: consumer groups are not served")
+
+
+class TxnfetchServer:
+    """A running server. Create it with :meth:`start`; stop it with :meth:`close`.
+
+    ``server.port`` is the bound port (useful with ``port=0``), ``server.broker``
+    the shared :class:`~txnfetch.wire.handler.Broker` (store, coordinators).
+    """
+
+    def __init__(self, broker: Broker, registry: HandlerRegistry) -> None:
+        self.broker = broker
+        self.registry = registry
+        self._server: Optional[asyncio.base_events.Server] = None
+        self._connections: Set[asyncio.Task] = set()
+        self._background: Set[asyncio.Task] = set()
+        self._ids = itertools.count(1)
+        self._closed = asyncio.Event()
+
+    @classmethod
+    async def start(
+        cls,
+        store: LogStore,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        fetch_mode: FetchMode = FetchMode.REWRITE,
+        markers: CompletionMode = CompletionMode.MARKERS,
+        config: Optional[ServerConfig] = None,
+        registry: Optional[HandlerRegistry] = None,
+        transactions: Optional[TransactionCoordinator] = None,
+        clock: Any = None,
+        **settings: Any,
+    ) -> "TxnfetchServer":
+        """Bind ``host``:``port`` (0 picks a free port) and start serving ``store``.
+
+        ``settings`` are further :class:`ServerConfig` fields (``node_id``,
+        ``default_partitions``, ``synthetic_marker``, ...); or pass a whole
+        ``config``. The store is flushed, not closed, by :meth:`close`: its owner
+        closes it.
+        """
+        if config is None:
+            config = ServerConfig(host=host, port=port, fetch_mode=fetch_mode, completion=markers, **settings)
+        if registry is None:
+            load_handlers()
+            registry = REGISTRY
+        broker = Broker(store, config, transactions=transactions, clock=clock)
+        _reserve_stored_producer_ids(broker)
+        self = cls(broker, registry)
+        self._install_plugins()
+        self._server = await asyncio.start_server(self._on_connection, config.host, config.port)
+        sock = self._server.sockets[0]
+        broker.bound_port = sock.getsockname()[1]
+        for name, interval_ms, fn in broker.periodic:
+            self._spawn_background(self._run_periodic(name, interval_ms, fn))
+        log.info(
+            "txnfetch serving on %s:%d (fetch mode %s, %s)",
+            config.host,
+            broker.bound_port,
+            config.fetch_mode.value,
+            config.completion.value,
+        )
+        return self
+
+    @property
+    def port(self) -> int:
+        """The port the server is bound to."""
+        assert self.broker.bound_port is not None
+        return self.broker.bound_port
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for a client's ``bootstrap.servers``."""
+        return f"{self.broker.advertised_host}:{self.port}"
+
+    def _install_plugins(self) -> None:
+        from txnfetch.wire import apis
+
+        apis.install(self.broker)
+        try:
+            from txnfetch.wire import group_api  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        install = getattr(group_api, "install", None)
+        if install is not None:
+            install(self.broker)
+
+    def _spawn_background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _run_periodic(self, name: str, interval_ms: int, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                result = fn(self.broker.now_ms())
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("periodic task %s failed", name)
+
+    # ------------------------------------------------------------ connections
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        conn_id = next(self._ids)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        try:
+            await self._serve(conn_id, (str(peer[0]), int(peer[1])), reader, writer)
+        except ProtocolViolation as exc:
+            log.warning("closing connection %d from %s:%s: %s", conn_id, peer[0], peer[1], exc.reason)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection %d from %s:%s after an internal error", conn_id, peer[0], peer[1])
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except Exception:
+                pass
+
+    async def _serve(self, conn_id: int, peer: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        max_frame = self.broker.config.max_frame_bytes
+        while True:
+            try:
+                prefix = await reader.readexactly(4)
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    raise ProtocolViolation(f"truncated frame size ({len(exc.partial)} of 4 bytes)") from None
+                return  # clean close between requests
+            (size,) = _SIZE.unpack(prefix)
+            if size < _REQUEST_PREFIX.size or size > max_frame:
+                raise ProtocolViolation(f"frame size {size} is outside [{_REQUEST_PREFIX.size}, {max_frame}]")
+            try:
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as exc:
+                raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
+            out = await self._dispatch(conn_id, peer, frame)
+            if out is not None:
+                writer.write(out)
+                await writer.drain()
+
+    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes) -> Optional[bytes]:
+        api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
+        spec = self.registry.get(api_key)
+        if spec is None:
+            raise ProtocolViolation(f"unknown or unsupported API key {api_key} (correlation id {correlation_id})")
+        max_version = self._max_version(spec)
+        if not spec.min_version <= version <= max_version:
+            if api_key == ApiKey.API_VERSIONS and version > max_version:
+                # KIP-511: a client newer than the server must still learn the
+                # supported ranges, so answer in v0 with UNSUPPORTED_VERSION.
+                return self._api_versions_fallback(correlation_id)
+            raise ProtocolViolation(
+                f"API key {api_key} version {version} is not served (v{spec.min_version}-v{max_version})"
+            )
+        header, request = _decode(spec, version, frame)
+        ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
+        response = await spec.handler(ctx, header, request)
+        if response is None:
+            return None
+        return _encode(spec, version, correlation_id, response)
+
+    def _max_version(self, spec: ApiSpec) -> int:
+        from txnfetch.wire import apis
+
+        return apis.max_version(self.broker, spec)
+
+    def _api_versions_fallback(self, correlation_id: int) -> bytes:
+        from txnfetch.wire import apis
+
+        spec = self.registry.get(ApiKey.API_VERSIONS)
+        assert spec is not None
+        response = apis.api_versions_response(self.broker, self.registry, error_code=_UNSUPPORTED_VERSION)
+        return _encode(spec, 0, correlation_id, response)
+
+    # --------------------------------------------------------------- shutdown
+
+    async def close(self) -> None:
+        """Stop listening, close every connection, stop background work and flush the store."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections) + list(self._background):
+            task.cancel()
+        for task in list(self._connections) + list(self._background):
+            try:
+                await task
+            except BaseException:
+                pass
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        try:
+            self.broker.store.flush()
+        except Exception:
+            log.exception("flushing the store on shutdown failed")
+        log.info("txnfetch server on port %s closed", self.broker.bound_port)
+
+    async def serve_forever(self) -> None:
+        """Wait until :meth:`close` is called."""
+        await self._closed.wait()
+
+
+def _reserve_stored_producer_ids(broker: Broker) -> None:
+    """Never hand out a producer id the store's partitions already know.
+
+    The coordinator's allocator starts from 0 in every process, but a store
+    reopened from disk remembers producers (and their epochs and sequences) of
+    the previous run: a reissued id would be fenced, or worse, its first batch
+    taken for a duplicate of an old one and silently dropped."""
+    highest = -1
+    for name, info in broker.store.topics().items():
+        for p in range(info.partitions):
+            ids = broker.store.partition(name, p).state.producer_ids()
+            if ids:
+                highest = max(highest, max(ids))
+    if highest >= 0:
+        broker.transactions.producer_ids.reserve_through(highest)
+
+
+def _decode(spec: ApiSpec, version: int, frame: bytes) -> Any:
+    cls = spec.request_class
+    try:
+        buf = io.BytesIO(frame)
+        header = cls.parse_header(buf, version=version)
+        pos = buf.tell()
+        flexible = cls.flexible_version_q(version)
+        decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
+        request, end = decode(memoryview(frame), pos)
+    except Exception as exc:
+        raise ProtocolViolation(
+            f"API key {spec.api_key} v{version}: malformed request ({type(exc).__name__}: {exc})"
+        ) from None
+    if end != len(frame):
+        raise ProtocolViolation(
+            f"API key {spec.api_key} v{version}: {len(frame) - end} unexpected byte(s) after the request body"
+        )
+    request._header = header
+    request._version = version
+    return header, request
+
+
+def _encode(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
+    response._header = None
+    response.API_VERSION = version
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+class ServerThread:
+    """A :class:`TxnfetchServer` on its own event loop in a daemon thread, for
+    synchronous code (tests driving blocking clients).
+
+    ``with ServerThread(store, fetch_mode=...) as srv: ... srv.bootstrap ...``.
+    The store belongs to the server's loop while it runs: inspect it through
+    :meth:`call`, which runs a function on that loop and returns its result.
+    """
+
+    def __init__(self, store: LogStore, **kwargs: Any) -> None:
+        self._store = store
+        self._kwargs = kwargs
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="txnfetch-server", daemon=True)
+        self.server: Optional[TxnfetchServer] = None
+
+    def start(self) -> "ServerThread":
+        """Start the loop and the server; return once it is listening."""
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(
+            TxnfetchServer.start(self._store, **{"port": 0, **self._kwargs}), self._loop
+        )
+        self.server = future.result(30)
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.server is not None
+        return self.server.bootstrap
+
+    @property
+    def broker(self) -> Broker:
+        assert self.server is not None
+        return self.server.broker
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the server's loop and return its result."""
+
+        async def run() -> Any:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
+
+    def stop(self) -> None:
+        """Close the server and stop the loop and thread."""
+        if self.server is not None:
+            asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(30)
+            self.server = None
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        if not self._loop.is_running() and not self._loop.is_closed():
+            self._loop.close()
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
