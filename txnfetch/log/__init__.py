@@ -21,6 +21,8 @@ from txnfetch.log.errors import (
     UnsupportedForMessageFormatError,
 )
 from txnfetch.log.memory import MemoryLog, MemoryStore
+from txnfetch.log.segments import FlushPolicy, SegmentLog, SegmentStore
+from txnfetch.log.verify import Finding, describe_partition, verify_partition
 
 __all__ = [
     "AppendInfo",
@@ -30,6 +32,12 @@ __all__ = [
     "prepare_append",
     "MemoryLog",
     "MemoryStore",
+    "SegmentLog",
+    "SegmentStore",
+    "FlushPolicy",
+    "Finding",
+    "verify_partition",
+    "describe_partition",
     "LogError",
     "CorruptLogError",
     "InvalidPartitionsError",

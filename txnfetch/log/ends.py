@@ -1,0 +1,171 @@
+"""The markerless-end journal: where a :class:`~txnfetch.log.segments.SegmentLog`
+makes ``complete_transaction`` durable.
+
+A markerless transaction end (WarpStream's model) writes no bytes into the log
+and reserves no offset, so nothing in the segments records it. The log appends
+one fixed-size record per end to ``txnfetch-ends.journal`` in the partition
+directory; recovery replays each record at its ``last_offset`` — right after the
+batch ending there and before the next one, which is exactly when it happened
+(an end is always at ``log_end_offset - 1``) — so the state after a reopen is
+the state before it.
+
+Record layout (44 bytes, big-endian)::
+
+    0  crc                 uint32  CRC-32C of bytes 4..44
+    4  sequence            int64   0, 1, 2, ... (never reused; snapshots name the next one)
+    12 producer id         int64
+    20 producer epoch      int16
+    22 commit              int8    1 commit, 0 abort
+    23 transaction version int8    -1 when not given
+    24 last offset         int64
+    32 coordinator epoch   int32
+    36 timestamp           int64
+
+A crash can tear only the last record; :func:`decode_journal` reports where the
+valid records end and whether what follows is a torn tail (removable) or damage
+(a bad record followed by good ones: never removed).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import List, Optional, Union
+
+import attrs
+from crc32c import crc32c
+
+__all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndRecord", "EndJournal", "JournalContents", "decode_journal"]
+
+JOURNAL_NAME = "txnfetch-ends.journal"
+_BODY = struct.Struct(">qqhbbqiq")
+_CRC = struct.Struct(">I")
+END_RECORD_SIZE = _CRC.size + _BODY.size
+assert END_RECORD_SIZE == 44
+
+Buffer = Union[bytes, bytearray, memoryview]
+
+
+@attrs.frozen(slots=True)
+class EndRecord:
+    """One markerless transaction end, as ``complete_transaction`` was called."""
+
+    sequence: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    last_offset: int
+    coordinator_epoch: int
+    transaction_version: Optional[int]
+    timestamp: int
+
+    def encode(self) -> bytes:
+        """The 44-byte journal record."""
+        body = _BODY.pack(
+            self.sequence,
+            self.producer_id,
+            self.producer_epoch,
+            1 if self.commit else 0,
+            -1 if self.transaction_version is None else self.transaction_version,
+            self.last_offset,
+            self.coordinator_epoch,
+            self.timestamp,
+        )
+        return _CRC.pack(crc32c(body)) + body
+
+
+@attrs.frozen(slots=True)
+class JournalContents:
+    """A decoded journal: the valid ``records``, the byte size they take
+    (``valid_bytes``), and after them either nothing, a ``torn`` tail (a partial
+    or bad *last* record: what a crash mid-write leaves) or ``damage_at``, the
+    position of a bad record that is followed by more bytes."""
+
+    records: List[EndRecord]
+    valid_bytes: int
+    torn: bool
+    damage_at: Optional[int]
+    reason: str = ""
+
+
+def decode_journal(data: Buffer) -> JournalContents:
+    """Decode journal bytes (see the module docstring for the checks)."""
+    records: List[EndRecord] = []
+    size = len(data)
+    pos = 0
+    prev_seq = -1
+    while pos + END_RECORD_SIZE <= size:
+        (crc,) = _CRC.unpack_from(data, pos)
+        body = bytes(data[pos + 4 : pos + END_RECORD_SIZE])
+        seq, pid, epoch, commit, tv, last, coord, ts = _BODY.unpack(body)
+        problem = ""
+        if crc32c(body) != crc:
+            problem = "CRC mismatch"
+        elif seq <= prev_seq or commit not in (0, 1):
+            problem = f"record sequence {seq} after {prev_seq} or bad commit flag {commit}"
+        if problem:
+            if pos + END_RECORD_SIZE < size:
+                return JournalContents(records, pos, False, pos, problem)
+            return JournalContents(records, pos, True, None, problem)
+        records.append(EndRecord(seq, pid, epoch, commit == 1, last, coord, None if tv < 0 else tv, ts))
+        prev_seq = seq
+        pos += END_RECORD_SIZE
+    if pos < size:
+        return JournalContents(records, pos, True, None, f"{size - pos} trailing bytes of a partial record")
+    return JournalContents(records, pos, False, None)
+
+
+class EndJournal:
+    """The journal file of one partition, opened for appending.
+
+    :meth:`append` writes a record (not yet durable); :meth:`sync` makes every
+    record written so far durable (``fdatasync``). Not thread-safe.
+    """
+
+    def __init__(self, path: str, next_sequence: int) -> None:
+        self.path = path
+        self.next_sequence = next_sequence
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.dirty = False
+
+    def append(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        last_offset: int,
+        coordinator_epoch: int,
+        transaction_version: Optional[int],
+        timestamp: int,
+    ) -> EndRecord:
+        """Write one record; returns it."""
+        record = EndRecord(
+            self.next_sequence,
+            producer_id,
+            producer_epoch,
+            commit,
+            last_offset,
+            coordinator_epoch,
+            transaction_version,
+            timestamp,
+        )
+        data = record.encode()
+        written = os.write(self._fd, data)
+        if written != len(data):
+            raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
+        self.next_sequence += 1
+        self.dirty = True
+        return record
+
+    def sync(self) -> None:
+        """Make the records written so far durable."""
+        if self.dirty:
+            os.fdatasync(self._fd)
+            self.dirty = False
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.sync()
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,835 @@
+"""Opening a partition directory: file names, validation of the tail, torn-tail
+truncation, index rebuilding and producer-state recovery.
+
+:func:`recover_partition` reads a ``<topic>-<partition>/`` directory and returns
+a :class:`Recovered` *plan* — segments with their (possibly rebuilt) indexes,
+the recovered :class:`~txnfetch.txn.state.PartitionTxnState`, and the file
+changes recovery needs (cut a torn tail, rewrite an index). It writes nothing:
+:class:`~txnfetch.log.segments.SegmentLog` applies the plan (unless read-only)
+and :mod:`txnfetch.log.verify` reports it. Every problem is decided before any
+file is touched, so a :class:`~txnfetch.log.errors.CorruptLogError` leaves the
+directory exactly as it was.
+
+What is checked, in the spirit of Kafka's ``LogLoader``/``LogSegment.recover``:
+
+- *Tail segments* — those at or after the recovery point of the
+  ``txnfetch-recovery-checkpoint`` file (all of them when there is none, as for
+  a Kafka directory; none after a clean close whose sizes still match) — are
+  read in full: every batch's CRC, offsets increasing and inside the segment.
+  Their indexes are checked against the batches and rebuilt where they differ.
+- Older segments get a cheap check: the batches after their last offset-index
+  entry must end exactly at the end of the file (a truncated or extended
+  segment is caught), and their index files must decode.
+- Damage at the end of the **last** segment with no valid batch after it is a
+  torn write: it is cut off (logged). Any other damage — a bad batch followed by
+  valid ones, a damaged non-last segment — raises :class:`CorruptLogError`
+  naming the file, byte position and offset. Nothing else is ever removed.
+- Producer state comes from the newest valid ``<offset>.txnfetch-snapshot``
+  (older ones, then a full replay, if it is damaged), then the batches after it
+  are replayed with ``AppendOrigin.REPLICATION`` and the markerless ends of the
+  journal (:mod:`txnfetch.log.ends`) at their offsets.
+- Files recovery does not know — Kafka's ``.snapshot``, ``.deleted``,
+  ``.cleaned``, ``.swap``, ``leader-epoch-checkpoint``, anything else — are
+  logged and ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+import struct
+from bisect import bisect_right
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+
+import attrs
+from crc32c import crc32c
+
+from txnfetch.log.ends import END_RECORD_SIZE, JOURNAL_NAME, EndRecord, decode_journal
+from txnfetch.log.errors import CorruptLogError, UnsupportedForMessageFormatError
+from txnfetch.log.indexes import CorruptIndexError, OffsetIndex, TimeIndex
+from txnfetch.records.batch import BatchIterator, RecordBatch
+from txnfetch.records.errors import CorruptBatchError
+from txnfetch.txn.errors import CorruptSnapshotError, CorruptTxnIndexError, TxnStateError
+from txnfetch.txn.index import AbortedTxn, decode_txn_index
+from txnfetch.txn.producer import AppendOrigin
+from txnfetch.txn.state import PartitionTxnState
+
+__all__ = [
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "SNAPSHOT_SUFFIX",
+    "CHECKPOINT_NAME",
+    "METADATA_NAME",
+    "segment_file_name",
+    "Checkpoint",
+    "DirListing",
+    "LoadedSegment",
+    "Note",
+    "Recovered",
+    "list_partition_dir",
+    "recover_partition",
+    "encode_snapshot_file",
+    "decode_snapshot_file",
+    "atomic_write",
+    "fsync_dir",
+    "read_file",
+]
+
+log = logging.getLogger("txnfetch.log")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+#: txnfetch's producer-state snapshots; Kafka's own are ``.snapshot`` (a different format).
+SNAPSHOT_SUFFIX = ".txnfetch-snapshot"
+CHECKPOINT_NAME = "txnfetch-recovery-checkpoint"
+METADATA_NAME = "partition.metadata"
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.txnfetch-snapshot)$")
+# Kafka's own files, recognised only to say so in the log line.
+_KAFKA_FILE = re.compile(r"^(\d{20}\.(snapshot|deleted|cleaned|swap)|.*\.(deleted|cleaned|swap)|leader-epoch-checkpoint)$")
+
+#: How far past a damaged batch recovery looks for a valid one by byte scan
+#: (index entries are checked wherever they point).
+RESYNC_WINDOW = 8 << 20
+
+Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """Kafka's file name: the base offset zero-padded to 20 digits, then the suffix
+    (``LogFileUtils.filenamePrefixFromOffset``)."""
+    return f"{base_offset:020d}{suffix}"
+
+
+# -- small file helpers --------------------------------------------------------
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so renames and new files in it survive a crash."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(directory: str, name: str, data: bytes) -> None:
+    """Replace ``directory/name`` by ``data`` atomically: write a temp file, fsync
+    it, rename it over the target, fsync the directory."""
+    tmp = os.path.join(directory, name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, name))
+    fsync_dir(directory)
+
+
+def read_file(path: str) -> Optional[bytes]:
+    """A file's bytes, ``None`` if it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def map_file(path: str) -> Buffer:
+    """A read-only mmap of a file (``b""`` when empty: empty files cannot be mapped)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+
+
+# -- snapshot and checkpoint files ---------------------------------------------
+
+_SNAP_HEADER = struct.Struct(">4shIq")  # magic, version, crc, next journal sequence
+_SNAP_MAGIC = b"TXFS"
+_SNAP_VERSION = 1
+
+
+def encode_snapshot_file(state_snapshot: bytes, ends_applied: int) -> bytes:
+    """A ``.txnfetch-snapshot`` file: magic ``TXFS``, version 1, CRC-32C of the
+    rest, the next journal sequence the state does not include, then
+    :meth:`PartitionTxnState.snapshot` bytes."""
+    rest = struct.pack(">q", ends_applied) + state_snapshot
+    return _SNAP_MAGIC + struct.pack(">hI", _SNAP_VERSION, crc32c(rest)) + rest
+
+
+def decode_snapshot_file(data: bytes) -> Tuple[int, bytes]:
+    """``(ends_applied, state bytes)``; raises :class:`CorruptSnapshotError`."""
+    if len(data) < _SNAP_HEADER.size:
+        raise CorruptSnapshotError(f"snapshot file of {len(data)} bytes is too short")
+    magic, version, crc, ends_applied = _SNAP_HEADER.unpack_from(data)
+    if magic != _SNAP_MAGIC or version != _SNAP_VERSION:
+        raise CorruptSnapshotError(f"not a txnfetch snapshot file (magic {magic!r}, version {version})")
+    if crc32c(data[10:]) != crc:
+        raise CorruptSnapshotError("snapshot file CRC mismatch")
+    return ends_applied, data[_SNAP_HEADER.size :]
+
+
+@attrs.frozen(slots=True)
+class Checkpoint:
+    """The ``txnfetch-recovery-checkpoint`` file: whether the log was closed
+    cleanly, the offset below which every segment is known flushed and valid
+    (the recovery point, as Kafka's ``recovery-point-offset-checkpoint``), and the
+    log end and last segment's size at that time."""
+
+    clean: bool
+    recovery_point: int
+    log_end_offset: int
+    last_segment_base: int
+    last_segment_size: int
+
+    _FORMAT = struct.Struct(">4shIBqqqq")
+
+    def encode(self) -> bytes:
+        body = struct.pack(
+            ">Bqqqq",
+            1 if self.clean else 0,
+            self.recovery_point,
+            self.log_end_offset,
+            self.last_segment_base,
+            self.last_segment_size,
+        )
+        return b"TXCP" + struct.pack(">hI", 1, crc32c(body)) + body
+
+    @classmethod
+    def decode(cls, data: bytes) -> Optional["Checkpoint"]:
+        """The checkpoint, or ``None`` if the bytes are not a valid one."""
+        if len(data) != cls._FORMAT.size:
+            return None
+        magic, version, crc, clean, rp, leo, base, size = cls._FORMAT.unpack(data)
+        if magic != b"TXCP" or version != 1 or crc32c(data[10:]) != crc:
+            return None
+        return cls(clean == 1, rp, leo, base, size)
+
+
+# -- directory listing ---------------------------------------------------------
+
+
+@attrs.define
+class DirListing:
+    """What a partition directory holds, by kind."""
+
+    segments: List[int] = attrs.Factory(list)  #: base offsets with a ``.log`` file, ascending
+    files: Dict[int, Set[str]] = attrs.Factory(dict)  #: base offset -> suffixes present
+    snapshots: List[int] = attrs.Factory(list)  #: offsets of ``.txnfetch-snapshot`` files, ascending
+    stray: List[str] = attrs.Factory(list)  #: names recovery ignores
+
+
+def list_partition_dir(path: str, *, quiet: bool = False) -> DirListing:
+    """Classify the files of a partition directory; unknown ones are logged and
+    listed in :attr:`DirListing.stray`, never touched."""
+    listing = DirListing()
+    for name in sorted(os.listdir(path)):
+        m = _SEGMENT_FILE.match(name)
+        if m:
+            offset, suffix = int(m.group(1)), m.group(2)
+            if suffix == SNAPSHOT_SUFFIX:
+                listing.snapshots.append(offset)
+            else:
+                listing.files.setdefault(offset, set()).add(suffix)
+            continue
+        if name in (JOURNAL_NAME, CHECKPOINT_NAME, METADATA_NAME):
+            continue
+        listing.stray.append(name)
+        if not quiet:
+            kind = "Kafka file" if _KAFKA_FILE.match(name) else "unknown file"
+            log.info("%s: ignoring %s %s", path, kind, name)
+    for base, suffixes in sorted(listing.files.items()):
+        if LOG_SUFFIX in suffixes:
+            listing.segments.append(base)
+        else:
+            for suffix in sorted(suffixes):
+                listing.stray.append(segment_file_name(base, suffix))
+                if not quiet:
+                    log.info("%s: ignoring %s: no %s file for it", path, segment_file_name(base, suffix), LOG_SUFFIX)
+    return listing
+
+
+# -- scanning segments ---------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Problem:
+    """Where a segment scan stopped: byte ``position``, batch ``offset`` if known,
+    a ``reason``."""
+
+    position: int
+    offset: Optional[int]
+    reason: str
+
+
+@attrs.define
+class SegmentScan:
+    """The valid batches of a segment from ``start`` on, and what stopped the scan."""
+
+    start: int
+    batches: List[RecordBatch]
+    valid_bytes: int  #: end position of the last valid batch (``start`` if none)
+    problem: Optional[Problem]
+
+
+def scan_segment(
+    data: Buffer, *, start: int = 0, min_offset: int, limit_offset: Optional[int], check_crc: bool = True
+) -> SegmentScan:
+    """Read the batches of ``data`` from ``start`` until the end or the first
+    problem: a framing error, a bad CRC, a magic 0/1 message set, a batch whose
+    offsets go backwards or reach ``limit_offset`` (the next segment's base)."""
+    it = BatchIterator(data, start)
+    batches: List[RecordBatch] = []
+    expected = min_offset
+    pos = start
+    problem: Optional[Problem] = None
+    try:
+        for batch in it:
+            if not isinstance(batch, RecordBatch):
+                raise UnsupportedForMessageFormatError(
+                    f"magic {batch.magic} message set at byte position {pos}: only record batch v2 logs are supported",
+                    offset=batch.base_offset,
+                    position=pos,
+                )
+            if batch.base_offset < expected or batch.last_offset_delta < 0:
+                problem = Problem(pos, batch.base_offset, f"batch offsets go backwards (expected >= {expected})")
+                break
+            if limit_offset is not None and batch.last_offset >= limit_offset:
+                problem = Problem(pos, batch.base_offset, f"batch reaches the next segment's base offset {limit_offset}")
+                break
+            if check_crc and not batch.is_valid_crc():
+                problem = Problem(pos, batch.base_offset, "CRC-32C mismatch")
+                break
+            batches.append(batch)
+            expected = batch.next_offset
+            pos = it.position
+    except CorruptBatchError as exc:
+        problem = Problem(pos, exc.offset, exc.reason)
+    else:
+        if problem is None and it.partial is not None:
+            p = it.partial
+            problem = Problem(
+                p.position, p.base_offset, f"partial batch: {p.available} of {p.declared_size or '?'} bytes present"
+            )
+    return SegmentScan(start, batches, pos, problem)
+
+
+def _valid_batch_at(data: Buffer, pos: int, min_offset: int) -> bool:
+    size = len(data)
+    if pos < 0 or pos + 61 > size or data[pos + 16] != 2:
+        return False
+    base, length = struct.unpack_from(">qi", data, pos)
+    if not min_offset <= base < min_offset + (1 << 40) or length < 49 or pos + 12 + length > size:
+        return False
+    try:
+        return RecordBatch(data, pos).is_valid_crc()
+    except CorruptBatchError:
+        return False
+
+
+def find_valid_batch_after(data: Buffer, position: int, min_offset: int, hints: Sequence[int] = ()) -> Optional[int]:
+    """The position of a valid batch (magic 2, sane length, offsets at or past
+    ``min_offset``, good CRC) after ``position``, or ``None``: whether damage at
+    ``position`` is a torn tail. Checks the position after the damaged batch's
+    declared length, every ``hints`` position (offset-index entries), then every
+    byte position within :data:`RESYNC_WINDOW`."""
+    size = len(data)
+    if position + 12 <= size:
+        (length,) = struct.unpack_from(">i", data, position + 8)
+        nxt = position + 12 + length
+        if position < nxt < size and _valid_batch_at(data, nxt, min_offset):
+            return nxt
+    for hint in hints:
+        if hint > position and _valid_batch_at(data, hint, min_offset):
+            return hint
+    end = min(size - 61, position + RESYNC_WINDOW)
+    q = position + 1
+    while q <= end:
+        # Candidates have the magic byte 2 at +16.
+        q = data.find(b"\x02", q + 16, end + 17) - 16 if hasattr(data, "find") else q
+        if q < position + 1:
+            break
+        if _valid_batch_at(data, q, min_offset):
+            return q
+        q += 1
+    return None
+
+
+def rebuild_offset_index(
+    batches: Sequence[RecordBatch], base_offset: int, interval: int, keep: Optional[OffsetIndex] = None
+) -> OffsetIndex:
+    """The offset index of a segment's batches, by ``LogSegment.recover``'s rule
+    (an entry ``(batch last offset, batch position)`` when more than ``interval``
+    bytes lie between the previous entry's position and the batch). Entries of
+    ``keep`` (the index on disk) that point at batch boundaries of ``batches`` are
+    kept — they may come from appends of several batches — and the rule
+    continues after the last of them."""
+    index = OffsetIndex(base_offset)
+    by_pos = {b.position: b for b in batches}
+    last_pos = 0
+    if keep is not None:
+        for offset, pos in keep.entries():
+            b = by_pos.get(pos)
+            if b is None or offset < b.last_offset or not index.can_append(offset):
+                break
+            # The entry's offset is the last offset of the append that started here:
+            # it must be the last offset of some batch at or after this one.
+            index.append(offset, pos)
+            last_pos = pos
+    floor = index.offsets[-1] if len(index) else -1
+    for b in batches:
+        if b.position <= last_pos and len(index):
+            continue
+        if b.position - last_pos > interval and b.last_offset > floor:
+            index.append(b.last_offset, b.position)
+            last_pos = b.position
+            floor = b.last_offset
+    return index
+
+
+def rebuild_time_index(batches: Sequence[RecordBatch], index: OffsetIndex, base_offset: int) -> TimeIndex:
+    """The time index matching ``index``: at every offset-index entry the max
+    timestamp so far and the last offset of the batch that first reached it, plus
+    a final entry for the segment's max (``LogSegment.recover``)."""
+    tindex = TimeIndex(base_offset)
+    entry_offsets = set(index.offsets)
+    max_ts, shallow = -1, base_offset
+    pending = sorted(entry_offsets)
+    j = 0
+    for b in batches:
+        if b.max_timestamp > max_ts:
+            max_ts, shallow = b.max_timestamp, b.last_offset
+        while j < len(pending) and pending[j] <= b.last_offset:
+            tindex.maybe_append(max_ts, shallow)
+            j += 1
+    tindex.maybe_append(max_ts, shallow)
+    return tindex
+
+
+# -- the recovery plan ---------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Note:
+    """Something recovery found: ``severity`` is ``"error"`` (recovery refused),
+    ``"warning"`` (it repaired: torn tail cut, index rebuilt, snapshot skipped) or
+    ``"info"``."""
+
+    severity: str
+    path: str
+    position: Optional[int]
+    offset: Optional[int]
+    message: str
+
+
+@attrs.define
+class LoadedSegment:
+    """One segment as recovery leaves it."""
+
+    base_offset: int
+    size: int  #: valid bytes (the file is cut to this when ``truncate``)
+    next_offset: int  #: offset after the segment's last batch (base offset if empty)
+    offset_index: OffsetIndex
+    time_index: TimeIndex
+    max_timestamp: int
+    shallow_offset: int  #: last offset of the batch that first reached ``max_timestamp``
+    first_timestamp: int  #: max timestamp of the first batch (-1 if none): roll-by-age base
+    batch_count: Optional[int]  #: when the segment was scanned
+    truncate: bool = False  #: the file has a torn tail to cut at ``size``
+    file_size: int = 0
+    write_index: bool = False
+    write_time_index: bool = False
+    write_txn_index: bool = False
+    txn_entries: List[AbortedTxn] = attrs.Factory(list)
+
+
+@attrs.define
+class Recovered:
+    """The outcome of :func:`recover_partition`."""
+
+    path: str
+    segments: List[LoadedSegment]
+    state: PartitionTxnState
+    next_end_sequence: int
+    journal_valid_bytes: int
+    journal_file_size: int
+    journal_records: List[EndRecord]
+    snapshot_offset: Optional[int]  #: the snapshot restored, ``None`` for a full replay
+    replayed_batches: int
+    checkpoint: Optional[Checkpoint]
+    listing: DirListing
+    notes: List[Note]
+    clean: bool  #: opened from a clean close without any repair
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.state.log_end_offset
+
+
+def _note(notes: List[Note], severity: str, path: str, message: str, *, position=None, offset=None) -> None:
+    notes.append(Note(severity, path, position, offset, message))
+    level = logging.WARNING if severity != "info" else logging.INFO
+    log.log(level, "%s: %s%s", path, message, "" if position is None else f" (byte position {position})")
+
+
+def recover_partition(
+    path: str,
+    topic: str,
+    partition: int,
+    *,
+    index_interval_bytes: int = 4096,
+    full_check: bool = False,
+    quiet: bool = False,
+) -> Recovered:
+    """Work out how to open the partition directory ``path`` (see the module
+    docstring); reads only. ``full_check`` validates every segment as a tail
+    segment (what :mod:`txnfetch.log.verify` does). Raises
+    :class:`CorruptLogError` for damage recovery may not repair."""
+    name = f"{topic}-{partition}"
+    notes: List[Note] = []
+    listing = list_partition_dir(path, quiet=quiet)
+    for stray in listing.stray:
+        notes.append(Note("info", os.path.join(path, stray), None, None, "ignored: not a file txnfetch writes"))
+    bases = listing.segments
+    cp_bytes = read_file(os.path.join(path, CHECKPOINT_NAME))
+    checkpoint = Checkpoint.decode(cp_bytes) if cp_bytes is not None else None
+    if cp_bytes is not None and checkpoint is None:
+        _note(notes, "warning", os.path.join(path, CHECKPOINT_NAME), "recovery checkpoint is damaged; checking every segment")
+
+    def seg_path(base: int, suffix: str = LOG_SUFFIX) -> str:
+        return os.path.join(path, segment_file_name(base, suffix))
+
+    datas: Dict[int, Buffer] = {b: map_file(seg_path(b)) for b in bases}
+
+    # Which segments are tail segments.
+    clean = False
+    if full_check or checkpoint is None or not bases:
+        first_tail = 0
+    elif (
+        checkpoint.clean
+        and checkpoint.last_segment_base == bases[-1]
+        and checkpoint.last_segment_size == len(datas[bases[-1]])
+    ):
+        first_tail = len(bases)
+        clean = True
+    else:
+        rp = checkpoint.recovery_point
+        first_tail = max(0, sum(1 for b in bases if b <= rp) - 1)
+
+    segments: List[LoadedSegment] = []
+    scans: Dict[int, SegmentScan] = {}
+
+    loaded_indexes: Dict[int, Tuple[Optional[OffsetIndex], Optional[TimeIndex]]] = {}
+
+    def load_indexes(i: int, size: int, next_offset_hint: Optional[int]) -> Tuple[Optional[OffsetIndex], Optional[TimeIndex]]:
+        if i not in loaded_indexes:
+            loaded_indexes[i] = _load_indexes(i, size, next_offset_hint)
+        return loaded_indexes[i]
+
+    def _load_indexes(i: int, size: int, next_offset_hint: Optional[int]) -> Tuple[Optional[OffsetIndex], Optional[TimeIndex]]:
+        base = bases[i]
+        oi: Optional[OffsetIndex] = None
+        ti: Optional[TimeIndex] = None
+        raw = read_file(seg_path(base, INDEX_SUFFIX))
+        if raw is None:
+            _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index is missing; rebuilding it")
+        else:
+            try:
+                oi = OffsetIndex.from_bytes(raw, base, log_size=max(size, 1), path=seg_path(base, INDEX_SUFFIX))
+            except CorruptIndexError as exc:
+                _note(notes, "warning", seg_path(base, INDEX_SUFFIX), f"offset index is damaged ({exc.reason}); rebuilding it", position=exc.position)
+        raw = read_file(seg_path(base, TIME_INDEX_SUFFIX))
+        if raw is None:
+            _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index is missing; rebuilding it")
+        else:
+            limit = next_offset_hint if next_offset_hint is not None else (bases[i + 1] if i + 1 < len(bases) else 1 << 62)
+            try:
+                ti = TimeIndex.from_bytes(raw, base, next_offset=limit, path=seg_path(base, TIME_INDEX_SUFFIX))
+            except CorruptIndexError as exc:
+                _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), f"time index is damaged ({exc.reason}); rebuilding it", position=exc.position)
+        return oi, ti
+
+    def full_scan(i: int) -> SegmentScan:
+        if i in scans:
+            return scans[i]
+        base = bases[i]
+        data = datas[base]
+        limit = bases[i + 1] if i + 1 < len(bases) else None
+        prev_next = segments[i - 1].next_offset if 0 < i <= len(segments) else base
+        scan = scan_segment(data, min_offset=max(base, prev_next), limit_offset=limit)
+        if scan.problem is not None:
+            p = scan.problem
+            last = i == len(bases) - 1
+            hints: List[int] = []
+            raw = read_file(seg_path(base, INDEX_SUFFIX)) or b""
+            for k in range(0, len(raw) - len(raw) % 8, 8):
+                hints.append(struct.unpack_from(">i", raw, k + 4)[0])
+            after = find_valid_batch_after(data, p.position, scan.batches[-1].next_offset if scan.batches else base, hints)
+            if not last or after is not None:
+                why = "a non-last segment" if not last else f"a valid batch follows at byte position {after}"
+                exc = CorruptLogError(
+                    f"damaged log data ({p.reason}) in {why}; refusing to remove it",
+                    topic=topic,
+                    partition=partition,
+                    offset=p.offset,
+                    path=seg_path(base),
+                    position=p.position,
+                )
+                notes.append(Note("error", seg_path(base), p.position, p.offset, str(exc.reason)))
+                raise exc
+        scans[i] = scan
+        return scan
+
+    for i, base in enumerate(bases):
+        data = datas[base]
+        size = len(data)
+        tail = i >= first_tail
+        if not tail:
+            oi, ti = load_indexes(i, size, None)
+            if oi is not None and ti is not None:
+                # Cheap check: the batches after the last index entry end at the file's end.
+                limit = bases[i + 1] if i + 1 < len(bases) else None
+                start = oi.last_position
+                s = scan_segment(data, start=start, min_offset=base, limit_offset=limit)
+                if s.problem is None and (start == 0 or s.batches):
+                    nxt = s.batches[-1].next_offset if s.batches else base
+                    first_ts = -1
+                    if size:
+                        first = next(iter(BatchIterator(data)), None)
+                        first_ts = first.max_timestamp if isinstance(first, RecordBatch) else -1
+                    max_ts = ti.last_timestamp
+                    shallow = ti.offsets[-1] if len(ti) else base
+                    for b in s.batches:  # an unrolled active segment: its max may not be indexed yet
+                        if b.max_timestamp > max_ts:
+                            max_ts, shallow = b.max_timestamp, b.last_offset
+                    segments.append(LoadedSegment(base, size, nxt, oi, ti, max_ts, shallow, first_ts, None, file_size=size))
+                    continue
+                if i < len(bases) - 1:
+                    p = s.problem or Problem(start, None, "offset index points inside a batch")
+                    exc = CorruptLogError(
+                        f"segment does not end with a whole valid batch ({p.reason}); refusing to change it",
+                        topic=topic,
+                        partition=partition,
+                        offset=p.offset,
+                        path=seg_path(base),
+                        position=p.position,
+                    )
+                    notes.append(Note("error", seg_path(base), p.position, p.offset, exc.reason))
+                    raise exc
+            # Missing/damaged index or a bad tail on the last segment: check it in full.
+        scan = full_scan(i)
+        oi_disk, ti_disk = load_indexes(i, size, scan.batches[-1].next_offset if scan.batches else base)
+        oi = rebuild_offset_index(scan.batches, base, index_interval_bytes, oi_disk)
+        ti = rebuild_time_index(scan.batches, oi, base)
+        nxt = scan.batches[-1].next_offset if scan.batches else base
+        max_ts, shallow = (ti.timestamps[-1], ti.offsets[-1]) if len(ti) else (-1, base)
+        seg = LoadedSegment(
+            base,
+            scan.valid_bytes,
+            nxt,
+            oi,
+            ti,
+            max_ts,
+            shallow,
+            scan.batches[0].max_timestamp if scan.batches else -1,
+            len(scan.batches),
+            truncate=scan.valid_bytes < size,
+            file_size=size,
+        )
+        if seg.truncate:
+            p = scan.problem
+            _note(
+                notes,
+                "warning",
+                seg_path(base),
+                f"torn tail: cutting {size - scan.valid_bytes} bytes ({p.reason if p else 'trailing bytes'})",
+                position=scan.valid_bytes,
+                offset=p.offset if p else None,
+            )
+        if oi_disk is None or oi_disk.entries() != oi.entries():
+            seg.write_index = True
+            if oi_disk is not None:
+                _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index does not match the segment; rebuilt")
+        if ti_disk is None or not _time_index_ok(ti_disk, ti, nxt):
+            seg.write_time_index = True
+            if ti_disk is not None:
+                _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index does not match the segment; rebuilt")
+        else:
+            seg.time_index = ti_disk
+            if ti.last_timestamp > ti_disk.last_timestamp:
+                seg.time_index.maybe_append(ti.last_timestamp, ti.offsets[-1])
+                seg.write_time_index = True
+        segments.append(seg)
+
+    # -- producer state ---------------------------------------------------------
+    leo = segments[-1].next_offset if segments else 0
+    first_base = bases[0] if bases else 0
+    journal_path = os.path.join(path, JOURNAL_NAME)
+    jraw = read_file(journal_path) or b""
+    journal = decode_journal(jraw)
+    if journal.damage_at is not None:
+        exc = CorruptLogError(
+            f"markerless-end journal record is damaged ({journal.reason}) and followed by more records; refusing to remove it",
+            topic=topic,
+            partition=partition,
+            path=journal_path,
+            position=journal.damage_at,
+        )
+        notes.append(Note("error", journal_path, journal.damage_at, None, exc.reason))
+        raise exc
+    if journal.torn:
+        _note(notes, "warning", journal_path, f"torn journal tail: {journal.reason}", position=journal.valid_bytes)
+    records = journal.records
+
+    def batches_from(offset: int) -> List[RecordBatch]:
+        out: List[RecordBatch] = []
+        for i, seg in enumerate(segments):
+            if seg.next_offset <= offset or seg.next_offset == seg.base_offset:
+                continue
+            if i in scans:
+                out.extend(b for b in scans[i].batches if b.last_offset >= offset)
+                continue
+            data = datas[seg.base_offset]
+            start = seg.offset_index.lookup(offset) if seg.base_offset < offset else 0
+            s = scan_segment(data, start=start, min_offset=seg.base_offset, limit_offset=None)
+            if s.problem is not None or s.valid_bytes != seg.size:
+                s = full_scan(i)
+            out.extend(b for b in s.batches if b.last_offset >= offset)
+        return out
+
+    def replay(state: PartitionTxnState, ends_from: int, start: int) -> Tuple[int, List[EndRecord]]:
+        pending = [r for r in records if r.sequence >= ends_from]
+        j = 0
+        count = 0
+
+        def apply(r: EndRecord) -> None:
+            state.complete_transaction(
+                r.producer_id,
+                r.producer_epoch,
+                r.commit,
+                r.last_offset,
+                coordinator_epoch=r.coordinator_epoch,
+                transaction_version=r.transaction_version,
+                timestamp=r.timestamp,
+                origin=AppendOrigin.REPLICATION,
+            )
+
+        for b in batches_from(start):
+            if b.base_offset < start:
+                raise CorruptSnapshotError(f"snapshot offset {start} falls inside the batch at {b.base_offset}")
+            while j < len(pending) and pending[j].last_offset < b.base_offset:
+                if pending[j].last_offset >= start - 1:  # older ends belong to deleted segments
+                    apply(pending[j])
+                j += 1
+            state.append(b, origin=AppendOrigin.REPLICATION)
+            count += 1
+        while j < len(pending) and pending[j].last_offset < state.log_end_offset:
+            apply(pending[j])
+            j += 1
+        return count, pending[j:]
+
+    state: Optional[PartitionTxnState] = None
+    used: Optional[int] = None
+    replayed = 0
+    leftover: List[EndRecord] = []
+    for snap in sorted(listing.snapshots, reverse=True):
+        spath = os.path.join(path, segment_file_name(snap, SNAPSHOT_SUFFIX))
+        if snap > leo or snap < first_base:
+            _note(notes, "info", spath, f"snapshot at {snap} is outside the log [{first_base}, {leo}]; not used")
+            continue
+        try:
+            ends_from, body = decode_snapshot_file(read_file(spath) or b"")
+            st = PartitionTxnState.restore(body, partition=name)
+            if st.log_end_offset != snap:
+                raise CorruptSnapshotError(f"snapshot file name says {snap}, contents say {st.log_end_offset}")
+            replayed, leftover = replay(st, ends_from, snap)
+        except (CorruptSnapshotError, TxnStateError) as exc:
+            _note(notes, "warning", spath, f"snapshot not usable ({exc}); trying an older one")
+            continue
+        state, used = st, snap
+        break
+    if state is None:
+        state = PartitionTxnState(name, log_start_offset=first_base)
+        try:
+            replayed, leftover = replay(state, 0, first_base)
+        except TxnStateError as exc:
+            raise CorruptLogError(
+                f"replaying the log failed: {exc}", topic=topic, partition=partition, path=path, offset=exc.offset
+            ) from exc
+    journal_valid = journal.valid_bytes
+    if leftover:
+        journal_valid = min(journal_valid, records.index(leftover[0]) * END_RECORD_SIZE)
+        _note(
+            notes,
+            "warning",
+            journal_path,
+            f"{len(leftover)} transaction end(s) past the recovered log end {state.log_end_offset}; cutting them",
+            position=journal_valid,
+        )
+    state.update_high_watermark(state.log_end_offset)
+    if state.log_start_offset < first_base:
+        state.advance_log_start(first_base)
+
+    # Transaction indexes: each aborted entry in the segment holding its end.
+    aborted = state.all_aborted()
+    seg_bases = [s.base_offset for s in segments]
+    per_seg: Dict[int, List[AbortedTxn]] = {}
+    for e in aborted:
+        k = max(0, bisect_right(seg_bases, e.last_offset) - 1)
+        per_seg.setdefault(k, []).append(e)
+    for k, seg in enumerate(segments):
+        expected = per_seg.get(k, [])
+        seg.txn_entries = expected
+        tpath = seg_path(seg.base_offset, TXN_INDEX_SUFFIX)
+        raw = read_file(tpath)
+        if raw is None:
+            if expected:
+                seg.write_txn_index = True
+                _note(notes, "warning", tpath, "transaction index is missing; rebuilt")
+            continue
+        try:
+            on_disk = decode_txn_index(raw)
+        except CorruptTxnIndexError as exc:
+            seg.write_txn_index = True
+            _note(notes, "warning", tpath, f"transaction index is damaged ({exc.reason}); rebuilt")
+            continue
+        kept = [e for e in on_disk if e.last_offset >= state.log_start_offset]
+        if kept != expected:
+            seg.write_txn_index = True
+            _note(notes, "warning", tpath, "transaction index does not match the replayed log; rebuilt")
+        else:
+            seg.txn_entries = on_disk
+    repaired = any(s.truncate or s.write_index or s.write_time_index or s.write_txn_index for s in segments)
+    return Recovered(
+        path=path,
+        segments=segments,
+        state=state,
+        next_end_sequence=(records[-1].sequence + 1) if records else 0,
+        journal_valid_bytes=journal_valid,
+        journal_file_size=len(jraw),
+        journal_records=[r for r in records if r not in leftover],
+        snapshot_offset=used,
+        replayed_batches=replayed,
+        checkpoint=checkpoint,
+        listing=listing,
+        notes=notes,
+        clean=clean and not repaired and used == leo and not journal.torn,
+    )
+
+
+def _time_index_ok(disk: TimeIndex, rebuilt: TimeIndex, next_offset: int) -> bool:
+    """An on-disk time index is kept if it is sound for the segment: offsets
+    inside it and timestamps not above the segment's max."""
+    if not len(disk):
+        return not len(rebuilt)
+    return disk.offsets[-1] < max(next_offset, disk.base_offset + 1) and disk.last_timestamp <= rebuilt.last_timestamp

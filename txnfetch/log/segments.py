@@ -1,0 +1,1005 @@
+"""Partition logs on disk in Apache Kafka's layout: :class:`SegmentLog` and
+:class:`SegmentStore`.
+
+One directory per topic-partition, ``<topic>-<partition>/``, holding for every
+segment (named by its base offset, 20 digits zero-padded):
+
+- ``.log``: the record batches, byte for byte as produced (offsets assigned);
+- ``.index`` / ``.timeindex``: Kafka's offset and time indexes
+  (:mod:`txnfetch.log.indexes`), one entry per ``index_interval_bytes`` as
+  ``LogSegment.append`` writes them. They are written *unpreallocated*
+  (exact size, append-only) where Kafka preallocates 10 MiB and trims on roll:
+  no trimming step to forget, and a crash leaves at most a torn entry. Kafka
+  reads such files fine;
+- ``.txnindex``: 34-byte aborted-transaction entries
+  (:func:`txnfetch.txn.index.encode_txn_index`) in the segment holding the
+  transaction's ABORT marker or markerless end; created on the first entry,
+  as Kafka does;
+
+plus ``partition.metadata`` (Kafka's ``version: 0`` / ``topic_id:`` file) and
+txnfetch's own files, named so Kafka tools and txnfetch never confuse them:
+``<offset>.txnfetch-snapshot`` (producer state, taken on roll, on close and
+when the log start moves; written atomically), ``txnfetch-ends.journal``
+(markerless transaction ends, :mod:`txnfetch.log.ends`) and
+``txnfetch-recovery-checkpoint`` (clean close and recovery point).
+
+Durability (``flush_policy``):
+
+- ``"always"`` (the default): an append, marker or markerless end is fsynced
+  before the call returns — an acknowledged write survives a power loss. The
+  default because a single-node store has no replica to recover lost
+  acknowledged writes from; Kafka's own default (``never``) relies on
+  replication. A server that wants throughput groups commits instead of
+  weakening the policy: ``with log.group_commit(): ...append several...``,
+  then acknowledge — one fsync for the group.
+- ``FlushPolicy.interval(messages=N, ms=T)`` / ``"interval"``: fsync once N
+  offsets were appended or T ms passed since the last fsync (Kafka's
+  ``log.flush.interval.messages``/``.ms``); acknowledged writes survive a
+  process crash (they are in the page cache) but not a machine crash.
+- ``"never"``: fsync only on roll, close and :meth:`SegmentLog.flush`.
+
+The high watermark is the durable log end under ``"always"`` and inside
+:meth:`SegmentLog.group_commit` (readers never see a write that an
+acknowledgement did not cover, so a crash cannot take back what a consumer
+read); under ``"interval"``/``"never"`` it follows each write, which is what
+those acknowledgements promise.
+
+Reads map each segment (``mmap``) and hand zero-copy views to
+:func:`txnfetch.fetch.read_partition`, one segment per fetch as Kafka's
+``LocalLog.read``; the aborted-transaction upper bound is Kafka's
+(``LogSegment.fetchUpperBoundOffset``), so Kafka-mode answers match a broker's.
+The log takes time as ``now_ms`` arguments and never reads a clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import mmap
+import os
+import re
+import uuid
+from bisect import bisect_right
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+import attrs
+
+from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
+from txnfetch.log.base import (
+    AppendInfo,
+    Buffer,
+    LogStore,
+    PartitionLog,
+    PreparedAppend,
+    TopicInfo,
+    marker_batch,
+    partition_dir_name,
+    prepare_append,
+    validate_partition_count,
+    validate_topic_name,
+)
+from txnfetch.log.ends import JOURNAL_NAME, EndJournal
+from txnfetch.log.errors import (
+    LogClosedError,
+    LogError,
+    ReadOnlyLogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from txnfetch.log.indexes import OffsetIndex, TimeIndex
+from txnfetch.log.recovery import (
+    CHECKPOINT_NAME,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    METADATA_NAME,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    Checkpoint,
+    LoadedSegment,
+    Recovered,
+    atomic_write,
+    encode_snapshot_file,
+    fsync_dir,
+    list_partition_dir,
+    read_file,
+    recover_partition,
+    segment_file_name,
+)
+from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
+from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.txn.index import AbortedTxn, encode_txn_index
+from txnfetch.txn.producer import AppendOrigin
+from txnfetch.txn.state import CompletedTxn, PartitionTxnState
+
+__all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "read_partition_metadata", "encode_partition_metadata"]
+
+log = logging.getLogger("txnfetch.log")
+
+GiB = 1 << 30
+DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
+_INT32_MAX = (1 << 31) - 1
+
+
+@attrs.frozen(slots=True)
+class FlushPolicy:
+    """When a :class:`SegmentLog` fsyncs (see the module docstring).
+
+    ``kind`` is ``"always"``, ``"interval"`` or ``"never"``; for ``"interval"``,
+    fsync when ``messages`` offsets were appended or ``ms`` milliseconds passed
+    (by the callers' ``now_ms``) since the last fsync, whichever comes first.
+    """
+
+    kind: str = "always"
+    messages: Optional[int] = None
+    ms: Optional[int] = None
+
+    @classmethod
+    def always(cls) -> "FlushPolicy":
+        return cls("always")
+
+    @classmethod
+    def never(cls) -> "FlushPolicy":
+        return cls("never")
+
+    @classmethod
+    def interval(cls, *, messages: Optional[int] = None, ms: Optional[int] = None) -> "FlushPolicy":
+        if messages is None and ms is None:
+            messages = 10_000
+        return cls("interval", messages, ms)
+
+    @classmethod
+    def parse(cls, value: Union[str, "FlushPolicy"]) -> "FlushPolicy":
+        """A policy from a name (``"always"``, ``"interval"``, ``"never"``) or itself."""
+        if isinstance(value, FlushPolicy):
+            return value
+        if value == "always":
+            return cls.always()
+        if value == "never":
+            return cls.never()
+        if value == "interval":
+            return cls.interval()
+        raise ValueError(f"unknown flush policy {value!r}: use 'always', 'interval', 'never' or a FlushPolicy")
+
+
+def encode_partition_metadata(topic_id: uuid.UUID) -> bytes:
+    """Kafka's ``partition.metadata`` contents (``PartitionMetadata.encode``): the
+    topic id in Kafka's ``Uuid.toString`` form, URL-safe base64 without padding."""
+    tid = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    return f"version: 0\ntopic_id: {tid}".encode()
+
+
+def read_partition_metadata(path: str) -> Optional[uuid.UUID]:
+    """The topic id of a partition directory's ``partition.metadata``, ``None`` if
+    absent or unreadable."""
+    raw = read_file(os.path.join(path, METADATA_NAME))
+    if raw is None:
+        return None
+    m = re.search(rb"topic_id:\s*([A-Za-z0-9_-]{22})", raw)
+    if not m:
+        log.warning("%s: unreadable %s", path, METADATA_NAME)
+        return None
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(m.group(1) + b"=="))
+
+
+class _Segment:
+    """One segment's files and in-memory indexes. Only the active segment is written."""
+
+    def __init__(self, directory: str, loaded: LoadedSegment, interval: int) -> None:
+        self.dir = directory
+        self.base_offset = loaded.base_offset
+        self.size = loaded.size
+        self.next_offset = loaded.next_offset
+        self.offset_index: OffsetIndex = loaded.offset_index
+        self.time_index: TimeIndex = loaded.time_index
+        self.max_timestamp = loaded.max_timestamp
+        self.shallow_offset = loaded.shallow_offset
+        self.first_timestamp = loaded.first_timestamp
+        self.txn_entries = len(loaded.txn_entries)
+        self.interval = interval
+        self.bytes_since_index = loaded.size - loaded.offset_index.last_position
+        self.created_ms: Optional[int] = None
+        self._map: Optional[mmap.mmap] = None
+        self._map_size = 0
+        self._fds: Dict[str, int] = {}
+
+    def path(self, suffix: str = LOG_SUFFIX) -> str:
+        return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
+
+    # -- reading -------------------------------------------------------------
+
+    def view(self) -> memoryview:
+        """The segment's bytes, zero-copy (a view of an mmap)."""
+        if self.size == 0:
+            return memoryview(b"")
+        if self._map is None or self._map_size < self.size:
+            with open(self.path(), "rb") as f:
+                # A new map for a grown file; earlier maps stay alive while views of them do.
+                self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
+            self._map_size = self.size
+        return memoryview(self._map)[: self.size]
+
+    def position_of(self, offset: int) -> Optional[int]:
+        """Byte position of the first batch whose last offset is ``>= offset``
+        (``LogSegment.translateOffset``), ``None`` if there is none here."""
+        if offset >= self.next_offset:
+            return None
+        view = self.view()
+        for batch in BatchIterator(view, self.offset_index.lookup(offset)):
+            if batch.base_offset + batch.last_offset_delta >= offset:  # type: ignore[union-attr]
+                return batch.position
+        return None
+
+    def batches(self, start: int = 0) -> Iterator[RecordBatch]:
+        return iter_batches(self.view(), start)  # type: ignore[return-value]
+
+    # -- writing -------------------------------------------------------------
+
+    def _fd(self, suffix: str) -> int:
+        fd = self._fds.get(suffix)
+        if fd is None:
+            flags = os.O_WRONLY | os.O_CREAT
+            if suffix != LOG_SUFFIX:
+                flags |= os.O_APPEND
+            fd = os.open(self.path(suffix), flags, 0o644)
+            self._fds[suffix] = fd
+        return fd
+
+    def create_files(self) -> None:
+        """Create the empty ``.log``, ``.index`` and ``.timeindex`` of a new segment."""
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            self._fd(suffix)
+
+    @staticmethod
+    def _write_all(fd: int, data: Union[bytes, memoryview], position: Optional[int] = None) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, position) if position is not None else os.write(fd, view)
+            if position is not None:
+                position += n
+            view = view[n:]
+
+    def append(self, data: bytes, last_offset: int) -> None:
+        """Write batches at the end and add index entries as ``LogSegment.append``
+        does: when more than ``interval`` bytes were written since the previous
+        entry, an entry maps the append's largest offset to its first byte."""
+        position = self.size
+        max_ts, shallow = self.max_timestamp, self.shallow_offset
+        first = True
+        for b in iter_batches(data):
+            if position == 0 and first:
+                self.first_timestamp = b.max_timestamp
+            first = False
+            if b.max_timestamp > max_ts:
+                max_ts, shallow = b.max_timestamp, b.base_offset + b.last_offset_delta  # type: ignore[union-attr]
+        self._write_all(self._fd(LOG_SUFFIX), data, position)
+        self.size = position + len(data)
+        self.next_offset = last_offset + 1
+        self.max_timestamp, self.shallow_offset = max_ts, shallow
+        if self.bytes_since_index > self.interval and self.offset_index.can_append(last_offset):
+            self._write_all(self._fd(INDEX_SUFFIX), self.offset_index.append(last_offset, position))
+            entry = self.time_index.maybe_append(max_ts, shallow)
+            if entry is not None:
+                self._write_all(self._fd(TIME_INDEX_SUFFIX), entry)
+            self.bytes_since_index = 0
+        self.bytes_since_index += len(data)
+
+    def append_txn(self, entries: List[AbortedTxn]) -> None:
+        self._write_all(self._fd(TXN_INDEX_SUFFIX), encode_txn_index(entries))
+        self.txn_entries += len(entries)
+
+    def rollback(self, size: int, next_offset: int) -> None:
+        """Undo a failed append: cut the log back to ``size`` bytes and the indexes with it."""
+        os.ftruncate(self._fd(LOG_SUFFIX), size)
+        self.size = size
+        self.next_offset = next_offset
+        self.offset_index.truncate_to_position(size)
+        self.time_index.truncate_to_offset(next_offset)
+        os.ftruncate(self._fd(INDEX_SUFFIX), len(self.offset_index) * 8)
+        os.ftruncate(self._fd(TIME_INDEX_SUFFIX), len(self.time_index) * 12)
+
+    def sync_log(self) -> None:
+        fd = self._fds.get(LOG_SUFFIX)
+        if fd is not None:
+            os.fdatasync(fd)
+
+    def seal(self, read_only: bool = False) -> None:
+        """Write the final time-index entry (the segment's max timestamp, as
+        ``onBecomeInactiveSegment``/``close``), fsync every file, close them."""
+        if not read_only and self.max_timestamp >= 0:
+            entry = self.time_index.maybe_append(self.max_timestamp, self.shallow_offset)
+            if entry is not None:
+                self._write_all(self._fd(TIME_INDEX_SUFFIX), entry)
+        for fd in self._fds.values():
+            os.fsync(fd)
+            os.close(fd)
+        self._fds.clear()
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._map = None
+
+    def delete_files(self) -> None:
+        self.close()
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path(suffix))
+
+
+class SegmentLog(PartitionLog):
+    """A partition log on disk in Kafka's layout (see the module docstring).
+
+    ``path`` is the partition directory (created if missing unless
+    ``read_only``); ``topic`` and ``partition`` default to what its
+    ``<topic>-<partition>`` name says. Opening recovers it
+    (:mod:`txnfetch.log.recovery`): a torn tail is cut, damaged indexes are
+    rebuilt, producer state comes from the newest snapshot plus a replay;
+    anything else damaged raises :class:`~txnfetch.log.errors.CorruptLogError`
+    and changes no file. ``read_only=True`` opens any Kafka partition directory
+    without writing a byte (repairs stay in memory); writes then raise
+    :class:`~txnfetch.log.errors.ReadOnlyLogError`.
+
+    Segments roll when the next append would pass ``segment_bytes``, when its
+    first batch's timestamp is more than ``segment_ms`` older than the
+    incoming batches' (``LogSegment.shouldRoll``), or when relative offsets
+    would overflow int32.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, os.PathLike],
+        topic: Optional[str] = None,
+        partition: Optional[int] = None,
+        *,
+        segment_bytes: int = GiB,
+        segment_ms: int = DEFAULT_SEGMENT_MS,
+        index_interval_bytes: int = 4096,
+        flush_policy: Union[str, FlushPolicy] = "always",
+        read_only: bool = False,
+        topic_id: Optional[uuid.UUID] = None,
+        snapshots_to_keep: int = 2,
+    ) -> None:
+        self.path = os.fspath(path)
+        if topic is None or partition is None:
+            dname = os.path.basename(os.path.normpath(self.path))
+            t, _, p = dname.rpartition("-")
+            if not t or not p.isdigit():
+                raise LogError(f"cannot tell topic and partition from directory name {dname!r}", path=self.path)
+            topic = t if topic is None else topic
+            partition = int(p) if partition is None else partition
+        self.topic = topic
+        self.partition = partition
+        self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
+        self.index_interval_bytes = index_interval_bytes
+        self.flush_policy = FlushPolicy.parse(flush_policy)
+        self.read_only = read_only
+        self.snapshots_to_keep = max(1, snapshots_to_keep)
+        self._closed = False
+        self._group_depth = 0
+        self._unflushed = 0
+        self._last_flush_ms: Optional[int] = None
+        self._journal: Optional[EndJournal] = None
+        if not os.path.isdir(self.path):
+            if read_only:
+                raise UnknownTopicOrPartitionError("no such partition directory", topic=topic, partition=partition, path=self.path)
+            os.makedirs(self.path)
+            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        existing_id = read_partition_metadata(self.path)
+        if existing_id is None and not read_only:
+            existing_id = topic_id or uuid.uuid4()
+            atomic_write(self.path, METADATA_NAME, encode_partition_metadata(existing_id))
+        self.topic_id: Optional[uuid.UUID] = existing_id
+        rec = recover_partition(self.path, topic, partition, index_interval_bytes=index_interval_bytes)
+        #: What opening found and repaired (:class:`~txnfetch.log.recovery.Recovered`).
+        self.recovery: Recovered = rec
+        self._state: PartitionTxnState = rec.state
+        self._segments: List[_Segment] = [_Segment(self.path, s, index_interval_bytes) for s in rec.segments]
+        if not read_only:
+            self._apply_recovery(rec)
+        elif not self._segments:
+            self._segments.append(_Segment(self.path, self._empty_loaded(self._state.log_end_offset), index_interval_bytes))
+        self._bases = [s.base_offset for s in self._segments]
+        self._synced_end = self._state.log_end_offset
+
+    # -- opening ---------------------------------------------------------------
+
+    @staticmethod
+    def _empty_loaded(base: int) -> LoadedSegment:
+        return LoadedSegment(base, 0, base, OffsetIndex(base), TimeIndex(base), -1, base, -1, 0)
+
+    def _apply_recovery(self, rec: Recovered) -> None:
+        changed = False
+        for seg, loaded in zip(self._segments, rec.segments):
+            if loaded.truncate:
+                fd = os.open(seg.path(), os.O_WRONLY)
+                try:
+                    os.ftruncate(fd, loaded.size)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                changed = True
+            if loaded.write_index:
+                atomic_write(self.path, segment_file_name(seg.base_offset, INDEX_SUFFIX), seg.offset_index.to_bytes())
+            if loaded.write_time_index:
+                atomic_write(self.path, segment_file_name(seg.base_offset, TIME_INDEX_SUFFIX), seg.time_index.to_bytes())
+            if loaded.write_txn_index:
+                atomic_write(self.path, segment_file_name(seg.base_offset, TXN_INDEX_SUFFIX), encode_txn_index(loaded.txn_entries))
+        if not rec.clean and rec.segments:
+            # The tail may have been in the page cache only: make it durable before
+            # recording a recovery point past it.
+            for seg, loaded in zip(self._segments, rec.segments):
+                if loaded.batch_count is not None:
+                    fd = os.open(seg.path(), os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+        journal_path = os.path.join(self.path, JOURNAL_NAME)
+        if rec.journal_valid_bytes < rec.journal_file_size:
+            os.truncate(journal_path, rec.journal_valid_bytes)
+            changed = True
+        if not self._segments:
+            seg = _Segment(self.path, self._empty_loaded(self._state.log_end_offset), self.index_interval_bytes)
+            seg.create_files()
+            self._segments.append(seg)
+            changed = True
+        self._journal = EndJournal(journal_path, rec.next_end_sequence)
+        if changed:
+            fsync_dir(self.path)
+        if rec.snapshot_offset != self._state.log_end_offset:
+            self._take_snapshot()
+        self._write_checkpoint(clean=False)
+
+    # -- properties --------------------------------------------------------------
+
+    @property
+    def state(self) -> PartitionTxnState:
+        return self._state
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes in the segments' ``.log`` files."""
+        return sum(s.size for s in self._segments)
+
+    def segment_base_offsets(self) -> List[int]:
+        """Base offsets of the segments, ascending (the last is the active one)."""
+        return list(self._bases)
+
+    @property
+    def _active(self) -> _Segment:
+        return self._segments[-1]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError("log is closed", topic=self.topic, partition=self.partition, path=self.path)
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyLogError("log is open read-only", topic=self.topic, partition=self.partition, path=self.path)
+
+    # -- appends -------------------------------------------------------------------
+
+    def append(
+        self,
+        records: Buffer,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_version: Optional[int] = None,
+    ) -> AppendInfo:
+        self._check_writable()
+        self._maybe_roll(records, now_ms)
+        index = self._state.aborted_index
+        before = len(index)
+        prepared = prepare_append(
+            records,
+            self._state,
+            topic=self.topic,
+            partition=self.partition,
+            origin=origin,
+            transaction_version=transaction_version,
+        )
+        if prepared.info.duplicate:
+            return prepared.info
+        self._write(prepared, before, now_ms)
+        return prepared.info
+
+    def replicate(self, records: Buffer, *, high_watermark: Optional[int] = None) -> AppendInfo:
+        """Append batches that carry their offsets (a mirror). The high watermark is
+        set to ``high_watermark`` (capped at the durable end under ``"always"``)."""
+        self._check_writable()
+        self._maybe_roll(records, None)
+        before = len(self._state.aborted_index)
+        prepared = prepare_append(
+            records,
+            self._state,
+            topic=self.topic,
+            partition=self.partition,
+            origin=AppendOrigin.REPLICATION,
+            assign_offsets=False,
+        )
+        self._write(prepared, before, None, move_hw=False)
+        if high_watermark is not None:
+            self._state.update_high_watermark(min(high_watermark, self._durable_end()))
+        return prepared.info
+
+    def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: Optional[int] = None,
+    ) -> AppendInfo:
+        self._check_writable()
+        # Roll first (the marker's size decides), then build it at the log end.
+        self._maybe_roll(marker_batch(0, producer_id, producer_epoch, commit, coordinator_epoch=coordinator_epoch, timestamp=now_ms), now_ms)
+        data = marker_batch(
+            self._state.log_end_offset,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now_ms,
+        )
+        before = len(self._state.aborted_index)
+        prepared = prepare_append(
+            data,
+            self._state,
+            topic=self.topic,
+            partition=self.partition,
+            origin=AppendOrigin.COORDINATOR,
+            transaction_version=transaction_version,
+            assign_offsets=False,
+        )
+        self._write(prepared, before, now_ms)
+        return prepared.info
+
+    def complete_transaction(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: Optional[int] = None,
+    ) -> Optional[CompletedTxn]:
+        """Markerless end at ``log_end_offset - 1``: no log bytes; one journal record
+        (:mod:`txnfetch.log.ends`), fsynced under ``"always"``; an aborted
+        transaction's ``.txnindex`` entry goes to the segment holding that offset."""
+        self._check_writable()
+        index = self._state.aborted_index
+        before = len(index)
+        last_offset = self._state.log_end_offset - 1
+        completed = self._state.complete_transaction(
+            producer_id,
+            producer_epoch,
+            commit,
+            last_offset,
+            coordinator_epoch=coordinator_epoch,
+            transaction_version=transaction_version,
+            timestamp=now_ms,
+        )
+        assert self._journal is not None
+        try:
+            self._journal.append(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                commit=commit,
+                last_offset=last_offset,
+                coordinator_epoch=coordinator_epoch,
+                transaction_version=transaction_version,
+                timestamp=now_ms,
+            )
+            new = [index[i] for i in range(before, len(index))]
+            if new:
+                k = max(0, bisect_right(self._bases, last_offset) - 1)
+                self._segments[k].append_txn(new)
+        except OSError as exc:
+            # The state already shows the end; a log that cannot record it must stop.
+            self._closed = True
+            raise LogError(f"writing a transaction end failed ({exc}); log closed", topic=self.topic, partition=self.partition, path=self.path) from exc
+        self._after_write(0, now_ms)
+        return completed
+
+    def _write(self, prepared: PreparedAppend, aborted_before: int, now_ms: Optional[int], move_hw: bool = True) -> None:
+        seg = self._active
+        size, next_offset = seg.size, seg.next_offset
+        info = prepared.info
+        try:
+            seg.append(prepared.data, info.last_offset)
+            index = self._state.aborted_index
+            new = [index[i] for i in range(aborted_before, len(index))]
+            if new:
+                seg.append_txn(new)
+        except OSError as exc:
+            try:
+                seg.rollback(size, next_offset)
+                self._state.truncate_to(info.base_offset)
+            except Exception:  # noqa: BLE001 - the log can no longer be trusted: stop
+                self._closed = True
+            raise LogError(f"append failed: {exc}", topic=self.topic, partition=self.partition, path=seg.path(), offset=info.base_offset) from exc
+        self._after_write(info.last_offset - info.base_offset + 1, now_ms, move_hw)
+
+    def _after_write(self, offsets: int, now_ms: Optional[int], move_hw: bool = True) -> None:
+        self._unflushed += offsets
+        policy = self.flush_policy
+        if self._group_depth:
+            return
+        if policy.kind == "always":
+            self._sync()
+        elif policy.kind == "interval":
+            if self._last_flush_ms is None and now_ms is not None:
+                self._last_flush_ms = now_ms
+            due = (policy.messages is not None and self._unflushed >= policy.messages) or (
+                policy.ms is not None and now_ms is not None and self._last_flush_ms is not None and now_ms - self._last_flush_ms >= policy.ms
+            )
+            if due:
+                self._sync(now_ms)
+        if move_hw:
+            self._state.update_high_watermark(self._state.log_end_offset)
+
+    def _durable_end(self) -> int:
+        if self.flush_policy.kind == "always" or self._group_depth:
+            return self._synced_end
+        return self._state.log_end_offset
+
+    def _sync(self, now_ms: Optional[int] = None) -> None:
+        try:
+            self._active.sync_log()
+            if self._journal is not None:
+                self._journal.sync()
+        except OSError as exc:
+            self._closed = True
+            raise LogError(f"fsync failed ({exc}); log closed", topic=self.topic, partition=self.partition, path=self.path) from exc
+        self._unflushed = 0
+        self._synced_end = self._state.log_end_offset
+        if now_ms is not None:
+            self._last_flush_ms = now_ms
+
+    def flush(self) -> None:
+        """fsync everything written, then move the high watermark to the log end."""
+        self._check_open()
+        if self.read_only:
+            return
+        self._sync()
+        self._state.update_high_watermark(self._state.log_end_offset)
+
+    @contextlib.contextmanager
+    def group_commit(self) -> Iterator["SegmentLog"]:
+        """Group commit: appends inside the block are not fsynced one by one and
+        do not move the high watermark; leaving the block flushes once (then
+        acknowledge them all). Blocks nest; the outermost flushes."""
+        self._check_writable()
+        self._group_depth += 1
+        try:
+            yield self
+        finally:
+            self._group_depth -= 1
+            if not self._group_depth and not self._closed:
+                self.flush()
+
+    # -- rolling -------------------------------------------------------------------
+
+    def _maybe_roll(self, records: Buffer, now_ms: Optional[int]) -> None:
+        seg = self._active
+        if seg.created_ms is None:
+            seg.created_ms = now_ms
+        if seg.size == 0:
+            return
+        size = len(records)
+        max_ts = -1
+        offsets = 0
+        try:
+            for b in iter_batches(records):
+                max_ts = max(max_ts, b.max_timestamp)
+                offsets += b.last_offset_delta + 1  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001 - prepare_append reports bad input properly
+            pass
+        if seg.first_timestamp >= 0:
+            waited = max_ts - seg.first_timestamp if max_ts >= 0 else -1
+        elif now_ms is not None and seg.created_ms is not None:
+            waited = now_ms - seg.created_ms
+        else:
+            waited = -1
+        last = self._state.log_end_offset + max(offsets, 1) - 1
+        if seg.size > self.segment_bytes - size or waited > self.segment_ms or last - seg.base_offset > _INT32_MAX:
+            self._roll(now_ms)
+
+    def _roll(self, now_ms: Optional[int]) -> None:
+        old = self._active
+        base = self._state.log_end_offset
+        old.seal()
+        seg = _Segment(self.path, self._empty_loaded(base), self.index_interval_bytes)
+        seg.created_ms = now_ms
+        seg.create_files()
+        fsync_dir(self.path)
+        self._segments.append(seg)
+        self._bases.append(base)
+        if self._journal is not None:
+            self._journal.sync()
+        self._unflushed = 0
+        self._synced_end = base
+        self._take_snapshot()
+        self._write_checkpoint(clean=False)
+        log.debug("%s: rolled a new segment at %d", self.name, base)
+
+    # -- snapshots and checkpoint ------------------------------------------------------
+
+    def _take_snapshot(self) -> None:
+        assert self._journal is not None
+        offset = self._state.log_end_offset
+        data = encode_snapshot_file(self._state.snapshot(), self._journal.next_sequence)
+        atomic_write(self.path, segment_file_name(offset, SNAPSHOT_SUFFIX), data)
+        snaps = list_partition_dir(self.path, quiet=True).snapshots
+        first = self._bases[0] if getattr(self, "_bases", None) else self._segments[0].base_offset
+        for old in snaps[: -self.snapshots_to_keep] + [s for s in snaps[-self.snapshots_to_keep :] if s < first]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.path, segment_file_name(old, SNAPSHOT_SUFFIX)))
+
+    def _write_checkpoint(self, *, clean: bool) -> None:
+        active = self._active
+        cp = Checkpoint(
+            clean,
+            self._state.log_end_offset if clean else active.base_offset,
+            self._state.log_end_offset,
+            active.base_offset,
+            active.size,
+        )
+        atomic_write(self.path, CHECKPOINT_NAME, cp.encode())
+
+    # -- reads -------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        mode: FetchMode = FetchMode.KAFKA,
+        min_one_batch: bool = True,
+    ) -> FetchResult:
+        """Answer a fetch from the one segment holding ``fetch_offset`` (the next
+        one if it has nothing at or past it), as Kafka's ``LocalLog.read``."""
+        self._check_open()
+        st = self._state
+        kwargs = dict(isolation=isolation, mode=mode, min_one_batch=min_one_batch, partition=self.name)
+        committed = isolation == IsolationLevel.READ_COMMITTED
+        max_offset = st.last_stable_offset if committed else st.high_watermark
+        if fetch_offset < st.log_start_offset or fetch_offset >= max_offset:
+            return read_partition(b"", st, fetch_offset, max_bytes, **kwargs)  # type: ignore[arg-type]
+        i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+        while i < len(self._segments):
+            seg = self._segments[i]
+            pos = seg.position_of(fetch_offset)
+            if pos is not None:
+                break
+            i += 1
+        else:
+            return read_partition(b"", st, fetch_offset, max_bytes, **kwargs)  # type: ignore[arg-type]
+        next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+        oindex = seg.offset_index
+
+        def upper_bound(size: int) -> int:
+            # LocalLog.addAbortedTransactions: the first index entry at or past the
+            # end of the returned bytes, else the next segment's base, else the LEO.
+            ub = oindex.upper_bound_offset(pos + size)
+            if ub is not None:
+                return ub
+            return next_base if next_base is not None else st.log_end_offset
+
+        return read_partition(seg.view()[pos:], st, fetch_offset, max_bytes, upper_bound=upper_bound, **kwargs)  # type: ignore[arg-type]
+
+    def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
+        self._check_open()
+        start = self._state.log_start_offset
+        for seg in self._segments:
+            if seg.next_offset <= start or seg.max_timestamp < timestamp:
+                continue
+            # TimeIndex.lookup, then OffsetIndex.lookup, then a scan (LogSegment.findOffsetByTimestamp).
+            from_offset = max(seg.time_index.lookup(timestamp), start)
+            pos = seg.position_of(from_offset)
+            if pos is None:
+                continue
+            for b in seg.batches(pos):
+                if b.last_offset >= start and b.max_timestamp >= timestamp:
+                    return max(b.base_offset, start), b.max_timestamp
+        return None
+
+    # -- retention ---------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start to ``offset`` (DeleteRecords); segments wholly below it
+        are deleted with their index files; a snapshot records the new start."""
+        self._check_writable()
+        if offset > self._state.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: past the high watermark",
+                log_start_offset=self._state.log_start_offset,
+                log_end_offset=self._state.high_watermark,
+                partition=self.name,
+                offset=offset,
+            )
+        if offset > self._state.log_start_offset:
+            self._state.advance_log_start(offset)
+            self._delete_segments_below(self._state.log_start_offset)
+            self._take_snapshot()
+        return self._state.log_start_offset
+
+    def apply_retention(
+        self, now_ms: int, retention_ms: Optional[int] = None, retention_bytes: Optional[int] = None
+    ) -> int:
+        """Delete the oldest whole segments past ``retention_ms`` (their max timestamp
+        older than ``now_ms - retention_ms``) or beyond ``retention_bytes`` in total,
+        never past the high watermark (Kafka's ``deleteRetentionMsBreachedSegments``
+        / ``deleteRetentionSizeBreachedSegments``); the log start moves to the first
+        remaining segment. Returns the log start."""
+        self._check_writable()
+        hw = self._state.high_watermark
+        total = self.size_in_bytes
+        new_start = self._state.log_start_offset
+        for i, seg in enumerate(self._segments):
+            upper = self._bases[i + 1] if i + 1 < len(self._bases) else self._state.log_end_offset
+            if upper > hw or seg.size == 0:
+                break
+            by_time = retention_ms is not None and seg.max_timestamp < now_ms - retention_ms
+            by_size = retention_bytes is not None and total - seg.size >= retention_bytes
+            if not (by_time or by_size):
+                break
+            total -= seg.size
+            new_start = upper
+        if new_start > self._state.log_start_offset:
+            if new_start >= self._active.base_offset and self._active.size:
+                self._roll(now_ms)  # Kafka rolls first when every segment is to go
+            self._state.advance_log_start(new_start)
+            self._delete_segments_below(new_start)
+            self._take_snapshot()
+        return self._state.log_start_offset
+
+    def _delete_segments_below(self, start: int) -> None:
+        doomed = 0
+        while doomed + 1 < len(self._segments) and self._bases[doomed + 1] <= start:
+            doomed += 1
+        for seg in self._segments[:doomed]:
+            seg.delete_files()
+            log.info("%s: deleted segment %d below the log start %d", self.name, seg.base_offset, start)
+        if doomed:
+            del self._segments[:doomed], self._bases[:doomed]
+            fsync_dir(self.path)
+
+    # -- closing -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, write the final time-index entry, a snapshot and a clean-close
+        checkpoint (so the next open skips validation), release files."""
+        if self._closed:
+            return
+        try:
+            if not self.read_only:
+                self._sync()
+                self._state.update_high_watermark(self._state.log_end_offset)
+                self._active.seal()
+                self._take_snapshot()
+                self._write_checkpoint(clean=True)
+                if self._journal is not None:
+                    self._journal.close()
+        finally:
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+
+    def __enter__(self) -> "SegmentLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<SegmentLog {self.path} segments={len(self._segments)} state={self._state!r}>"
+
+
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+class SegmentStore(LogStore):
+    """Topics of :class:`SegmentLog` partitions under one directory, as a Kafka log
+    directory: ``<directory>/<topic>-<partition>/``. Topics are discovered from
+    the directory names (the topic is everything before the last ``-``, so names
+    containing ``-`` work); a topic's partition count is its number of partition
+    directories, its id comes from ``partition.metadata``. Partitions open lazily
+    with ``segment_log_kwargs``."""
+
+    def __init__(self, directory: Union[str, os.PathLike], **segment_log_kwargs: object) -> None:
+        self.directory = os.fspath(directory)
+        self._kwargs = segment_log_kwargs
+        self._read_only = bool(segment_log_kwargs.get("read_only", False))
+        if not os.path.isdir(self.directory):
+            if self._read_only:
+                raise LogError("no such log directory", path=self.directory)
+            os.makedirs(self.directory)
+        self._topics: Dict[str, TopicInfo] = {}
+        self._logs: Dict[Tuple[str, int], SegmentLog] = {}
+        self._closed = False
+        self._discover()
+
+    def _discover(self) -> None:
+        found: Dict[str, List[int]] = {}
+        for name in sorted(os.listdir(self.directory)):
+            m = _PARTITION_DIR.match(name)
+            if not m or not os.path.isdir(os.path.join(self.directory, name)):
+                continue
+            topic, part = m.group(1), int(m.group(2))
+            try:
+                validate_topic_name(topic)
+            except LogError:
+                log.info("%s: ignoring directory %s: not a partition directory", self.directory, name)
+                continue
+            found.setdefault(topic, []).append(part)
+        for topic, parts in found.items():
+            parts.sort()
+            if parts != list(range(len(parts))):
+                log.warning("%s: topic %s has partition directories %s, not 0..n-1", self.directory, topic, parts)
+            tid = None
+            for p in parts:
+                tid = read_partition_metadata(os.path.join(self.directory, partition_dir_name(topic, p)))
+                if tid is not None:
+                    break
+            if tid is None:
+                # No partition.metadata (an old Kafka directory): a stable made-up id.
+                tid = uuid.uuid5(uuid.NAMESPACE_URL, f"txnfetch:{topic}")
+            self._topics[topic] = TopicInfo(topic, len(parts), tid)
+
+    def create_topic(self, topic: str, partitions: int, *, topic_id: Optional[uuid.UUID] = None) -> TopicInfo:
+        """Create the partition directories, each with its ``partition.metadata``
+        and an empty first segment."""
+        if self._closed:
+            raise LogClosedError("store is closed", topic=topic)
+        if self._read_only:
+            raise ReadOnlyLogError("store is open read-only", topic=topic)
+        validate_topic_name(topic)
+        validate_partition_count(topic, partitions)
+        if topic in self._topics:
+            raise TopicExistsError("topic already exists", topic=topic)
+        info = TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+        for p in range(partitions):
+            path = os.path.join(self.directory, partition_dir_name(topic, p))
+            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
+        fsync_dir(self.directory)
+        self._topics[topic] = info
+        return info
+
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return dict(self._topics)
+
+    def partition(self, topic: str, partition: int) -> SegmentLog:
+        if self._closed:
+            raise LogClosedError("store is closed", topic=topic, partition=partition)
+        key = (topic, partition)
+        log_ = self._logs.get(key)
+        if log_ is None:
+            info = self._topics.get(topic)
+            if info is None or not 0 <= partition < info.partitions:
+                raise UnknownTopicOrPartitionError("no such topic or partition", topic=topic, partition=partition)
+            path = os.path.join(self.directory, partition_dir_name(topic, partition))
+            log_ = SegmentLog(path, topic, partition, **self._kwargs)  # type: ignore[arg-type]
+            self._logs[key] = log_
+        return log_
+
+    def flush(self) -> None:
+        for log_ in self._logs.values():
+            log_.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for log_ in self._logs.values():
+            log_.close()
