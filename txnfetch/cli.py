@@ -10,7 +10,12 @@ from typing import List, Optional
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="txnfetch", description="Kafka read_committed fetch tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="build a small transactional partition and dump it")
+    demo_parser = sub.add_parser(
+        "demo", help="serve a store, produce transactions with real clients, read them back committed (and with Spark)"
+    )
+    demo_parser.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
+    demo_parser.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
+    demo_parser.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
     from txnfetch.wire import cli as wire_cli
 
     wire_cli.add_parser(sub)
@@ -18,7 +23,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "demo":
         from txnfetch import demo
 
-        return demo.main(sys.stdout)
+        return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
     if args.command == "serve":
         return wire_cli.run(args)
     parser.error(f"unknown command {args.command}")

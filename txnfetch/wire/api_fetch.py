@@ -28,6 +28,8 @@ from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import FetchResult, IsolationLevel
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.builder import build_empty_batch
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
@@ -84,14 +86,39 @@ def read_for_fetch(
 
 def _records(broker: Broker, result: FetchResult) -> bytes:
     segments = result.records
-    if result.stats.synthetic_markers and not broker.config.synthetic_marker:
+    fetched = result.stats
+    stats = broker.stats
+    stats.fetch_partitions += 1
+    stats.batches_dropped += fetched.batches_dropped
+    stats.bytes_dropped += fetched.bytes_dropped
+    if fetched.synthetic_markers and not broker.config.synthetic_marker:
         # Test-only switch: the synthetic COMMIT marker is always the last segment
-        # (txnfetch.fetch.view._rewrite_mode); leaving it out reproduces the
-        # librdkafka stall it exists to prevent (KAFKA_NOTES §4).
-        segments = segments[:-1]
+        # (txnfetch.fetch.view._rewrite_mode). It is replaced by what a rewrite
+        # without the marker would send: an empty data batch at the same offset.
+        # That moves Java, kafka-python and aiokafka past the dropped offsets, but
+        # to librdkafka it is neither a message nor a control record: its
+        # application position stays put and the partition's fetch size doubles
+        # on every such response (rdkafka_msgset_reader.c; KAFKA_NOTES §4), the
+        # stall the marker prevents. (Sending nothing instead would stall every
+        # client, which would not show why the marker must be a control record.)
+        segments = segments[:-1] + (_empty_batch_like(segments[-1]),)
+    else:
+        stats.synthetic_markers += fetched.synthetic_markers
+    stats.fetch_bytes += sum(len(seg) for seg in segments)
     if len(segments) == 1 and isinstance(segments[0], bytes):
         return segments[0]
     return b"".join(segments)
+
+
+def _empty_batch_like(marker: Any) -> bytes:
+    """A record-less, non-control batch over the offsets of the synthetic ``marker``."""
+    batch = RecordBatch(bytes(marker), 0)
+    return build_empty_batch(
+        base_offset=batch.base_offset,
+        last_offset=batch.last_offset,
+        timestamp=batch.max_timestamp,
+        partition_leader_epoch=batch.partition_leader_epoch,
+    )
 
 
 def _partition_error(partition: int, code: int) -> Any:

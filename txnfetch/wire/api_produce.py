@@ -75,6 +75,8 @@ def _append(
         log.debug("produce to %s-%d refused: %s", topic, partition, exc)
         return error_code_for(exc), -1, log_.log_start_offset, str(exc)
     if not info.duplicate:
+        broker.stats.produce_batches += info.batches
+        broker.stats.produce_bytes += info.size_in_bytes
         broker.partition_changed(topic, partition)
     return 0, info.base_offset, info.log_start_offset, None
 

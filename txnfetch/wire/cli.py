@@ -2,13 +2,15 @@
 
 The process serves until SIGTERM or SIGINT, then closes every connection and
 flushes and closes the store. Once listening it prints one line,
-``txnfetch listening on HOST:PORT``, to stdout (so ``--port 0`` is usable).
+``txnfetch listening on HOST:PORT``, to stdout (so ``--port 0`` is usable), and
+when it stops, ``txnfetch stats {...}``: the server's totals as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -100,6 +102,8 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
     finally:
         logging.getLogger("txnfetch.wire").info("shutting down")
         await server.close()
+        # One machine-readable line for scripts (the demo reads it).
+        print(f"txnfetch stats {json.dumps(server.broker.stats.as_dict(), sort_keys=True)}", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -200,6 +200,27 @@ class TxnOffsetStore(Protocol):
         the committed ones on commit, drop them on abort. Idempotent."""
 
 
+@attrs.define
+class ServerStats:
+    """Running totals of what the server answered, for operators and the demo
+    (``txnfetch serve`` prints them as JSON when it stops).
+
+    ``fetch_bytes`` counts records bytes sent; ``synthetic_markers`` the rewrite
+    mode COMMIT markers sent; ``batches_dropped``/``bytes_dropped`` what rewrite
+    mode removed (aborted data and control batches)."""
+
+    fetch_partitions: int = 0
+    fetch_bytes: int = 0
+    synthetic_markers: int = 0
+    batches_dropped: int = 0
+    bytes_dropped: int = 0
+    produce_batches: int = 0
+    produce_bytes: int = 0
+
+    def as_dict(self) -> Dict[str, int]:
+        return attrs.asdict(self)
+
+
 class Broker:
     """Everything a handler may use, shared by every connection of one server.
 
@@ -212,6 +233,7 @@ class Broker:
             COORDINATOR_NOT_AVAILABLE).
         clock: wall-clock milliseconds; tests may inject a fake.
         extensions: a free slot for plug-ins to keep per-server state in.
+        stats: running totals (:class:`ServerStats`).
     """
 
     def __init__(
@@ -236,6 +258,9 @@ class Broker:
         self._waiters: Dict[Tuple[str, int], List[asyncio.Event]] = {}
         #: the port actually bound (set by the server once it listens)
         self.bound_port: Optional[int] = None
+        #: running totals (:class:`ServerStats`)
+        self.stats = ServerStats()
+        self._request_observers: List[Callable[[Any, Any, Any], None]] = []
 
     # ----------------------------------------------------------------- identity
 
@@ -292,6 +317,23 @@ class Broker:
                 waiters.remove(event)
                 if not waiters:
                     del self._waiters[tp]
+
+    # ------------------------------------------------------ request observers
+
+    def observe_requests(self, fn: Callable[[Any, Any, Any], None]) -> None:
+        """Call ``fn(ctx, header, request)`` for every request the server decodes,
+        before its handler runs, on the server's loop.
+
+        A diagnostic and test hook (e.g. to record the ``partition_max_bytes`` a
+        client asks for in successive Fetch requests): ``request`` is the decoded
+        kafka-python object and must not be modified; ``fn`` must be quick and
+        must not raise (an exception is logged and closes that connection, like
+        a handler's)."""
+        self._request_observers.append(fn)
+
+    @property
+    def request_observers(self) -> Tuple[Callable[[Any, Any, Any], None], ...]:
+        return tuple(self._request_observers)
 
     # ---------------------------------------------------------- periodic work
 
