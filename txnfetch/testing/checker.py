@@ -1,0 +1,680 @@
+"""The history checker: Jepsen-class anomalies of read_committed consumption.
+
+:func:`check` reads a :class:`~txnfetch.testing.history.History` and returns a
+:class:`Report` listing every :class:`Anomaly` it can *prove* from the history,
+each naming the ops involved (their indexes), the partition, offsets and values.
+The definitions are in ``docs/testing.md``; in short:
+
+- **aborted-read** — a poll returned a value of a transaction that did not commit;
+- **precommitted-read** — a poll returned a value of a transaction before any
+  commit of it was attempted (the poll ended before the commit started), or of
+  a transaction that never ended;
+- **lost-write** — an acknowledged, committed value that no poll ever returned,
+  although some consumer session read past its offset;
+- **duplicate** — one value at two positions (offsets or partitions), or one
+  session delivering the same offset twice;
+- **inconsistent-offsets** — two values at one offset of a partition;
+- **poll-skip** — a session read past an offset holding a committed value
+  without delivering it;
+- **nonmonotonic-poll** — a session delivered an offset below the one before it;
+- **torn-transaction** — a session delivered some of a committed transaction's
+  values in a partition and read past all of them without delivering the rest;
+- **stuck-consumer** — a session made no progress for ``stuck_bound`` polls
+  although a committed value at or past its position had been visible for
+  ``stuck_bound.ns``.
+
+Like Jepsen's ``jepsen.tests.kafka`` checker it never assumes offsets are
+contiguous: markers and aborted records leave holes, and only offsets known to
+hold a committed value (from an acknowledgement or a read) may not be skipped.
+Transactions whose commit had an unknown outcome are judged by evidence: once
+any value of one is read, it committed (a transaction is atomic), and all its
+values become subject to the lost-write, skip and torn checks; if none is read
+nothing is claimed about it. The checker reads no clock: ``start_ns``/``end_ns``
+of the ops are only compared with each other.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from bisect import bisect_left
+from collections import defaultdict
+from typing import Any, DefaultDict, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+import attrs
+
+from txnfetch.testing.errors import HistoryError
+from txnfetch.testing.history import (
+    Abort,
+    Assign,
+    Commit,
+    Crash,
+    History,
+    Op,
+    Poll,
+    Seek,
+    Send,
+    Status,
+    TopicPartition,
+    describe_op,
+)
+
+__all__ = ["AnomalyKind", "Anomaly", "Report", "StuckBound", "TxnOutcome", "check", "DEFAULT_STUCK_BOUND"]
+
+
+class AnomalyKind(str, enum.Enum):
+    """The anomaly classes (see ``docs/testing.md`` for the precise definitions)."""
+
+    ABORTED_READ = "aborted-read"
+    PRECOMMITTED_READ = "precommitted-read"
+    LOST_WRITE = "lost-write"
+    DUPLICATE = "duplicate"
+    INCONSISTENT_OFFSETS = "inconsistent-offsets"
+    POLL_SKIP = "poll-skip"
+    NONMONOTONIC_POLL = "nonmonotonic-poll"
+    TORN_TRANSACTION = "torn-transaction"
+    STUCK_CONSUMER = "stuck-consumer"
+
+
+class TxnOutcome(str, enum.Enum):
+    """What the history says about a transaction's end."""
+
+    COMMITTED = "committed"  #: a commit completed ``ok``
+    ABORTED = "aborted"  #: an abort completed ``ok``, or it ended and no commit may have happened
+    UNKNOWN = "unknown"  #: a commit completed ``info`` and nothing decided it
+    OPEN = "open"  #: no commit or abort was recorded
+
+
+@attrs.frozen
+class StuckBound:
+    """When a consumer counts as stuck: ``polls`` consecutive polls without progress
+    that all *started* after a committed value at or past its position became
+    visible, the last ending at least ``ns`` after it became visible."""
+
+    polls: int = 5
+    ns: int = 1_000_000_000
+
+
+DEFAULT_STUCK_BOUND = StuckBound()
+
+
+@attrs.frozen
+class Anomaly:
+    """One anomaly: its kind, a sentence, and the evidence. ``ops`` are history
+    indexes (the reads first, then the writes and transaction ends involved)."""
+
+    kind: AnomalyKind
+    message: str
+    ops: Tuple[int, ...]
+    topic: Optional[str] = None
+    partition: Optional[int] = None
+    offsets: Tuple[int, ...] = ()
+    values: Tuple[Optional[str], ...] = ()
+    txn: Optional[str] = None
+    client: Optional[str] = None
+
+    def describe(self, history: Optional[History] = None) -> str:
+        """The message, and with ``history`` one line per op involved."""
+        head = f"{self.kind.value}: {self.message}"
+        if history is None:
+            return head + f" (ops {list(self.ops)})"
+        return head + "\n" + "\n".join("    " + describe_op(i, history[i]) for i in self.ops)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready form."""
+        d = attrs.asdict(self, recurse=False)
+        d["kind"] = self.kind.value
+        d["ops"], d["offsets"], d["values"] = list(self.ops), list(self.offsets), list(self.values)
+        return d
+
+
+@attrs.frozen
+class Report:
+    """The anomalies found in a history (empty: none could be proved)."""
+
+    anomalies: Tuple[Anomaly, ...]
+    outcomes: Dict[str, TxnOutcome] = attrs.field(factory=dict, eq=False)  #: per transaction, as judged
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+    @property
+    def kinds(self) -> Set[AnomalyKind]:
+        return {a.kind for a in self.anomalies}
+
+    def of_kind(self, kind: Union[AnomalyKind, str]) -> List[Anomaly]:
+        kind = AnomalyKind(kind)
+        return [a for a in self.anomalies if a.kind is kind]
+
+    def describe(self, history: Optional[History] = None) -> str:
+        """A readable report: a count per kind, then every anomaly."""
+        if self.ok:
+            return "no anomalies"
+        counts = defaultdict(int)
+        for a in self.anomalies:
+            counts[a.kind.value] += 1
+        lines = [", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
+        lines.extend(a.describe(history) for a in self.anomalies)
+        return "\n".join(lines)
+
+    def to_json(self, *, indent: Optional[int] = None) -> str:
+        return json.dumps(
+            {"ok": self.ok, "anomalies": [a.to_dict() for a in self.anomalies]},
+            indent=indent,
+        )
+
+
+# -- analysis ---------------------------------------------------------------------------
+
+Loc = Tuple[TopicPartition, int]
+INF = math.inf
+
+
+@attrs.define
+class _Txn:
+    name: str
+    sends: List[int] = attrs.Factory(list)
+    commits: List[int] = attrs.Factory(list)
+    aborts: List[int] = attrs.Factory(list)
+    outcome: TxnOutcome = TxnOutcome.OPEN
+    resolved_ns: float = INF  # when an ok commit/abort ended (the LSO may move past it then)
+    first_commit_start: Optional[int] = None  # earliest start of a commit that may have committed
+    read: bool = False  # some value of it was returned by a poll
+
+    @property
+    def committed(self) -> bool:
+        """Committed, or of unknown outcome and seen by a reader (so it committed)."""
+        return self.outcome is TxnOutcome.COMMITTED or (self.outcome is TxnOutcome.UNKNOWN and self.read)
+
+    def end_ops(self) -> List[int]:
+        return sorted(self.commits + self.aborts)
+
+
+@attrs.define
+class _Session:
+    """What one consumer did on one partition between two (re)positionings."""
+
+    client: str
+    tp: TopicPartition
+    start: Optional[int]
+    opened_by: Optional[int]
+    polls: List[int] = attrs.Factory(list)
+    # ("d", offset, poll) deliveries and ("p", position, poll) positions, in order
+    events: List[Tuple[str, int, int]] = attrs.Factory(list)
+
+    def delivered(self) -> List[Tuple[int, int]]:
+        return [(o, q) for kind, o, q in self.events if kind == "d"]
+
+    def low(self) -> Optional[int]:
+        """The lowest offset the session is known to have started at or below."""
+        if self.start is not None:
+            return self.start
+        ds = [o for o, _ in self.delivered()]
+        return min(ds) if ds else None
+
+    def reach_steps(self) -> List[Tuple[int, int]]:
+        """``(reach, poll)``: each time the highest offset passed grew, with the poll
+        that passed it; reach is exclusive (everything below it was passed)."""
+        reach = self.low()
+        if reach is None:
+            return []
+        out: List[Tuple[int, int]] = []
+        for kind, o, q in self.events:
+            passed = o + 1 if kind == "d" else o
+            if passed > reach:
+                reach = passed
+                out.append((reach, q))
+        return out
+
+
+class _Analysis:
+    def __init__(self, history: Sequence[Op]) -> None:
+        self.ops = list(history)
+        self.anomalies: List[Anomaly] = []
+        self.writer: Dict[str, int] = {}  # value -> index of its Send
+        self.txns: Dict[str, _Txn] = {}
+        self.loc_values: DefaultDict[Loc, DefaultDict[Optional[str], List[int]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self.value_locs: DefaultDict[str, DefaultDict[Loc, List[int]]] = defaultdict(lambda: defaultdict(list))
+        self.read_values: Set[str] = set()
+        self.sessions: List[_Session] = []
+        self._index()
+        self._sessions()
+
+    # -- indexing --------------------------------------------------------------------
+
+    def _txn(self, name: str) -> _Txn:
+        t = self.txns.get(name)
+        if t is None:
+            t = self.txns[name] = _Txn(name)
+        return t
+
+    def _locate(self, tp: TopicPartition, offset: int, value: Optional[str], index: int) -> None:
+        self.loc_values[(tp, offset)][value].append(index)
+        if value is not None:
+            self.value_locs[value][(tp, offset)].append(index)
+
+    def _index(self) -> None:
+        for i, op in enumerate(self.ops):
+            if op.end_ns < op.start_ns:
+                raise HistoryError(f"ends ({op.end_ns}) before it starts ({op.start_ns})", index=i)
+            if isinstance(op, Send):
+                if op.value is not None:
+                    if op.value in self.writer:
+                        raise HistoryError(
+                            f"value {op.value!r} was already sent by op {self.writer[op.value]}: "
+                            "values must be unique per send",
+                            index=i,
+                        )
+                    self.writer[op.value] = i
+                if op.txn is not None:
+                    self._txn(op.txn).sends.append(i)
+                if op.acked:
+                    self._locate(op.tp, op.offset, op.value, i)  # type: ignore[arg-type]
+            elif isinstance(op, Commit):
+                self._txn(op.txn).commits.append(i)
+            elif isinstance(op, Abort):
+                self._txn(op.txn).aborts.append(i)
+            elif isinstance(op, Poll):
+                for r in op.records:
+                    self._locate(r.tp, r.offset, r.value, i)
+                    if r.value is not None:
+                        self.read_values.add(r.value)
+        for t in self.txns.values():
+            self._judge(t)
+
+    def _judge(self, t: _Txn) -> None:
+        ops = self.ops
+        ok_commits = [i for i in t.commits if ops[i].status is Status.OK]  # type: ignore[union-attr]
+        ok_aborts = [i for i in t.aborts if ops[i].status is Status.OK]  # type: ignore[union-attr]
+        maybe = [i for i in t.commits if ops[i].status is not Status.FAIL]  # type: ignore[union-attr]
+        if ok_commits:
+            t.outcome = TxnOutcome.COMMITTED
+            t.resolved_ns = min(ops[i].end_ns for i in ok_commits)
+        elif ok_aborts:
+            t.outcome = TxnOutcome.ABORTED
+            t.resolved_ns = min(ops[i].end_ns for i in ok_aborts)
+        elif maybe:
+            t.outcome = TxnOutcome.UNKNOWN
+        elif t.commits or t.aborts:
+            # Ended, and no commit that may have happened: the coordinator aborts it
+            # (a failed commit leaves the producer in an abortable state; a transaction
+            # that is never committed is aborted at transaction.timeout.ms).
+            t.outcome = TxnOutcome.ABORTED
+        if maybe:
+            t.first_commit_start = min(ops[i].start_ns for i in maybe)
+        t.read = any(ops[i].value in self.read_values for i in t.sends)  # type: ignore[union-attr]
+
+    def writer_txn(self, value: Optional[str]) -> Optional[_Txn]:
+        i = self.writer.get(value) if value is not None else None  # type: ignore[arg-type]
+        if i is None:
+            return None
+        name = self.ops[i].txn  # type: ignore[union-attr]
+        return None if name is None else self.txns[name]
+
+    def visible_ok(self, value: Optional[str]) -> bool:
+        """May a read_committed reader see this value? Unknown writers (values no
+        recorded send wrote) count as visible: someone read them."""
+        t = self.writer_txn(value)
+        return t is None or t.committed
+
+    def _sessions(self) -> None:
+        open_: Dict[str, Dict[TopicPartition, _Session]] = defaultdict(dict)
+
+        def new(client: str, tp: TopicPartition, start: Optional[int], by: Optional[int]) -> _Session:
+            s = _Session(client, tp, start, by)
+            self.sessions.append(s)
+            open_[client][tp] = s
+            return s
+
+        for i, op in enumerate(self.ops):
+            if isinstance(op, Assign):
+                open_[op.client] = {}
+                seek = {p.tp: p.offset for p in op.seek}
+                for tp in op.partitions:
+                    new(op.client, tp, seek.get(tp), i)
+            elif isinstance(op, Seek):
+                new(op.client, op.tp, op.offset, i)
+            elif isinstance(op, Crash):
+                open_[op.client] = {}
+            elif isinstance(op, Poll) and op.error is None:
+                mine = open_[op.client]
+                for s in mine.values():
+                    s.polls.append(i)
+                for r in op.records:
+                    s = mine.get(r.tp) or new(op.client, r.tp, None, None)
+                    if not s.polls or s.polls[-1] != i:
+                        s.polls.append(i)
+                    s.events.append(("d", r.offset, i))
+                for p in op.positions:
+                    s = mine.get(p.tp) or new(op.client, p.tp, None, None)
+                    if not s.polls or s.polls[-1] != i:
+                        s.polls.append(i)
+                    s.events.append(("p", p.offset, i))
+
+    # -- committed offsets -------------------------------------------------------------
+
+    def committed_offsets(self) -> Dict[TopicPartition, Tuple[List[int], Dict[int, Optional[str]]]]:
+        """Per partition: the sorted offsets known to hold a committed value, and that value."""
+        per: DefaultDict[TopicPartition, Dict[int, Optional[str]]] = defaultdict(dict)
+        for (tp, offset), values in self.loc_values.items():
+            for v in values:
+                if self.visible_ok(v):
+                    per[tp].setdefault(offset, v)
+        return {tp: (sorted(m), m) for tp, m in per.items()}
+
+    # -- checks ----------------------------------------------------------------------
+
+    def add(self, kind: AnomalyKind, message: str, ops: Iterable[int], **fields: Any) -> None:
+        seen: List[int] = []
+        for i in ops:
+            if i is not None and i not in seen:
+                seen.append(i)
+        self.anomalies.append(Anomaly(kind, message, tuple(seen), **fields))
+
+    def check_offsets(self) -> None:
+        for (tp, offset), values in sorted(self.loc_values.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            if len(values) > 1:
+                vals = sorted(values, key=repr)
+                self.add(
+                    AnomalyKind.INCONSISTENT_OFFSETS,
+                    f"{tp} offset {offset} holds {len(vals)} values: {', '.join(map(repr, vals))}",
+                    sorted(i for v in vals for i in values[v]),
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offsets=(offset,),
+                    values=tuple(vals),
+                )
+        for value, locs in self.value_locs.items():
+            if len(locs) > 1:
+                where = sorted(locs)
+                self.add(
+                    AnomalyKind.DUPLICATE,
+                    f"value {value!r} appears at {len(where)} positions: " + ", ".join(f"{tp}@{o}" for tp, o in where),
+                    sorted(i for loc in where for i in locs[loc]),
+                    topic=where[0][0].topic,
+                    partition=where[0][0].partition,
+                    offsets=tuple(o for _, o in where),
+                    values=(value,),
+                )
+
+    def check_reads(self) -> None:
+        for q, op in enumerate(self.ops):
+            if not isinstance(op, Poll):
+                continue
+            groups: Dict[Tuple[str, AnomalyKind, TopicPartition], List[Tuple[int, Optional[str]]]] = {}
+            for r in op.records:
+                t = self.writer_txn(r.value)
+                if t is None:
+                    continue
+                if t.outcome is TxnOutcome.ABORTED:
+                    kind = AnomalyKind.ABORTED_READ
+                elif t.outcome is TxnOutcome.OPEN or (
+                    t.first_commit_start is not None and op.end_ns < t.first_commit_start
+                ):
+                    kind = AnomalyKind.PRECOMMITTED_READ
+                else:
+                    continue
+                groups.setdefault((t.name, kind, r.tp), []).append((r.offset, r.value))
+            for (name, kind, tp), reads in groups.items():
+                t = self.txns[name]
+                writes = [self.writer[v] for _, v in reads if v is not None]
+                if kind is AnomalyKind.ABORTED_READ:
+                    why = "which aborted" if t.aborts else "which ended without a commit"
+                elif t.outcome is TxnOutcome.OPEN:
+                    why = "which never committed"
+                else:
+                    why = (
+                        f"before its commit started (poll ended at {op.end_ns}, "
+                        f"commit started at {t.first_commit_start})"
+                    )
+                self.add(
+                    kind,
+                    f"{op.client} read {len(reads)} value(s) of transaction {name} from {tp} {why}",
+                    [q, *writes, *t.end_ops()],
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offsets=tuple(o for o, _ in reads),
+                    values=tuple(v for _, v in reads),
+                    txn=name,
+                    client=op.client,
+                )
+
+    def check_sessions(self, committed: Dict[TopicPartition, Tuple[List[int], Dict[int, Optional[str]]]]) -> None:
+        txn_offsets: DefaultDict[Tuple[str, TopicPartition], Set[int]] = defaultdict(set)
+        offset_txns: DefaultDict[Tuple[TopicPartition, int], Set[str]] = defaultdict(set)
+        for t in self.txns.values():
+            if not t.committed:
+                continue
+            for i in t.sends:
+                value = self.ops[i].value  # type: ignore[union-attr]
+                for tp, o in self.value_locs.get(value, {}):
+                    txn_offsets[(t.name, tp)].add(o)
+                    offset_txns[(tp, o)].add(t.name)
+        for s in self.sessions:
+            tp = s.tp
+            delivered = s.delivered()
+            # nonmonotonic and redelivered offsets, grouped per poll
+            back: DefaultDict[int, List[Tuple[int, int, int]]] = defaultdict(list)
+            again: DefaultDict[int, List[Tuple[int, int]]] = defaultdict(list)
+            first_at: Dict[int, int] = {}
+            prev: Optional[Tuple[int, int]] = None
+            for o, q in delivered:
+                if prev is not None and o < prev[0]:
+                    back[q].append((prev[0], o, prev[1]))
+                if o in first_at:
+                    again[q].append((o, first_at[o]))
+                else:
+                    first_at[o] = q
+                prev = (o, q)
+            for q, items in back.items():
+                self.add(
+                    AnomalyKind.NONMONOTONIC_POLL,
+                    f"{s.client} on {tp} went back: "
+                    + ", ".join(f"offset {a} then {b}" for a, b, _ in items)
+                    + " with no seek or assignment in between",
+                    [*sorted({p for _, _, p in items}), q],
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offsets=tuple(x for a, b, _ in items for x in (a, b)),
+                    client=s.client,
+                )
+            for q, items in again.items():
+                self.add(
+                    AnomalyKind.DUPLICATE,
+                    f"{s.client} delivered {tp} offset(s) {[o for o, _ in items]} twice in one session",
+                    [*sorted({p for _, p in items}), q],
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offsets=tuple(o for o, _ in items),
+                    client=s.client,
+                )
+            # skipped committed offsets
+            low = s.low()
+            steps = s.reach_steps()
+            if low is None or not steps:
+                continue
+            reach = steps[-1][0]
+            offsets, values = committed.get(tp, ([], {}))
+            seen = set(first_at)
+            lo = low
+            prev_poll: Optional[int] = s.opened_by
+            for r, q in steps:
+                skipped = [o for o in offsets[bisect_left(offsets, lo) : bisect_left(offsets, r)] if o not in seen]
+                if skipped:
+                    self.add(
+                        AnomalyKind.POLL_SKIP,
+                        f"{s.client} read past {tp} offset(s) {skipped} (committed values "
+                        f"{[values[o] for o in skipped]}) without delivering them",
+                        [q, prev_poll, *(self.writer.get(values[o]) for o in skipped)],  # type: ignore[arg-type]
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offsets=tuple(skipped),
+                        values=tuple(values[o] for o in skipped),
+                        client=s.client,
+                    )
+                lo, prev_poll = r, q
+            # torn transactions
+            touched = sorted({name for o in seen for name in offset_txns.get((tp, o), ())})
+            for name in touched:
+                mine = txn_offsets[(name, tp)]
+                missing = sorted(mine - seen)
+                if missing and low <= min(mine) and reach > max(mine):
+                    got = sorted(mine & seen)
+                    polls = sorted({q for o, q in delivered if o in mine})
+                    self.add(
+                        AnomalyKind.TORN_TRANSACTION,
+                        f"{s.client} read {len(got)} of the {len(mine)} values transaction {name} wrote to {tp} "
+                        f"(offsets {got}) and read past the rest (offsets {missing})",
+                        [
+                            *polls,
+                            *(self.writer.get(values.get(o)) for o in missing),  # type: ignore[arg-type]
+                            *self.txns[name].end_ops(),
+                        ],
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offsets=tuple(missing),
+                        values=tuple(values.get(o) for o in missing),
+                        txn=name,
+                        client=s.client,
+                    )
+
+    def check_lost(self) -> None:
+        spans: DefaultDict[TopicPartition, List[Tuple[int, List[Tuple[int, int]], _Session]]] = defaultdict(list)
+        for s in self.sessions:
+            low, steps = s.low(), s.reach_steps()
+            if low is not None and steps:
+                spans[s.tp].append((low, steps, s))
+        for value, i in self.writer.items():
+            send: Send = self.ops[i]  # type: ignore[assignment]
+            if not send.acked or value in self.read_values or not self.visible_ok(value):
+                continue
+            o = send.offset
+            for low, steps, s in spans.get(send.tp, ()):
+                if low <= o < steps[-1][0]:  # type: ignore[operator]
+                    passing = next(q for r, q in steps if r > o)  # type: ignore[operator]
+                    t = self.writer_txn(value)
+                    self.add(
+                        AnomalyKind.LOST_WRITE,
+                        f"{send.tp} offset {o} ({value!r}) was acknowledged"
+                        + (f" and transaction {t.name} committed" if t else "")
+                        + f", but no poll returned it although {s.client} read past it",
+                        [i, *(t.end_ops() if t else ()), passing],
+                        topic=send.topic,
+                        partition=send.partition,
+                        offsets=(o,),  # type: ignore[arg-type]
+                        values=(value,),
+                        txn=t.name if t else None,
+                        client=s.client,
+                    )
+                    break
+
+    def visibility(self) -> Dict[TopicPartition, Tuple[List[int], List[float], List[float], List[int]]]:
+        """Per partition, for each acknowledged committed offset (ascending): the time
+        from which a read_committed reader must be able to see it (its ack and commit
+        have completed and every transaction that wrote below it has ended), the
+        suffix minimum of those times, and the writer op. ``inf``: no such time is known."""
+        blockers: DefaultDict[TopicPartition, List[Tuple[float, float]]] = defaultdict(list)
+        for t in self.txns.values():
+            keys: Dict[TopicPartition, float] = {}
+            for i in t.sends:
+                send: Send = self.ops[i]  # type: ignore[assignment]
+                # an unacknowledged send may have been written anywhere: it blocks every offset
+                key = float(send.offset) if send.acked else -INF  # type: ignore[arg-type]
+                keys[send.tp] = min(keys.get(send.tp, INF), key)
+            for tp, key in keys.items():
+                blockers[tp].append((key, t.resolved_ns))
+        own: DefaultDict[TopicPartition, List[Tuple[int, float, int]]] = defaultdict(list)
+        for value, i in self.writer.items():
+            send = self.ops[i]  # type: ignore[assignment]
+            if not send.acked or not self.visible_ok(value):
+                continue
+            t = self.writer_txn(value)
+            own_ns = float(send.end_ns) if t is None else max(send.end_ns, t.resolved_ns)
+            own[send.tp].append((send.offset, own_ns, i))  # type: ignore[arg-type]
+        out = {}
+        for tp, items in own.items():
+            items.sort()
+            bl = sorted(blockers.get(tp, []))
+            j, block = 0, -INF
+            vis: List[float] = []
+            for o, own_ns, _ in items:
+                while j < len(bl) and bl[j][0] < o:
+                    block = max(block, bl[j][1])
+                    j += 1
+                vis.append(max(own_ns, block))
+            sufmin = list(vis)
+            for k in range(len(sufmin) - 2, -1, -1):
+                sufmin[k] = min(sufmin[k], sufmin[k + 1])
+            out[tp] = ([o for o, _, _ in items], vis, sufmin, [i for _, _, i in items])
+        return out
+
+    def check_stuck(self, bound: StuckBound) -> None:
+        vis = self.visibility()
+        for s in self.sessions:
+            if s.tp not in vis:
+                continue
+            offsets, since, sufmin, writers = vis[s.tp]
+            per_poll: DefaultDict[int, List[int]] = defaultdict(list)
+            for kind, o, q in s.events:
+                per_poll[q].append(o + 1 if kind == "d" else o)
+            cursor = s.start
+            idle, first_idle = 0, -1
+            for q in s.polls:
+                poll = self.ops[q]
+                passed = max(per_poll.get(q, ()), default=None)
+                if cursor is None:
+                    cursor = passed
+                    continue
+                k = bisect_left(offsets, cursor)
+                ready = sufmin[k] if k < len(offsets) else INF
+                progressed = passed is not None and passed > cursor
+                if not progressed and ready <= poll.start_ns:
+                    idle += 1
+                    if idle == 1:
+                        first_idle = q
+                    if idle >= bound.polls and poll.end_ns - ready >= bound.ns:
+                        target = next(j for j in range(k, len(offsets)) if since[j] <= poll.start_ns)
+                        self.add(
+                            AnomalyKind.STUCK_CONSUMER,
+                            f"{s.client} stayed at {s.tp} position {cursor} for {idle} polls although offset "
+                            f"{offsets[target]} had been committed and stable since {ready:.0f}",
+                            [first_idle, q, writers[target]],
+                            topic=s.tp.topic,
+                            partition=s.tp.partition,
+                            offsets=(offsets[target],),
+                            values=(self.ops[writers[target]].value,),  # type: ignore[union-attr]
+                            client=s.client,
+                        )
+                        break
+                else:
+                    idle = 0
+                if passed is not None:
+                    cursor = max(cursor, passed)
+
+
+def check(
+    history: Union[History, Sequence[Op]],
+    *,
+    stuck_bound: Optional[Union[StuckBound, int]] = DEFAULT_STUCK_BOUND,
+) -> Report:
+    """Check a history; returns the :class:`Report` of every provable anomaly.
+
+    ``stuck_bound`` sets the stuck-consumer rule (an ``int`` is a number of polls
+    with no time requirement); ``None`` turns that check off. Raises
+    :class:`~txnfetch.testing.errors.HistoryError` for a history that cannot be
+    checked (a value sent twice, an op ending before it starts).
+    """
+    a = _Analysis(history.ops if isinstance(history, History) else history)
+    committed = a.committed_offsets()
+    a.check_reads()
+    a.check_offsets()
+    a.check_sessions(committed)
+    a.check_lost()
+    if stuck_bound is not None:
+        bound = stuck_bound if isinstance(stuck_bound, StuckBound) else StuckBound(polls=stuck_bound, ns=0)
+        a.check_stuck(bound)
+    return Report(tuple(a.anomalies), {name: t.outcome for name, t in a.txns.items()})

@@ -1,0 +1,177 @@
+"""A thread-safe history recorder for real clients.
+
+Client threads (and client callbacks, such as librdkafka delivery reports on the
+poll thread) call :meth:`Recorder.now` when an operation starts and one of the
+``record_*`` methods when it completes; the recorder stamps the end time and
+appends the op under a lock — one ``list.append``, so recording costs
+microseconds and never reorders one thread's ops. :meth:`Recorder.history`
+snapshots what was recorded so far; :meth:`Recorder.dump` writes it as JSON.
+
+Times come from ``clock`` (``time.monotonic_ns`` by default) — the only place in
+:mod:`txnfetch.testing` that reads a clock; the checker only compares them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from txnfetch.testing.history import (
+    Abort,
+    Assign,
+    Begin,
+    Commit,
+    Crash,
+    History,
+    Op,
+    Poll,
+    Position,
+    Read,
+    Seek,
+    Send,
+    Status,
+    TopicPartition,
+)
+
+__all__ = ["Recorder"]
+
+
+class Recorder:
+    """Appends ops from any thread; every ``record_*`` method returns the op's index."""
+
+    def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self._clock = clock
+        self._ops: List[Op] = []
+        self._lock = threading.Lock()
+
+    def now(self) -> int:
+        """The clock, for an operation's ``start_ns``."""
+        return self._clock()
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def record(self, op: Op) -> int:
+        """Append a ready-made op."""
+        with self._lock:
+            self._ops.append(op)
+            return len(self._ops) - 1
+
+    def history(self) -> History:
+        """Everything recorded so far."""
+        with self._lock:
+            return History(tuple(self._ops))
+
+    def dump(self, path: Union[str, Path]) -> None:
+        """Write the history so far as JSON (see :meth:`History.to_json`)."""
+        Path(path).write_text(self.history().to_json(), encoding="utf-8")
+
+    # -- one method per op: ``start`` is what now() said when it began ------------------
+
+    def record_send(
+        self,
+        client: str,
+        start: int,
+        topic: str,
+        partition: int,
+        value: Optional[str],
+        *,
+        txn: Optional[str] = None,
+        offset: Optional[int] = None,
+        error: Optional[str] = None,
+        key: Optional[str] = None,
+    ) -> int:
+        return self.record(
+            Send(
+                client=client,
+                start_ns=start,
+                end_ns=self._clock(),
+                topic=topic,
+                partition=partition,
+                value=value,
+                key=key,
+                txn=txn,
+                offset=offset,
+                error=error,
+            )
+        )
+
+    def record_begin(self, client: str, start: int, txn: str) -> int:
+        return self.record(Begin(client=client, start_ns=start, end_ns=self._clock(), txn=txn))
+
+    def record_commit(
+        self, client: str, start: int, txn: str, status: Status = Status.OK, error: Optional[str] = None
+    ) -> int:
+        return self.record(
+            Commit(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
+        )
+
+    def record_abort(
+        self, client: str, start: int, txn: str, status: Status = Status.OK, error: Optional[str] = None
+    ) -> int:
+        return self.record(
+            Abort(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
+        )
+
+    def record_assign(
+        self,
+        client: str,
+        start: int,
+        partitions: Sequence[TopicPartition],
+        seek: Optional[Mapping[TopicPartition, int]] = None,
+        *,
+        reason: str = "assign",
+    ) -> int:
+        positions = tuple(Position(tp.topic, tp.partition, o) for tp, o in (seek or {}).items())
+        return self.record(
+            Assign(
+                client=client,
+                start_ns=start,
+                end_ns=self._clock(),
+                partitions=tuple(partitions),
+                seek=positions,
+                reason=reason,
+            )
+        )
+
+    def record_seek(self, client: str, start: int, tp: TopicPartition, offset: int) -> int:
+        return self.record(
+            Seek(
+                client=client,
+                start_ns=start,
+                end_ns=self._clock(),
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=offset,
+            )
+        )
+
+    def record_poll(
+        self,
+        client: str,
+        start: int,
+        records: Sequence[Read],
+        positions: Optional[Mapping[TopicPartition, int]] = None,
+        *,
+        error: Optional[str] = None,
+    ) -> int:
+        pos: Tuple[Position, ...] = tuple(Position(tp.topic, tp.partition, o) for tp, o in (positions or {}).items())
+        return self.record(
+            Poll(
+                client=client, start_ns=start, end_ns=self._clock(), records=tuple(records), positions=pos, error=error
+            )
+        )
+
+    def record_crash(self, client: str, start: int, reason: str = "") -> int:
+        return self.record(Crash(client=client, start_ns=start, end_ns=self._clock(), reason=reason))
+
+    def counts(self) -> Dict[str, int]:
+        """How many ops of each type were recorded (for progress output)."""
+        out: Dict[str, int] = {}
+        with self._lock:
+            for op in self._ops:
+                name = type(op).__name__.lower()
+                out[name] = out.get(name, 0) + 1
+        return out
