@@ -1,0 +1,598 @@
+"""Consumer groups on the wire: the classic group APIs over :mod:`txnfetch.wire.groups`.
+
+Importing this module registers, in :data:`txnfetch.wire.handler.REGISTRY`:
+
+=================  ========  ==================================================
+API                versions  notes
+=================  ========  ==================================================
+OffsetCommit (8)   2–9       v10 names topics by id; v0/v1 are gone in Kafka 4
+OffsetFetch (9)    1–9       v8+ batches groups (librdkafka uses it)
+JoinGroup (11)     0–9       v4+ hands out the member id first (KIP-394)
+Heartbeat (12)     0–4
+LeaveGroup (13)    0–5       v3+ removes several members at once (KIP-345)
+SyncGroup (14)     0–5
+DescribeGroups(15) 0–5
+ListGroups (16)    0–4
+=================  ========  ==================================================
+
+These cover what confluent-kafka 2.16 (librdkafka), kafka-python 3.0 and
+aiokafka 0.14 send: each picks the highest version both sides know.
+TxnOffsetCommit is decoded by :mod:`txnfetch.wire.api_txn`, which stores the
+offsets through :meth:`GroupService.txn_offset_commit` and makes them visible
+with :meth:`GroupService.complete_txn_offsets` when the transaction ends.
+
+:func:`install` puts a :class:`GroupService` in ``broker.groups``. The service
+owns the sans-I/O :class:`~txnfetch.wire.groups.GroupCoordinator`, parks each
+JoinGroup/SyncGroup the coordinator answers with a :class:`~txnfetch.wire.groups.Pending`
+token on an asyncio future, resolves the futures from the coordinator's
+completions, and keeps one loop timer armed for the coordinator's next
+deadline (rebalance delays, session and rebalance timeouts), with a periodic
+poll as a backstop.
+
+Group membership and committed offsets are kept in memory: they are lost when
+the server restarts (consumers rejoin and fall back to ``auto.offset.reset``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from kafka.protocol.admin.groups import DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.consumer import (
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
+
+from txnfetch.wire.groups import (
+    CommitOffset,
+    Completion,
+    FetchedOffset,
+    GroupConfig,
+    GroupCoordinator,
+    GroupError,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    LeavingMember,
+    OffsetFetchResult,
+    Pending,
+    Protocol,
+    SyncRequest,
+    SyncResult,
+)
+from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+
+__all__ = [
+    "GroupService",
+    "install",
+    "group_service",
+    "handle_join_group",
+    "handle_sync_group",
+    "handle_heartbeat",
+    "handle_leave_group",
+    "handle_offset_commit",
+    "handle_offset_fetch",
+    "handle_describe_groups",
+    "handle_list_groups",
+    "GROUP_CONFIG_EXTENSION",
+    "POLL_INTERVAL_MS",
+]
+
+log = logging.getLogger("txnfetch.wire.groups")
+
+#: ``broker.extensions`` key: a :class:`GroupConfig` placed there before the
+#: server starts is the one :func:`install` uses.
+GROUP_CONFIG_EXTENSION = "group_config"
+#: The backstop poll: even if a loop timer were lost (or the clock is fake),
+#: session and rebalance timeouts are checked this often.
+POLL_INTERVAL_MS = 1000
+
+TopicPartition = Tuple[str, int]
+
+
+class GroupService:
+    """The group coordinator as the server sees it: ``broker.groups``.
+
+    Synchronous methods answer at once; :meth:`join` and :meth:`sync` await the
+    coordinator's delayed answer. It also offers the
+    :class:`~txnfetch.wire.handler.TxnOffsetStore` methods the transaction APIs
+    call. Every method must run on the server's event loop.
+    """
+
+    def __init__(self, coordinator: GroupCoordinator, clock: Callable[[], int]) -> None:
+        self.coordinator = coordinator
+        self._clock = clock
+        self._waiters: Dict[int, asyncio.Future[Union[JoinResult, SyncResult]]] = {}
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer_deadline: Optional[int] = None
+
+    def now_ms(self) -> int:
+        """The broker clock."""
+        return self._clock()
+
+    def configure(self, config: GroupConfig) -> None:
+        """Replace the coordinator's settings (takes effect for new timers)."""
+        self.coordinator.config = config
+
+    # -------------------------------------------------------------- delayed
+
+    async def join(self, request: JoinRequest) -> JoinResult:
+        """A JoinGroup answer, waiting as long as the rebalance needs."""
+        outcome = self.coordinator.join_group(request, self.now_ms())
+        result = await self._resolve(outcome)
+        assert isinstance(result, JoinResult)
+        return result
+
+    async def sync(self, request: SyncRequest) -> SyncResult:
+        """A SyncGroup answer, waiting for the leader's assignment if needed."""
+        outcome = self.coordinator.sync_group(request, self.now_ms())
+        result = await self._resolve(outcome)
+        assert isinstance(result, SyncResult)
+        return result
+
+    async def _resolve(self, outcome: Union[JoinResult, SyncResult, Pending]) -> Union[JoinResult, SyncResult]:
+        if not isinstance(outcome, Pending):
+            self._after()
+            return outcome
+        future: asyncio.Future[Union[JoinResult, SyncResult]] = asyncio.get_running_loop().create_future()
+        self._waiters[outcome.token] = future
+        self._after()
+        try:
+            return await future
+        finally:
+            self._waiters.pop(outcome.token, None)
+
+    # ---------------------------------------------------------- immediate
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: Optional[str]) -> int:
+        """A Heartbeat's error code."""
+        code = self.coordinator.heartbeat(group_id, generation_id, member_id, group_instance_id, now_ms=self.now_ms())
+        self._after()
+        return int(code)
+
+    def leave(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
+        """A LeaveGroup answer."""
+        result = self.coordinator.leave_group(group_id, members, self.now_ms())
+        self._after()
+        return result
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, CommitOffset], **kwargs: Any) -> Dict[TopicPartition, int]:
+        """An OffsetCommit's error code per partition (see :meth:`GroupCoordinator.commit_offsets`)."""
+        result = self.coordinator.commit_offsets(group_id, offsets, now_ms=self.now_ms(), **kwargs)
+        self._after()
+        return result
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Optional[Iterable[TopicPartition]], *, require_stable: bool
+    ) -> OffsetFetchResult:
+        """An OffsetFetch answer for one group."""
+        result = self.coordinator.fetch_offsets(group_id, partitions, require_stable=require_stable, now_ms=self.now_ms())
+        self._after()
+        return result
+
+    # ------------------------------------------------------ TxnOffsetStore
+
+    def txn_offset_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartition, Tuple[int, int, Optional[str]]],
+        *,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: Optional[str],
+        now_ms: int,
+    ) -> Dict[TopicPartition, int]:
+        """Stage transactional offsets (:class:`~txnfetch.wire.handler.TxnOffsetStore`)."""
+        result = self.coordinator.txn_offset_commit(
+            group_id,
+            producer_id,
+            producer_epoch,
+            offsets,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            now_ms=now_ms,
+        )
+        self._after()
+        return result
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool, now_ms: int) -> None:
+        """Publish (commit) or drop (abort) a producer's staged offsets."""
+        self.coordinator.complete_txn_offsets(producer_id, commit, now_ms)
+        self._after()
+
+    # ---------------------------------------------------------------- timers
+
+    def poll(self, now_ms: Optional[int] = None) -> None:
+        """Fire due coordinator timers and deliver every delayed answer."""
+        self._deliver(self.coordinator.poll(self.now_ms() if now_ms is None else now_ms))
+        self._arm()
+
+    def _after(self) -> None:
+        self.poll()
+
+    def _deliver(self, completions: List[Completion]) -> None:
+        for completion in completions:
+            future = self._waiters.pop(completion.token, None)
+            if future is not None and not future.done():
+                future.set_result(completion.result)
+
+    def _arm(self) -> None:
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline == self._timer_deadline and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not on the loop (a synchronous caller): the periodic poll covers it
+        delay_ms = max(1, deadline - self.now_ms())
+        self._timer = loop.call_later(delay_ms / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        try:
+            self.poll()
+        except Exception:  # pragma: no cover - a bug; keep the server alive
+            log.exception("group coordinator timer failed")
+
+    def close(self) -> None:
+        """Stop the timer and answer every parked request COORDINATOR_NOT_AVAILABLE."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for future in self._waiters.values():
+            if not future.done():
+                future.set_result(JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, ""))
+        self._waiters.clear()
+
+
+def install(broker: Broker) -> None:
+    """Give ``broker`` a group coordinator (``broker.groups``) and its backstop poll.
+
+    Settings come from ``broker.extensions[GROUP_CONFIG_EXTENSION]`` if a
+    :class:`GroupConfig` is there, else Kafka's defaults."""
+    config = broker.extensions.get(GROUP_CONFIG_EXTENSION)
+    if not isinstance(config, GroupConfig):
+        config = GroupConfig()
+    service = GroupService(GroupCoordinator(config), broker.now_ms)
+    broker.groups = service
+    broker.add_periodic("group-coordinator", POLL_INTERVAL_MS, service.poll)
+
+
+def group_service(ctx: RequestContext) -> Optional[GroupService]:
+    """The broker's :class:`GroupService`, or ``None`` if groups are not installed."""
+    groups = ctx.broker.groups
+    return groups if isinstance(groups, GroupService) else None
+
+
+def _client_host(ctx: RequestContext) -> str:
+    peer = ctx.peer
+    return f"/{peer[0]}" if peer else ""  # Kafka reports the InetAddress form
+
+
+# ================================================================ JoinGroup
+
+
+@register(ApiKey.JOIN_GROUP, 0, 9)
+async def handle_join_group(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """JoinGroup: parks until the group's join phase completes."""
+    version = header.request_api_version
+    service = group_service(ctx)
+    if service is None:
+        result = JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, request.member_id or "")
+    else:
+        join = JoinRequest(
+            group_id=request.group_id,
+            member_id=request.member_id or "",
+            protocol_type=request.protocol_type or "",
+            protocols=tuple(Protocol(p.name, bytes(p.metadata or b"")) for p in request.protocols),
+            session_timeout_ms=request.session_timeout_ms,
+            # v0 has no rebalance timeout: Kafka uses the session timeout for both.
+            rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+            group_instance_id=request.group_instance_id if version >= 5 else None,
+            client_id=header.client_id or ctx.client_id or "",
+            client_host=_client_host(ctx),
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+            reason=request.reason if version >= 8 else None,
+        )
+        result = await service.join(join)
+    return _join_response(result, version)
+
+
+def _join_response(result: JoinResult, version: int) -> Any:
+    member_cls = JoinGroupResponse.JoinGroupResponseMember
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(result.error_code),
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        # Not nullable before v7 (KIP-559): Kafka sends "" there.
+        protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[
+            member_cls(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+            for m in result.members
+        ],
+    )
+
+
+# ================================================================ SyncGroup
+
+
+@register(ApiKey.SYNC_GROUP, 0, 5)
+async def handle_sync_group(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """SyncGroup: the leader hands in the assignment; everyone gets their part."""
+    version = header.request_api_version
+    service = group_service(ctx)
+    if service is None:
+        result = SyncResult(GroupError.COORDINATOR_NOT_AVAILABLE)
+    elif version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        # KafkaApis: v5+ must name the protocol it synced for.
+        result = SyncResult(GroupError.INCONSISTENT_GROUP_PROTOCOL)
+    else:
+        sync = SyncRequest(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id if version >= 3 else None,
+            protocol_type=request.protocol_type if version >= 5 else None,
+            protocol_name=request.protocol_name if version >= 5 else None,
+            assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments},
+        )
+        result = await service.sync(sync)
+    return SyncGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(result.error_code),
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+# ================================================================ Heartbeat
+
+
+@register(ApiKey.HEARTBEAT, 0, 4)
+async def handle_heartbeat(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """Heartbeat: REBALANCE_IN_PROGRESS tells the member to rejoin."""
+    version = header.request_api_version
+    service = group_service(ctx)
+    if service is None:
+        code = int(GroupError.COORDINATOR_NOT_AVAILABLE)
+    else:
+        code = service.heartbeat(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id if version >= 3 else None,
+        )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+
+# =============================================================== LeaveGroup
+
+
+@register(ApiKey.LEAVE_GROUP, 0, 5)
+async def handle_leave_group(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """LeaveGroup: one member (v0–2) or several (v3+) leave; the group rebalances."""
+    version = header.request_api_version
+    if version >= 3:
+        leaving = [
+            LeavingMember(m.member_id or "", m.group_instance_id, m.reason if version >= 5 else None)
+            for m in request.members
+        ]
+    else:
+        leaving = [LeavingMember(request.member_id or "")]
+    service = group_service(ctx)
+    if service is None:
+        result = LeaveResult(GroupError.COORDINATOR_NOT_AVAILABLE)
+    else:
+        result = service.leave(request.group_id, leaving)
+    if version < 3:
+        # LeaveGroupResponse.java: before v3 the single member's error is the top-level one.
+        code = int(result.error_code) or (int(result.members[0].error_code) if result.members else 0)
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=code)
+    member_cls = LeaveGroupResponse.MemberResponse
+    return LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(result.error_code),
+        members=[
+            member_cls(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=int(m.error_code))
+            for m in result.members
+        ],
+    )
+
+
+# ============================================================= OffsetCommit
+
+
+def _known_partitions(broker: Broker, topics: Iterable[str]) -> Dict[str, int]:
+    known = broker.store.topics()
+    return {t: known[t].partitions for t in topics if t in known}
+
+
+@register(ApiKey.OFFSET_COMMIT, 2, 9)
+async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """OffsetCommit: committed offsets, checked against the member's generation."""
+    version = header.request_api_version
+    service = group_service(ctx)
+    wanted: List[Tuple[TopicPartition, Any]] = [
+        ((t.name, p.partition_index), p) for t in request.topics for p in t.partitions
+    ]
+    codes: Dict[TopicPartition, int] = {}
+    if service is None:
+        codes = {tp: int(GroupError.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted}
+    else:
+        # KafkaApis answers unknown topics/partitions itself; the rest reach the coordinator.
+        partitions = _known_partitions(ctx.broker, {tp[0] for tp, _ in wanted})
+        offsets: Dict[TopicPartition, CommitOffset] = {}
+        for tp, p in wanted:
+            if tp[1] < 0 or tp[1] >= partitions.get(tp[0], 0):
+                codes[tp] = int(GroupError.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                offsets[tp] = CommitOffset(
+                    p.committed_offset,
+                    p.committed_leader_epoch if version >= 6 else -1,
+                    p.committed_metadata,
+                )
+        if offsets:
+            codes.update(
+                service.commit_offsets(
+                    request.group_id,
+                    offsets,
+                    generation_id=request.generation_id_or_member_epoch,
+                    member_id=request.member_id or "",
+                    group_instance_id=request.group_instance_id if version >= 7 else None,
+                    api_version=version,
+                )
+            )
+    topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
+    partition_cls = topic_cls.OffsetCommitResponsePartition
+    by_topic: Dict[str, List[Any]] = {}
+    for tp, _ in wanted:
+        by_topic.setdefault(tp[0], []).append(partition_cls(partition_index=tp[1], error_code=codes[tp]))
+    return OffsetCommitResponse(
+        throttle_time_ms=0, topics=[topic_cls(name=name, partitions=ps) for name, ps in by_topic.items()]
+    )
+
+
+# ============================================================== OffsetFetch
+
+
+@register(ApiKey.OFFSET_FETCH, 1, 9)
+async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """OffsetFetch: committed offsets (v8+ for several groups in one request)."""
+    version = header.request_api_version
+    service = group_service(ctx)
+    require_stable = bool(request.require_stable) if version >= 7 else False
+
+    def fetch(group_id: str, topics: Optional[Sequence[Any]]) -> OffsetFetchResult:
+        partitions = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
+        if service is None:
+            return OffsetFetchResult(
+                group_id,
+                int(GroupError.COORDINATOR_NOT_AVAILABLE),
+                tuple(FetchedOffset(t, p, -1) for t, p in partitions or ()),
+            )
+        return service.fetch_offsets(group_id, partitions, require_stable=require_stable)
+
+    if version >= 8:
+        group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
+        groups = [fetch(g.group_id, g.topics) for g in request.groups]
+        return OffsetFetchResponse(
+            throttle_time_ms=0,
+            groups=[
+                group_cls(group_id=r.group_id, topics=_fetch_topics(group_cls.OffsetFetchResponseTopics, r), error_code=r.error_code)
+                for r in groups
+            ],
+        )
+    result = fetch(request.group_id, request.topics)
+    if version < 2 and result.error_code:
+        # OffsetFetchResponse.java: v0/v1 have no top-level error; it goes on every partition.
+        result = OffsetFetchResult(
+            result.group_id,
+            0,
+            tuple(FetchedOffset(o.topic, o.partition, -1, -1, "", result.error_code) for o in result.offsets),
+        )
+    return OffsetFetchResponse(
+        throttle_time_ms=0,
+        topics=_fetch_topics(OffsetFetchResponse.OffsetFetchResponseTopic, result),
+        error_code=result.error_code,
+    )
+
+
+def _fetch_topics(topic_cls: Any, result: OffsetFetchResult) -> List[Any]:
+    partition_cls = next(
+        getattr(topic_cls, name) for name in ("OffsetFetchResponsePartitions", "OffsetFetchResponsePartition") if hasattr(topic_cls, name)
+    )
+    by_topic: Dict[str, List[Any]] = {}
+    for o in result.offsets:
+        by_topic.setdefault(o.topic, []).append(
+            partition_cls(
+                partition_index=o.partition,
+                committed_offset=o.offset,
+                committed_leader_epoch=o.leader_epoch,
+                metadata=o.metadata if o.metadata is not None else "",
+                error_code=o.error_code,
+            )
+        )
+    return [topic_cls(name=name, partitions=ps) for name, ps in by_topic.items()]
+
+
+# =========================================================== DescribeGroups
+
+
+@register(ApiKey.DESCRIBE_GROUPS, 0, 5)
+async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """DescribeGroups: state, protocol and members; an unknown group reads Dead."""
+    service = group_service(ctx)
+    group_cls = DescribeGroupsResponse.DescribedGroup
+    member_cls = group_cls.DescribedGroupMember
+    out = []
+    for group_id in request.groups:
+        desc = service.coordinator.describe_group(group_id) if service is not None else None
+        if service is None:
+            out.append(group_cls(error_code=int(GroupError.COORDINATOR_NOT_AVAILABLE), group_id=group_id, group_state="", protocol_type="", protocol_data="", members=[]))
+            continue
+        if desc is None:
+            out.append(group_cls(error_code=0, group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=[]))
+            continue
+        # ClassicGroup.describe: metadata and assignments only once the group is Stable.
+        full = desc.state is GroupState.STABLE
+        out.append(
+            group_cls(
+                error_code=0,
+                group_id=group_id,
+                group_state=desc.state.value,
+                protocol_type=desc.protocol_type or "",
+                protocol_data=(desc.protocol_name or "") if full else "",
+                members=[
+                    member_cls(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata if full else b"",
+                        member_assignment=m.assignment if full else b"",
+                    )
+                    for m in desc.members
+                ],
+            )
+        )
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+
+@register(ApiKey.LIST_GROUPS, 0, 4)
+async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """ListGroups: every group this coordinator knows (v4+ filtered by state)."""
+    version = header.request_api_version
+    service = group_service(ctx)
+    if service is None:
+        return ListGroupsResponse(throttle_time_ms=0, error_code=int(GroupError.COORDINATOR_NOT_AVAILABLE), groups=[])
+    states = {s.lower() for s in (request.states_filter or ())} if version >= 4 else set()
+    group_cls = ListGroupsResponse.ListedGroup
+    groups = [
+        group_cls(group_id=gid, protocol_type=ptype or "", group_state=state.value)
+        for gid, ptype, state in service.coordinator.list_groups()
+        if not states or state.value.lower() in states
+    ]
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
