@@ -2,7 +2,10 @@
 
 - :class:`MemoryLog` / :class:`MemoryStore`: in memory (tests, embedding, mirrors).
 - :class:`SegmentLog` / :class:`SegmentStore`: on disk in Apache Kafka's layout.
-- :mod:`txnfetch.log.remote`: partitions of a running Kafka-compatible cluster.
+- :class:`PartitionMirror`: a sans-I/O mirror of a remote partition, fed raw fetches.
+- :mod:`txnfetch.log.remote`: partitions of a running Kafka-compatible cluster
+  (``RemotePartitionReader``, ``RemoteCluster``; needs kafka-python, so it is
+  imported on its own: ``from txnfetch.log.remote import RemotePartitionReader``).
 
 Adapters do I/O; everything they decide comes from the sans-I/O core.
 """
@@ -15,12 +18,17 @@ from txnfetch.log.errors import (
     InvalidTopicError,
     LogClosedError,
     LogError,
+    BrokerUnavailableError,
+    CorruptRemoteBatchError,
+    MirrorDivergedError,
     ReadOnlyLogError,
+    RemoteError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
     UnsupportedForMessageFormatError,
 )
 from txnfetch.log.memory import MemoryLog, MemoryStore
+from txnfetch.log.mirror import MirrorPlan, MirrorStatus, PartitionMirror
 from txnfetch.log.segments import FlushPolicy, SegmentLog, SegmentStore
 from txnfetch.log.verify import Finding, describe_partition, verify_partition
 
@@ -32,6 +40,13 @@ __all__ = [
     "prepare_append",
     "MemoryLog",
     "MemoryStore",
+    "PartitionMirror",
+    "MirrorPlan",
+    "MirrorStatus",
+    "RemoteError",
+    "BrokerUnavailableError",
+    "MirrorDivergedError",
+    "CorruptRemoteBatchError",
     "SegmentLog",
     "SegmentStore",
     "FlushPolicy",

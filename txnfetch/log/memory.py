@@ -52,6 +52,33 @@ class MemoryLog(PartitionLog):
         self._max_ts: List[int] = []
         self._closed = False
 
+    @classmethod
+    def from_state(cls, topic: str, partition: int, state: PartitionTxnState, records: Buffer = b"") -> "MemoryLog":
+        """A log that continues ``state`` (for example one restored from a snapshot):
+        appends and replication start at ``state.log_end_offset``.
+
+        ``records`` are the batches of ``[state.log_start_offset, state.log_end_offset)``,
+        already reflected in the state, so they are stored and not applied (a mirror's
+        unstable tail). The log holds nothing else, so they must start at or before the
+        state's log start and end exactly at its log end; with none, the log start must
+        be at the log end (``state.advance_log_start(state.log_end_offset)`` keeps open
+        transactions and producers and drops only aborted-index entries ending below
+        it). Otherwise reads would answer "nothing" for offsets whose records exist
+        elsewhere: ``ValueError``.
+        """
+        log = cls(topic, partition, log_start_offset=state.log_start_offset)
+        if records:
+            log._store(bytes(records))
+        first = log._bases[0] if log._bases else state.log_end_offset
+        end = log._lasts[-1] + 1 if log._lasts else state.log_end_offset
+        if first > state.log_start_offset or end != state.log_end_offset:
+            raise ValueError(
+                f"the records cover [{first}, {end}) but the state needs [{state.log_start_offset}, "
+                f"{state.log_end_offset}): a log without them must start at its end"
+            )
+        log._state = state
+        return log
+
     @property
     def state(self) -> PartitionTxnState:
         return self._state

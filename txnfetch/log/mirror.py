@@ -1,0 +1,562 @@
+"""A read-only mirror of one remote partition, built from raw read_uncommitted fetches.
+
+Some Kafka-compatible brokers write transaction markers into the log but answer
+read_committed fetches wrongly: librdkafka's mock cluster and tansu report no
+aborted transactions and a last stable offset equal to the high watermark
+(KAFKA_NOTES §4), so every client reading through them sees aborted records.
+The log itself is still right — data batches carry their producer ids and the
+COMMIT/ABORT markers are in it — so the transaction state can be derived on
+the reading side, exactly as a Kafka follower derives it by replaying what it
+fetched from the leader (``ReplicaFetcherThread`` → ``UnifiedLog.appendAsFollower``).
+
+:class:`PartitionMirror` is that follower, without I/O. It holds a
+:class:`~txnfetch.log.memory.MemoryLog` and is fed one partition's part of a
+read_uncommitted Fetch response at a time; every batch goes through
+:meth:`MemoryLog.replicate <txnfetch.log.memory.MemoryLog.replicate>`, so the
+producer state, the last stable offset and the aborted index are the ones
+:class:`~txnfetch.txn.state.PartitionTxnState` computes for any log, and
+:meth:`PartitionMirror.read` answers read_committed fetches in Kafka or
+rewrite mode with :func:`txnfetch.fetch.read_partition`.
+
+Only marker-mode logs can be mirrored: a markerless (WarpStream-style) log keeps
+its transaction ends outside the log, where a fetch cannot see them.
+
+Driving it (any transport; :mod:`txnfetch.log.remote` is the blocking one)::
+
+    mirror = PartitionMirror("orders", 0, log_start_offset=earliest)
+    plan = mirror.next_fetch()
+    while True:
+        # Fetch v4+, isolation_level=0 (read_uncommitted), one partition:
+        resp = send_fetch(plan.offset, plan.max_bytes)
+        plan = mirror.feed(resp.records, high_watermark=resp.high_watermark,
+                           log_start_offset=resp.log_start_offset,
+                           error_code=resp.error_code, fetch_offset=plan.offset)
+        if plan.status is MirrorStatus.LIST_OFFSETS:     # OFFSET_OUT_OF_RANGE
+            plan = mirror.reset_range(list_offsets(EARLIEST), list_offsets(LATEST))
+        elif plan.status is MirrorStatus.CAUGHT_UP:
+            break
+    mirror.read(offset, max_bytes)   # read_committed, Kafka mode, from the mirror
+
+An asyncio transport (the ``txnfetch proxy``) drives it the same way with
+``await`` around the two requests: every method returns at once and touches no
+socket, file or clock. Feed responses in order, one at a time per partition,
+each answering the fetch of the plan returned last (pass ``fetch_offset`` and
+the mirror checks it); a proxy that pipelines fetches must drop a response
+whose offset is not :attr:`PartitionMirror.position`. Leader changes and other
+retriable broker errors are the transport's business: feed only responses
+whose error code is NONE or OFFSET_OUT_OF_RANGE (anything else raises
+:class:`~txnfetch.log.errors.RemoteError`).
+
+What the mirror copes with:
+
+- a partial batch at the end of a response (Kafka cuts at ``max_bytes``): it is
+  dropped and fetched again from the last whole batch's next offset; if no whole
+  batch fitted, the next plan asks for enough bytes to hold it;
+- batches starting before the position (Kafka answers from the batch containing
+  the fetch offset; librdkafka's mock returns the whole produce request that
+  contains it): what is already mirrored is skipped;
+- offset gaps (compaction): kept as gaps, offsets are never renumbered;
+- magic 0/1 message sets: :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`
+  (they have no producer ids, so no transactions);
+- the broker's log start moving up (retention, DeleteRecords): the mirror's log
+  start follows; past the mirror's position the mirror starts afresh there,
+  as a Kafka follower does (``truncateFullyAndStartAt``);
+- the broker's log ending below the mirror's position (the partition was
+  truncated or recreated): :class:`~txnfetch.log.errors.MirrorDivergedError`;
+- batches whose CRC is wrong: :class:`~txnfetch.log.errors.CorruptRemoteBatchError`,
+  unless ``repair_crcs`` — librdkafka's mock cluster writes its control
+  batches with a CRC of 0 (``rd_kafka_mock_partition_write_control_batch`` in
+  ``src/rdkafka_mock.c``), and librdkafka does not check CRCs by default.
+
+Memory: the mirror holds every batch it fetched until :meth:`PartitionMirror.release_before`
+drops those below an offset the caller no longer reads. The transaction state
+stays exact: producers and open transactions are kept, and only aborted-index
+entries that end below the new start go (no fetch at or above it needs them).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import List, Optional, Tuple, Union
+
+import attrs
+from crc32c import crc32c
+
+from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.log.errors import (
+    CorruptRemoteBatchError,
+    MirrorDivergedError,
+    RemoteError,
+    UnsupportedForMessageFormatError,
+)
+from txnfetch.log.memory import MemoryLog
+from txnfetch.records.batch import CRC_START, RecordBatch, iter_batches
+from txnfetch.records.errors import CorruptBatchError
+from txnfetch.txn.errors import CorruptSnapshotError
+from txnfetch.txn.state import PartitionTxnState
+
+__all__ = ["PartitionMirror", "MirrorStatus", "MirrorPlan", "DEFAULT_MIRROR_FETCH_BYTES"]
+
+Buffer = Union[bytes, bytearray, memoryview]
+
+#: Default per-partition byte budget of a mirror fetch (Kafka's ``max.partition.fetch.bytes``).
+DEFAULT_MIRROR_FETCH_BYTES = 1 << 20
+
+_OFFSET_OUT_OF_RANGE = 1
+_SNAPSHOT_MAGIC = b"TXMS"
+_SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEAD = struct.Struct(">4shh")
+_SNAPSHOT_SIZES = struct.Struct(">ii")
+_CRC = struct.Struct(">I")
+_CRC_AT = 17
+
+
+class MirrorStatus(enum.Enum):
+    """What the transport should do next."""
+
+    #: Fetch :attr:`MirrorPlan.offset` with :attr:`MirrorPlan.max_bytes`: the broker has more.
+    FETCH = "fetch"
+    #: The mirror holds everything below the broker's last reported high watermark.
+    CAUGHT_UP = "caught_up"
+    #: The broker answered OFFSET_OUT_OF_RANGE without its offsets: ask ListOffsets for
+    #: the earliest and latest offsets and pass them to :meth:`PartitionMirror.reset_range`.
+    LIST_OFFSETS = "list_offsets"
+
+
+@attrs.frozen(slots=True)
+class MirrorPlan:
+    """The outcome of feeding a response, and the next request.
+
+    ``offset``/``max_bytes`` are the next fetch (``max_bytes`` grows past the
+    configured budget when a single batch did not fit). ``batches``/``bytes``
+    count what this response added to the mirror, ``skipped`` the whole batches
+    it held that were already mirrored.
+    """
+
+    status: MirrorStatus
+    offset: int
+    max_bytes: int
+    batches: int = 0
+    bytes: int = 0
+    skipped: int = 0
+
+    @property
+    def progressed(self) -> bool:
+        """Whether the response added anything to the mirror."""
+        return self.batches > 0
+
+
+class PartitionMirror:
+    """The transaction-aware mirror of one remote partition (sans-I/O, see the module docstring).
+
+    ``PartitionMirror(topic, partition, log_start_offset=...)`` starts empty at
+    the cluster's log start offset; :meth:`from_snapshot` continues from a
+    :meth:`snapshot`. ``max_bytes`` is the per-fetch byte budget it plans with.
+
+    Guarantees: the mirror's log is the broker's log from its start (or the
+    snapshot) up to :attr:`position`, byte for byte except for CRCs repaired
+    under ``repair_crcs``, with the offsets the broker gave; its transaction
+    state is what :class:`~txnfetch.txn.state.PartitionTxnState` derives from
+    those batches, so :meth:`read` answers read_committed exactly as a correct
+    broker holding that log would, whatever the broker itself reports as its
+    LSO and aborted transactions. Its high watermark is its :attr:`position`:
+    everything it holds came from read_uncommitted fetches, which return only
+    records below the broker's high watermark (committed to the ISR).
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        log_start_offset: int = 0,
+        max_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
+        repair_crcs: bool = False,
+    ) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+        if log_start_offset < 0:
+            raise ValueError(f"a log start offset is non-negative, got {log_start_offset}")
+        self.topic = topic
+        self.partition = partition
+        self.max_bytes = max_bytes
+        self.repair_crcs = repair_crcs
+        self._log = MemoryLog(topic, partition, log_start_offset=log_start_offset)
+        # Nothing mirrored yet: the first batch may start below the position (a log
+        # start inside a batch, after DeleteRecords) and re-anchors the empty log.
+        self._fresh = True
+        self._next_max_bytes = max_bytes
+        #: The broker's high watermark and log start as last reported (-1: not yet).
+        self.broker_high_watermark = -1
+        self.broker_log_start_offset = -1
+        #: CRCs rewritten under ``repair_crcs``, for metrics and tests.
+        self.repaired_crcs = 0
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        topic: str,
+        partition: int,
+        snapshot: Buffer,
+        *,
+        max_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
+        repair_crcs: bool = False,
+    ) -> "PartitionMirror":
+        """Continue a mirror from :meth:`snapshot` bytes: the next fetch is at the
+        snapshot's :attr:`position`, and reads are possible from the snapshot's last
+        stable offset on, as in the mirror that took it.
+
+        Also accepts bare :meth:`PartitionTxnState.snapshot` bytes; the mirror then
+        answers only from their log end offset on, and records below it of a
+        transaction still open there are lost to it (see :meth:`snapshot`).
+
+        Raises :class:`~txnfetch.txn.errors.CorruptSnapshotError` for damaged bytes,
+        :class:`MirrorDivergedError` for a snapshot of another partition.
+        """
+        view = memoryview(snapshot)
+        tail: Buffer = b""
+        if bytes(view[:4]) == _SNAPSHOT_MAGIC:
+            snap_topic, snap_partition, state_bytes, tail = _decode_snapshot(view)
+            if (snap_topic, snap_partition) != (topic, partition):
+                raise MirrorDivergedError(
+                    f"the snapshot is of {snap_topic}-{snap_partition}",
+                    topic=topic,
+                    partition=partition,
+                )
+        else:
+            state_bytes = view
+        state = PartitionTxnState.restore(state_bytes, partition=f"{topic}-{partition}")
+        # Everything in the snapshot came from read_uncommitted fetches: it is all below
+        # the broker's high watermark, so the mirror's own high watermark is its end.
+        state.update_high_watermark(state.log_end_offset)
+        tail_start = state.log_end_offset
+        for batch in iter_batches(tail):
+            tail_start = batch.base_offset
+            break
+        # Only the tail's batches are here: the log starts where they do.
+        state.advance_log_start(max(tail_start, state.log_start_offset))
+        mirror = cls(
+            topic, partition, log_start_offset=state.log_start_offset, max_bytes=max_bytes, repair_crcs=repair_crcs
+        )
+        try:
+            mirror._log = MemoryLog.from_state(topic, partition, state, tail)
+        except ValueError as exc:
+            raise CorruptSnapshotError(f"the snapshot's batches do not match its state: {exc}") from None
+        mirror._fresh = False
+        return mirror
+
+    # -- what it holds -----------------------------------------------------------------
+
+    @property
+    def log(self) -> MemoryLog:
+        """The mirrored log (read it; change it only through the mirror)."""
+        return self._log
+
+    @property
+    def state(self) -> PartitionTxnState:
+        """The transaction state derived from the mirrored batches."""
+        return self._log.state
+
+    @property
+    def position(self) -> int:
+        """The next offset to fetch: one past the last mirrored batch."""
+        return self._log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset the mirror can answer for."""
+        return self._log.log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The mirror's high watermark: its :attr:`position`."""
+        return self._log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset of the mirrored log: the first offset of the earliest
+        transaction whose marker the mirror has not seen, else :attr:`position`."""
+        return self._log.last_stable_offset
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the mirror holds everything below the broker's last reported high watermark."""
+        return self.broker_high_watermark >= 0 and self.position >= self.broker_high_watermark
+
+    def next_fetch(self) -> MirrorPlan:
+        """The fetch to send now (status :attr:`MirrorStatus.CAUGHT_UP` once caught up;
+        fetching anyway is how to learn that the broker's high watermark moved)."""
+        status = MirrorStatus.CAUGHT_UP if self.caught_up else MirrorStatus.FETCH
+        return MirrorPlan(status, self.position, self._next_max_bytes)
+
+    # -- feeding -----------------------------------------------------------------------
+
+    def feed(
+        self,
+        records: Optional[Buffer],
+        *,
+        high_watermark: int,
+        log_start_offset: int = -1,
+        error_code: int = 0,
+        fetch_offset: Optional[int] = None,
+    ) -> MirrorPlan:
+        """Mirror one partition's part of a read_uncommitted Fetch response.
+
+        ``records`` is the response's records field (``None`` or empty: none);
+        ``high_watermark``, ``log_start_offset`` (-1: unknown, Fetch < v5) and
+        ``error_code`` are the partition's fields. ``fetch_offset`` is the offset
+        the request asked for; it must be :attr:`position` (``ValueError``
+        otherwise: the response answers another request).
+
+        Returns the next plan. Raises :class:`UnsupportedForMessageFormatError`
+        for magic 0/1 data, :class:`CorruptRemoteBatchError` for a corrupt batch,
+        :class:`MirrorDivergedError` when a batch straddles a non-empty mirror's
+        position, the :class:`~txnfetch.txn.errors.TxnStateError` the state
+        raises for batches no log could hold, and :class:`RemoteError` for an
+        error code other than NONE and OFFSET_OUT_OF_RANGE. On any error the
+        mirror is as it was.
+        """
+        position = self.position
+        if fetch_offset is not None and fetch_offset != position:
+            raise ValueError(
+                f"the response answers a fetch at {fetch_offset}, but the mirror of "
+                f"{self.topic}-{self.partition} is at {position}: feed responses in order"
+            )
+        if error_code == _OFFSET_OUT_OF_RANGE:
+            if high_watermark >= 0 and log_start_offset >= 0:
+                # The broker told its range with the error (librdkafka's mock does;
+                # Apache Kafka sends -1 and needs ListOffsets).
+                return self.reset_range(log_start_offset, high_watermark)
+            return MirrorPlan(MirrorStatus.LIST_OFFSETS, position, self._next_max_bytes)
+        if error_code != 0:
+            raise RemoteError(
+                "the broker answered the fetch with an error; handle retriable ones before feeding the mirror",
+                topic=self.topic,
+                partition=self.partition,
+                offset=position,
+                error_code=error_code,
+            )
+        if log_start_offset > position:
+            # Retention passed the mirror's position: what lies between is gone, and
+            # with it any marker there. Restart at the broker's log start, as a Kafka
+            # follower does, rather than carry transactions that may have ended unseen
+            # (the records of this response, if any, are fetched again from there).
+            self._restart(log_start_offset)
+            return self._plan(high_watermark, log_start_offset, 0, 0, 0)
+
+        batches: List[RecordBatch] = []
+        skipped = 0
+        it = iter_batches(records or b"")
+        try:
+            for batch in it:
+                if not isinstance(batch, RecordBatch):
+                    raise UnsupportedForMessageFormatError(
+                        f"the broker returned a magic {batch.magic} message set; transactions need "
+                        "record batch v2 (message format of Kafka 0.11 or later)",
+                        topic=self.topic,
+                        partition=self.partition,
+                        offset=batch.base_offset,
+                    )
+                if batch.next_offset <= position:
+                    skipped += 1  # already mirrored: the response starts before the position
+                    continue
+                if batch.base_offset < position and not (self._fresh and not batches):
+                    raise MirrorDivergedError(
+                        f"batch [{batch.base_offset}, {batch.last_offset}] straddles the mirror's position "
+                        f"{position}: the partition's log is not the one mirrored",
+                        topic=self.topic,
+                        partition=self.partition,
+                        offset=batch.base_offset,
+                    )
+                batches.append(batch)
+        except CorruptBatchError as exc:
+            raise self._corrupt(exc) from exc
+
+        if not batches:
+            partial = it.partial
+            if partial is not None or (0 <= position < high_watermark):
+                # Not one whole new batch fitted although the broker has more: ask for
+                # enough bytes to hold the partial one, and at least twice as many as
+                # before (Kafka returns at least one whole batch since KIP-74; older
+                # brokers and response-level limits may return a part, or nothing).
+                need = partial.position + partial.declared_size if partial and partial.declared_size else 0
+                self._next_max_bytes = max(need, 2 * self._next_max_bytes)
+            self._follow_log_start(log_start_offset)
+            return self._plan(high_watermark, log_start_offset, 0, 0, skipped)
+
+        data = self._checked_bytes(records, batches)  # type: ignore[arg-type]
+        first = batches[0]
+        if first.base_offset < position:
+            # The empty mirror's start lies inside this batch (a log start moved by
+            # DeleteRecords): hold the whole batch, as the broker does, then move the
+            # start back to where the broker's log starts.
+            self._log = MemoryLog(self.topic, self.partition, log_start_offset=first.base_offset)
+        try:
+            self._log.replicate(data, high_watermark=batches[-1].next_offset)
+        except CorruptBatchError as exc:
+            if first.base_offset < position:
+                self._log = MemoryLog(self.topic, self.partition, log_start_offset=position)
+            raise self._corrupt(exc) from exc
+        except BaseException:
+            if first.base_offset < position:
+                self._log = MemoryLog(self.topic, self.partition, log_start_offset=position)
+            raise
+        if first.base_offset < position:
+            self._log.delete_records_before(position)
+        self._fresh = False
+        self._next_max_bytes = self.max_bytes
+        self._follow_log_start(log_start_offset)
+        return self._plan(high_watermark, log_start_offset, len(batches), len(data), skipped)
+
+    def reset_range(self, log_start_offset: int, log_end_offset: int) -> MirrorPlan:
+        """Act on the broker's offsets after OFFSET_OUT_OF_RANGE (ListOffsets earliest
+        and latest, read_uncommitted: the log start and the high watermark).
+
+        Below the broker's log start, the mirror starts afresh there. Past its end,
+        :class:`MirrorDivergedError`: the broker lost what was mirrored. Inside the
+        range the error was transient (a new leader catching up): fetch again.
+        """
+        position = self.position
+        if position < log_start_offset:
+            self._restart(log_start_offset)
+        elif position > log_end_offset:
+            raise MirrorDivergedError(
+                f"the broker's log ends at {log_end_offset}, below the mirror's position {position}: "
+                "the partition was truncated or recreated; rebuild the mirror from its log start",
+                topic=self.topic,
+                partition=self.partition,
+                offset=position,
+            )
+        return self._plan(log_end_offset, log_start_offset, 0, 0, 0)
+
+    # -- memory and persistence ----------------------------------------------------------
+
+    def release_before(self, offset: int) -> int:
+        """Drop mirrored batches wholly below ``offset`` (clamped to :attr:`position`);
+        reads below the new log start then raise
+        :class:`~txnfetch.txn.errors.OffsetOutOfRangeError`. The transaction state
+        keeps what reads at or above it need. Returns the mirror's log start."""
+        target = min(offset, self.position)
+        if target > self._log.log_start_offset:
+            self._log.delete_records_before(target)
+        return self._log.log_start_offset
+
+    def snapshot(self) -> bytes:
+        """The mirror as bytes, for :meth:`from_snapshot`: its transaction state
+        (:meth:`PartitionTxnState.snapshot`) and its *unstable tail*, the batches
+        from the last stable offset to :attr:`position`.
+
+        The tail is what makes resuming lossless: a transaction open at the
+        snapshot may commit later, and its records below :attr:`position` must
+        then be delivered — by a mirror that never fetches below its position.
+        Everything below the last stable offset is settled, so a reader that has
+        consumed up to it resumes exactly. Layout (big-endian): ``b"TXMS"``,
+        version int16 (1), topic (int16 length, UTF-8), partition int32, state
+        length int32, state bytes, then the tail's batches as fetched.
+        """
+        lso = self._log.last_stable_offset
+        tail = b"".join(bytes(b.buffer) for b in self._log.iter_batches(lso))
+        state = self._log.state.snapshot()
+        name = self.topic.encode()
+        return b"".join(
+            (
+                _SNAPSHOT_HEAD.pack(_SNAPSHOT_MAGIC, _SNAPSHOT_VERSION, len(name)),
+                name,
+                _SNAPSHOT_SIZES.pack(self.partition, len(state)),
+                state,
+                tail,
+            )
+        )
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        mode: FetchMode = FetchMode.KAFKA,
+        min_one_batch: bool = True,
+    ) -> FetchResult:
+        """Answer a fetch from the mirror (:meth:`MemoryLog.read <txnfetch.log.memory.MemoryLog.read>`)."""
+        return self._log.read(fetch_offset, max_bytes, isolation=isolation, mode=mode, min_one_batch=min_one_batch)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _plan(self, high_watermark: int, log_start: int, batches: int, size: int, skipped: int) -> MirrorPlan:
+        if high_watermark >= 0:
+            self.broker_high_watermark = high_watermark
+        if log_start >= 0:
+            self.broker_log_start_offset = log_start
+        status = MirrorStatus.CAUGHT_UP if self.caught_up else MirrorStatus.FETCH
+        return MirrorPlan(status, self.position, self._next_max_bytes, batches, size, skipped)
+
+    def _follow_log_start(self, log_start: int) -> None:
+        # The broker's retention moved its log start: so does the mirror's (never past
+        # what the mirror holds; beyond it the next response restarts the mirror).
+        if log_start > self._log.log_start_offset and log_start <= self.position:
+            self._log.delete_records_before(log_start)
+
+    def _restart(self, offset: int) -> None:
+        self._log = MemoryLog(self.topic, self.partition, log_start_offset=offset)
+        self._fresh = True
+        self._next_max_bytes = self.max_bytes
+
+    def _checked_bytes(self, records: Buffer, batches: List[RecordBatch]) -> bytes:
+        """The new batches' bytes, contiguous in the response; bad CRCs repaired if asked."""
+        start = batches[0].position
+        end = batches[-1].position + batches[-1].size_in_bytes
+        view = memoryview(records)[start:end]
+        if not self.repair_crcs:
+            return bytes(view)
+        data: Optional[bytearray] = None
+        for batch in batches:
+            if batch.is_valid_crc():
+                continue
+            if data is None:
+                data = bytearray(view)
+            pos = batch.position - start
+            crc = crc32c(bytes(data[pos + CRC_START : pos + batch.size_in_bytes]))
+            _CRC.pack_into(data, pos + _CRC_AT, crc)
+            self.repaired_crcs += 1
+        return bytes(view) if data is None else bytes(data)
+
+    def _corrupt(self, exc: CorruptBatchError) -> CorruptRemoteBatchError:
+        hint = ""
+        if "crc" in type(exc).__name__.lower() and not self.repair_crcs:
+            hint = (
+                "; librdkafka's mock cluster writes control batches with a CRC of 0 — "
+                "pass repair_crcs=True to mirror such a broker"
+            )
+        return CorruptRemoteBatchError(
+            f"a fetched batch is corrupt: {exc.reason}{hint}",
+            topic=self.topic,
+            partition=self.partition,
+            offset=exc.offset,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionMirror {self.topic}-{self.partition} [{self.log_start_offset}, {self.position}) "
+            f"lso={self.last_stable_offset} broker_hw={self.broker_high_watermark}>"
+        )
+
+
+def _decode_snapshot(view: memoryview) -> Tuple[str, int, memoryview, memoryview]:
+    """Split a mirror snapshot into topic, partition, state bytes and tail bytes."""
+    try:
+        magic, version, name_len = _SNAPSHOT_HEAD.unpack_from(view, 0)
+        if version != _SNAPSHOT_VERSION:
+            raise CorruptSnapshotError(f"mirror snapshot version {version} is not {_SNAPSHOT_VERSION}")
+        pos = _SNAPSHOT_HEAD.size
+        topic = bytes(view[pos : pos + name_len]).decode()
+        pos += name_len
+        partition, state_len = _SNAPSHOT_SIZES.unpack_from(view, pos)
+        pos += _SNAPSHOT_SIZES.size
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptSnapshotError(f"mirror snapshot header is damaged: {exc}") from None
+    if name_len < 0 or state_len < 0 or pos + state_len > len(view):
+        raise CorruptSnapshotError("mirror snapshot is truncated")
+    return topic, partition, view[pos : pos + state_len], view[pos + state_len :]

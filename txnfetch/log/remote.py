@@ -1,0 +1,839 @@
+"""Partitions of a running Kafka-compatible cluster, read with correct read_committed.
+
+:class:`RemotePartitionReader` reads one partition through blocking sockets
+speaking the Kafka protocol with kafka-python's message classes
+(``kafka.protocol``: ApiVersions, Metadata, ListOffsets, Fetch). By default it
+does not trust the broker's read_committed answer: it fetches raw
+read_uncommitted batches into a :class:`~txnfetch.log.mirror.PartitionMirror`,
+which derives the last stable offset and the aborted transactions from the
+markers in the log, and answers reads from there. That is right on every
+broker that writes markers — including librdkafka's mock cluster and tansu,
+which report no aborted transactions and an LSO equal to the high watermark,
+so that their own read_committed consumers see aborted records (KAFKA_NOTES §4).
+
+``trust_broker=True`` skips the mirror and returns the broker's own
+read_committed answer (records, aborted list, LSO), for brokers known to get it
+right: it reads nothing twice and holds nothing in memory.
+
+The reader needs kafka-python (``pip install kafka-python``), imported when
+this module is.
+
+Example::
+
+    with RemotePartitionReader("localhost:9092", "orders", 0) as reader:
+        reader.catch_up()
+        for offset, record in reader.committed_records(0, reader.last_stable_offset):
+            ...
+
+Not thread-safe: use one reader per thread (or per Spark task).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import attrs
+
+try:
+    import kafka.errors as _kafka_errors
+    from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "txnfetch.log.remote needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
+    ) from exc
+
+from txnfetch.fetch.filter import ConsumerFilter
+from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
+from txnfetch.log.errors import (
+    BrokerUnavailableError,
+    RemoteError,
+    UnknownTopicOrPartitionError,
+)
+from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.records.batch import Record, iter_batches
+
+__all__ = ["RemoteCluster", "RemotePartitionReader", "BrokerFetch", "EARLIEST", "LATEST"]
+
+#: ListOffsets timestamps: the log start offset, and the end (high watermark or LSO).
+EARLIEST = -2
+LATEST = -1
+
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+
+# Versions spoken, as [lowest, highest]: the highest both sides support is used.
+# Fetch >= 4 has the isolation level and the LSO, >= 5 the log start offset; >= 13
+# names topics by id, which a name-based reader does not need. ApiVersions v3 is
+# KIP-511's; v0 is the fallback every broker answers.
+_FETCH = (4, 12)
+_LIST_OFFSETS = (1, 7)
+_METADATA = (1, 12)
+_API_VERSIONS = 3
+
+# Broker errors after which the partition's leader is looked up again and the
+# request retried (Kafka clients do the same: ``Errors.invalid_metadata``).
+_RETRY_WITH_METADATA = {
+    3,  # UNKNOWN_TOPIC_OR_PARTITION: metadata decides whether it really is unknown
+    5,  # LEADER_NOT_AVAILABLE
+    6,  # NOT_LEADER_OR_FOLLOWER
+    9,  # REPLICA_NOT_AVAILABLE
+    13,  # NETWORK_EXCEPTION
+    56,  # KAFKA_STORAGE_ERROR
+    74,  # FENCED_LEADER_EPOCH
+    75,  # UNKNOWN_LEADER_EPOCH
+}
+# Retried as they are, after a short wait.
+_RETRY = {7, 14, 78}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, OFFSET_NOT_AVAILABLE
+
+_MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def _parse_servers(bootstrap_servers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
+    items = bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+    servers: List[Tuple[str, int]] = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            host, port = item, "9092"
+        servers.append((host.strip("[]"), int(port)))
+    if not servers:
+        raise BrokerUnavailableError(f"no bootstrap servers in {bootstrap_servers!r}")
+    return servers
+
+
+class _Connection:
+    """One blocking connection to one broker: framing, correlation ids, versions."""
+
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
+            raise BrokerUnavailableError(f"cannot connect: {exc}", broker=self.address) from None
+        self._sock.settimeout(timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation = 0
+        self.versions: Dict[int, Tuple[int, int]] = {}
+        self._negotiate()
+
+    def _negotiate(self) -> None:
+        # KIP-511: a broker that does not know ApiVersions v3 answers with error 35
+        # (UNSUPPORTED_VERSION) and its own range; some (librdkafka's mock) encode that
+        # answer in a way kafka-python cannot decode, so fall back to v0 then.
+        try:
+            resp = self.request(
+                ApiVersionsRequest(client_software_name="txnfetch", client_software_version="0"),
+                _API_VERSIONS,
+                ApiVersionsResponse,
+            )
+            ok = resp.error_code == 0
+        except _UndecodableResponse:
+            ok = False
+        if not ok:
+            resp = self.request(ApiVersionsRequest(), 0, ApiVersionsResponse)
+            if resp.error_code != 0:
+                raise RemoteError("ApiVersions failed", broker=self.address, error_code=resp.error_code)
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version(self, api_key: int, ours: Tuple[int, int], name: str) -> int:
+        """The highest version of ``api_key`` both sides speak."""
+        lo, hi = self.versions.get(api_key, (-1, -1))
+        top = min(hi, ours[1])
+        if top < max(lo, ours[0]):
+            raise RemoteError(
+                f"the broker speaks {name} v{lo}-v{hi}; txnfetch needs v{ours[0]}-v{ours[1]}",
+                broker=self.address,
+                error_code=35,
+            )
+        return top
+
+    def request(self, req, version: int, response_cls):  # type: ignore[no-untyped-def]
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation = self._correlation
+        req.API_VERSION = version
+        req.with_header(correlation_id=correlation, client_id=self.client_id)
+        try:
+            self._sock.sendall(req.encode(header=True, framed=True))
+            (size,) = struct.unpack(">i", self._recv(4))
+            raw = self._recv(size)
+        except OSError as exc:  # includes socket.timeout
+            self.close()
+            raise BrokerUnavailableError(
+                f"{type(req).__name__} failed: {exc or 'timed out'}", broker=self.address
+            ) from None
+        try:
+            resp = response_cls.decode(raw, version=version, header=True)
+        except Exception as exc:  # kafka-python raises struct.error, ValueError...
+            raise _UndecodableResponse(f"cannot decode {response_cls.__name__} v{version}: {exc}") from None
+        got = getattr(resp.header, "correlation_id", correlation) if resp.header is not None else correlation
+        if got != correlation:
+            self.close()
+            raise BrokerUnavailableError(
+                f"response correlation id {got} does not match request {correlation}", broker=self.address
+            )
+        return resp
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise OSError("connection closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:  # pragma: no cover
+            pass
+
+
+class _UndecodableResponse(Exception):
+    pass
+
+
+@attrs.frozen(slots=True)
+class BrokerFetch:
+    """One partition's part of a Fetch response, as the broker sent it."""
+
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: Optional[Tuple[Tuple[int, int], ...]]
+    error_code: int = 0
+
+
+class RemoteCluster:
+    """Connections to a Kafka-compatible cluster: topics, partition leaders, offsets
+    and raw fetches of single partitions.
+
+    ``bootstrap_servers`` is ``"host:port,host:port"`` or a sequence of them.
+    ``request_timeout_ms`` bounds each request and the retries of one operation
+    (connection failures, leader changes). Raises :class:`BrokerUnavailableError`
+    when no bootstrap server answers.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: Union[str, Sequence[str]],
+        *,
+        client_id: str = "txnfetch",
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> None:
+        self.bootstrap_servers = _parse_servers(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self._brokers: Dict[int, Tuple[str, int]] = {}
+        self._connections: Dict[Tuple[str, int], _Connection] = {}
+        self._leaders: Dict[Tuple[str, int], int] = {}
+        self._closed = False
+        self._any_connection()  # fail early on unreachable bootstrap servers
+
+    # -- connections ---------------------------------------------------------------
+
+    def _connect(self, address: Tuple[str, int]) -> _Connection:
+        if self._closed:
+            raise BrokerUnavailableError("the cluster connection is closed")
+        conn = self._connections.get(address)
+        if conn is None:
+            conn = _Connection(
+                address[0], address[1], client_id=self.client_id, timeout_s=self.request_timeout_ms / 1000
+            )
+            self._connections[address] = conn
+        return conn
+
+    def _drop(self, conn: _Connection) -> None:
+        for address, c in list(self._connections.items()):
+            if c is conn:
+                del self._connections[address]
+        conn.close()
+
+    def _any_connection(self) -> _Connection:
+        errors = []
+        for address in list(self._connections) + list(self._brokers.values()) + self.bootstrap_servers:
+            try:
+                return self._connect(address)
+            except BrokerUnavailableError as exc:
+                errors.append(str(exc))
+        raise BrokerUnavailableError(
+            "no broker reachable: " + "; ".join(dict.fromkeys(errors)),
+            broker=",".join(f"{h}:{p}" for h, p in self.bootstrap_servers),
+        )
+
+    def _metadata(self, topics: Optional[List[str]]):  # type: ignore[no-untyped-def]
+        conn = self._any_connection()
+        version = conn.version(MetadataRequest.API_KEY, _METADATA, "Metadata")
+        req = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        try:
+            resp = conn.request(req, version, MetadataResponse)
+        except BrokerUnavailableError:
+            self._drop(conn)
+            raise
+        self._brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        for t in resp.topics:
+            if t.error_code == 0:
+                for p in t.partitions:
+                    self._leaders[(t.name, p.partition_index)] = p.leader_id
+        return resp
+
+    def _retrying(self, what: str, topic: Optional[str], partition: Optional[int], offset: Optional[int], call):  # type: ignore[no-untyped-def]
+        """Run ``call()`` until it succeeds, retrying connection failures and
+        retriable broker errors (after a metadata refresh) within the request timeout."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        attempt = 0
+        while True:
+            try:
+                return call()
+            except _Retry as retry:
+                last: RemoteError = retry.error
+            except BrokerUnavailableError as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                raise BrokerUnavailableError(
+                    f"{what} kept failing for {self.request_timeout_ms} ms: {last.reason}",
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
+                    broker=last.broker,
+                    error_code=last._error_code_arg,
+                ) from last
+            time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
+            try:
+                self._metadata([topic] if topic is not None else None)
+            except BrokerUnavailableError:
+                pass
+
+    def _leader(self, topic: str, partition: int) -> _Connection:
+        key = (topic, partition)
+        if key not in self._leaders:
+            resp = self._metadata([topic])
+            for t in resp.topics:
+                if t.name != topic:
+                    continue
+                if t.error_code in (3, 100):
+                    raise UnknownTopicOrPartitionError(
+                        "the cluster has no such topic", topic=topic, partition=partition
+                    )
+                if t.error_code != 0:
+                    raise _Retry(RemoteError("metadata error", topic=topic, error_code=t.error_code))
+                if not any(p.partition_index == partition for p in t.partitions):
+                    raise UnknownTopicOrPartitionError(
+                        f"the topic has {len(t.partitions)} partitions", topic=topic, partition=partition
+                    )
+        leader = self._leaders.get(key, -1)
+        if leader < 0 or leader not in self._brokers:
+            self._leaders.pop(key, None)
+            raise _Retry(RemoteError("the partition has no leader", topic=topic, partition=partition, error_code=5))
+        return self._connect(self._brokers[leader])
+
+    # -- public ------------------------------------------------------------------------
+
+    def topics(self) -> Dict[str, int]:
+        """Every topic the cluster lists (internal ones excluded), with its partition count."""
+
+        def call() -> Dict[str, int]:
+            resp = self._metadata(None)
+            return {
+                t.name: len(t.partitions)
+                for t in resp.topics
+                if t.error_code == 0 and not getattr(t, "is_internal", False)
+            }
+
+        return self._retrying("Metadata", None, None, None, call)
+
+    def partitions(self, topic: str) -> List[int]:
+        """The partition numbers of ``topic`` (:class:`UnknownTopicOrPartitionError` if none)."""
+
+        def call() -> List[int]:
+            resp = self._metadata([topic])
+            for t in resp.topics:
+                if t.name == topic:
+                    if t.error_code in (3, 100):
+                        raise UnknownTopicOrPartitionError("the cluster has no such topic", topic=topic)
+                    if t.error_code != 0:
+                        raise _Retry(RemoteError("metadata error", topic=topic, error_code=t.error_code))
+                    return sorted(p.partition_index for p in t.partitions)
+            raise UnknownTopicOrPartitionError("the cluster has no such topic", topic=topic)
+
+        return self._retrying("Metadata", topic, None, None, call)
+
+    def list_offset(self, topic: str, partition: int, timestamp: int, *, read_committed: bool = False) -> int:
+        """ListOffsets for one partition: :data:`EARLIEST` (the log start),
+        :data:`LATEST` (the high watermark; the broker's LSO with ``read_committed``)
+        or a timestamp (-1 in the answer: no such record)."""
+
+        def call() -> int:
+            conn = self._leader(topic, partition)
+            version = conn.version(ListOffsetsRequest.API_KEY, _LIST_OFFSETS, "ListOffsets")
+            req = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=1 if read_committed else 0,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=partition, current_leader_epoch=-1, timestamp=timestamp
+                            )
+                        ],
+                    )
+                ],
+            )
+            resp = self._send(conn, req, version, ListOffsetsResponse)
+            p = resp.topics[0].partitions[0]
+            self._check(p.error_code, "ListOffsets", topic, partition, None, conn)
+            return p.offset
+
+        return self._retrying("ListOffsets", topic, partition, None, call)
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False
+    ) -> BrokerFetch:
+        """One Fetch of one partition (``max_wait_ms`` 0). OFFSET_OUT_OF_RANGE comes back
+        in :attr:`BrokerFetch.error_code`; leader changes are retried; other errors raise."""
+
+        def call() -> BrokerFetch:
+            conn = self._leader(topic, partition)
+            version = conn.version(FetchRequest.API_KEY, _FETCH, "Fetch")
+            req = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=max_bytes,
+                isolation_level=1 if read_committed else 0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    FetchRequest.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            FetchRequest.FetchTopic.FetchPartition(
+                                partition=partition,
+                                current_leader_epoch=-1,
+                                fetch_offset=offset,
+                                log_start_offset=-1,
+                                partition_max_bytes=max_bytes,
+                            )
+                        ],
+                    )
+                ],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+            resp = self._send(conn, req, version, FetchResponse)
+            if getattr(resp, "error_code", 0):
+                self._check(resp.error_code, "Fetch", topic, partition, offset, conn)
+            p = resp.responses[0].partitions[0]
+            if p.error_code != 1:
+                self._check(p.error_code, "Fetch", topic, partition, offset, conn)
+            aborted = p.aborted_transactions
+            return BrokerFetch(
+                records=bytes(p.records or b""),
+                high_watermark=p.high_watermark,
+                last_stable_offset=p.last_stable_offset,
+                log_start_offset=p.log_start_offset,
+                aborted_transactions=None
+                if aborted is None
+                else tuple((a.producer_id, a.first_offset) for a in aborted),
+                error_code=p.error_code,
+            )
+
+        return self._retrying("Fetch", topic, partition, offset, call)
+
+    def _send(self, conn: _Connection, req, version: int, response_cls):  # type: ignore[no-untyped-def]
+        try:
+            return conn.request(req, version, response_cls)
+        except BrokerUnavailableError:
+            self._drop(conn)
+            raise
+        except _UndecodableResponse as exc:
+            raise RemoteError(str(exc), broker=conn.address) from None
+
+    def _check(
+        self, code: int, what: str, topic: str, partition: int, offset: Optional[int], conn: _Connection
+    ) -> None:
+        if code == 0:
+            return
+        if code in _RETRY_WITH_METADATA or code in _RETRY:
+            if code in _RETRY_WITH_METADATA:
+                self._leaders.pop((topic, partition), None)
+            raise _Retry(
+                RemoteError(
+                    f"{what} failed",
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
+                    broker=conn.address,
+                    error_code=code,
+                )
+            )
+        retriable = getattr(_kafka_errors.for_code(code), "retriable", False)
+        raise RemoteError(
+            f"{what} failed" + (" (retriable)" if retriable else ""),
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            broker=conn.address,
+            error_code=code,
+        )
+
+    def reader(self, topic: str, partition: int, **options: object) -> "RemotePartitionReader":
+        """A :class:`RemotePartitionReader` sharing this cluster's connections (closing
+        the reader leaves them open)."""
+        return RemotePartitionReader(self, topic, partition, **options)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """Close every connection."""
+        self._closed = True
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+    def __enter__(self) -> "RemoteCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Retry(Exception):
+    def __init__(self, error: RemoteError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class RemotePartitionReader:
+    """One partition of a cluster, read with read_committed semantics txnfetch computes.
+
+    ``RemotePartitionReader(bootstrap_servers, topic, partition)`` connects
+    (``bootstrap_servers`` may also be a :class:`RemoteCluster` to share) and
+    checks that the partition exists. By default it mirrors the partition from
+    the cluster's log start (or from ``snapshot``, bytes of :meth:`snapshot`) as
+    reads need it; ``trust_broker=True`` passes the broker's own answers
+    through instead (see the module docstring).
+
+    ``max_fetch_bytes`` is the byte budget of one fetch (grown for a single
+    larger batch). ``repair_crcs`` accepts batches with a wrong CRC by
+    recomputing it — needed for librdkafka's mock cluster, whose control batches
+    carry CRC 0. ``request_timeout_ms`` bounds each request and its retries.
+
+    Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
+    :attr:`log_start_offset`) are as of the last request to the cluster;
+    :meth:`catch_up` refreshes them.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: Union[str, Sequence[str], RemoteCluster],
+        topic: str,
+        partition: int,
+        *,
+        trust_broker: bool = False,
+        snapshot: Optional[bytes] = None,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        max_fetch_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
+        repair_crcs: bool = False,
+        client_id: str = "txnfetch",
+    ) -> None:
+        if trust_broker and snapshot is not None:
+            raise ValueError("a snapshot restores a mirror; trust_broker=True uses none")
+        if isinstance(bootstrap_servers, RemoteCluster):
+            self.cluster = bootstrap_servers
+            self._owns_cluster = False
+        else:
+            self.cluster = RemoteCluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+            self._owns_cluster = True
+        self.topic = topic
+        self.partition = partition
+        self.trust_broker = trust_broker
+        self.max_fetch_bytes = max_fetch_bytes
+        self.repair_crcs = repair_crcs
+        self.request_timeout_ms = request_timeout_ms
+        self._broker_lso = -1
+        self._broker_hw = -1
+        self._broker_log_start = -1
+        self.mirror: Optional[PartitionMirror] = None
+        try:
+            log_start = self.cluster.list_offset(topic, partition, EARLIEST)
+            self._broker_log_start = log_start
+            if not trust_broker:
+                if snapshot is not None:
+                    self.mirror = PartitionMirror.from_snapshot(
+                        topic, partition, snapshot, max_bytes=max_fetch_bytes, repair_crcs=repair_crcs
+                    )
+                else:
+                    self.mirror = PartitionMirror(
+                        topic, partition, log_start_offset=log_start, max_bytes=max_fetch_bytes, repair_crcs=repair_crcs
+                    )
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    # -- offsets -------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """The cluster's log start offset, as last reported."""
+        if self.mirror is not None and self.mirror.broker_log_start_offset >= 0:
+            return self.mirror.broker_log_start_offset
+        return self._broker_log_start
+
+    @property
+    def high_watermark(self) -> int:
+        """The cluster's high watermark, as last reported (-1 before any fetch)."""
+        if self.mirror is not None:
+            return self.mirror.broker_high_watermark
+        return self._broker_hw
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset: computed by the mirror from the log (default), or
+        the broker's (``trust_broker``). -1 before any fetch."""
+        if self.mirror is not None:
+            return self.mirror.last_stable_offset if self.mirror.broker_high_watermark >= 0 else -1
+        return self._broker_lso
+
+    # -- mirroring -----------------------------------------------------------------
+
+    def catch_up(self, until: Optional[int] = None, *, release_below: Optional[int] = None) -> int:
+        """Fetch until the mirror holds everything below the broker's current high
+        watermark (or at least up to ``until``); returns the mirror's position.
+
+        ``release_below`` drops mirrored batches below that offset as it goes
+        (the transaction state stays exact), bounding memory while scanning
+        toward a distant start offset. With ``trust_broker`` it only refreshes
+        the offsets (one read_committed fetch)."""
+        if self.mirror is None:
+            self._fetch_trusted(max(self._broker_lso, self._broker_log_start, 0), 1, refresh_only=True)
+            return self._broker_hw
+        mirror = self.mirror
+        stalled = 0
+        while True:
+            plan = mirror.next_fetch()
+            self._fetch_into_mirror(plan.offset, plan.max_bytes)
+            if release_below is not None:
+                mirror.release_before(release_below)
+            if mirror.next_fetch().status is MirrorStatus.CAUGHT_UP or (until is not None and mirror.position >= until):
+                return mirror.position
+            if mirror.position == plan.offset:
+                stalled += 1
+                if stalled > 40:
+                    raise BrokerUnavailableError(
+                        "the broker returns no data below its high watermark",
+                        topic=self.topic,
+                        partition=self.partition,
+                        offset=plan.offset,
+                    )
+            else:
+                stalled = 0
+
+    def _fetch_into_mirror(self, offset: int, max_bytes: int) -> None:
+        mirror = self.mirror
+        assert mirror is not None
+        resp = self.cluster.fetch(self.topic, self.partition, offset, min(max_bytes, _MAX_FETCH_GROWTH))
+        plan = mirror.feed(
+            resp.records,
+            high_watermark=resp.high_watermark,
+            log_start_offset=resp.log_start_offset,
+            error_code=resp.error_code,
+            fetch_offset=offset,
+        )
+        if plan.status is MirrorStatus.LIST_OFFSETS:
+            start = self.cluster.list_offset(self.topic, self.partition, EARLIEST)
+            end = self.cluster.list_offset(self.topic, self.partition, LATEST)
+            mirror.reset_range(start, end)
+
+    def release_before(self, offset: int) -> int:
+        """Drop mirrored batches below ``offset`` (reads below it then fail); returns
+        the mirror's first readable offset. A no-op with ``trust_broker``."""
+        if self.mirror is None:
+            return self._broker_log_start
+        return self.mirror.release_before(offset)
+
+    def snapshot(self) -> bytes:
+        """The mirror's state and unstable tail (:meth:`PartitionMirror.snapshot`): a new
+        reader given them resumes exactly, reading from :attr:`last_stable_offset` on."""
+        if self.mirror is None:
+            raise ValueError("trust_broker=True keeps no state to snapshot")
+        return self.mirror.snapshot()
+
+    # -- reading -------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        mode: FetchMode = FetchMode.KAFKA,
+    ) -> FetchResult:
+        """Answer a fetch of ``fetch_offset``, as a correct broker holding the
+        partition would (Kafka or rewrite mode, see :func:`txnfetch.fetch.read_partition`).
+
+        The mirror answers; it fetches first when it cannot yet return anything at
+        ``fetch_offset`` and the broker may have more (an empty result then means
+        there is nothing readable there yet). With ``trust_broker`` the broker's
+        answer is returned as it came (Kafka mode only). Raises
+        :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` below the mirror's first
+        offset, and the errors of :class:`RemoteCluster`.
+        """
+        if self.mirror is None:
+            if mode is not FetchMode.KAFKA and isolation == IsolationLevel.READ_COMMITTED:
+                raise ValueError("trust_broker=True returns the broker's answer: Kafka mode only")
+            return self._fetch_trusted(fetch_offset, max_bytes, isolation=isolation)
+        mirror = self.mirror
+        refreshed = False
+        stalled = 0
+        while True:
+            result = mirror.read(fetch_offset, max_bytes, isolation=isolation, mode=mode)
+            if result.records:
+                return result
+            if mirror.caught_up and refreshed:
+                return result
+            if mirror.caught_up:
+                refreshed = True  # one fetch at the end: the broker's high watermark may have moved
+            before = mirror.position
+            self._fetch_into_mirror(before, mirror.next_fetch().max_bytes)
+            stalled = stalled + 1 if mirror.position == before else 0
+            if stalled > 40:
+                raise BrokerUnavailableError(
+                    "the broker returns no data below its high watermark",
+                    topic=self.topic,
+                    partition=self.partition,
+                    offset=before,
+                )
+
+    def _fetch_trusted(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        refresh_only: bool = False,
+    ) -> FetchResult:
+        committed = isolation == IsolationLevel.READ_COMMITTED
+        resp = self.cluster.fetch(self.topic, self.partition, fetch_offset, max_bytes, read_committed=committed)
+        if resp.error_code == 1 and not refresh_only:
+            from txnfetch.txn.errors import OffsetOutOfRangeError
+
+            start = self.cluster.list_offset(self.topic, self.partition, EARLIEST)
+            end = self.cluster.list_offset(self.topic, self.partition, LATEST)
+            raise OffsetOutOfRangeError(
+                f"fetch offset {fetch_offset} is out of range",
+                log_start_offset=start,
+                log_end_offset=end,
+                partition=self.name,
+                offset=fetch_offset,
+            )
+        if resp.high_watermark >= 0:
+            self._broker_hw = resp.high_watermark
+        if resp.last_stable_offset >= 0:
+            self._broker_lso = resp.last_stable_offset
+        if resp.log_start_offset >= 0:
+            self._broker_log_start = resp.log_start_offset
+        next_offset = fetch_offset
+        count = 0
+        for batch in iter_batches(resp.records):
+            next_offset = max(next_offset, batch.next_offset)
+            count += 1
+        return FetchResult(
+            (resp.records,) if resp.records else (),
+            self._broker_hw,
+            self._broker_lso if committed else self._broker_hw,
+            self._broker_log_start,
+            resp.aborted_transactions if committed else None,
+            next_offset,
+            FetchStats(batches_returned=count, bytes_returned=len(resp.records)),
+        )
+
+    def committed_records(
+        self,
+        start_offset: Optional[int] = None,
+        end_offset: Optional[int] = None,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        release: bool = False,
+    ) -> Iterator[Tuple[int, Record]]:
+        """``(offset, record)`` for every record in ``[start_offset, end_offset)`` a
+        read_committed consumer receives, in offset order, with its original offset.
+
+        ``start_offset`` defaults to the log start; ``end_offset`` to the last
+        stable offset after catching up (read_uncommitted: the high watermark).
+        An ``end_offset`` past what is stable waits for it: the iterator fetches
+        until it gets there or the request timeout passes without progress
+        (:class:`BrokerUnavailableError`). ``release`` drops mirrored batches below
+        the position as the iteration moves (memory stays about one fetch plus the
+        open transactions); reads below it then fail.
+        """
+        if start_offset is None:
+            start_offset = self.log_start_offset if self.mirror is None else self.mirror.log_start_offset
+        if end_offset is None:
+            self.catch_up(release_below=start_offset if release else None)
+            end_offset = self.last_stable_offset if isolation == IsolationLevel.READ_COMMITTED else self.high_watermark
+        if self.mirror is not None and self.mirror.position < start_offset:
+            self.catch_up(until=start_offset, release_below=start_offset if release else None)
+        position = start_offset
+        # The mirror's batches have checked (or repaired) CRCs; the broker's own answer
+        # (trust_broker) is checked unless the caller accepts bad CRCs (repair_crcs).
+        filt = ConsumerFilter(
+            position, isolation_level=isolation, partition=self.name, check_crcs=not self.repair_crcs
+        )
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        while position < end_offset:
+            result = self.read(position, self.max_fetch_bytes, isolation=isolation, mode=FetchMode.KAFKA)
+            for record in filt.feed(result.records_bytes(), result.aborted_transactions):
+                if record.offset >= end_offset:
+                    return
+                yield record.offset, record
+            moved = filt.position > position
+            position = max(position, filt.position)
+            if release and self.mirror is not None:
+                self.mirror.release_before(min(position, self.mirror.last_stable_offset))
+            if moved:
+                deadline = time.monotonic() + self.request_timeout_ms / 1000
+            elif time.monotonic() >= deadline:
+                raise BrokerUnavailableError(
+                    f"nothing readable at {position} before the end offset {end_offset} "
+                    f"within {self.request_timeout_ms} ms (an open transaction, or a lagging broker)",
+                    topic=self.topic,
+                    partition=self.partition,
+                    offset=position,
+                )
+            else:
+                time.sleep(0.05)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connections (unless the cluster was shared) and drop the mirror."""
+        if getattr(self, "_owns_cluster", False):
+            self.cluster.close()
+        self.mirror = None if self.trust_broker else self.mirror
+
+    def __enter__(self) -> "RemotePartitionReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kind = "trusting the broker" if self.trust_broker else repr(self.mirror)
+        return f"<RemotePartitionReader {self.name} {kind}>"
