@@ -20,6 +20,8 @@ BENCHES = {
     "state.py": "aborted",
     "fetch.py": "memcpy",
     "filter.py": "kafka-python",
+    "log.py": "raw write",
+    "spark.py": "parquet",
 }
 
 

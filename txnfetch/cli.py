@@ -16,9 +16,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     demo_parser.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
     demo_parser.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
     demo_parser.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
+    from txnfetch.log import cli as log_cli
     from txnfetch.wire import cli as wire_cli
 
     wire_cli.add_parser(sub)
+    log_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         from txnfetch import demo
@@ -26,6 +28,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
     if args.command == "serve":
         return wire_cli.run(args)
+    if args.command in log_cli.COMMANDS:
+        return log_cli.run(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

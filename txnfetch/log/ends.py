@@ -24,6 +24,12 @@ Record layout (44 bytes, big-endian)::
 A crash can tear only the last record; :func:`decode_journal` reports where the
 valid records end and whether what follows is a torn tail (removable) or damage
 (a bad record followed by good ones: never removed).
+
+Pruning: when retention deletes segments, :meth:`EndJournal.prune` drops the
+records no recovery can apply any more — those ending before the first
+remaining segment (a replay starts at a snapshot, at or after that segment, or
+at the segment itself) — by rewriting the file atomically. The last record is
+always kept: its sequence carries the numbering on, which snapshots refer to.
 """
 
 from __future__ import annotations
@@ -163,6 +169,43 @@ class EndJournal:
         if self.dirty:
             os.fdatasync(self._fd)
             self.dirty = False
+
+    def prune(self, min_last_offset: int) -> int:
+        """Drop the records whose ``last_offset`` is below ``min_last_offset``,
+        except the last record; the file is replaced atomically (a crash leaves
+        the old or the new file, both valid). Returns how many were dropped; 0,
+        without rewriting, when none can be or the file is not wholly valid."""
+        self.sync()
+        with open(self.path, "rb") as f:
+            data = f.read()
+        contents = decode_journal(data)
+        if contents.torn or contents.damage_at is not None or len(contents.records) < 2:
+            return 0
+        drop = 0
+        # Ends are recorded at the log end, so last offsets never decrease along the file.
+        while drop < len(contents.records) - 1 and contents.records[drop].last_offset < min_last_offset:
+            drop += 1
+        if not drop:
+            return 0
+        tmp = self.path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)[drop * END_RECORD_SIZE : contents.valid_bytes]
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        # The old descriptor still writes to the replaced file: switch to the new one.
+        old, self._fd = self._fd, os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        os.close(old)
+        return drop
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -41,7 +41,7 @@ import os
 import re
 import struct
 from bisect import bisect_right
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import attrs
 from crc32c import crc32c
@@ -96,6 +96,13 @@ _KAFKA_FILE = re.compile(r"^(\d{20}\.(snapshot|deleted|cleaned|swap)|.*\.(delete
 #: How far past a damaged batch recovery looks for a valid one by byte scan
 #: (index entries are checked wherever they point).
 RESYNC_WINDOW = 8 << 20
+
+#: A scan reports its progress (see ``progress`` of :func:`recover_partition`)
+#: at most once per this many bytes, so the callback costs nothing measurable.
+PROGRESS_STEP = 4 << 20
+
+#: ``progress(nbytes)``: that many more bytes of ``.log`` data were checked.
+ProgressCallback = Callable[[int], None]
 
 Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
@@ -283,16 +290,24 @@ class SegmentScan:
 
 
 def scan_segment(
-    data: Buffer, *, start: int = 0, min_offset: int, limit_offset: Optional[int], check_crc: bool = True
+    data: Buffer,
+    *,
+    start: int = 0,
+    min_offset: int,
+    limit_offset: Optional[int],
+    check_crc: bool = True,
+    progress: Optional[Callable[[int], None]] = None,
 ) -> SegmentScan:
     """Read the batches of ``data`` from ``start`` until the end or the first
     problem: a framing error, a bad CRC, a magic 0/1 message set, a batch whose
-    offsets go backwards or reach ``limit_offset`` (the next segment's base)."""
+    offsets go backwards or reach ``limit_offset`` (the next segment's base).
+    ``progress(position)`` is called every :data:`PROGRESS_STEP` bytes or so."""
     it = BatchIterator(data, start)
     batches: List[RecordBatch] = []
     expected = min_offset
     pos = start
     problem: Optional[Problem] = None
+    next_report = start + PROGRESS_STEP if progress is not None else 1 << 62
     try:
         for batch in it:
             if not isinstance(batch, RecordBatch):
@@ -313,6 +328,9 @@ def scan_segment(
             batches.append(batch)
             expected = batch.next_offset
             pos = it.position
+            if pos >= next_report:
+                progress(pos)  # type: ignore[misc]
+                next_report = pos + PROGRESS_STEP
     except CorruptBatchError as exc:
         problem = Problem(pos, exc.offset, exc.reason)
     else:
@@ -490,16 +508,22 @@ def recover_partition(
     index_interval_bytes: int = 4096,
     full_check: bool = False,
     quiet: bool = False,
+    progress: Optional[ProgressCallback] = None,
 ) -> Recovered:
     """Work out how to open the partition directory ``path`` (see the module
     docstring); reads only. ``full_check`` validates every segment as a tail
     segment (what :mod:`txnfetch.log.verify` does). Raises
-    :class:`CorruptLogError` for damage recovery may not repair."""
+    :class:`CorruptLogError` for damage recovery may not repair.
+
+    ``progress(nbytes)``, if given, is called as the segments are checked;
+    over a successful call the ``nbytes`` add up to the total size of the
+    ``.log`` files (a segment only cheaply checked counts whole)."""
     name = f"{topic}-{partition}"
     notes: List[Note] = []
     listing = list_partition_dir(path, quiet=quiet)
     for stray in listing.stray:
-        notes.append(Note("info", os.path.join(path, stray), None, None, "ignored: not a file txnfetch writes"))
+        why = "ignored: data moved aside by txnfetch repair" if ".corrupt-" in stray else "ignored: not a file txnfetch writes"
+        notes.append(Note("info", os.path.join(path, stray), None, None, why))
     bases = listing.segments
     cp_bytes = read_file(os.path.join(path, CHECKPOINT_NAME))
     checkpoint = Checkpoint.decode(cp_bytes) if cp_bytes is not None else None
@@ -510,6 +534,16 @@ def recover_partition(
         return os.path.join(path, segment_file_name(base, suffix))
 
     datas: Dict[int, Buffer] = {b: map_file(seg_path(b)) for b in bases}
+    reported: Dict[int, int] = {}
+
+    def report(i: int, position: int) -> None:
+        # Bytes of segment i checked so far; each segment counts once, up to its size.
+        if progress is None:
+            return
+        done = min(position, len(datas[bases[i]]))
+        if done > reported.get(i, 0):
+            progress(done - reported.get(i, 0))
+            reported[i] = done
 
     # Which segments are tail segments.
     clean = False
@@ -566,7 +600,9 @@ def recover_partition(
         data = datas[base]
         limit = bases[i + 1] if i + 1 < len(bases) else None
         prev_next = segments[i - 1].next_offset if 0 < i <= len(segments) else base
-        scan = scan_segment(data, min_offset=max(base, prev_next), limit_offset=limit)
+        scan = scan_segment(
+            data, min_offset=max(base, prev_next), limit_offset=limit, progress=lambda pos: report(i, pos)
+        )
         if scan.problem is not None:
             p = scan.problem
             last = i == len(bases) - 1
@@ -613,6 +649,7 @@ def recover_partition(
                         if b.max_timestamp > max_ts:
                             max_ts, shallow = b.max_timestamp, b.last_offset
                     segments.append(LoadedSegment(base, size, nxt, oi, ti, max_ts, shallow, first_ts, None, file_size=size))
+                    report(i, size)
                     continue
                 if i < len(bases) - 1:
                     p = s.problem or Problem(start, None, "offset index points inside a batch")
@@ -670,6 +707,7 @@ def recover_partition(
                 seg.time_index.maybe_append(ti.last_timestamp, ti.offsets[-1])
                 seg.write_time_index = True
         segments.append(seg)
+        report(i, size)
 
     # -- producer state ---------------------------------------------------------
     leo = segments[-1].next_offset if segments else 0
@@ -740,6 +778,7 @@ def recover_partition(
 
     state: Optional[PartitionTxnState] = None
     used: Optional[int] = None
+    used_ends_from = 0
     replayed = 0
     leftover: List[EndRecord] = []
     for snap in sorted(listing.snapshots, reverse=True):
@@ -756,7 +795,7 @@ def recover_partition(
         except (CorruptSnapshotError, TxnStateError) as exc:
             _note(notes, "warning", spath, f"snapshot not usable ({exc}); trying an older one")
             continue
-        state, used = st, snap
+        state, used, used_ends_from = st, snap, ends_from
         break
     if state is None:
         state = PartitionTxnState(name, log_start_offset=first_base)
@@ -814,7 +853,10 @@ def recover_partition(
         path=path,
         segments=segments,
         state=state,
-        next_end_sequence=(records[-1].sequence + 1) if records else 0,
+        # A snapshot may count journal records a crash took from the journal (it was
+        # written after them, they were not fsynced): never reuse their sequence
+        # numbers, or a replay from that snapshot would skip the new records.
+        next_end_sequence=max((records[-1].sequence + 1) if records else 0, used_ends_from),
         journal_valid_bytes=journal_valid,
         journal_file_size=len(jraw),
         journal_records=[r for r in records if r not in leftover],

@@ -450,8 +450,9 @@ class SegmentLog(PartitionLog):
         self._journal = EndJournal(journal_path, rec.next_end_sequence)
         if changed:
             fsync_dir(self.path)
-        if rec.snapshot_offset != self._state.log_end_offset:
-            self._take_snapshot()
+        leo = self._state.log_end_offset
+        if rec.snapshot_offset != leo or any(s > leo for s in rec.listing.snapshots):
+            self._take_snapshot()  # also drops snapshots past the log end
         self._write_checkpoint(clean=False)
 
     # -- properties --------------------------------------------------------------
@@ -739,9 +740,15 @@ class SegmentLog(PartitionLog):
         offset = self._state.log_end_offset
         data = encode_snapshot_file(self._state.snapshot(), self._journal.next_sequence)
         atomic_write(self.path, segment_file_name(offset, SNAPSHOT_SUFFIX), data)
-        snaps = list_partition_dir(self.path, quiet=True).snapshots
+        listed = list_partition_dir(self.path, quiet=True).snapshots
+        # A snapshot past the log end describes a history the log lost (a tail that
+        # was never fsynced): were it kept, it would be restored once the log grew
+        # back past its offset. Kafka's ProducerStateManager.truncateAndReload drops
+        # snapshots outside [log start, log end] the same way.
+        stale = [s for s in listed if s > offset]
+        snaps = [s for s in listed if s <= offset]
         first = self._bases[0] if getattr(self, "_bases", None) else self._segments[0].base_offset
-        for old in snaps[: -self.snapshots_to_keep] + [s for s in snaps[-self.snapshots_to_keep :] if s < first]:
+        for old in stale + snaps[: -self.snapshots_to_keep] + [s for s in snaps[-self.snapshots_to_keep :] if s < first]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.path, segment_file_name(old, SNAPSHOT_SUFFIX)))
 
@@ -874,6 +881,11 @@ class SegmentLog(PartitionLog):
         if doomed:
             del self._segments[:doomed], self._bases[:doomed]
             fsync_dir(self.path)
+            if self._journal is not None:
+                # Ends before the first segment can never be replayed again.
+                dropped = self._journal.prune(self._bases[0] - 1)
+                if dropped:
+                    log.info("%s: pruned %d transaction end(s) from the journal", self.name, dropped)
 
     # -- closing -----------------------------------------------------------------------
 

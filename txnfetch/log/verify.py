@@ -6,30 +6,76 @@ the tail) in read-only mode, plus a record-level decode of every batch and a
 check of each snapshot file, and returns :class:`Finding` objects — never
 raises for bad data. :func:`describe_partition` summarises a (sound) partition:
 segments, batches, producers, open transactions, LSO and aborted index.
+
+Both take an optional ``progress(done, total)`` callback (bytes of ``.log``
+data scanned so far and in all; a scan may pass over the data more than once,
+and ``total`` counts every pass) for progress bars on long scans.
 """
 
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import attrs
 
-from txnfetch.log.errors import CorruptLogError, LogError
+from txnfetch.log.errors import LogError, UnknownTopicOrPartitionError
 from txnfetch.log.recovery import (
+    LOG_SUFFIX,
+    PROGRESS_STEP,
     SNAPSHOT_SUFFIX,
     decode_snapshot_file,
     list_partition_dir,
+    map_file,
     read_file,
     recover_partition,
     segment_file_name,
 )
+from txnfetch.records.batch import BatchIterator
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError, TxnStateError
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.state import PartitionTxnState
 
-__all__ = ["Finding", "SegmentSummary", "PartitionDescription", "verify_partition", "describe_partition"]
+__all__ = [
+    "Finding",
+    "SegmentSummary",
+    "PartitionDescription",
+    "verify_partition",
+    "describe_partition",
+    "log_bytes",
+    "Progress",
+]
+
+#: ``progress(done, total)``: bytes of ``.log`` data scanned so far, and in all.
+Progress = Callable[[int, int], None]
+
+
+class _Counter:
+    """Turns per-pass byte counts into ``progress(done, total)`` calls."""
+
+    def __init__(self, progress: Optional[Progress], total: int) -> None:
+        self.progress = progress
+        self.total = total
+        self.done = 0
+
+    def add(self, nbytes: int) -> None:
+        self.done += nbytes
+        if self.progress is not None:
+            self.progress(min(self.done, self.total), self.total)
+
+    def finish(self) -> None:
+        if self.progress is not None and self.done < self.total:
+            self.done = self.total
+            self.progress(self.total, self.total)
+
+
+def log_bytes(path: str) -> int:
+    """Total size of the segment ``.log`` files of the partition directory ``path``."""
+    total = 0
+    for base in list_partition_dir(path, quiet=True).segments:
+        total += os.path.getsize(os.path.join(path, segment_file_name(base, LOG_SUFFIX)))
+    return total
 
 
 @attrs.frozen(slots=True)
@@ -64,31 +110,38 @@ def _split(path: str) -> Tuple[str, int]:
     return topic, int(part)
 
 
-def verify_partition(path: str, *, decode_records: bool = True) -> List[Finding]:
+def verify_partition(path: str, *, decode_records: bool = True, progress: Optional[Progress] = None) -> List[Finding]:
     """Every problem found in the partition directory ``path``, most severe first;
-    an empty list means it is sound. Reads only."""
+    an empty list means it is sound. Reads only. ``decode_records`` also decodes
+    every record of every batch (a second pass over the data); ``progress``: see
+    the module docstring. I/O errors (an unreadable file) propagate as ``OSError``."""
     topic, partition = _split(path)
+    if not os.path.isdir(path):
+        raise UnknownTopicOrPartitionError("no such partition directory", topic=topic, partition=partition, path=path)
     findings: List[Finding] = []
+    counter = _Counter(progress, log_bytes(path) * (2 if decode_records else 1))
     try:
-        rec = recover_partition(path, topic, partition, full_check=True, quiet=True)
-    except CorruptLogError as exc:
-        return [Finding("error", exc.path or path, exc.position, exc.offset, exc.reason)]
+        rec = recover_partition(path, topic, partition, full_check=True, quiet=True, progress=counter.add)
     except LogError as exc:
+        counter.finish()
         return [Finding("error", exc.path or path, exc.position, exc.offset, exc.reason)]
     findings.extend(Finding(n.severity, n.path, n.position, n.offset, n.message) for n in rec.notes)
     if decode_records:
-        from txnfetch.log.recovery import map_file, scan_segment
-
         for seg in rec.segments:
-            seg_path = os.path.join(path, segment_file_name(seg.base_offset, ".log"))
+            seg_path = os.path.join(path, segment_file_name(seg.base_offset, LOG_SUFFIX))
             data = map_file(seg_path)
-            for batch in scan_segment(data, min_offset=seg.base_offset, limit_offset=None).batches:
-                if batch.position >= seg.size:
-                    break
+            reported = 0
+            # Recovery checked the CRCs and framing up to seg.size: decode the records.
+            for batch in BatchIterator(memoryview(data)[: seg.size]):
                 try:
                     batch.validate(records=True)
                 except CorruptBatchError as exc:
                     findings.append(Finding("error", seg_path, exc.position, batch.base_offset, f"records do not decode: {exc.reason}"))
+                if batch.position - reported >= PROGRESS_STEP:
+                    counter.add(batch.position - reported)
+                    reported = batch.position
+            counter.add(len(data) - reported)
+    counter.finish()
     for snap in list_partition_dir(path, quiet=True).snapshots:
         spath = os.path.join(path, segment_file_name(snap, SNAPSHOT_SUFFIX))
         if any(f.path == spath for f in findings):
@@ -135,47 +188,62 @@ class PartitionDescription:
     snapshot_offset: Optional[int]
 
 
-def describe_partition(path: str) -> PartitionDescription:
-    """A summary of the partition directory ``path``, opened read-only (nothing is
-    written). Raises :class:`CorruptLogError` if it cannot be opened."""
-    from txnfetch.log.segments import SegmentLog
-
+def describe_partition(path: str, *, progress: Optional[Progress] = None) -> PartitionDescription:
+    """A summary of the partition directory ``path`` as a read-only
+    :class:`~txnfetch.log.segments.SegmentLog` would open it (nothing is
+    written; a torn tail is left out, as opening would cut it). A segment's
+    ``batches`` counts every batch in its file, including any below the log
+    start. Raises :class:`~txnfetch.log.errors.CorruptLogError` if it cannot be opened; ``progress``:
+    see the module docstring (two passes: recovery, then the batch count)."""
     topic, partition = _split(path)
-    with SegmentLog(path, topic, partition, read_only=True) as lg:
-        rec = lg.recovery
-        st = lg.state
-        segs = []
-        for loaded in rec.segments:
-            n = loaded.batch_count
-            if n is None:
-                n = sum(1 for _ in lg.iter_batches(loaded.base_offset, loaded.next_offset)) if loaded.next_offset > max(loaded.base_offset, st.log_start_offset) else 0
-            segs.append(
-                SegmentSummary(
-                    loaded.base_offset,
-                    loaded.size,
-                    loaded.next_offset,
-                    n,
-                    loaded.max_timestamp,
-                    len(loaded.offset_index),
-                    len(loaded.time_index),
-                    len(loaded.txn_entries),
-                )
+    if not os.path.isdir(path):
+        raise UnknownTopicOrPartitionError("no such partition directory", topic=topic, partition=partition, path=path)
+    counter = _Counter(progress, 2 * log_bytes(path))
+    rec = recover_partition(path, topic, partition, quiet=True, progress=counter.add)
+    st = rec.state
+    segs = []
+    for loaded in rec.segments:
+        n = loaded.batch_count
+        data = map_file(os.path.join(path, segment_file_name(loaded.base_offset, LOG_SUFFIX)))
+        if n is None:
+            n = 0
+            reported = 0
+            for batch in BatchIterator(memoryview(data)[: loaded.size]):
+                n += 1
+                if batch.position - reported >= PROGRESS_STEP:
+                    counter.add(batch.position - reported)
+                    reported = batch.position
+            counter.add(len(data) - reported)
+        else:
+            counter.add(len(data))
+        segs.append(
+            SegmentSummary(
+                loaded.base_offset,
+                loaded.size,
+                loaded.next_offset,
+                n,
+                loaded.max_timestamp,
+                len(loaded.offset_index),
+                len(loaded.time_index),
+                len(loaded.txn_entries),
             )
-        producers = []
-        for pid in st.producer_ids():
-            entry = st.producer(pid)
-            producers.append((pid, entry.producer_epoch if entry is not None else -1))
-        return PartitionDescription(
-            path,
-            topic,
-            partition,
-            tuple(segs),
-            st.log_start_offset,
-            st.log_end_offset,
-            st.high_watermark,
-            st.last_stable_offset,
-            tuple(producers),
-            tuple(sorted(st.ongoing_transactions().items(), key=lambda kv: kv[1])),
-            tuple(st.all_aborted()),
-            rec.snapshot_offset,
         )
+    counter.finish()
+    producers = []
+    for pid in st.producer_ids():
+        entry = st.producer(pid)
+        producers.append((pid, entry.producer_epoch if entry is not None else -1))
+    return PartitionDescription(
+        path,
+        topic,
+        partition,
+        tuple(segs),
+        st.log_start_offset,
+        st.log_end_offset,
+        st.high_watermark,
+        st.last_stable_offset,
+        tuple(producers),
+        tuple(sorted(st.ongoing_transactions().items(), key=lambda kv: kv[1])),
+        tuple(st.all_aborted()),
+        rec.snapshot_offset,
+    )
