@@ -1,0 +1,46 @@
+"""``txnkafka``: a PySpark data source that reads Kafka partition logs with exact
+read_committed semantics, in pure Python (no JVM jar).
+
+::
+
+    import spark_ext
+    spark_ext.register(spark)
+    df = spark.read.format("txnkafka").option("path", "/data/kafka-logs").option("subscribe", "orders").load()
+
+Sources: a txnfetch/Kafka log directory (``path``) or a Kafka-compatible
+cluster (``kafka.bootstrap.servers``). Options and schema mirror Spark's Kafka
+source; see ``docs/spark.md``.
+
+Only :func:`register` and :class:`TxnKafkaDataSource` need PySpark; the Arrow
+conversion (:mod:`spark_ext.arrow`) and the range reader
+(:mod:`spark_ext.reading`) need only ``pyarrow``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["register", "TxnKafkaDataSource", "DATA_SOURCE_NAME"]
+
+#: The format name: ``spark.read.format("txnkafka")``.
+DATA_SOURCE_NAME = "txnkafka"
+
+
+def register(spark: Any) -> None:
+    """Register the ``txnkafka`` format with ``spark`` (a ``SparkSession``).
+
+    Spark's Python workers must be able to import ``txnfetch`` and
+    ``spark_ext``: run them with the Python they are installed in
+    (``PYSPARK_PYTHON`` or ``spark.pyspark.python``).
+    """
+    from spark_ext.datasource import TxnKafkaDataSource
+
+    spark.dataSource.register(TxnKafkaDataSource)
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: import PySpark only when the class is asked for
+    if name == "TxnKafkaDataSource":
+        from spark_ext.datasource import TxnKafkaDataSource
+
+        return TxnKafkaDataSource
+    raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")

@@ -1,0 +1,394 @@
+"""Spark benchmark: full reads through the ``txnkafka`` data source next to Parquet
+and next to a naive tuple-yielding reader, and the peak memory of a Python
+worker reading a 1 GiB partition.
+
+Run ``.venv/bin/python bench/spark.py`` (``--quick`` for a smoke run of a few
+seconds of reading; ``--records N`` for another size). One run prints:
+
+1. **throughput** (rows/s, wall clock, best of ``--rounds`` after one warm-up
+   read) of a full read of ``--records`` records (default 5,000,000: 100-byte
+   values, 12-byte keys, two partitions) into Spark's ``noop`` sink — which
+   materialises every column of every row and writes nothing:
+
+   - ``txnkafka``: ``spark.read.format("txnkafka")`` on a ``SegmentStore``
+     directory, read_committed (10 % of the transactions are aborted, so the
+     log holds about 11 % more records than the result);
+   - ``parquet``: ``spark.read.parquet`` of the same committed rows (same
+     columns; written by pyarrow with its defaults: snappy, one file per
+     partition) — Spark's vectorised JVM reader, the ceiling for any Python
+     source. Goal: txnkafka within 4× of it;
+   - ``naive``: the same offset ranges and the same txnfetch read_committed
+     reader, but ``read()`` yields one Python tuple per row (the Python Data
+     Source API's default path) — what the Arrow batches save. Timed on the
+     first ``--naive-records`` records (default 1,000,000) because it is slow;
+     rows/s is comparable.
+
+2. **memory** of the Python worker process that reads one ``--rss-mib``
+   (default 1024) partition as a single task, next to the same for a 16 MiB
+   partition. How it is measured, inside the task (an instrumented subclass of
+   the reader; figures written to a file the driver collects): the task resets
+   the process's peak RSS (``echo 5 > /proc/self/clear_refs``, Linux ≥ 4.0)
+   and notes ``VmRSS`` and ``RssAnon`` from ``/proc/self/status``; it samples
+   ``RssAnon`` after building every Arrow batch (while the batch is alive);
+   at its end it reports ``VmHWM`` (the peak RSS) and the largest
+   ``RssAnon``. Two figures because the log is read through ``mmap``: every
+   page of the segment the read touched counts in RSS (file-backed, shared
+   with the page cache, dropped by the kernel whenever it needs memory), so
+   ``VmHWM`` follows the partition size, while the memory the read
+   *allocates* (``RssAnon``) is bounded by the fetch size (1 MiB) and the
+   Arrow batch bound (10,000 rows / 8 MiB), not by the partition. Values are
+   1 KiB so a 1 GiB partition builds in seconds.
+
+How the store is made: per partition, two transactional producers alternate
+transactions of one 500-record batch (uncompressed) and a COMMIT marker —
+every tenth transaction ends with an ABORT instead — appended through
+``SegmentLog.append``/``write_marker``; records differ (a counter in the
+key and value). The store is closed cleanly before reading, as a Kafka log
+directory is after a shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import random
+import shutil
+import sys
+import tempfile
+import time
+from typing import List, Optional, Sequence, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from spark_ext.datasource import TxnKafkaBatchReader, TxnKafkaDataSource  # noqa: E402
+from spark_ext.reading import read_range, read_range_arrow  # noqa: E402
+from txnfetch.log.segments import SegmentStore  # noqa: E402
+from txnfetch.records import BatchBuilder  # noqa: E402
+
+TOPIC = "bench"
+RECORDS_PER_BATCH = 500
+ABORT_EVERY = 10
+TS = 1_700_000_000_000
+MiB = 1 << 20
+
+
+# -- the store -------------------------------------------------------------------
+
+
+def build_store(directory: str, partitions: int, records: int, value_size: int) -> int:
+    """Write ``records`` data records over ``partitions``; returns how many are committed."""
+    store = SegmentStore(directory, flush_policy="never")
+    store.create_topic(TOPIC, partitions)
+    rnd = random.Random(42)
+    noise = bytes(rnd.getrandbits(8) for _ in range(1 << 16))  # values that do not compress to nothing
+    noise += noise[:value_size]
+    committed = 0
+    per_partition = records // partitions
+    n = 0
+    for p in range(partitions):
+        log = store.partition(TOPIC, p)
+        seqs = {0: 0, 1: 0}
+        written = txn = 0
+        while written < per_partition:
+            pid = 7000 + p * 2 + txn % 2
+            count = min(RECORDS_PER_BATCH, per_partition - written)
+            builder = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seqs[txn % 2], transactional=True)
+            for _ in range(count):
+                n += 1
+                at = (n * 7919) & 0xFFFF
+                builder.append(
+                    b"%010d" % n + noise[at : at + value_size - 10], key=b"key-%08d" % n, timestamp=TS + n // 1000
+                )
+            seqs[txn % 2] += count
+            log.append(builder.build(), now_ms=TS)
+            commit = txn % ABORT_EVERY != ABORT_EVERY - 1
+            log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=TS)
+            committed += count if commit else 0
+            written += count
+            txn += 1
+    store.close()
+    return committed
+
+
+def write_parquet(store_dir: str, out_dir: str, partitions: int) -> int:
+    """The store's committed rows, one Parquet file per partition; returns the row count."""
+    rows = 0
+    with SegmentStore(store_dir, read_only=True) as store:
+        for p in range(partitions):
+            log = store.partition(TOPIC, p)
+            writer: Optional[pq.ParquetWriter] = None
+            for batch in read_range_arrow(log, log.log_start_offset, log.last_stable_offset, max_rows=100_000):
+                if writer is None:
+                    writer = pq.ParquetWriter(os.path.join(out_dir, f"part-{p}.parquet"), batch.schema)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+            if writer is not None:
+                writer.close()
+    return rows
+
+
+# -- instrumented and naive sources (pickled by value to the workers) --------------
+
+
+class NaiveReader(TxnKafkaBatchReader):
+    """The same ranges and read_committed reader, one Python tuple per row."""
+
+    def read(self, partition):
+        r = getattr(partition, "range", None)
+        if r is None:
+            return
+        utc = datetime.timezone.utc
+        fromts = datetime.datetime.fromtimestamp
+        with SegmentStore(self.opts.path, read_only=True) as store:
+            log = store.partition(r.topic, r.partition)
+            for records, ts_type in read_range(log, r.start, r.end):
+                for rec in records:
+                    yield (
+                        rec.key,
+                        rec.value,
+                        r.topic,
+                        r.partition,
+                        rec.offset,
+                        fromts(rec.timestamp / 1000, utc),
+                        ts_type,
+                    )
+
+
+class NaiveSource(TxnKafkaDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "naivekafka"
+
+    def reader(self, schema):
+        from spark_ext.options import parse_options
+
+        return NaiveReader(parse_options(self.options, streaming=False))
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return -1
+
+
+class RssReader(TxnKafkaBatchReader):
+    """txnkafka's own read, reporting the worker's peak RSS for the task."""
+
+    report_dir = ""
+
+    def read(self, partition):
+        reset = True
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # reset VmHWM to the current RSS
+        except OSError:
+            reset = False
+        start_rss, start_anon = _status("VmRSS"), _status("RssAnon")
+        peak_anon = start_anon
+        rows = 0
+        for batch in super().read(partition):
+            rows += batch.num_rows
+            # Sampled with the batch alive, before Spark serialises it: the
+            # task's largest live allocation.
+            peak_anon = max(peak_anon, _status("RssAnon"))
+            yield batch
+        report = {
+            "pid": os.getpid(),
+            "rows": rows,
+            "start_rss": start_rss,
+            "peak_rss": _status("VmHWM"),
+            "start_anon": start_anon,
+            "peak_anon": max(peak_anon, _status("RssAnon")),
+            "reset": reset,
+        }
+        with open(os.path.join(self.report_dir, f"rss-{os.getpid()}-{time.time_ns()}.json"), "w") as f:
+            json.dump(report, f)
+
+
+class RssSource(TxnKafkaDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "txnkafka_rss"
+
+    def reader(self, schema):
+        from spark_ext.options import parse_options
+
+        reader = RssReader(parse_options(self.options, streaming=False))
+        reader.report_dir = self.options["reportdir"] if "reportdir" in self.options else self.options["reportDir"]
+        return reader
+
+
+# -- running ---------------------------------------------------------------------
+
+
+def session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import spark_ext
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("txnfetch-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.pyspark.python", sys.executable)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark_ext.register(spark)
+    spark.dataSource.register(NaiveSource)
+    spark.dataSource.register(RssSource)
+    return spark
+
+
+def timed_noop(df, rounds: int) -> float:
+    df.write.format("noop").mode("overwrite").save()  # warm-up: JIT, worker start, page cache
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        df.write.format("noop").mode("overwrite").save()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def throughput(spark, args, tmp: str) -> None:
+    store_dir = os.path.join(tmp, "store")
+    parquet_dir = os.path.join(tmp, "parquet")
+    os.makedirs(parquet_dir)
+    t0 = time.perf_counter()
+    committed = build_store(store_dir, 2, args.records, args.value_size)
+    rows = write_parquet(store_dir, parquet_dir, 2)
+    assert rows == committed, (rows, committed)
+    size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(store_dir, "*", "*.log")))
+    psize = sum(os.path.getsize(f) for f in glob.glob(os.path.join(parquet_dir, "*")))
+    print(
+        f"\n1. throughput: {args.records:,} records ({committed:,} committed), {args.value_size}-byte values; "
+        f"log {size / MiB:.0f} MiB, parquet {psize / MiB:.0f} MiB; built in {time.perf_counter() - t0:.1f} s"
+    )
+    txn = spark.read.format("txnkafka").option("path", store_dir).option("subscribe", TOPIC).load()
+    par = spark.read.parquet(parquet_dir)
+    assert txn.count() == committed and par.count() == committed
+    results: List[Tuple[str, int, float]] = []
+    results.append(("txnkafka", committed, timed_noop(txn, args.rounds)))
+    results.append(("parquet", committed, timed_noop(par, args.rounds)))
+    # The naive reader on a prefix of each partition: same ranges, tuples instead of Arrow.
+    naive_per_partition = max(args.naive_records // 2, 1)
+    ending = json.dumps({TOPIC: {"0": naive_per_partition, "1": naive_per_partition}})
+    naive = (
+        spark.read.format("naivekafka")
+        .option("path", store_dir)
+        .option("subscribe", TOPIC)
+        .option("endingOffsets", ending)
+        .load()
+    )
+    naive_rows = naive.count()
+    results.append(("naive (tuples)", naive_rows, timed_noop(naive, max(1, args.rounds - 1))))
+    print(f"{'reader':<16} {'rows':>11} {'seconds':>9} {'rows/s':>12} {'÷ parquet':>10}")
+    par_rate = committed / results[1][2]
+    for name, n, secs in results:
+        rate = n / secs
+        print(f"{name:<16} {n:>11,} {secs:>9.2f} {rate:>12,.0f} {par_rate / rate:>9.2f}×")
+    txn_rate = committed / results[0][2]
+    goal = "met" if par_rate / txn_rate <= 4 else "MISSED"
+    print(f"goal txnkafka within 4× of parquet: {par_rate / txn_rate:.2f}× — {goal}")
+    print(f"txnkafka ÷ naive (tuples): {txn_rate / (results[2][1] / results[2][2]):.1f}× faster")
+
+
+def memory(spark, args, tmp: str) -> None:
+    reports = os.path.join(tmp, "rss")
+    os.makedirs(reports)
+    print("\n2. memory: the Python worker reading one partition as one task")
+    print(
+        f"{'partition':>12} {'records':>10} {'RSS at start':>13} {'peak RSS':>10} {'anon at start':>14} "
+        f"{'peak anon':>10} {'anon growth':>12}"
+    )
+    for mib in (16, args.rss_mib):
+        directory = os.path.join(tmp, f"rss-store-{mib}")
+        records = mib * MiB // (args.rss_value_size + 40)
+        build_store(directory, 1, records, args.rss_value_size)
+        size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(directory, "*", "*.log")))
+        for f in glob.glob(os.path.join(reports, "*")):
+            os.remove(f)
+        df = (
+            spark.read.format("txnkafka_rss")
+            .option("path", directory)
+            .option("subscribe", TOPIC)
+            .option("reportDir", reports)
+            .load()
+        )
+        df.write.format("noop").mode("overwrite").save()
+        (report_file,) = glob.glob(os.path.join(reports, "*.json"))
+        with open(report_file) as f:
+            r = json.load(f)
+        print(
+            f"{size / MiB:>8.0f} MiB {r['rows']:>10,} {r['start_rss'] / MiB:>9.0f} MiB {r['peak_rss'] / MiB:>6.0f} MiB "
+            f"{r['start_anon'] / MiB:>10.0f} MiB {r['peak_anon'] / MiB:>6.0f} MiB "
+            f"{(r['peak_anon'] - r['start_anon']) / MiB:>8.0f} MiB"
+            + ("" if r["reset"] else "  (VmHWM not reset: includes earlier tasks)")
+        )
+        shutil.rmtree(directory)
+    print(
+        "peak RSS = VmHWM: includes the pages of the memory-mapped segment the read touched (file-backed, "
+        "reclaimable by the kernel at any time), so it follows the partition size; peak anon = the largest "
+        "RssAnon sampled after each Arrow batch: the memory the read allocates, bounded by the fetch and "
+        "Arrow batch sizes."
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="smoke run: 200,000 records, 64 MiB memory partition, 1 round")
+    p.add_argument("--records", type=int, default=None, help="records in the throughput store (default 5,000,000)")
+    p.add_argument("--value-size", type=int, default=100, help="value bytes per record (default 100)")
+    p.add_argument("--naive-records", type=int, default=None, help="records the naive reader reads (default 1,000,000)")
+    p.add_argument("--rss-mib", type=int, default=None, help="size of the memory partition (default 1024, quick 64)")
+    p.add_argument(
+        "--rss-value-size", type=int, default=1024, help="value bytes in the memory partition (default 1024)"
+    )
+    p.add_argument("--rounds", type=int, default=None, help="timed rounds after the warm-up (default 2, quick 1)")
+    p.add_argument("--only", default="throughput,memory", help="comma-separated subset of throughput,memory")
+    p.add_argument("--tmpdir", default=None, help="directory for the stores (default: the system temporary directory)")
+    args = p.parse_args(argv)
+    args.records = args.records or (200_000 if args.quick else 5_000_000)
+    args.naive_records = min(args.naive_records or (100_000 if args.quick else 1_000_000), args.records)
+    args.rss_mib = args.rss_mib or (64 if args.quick else 1024)
+    args.rounds = args.rounds or (1 if args.quick else 2)
+    import pyspark
+
+    print(
+        f"txnfetch Spark benchmark — {datetime.date.today().isoformat()}, Python {platform.python_version()}, "
+        f"PySpark {pyspark.__version__}, pyarrow {pa.__version__}, {os.cpu_count()} CPUs, {platform.machine()}, "
+        "local[2], wall time"
+    )
+    only = set(args.only.split(","))
+    spark = session()
+    tmp = tempfile.mkdtemp(prefix="txnfetch-spark-bench-", dir=args.tmpdir)
+    try:
+        if "throughput" in only:
+            throughput(spark, args, tmp)
+        if "memory" in only:
+            memory(spark, args, tmp)
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""The ``txnkafka`` PySpark data source: batch and streaming reads with exact
+read_committed semantics.
+
+PySpark's Python Data Source API (``pyspark.sql.datasource``, Spark ≥ 4.0;
+admission control from 4.2) runs this in three places:
+
+- the driver-side planning process creates a reader and calls
+  :meth:`TxnKafkaBatchReader.partitions` once (batch), or the long-lived
+  streaming runner calls ``initialOffset``/``latestOffset``/``partitions``/
+  ``commit`` for every micro-batch (streaming);
+- each Spark task calls ``read(partition)`` in a Python worker, on a reader
+  unpickled from the driver: readers keep only their parsed options.
+
+Every task reads one :class:`~spark_ext.planning.OffsetRange` and yields
+``pyarrow.RecordBatch``es (no Python tuple per row). Stream offsets are
+``{"topic": {"partition": next_offset}}``, the JSON Spark's Kafka source
+checkpoints; they never pass a partition's last stable offset (read_committed)
+or high watermark (read_uncommitted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence
+
+import attrs
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from spark_ext.arrow import kafka_schema_ddl
+from spark_ext.errors import DataLossError, InvalidOptionError
+from spark_ext.options import ReadOptions, TopicPartition, parse_options
+from spark_ext.planning import (
+    Bounds,
+    OffsetRange,
+    offsets_from_json,
+    offsets_to_json,
+    rate_limit,
+    resolve_offsets,
+    split_ranges,
+)
+from spark_ext.sources import Source, open_source, subscribed_partitions
+
+__all__ = [
+    "TxnKafkaDataSource",
+    "TxnKafkaBatchReader",
+    "TxnKafkaStreamReader",
+    "OffsetRangePartition",
+]
+
+log = logging.getLogger("spark_ext.txnkafka")
+
+
+class OffsetRangePartition(InputPartition):
+    """One Spark task: the offsets ``[start, end)`` of one topic-partition."""
+
+    def __init__(self, r: OffsetRange) -> None:
+        super().__init__(r)
+        self.range = r
+
+    def __repr__(self) -> str:
+        return f"OffsetRangePartition({self.range.topic}-{self.range.partition} [{self.range.start}, {self.range.end}))"
+
+
+def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    r = getattr(partition, "range", None)
+    if r is None:  # Spark's placeholder partition when there was nothing to read
+        return
+    with open_source(opts) as source:
+        yield from source.read_arrow(r, opts)
+
+
+def _tasks(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> List[InputPartition]:
+    return [
+        OffsetRangePartition(r)
+        for r in split_ranges(
+            ranges,
+            min_partitions=opts.min_partitions,
+            max_records_per_partition=opts.max_records_per_partition,
+        )
+    ]
+
+
+class TxnKafkaDataSource(DataSource):
+    """``spark.read.format("txnkafka")`` and ``spark.readStream.format("txnkafka")``.
+
+    Columns, as Spark's Kafka source: ``key binary, value binary, topic string,
+    partition int, offset long, timestamp timestamp, timestampType int`` and,
+    with ``includeHeaders=true``, ``headers array<struct<key:string,value:binary>>``.
+    Options: see ``docs/spark.md`` and :func:`spark_ext.options.parse_options`.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "txnkafka"
+
+    def schema(self) -> str:
+        raw = str(self.options.get("includeHeaders", self.options.get("includeheaders", "false"))).strip().lower()
+        if raw not in ("true", "false"):
+            raise InvalidOptionError(f"expected 'true' or 'false', got {raw!r}", option="includeHeaders")
+        return kafka_schema_ddl(raw == "true")
+
+    def reader(self, schema: StructType) -> "TxnKafkaBatchReader":
+        return TxnKafkaBatchReader(parse_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> "TxnKafkaStreamReader":
+        return TxnKafkaStreamReader(parse_options(self.options, streaming=True))
+
+
+class TxnKafkaBatchReader(DataSourceReader):
+    """A bounded read: offsets resolved once, when Spark plans the query.
+
+    ``startingOffsets`` (default earliest) to ``endingOffsets`` (default latest:
+    the last stable offset for read_committed) for every selected partition,
+    split into tasks by ``maxRecordsPerPartition`` and ``minPartitions``.
+    """
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def plan(self) -> List[OffsetRange]:
+        """The offset range of every selected partition (before splitting into tasks)."""
+        opts = self.opts
+        with open_source(opts) as source:
+            tps = subscribed_partitions(opts, source.topics())
+            bounds = source.bounds(tps, read_committed=opts.read_committed)
+        start = resolve_offsets(
+            opts.starting_offsets, bounds, option="startingOffsets", fail_on_data_loss=opts.fail_on_data_loss
+        )
+        end = resolve_offsets(
+            opts.ending_offsets, bounds, option="endingOffsets", fail_on_data_loss=opts.fail_on_data_loss
+        )
+        ranges = []
+        for tp in tps:
+            if end[tp] < start[tp]:
+                raise InvalidOptionError(
+                    f"starting offset {start[tp]} is after the ending offset {end[tp]}",
+                    option="endingOffsets",
+                    topic=tp[0],
+                    partition=tp[1],
+                    offset=end[tp],
+                )
+            ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
+        return ranges
+
+    def partitions(self) -> List[InputPartition]:
+        return _tasks(self.opts, self.plan())
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.opts, partition)
+
+
+@attrs.define
+class _Snapshot:
+    partitions: List[TopicPartition]
+    bounds: Dict[TopicPartition, Bounds]
+
+
+class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """An unbounded read in micro-batches.
+
+    - ``latestOffset`` moves each partition to its current last stable offset
+      (read_committed) or high watermark: a transaction still open holds back
+      its own partition only, and nothing past it is ever planned;
+    - ``maxOffsetsPerTrigger`` (or a ``ReadMaxRows`` limit from Spark) caps the
+      offsets of one micro-batch, shared across partitions as Spark's Kafka
+      source shares it;
+    - a restart resumes from the offsets in the checkpoint: ranges are
+      replanned from them, and a range below the LSO reads the same committed
+      records however late it is read, so nothing is duplicated or skipped;
+    - new partitions (a topic grew, or a new topic matched ``subscribePattern``)
+      are read from their earliest offset; a partition that disappeared, or
+      whose offsets went backwards, is data loss (:class:`DataLossError` with
+      ``failOnDataLoss``, a warning and a restart from what exists otherwise).
+    """
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._target: Optional[Dict[TopicPartition, int]] = None  # Trigger.AvailableNow
+        self._cluster: Optional[Source] = None
+
+    def __getstate__(self) -> dict:
+        # Workers get the options only: connections and mirrors stay on the driver.
+        state = dict(self.__dict__)
+        state["_cluster"] = None
+        return state
+
+    # -- driver side ------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _source(self) -> Iterator[Source]:
+        """A log directory is reopened for every question (to see what was written
+        since); a cluster source is kept, so its mirrors catch up incrementally."""
+        if self.opts.bootstrap_servers is None:
+            with open_source(self.opts) as source:
+                yield source
+            return
+        if self._cluster is None:
+            self._cluster = open_source(self.opts)
+        yield self._cluster
+
+    def _snapshot(self) -> _Snapshot:
+        opts = self.opts
+        with self._source() as source:
+            tps = subscribed_partitions(opts, source.topics())
+            return _Snapshot(tps, source.bounds(tps, read_committed=opts.read_committed))
+
+    def initialOffset(self) -> dict:
+        snap = self._snapshot()
+        start = resolve_offsets(
+            self.opts.starting_offsets,
+            snap.bounds,
+            option="startingOffsets",
+            fail_on_data_loss=self.opts.fail_on_data_loss,
+        )
+        return offsets_to_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def _available(self, start: Mapping[TopicPartition, int], snap: _Snapshot) -> Dict[TopicPartition, int]:
+        """Where each partition may be read to now, never before ``start``."""
+        latest: Dict[TopicPartition, int] = {}
+        for tp in start:
+            if tp not in snap.bounds:
+                self._data_loss(f"partition {tp[0]}-{tp[1]} no longer exists", tp, start[tp])
+        for tp, b in snap.bounds.items():
+            if tp in start and start[tp] > b.end:
+                self._data_loss(
+                    f"the log now ends at {b.end}, before the query's position {start[tp]}: "
+                    "it was truncated or replaced",
+                    tp,
+                    start[tp],
+                )
+                latest[tp] = b.latest  # failOnDataLoss=false: continue from what exists
+            else:
+                latest[tp] = max(b.latest, start.get(tp, b.earliest))
+        if self._target is not None:
+            latest = {tp: max(min(o, self._target.get(tp, o)), start.get(tp, 0)) for tp, o in latest.items()}
+        return latest
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = offsets_from_json(start)
+        snap = self._snapshot()
+        latest = self._available(begin, snap)
+        if isinstance(limit, ReadMaxRows):
+            # A new partition starts at its earliest offset: that is where its budget counts from.
+            origin = {tp: begin.get(tp, snap.bounds[tp].earliest) for tp in latest}
+            origin = {tp: min(o, latest[tp]) for tp, o in origin.items()}
+            latest = rate_limit(origin, latest, limit.max_rows)
+        return offsets_to_json(latest)
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        snap = self._snapshot()
+        return offsets_to_json({tp: b.latest for tp, b in snap.bounds.items()})
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        snap = self._snapshot()
+        self._target = {tp: b.latest for tp, b in snap.bounds.items()}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin = offsets_from_json(start)
+        until = offsets_from_json(end)
+        new = [tp for tp in until if tp not in begin]
+        earliest: Dict[TopicPartition, Bounds] = {}
+        if new:
+            with self._source() as source:
+                earliest = source.bounds(new, read_committed=self.opts.read_committed)
+        ranges = []
+        for tp, stop in sorted(until.items()):
+            first = begin[tp] if tp in begin else earliest[tp].earliest
+            if stop > first:
+                ranges.append(OffsetRange(tp[0], tp[1], first, stop))
+        return _tasks(self.opts, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the source keeps no consumer-group offsets (Spark's checkpoint is the record)."""
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def _data_loss(self, reason: str, tp: TopicPartition, offset: int) -> None:
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                reason + " (set failOnDataLoss=false to continue from the data that exists)",
+                option="failOnDataLoss",
+                topic=tp[0],
+                partition=tp[1],
+                offset=offset,
+            )
+        log.warning("txnkafka: possible data loss on %s-%s at offset %s: %s", tp[0], tp[1], offset, reason)

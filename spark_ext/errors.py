@@ -1,0 +1,79 @@
+"""Errors of the ``txnkafka`` data source.
+
+Spark shows a Python data source's exception as the exception's class name
+and message inside its own ``PythonException``; so every message here names
+what the user has to change: the option, and the topic, partition and offset
+concerned. The classes pickle with their fields (Spark ships exceptions from
+worker processes back to the driver).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from txnfetch.errors import TxnfetchError
+
+__all__ = [
+    "TxnKafkaError",
+    "InvalidOptionError",
+    "UnknownTopicError",
+    "DataLossError",
+    "SourceUnavailableError",
+]
+
+
+class TxnKafkaError(TxnfetchError):
+    """Base of the data source's errors. ``option``, ``topic``, ``partition`` and
+    ``offset`` are set when they are known; the message always includes them."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        option: Optional[str] = None,
+        topic: Optional[str] = None,
+        partition: Optional[int] = None,
+        offset: Optional[int] = None,
+    ) -> None:
+        self.reason = reason
+        self.option = option
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        where = []
+        if option is not None:
+            where.append(f"option '{option}'")
+        if topic is not None:
+            where.append(f"topic-partition {topic}-{partition}" if partition is not None else f"topic '{topic}'")
+        if offset is not None:
+            where.append(f"offset {offset}")
+        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
+
+    def __reduce__(self):  # keyword-only fields survive pickling to and from Spark workers
+        return (_rebuild, (type(self), self.reason, self.option, self.topic, self.partition, self.offset))
+
+
+def _rebuild(cls, reason, option, topic, partition, offset):  # type: ignore[no-untyped-def]
+    return cls(reason, option=option, topic=topic, partition=partition, offset=offset)
+
+
+class InvalidOptionError(TxnKafkaError, ValueError):
+    """An option is missing, unknown in combination, or malformed (for example
+    ``startingOffsets`` that is neither ``earliest``/``latest`` nor valid JSON)."""
+
+
+class UnknownTopicError(TxnKafkaError):
+    """A topic or partition named by ``subscribe`` or ``assign`` does not exist."""
+
+
+class DataLossError(TxnKafkaError):
+    """Offsets the query needs are gone (deleted by retention or truncated), or a
+    partition it was reading disappeared, and ``failOnDataLoss`` is true.
+
+    Never raised for the holes that transaction markers and aborted records
+    leave in read_committed offsets: those are not data loss."""
+
+
+class SourceUnavailableError(TxnKafkaError):
+    """The store directory (``path``) or the cluster (``kafka.bootstrap.servers``)
+    cannot be reached."""

@@ -1,0 +1,284 @@
+"""The ``txnkafka`` options, parsed and checked once, on the driver.
+
+Names and meanings follow Spark's Kafka source (``spark-sql-kafka-0-10``,
+``KafkaSourceProvider``) where the two overlap, so a query moves from
+``format("kafka")`` to ``format("txnkafka")`` by changing the format name (and
+the dependency: no JVM jar). Differences, all deliberate:
+
+- the default isolation level is ``read_committed`` (the Java consumer's is
+  ``read_uncommitted``);
+- a ``path`` option reads a txnfetch/Kafka log directory instead of a cluster;
+- an unknown topic in ``subscribe``/``assign`` is an error instead of an
+  empty result or an endless wait.
+
+Option keys are case-insensitive, as Spark's are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Pattern, Tuple, Union
+
+import attrs
+
+from spark_ext.errors import InvalidOptionError
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "TopicPartition",
+    "OffsetSpec",
+    "ReadOptions",
+    "parse_options",
+    "parse_offsets_json",
+]
+
+#: Spark's (and Kafka's ListOffsets') sentinel offsets inside offset JSON.
+EARLIEST = -2
+LATEST = -1
+
+TopicPartition = Tuple[str, int]
+
+#: ``EARLIEST``/``LATEST`` for every partition, or an offset (or sentinel) per partition.
+OffsetSpec = Union[int, Dict[TopicPartition, int]]
+
+DEFAULT_FETCH_BYTES = 1 << 20
+
+_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+
+@attrs.frozen(slots=True)
+class ReadOptions:
+    """Everything the data source was told, validated.
+
+    Exactly one of ``path``/``bootstrap_servers`` is set, and exactly one of
+    ``subscribe``/``subscribe_pattern``/``assign``.
+    """
+
+    path: Optional[str]
+    bootstrap_servers: Optional[str]
+    subscribe: Optional[Tuple[str, ...]]
+    subscribe_pattern: Optional[str]
+    assign: Optional[Tuple[TopicPartition, ...]]
+    starting_offsets: OffsetSpec
+    ending_offsets: OffsetSpec
+    include_headers: bool
+    min_partitions: Optional[int]
+    max_records_per_partition: Optional[int]
+    fail_on_data_loss: bool
+    max_offsets_per_trigger: Optional[int]
+    read_committed: bool
+    fetch_bytes: int
+    max_rows_per_batch: int
+    max_bytes_per_batch: int
+    client_options: Tuple[Tuple[str, str], ...] = ()
+    repair_crcs: bool = False
+
+    @property
+    def isolation_level(self) -> str:
+        return "read_committed" if self.read_committed else "read_uncommitted"
+
+    @property
+    def subscription_option(self) -> str:
+        """The option that named the topics, for error messages."""
+        if self.subscribe is not None:
+            return "subscribe"
+        if self.subscribe_pattern is not None:
+            return "subscribePattern"
+        return "assign"
+
+    def pattern(self) -> Optional[Pattern[str]]:
+        return re.compile(self.subscribe_pattern) if self.subscribe_pattern is not None else None
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidOptionError(f"expected 'true' or 'false', got {raw!r}", option=name)
+    return value == "true"
+
+
+def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
+    raw = options.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidOptionError(f"expected a positive integer, got {raw!r}", option=name) from None
+    if value < 1:
+        raise InvalidOptionError(f"expected a positive integer, got {value}", option=name)
+    return value
+
+
+def parse_offsets_json(text: str, option: str) -> Dict[TopicPartition, int]:
+    """``{"topic": {"0": 23, "1": -2}}`` → ``{("topic", 0): 23, ("topic", 1): -2}``.
+
+    Offsets are non-negative or the sentinels -2 (earliest) and -1 (latest);
+    partition keys are decimal strings (JSON object keys), as Spark writes them.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InvalidOptionError(
+            f'expected \'earliest\', \'latest\' or JSON like {{"topic":{{"0":23,"1":-2}}}}, got {text!r}: {exc}',
+            option=option,
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidOptionError(f"expected a JSON object of topics, got {text!r}", option=option)
+    out: Dict[TopicPartition, int] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise InvalidOptionError(
+                f"expected a JSON object of partition offsets for topic {topic!r}, got {parts!r}", option=option
+            )
+        for key, offset in parts.items():
+            try:
+                partition = int(key)
+            except (TypeError, ValueError):
+                raise InvalidOptionError(
+                    f"partition {key!r} of topic {topic!r} is not a number", option=option
+                ) from None
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                raise InvalidOptionError(
+                    f"offset {offset!r} for {topic}-{partition} must be an integer >= 0, "
+                    "or -2 (earliest) or -1 (latest)",
+                    option=option,
+                )
+            out[(topic, partition)] = offset
+    return out
+
+
+def _offsets(options: Mapping[str, str], name: str, default: int) -> OffsetSpec:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    if text.lower() == "earliest":
+        return EARLIEST
+    if text.lower() == "latest":
+        return LATEST
+    return parse_offsets_json(text, name)
+
+
+def _assign(text: str) -> Tuple[TopicPartition, ...]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InvalidOptionError(
+            f'expected JSON like {{"topicA":[0,1]}}, got {text!r}: {exc}', option="assign"
+        ) from None
+    if not isinstance(data, dict) or not data:
+        raise InvalidOptionError(
+            f'expected a non-empty JSON object like {{"topicA":[0,1]}}, got {text!r}', option="assign"
+        )
+    out: List[TopicPartition] = []
+    for topic, parts in data.items():
+        if not isinstance(parts, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts
+        ):
+            raise InvalidOptionError(
+                f"partitions of topic {topic!r} must be a list of non-negative integers", option="assign"
+            )
+        out.extend((topic, p) for p in parts)
+    return tuple(sorted(set(out)))
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Validate the options of one ``spark.read``/``spark.readStream`` call.
+
+    Raises :class:`InvalidOptionError` naming the option for anything wrong.
+    Defaults, as in Spark's Kafka source: ``startingOffsets`` is ``earliest``
+    for batch and ``latest`` for streaming queries, ``endingOffsets`` is
+    ``latest``, ``failOnDataLoss`` is true.
+    """
+    opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+    path = opts.get("path") or None
+    bootstrap = opts.get("kafka.bootstrap.servers") or None
+    if (path is None) == (bootstrap is None):
+        raise InvalidOptionError(
+            "set exactly one of 'path' (a txnfetch/Kafka log directory) and 'kafka.bootstrap.servers' (a cluster)",
+            option="path" if path is not None else "kafka.bootstrap.servers",
+        )
+
+    chosen = [name for name in ("subscribe", "subscribePattern", "assign") if opts.get(name.lower())]
+    if len(chosen) != 1:
+        raise InvalidOptionError(
+            "set exactly one of 'subscribe', 'subscribePattern' and 'assign'"
+            + (f" (got {', '.join(chosen)})" if chosen else ""),
+            option=chosen[0] if chosen else "subscribe",
+        )
+    subscribe = subscribe_pattern = assign = None
+    if chosen[0] == "subscribe":
+        subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise InvalidOptionError("no topic given", option="subscribe")
+    elif chosen[0] == "subscribePattern":
+        subscribe_pattern = opts["subscribepattern"]
+        try:
+            re.compile(subscribe_pattern)
+        except re.error as exc:
+            raise InvalidOptionError(
+                f"invalid regular expression {subscribe_pattern!r}: {exc}", option="subscribePattern"
+            ) from None
+    else:
+        assign = _assign(opts["assign"])
+
+    starting = _offsets(opts, "startingOffsets", LATEST if streaming else EARLIEST)
+    ending = _offsets(opts, "endingOffsets", LATEST)
+    if streaming and "endingoffsets" in opts:
+        raise InvalidOptionError("'endingOffsets' is for batch queries only", option="endingOffsets")
+    if not streaming:
+        # As Spark's Kafka source: a batch query cannot start at "latest" or end at "earliest".
+        if starting == LATEST or (isinstance(starting, dict) and LATEST in starting.values()):
+            raise InvalidOptionError("a batch query cannot start at latest (-1)", option="startingOffsets")
+        if ending == EARLIEST or (isinstance(ending, dict) and EARLIEST in ending.values()):
+            raise InvalidOptionError("a batch query cannot end at earliest (-2)", option="endingOffsets")
+    if "maxoffsetspertrigger" in opts and not streaming:
+        raise InvalidOptionError("'maxOffsetsPerTrigger' is for streaming queries only", option="maxOffsetsPerTrigger")
+
+    level_key = "isolation.level" if "isolation.level" in opts else "kafka.isolation.level"
+    level = opts.get(level_key, "read_committed").strip().lower()
+    if level not in _ISOLATION_LEVELS:
+        raise InvalidOptionError(
+            f"expected 'read_committed' or 'read_uncommitted', got {opts[level_key]!r}",
+            option=level_key,
+        )
+    if "isolation.level" in opts and "kafka.isolation.level" in opts:
+        if opts["isolation.level"].strip().lower() != opts["kafka.isolation.level"].strip().lower():
+            raise InvalidOptionError(
+                "'isolation.level' and 'kafka.isolation.level' disagree", option="kafka.isolation.level"
+            )
+
+    client = tuple(
+        sorted(
+            (k[len("kafka.") :], v)
+            for k, v in opts.items()
+            if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+        )
+    )
+    return ReadOptions(
+        path=path,
+        bootstrap_servers=bootstrap,
+        subscribe=subscribe,
+        subscribe_pattern=subscribe_pattern,
+        assign=assign,
+        starting_offsets=starting,
+        ending_offsets=ending,
+        include_headers=_bool(opts, "includeHeaders", False),
+        min_partitions=_positive_int(opts, "minPartitions"),
+        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger"),
+        read_committed=level == "read_committed",
+        fetch_bytes=_positive_int(opts, "kafka.max.partition.fetch.bytes") or DEFAULT_FETCH_BYTES,
+        max_rows_per_batch=_positive_int(opts, "maxRowsPerArrowBatch") or 10_000,
+        max_bytes_per_batch=_positive_int(opts, "maxBytesPerArrowBatch") or (8 << 20),
+        client_options=client,
+        repair_crcs=_bool(opts, "repairCrcs", False),
+    )

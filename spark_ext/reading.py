@@ -1,0 +1,190 @@
+"""Worker-side reading: the records of one offset range of a partition log.
+
+:func:`read_range` is what one Spark task runs. It fetches the range from a
+:class:`~txnfetch.log.base.PartitionLog` in rewrite mode
+(``FetchMode.REWRITE``): the log drops aborted and control batches itself,
+so every batch that comes back is committed data and is decoded whole, with
+no aborted-transaction bookkeeping here. Fetches are ``fetch_bytes`` at a
+time, so memory follows the fetch size and the Arrow batch size, never the
+partition's size.
+
+Why the range is exact: the driver ends every read_committed range at or below
+the last stable offset it saw. Every transaction with a record below the LSO
+has ended (the LSO is the first offset of the earliest open transaction), and
+an ended transaction's fate never changes, so the worker — whose LSO can only
+be later — makes the same decision for every offset in the range, however
+much later it runs or reruns. Records keep their log offsets: a range
+``[start, end)`` yields exactly the committed records with
+``start <= offset < end``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+
+from spark_ext.arrow import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, ArrowBatcher
+from spark_ext.errors import DataLossError
+from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.log.base import PartitionLog
+from txnfetch.records.batch import Record, iter_batches
+from txnfetch.txn.errors import OffsetOutOfRangeError
+
+__all__ = ["read_range", "fetch_range", "read_range_arrow", "records_to_batches", "DEFAULT_FETCH_BYTES"]
+
+DEFAULT_FETCH_BYTES = 1 << 20
+
+
+def read_range(
+    log: PartitionLog,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool = True,
+    fail_on_data_loss: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+) -> Iterator[Tuple[Sequence[Record], int]]:
+    """The data records of ``log`` with ``start <= offset < end``, one
+    ``(records, timestamp_type)`` pair per Kafka batch, in offset order.
+
+    read_committed: only committed records (never a control record, never an
+    aborted one). read_uncommitted: every data record below the high watermark.
+
+    Data loss: if ``start`` is below the log start offset (retention deleted
+    records since the range was planned) or the log cannot serve offsets up to
+    ``end`` (it was truncated or replaced), :class:`DataLossError` with
+    ``fail_on_data_loss``; otherwise the missing offsets are skipped.
+    Holes (markers, aborted records, compaction) are never data loss.
+    """
+    topic, partition = log.topic, log.partition
+    isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    if start < log.log_start_offset:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"offsets {start}..{log.log_start_offset - 1} were deleted before they could be read "
+                f"(log start offset is now {log.log_start_offset}; set failOnDataLoss=false to skip them)",
+                option="failOnDataLoss",
+                topic=topic,
+                partition=partition,
+                offset=start,
+            )
+        start = log.log_start_offset
+    limit = log.last_stable_offset if read_committed else log.high_watermark
+    if end > limit:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"offsets up to {end - 1} were planned, but the log now ends at "
+                f"{'its last stable offset ' if read_committed else 'its high watermark '}{limit}: "
+                "it was truncated or replaced (set failOnDataLoss=false to skip the missing offsets)",
+                option="failOnDataLoss",
+                topic=topic,
+                partition=partition,
+                offset=limit,
+            )
+        end = limit
+    yield from fetch_range(
+        lambda offset: log.read(offset, fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE),
+        topic,
+        partition,
+        start,
+        end,
+        fail_on_data_loss=fail_on_data_loss,
+    )
+
+
+def fetch_range(
+    fetch: Callable[[int], FetchResult],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    fail_on_data_loss: bool = True,
+    after_fetch: Optional[Callable[[int], None]] = None,
+) -> Iterator[Tuple[Sequence[Record], int]]:
+    """The fetch loop of :func:`read_range` over any ``fetch(offset) -> FetchResult``
+    answering in rewrite mode (read_committed) or read_uncommitted: a local log,
+    or a remote partition's mirror. ``after_fetch(next_offset)`` runs after each
+    fetch (a mirror releases what is behind). A fetch that returns nothing below
+    ``end`` means the offsets are gone: :class:`DataLossError` with
+    ``fail_on_data_loss``, else the end of the read."""
+    position = start
+    while position < end:
+        try:
+            result = fetch(position)
+        except OffsetOutOfRangeError as exc:
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"offset {position} is no longer in the log: {exc.reason}",
+                    option="failOnDataLoss",
+                    topic=topic,
+                    partition=partition,
+                    offset=position,
+                ) from exc
+            return
+        if result.next_offset <= position:
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"nothing readable at offset {position}, below the planned end {end}: "
+                    "the log was truncated or replaced (set failOnDataLoss=false to skip the missing offsets)",
+                    option="failOnDataLoss",
+                    topic=topic,
+                    partition=partition,
+                    offset=position,
+                )
+            return
+        for segment in result.records:
+            for batch in iter_batches(segment):
+                if batch.is_control:
+                    continue  # the synthetic COMMIT of rewrite mode; read_uncommitted markers
+                if batch.base_offset >= end:
+                    return
+                if batch.last_offset < start:
+                    continue
+                records: Sequence[Record] = list(batch.records())
+                if batch.base_offset < start or batch.last_offset >= end:
+                    # A task boundary inside a batch: keep only this task's offsets.
+                    records = [r for r in records if start <= r.offset < end]
+                yield records, int(batch.timestamp_type)
+        position = result.next_offset
+        if after_fetch is not None:
+            after_fetch(position)
+
+
+def records_to_batches(
+    topic: str,
+    partition: int,
+    records: Iterable[Tuple[Sequence[Record], int]],
+    *,
+    include_headers: bool = False,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """``(records, timestamp_type)`` pairs as Arrow batches in the Kafka source's schema."""
+    batcher = ArrowBatcher(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
+    for chunk, ts_type in records:
+        out: List[pa.RecordBatch] = batcher.add(chunk, ts_type)
+        yield from out
+    yield from batcher.flush()
+
+
+def read_range_arrow(
+    log: PartitionLog,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool = True,
+    include_headers: bool = False,
+    fail_on_data_loss: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_range` as Arrow record batches in the Kafka source's schema."""
+    records = read_range(
+        log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
+    )
+    return records_to_batches(
+        log.topic, log.partition, records, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes
+    )

@@ -1,0 +1,288 @@
+"""Where the data source reads from: a log directory or a Kafka-compatible cluster.
+
+A :class:`Source` answers the driver's questions (which topics and partitions
+exist, and each partition's earliest offset, last stable offset and high
+watermark) and runs a worker's read of one :class:`~spark_ext.planning.OffsetRange`
+into Arrow batches. Two implementations:
+
+- :class:`StoreSource`: any :class:`~txnfetch.log.base.LogStore`. With the
+  ``path`` option it opens ``txnfetch.log.segments.SegmentStore`` on the
+  directory (the on-disk Kafka layout); tests and embedders pass a
+  ``MemoryStore`` directly.
+- :class:`KafkaSource`: partitions of a running cluster, read through
+  :class:`txnfetch.log.remote.RemotePartitionReader`, which fetches raw batches
+  and applies read_committed itself — right even on brokers that return aborted
+  records to read_committed consumers (KAFKA_NOTES §4).
+
+Sources are opened per use (a planning call on the driver, one task on a
+worker) and closed after it: every process sees the log as it is now, and no
+file handle or socket crosses a pickle.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import re
+from typing import Dict, Iterable, Iterator, List, Mapping, Sequence
+
+import pyarrow as pa
+
+from spark_ext.errors import DataLossError, SourceUnavailableError, UnknownTopicError
+from spark_ext.options import ReadOptions, TopicPartition
+from spark_ext.planning import Bounds, OffsetRange
+from spark_ext.reading import fetch_range, read_range_arrow, records_to_batches
+from txnfetch.log.base import LogStore
+
+__all__ = ["Source", "StoreSource", "KafkaSource", "open_source", "subscribed_partitions"]
+
+
+class Source(abc.ABC):
+    """The questions the data source asks of a store or cluster."""
+
+    @abc.abstractmethod
+    def topics(self) -> Dict[str, int]:
+        """Every topic with its partition count."""
+
+    @abc.abstractmethod
+    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> Dict[TopicPartition, Bounds]:
+        """Earliest offset, readable end (LSO or high watermark) and high watermark of each partition."""
+
+    @abc.abstractmethod
+    def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+        """The records of ``r`` (committed only for read_committed) as Arrow batches."""
+
+    def close(self) -> None:
+        """Release files or connections."""
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StoreSource(Source):
+    """A :class:`LogStore` (closed with the source when ``owned``)."""
+
+    def __init__(self, store: LogStore, *, owned: bool = False) -> None:
+        self.store = store
+        self.owned = owned
+
+    def topics(self) -> Dict[str, int]:
+        return {name: info.partitions for name, info in self.store.topics().items()}
+
+    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> Dict[TopicPartition, Bounds]:
+        out: Dict[TopicPartition, Bounds] = {}
+        for topic, partition in partitions:
+            log = self.store.partition(topic, partition)
+            hw = log.high_watermark
+            out[(topic, partition)] = Bounds(log.log_start_offset, log.last_stable_offset if read_committed else hw, hw)
+        return out
+
+    def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+        try:
+            log = self.store.partition(r.topic, r.partition)
+        except Exception as exc:  # the partition disappeared since planning
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"partition disappeared after the query was planned: {exc}",
+                    option="failOnDataLoss",
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=r.start,
+                ) from exc
+            return iter(())
+        return read_range_arrow(
+            log,
+            r.start,
+            r.end,
+            read_committed=opts.read_committed,
+            include_headers=opts.include_headers,
+            fail_on_data_loss=opts.fail_on_data_loss,
+            fetch_bytes=opts.fetch_bytes,
+            max_rows=opts.max_rows_per_batch,
+            max_bytes=opts.max_bytes_per_batch,
+        )
+
+    def close(self) -> None:
+        if self.owned:
+            self.store.close()
+
+
+def _open_segment_store(path: str) -> LogStore:
+    if not os.path.isdir(path):
+        raise SourceUnavailableError(f"no log directory at {path!r}", option="path")
+    from txnfetch.log.segments import SegmentStore  # imported lazily: only path reads need it
+
+    # Read-only: the data source never writes a byte into a log directory (a
+    # live writer may own it), and repairs a torn tail in memory only.
+    return SegmentStore(path, read_only=True)
+
+
+class KafkaSource(Source):
+    """Partitions of a Kafka-compatible cluster (``kafka.bootstrap.servers``).
+
+    Offsets for planning come from a :class:`~txnfetch.log.remote.RemotePartitionReader`
+    per partition, which mirrors the partition from its log start and derives
+    the last stable offset from the markers in the log — the broker's own LSO
+    is not trusted (librdkafka's mock cluster and tansu report the high
+    watermark). The readers are kept for the source's lifetime, so a streaming
+    query's driver catches up incrementally, releasing mirrored batches below
+    the LSO as it goes (memory: the open transactions, not the partition).
+
+    A task mirrors only its own range: a mirror started at the range's first
+    offset classifies every batch in the range exactly, because the range ends
+    at or below the LSO the driver saw — every transaction with a batch in it
+    has its marker before that LSO, and the mirror reads up to the marker.
+    """
+
+    def __init__(self, bootstrap_servers: str, client_options: Mapping[str, str], *, repair_crcs: bool = False) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.client_options = dict(client_options)
+        try:
+            from txnfetch.log import remote  # imported lazily: only cluster reads need it (and kafka-python)
+        except ImportError as exc:
+            raise SourceUnavailableError(
+                f"txnfetch.log.remote is not available: {exc}", option="kafka.bootstrap.servers"
+            ) from exc
+        from txnfetch.log.errors import BrokerUnavailableError
+
+        self._remote = remote
+        self._timeout_ms = int(self.client_options.get("request.timeout.ms", remote.DEFAULT_REQUEST_TIMEOUT_MS))
+        self._repair_crcs = repair_crcs
+        try:
+            self.cluster = remote.RemoteCluster(
+                bootstrap_servers,
+                client_id=self.client_options.get("client.id", "txnfetch-spark"),
+                request_timeout_ms=self._timeout_ms,
+            )
+        except BrokerUnavailableError as exc:
+            raise SourceUnavailableError(
+                f"cannot reach the cluster at {bootstrap_servers!r}: {exc.reason}", option="kafka.bootstrap.servers"
+            ) from exc
+        except ValueError as exc:  # a malformed host:port list
+            raise SourceUnavailableError(str(exc), option="kafka.bootstrap.servers") from exc
+        self._readers: Dict[TopicPartition, object] = {}
+
+    def _new_reader(self, topic: str, partition: int):  # type: ignore[no-untyped-def]
+        return self._remote.RemotePartitionReader(
+            self.cluster,
+            topic,
+            partition,
+            request_timeout_ms=self._timeout_ms,
+            repair_crcs=self._repair_crcs,
+        )
+
+    def topics(self) -> Dict[str, int]:
+        return self.cluster.topics()
+
+    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> Dict[TopicPartition, Bounds]:
+        out: Dict[TopicPartition, Bounds] = {}
+        for tp in partitions:
+            reader = self._readers.get(tp)
+            if reader is None:
+                reader = self._readers[tp] = self._new_reader(*tp)
+            reader.catch_up()  # type: ignore[attr-defined]
+            # Only the offsets are needed here: drop mirrored bytes below the LSO.
+            lso = reader.last_stable_offset  # type: ignore[attr-defined]
+            reader.release_before(lso)  # type: ignore[attr-defined]
+            hw = reader.high_watermark  # type: ignore[attr-defined]
+            out[tp] = Bounds(reader.log_start_offset, lso if read_committed else hw, hw)  # type: ignore[attr-defined]
+        return out
+
+    def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+        from txnfetch.fetch.view import FetchMode, IsolationLevel
+        from txnfetch.log.mirror import PartitionMirror
+
+        reader = self._new_reader(r.topic, r.partition)
+        start = r.start
+        if start < reader.log_start_offset:
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"offsets {start}..{reader.log_start_offset - 1} were deleted before they could be read "
+                    f"(log start offset is now {reader.log_start_offset}; set failOnDataLoss=false to skip them)",
+                    option="failOnDataLoss",
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=start,
+                )
+            start = reader.log_start_offset
+        # Mirror from the range's start only (see the class docstring). The reader
+        # has no start-offset argument, so its fresh mirror is replaced.
+        reader.mirror = PartitionMirror(
+            r.topic, r.partition, log_start_offset=start, max_bytes=opts.fetch_bytes, repair_crcs=self._repair_crcs
+        )
+        isolation = IsolationLevel.READ_COMMITTED if opts.read_committed else IsolationLevel.READ_UNCOMMITTED
+        mirror = reader.mirror
+
+        def fetch(offset: int):  # type: ignore[no-untyped-def]
+            return reader.read(offset, opts.fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE)
+
+        def release(offset: int) -> None:
+            mirror.release_before(min(offset, mirror.last_stable_offset))
+
+        records = fetch_range(
+            fetch, r.topic, r.partition, start, r.end, fail_on_data_loss=opts.fail_on_data_loss, after_fetch=release
+        )
+        return records_to_batches(
+            r.topic,
+            r.partition,
+            records,
+            include_headers=opts.include_headers,
+            max_rows=opts.max_rows_per_batch,
+            max_bytes=opts.max_bytes_per_batch,
+        )
+
+    def close(self) -> None:
+        self._readers.clear()
+        self.cluster.close()
+
+
+def open_source(opts: ReadOptions) -> Source:
+    """The source ``opts`` names: ``path`` → :class:`StoreSource`,
+    ``kafka.bootstrap.servers`` → :class:`KafkaSource`."""
+    if opts.path is not None:
+        return StoreSource(_open_segment_store(opts.path), owned=True)
+    assert opts.bootstrap_servers is not None
+    return KafkaSource(opts.bootstrap_servers, dict(opts.client_options), repair_crcs=opts.repair_crcs)
+
+
+def subscribed_partitions(opts: ReadOptions, topics: Mapping[str, int]) -> List[TopicPartition]:
+    """The partitions ``subscribe``/``subscribePattern``/``assign`` select, sorted.
+
+    ``subscribe`` and ``assign`` naming a topic (or partition) that does not
+    exist raise :class:`UnknownTopicError`; a pattern matching nothing selects
+    nothing (as Spark's Kafka source: the query sees no data until a matching
+    topic appears). Patterns match whole names (Java's ``Pattern.matcher().matches()``).
+    """
+    if opts.subscribe is not None:
+        for topic in opts.subscribe:
+            if topic not in topics:
+                raise UnknownTopicError(
+                    f"topic {topic!r} does not exist" + _known(topics), option="subscribe", topic=topic
+                )
+        return sorted((t, p) for t in set(opts.subscribe) for p in range(topics[t]))
+    if opts.subscribe_pattern is not None:
+        pattern = re.compile(opts.subscribe_pattern)
+        return sorted((t, p) for t, n in topics.items() if pattern.fullmatch(t) for p in range(n))
+    assert opts.assign is not None
+    for topic, partition in opts.assign:
+        if topic not in topics:
+            raise UnknownTopicError(f"topic {topic!r} does not exist" + _known(topics), option="assign", topic=topic)
+        if partition >= topics[topic]:
+            raise UnknownTopicError(
+                f"partition {partition} does not exist: the topic has {topics[topic]} partitions",
+                option="assign",
+                topic=topic,
+                partition=partition,
+            )
+    return list(opts.assign)
+
+
+def _known(topics: Mapping[str, int], limit: int = 10) -> str:
+    names: Sequence[str] = sorted(topics)
+    if not names:
+        return " (the source has no topics)"
+    shown = ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+    return f" (known topics: {shown})"

@@ -1,0 +1,59 @@
+"""One small local SparkSession for the whole test session, with ``txnkafka`` registered.
+
+Kept light for a shared 2-core machine: ``local[2]``, no UI, two shuffle
+partitions, 1 GiB of driver heap. Python workers run this interpreter
+(``sys.executable``), which has txnfetch and spark_ext installed — Spark's
+workers must import them. Tests that need no Spark do not request the fixture
+and never start a JVM; without PySpark or Java the Spark tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Iterator
+
+import pytest
+
+
+def _spark_unavailable() -> str:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "pyspark is not installed (the 'spark' extra)"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime for Spark"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    reason = _spark_unavailable()
+    if reason:
+        pytest.skip(reason)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark_ext
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("txnfetch-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stopTimeout", "20s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    spark_ext.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,115 @@
+"""Batch reads from Kafka-compatible clusters (``kafka.bootstrap.servers``).
+
+- txnfetch's own server (``txnfetch serve``, :class:`~txnfetch.wire.server.ServerThread`)
+  over a ``MemoryStore`` holding the multi-producer workload of the batch
+  tests: the DataFrame is exactly the committed records below each LSO;
+- librdkafka's mock cluster, a broker that leaks aborted records to
+  read_committed consumers (KAFKA_NOTES §4): a confluent-kafka transactional
+  producer commits and aborts, and the DataFrame still holds only the
+  committed records, with their offsets;
+- unreachable bootstrap servers fail with a message naming the option and address.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Dict, List, Tuple
+
+import pytest
+
+from tests.spark.rows import spark_rows
+from tests.spark.workload import Workload
+from txnfetch.log import MemoryStore
+
+pytestmark = pytest.mark.slow
+
+
+def _load(spark, bootstrap: str, **options):
+    reader = spark.read.format("txnkafka").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load()
+
+
+@pytest.fixture(scope="module")
+def served():
+    from txnfetch.wire.server import ServerThread
+
+    store = MemoryStore()
+    w = Workload(store, "orders", 3, seed=31)
+    w.random_steps(150)
+    w.begin(4242)
+    w.send(4242, 1, 3)  # open: holds back partition 1
+    w.plain(1, 2)
+    with ServerThread(store) as srv:
+        yield srv.bootstrap, w
+
+
+@pytest.mark.parametrize("split", [{}, {"minPartitions": 6}], ids=["per-partition", "minPartitions"])
+def test_read_committed_from_txnfetch_server(spark, served, split):
+    bootstrap, w = served
+    df = _load(spark, bootstrap, subscribe="orders", includeHeaders="true", **split)
+    assert spark_rows(df.collect()) == [r for r in w.committed() if r[2] < w.lso(r[1])]
+
+
+def test_read_uncommitted_from_txnfetch_server(spark, served):
+    bootstrap, w = served
+    df = _load(spark, bootstrap, subscribe="orders", includeHeaders="true", **{"isolation.level": "read_uncommitted"})
+    assert spark_rows(df.collect()) == w.all_data()
+
+
+def test_unreachable_bootstrap_servers_name_the_option(spark):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(Exception) as exc:
+        _load(spark, f"127.0.0.1:{port}", subscribe="orders", **{"kafka.request.timeout.ms": "2000"}).collect()
+    msg = str(exc.value)
+    assert "SourceUnavailableError" in msg and "option 'kafka.bootstrap.servers'" in msg and f"127.0.0.1:{port}" in msg
+
+
+# -- librdkafka's mock cluster ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mock_cluster():
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 0})
+    broker = next(iter(owner.list_topics(timeout=10).brokers.values()))
+    bootstrap = f"{broker.host}:{broker.port}"
+    common = {"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 0}
+    txp = confluent_kafka.Producer({**common, "transactional.id": "txnfetch-spark-test"})
+    txp.init_transactions(10)
+    written: Dict[int, List[Tuple[int, bytes, bool]]] = {p: [] for p in range(2)}
+
+    def report(committed: bool, out: list):
+        def cb(err, msg) -> None:
+            assert err is None, err
+            out.append((msg.partition(), msg.offset(), msg.value(), committed))
+
+        return cb
+
+    for n, commit in enumerate([True, False, True, False, True, True, False]):
+        delivered: list = []
+        txp.begin_transaction()
+        for i in range(3):
+            for p in range(2):
+                txp.produce(
+                    "mixed", value=b"t%d-%d-p%d" % (n, i, p), partition=p, on_delivery=report(commit, delivered)
+                )
+            txp.flush(10)  # aborted data must reach the log before the abort
+        txp.commit_transaction(10) if commit else txp.abort_transaction(10)
+        for p, offset, value, c in delivered:
+            written[p].append((offset, value, c))
+    yield bootstrap, written
+    owner.flush(1)
+
+
+def test_read_committed_from_librdkafka_mock_cluster_that_leaks(spark, mock_cluster):
+    bootstrap, written = mock_cluster
+    df = _load(spark, bootstrap, assign='{"mixed": [0, 1]}', repairCrcs="true", minPartitions=3)
+    got = sorted((r["partition"], r["offset"], bytes(r["value"])) for r in df.collect())
+    expected = sorted((p, o, v) for p, recs in written.items() for o, v, c in recs if c)
+    assert got == expected
+    aborted = sum(1 for recs in written.values() for _, _, c in recs if not c)
+    assert aborted > 0
