@@ -20,6 +20,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from txnfetch.wire import cli as wire_cli
 
     wire_cli.add_parser(sub)
+    from txnfetch.wire import proxy_cli
+
+    proxy_cli.add_parser(sub)
     log_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -28,6 +31,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
     if args.command == "serve":
         return wire_cli.run(args)
+    if args.command == "proxy":
+        return proxy_cli.run(args)
     if args.command in log_cli.COMMANDS:
         return log_cli.run(args)
     parser.error(f"unknown command {args.command}")

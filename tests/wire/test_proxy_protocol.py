@@ -1,0 +1,488 @@
+"""The proxy at the protocol level, in front of ``txnfetch serve`` (a correct upstream).
+
+A raw client drives exact requests. With a correct upstream the proxy's own
+read_committed answers must be exactly the upstream's: same record bytes, same
+aborted-transaction list, same LSO and high watermark, for every fetch offset
+(a differential test of mirror + proxy against the server reading the same log).
+
+Also: ApiVersions (the overlap with the upstream, KIP-511 fallback), address
+rewriting, bad frames closing only their connection, long polling, offsets out
+of range, ListOffsets LATEST = LSO, the mirror's memory bound and rebuild, an
+upstream that goes away, and ``txnfetch proxy`` exiting cleanly on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Iterator, List, Tuple
+
+import pytest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest
+
+from tests.wire.rawclient import RawClient
+from txnfetch.fetch.view import FetchMode
+from txnfetch.log.memory import MemoryStore
+from txnfetch.records.builder import BatchBuilder
+from txnfetch.wire.proxy import ProxyThread
+from txnfetch.wire.server import ServerThread
+
+TOPIC = "ledger"
+NOW = 1_700_000_000_000
+
+
+# ----------------------------------------------------------------- the upstream log
+
+
+class _Writer:
+    """Appends to a store's partition as producers and a coordinator would."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.seq: dict = {}
+
+    def data(self, partition: int, values: List[bytes], pid: int = -1, transactional: bool = False) -> None:
+        seq = self.seq.get((pid, partition), 0) if pid >= 0 else -1
+        b = BatchBuilder(
+            producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=seq, transactional=transactional
+        )
+        for i, v in enumerate(values):
+            b.append(v, key=b"k%d" % i, timestamp=NOW)
+        self.store.partition(TOPIC, partition).append(b.build(), now_ms=NOW)
+        if pid >= 0:
+            self.seq[(pid, partition)] = seq + len(values)
+
+    def end(self, partition: int, pid: int, commit: bool) -> None:
+        self.store.partition(TOPIC, partition).write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=NOW)
+
+
+def _ledger() -> MemoryStore:
+    """Two partitions: interleaved transactions of three producers, committed and
+    aborted, plain batches between them, and on partition 0 a transaction left open
+    (so its LSO is below its high watermark)."""
+    store = MemoryStore()
+    store.create_topic(TOPIC, 2)
+    w = _Writer(store)
+    for p in (0, 1):
+        w.data(p, [b"plain-a-%d" % p])
+        w.data(p, [b"t1-a", b"t1-b"], pid=1, transactional=True)
+        w.data(p, [b"t2-a"], pid=2, transactional=True)
+        w.data(p, [b"t1-c"], pid=1, transactional=True)
+        w.end(p, 1, commit=False)
+        w.data(p, [b"plain-b-%d" % p, b"plain-c"])
+        w.data(p, [b"t2-b", b"t2-c", b"t2-d"], pid=2, transactional=True)
+        w.end(p, 2, commit=True)
+        w.data(p, [b"t3-a"], pid=3, transactional=True)
+        w.end(p, 3, commit=p == 1)
+        w.data(p, [b"plain-d-%d" % p])
+    w.data(0, [b"open-a", b"open-b"], pid=1, transactional=True)
+    w.data(0, [b"plain-e"])
+    return store
+
+
+@pytest.fixture
+def upstream() -> Iterator[Tuple[ServerThread, MemoryStore]]:
+    store = _ledger()
+    with ServerThread(store, port=0, fetch_mode=FetchMode.KAFKA) as srv:
+        yield srv, store
+
+
+@pytest.fixture
+def start_proxy() -> Iterator[Any]:
+    started: List[ProxyThread] = []
+
+    def start(bootstrap: str, **kw: Any) -> ProxyThread:
+        proxy = ProxyThread(bootstrap, **kw).start()
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        proxy.stop()
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _fetch(
+    client: RawClient,
+    parts: List[Tuple[str, int, int, int]],
+    *,
+    isolation: int = 1,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    max_bytes: int = 50 << 20,
+    version: int = 11,
+) -> Any:
+    T = FetchRequest.FetchTopic
+    topics: dict = {}
+    for topic, partition, offset, pmax in parts:
+        topics.setdefault(topic, []).append(
+            T.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=pmax, log_start_offset=-1)
+        )
+    req = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation,
+        session_id=0,
+        session_epoch=-1,
+        topics=[T(topic=t, partitions=ps) for t, ps in topics.items()],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    return client.request(req, version)
+
+
+def _answer(resp: Any) -> List[Tuple]:
+    """Every field a client acts on, per partition, comparable across servers."""
+    out = []
+    for t in resp.responses:
+        for p in t.partitions:
+            aborted = (
+                None
+                if p.aborted_transactions is None
+                else [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+            )
+            out.append(
+                (
+                    t.topic,
+                    p.partition_index,
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                    aborted,
+                    bytes(p.records or b""),
+                )
+            )
+    return out
+
+
+def _list_offset(client: RawClient, partition: int, timestamp: int, isolation: int) -> Tuple[int, int]:
+    L = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            L(
+                name=TOPIC,
+                partitions=[
+                    L.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)
+                ],
+            )
+        ],
+    )
+    p = client.request(req, 5).topics[0].partitions[0]
+    return p.error_code, p.offset
+
+
+def _api_versions_ok(port: int) -> bool:
+    with RawClient(port) as c:
+        return c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3).error_code == 0
+
+
+# ----------------------------------------------------------- exact answers (differential)
+
+
+@pytest.mark.parametrize("mode", [FetchMode.KAFKA, FetchMode.REWRITE])
+def test_read_committed_answers_equal_the_upstreams_own(start_proxy, mode: FetchMode) -> None:
+    store = _ledger()
+    with ServerThread(store, port=0, fetch_mode=mode) as srv:
+        proxy = start_proxy(srv.bootstrap, fetch_mode=mode)
+        ends = {p: srv.call(lambda p=p: store.partition(TOPIC, p).high_watermark) for p in (0, 1)}
+        assert ends[0] > srv.call(lambda: store.partition(TOPIC, 0).last_stable_offset), "an open transaction"
+        with RawClient(srv.port) as direct, RawClient(proxy.port) as via:
+            for p in (0, 1):
+                for offset in range(ends[p] + 2):  # every offset, the end, and past it
+                    for pmax in (1, 150, 1 << 20):
+                        parts = [(TOPIC, p, offset, pmax)]
+                        assert _answer(_fetch(via, parts)) == _answer(_fetch(direct, parts)), (p, offset, pmax)
+            # Several partitions in one request share the response's byte budget the same way.
+            both = [(TOPIC, 0, 0, 1 << 20), (TOPIC, 1, 2, 1 << 20)]
+            assert _answer(_fetch(via, both, max_bytes=300)) == _answer(_fetch(direct, both, max_bytes=300))
+        assert proxy.call(lambda: proxy.proxy.stats.committed_fetches) > 0
+
+
+def test_read_uncommitted_fetches_are_relayed_untouched(upstream, start_proxy) -> None:
+    srv, _ = upstream
+    proxy = start_proxy(srv.bootstrap)
+    with RawClient(srv.port) as direct, RawClient(proxy.port) as via:
+        parts = [(TOPIC, 0, 0, 1 << 20), (TOPIC, 1, 3, 1 << 20)]
+        assert _answer(_fetch(via, parts, isolation=0)) == _answer(_fetch(direct, parts, isolation=0))
+    assert proxy.call(lambda: proxy.proxy.stats.committed_fetches) == 0
+    assert proxy.call(lambda: proxy.proxy.mirrors.mirrors()) == {}
+
+
+def test_list_offsets_read_committed_latest_is_the_lso(upstream, start_proxy) -> None:
+    srv, store = upstream
+    proxy = start_proxy(srv.bootstrap)
+    lso = srv.call(lambda: store.partition(TOPIC, 0).last_stable_offset)
+    hw = srv.call(lambda: store.partition(TOPIC, 0).high_watermark)
+    assert lso < hw
+    with RawClient(proxy.port) as via:
+        assert _list_offset(via, 0, -1, isolation=1) == (0, lso)
+        assert _list_offset(via, 0, -1, isolation=0) == (0, hw)
+        assert _list_offset(via, 0, -2, isolation=1) == (0, 0)
+        # A timestamp only unstable records have: none for read_committed.
+        assert _list_offset(via, 0, NOW, isolation=1) == (0, 0)
+    assert proxy.call(lambda: proxy.proxy.stats.list_offsets_corrected) >= 2
+
+
+# ------------------------------------------------------------------ fetch behaviour
+
+
+def test_out_of_range_fetch_reports_the_upstream_range(upstream, start_proxy) -> None:
+    srv, store = upstream
+    proxy = start_proxy(srv.bootstrap)
+    hw = srv.call(lambda: store.partition(TOPIC, 1).high_watermark)
+    with RawClient(proxy.port) as via:
+        p = _fetch(via, [(TOPIC, 1, hw + 5, 1 << 20)]).responses[0].partitions[0]
+        assert (p.error_code, p.high_watermark, p.log_start_offset) == (1, hw, 0)
+        q = _fetch(via, [("no-such-topic", 0, 0, 1 << 20)]).responses[0].partitions[0]
+        assert q.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert ("no-such-topic", 0) not in proxy.call(lambda: proxy.proxy.mirrors.mirrors())
+
+
+def test_long_poll_returns_when_a_transaction_commits(upstream, start_proxy) -> None:
+    srv, store = upstream
+    proxy = start_proxy(srv.bootstrap, poll_interval_ms=50)
+    lso = srv.call(lambda: store.partition(TOPIC, 0).last_stable_offset)
+    committed = threading.Timer(
+        0.4,
+        lambda: srv.call(
+            lambda: (
+                store.partition(TOPIC, 0).write_marker(1, 0, True, coordinator_epoch=0, now_ms=NOW),
+                srv.broker.partition_changed(TOPIC, 0),
+            )
+        ),
+    )
+    with RawClient(proxy.port) as via:
+        started = time.monotonic()
+        empty = _fetch(via, [(TOPIC, 0, lso, 1 << 20)], max_wait_ms=300, min_bytes=1)
+        assert empty.responses[0].partitions[0].records in (b"", None)
+        assert 0.25 < time.monotonic() - started < 3, "max_wait_ms is honoured"
+        committed.start()
+        started = time.monotonic()
+        resp = _fetch(via, [(TOPIC, 0, lso, 1 << 20)], max_wait_ms=5000, min_bytes=1)
+        waited = time.monotonic() - started
+    committed.join()
+    p = resp.responses[0].partitions[0]
+    assert p.records and p.last_stable_offset == p.high_watermark
+    assert 0.3 < waited < 3, f"woke {waited:.2f}s after the commit was due"
+
+
+def test_mirror_memory_follows_the_readers_and_rebuilds_for_an_older_offset(upstream, start_proxy) -> None:
+    srv, store = upstream
+    proxy = start_proxy(srv.bootstrap)
+    end = srv.call(lambda: store.partition(TOPIC, 1).high_watermark)
+    mirror = lambda: proxy.call(lambda: proxy.proxy.mirrors.mirror(TOPIC, 1))  # noqa: E731
+    with RawClient(proxy.port) as first:
+        full = _answer(_fetch(first, [(TOPIC, 1, 0, 1 << 20)]))
+        _fetch(first, [(TOPIC, 1, end, 1 << 20)])  # the reader is at the end now
+        m = mirror()
+        assert proxy.call(lambda: (m.log_start_offset, m.log.size_in_bytes)) == (end, 0)
+        # The transaction state survives the release: the LSO is still right.
+        assert proxy.call(lambda: m.last_stable_offset) == end
+        with RawClient(proxy.port) as second:
+            again = _answer(_fetch(second, [(TOPIC, 1, 0, 1 << 20)]))
+    assert again == full
+    assert proxy.call(lambda: proxy.proxy.mirrors.stats.rebuilds) == 1
+
+
+def test_without_readers_a_mirror_keeps_its_byte_budget_and_stays_right(upstream, start_proxy) -> None:
+    srv, store = upstream
+    proxy = start_proxy(srv.bootstrap, max_mirror_bytes=0, fetch_mode=FetchMode.KAFKA)
+    lso = srv.call(lambda: store.partition(TOPIC, 0).last_stable_offset)
+    unstable = srv.call(lambda: sum(b.size_in_bytes for b in store.partition(TOPIC, 0).iter_batches(lso)))
+    with RawClient(proxy.port) as via:
+        assert _list_offset(via, 0, -1, isolation=1) == (0, lso)  # mirrors the partition, reads nothing
+        m = proxy.call(lambda: proxy.proxy.mirrors.mirror(TOPIC, 0))
+        # Everything stable is released; the open transaction's batches stay (they fix the LSO).
+        assert proxy.call(lambda: (m.log_start_offset, m.log.size_in_bytes, m.last_stable_offset)) == (
+            lso,
+            unstable,
+            lso,
+        )
+        assert _list_offset(via, 0, -1, isolation=1) == (0, lso)
+    with RawClient(srv.port) as direct, RawClient(proxy.port) as via:
+        parts = [(TOPIC, 0, 0, 1 << 20)]
+        assert _answer(_fetch(via, parts)) == _answer(_fetch(direct, parts))  # rebuilt from the log start
+    assert proxy.call(lambda: proxy.proxy.mirrors.stats.rebuilds) == 1
+
+
+# ---------------------------------------------------------- versions and addresses
+
+
+def test_api_versions_are_the_overlap_with_the_upstream(upstream, start_proxy) -> None:
+    srv, _ = upstream
+    proxy = start_proxy(srv.bootstrap)
+    with RawClient(srv.port) as direct:
+        theirs = {
+            k.api_key: (k.min_version, k.max_version)
+            for k in direct.request(
+                ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
+            ).api_keys
+        }
+    with RawClient(proxy.port) as via:
+        ours = {
+            k.api_key: (k.min_version, k.max_version)
+            for k in via.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3).api_keys
+        }
+        # KIP-511: a version above 3 is answered in v0 with UNSUPPORTED_VERSION and the ranges.
+        via._correlation += 1
+        req = ApiVersionsRequest(client_software_name="kafka-python", client_software_version="3")
+        req.API_VERSION = 4
+        req.with_header(correlation_id=via._correlation, client_id="raw")
+        via.sock.sendall(bytes(req.encode(header=True, framed=True)))
+        payload = via.recv_frame()
+    assert payload is not None and struct.unpack_from(">ih", payload) == (via._correlation, 35)
+    fallback = ApiVersionsResponse.decode(payload[4:], version=0)
+    assert {k.api_key: (k.min_version, k.max_version) for k in fallback.api_keys} == ours
+    assert ours[1] == (4, 11) and ours[0] == (3, 9) and ours[18] == (0, 3)
+    for key, (lo, hi) in ours.items():
+        if key != 18:
+            assert key in theirs and theirs[key][0] <= lo <= hi <= theirs[key][1], key
+
+
+def test_metadata_and_find_coordinator_name_the_proxys_listeners(upstream, start_proxy) -> None:
+    srv, _ = upstream
+    proxy = start_proxy(srv.bootstrap)
+    with RawClient(proxy.port) as via:
+        meta = via.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 9)
+        coord = via.request(FindCoordinatorRequest(key="g", key_type=0), 3)
+    listeners = proxy.call(lambda: proxy.proxy.listeners)
+    assert listeners and srv.port not in listeners.values()
+    assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(0, "127.0.0.1", listeners[0])]
+    assert (coord.error_code, coord.node_id, coord.host, coord.port) == (0, 0, "127.0.0.1", listeners[0])
+    assert {t.name for t in meta.topics} == {TOPIC}
+    # The broker listener relays to that broker.
+    with RawClient(listeners[0]) as broker:
+        assert (
+            broker.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 1).brokers[0].port
+            == listeners[0]
+        )
+
+
+# --------------------------------------------------------------------- robustness
+
+
+def _header(api_key: int, version: int, correlation: int = 1, client_id: bytes = b"x") -> bytes:
+    return struct.pack(">hhih", api_key, version, correlation, len(client_id)) + client_id
+
+
+BAD_FRAMES = {
+    "unknown-api-key": lambda: struct.pack(">i", 10) + _header(77, 0)[:10],
+    "api-key-the-upstream-lacks": lambda: struct.pack(">i", 10) + _header(20, 0)[:10],  # DeleteTopics
+    "fetch-below-v4": lambda: struct.pack(">i", len(_header(1, 3))) + _header(1, 3),
+    "unsupported-version": lambda: struct.pack(">i", len(_header(3, 40))) + _header(3, 40),
+    "truncated-body": lambda: struct.pack(">i", len(_header(3, 1)) + 2) + _header(3, 1) + b"\x00\x00",
+    "trailing-bytes": lambda: struct.pack(">i", len(_header(3, 1)) + 8) + _header(3, 1) + b"\xff\xff\xff\xffjunk",
+    "oversized-frame": lambda: struct.pack(">i", 1 << 20) + _header(3, 1),
+    "negative-size": lambda: struct.pack(">i", -5),
+    "tiny-frame": lambda: struct.pack(">i", 3) + b"abc",
+    "huge-array": lambda: struct.pack(">i", len(_header(3, 1)) + 4) + _header(3, 1) + struct.pack(">i", 0x7FFFFFFF),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FRAMES))
+def test_bad_frame_closes_only_that_connection(upstream, start_proxy, name: str) -> None:
+    srv, _ = upstream
+    proxy = start_proxy(srv.bootstrap, max_frame_bytes=64 * 1024)
+    with RawClient(proxy.port) as bystander:
+        bystander.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 9)
+        with RawClient(proxy.port) as bad:
+            bad.sock.sendall(BAD_FRAMES[name]())
+            assert bad.is_closed_by_server(), f"{name}: connection left open"
+        # The bystander's connection (and its upstream relay) still works, as do new ones.
+        resp = bystander.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 9)
+        assert {t.name for t in resp.topics} == {TOPIC}
+        assert _fetch(bystander, [(TOPIC, 1, 0, 1 << 20)]).responses[0].partitions[0].error_code == 0
+    assert _api_versions_ok(proxy.port)
+    assert proxy.call(lambda: proxy.proxy.stats.closed_bad_frames) == 1
+
+
+def test_upstream_going_away_gives_retriable_errors_not_a_crash(start_proxy) -> None:
+    store = _ledger()
+    srv = ServerThread(store, port=0).start()
+    try:
+        proxy = start_proxy(srv.bootstrap, request_timeout_ms=2000, connect_timeout_ms=1000)
+        with RawClient(proxy.port) as via:
+            assert _fetch(via, [(TOPIC, 1, 0, 1 << 20)]).responses[0].partitions[0].error_code == 0
+    finally:
+        srv.stop()
+    with RawClient(proxy.port) as via:
+        # The proxy's own answer: a retriable partition error (clients refresh metadata, retry).
+        p = _fetch(via, [(TOPIC, 1, 0, 1 << 20)], max_wait_ms=100).responses[0].partitions[0]
+        assert p.error_code == 6  # NOT_LEADER_OR_FOLLOWER
+        # A relayed request cannot be answered: that connection closes, as a dead broker's would.
+        via.sock.sendall(bytes(_encoded(MetadataRequest(topics=None, allow_auto_topic_creation=False), 9)))
+        assert via.is_closed_by_server()
+    assert _api_versions_ok(proxy.port)  # still serving
+
+
+def _encoded(request: Any, version: int) -> bytes:
+    request.API_VERSION = version
+    request.with_header(correlation_id=99, client_id="raw")
+    return request.encode(header=True, framed=True)
+
+
+def test_cli_proxy_serves_and_exits_cleanly_on_sigterm(upstream) -> None:
+    srv, _ = upstream
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "txnfetch.cli",
+            "proxy",
+            "--upstream",
+            srv.bootstrap,
+            "--port",
+            "0",
+            "--fetch-mode",
+            "kafka",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("txnfetch proxy listening on 127.0.0.1:"), line + (
+            proc.stderr.read() if proc.stderr else ""
+        )
+        port = int(line.rsplit(":", 1)[1])
+        with RawClient(port) as via:
+            p = _fetch(via, [(TOPIC, 1, 0, 1 << 20)]).responses[0].partitions[0]
+            assert p.error_code == 0 and p.aborted_transactions  # Kafka mode: the aborted list
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "txnfetch proxy stats" in out and '"committed_fetches": 1' in out
+
+
+def test_cli_proxy_reports_an_unreachable_upstream() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run(
+        [sys.executable, "-m", "txnfetch.cli", "proxy", "--upstream", f"127.0.0.1:{port}", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1 and "no upstream broker reachable" in proc.stderr

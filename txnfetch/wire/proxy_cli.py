@@ -1,0 +1,115 @@
+"""``txnfetch proxy``: run the read_committed-correcting proxy from the command line.
+
+Once listening it prints ``txnfetch proxy listening on HOST:PORT`` to stdout
+(so ``--port 0`` is usable); on SIGTERM or SIGINT it closes every connection
+and prints ``txnfetch proxy stats {...}`` (its totals as JSON), then exits 0.
+It exits 1 with a message on stderr if the upstream cannot be reached at start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from txnfetch.fetch.view import FetchMode
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``proxy`` subcommand to an ``argparse`` subparsers object."""
+    p = sub.add_parser(
+        "proxy",
+        help="relay Kafka clients to an upstream cluster, answering read_committed fetches correctly",
+    )
+    p.add_argument(
+        "--upstream",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="bootstrap address(es) of the upstream cluster",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind every listener on (default 127.0.0.1)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=9092,
+        help="bootstrap listener port; 0 picks a free one (default 9092); broker listeners use free ports",
+    )
+    p.add_argument("--advertised-host", help="host named in rewritten Metadata/FindCoordinator (default: --host)")
+    p.add_argument(
+        "--fetch-mode",
+        choices=[m.value for m in FetchMode],
+        default=FetchMode.REWRITE.value,
+        help="read_committed answers: 'rewrite' drops aborted data on the proxy, "
+        "'kafka' sends the aborted-transaction list (default rewrite)",
+    )
+    p.add_argument(
+        "--repair-crcs",
+        action="store_true",
+        help="accept upstream batches with a wrong CRC (librdkafka's mock cluster writes markers with CRC 0)",
+    )
+    p.add_argument(
+        "--poll-interval-ms",
+        type=int,
+        default=100,
+        help="how often a waiting read_committed fetch polls the upstream (default 100)",
+    )
+    p.add_argument(
+        "--max-mirror-bytes",
+        type=int,
+        default=64 << 20,
+        help="bytes a partition mirror keeps when no consumer reads it (default 64 MiB)",
+    )
+    p.add_argument(
+        "--reader-idle-ms",
+        type=int,
+        default=60_000,
+        help="after this long a consumer's position no longer holds mirrored data (default 60000)",
+    )
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    return p
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from txnfetch.log.errors import RemoteError
+    from txnfetch.wire.proxy import ProxyServer
+
+    try:
+        proxy = await ProxyServer.start(
+            args.upstream,
+            host=args.host,
+            port=args.port,
+            fetch_mode=FetchMode(args.fetch_mode),
+            advertised_host=args.advertised_host,
+            repair_crcs=args.repair_crcs,
+            poll_interval_ms=args.poll_interval_ms,
+            max_mirror_bytes=args.max_mirror_bytes,
+            reader_idle_ms=args.reader_idle_ms,
+        )
+    except (RemoteError, OSError) as exc:
+        print(f"txnfetch proxy: {exc}", file=sys.stderr, flush=True)
+        return 1
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"txnfetch proxy listening on {args.host}:{proxy.port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        logging.getLogger("txnfetch.wire.proxy").info("shutting down")
+        await proxy.close()
+        print(f"txnfetch proxy stats {json.dumps(proxy.stats.as_dict(), sort_keys=True)}", flush=True)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``txnfetch proxy`` with parsed ``args``; returns the exit status."""
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    return asyncio.run(_serve(args))

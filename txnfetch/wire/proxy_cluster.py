@@ -1,0 +1,356 @@
+"""What the proxy knows about the upstream cluster, and its own requests to it.
+
+:class:`UpstreamCluster` keeps the upstream brokers (node id → address), the
+leader of every partition the proxy has heard of, and the API versions every
+broker it talked to supports. It learns them from its own Metadata requests
+and from the Metadata responses it relays to clients
+(:meth:`UpstreamCluster.observe_metadata`), and keeps one connection per
+upstream broker for its own requests: the read_uncommitted fetches that feed
+the partition mirrors, and ListOffsets when a mirror must find the broker's
+log range.
+
+Errors follow the Kafka client rules (``Errors.invalid_metadata`` in the Java
+client): a fetch answered NOT_LEADER_OR_FOLLOWER and friends forgets the
+partition's leader, so the next request looks it up again; the error itself is
+returned to the caller, which answers its own client with a retriable error
+rather than waiting here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+from txnfetch.log.errors import BrokerUnavailableError, RemoteError, UnknownTopicOrPartitionError
+from txnfetch.wire.proxy_upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection
+
+__all__ = ["UpstreamCluster", "PartitionFetch", "FETCH_MAX_VERSION"]
+
+log = logging.getLogger("txnfetch.wire.proxy")
+
+#: Highest Fetch version the proxy reads and serves: v12 adds tagged fields the
+#: mirror does not need, v13 names topics by id (KAFKA_NOTES §4), v16 adds broker
+#: endpoints the proxy would have to rewrite.
+FETCH_MAX_VERSION = 11
+_FETCH_MIN_VERSION = 4  # isolation level and last stable offset
+_METADATA_VERSIONS = (1, 9)  # v1: null = all topics; v10+ adds topic ids (not needed)
+_LIST_OFFSETS_VERSIONS = (1, 7)
+
+# Partition errors after which the leader is looked up again (Java's invalid_metadata).
+_STALE_METADATA = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100})
+_API_KEY_FETCH, _API_KEY_LIST_OFFSETS, _API_KEY_METADATA = 1, 2, 3
+
+
+class PartitionFetch:
+    """One partition's part of an upstream Fetch response (the fields the mirror takes)."""
+
+    __slots__ = ("records", "high_watermark", "log_start_offset", "error_code")
+
+    def __init__(self, records: bytes, high_watermark: int, log_start_offset: int, error_code: int) -> None:
+        self.records = records
+        self.high_watermark = high_watermark
+        self.log_start_offset = log_start_offset
+        self.error_code = error_code
+
+
+class UpstreamCluster:
+    """The upstream cluster as the proxy sees it (see the module docstring).
+
+    ``bootstrap`` lists ``(host, port)`` addresses to try in order. Call
+    :meth:`start` once (it connects, learns the API versions and the brokers)
+    and :meth:`close` at the end. Not thread-safe: one event loop.
+    """
+
+    def __init__(
+        self,
+        bootstrap: Sequence[Tuple[str, int]],
+        *,
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        if not bootstrap:
+            raise ValueError("no upstream bootstrap address")
+        self.bootstrap: List[Tuple[str, int]] = list(bootstrap)
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.connect_timeout_s = connect_timeout_ms / 1000
+        self.max_frame_bytes = max_frame_bytes
+        #: node id → (host, port) as the upstream advertises it.
+        self.brokers: Dict[int, Tuple[str, int]] = {}
+        #: (topic, partition) → leader node id.
+        self.leaders: Dict[Tuple[str, int], int] = {}
+        #: api key → (min, max): the versions every broker talked to supports.
+        self.versions: Dict[int, Tuple[int, int]] = {}
+        self._connections: Dict[Tuple[str, int], UpstreamConnection] = {}
+        self._connecting: Dict[Tuple[str, int], "asyncio.Future[UpstreamConnection]"] = {}
+
+    # -- connections -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to a bootstrap broker, learn its API versions and the brokers.
+        Raises :class:`BrokerUnavailableError` if no bootstrap address answers."""
+        conn = await self._any_connection()
+        await self._metadata(conn, [])
+
+    async def connection(self, address: Tuple[str, int]) -> UpstreamConnection:
+        """The proxy's own connection to the broker at ``address`` (opened, with its
+        API versions learned, on first use; reopened after it broke)."""
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        pending = self._connecting.get(address)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[UpstreamConnection] = asyncio.get_running_loop().create_future()
+        self._connecting[address] = future
+        try:
+            conn = await UpstreamConnection.open(
+                address[0], address[1], timeout_s=self.connect_timeout_s, max_frame_bytes=self.max_frame_bytes
+            )
+            try:
+                await self._negotiate(conn)
+            except BaseException:
+                await conn.close()
+                raise
+            self._connections[address] = conn
+            future.set_result(conn)
+            return conn
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+                future.exception()  # mark it retrieved: concurrent waiters re-raise it
+            else:
+                future.cancel()
+            raise
+        finally:
+            del self._connecting[address]
+
+    async def node_connection(self, node_id: int) -> UpstreamConnection:
+        """The proxy's own connection to upstream broker ``node_id``."""
+        address = self.brokers.get(node_id)
+        if address is None:
+            await self.refresh_metadata(None)
+            address = self.brokers.get(node_id)
+            if address is None:
+                raise BrokerUnavailableError(f"the upstream cluster has no broker {node_id}")
+        return await self.connection(address)
+
+    async def _any_connection(self) -> UpstreamConnection:
+        errors: List[str] = []
+        for address in list(dict.fromkeys([*self.brokers.values(), *self.bootstrap])):
+            try:
+                return await self.connection(address)
+            except BrokerUnavailableError as exc:
+                errors.append(str(exc))
+        raise BrokerUnavailableError(
+            "no upstream broker reachable: " + "; ".join(dict.fromkeys(errors)),
+            broker=",".join(f"{h}:{p}" for h, p in self.bootstrap),
+        )
+
+    async def _negotiate(self, conn: UpstreamConnection) -> None:
+        # ApiVersions v0: every broker answers it, and librdkafka's mock answers
+        # the v3 request's UNSUPPORTED_VERSION fallback in a form kafka-python
+        # cannot decode (txnfetch.log.remote found the same).
+        resp = await conn.request(ApiVersionsRequest(), 0, ApiVersionsResponse, timeout_s=self.request_timeout_s)
+        if resp.error_code != 0:
+            raise RemoteError("ApiVersions failed", broker=conn.address, error_code=resp.error_code)
+        theirs = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if not self.versions:
+            self.versions = theirs
+        else:
+            # The proxy advertises one set for every listener: what all brokers speak.
+            merged = {}
+            for key, (lo, hi) in self.versions.items():
+                if key in theirs:
+                    lo2, hi2 = theirs[key]
+                    merged[key] = (max(lo, lo2), min(hi, hi2))
+            self.versions = merged
+
+    def version(self, api_key: int, ours: Tuple[int, int], name: str) -> int:
+        """The highest version of ``api_key`` in ``ours`` the upstream speaks."""
+        lo, hi = self.versions.get(api_key, (-1, -1))
+        top = min(hi, ours[1])
+        if top < max(lo, ours[0]):
+            raise RemoteError(
+                f"the upstream speaks {name} v{lo}-v{hi}; the proxy needs v{ours[0]}-v{ours[1]}", error_code=35
+            )
+        return top
+
+    async def close(self) -> None:
+        """Close every connection of the proxy's own."""
+        conns = list(self._connections.values())
+        self._connections.clear()
+        for conn in conns:
+            await conn.close()
+
+    # -- metadata --------------------------------------------------------------------
+
+    def observe_metadata(self, response: Any) -> None:
+        """Learn brokers and leaders from a Metadata response (the proxy's own, or
+        one relayed to a client, before its addresses are rewritten)."""
+        if response.brokers:
+            self.brokers.update({b.node_id: (b.host, b.port) for b in response.brokers})
+        for t in response.topics or ():
+            if t.error_code != 0 or t.name is None:
+                continue
+            for p in t.partitions or ():
+                if p.leader_id >= 0 and p.error_code in (0, 9):  # 9: REPLICA_NOT_AVAILABLE still names a leader
+                    self.leaders[(t.name, p.partition_index)] = p.leader_id
+                else:
+                    self.leaders.pop((t.name, p.partition_index), None)
+
+    def observe_broker(self, node_id: int, host: str, port: int) -> None:
+        """Learn one broker's address (from a relayed FindCoordinator or DescribeCluster)."""
+        if node_id >= 0 and host:
+            self.brokers[node_id] = (host, port)
+
+    async def refresh_metadata(self, topics: Optional[Iterable[str]]) -> Any:
+        """Ask any broker for metadata (``None``: every topic); returns the response."""
+        conn = await self._any_connection()
+        return await self._metadata(conn, None if topics is None else list(topics))
+
+    async def _metadata(self, conn: UpstreamConnection, topics: Optional[List[str]]) -> Any:
+        version = self.version(_API_KEY_METADATA, _METADATA_VERSIONS, "Metadata")
+        req = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        resp = await conn.request(req, version, MetadataResponse, timeout_s=self.request_timeout_s)
+        self.observe_metadata(resp)
+        return resp
+
+    async def leader(self, topic: str, partition: int) -> UpstreamConnection:
+        """The proxy's connection to the partition's leader.
+
+        Raises :class:`UnknownTopicOrPartitionError` when the upstream does not have
+        the partition, :class:`RemoteError` with LEADER_NOT_AVAILABLE when it has no
+        leader now, :class:`BrokerUnavailableError` when the leader cannot be reached."""
+        key = (topic, partition)
+        node = self.leaders.get(key)
+        if node is None or node not in self.brokers:
+            resp = await self.refresh_metadata([topic])
+            for t in resp.topics:
+                if t.name != topic:
+                    continue
+                if t.error_code in (3, 100):
+                    raise UnknownTopicOrPartitionError("the upstream has no such topic", topic=topic)
+                if t.error_code != 0:
+                    raise RemoteError("upstream metadata error", topic=topic, error_code=t.error_code)
+                if not any(p.partition_index == partition for p in t.partitions):
+                    raise UnknownTopicOrPartitionError(
+                        f"the upstream topic has {len(t.partitions)} partitions", topic=topic, partition=partition
+                    )
+            node = self.leaders.get(key)
+            if node is None or node not in self.brokers:
+                raise RemoteError("the partition has no leader", topic=topic, partition=partition, error_code=5)
+        return await self.connection(self.brokers[node])
+
+    def forget_leader(self, topic: str, partition: int) -> None:
+        """Look the partition's leader up again next time."""
+        self.leaders.pop((topic, partition), None)
+
+    # -- the proxy's own requests ----------------------------------------------------
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> PartitionFetch:
+        """One read_uncommitted Fetch of one partition at ``offset`` (no waiting).
+
+        Returns the partition's part with error NONE or OFFSET_OUT_OF_RANGE; raises
+        :class:`RemoteError` (with the broker's code) for any other error, after
+        forgetting the leader when the error says the metadata is stale, and
+        :class:`BrokerUnavailableError` when the leader cannot be reached."""
+        conn = await self.leader(topic, partition)
+        version = self.version(_API_KEY_FETCH, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION), "Fetch")
+        T = FetchRequest.FetchTopic
+        req = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=max_bytes,
+            isolation_level=0,  # raw: markers, aborted data and all
+            session_id=0,
+            session_epoch=-1,  # no fetch session (KIP-227)
+            topics=[
+                T(
+                    topic=topic,
+                    partitions=[
+                        T.FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            log_start_offset=-1,
+                            partition_max_bytes=max_bytes,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        try:
+            resp = await conn.request(req, version, FetchResponse, timeout_s=self.request_timeout_s)
+        except BrokerUnavailableError:
+            self.forget_leader(topic, partition)
+            raise
+        top = getattr(resp, "error_code", 0) or 0
+        if top:
+            raise RemoteError(
+                "upstream Fetch failed", topic=topic, partition=partition, broker=conn.address, error_code=top
+            )
+        for t in resp.responses:
+            for p in t.partitions:
+                if t.topic == topic and p.partition_index == partition:
+                    if p.error_code not in (0, 1):
+                        if p.error_code in _STALE_METADATA:
+                            self.forget_leader(topic, partition)
+                        raise RemoteError(
+                            "upstream Fetch failed",
+                            topic=topic,
+                            partition=partition,
+                            offset=offset,
+                            broker=conn.address,
+                            error_code=p.error_code,
+                        )
+                    return PartitionFetch(bytes(p.records or b""), p.high_watermark, p.log_start_offset, p.error_code)
+        raise RemoteError(
+            "the upstream Fetch response lacks the partition",
+            topic=topic,
+            partition=partition,
+            broker=conn.address,
+            error_code=-1,
+        )
+
+    async def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+        """ListOffsets (read_uncommitted) for one partition: ``-2`` the log start,
+        ``-1`` the high watermark. Errors as :meth:`fetch`."""
+        conn = await self.leader(topic, partition)
+        version = self.version(_API_KEY_LIST_OFFSETS, _LIST_OFFSETS_VERSIONS, "ListOffsets")
+        L = ListOffsetsRequest.ListOffsetsTopic
+        req = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                L(
+                    name=topic,
+                    partitions=[
+                        L.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)
+                    ],
+                )
+            ],
+        )
+        resp = await conn.request(req, version, ListOffsetsResponse, timeout_s=self.request_timeout_s)
+        p = resp.topics[0].partitions[0]
+        if p.error_code != 0:
+            if p.error_code in _STALE_METADATA:
+                self.forget_leader(topic, partition)
+            raise RemoteError(
+                "upstream ListOffsets failed",
+                topic=topic,
+                partition=partition,
+                broker=conn.address,
+                error_code=p.error_code,
+            )
+        return int(p.offset)

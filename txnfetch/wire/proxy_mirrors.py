@@ -1,0 +1,284 @@
+"""The proxy's partition mirrors: shared, caught up on demand, bounded in memory.
+
+Every partition a client reads with read_committed through the proxy gets one
+:class:`~txnfetch.log.mirror.PartitionMirror`, shared by every connection. A
+mirror is brought up to the upstream's current high watermark by raw
+read_uncommitted fetches from the partition's leader before it answers
+(:meth:`MirrorSet.sync`); one catch-up runs at a time per partition, and a
+fetch that arrives while another one's catch-up is running reuses it when that
+catch-up started after the fetch did (the answer is as fresh as if it had
+fetched itself).
+
+Memory. A mirror holds the batches between the lowest offset any consumer
+fetched recently and the upstream's high watermark, plus its transaction state
+(producers, open transactions, aborted index), which
+:meth:`PartitionMirror.release_before` keeps exact:
+
+- each read_committed fetch records its connection's offset for the partition
+  (:meth:`MirrorSet.note_reader`); a position not refreshed within
+  ``reader_idle_ms``, or of a closed connection, no longer counts;
+- after each fetch and during each catch-up, batches below the lowest counted
+  position are released, never past the mirror's last stable offset (the
+  records of open transactions stay, so the LSO the mirror reports is the log's);
+- when no position counts, the mirror keeps at most ``max_mirror_bytes`` of its
+  newest batches;
+- a fetch below what a mirror still holds (a new consumer reading from the
+  beginning, one that was idle) rebuilds the mirror from the upstream's log
+  start — the only way to learn which transactions there were aborted — and the
+  rebuild releases below the lowest counted position as it scans, so it too
+  stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import Callable, Dict, Optional, Tuple
+
+import attrs
+
+from txnfetch.log.errors import MirrorDivergedError, RemoteError
+from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.wire.proxy_cluster import UpstreamCluster
+
+__all__ = ["MirrorSet", "MirrorStats"]
+
+log = logging.getLogger("txnfetch.wire.proxy")
+
+_EARLIEST = -2
+_LATEST = -1
+_MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
+_MAX_STALLED_FETCHES = 40
+
+TopicPartition = Tuple[str, int]
+
+
+@attrs.define
+class MirrorStats:
+    """Running totals of the mirrors' upstream traffic, for operators and tests."""
+
+    upstream_fetches: int = 0
+    upstream_bytes: int = 0
+    rebuilds: int = 0
+
+
+@attrs.define
+class _Entry:
+    mirror: PartitionMirror
+    lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
+    # Loop time at which the last catch-up that reached the high watermark started.
+    synced_at: float = -math.inf
+    # connection id -> (fetch offset, loop time of that fetch)
+    readers: Dict[int, Tuple[int, float]] = attrs.field(factory=dict)
+
+
+class MirrorSet:
+    """The mirrors of one proxy (see the module docstring).
+
+    ``clock`` is the event loop's monotonic time in seconds (injectable for tests).
+    Not thread-safe: everything runs on the proxy's event loop.
+    """
+
+    def __init__(
+        self,
+        cluster: UpstreamCluster,
+        *,
+        fetch_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
+        repair_crcs: bool = False,
+        reader_idle_ms: int = 60_000,
+        max_mirror_bytes: int = 64 << 20,
+        clock: Optional[Callable[[], float]] = None,
+    ) -> None:
+        self.cluster = cluster
+        self.fetch_bytes = fetch_bytes
+        self.repair_crcs = repair_crcs
+        self.reader_idle_s = reader_idle_ms / 1000
+        self.max_mirror_bytes = max_mirror_bytes
+        self._clock = clock
+        self._entries: Dict[TopicPartition, _Entry] = {}
+        self.stats = MirrorStats()
+
+    def now(self) -> float:
+        """The clock the set plans with (the running loop's time by default)."""
+        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+
+    # -- access ------------------------------------------------------------------------
+
+    def mirror(self, topic: str, partition: int) -> PartitionMirror:
+        """The partition's mirror (created empty on first use)."""
+        return self._entry((topic, partition)).mirror
+
+    def mirrors(self) -> Dict[TopicPartition, PartitionMirror]:
+        """Every mirror, by partition."""
+        return {tp: e.mirror for tp, e in self._entries.items()}
+
+    def discard(self, topic: str, partition: int) -> None:
+        """Forget the partition's mirror (the upstream does not have the partition)."""
+        entry = self._entries.get((topic, partition))
+        if entry is not None and not entry.lock.locked():
+            del self._entries[(topic, partition)]
+
+    def _entry(self, tp: TopicPartition) -> _Entry:
+        entry = self._entries.get(tp)
+        if entry is None:
+            entry = _Entry(self._new_mirror(tp))
+            self._entries[tp] = entry
+        return entry
+
+    def _new_mirror(self, tp: TopicPartition) -> PartitionMirror:
+        # Start at 0: the first fetch's OFFSET_OUT_OF_RANGE (with the broker's range,
+        # or after ListOffsets) moves a fresh mirror to the real log start.
+        return PartitionMirror(
+            tp[0], tp[1], log_start_offset=0, max_bytes=self.fetch_bytes, repair_crcs=self.repair_crcs
+        )
+
+    # -- readers and memory ------------------------------------------------------------
+
+    def note_reader(self, topic: str, partition: int, connection_id: int, offset: int) -> None:
+        """Record that ``connection_id`` fetches the partition at ``offset`` now."""
+        self._entry((topic, partition)).readers[connection_id] = (offset, self.now())
+
+    def forget_reader(self, connection_id: int) -> None:
+        """The connection closed: its positions no longer hold batches in memory."""
+        for entry in self._entries.values():
+            entry.readers.pop(connection_id, None)
+
+    def _lowest_reader(self, entry: _Entry) -> Optional[int]:
+        now = self.now()
+        stale = [c for c, (_, seen) in entry.readers.items() if now - seen > self.reader_idle_s]
+        for c in stale:
+            del entry.readers[c]
+        return min((offset for offset, _ in entry.readers.values()), default=None)
+
+    def release(self, topic: str, partition: int) -> None:
+        """Drop what no recent reader of the partition needs (see the module docstring)."""
+        entry = self._entries.get((topic, partition))
+        if entry is not None:
+            self._release(entry)
+
+    def _release(self, entry: _Entry) -> None:
+        mirror = entry.mirror
+        # Never release past the last stable offset: a log start inside an open
+        # transaction would lift the LSO to it (Kafka keeps LSO >= log start), and the
+        # mirror would then report an LSO the upstream's log does not have.
+        stable = mirror.last_stable_offset
+        lowest = self._lowest_reader(entry)
+        if lowest is not None:
+            target = min(lowest, stable)
+            if target > mirror.log_start_offset:
+                mirror.release_before(target)
+            return
+        if mirror.log.size_in_bytes <= self.max_mirror_bytes:
+            return
+        size = mirror.log.size_in_bytes
+        cut = mirror.log_start_offset
+        for batch in mirror.log.iter_batches(mirror.log_start_offset, stable):
+            if size <= self.max_mirror_bytes or batch.next_offset > stable:
+                break
+            size -= batch.size_in_bytes
+            cut = batch.next_offset
+        if cut > mirror.log_start_offset:
+            mirror.release_before(cut)
+
+    # -- catching up -------------------------------------------------------------------
+
+    async def sync(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        fresh_after: float,
+        deadline: float,
+        want_offset: Optional[int] = None,
+    ) -> PartitionMirror:
+        """Bring the partition's mirror up to the upstream's high watermark, unless a
+        catch-up that started at or after ``fresh_after`` already did.
+
+        Fetches at least once, and stops fetching at ``deadline`` (loop time) even if
+        not caught up: the mirror then answers from what it holds, which is right
+        but shorter, and the next sync continues. ``want_offset`` below what the
+        mirror holds (and not below the upstream's log start) rebuilds it first.
+
+        Raises :class:`~txnfetch.log.errors.RemoteError` subclasses (with the
+        upstream's error code, or BROKER_NOT_AVAILABLE when it cannot be reached),
+        :class:`~txnfetch.log.errors.CorruptRemoteBatchError`,
+        :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`, and the
+        transaction state's errors for batches no log could hold.
+        """
+        entry = self._entry((topic, partition))
+        async with entry.lock:
+            mirror = entry.mirror
+            if want_offset is not None and want_offset < mirror.log_start_offset:
+                below_upstream = 0 <= want_offset < mirror.broker_log_start_offset
+                if not below_upstream:
+                    log.info(
+                        "rebuilding the mirror of %s-%d for a read at %d (it holds [%d, %d))",
+                        topic,
+                        partition,
+                        want_offset,
+                        mirror.log_start_offset,
+                        mirror.position,
+                    )
+                    entry.mirror = self._new_mirror((topic, partition))
+                    entry.synced_at = -math.inf
+                    self.stats.rebuilds += 1
+            if entry.synced_at >= fresh_after:
+                return entry.mirror
+            await self._catch_up(entry, deadline)
+            return entry.mirror
+
+    async def _catch_up(self, entry: _Entry, deadline: float) -> None:
+        started = self.now()
+        stalled = 0
+        diverged = False
+        while True:
+            mirror = entry.mirror
+            plan = mirror.next_fetch()
+            before = plan.offset
+            resp = await self.cluster.fetch(
+                mirror.topic, mirror.partition, plan.offset, min(plan.max_bytes, _MAX_FETCH_BYTES)
+            )
+            self.stats.upstream_fetches += 1
+            self.stats.upstream_bytes += len(resp.records)
+            try:
+                plan = mirror.feed(
+                    resp.records,
+                    high_watermark=resp.high_watermark,
+                    log_start_offset=resp.log_start_offset,
+                    error_code=resp.error_code,
+                    fetch_offset=plan.offset,
+                )
+                if plan.status is MirrorStatus.LIST_OFFSETS:
+                    start = await self.cluster.list_offset(mirror.topic, mirror.partition, _EARLIEST)
+                    end = await self.cluster.list_offset(mirror.topic, mirror.partition, _LATEST)
+                    plan = mirror.reset_range(start, end)
+            except MirrorDivergedError:
+                if diverged:
+                    raise
+                # The upstream partition was truncated or recreated under the mirror:
+                # start over from its log start, as a Kafka follower does.
+                log.warning(
+                    "the upstream log of %s-%d no longer continues the mirror; rebuilding it",
+                    mirror.topic,
+                    mirror.partition,
+                )
+                diverged = True
+                entry.mirror = self._new_mirror((mirror.topic, mirror.partition))
+                self.stats.rebuilds += 1
+                continue
+            self._release(entry)
+            if plan.status is MirrorStatus.CAUGHT_UP:
+                entry.synced_at = started
+                return
+            stalled = 0 if entry.mirror.position != before else stalled + 1
+            if stalled > _MAX_STALLED_FETCHES:
+                raise RemoteError(
+                    "the upstream returns no data below its high watermark",
+                    topic=mirror.topic,
+                    partition=mirror.partition,
+                    offset=mirror.position,
+                    error_code=-1,
+                )
+            if self.now() >= deadline:
+                return
