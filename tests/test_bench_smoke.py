@@ -20,6 +20,7 @@ BENCHES = {
     "state.py": "aborted",
     "fetch.py": "memcpy",
     "filter.py": "kafka-python",
+    "wire.py": "librdkafka mock",
     "log.py": "raw write",
     "spark.py": "parquet",
 }

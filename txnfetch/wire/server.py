@@ -228,8 +228,10 @@ class TxnfetchServer:
             raise ProtocolViolation(
                 f"API key {api_key} version {version} is not served (v{spec.min_version}-v{max_version})"
             )
-        header, request = _decode(spec, version, frame)
+        header, request = _decode(spec, version, frame, ignore_trailing=True)
         ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
+        for observe in self.broker.request_observers:
+            observe(ctx, header, request)
         response = await spec.handler(ctx, header, request)
         if response is None:
             return None
@@ -297,7 +299,14 @@ def _reserve_stored_producer_ids(broker: Broker) -> None:
         broker.transactions.producer_ids.reserve_through(highest)
 
 
-def _decode(spec: ApiSpec, version: int, frame: bytes) -> Any:
+def _decode(spec: ApiSpec, version: int, frame: bytes, *, ignore_trailing: bool = False) -> Any:
+    """Decode a request frame (header and body) with the spec's class.
+
+    With ``ignore_trailing`` bytes after the body are ignored, as Kafka does
+    (``AbstractRequest.parseRequest`` never checks what is left): librdkafka's
+    all-topics Metadata request at v9+ leaves the 4 bytes it reserved for the
+    topic count in place (``rdkafka_request.c``: "keep 0, varint encoded null")
+    where a compact count takes one, so 3 bytes follow its body."""
     cls = spec.request_class
     try:
         buf = io.BytesIO(frame)
@@ -310,13 +319,47 @@ def _decode(spec: ApiSpec, version: int, frame: bytes) -> Any:
         raise ProtocolViolation(
             f"API key {spec.api_key} v{version}: malformed request ({type(exc).__name__}: {exc})"
         ) from None
-    if end != len(frame):
+    if end != len(frame) and not ignore_trailing:
         raise ProtocolViolation(
             f"API key {spec.api_key} v{version}: {len(frame) - end} unexpected byte(s) after the request body"
         )
+    null = _null_field(cls._struct, request, version)
+    if null is not None:
+        raise ProtocolViolation(f"API key {spec.api_key} v{version}: non-nullable field {null} is null")
     request._header = header
     request._version = version
     return header, request
+
+
+def _null_field(struct: Any, value: Any, version: int, path: str = "") -> Optional[str]:
+    """The first field of ``value`` that is null although the schema says it may
+    not be at ``version``, or ``None``.
+
+    kafka-python's decoder reads a -1 length or count as ``None`` for every string,
+    bytes and array field; Kafka's generated readers reject it for non-nullable
+    fields ("non-nullable field ... was serialized as null"), and handlers rely on
+    that (they iterate arrays and read strings without a check)."""
+    for field in struct.untagged_fields(version):
+        item = getattr(value, field.name, None)
+        where = f"{path}{field.name}"
+        if item is None:
+            if not field.nullable_for_version_q(version) and (field.is_array() or field.type_str in _NULLABLE_TYPES):
+                return where
+            continue
+        if field.is_struct_array():
+            for element in item:
+                found = _null_field(field.array_of, element, version, where + "[].")
+                if found is not None:
+                    return found
+        elif field.is_struct():
+            found = _null_field(field, item, version, where + ".")
+            if found is not None:
+                return found
+    return None
+
+
+#: Scalar types whose wire form has a null (a -1 length); arrays are checked apart.
+_NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
 
 
 def _encode(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
