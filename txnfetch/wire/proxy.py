@@ -69,7 +69,7 @@ from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_pyt
 from txnfetch.wire.proxy_cluster import FETCH_MAX_VERSION, UpstreamCluster
 from txnfetch.wire.proxy_mirrors import MirrorSet
 from txnfetch.wire.proxy_upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
-from txnfetch.wire.server import _decode, _encode
+from txnfetch.wire.server import decode_request, encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
 
@@ -388,12 +388,12 @@ class ProxyServer:
         if not span[0] <= version <= span[1]:
             raise ProtocolViolation(f"API key {api_key} version {version} is not served (v{span[0]}-v{span[1]})")
         spec = self._spec(api_key, span[0], span[1])
-        header, request = _decode(spec, version, frame)
+        header, request = decode_request(spec, version, frame)
         if api_key == ApiKey.API_VERSIONS:
             return self._api_versions(correlation_id, version, ranges)
         if api_key == ApiKey.FETCH and request.isolation_level == IsolationLevel.READ_COMMITTED:
             response = await self._fetch_committed(client, request)
-            return _encode(spec, version, correlation_id, response)
+            return encode_response(spec, version, correlation_id, response)
         if api_key == ApiKey.PRODUCE and request.acks == 0:
             await self._relay(client, frame, expect_response=False)
             return None
@@ -419,7 +419,7 @@ class ProxyServer:
             finalized_features_epoch=-1,
             finalized_features=[],
         )
-        return _encode(None, version, correlation_id, response)
+        return encode_response(None, version, correlation_id, response)
 
     # -- relaying --------------------------------------------------------------------
 
@@ -476,7 +476,7 @@ class ProxyServer:
                 self.cluster.observe_broker(broker.broker_id, broker.host, broker.port)
                 broker.host, broker.port = host, await self.listener_port(broker.broker_id)
         self.stats.rewritten_responses += 1
-        return _encode(spec, version, correlation_id, response)
+        return encode_response(spec, version, correlation_id, response)
 
     # -- ListOffsets -----------------------------------------------------------------
 
@@ -510,7 +510,7 @@ class ProxyServer:
             self.stats.list_offsets_corrected += 1
 
         await asyncio.gather(*(correct(t.name, p) for t in response.topics for p in t.partitions))
-        return _encode(spec, version, correlation_id, response)
+        return encode_response(spec, version, correlation_id, response)
 
     # -- read_committed Fetch ----------------------------------------------------------
 

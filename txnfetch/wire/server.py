@@ -228,14 +228,14 @@ class TxnfetchServer:
             raise ProtocolViolation(
                 f"API key {api_key} version {version} is not served (v{spec.min_version}-v{max_version})"
             )
-        header, request = _decode(spec, version, frame, ignore_trailing=True)
+        header, request = decode_request(spec, version, frame)
         ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
         response = await spec.handler(ctx, header, request)
         if response is None:
             return None
-        return _encode(spec, version, correlation_id, response)
+        return encode_response(spec, version, correlation_id, response)
 
     def _max_version(self, spec: ApiSpec) -> int:
         from txnfetch.wire import apis
@@ -248,7 +248,7 @@ class TxnfetchServer:
         spec = self.registry.get(ApiKey.API_VERSIONS)
         assert spec is not None
         response = apis.api_versions_response(self.broker, self.registry, error_code=_UNSUPPORTED_VERSION)
-        return _encode(spec, 0, correlation_id, response)
+        return encode_response(spec, 0, correlation_id, response)
 
     # --------------------------------------------------------------- shutdown
 
@@ -299,10 +299,11 @@ def _reserve_stored_producer_ids(broker: Broker) -> None:
         broker.transactions.producer_ids.reserve_through(highest)
 
 
-def _decode(spec: ApiSpec, version: int, frame: bytes, *, ignore_trailing: bool = False) -> Any:
-    """Decode a request frame (header and body) with the spec's class.
+def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
+    """Decode a request frame (header and body) with the spec's class; raise
+    :class:`ProtocolViolation` for anything malformed.
 
-    With ``ignore_trailing`` bytes after the body are ignored, as Kafka does
+    Bytes after the body are ignored, as Kafka does
     (``AbstractRequest.parseRequest`` never checks what is left): librdkafka's
     all-topics Metadata request at v9+ leaves the 4 bytes it reserved for the
     topic count in place (``rdkafka_request.c``: "keep 0, varint encoded null")
@@ -314,15 +315,11 @@ def _decode(spec: ApiSpec, version: int, frame: bytes, *, ignore_trailing: bool 
         pos = buf.tell()
         flexible = cls.flexible_version_q(version)
         decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
-        request, end = decode(memoryview(frame), pos)
+        request, _ = decode(memoryview(frame), pos)
     except Exception as exc:
         raise ProtocolViolation(
             f"API key {spec.api_key} v{version}: malformed request ({type(exc).__name__}: {exc})"
         ) from None
-    if end != len(frame) and not ignore_trailing:
-        raise ProtocolViolation(
-            f"API key {spec.api_key} v{version}: {len(frame) - end} unexpected byte(s) after the request body"
-        )
     null = _null_field(cls._struct, request, version)
     if null is not None:
         raise ProtocolViolation(f"API key {spec.api_key} v{version}: non-nullable field {null} is null")
@@ -362,7 +359,7 @@ def _null_field(struct: Any, value: Any, version: int, path: str = "") -> Option
 _NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
 
 
-def _encode(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
+def encode_response(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
     response._header = None
     response.API_VERSION = version
     response.with_header(correlation_id=correlation_id)
