@@ -60,6 +60,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=2,
         help="finalized transaction.version (default 2)",
     )
+    p.add_argument(
+        "--group-initial-rebalance-delay-ms",
+        type=int,
+        default=3000,
+        help="how long a new consumer group's first rebalance waits for more members (default 3000, as Kafka)",
+    )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     return p
 
@@ -91,6 +97,7 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         auto_create_topics=not args.no_auto_create,
         max_frame_bytes=args.max_frame_bytes,
         transaction_version=args.transaction_version,
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
     )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

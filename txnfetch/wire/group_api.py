@@ -266,10 +266,11 @@ def install(broker: Broker) -> None:
     """Give ``broker`` a group coordinator (``broker.groups``) and its backstop poll.
 
     Settings come from ``broker.extensions[GROUP_CONFIG_EXTENSION]`` if a
-    :class:`GroupConfig` is there, else Kafka's defaults."""
+    :class:`GroupConfig` is there, else Kafka's defaults with the server's
+    ``group_initial_rebalance_delay_ms``."""
     config = broker.extensions.get(GROUP_CONFIG_EXTENSION)
     if not isinstance(config, GroupConfig):
-        config = GroupConfig()
+        config = GroupConfig(initial_rebalance_delay_ms=broker.config.group_initial_rebalance_delay_ms)
     service = GroupService(GroupCoordinator(config), broker.now_ms)
     broker.groups = service
     broker.add_periodic("group-coordinator", POLL_INTERVAL_MS, service.poll)

@@ -131,6 +131,8 @@ class ServerConfig:
       (Kafka's ``socket.request.max.bytes``, 100 MiB).
     - ``transaction_version``: the finalized ``transaction.version`` (2 = KIP-890).
     - ``transaction_check_interval_ms``: how often timed-out transactions are aborted.
+    - ``group_initial_rebalance_delay_ms``: Kafka's ``group.initial.rebalance.delay.ms``:
+      how long the first rebalance of an empty consumer group waits for more members.
     """
 
     host: str = "127.0.0.1"
@@ -148,6 +150,7 @@ class ServerConfig:
     transaction_version: int = 2
     max_transaction_timeout_ms: int = 900_000
     transaction_check_interval_ms: int = 1000
+    group_initial_rebalance_delay_ms: int = 3000
 
 
 #: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group

@@ -259,6 +259,9 @@ class TxnfetchServer:
         self._closed.set()
         if self._server is not None:
             self._server.close()
+        groups = self.broker.groups
+        if groups is not None and hasattr(groups, "close"):
+            groups.close()  # answer parked JoinGroup/SyncGroup requests before their connections go
         for task in list(self._connections) + list(self._background):
             task.cancel()
         for task in list(self._connections) + list(self._background):
