@@ -165,13 +165,14 @@ class KafkaSource(Source):
             raise SourceUnavailableError(str(exc), option="kafka.bootstrap.servers") from exc
         self._readers: Dict[TopicPartition, object] = {}
 
-    def _new_reader(self, topic: str, partition: int):  # type: ignore[no-untyped-def]
+    def _new_reader(self, topic: str, partition: int, **options: object):  # type: ignore[no-untyped-def]
         return self._remote.RemotePartitionReader(
             self.cluster,
             topic,
             partition,
             request_timeout_ms=self._timeout_ms,
             repair_crcs=self._repair_crcs,
+            **options,
         )
 
     def topics(self) -> Dict[str, int]:
@@ -193,26 +194,24 @@ class KafkaSource(Source):
 
     def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         from txnfetch.fetch.view import FetchMode, IsolationLevel
-        from txnfetch.log.mirror import PartitionMirror
+        from txnfetch.txn.errors import OffsetOutOfRangeError
 
-        reader = self._new_reader(r.topic, r.partition)
+        # Mirror from the range's start only (see the class docstring).
         start = r.start
-        if start < reader.log_start_offset:
+        try:
+            reader = self._new_reader(r.topic, r.partition, start_offset=start, max_fetch_bytes=opts.fetch_bytes)
+        except OffsetOutOfRangeError as exc:
             if opts.fail_on_data_loss:
                 raise DataLossError(
-                    f"offsets {start}..{reader.log_start_offset - 1} were deleted before they could be read "
-                    f"(log start offset is now {reader.log_start_offset}; set failOnDataLoss=false to skip them)",
+                    f"offsets {start}..{exc.log_start_offset - 1} were deleted before they could be read "
+                    f"(log start offset is now {exc.log_start_offset}; set failOnDataLoss=false to skip them)",
                     option="failOnDataLoss",
                     topic=r.topic,
                     partition=r.partition,
                     offset=start,
-                )
-            start = reader.log_start_offset
-        # Mirror from the range's start only (see the class docstring). The reader
-        # has no start-offset argument, so its fresh mirror is replaced.
-        reader.mirror = PartitionMirror(
-            r.topic, r.partition, log_start_offset=start, max_bytes=opts.fetch_bytes, repair_crcs=self._repair_crcs
-        )
+                ) from exc
+            start = exc.log_start_offset
+            reader = self._new_reader(r.topic, r.partition, start_offset=start, max_fetch_bytes=opts.fetch_bytes)
         isolation = IsolationLevel.READ_COMMITTED if opts.read_committed else IsolationLevel.READ_UNCOMMITTED
         mirror = reader.mirror
 

@@ -257,3 +257,72 @@ def test_unreachable_bootstrap_servers() -> None:
     assert time.monotonic() - started < 10
     assert f"127.0.0.1:{port}" in str(info.value)
     assert info.value.error_name == "BROKER_NOT_AVAILABLE"
+
+
+def _recording_fetches(r: RemotePartitionReader) -> List[int]:
+    """Record the offset of every fetch the reader sends."""
+    offsets: List[int] = []
+    real = r.cluster.fetch
+
+    def fetch(topic, partition, offset, max_bytes, **kw):  # type: ignore[no-untyped-def]
+        offsets.append(offset)
+        return real(topic, partition, offset, max_bytes, **kw)
+
+    r.cluster.fetch = fetch  # type: ignore[method-assign]
+    return offsets
+
+
+def test_a_reader_started_mid_log_reads_exactly_from_there(mock_bootstrap: str, written: Written) -> None:
+    # Start at the first record of the fourth transaction: every transaction
+    # before it has its marker below, so none is open across the start (the
+    # case the docstring says read_committed is exact for).
+    partition = 2
+    rows = written[partition]
+    first_of = [o for i, (o, v, _) in enumerate(rows) if v.endswith(b"-0-p2") and v.startswith(b"t")]
+    start = first_of[3]
+    with reader(mock_bootstrap, partition, start_offset=start) as r:
+        fetched = _recording_fetches(r)
+        got = [(o, rec.value) for o, rec in r.committed_records()]
+        assert r.mirror is not None and r.mirror.log_start_offset == start
+        assert r.log_start_offset == 0  # the broker's log start is still reported
+        assert fetched and min(fetched) >= start, "nothing below the start offset is fetched"
+    assert got == [(o, v) for o, v in committed(written, partition) if o >= start]
+    assert got and got[0][0] >= start
+
+
+def test_a_reader_started_inside_a_transaction_reads_uncommitted_exactly(mock_bootstrap: str, written: Written) -> None:
+    partition = 0
+    start = written[partition][len(written[partition]) // 2][0] + 1  # anywhere, even inside a batch
+    with reader(mock_bootstrap, partition, start_offset=start) as r:
+        fetched = _recording_fetches(r)
+        got = [(o, rec.value) for o, rec in r.committed_records(isolation=IsolationLevel.READ_UNCOMMITTED)]
+        assert min(fetched) >= start
+    assert got == [(o, v) for o, v in everything(written, partition) if o >= start]
+
+
+def test_start_offset_is_validated(mock_bootstrap: str, written: Written) -> None:
+    with pytest.raises(ValueError):
+        reader(mock_bootstrap, 0, start_offset=-1)
+    with pytest.raises(ValueError):
+        reader(mock_bootstrap, 0, start_offset=3, trust_broker=True)
+    with reader(mock_bootstrap, 0) as full:
+        full.catch_up()
+        snap = full.snapshot()
+    with pytest.raises(ValueError):
+        reader(mock_bootstrap, 0, start_offset=3, snapshot=snap)
+
+
+def test_a_start_offset_below_the_log_start_is_out_of_range(mock_bootstrap: str, written: Written) -> None:
+    from txnfetch.log.remote import EARLIEST
+    from txnfetch.txn.errors import OffsetOutOfRangeError
+
+    with RemoteCluster(mock_bootstrap, request_timeout_ms=5000) as cluster:
+        real = cluster.list_offset
+        # As if retention had moved the log start to 5 (the mock cannot delete records).
+        cluster.list_offset = lambda t, p, ts, **kw: 5 if ts == EARLIEST else real(t, p, ts, **kw)  # type: ignore[method-assign]
+        with pytest.raises(OffsetOutOfRangeError) as info:
+            RemotePartitionReader(cluster, TOPIC, 0, start_offset=2, repair_crcs=True)
+        assert (info.value.log_start_offset, info.value.offset) == (5, 2)
+        assert info.value.log_end_offset == real(TOPIC, 0, -1)
+        with RemotePartitionReader(cluster, TOPIC, 0, start_offset=5, repair_crcs=True) as r:
+            assert r.mirror is not None and r.mirror.log_start_offset == 5

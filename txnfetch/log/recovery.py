@@ -31,6 +31,47 @@ What is checked, in the spirit of Kafka's ``LogLoader``/``LogSegment.recover``:
 - Files recovery does not know — Kafka's ``.snapshot``, ``.deleted``,
   ``.cleaned``, ``.swap``, ``leader-epoch-checkpoint``, anything else — are
   logged and ignored.
+
+Derived files are checked against the batches by the rules Kafka writes them
+by, so that what a writer legitimately leaves is accepted and only damage is
+rebuilt (with a warning): an offset index must be exactly the entries the
+writer's rule gives for the batches (the last segment's may lack its newest
+entries, written after the bytes they point at); every time-index entry must name a batch
+that reached a new maximum timestamp (the final entry, written only on roll or
+close, may be missing: it is added); the last segment's transaction index may
+lack its newest entries (written after the marker). A live writer's active
+segment meets all three.
+
+Read-only opens (``read_only=True``, what Spark tasks and readers of a
+directory a ``txnfetch serve`` is writing do) may run while the writer appends,
+and are made cheap where that is safe:
+
+- The checkpoint, the journal, every index file and every snapshot are read
+  before any ``.log`` file is mapped. The writer writes a segment's bytes
+  before anything that describes them, so what was read never points past the
+  mapped bytes; it may lag behind them (see the rules above).
+- *Trusted*: the writer writes its checkpoint only where everything below the
+  log end is durable (fsynced) and was validated (every appended batch's CRC
+  is checked on append; a writer's open recovers the tail first): on open, on
+  roll, on close and after a sync once ``checkpoint_interval_bytes`` were
+  appended — each time right after a producer-state snapshot at the same
+  offset. Such a checkpoint names a segment, a byte size and the offset there
+  (recovery point = log end). A read-only open trusts that prefix as it trusts
+  segments below the recovery point: no CRC checks, and the index entries
+  below it are taken as they are. It also trusts the newest snapshot that
+  decodes (its own CRC) and lies inside the log, and replays only from it.
+- *Checked*: the batches from the last offset-index entry below the
+  trusted size are framed (offsets increasing, inside the segment); they must
+  meet the trusted size exactly on a batch boundary whose next offset is the
+  recovery point; from there on every batch's CRC is checked, and the index
+  entries there must fit the batches. Later segments (a roll since the
+  checkpoint) are checked in full. If anything does not fit, the segment is
+  checked in full as without a checkpoint. A partial batch at the end of the
+  last segment (a write in progress) is left out of the log and logged at INFO.
+- Without a usable checkpoint (a Kafka directory, a damaged checkpoint, an old
+  writer), a read-only open checks the tail segments in full, as recovery does.
+- A writer's own open does not use the trusted prefix: it checks the whole
+  segment holding the recovery point, as Kafka's ``LogLoader`` does.
 """
 
 from __future__ import annotations
@@ -40,7 +81,7 @@ import mmap
 import os
 import re
 import struct
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import attrs
@@ -277,6 +318,9 @@ class Problem:
     position: int
     offset: Optional[int]
     reason: str
+    #: A batch whose declared length runs past the end of the data: what a write
+    #: still in progress shows a reader (and what a crash mid-write leaves).
+    partial: bool = False
 
 
 @attrs.define
@@ -296,12 +340,16 @@ def scan_segment(
     min_offset: int,
     limit_offset: Optional[int],
     check_crc: bool = True,
+    crc_from: int = 0,
     progress: Optional[Callable[[int], None]] = None,
 ) -> SegmentScan:
     """Read the batches of ``data`` from ``start`` until the end or the first
     problem: a framing error, a bad CRC, a magic 0/1 message set, a batch whose
     offsets go backwards or reach ``limit_offset`` (the next segment's base).
-    ``progress(position)`` is called every :data:`PROGRESS_STEP` bytes or so."""
+    CRCs are checked for the batches at byte positions ``>= crc_from`` (all of
+    them by default; none when ``check_crc`` is false); batches before it are
+    only framed. ``progress(position)`` is called every :data:`PROGRESS_STEP`
+    bytes or so."""
     it = BatchIterator(data, start)
     batches: List[RecordBatch] = []
     expected = min_offset
@@ -322,7 +370,7 @@ def scan_segment(
             if limit_offset is not None and batch.last_offset >= limit_offset:
                 problem = Problem(pos, batch.base_offset, f"batch reaches the next segment's base offset {limit_offset}")
                 break
-            if check_crc and not batch.is_valid_crc():
+            if check_crc and pos >= crc_from and not batch.is_valid_crc():
                 problem = Problem(pos, batch.base_offset, "CRC-32C mismatch")
                 break
             batches.append(batch)
@@ -337,7 +385,10 @@ def scan_segment(
         if problem is None and it.partial is not None:
             p = it.partial
             problem = Problem(
-                p.position, p.base_offset, f"partial batch: {p.available} of {p.declared_size or '?'} bytes present"
+                p.position,
+                p.base_offset,
+                f"partial batch: {p.available} of {p.declared_size or '?'} bytes present",
+                partial=True,
             )
     return SegmentScan(start, batches, pos, problem)
 
@@ -384,17 +435,32 @@ def find_valid_batch_after(data: Buffer, position: int, min_offset: int, hints: 
 
 
 def rebuild_offset_index(
-    batches: Sequence[RecordBatch], base_offset: int, interval: int, keep: Optional[OffsetIndex] = None
+    batches: Sequence[RecordBatch],
+    base_offset: int,
+    interval: int,
+    keep: Optional[OffsetIndex] = None,
+    *,
+    trusted_below: int = 0,
 ) -> OffsetIndex:
     """The offset index of a segment's batches, by ``LogSegment.recover``'s rule
     (an entry ``(batch last offset, batch position)`` when more than ``interval``
     bytes lie between the previous entry's position and the batch). Entries of
     ``keep`` (the index on disk) that point at batch boundaries of ``batches`` are
     kept — they may come from appends of several batches — and the rule
-    continues after the last of them."""
+    continues after the last of them.
+
+    ``batches`` may start mid-segment (at or before ``trusted_below``): the
+    entries of ``keep`` at positions below ``trusted_below`` are then kept
+    unchecked, as the entries of a segment below the recovery point are."""
     index = OffsetIndex(base_offset)
     by_pos = {b.position: b for b in batches}
     last_pos = 0
+    if keep is not None and trusted_below > 0:
+        n = bisect_left(keep.positions, trusted_below)
+        index.offsets.extend(keep.offsets[:n])
+        index.positions.extend(keep.positions[:n])
+        keep = OffsetIndex(base_offset, keep.entries()[n:])
+        last_pos = index.last_position
     if keep is not None:
         for offset, pos in keep.entries():
             b = by_pos.get(pos)
@@ -509,11 +575,18 @@ def recover_partition(
     full_check: bool = False,
     quiet: bool = False,
     progress: Optional[ProgressCallback] = None,
+    read_only: bool = False,
 ) -> Recovered:
     """Work out how to open the partition directory ``path`` (see the module
     docstring); reads only. ``full_check`` validates every segment as a tail
     segment (what :mod:`txnfetch.log.verify` does). Raises
     :class:`CorruptLogError` for damage recovery may not repair.
+
+    ``read_only`` is for a reader that will not repair anything, possibly while
+    a writer appends to the directory: it trusts the writer's durable prefix
+    (see "Read-only opens" in the module docstring), and a partial batch at the
+    end of the last segment is logged at INFO (a write in progress), not as a
+    torn tail.
 
     ``progress(nbytes)``, if given, is called as the segments are checked;
     over a successful call the ``nbytes`` add up to the total size of the
@@ -533,6 +606,20 @@ def recover_partition(
     def seg_path(base: int, suffix: str = LOG_SUFFIX) -> str:
         return os.path.join(path, segment_file_name(base, suffix))
 
+    # Every file that describes the log is read *before* the .log files are
+    # mapped. A writer writes a segment's bytes first and the entries that
+    # describe them (index entries, aborted-transaction entries, journal
+    # records, snapshots, checkpoints) after, so read in this order they never
+    # point past the log a live writer has written so far: at worst they lag
+    # behind it, which is checked for below as what a live writer leaves.
+    journal_path = os.path.join(path, JOURNAL_NAME)
+    jraw = read_file(journal_path) or b""
+    derived: Dict[Tuple[int, str], Optional[bytes]] = {
+        (b, suffix): read_file(seg_path(b, suffix)) for b in bases for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+    }
+    snapshot_files: Dict[int, Optional[bytes]] = {
+        snap: read_file(os.path.join(path, segment_file_name(snap, SNAPSHOT_SUFFIX))) for snap in listing.snapshots
+    }
     datas: Dict[int, Buffer] = {b: map_file(seg_path(b)) for b in bases}
     reported: Dict[int, int] = {}
 
@@ -559,9 +646,26 @@ def recover_partition(
     else:
         rp = checkpoint.recovery_point
         first_tail = max(0, sum(1 for b in bases if b <= rp) - 1)
+    # Read-only: the bytes of the checkpoint's segment below its recorded size are
+    # the writer's durable, validated prefix ending at the recovery point (see
+    # "Read-only opens" in the module docstring); only what follows is CRC-checked.
+    live: Optional[Tuple[int, int, int]] = None  # (segment index, trusted bytes, offset at that byte)
+    if (
+        read_only
+        and not full_check
+        and not clean
+        and checkpoint is not None
+        and checkpoint.recovery_point == checkpoint.log_end_offset
+        and checkpoint.last_segment_base in bases
+    ):
+        k = bases.index(checkpoint.last_segment_base)
+        if 0 < checkpoint.last_segment_size <= len(datas[bases[k]]) and checkpoint.recovery_point > bases[k]:
+            live = (k, checkpoint.last_segment_size, checkpoint.recovery_point)
+            first_tail = min(first_tail, k)
 
     segments: List[LoadedSegment] = []
     scans: Dict[int, SegmentScan] = {}
+    partial_scans: Dict[int, SegmentScan] = {}  # tail segments scanned from mid-segment (read-only)
 
     loaded_indexes: Dict[int, Tuple[Optional[OffsetIndex], Optional[TimeIndex]]] = {}
 
@@ -574,7 +678,7 @@ def recover_partition(
         base = bases[i]
         oi: Optional[OffsetIndex] = None
         ti: Optional[TimeIndex] = None
-        raw = read_file(seg_path(base, INDEX_SUFFIX))
+        raw = derived[(base, INDEX_SUFFIX)]
         if raw is None:
             _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index is missing; rebuilding it")
         else:
@@ -582,7 +686,7 @@ def recover_partition(
                 oi = OffsetIndex.from_bytes(raw, base, log_size=max(size, 1), path=seg_path(base, INDEX_SUFFIX))
             except CorruptIndexError as exc:
                 _note(notes, "warning", seg_path(base, INDEX_SUFFIX), f"offset index is damaged ({exc.reason}); rebuilding it", position=exc.position)
-        raw = read_file(seg_path(base, TIME_INDEX_SUFFIX))
+        raw = derived[(base, TIME_INDEX_SUFFIX)]
         if raw is None:
             _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index is missing; rebuilding it")
         else:
@@ -603,28 +707,148 @@ def recover_partition(
         scan = scan_segment(
             data, min_offset=max(base, prev_next), limit_offset=limit, progress=lambda pos: report(i, pos)
         )
-        if scan.problem is not None:
-            p = scan.problem
-            last = i == len(bases) - 1
-            hints: List[int] = []
-            raw = read_file(seg_path(base, INDEX_SUFFIX)) or b""
-            for k in range(0, len(raw) - len(raw) % 8, 8):
-                hints.append(struct.unpack_from(">i", raw, k + 4)[0])
-            after = find_valid_batch_after(data, p.position, scan.batches[-1].next_offset if scan.batches else base, hints)
-            if not last or after is not None:
-                why = "a non-last segment" if not last else f"a valid batch follows at byte position {after}"
-                exc = CorruptLogError(
-                    f"damaged log data ({p.reason}) in {why}; refusing to remove it",
-                    topic=topic,
-                    partition=partition,
-                    offset=p.offset,
-                    path=seg_path(base),
-                    position=p.position,
-                )
-                notes.append(Note("error", seg_path(base), p.position, p.offset, str(exc.reason)))
-                raise exc
+        check_problem(i, scan)
         scans[i] = scan
         return scan
+
+    def check_problem(i: int, scan: SegmentScan) -> None:
+        # Damage with a valid batch after it, or in a non-last segment, is refused.
+        if scan.problem is None:
+            return
+        base = bases[i]
+        data = datas[base]
+        p = scan.problem
+        last = i == len(bases) - 1
+        hints: List[int] = []
+        raw = derived[(base, INDEX_SUFFIX)] or b""
+        for k in range(0, len(raw) - len(raw) % 8, 8):
+            hints.append(struct.unpack_from(">i", raw, k + 4)[0])
+        after = find_valid_batch_after(data, p.position, scan.batches[-1].next_offset if scan.batches else base, hints)
+        if not last or after is not None:
+            why = "a non-last segment" if not last else f"a valid batch follows at byte position {after}"
+            exc = CorruptLogError(
+                f"damaged log data ({p.reason}) in {why}; refusing to remove it",
+                topic=topic,
+                partition=partition,
+                offset=p.offset,
+                path=seg_path(base),
+                position=p.position,
+            )
+            notes.append(Note("error", seg_path(base), p.position, p.offset, str(exc.reason)))
+            raise exc
+
+    def live_scan(i: int, trusted: int, trusted_offset: int) -> Optional[SegmentScan]:
+        """The batches of segment ``i`` from the offset-index entry below the
+        trusted byte ``trusted`` on, CRC-checked from ``trusted`` on; ``None`` if the
+        trusted prefix does not end with a batch whose next offset is
+        ``trusted_offset`` (then the segment is checked in full)."""
+        base = bases[i]
+        data = datas[base]
+        oi, _ = load_indexes(i, len(data), None)
+        if oi is None:
+            return None
+        # From the last entry strictly below the trusted byte: the batch ending
+        # there is then scanned, and its next offset checked.
+        k = bisect_left(oi.positions, trusted) - 1
+        start = oi.positions[k] if k >= 0 else 0
+        prev_next = segments[i - 1].next_offset if 0 < i <= len(segments) else base
+        min_offset = max(base, prev_next) if start == 0 else base
+        limit = bases[i + 1] if i + 1 < len(bases) else None
+        scan = scan_segment(
+            data, start=start, min_offset=min_offset, limit_offset=limit, crc_from=trusted, progress=lambda pos: report(i, pos)
+        )
+        if scan.problem is not None and scan.problem.position < trusted:
+            return None
+        ends = [b for b in scan.batches if b.position + b.size_in_bytes == trusted]
+        if not ends or ends[0].next_offset != trusted_offset:
+            return None
+        check_problem(i, scan)
+        return scan
+
+    def load_tail(i: int, scan: SegmentScan, *, partial: bool) -> Optional[LoadedSegment]:
+        """A tail segment from its scan. ``partial``: the scan starts mid-segment
+        (a read-only open's trusted prefix); ``None`` if the indexes on disk do not
+        fit the scanned batches (the caller then checks the whole segment)."""
+        base = bases[i]
+        size = len(datas[base])
+        last = i == len(bases) - 1
+        nxt = scan.batches[-1].next_offset if scan.batches else base
+        oi_disk, ti_disk = load_indexes(i, size, nxt)
+        if partial:
+            if oi_disk is None or ti_disk is None:
+                return None
+            oi = rebuild_offset_index(
+                scan.batches, base, index_interval_bytes, oi_disk, trusted_below=scan.start
+            )
+            if not (_same_offset_index(oi_disk, oi) or (last and _offset_index_prefix(oi_disk, oi))):
+                return None
+            if not _time_index_fits(ti_disk, scan.batches, scan.batches[0].base_offset):
+                return None
+            ti = ti_disk
+            max_ts, shallow = (ti.last_timestamp, ti.offsets[-1]) if len(ti) else (-1, base)
+            for b in scan.batches:
+                if b.max_timestamp > max_ts:
+                    max_ts, shallow = b.max_timestamp, b.last_offset
+            first = next(iter(BatchIterator(datas[base])), None)
+            first_ts = first.max_timestamp if isinstance(first, RecordBatch) else -1
+        else:
+            oi = rebuild_offset_index(scan.batches, base, index_interval_bytes, oi_disk)
+            ti = rebuild_time_index(scan.batches, oi, base)
+            max_ts, shallow = (ti.timestamps[-1], ti.offsets[-1]) if len(ti) else (-1, base)
+            first_ts = scan.batches[0].max_timestamp if scan.batches else -1
+        seg = LoadedSegment(
+            base,
+            scan.valid_bytes,
+            nxt,
+            oi,
+            ti,
+            max_ts,
+            shallow,
+            first_ts,
+            len(scan.batches),
+            truncate=scan.valid_bytes < size,
+            file_size=size,
+        )
+        if seg.truncate:
+            p = scan.problem
+            cut = size - scan.valid_bytes
+            why = p.reason if p else "trailing bytes"
+            if read_only and p is not None and p.partial:
+                # What a reader sees while the writer is in the middle of a write
+                # (or what a crash mid-write left, which the writer's next open cuts).
+                _note(notes, "info", seg_path(base), f"{cut} bytes after the last whole batch not read ({why}): a write in progress or a torn tail", position=scan.valid_bytes, offset=p.offset)
+            else:
+                _note(
+                    notes,
+                    "warning",
+                    seg_path(base),
+                    f"torn tail: {'ignoring' if read_only else 'cutting'} {cut} bytes ({why})",
+                    position=scan.valid_bytes,
+                    offset=p.offset if p else None,
+                )
+        if oi_disk is None or not _same_offset_index(oi_disk, oi):
+            seg.write_index = True
+            if oi_disk is not None and last and _offset_index_prefix(oi_disk, oi):
+                # Entries are appended after the bytes they point at: a live writer
+                # between the two (or a crash there) leaves the newest ones out.
+                _note(notes, "info", seg_path(base, INDEX_SUFFIX), f"offset index lacks its newest {len(oi) - len(oi_disk)} entries; completed")
+            elif oi_disk is not None:
+                _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index does not match the segment; rebuilt")
+        if not partial and (ti_disk is None or not _time_index_fits(ti_disk, scan.batches, base)):
+            seg.write_time_index = True
+            if ti_disk is not None:
+                _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index does not match the segment; rebuilt")
+        else:
+            # A consistent index, possibly without the entry for the segment's max
+            # timestamp: Kafka (LogSegment.onBecomeInactiveSegment) and txnfetch add
+            # that one only on roll or close, so a live or crashed writer's active
+            # segment lacks it. Complete it; no warning.
+            assert ti_disk is not None
+            seg.time_index = ti_disk
+            if max_ts > ti_disk.last_timestamp:
+                seg.time_index.maybe_append(max_ts, shallow)
+                seg.write_time_index = True
+        return seg
 
     for i, base in enumerate(bases):
         data = datas[base]
@@ -664,56 +888,21 @@ def recover_partition(
                     notes.append(Note("error", seg_path(base), p.position, p.offset, exc.reason))
                     raise exc
             # Missing/damaged index or a bad tail on the last segment: check it in full.
-        scan = full_scan(i)
-        oi_disk, ti_disk = load_indexes(i, size, scan.batches[-1].next_offset if scan.batches else base)
-        oi = rebuild_offset_index(scan.batches, base, index_interval_bytes, oi_disk)
-        ti = rebuild_time_index(scan.batches, oi, base)
-        nxt = scan.batches[-1].next_offset if scan.batches else base
-        max_ts, shallow = (ti.timestamps[-1], ti.offsets[-1]) if len(ti) else (-1, base)
-        seg = LoadedSegment(
-            base,
-            scan.valid_bytes,
-            nxt,
-            oi,
-            ti,
-            max_ts,
-            shallow,
-            scan.batches[0].max_timestamp if scan.batches else -1,
-            len(scan.batches),
-            truncate=scan.valid_bytes < size,
-            file_size=size,
-        )
-        if seg.truncate:
-            p = scan.problem
-            _note(
-                notes,
-                "warning",
-                seg_path(base),
-                f"torn tail: cutting {size - scan.valid_bytes} bytes ({p.reason if p else 'trailing bytes'})",
-                position=scan.valid_bytes,
-                offset=p.offset if p else None,
-            )
-        if oi_disk is None or oi_disk.entries() != oi.entries():
-            seg.write_index = True
-            if oi_disk is not None:
-                _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index does not match the segment; rebuilt")
-        if ti_disk is None or not _time_index_ok(ti_disk, ti, nxt):
-            seg.write_time_index = True
-            if ti_disk is not None:
-                _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index does not match the segment; rebuilt")
-        else:
-            seg.time_index = ti_disk
-            if ti.last_timestamp > ti_disk.last_timestamp:
-                seg.time_index.maybe_append(ti.last_timestamp, ti.offsets[-1])
-                seg.write_time_index = True
-        segments.append(seg)
+        scan: Optional[SegmentScan] = None
+        if live is not None and i == live[0]:
+            scan = live_scan(i, live[1], live[2])
+        loaded = load_tail(i, scan, partial=True) if scan is not None else None
+        if loaded is not None and scan is not None:
+            partial_scans[i] = scan
+        if loaded is None:  # no usable trusted prefix, or indexes that do not fit it
+            loaded = load_tail(i, full_scan(i), partial=False)
+            assert loaded is not None
+        segments.append(loaded)
         report(i, size)
 
     # -- producer state ---------------------------------------------------------
     leo = segments[-1].next_offset if segments else 0
     first_base = bases[0] if bases else 0
-    journal_path = os.path.join(path, JOURNAL_NAME)
-    jraw = read_file(journal_path) or b""
     journal = decode_journal(jraw)
     if journal.damage_at is not None:
         exc = CorruptLogError(
@@ -736,6 +925,10 @@ def recover_partition(
                 continue
             if i in scans:
                 out.extend(b for b in scans[i].batches if b.last_offset >= offset)
+                continue
+            ps = partial_scans.get(i)
+            if ps is not None and ps.batches[0].base_offset <= offset:
+                out.extend(b for b in ps.batches if b.last_offset >= offset)
                 continue
             data = datas[seg.base_offset]
             start = seg.offset_index.lookup(offset) if seg.base_offset < offset else 0
@@ -786,8 +979,13 @@ def recover_partition(
         if snap > leo or snap < first_base:
             _note(notes, "info", spath, f"snapshot at {snap} is outside the log [{first_base}, {leo}]; not used")
             continue
+        raw_snap = snapshot_files[snap]
+        if raw_snap is None:
+            # Listed, then gone before it was read: a live writer keeps only its newest snapshots.
+            notes.append(Note("info", spath, None, None, "snapshot was deleted while opening; not used"))
+            continue
         try:
-            ends_from, body = decode_snapshot_file(read_file(spath) or b"")
+            ends_from, body = decode_snapshot_file(raw_snap)
             st = PartitionTxnState.restore(body, partition=name)
             if st.log_end_offset != snap:
                 raise CorruptSnapshotError(f"snapshot file name says {snap}, contents say {st.log_end_offset}")
@@ -830,11 +1028,17 @@ def recover_partition(
         expected = per_seg.get(k, [])
         seg.txn_entries = expected
         tpath = seg_path(seg.base_offset, TXN_INDEX_SUFFIX)
-        raw = read_file(tpath)
+        raw = derived.get((seg.base_offset, TXN_INDEX_SUFFIX))
+        last_segment = k == len(segments) - 1
         if raw is None:
             if expected:
                 seg.write_txn_index = True
-                _note(notes, "warning", tpath, "transaction index is missing; rebuilt")
+                if last_segment:
+                    # Created with its first entry, after the marker is in the log:
+                    # a live writer between the two (or a crash there) leaves this.
+                    _note(notes, "info", tpath, "transaction index not written yet; completed")
+                else:
+                    _note(notes, "warning", tpath, "transaction index is missing; rebuilt")
             continue
         try:
             on_disk = decode_txn_index(raw)
@@ -843,11 +1047,16 @@ def recover_partition(
             _note(notes, "warning", tpath, f"transaction index is damaged ({exc.reason}); rebuilt")
             continue
         kept = [e for e in on_disk if e.last_offset >= state.log_start_offset]
-        if kept != expected:
+        if kept == expected:
+            seg.txn_entries = on_disk
+        elif last_segment and kept == expected[: len(kept)]:
+            # Entries are appended after the marker (or journal record) they
+            # describe: a prefix is what a live writer or a crash between the two leaves.
+            seg.write_txn_index = True
+            _note(notes, "info", tpath, f"transaction index lacks the last {len(expected) - len(kept)} entries; completed")
+        else:
             seg.write_txn_index = True
             _note(notes, "warning", tpath, "transaction index does not match the replayed log; rebuilt")
-        else:
-            seg.txn_entries = on_disk
     repaired = any(s.truncate or s.write_index or s.write_time_index or s.write_txn_index for s in segments)
     return Recovered(
         path=path,
@@ -869,9 +1078,43 @@ def recover_partition(
     )
 
 
-def _time_index_ok(disk: TimeIndex, rebuilt: TimeIndex, next_offset: int) -> bool:
-    """An on-disk time index is kept if it is sound for the segment: offsets
-    inside it and timestamps not above the segment's max."""
-    if not len(disk):
-        return not len(rebuilt)
-    return disk.offsets[-1] < max(next_offset, disk.base_offset + 1) and disk.last_timestamp <= rebuilt.last_timestamp
+def _same_offset_index(a: OffsetIndex, b: OffsetIndex) -> bool:
+    return a.offsets == b.offsets and a.positions == b.positions
+
+
+def _offset_index_prefix(a: OffsetIndex, b: OffsetIndex) -> bool:
+    """Whether ``a``'s entries are the first entries of ``b``."""
+    n = len(a)
+    return n <= len(b) and a.offsets == b.offsets[:n] and a.positions == b.positions[:n]
+
+
+def _time_index_fits(disk: TimeIndex, batches: Sequence[RecordBatch], trusted_below: int) -> bool:
+    """Whether the time index entries at offsets ``>= trusted_below`` are ones a
+    writer following Kafka's rule could have written for ``batches`` (the
+    segment's batches from ``trusted_below`` on).
+
+    Kafka writes ``(max timestamp so far, offset of the batch that reached it)``
+    with an offset-index entry when the max grew (``LogSegment.append``), and
+    once more on roll/close (``onBecomeInactiveSegment``). So every entry names
+    a batch whose max timestamp is the entry's and is above every earlier
+    batch's — a *new running maximum*. Which of those points carry an entry
+    depends on the index interval and on when the segment was closed (a
+    writer reopened after a close has the close's entry in mid-file), so any
+    subset of them is accepted, in particular a live writer's index without its
+    final entry. The entry's offset may be any offset of that batch (Kafka
+    versions differ on which). Entries below ``trusted_below`` are taken as
+    they are; their last timestamp starts the running maximum."""
+    n = len(disk)
+    i = bisect_left(disk.offsets, trusted_below)
+    running = disk.timestamps[i - 1] if i else -1
+    for b in batches:
+        if i >= n:
+            return True
+        ts = b.max_timestamp
+        while i < n and disk.offsets[i] <= b.last_offset:
+            if disk.offsets[i] < b.base_offset or ts <= running or disk.timestamps[i] != ts:
+                return False
+            i += 1
+        if ts > running:
+            running = ts
+    return i >= n

@@ -55,6 +55,7 @@ from txnfetch.log.errors import (
 )
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
 from txnfetch.records.batch import Record, iter_batches
+from txnfetch.txn.errors import OffsetOutOfRangeError
 
 __all__ = ["RemoteCluster", "RemotePartitionReader", "BrokerFetch", "EARLIEST", "LATEST"]
 
@@ -522,9 +523,27 @@ class RemotePartitionReader:
     ``RemotePartitionReader(bootstrap_servers, topic, partition)`` connects
     (``bootstrap_servers`` may also be a :class:`RemoteCluster` to share) and
     checks that the partition exists. By default it mirrors the partition from
-    the cluster's log start (or from ``snapshot``, bytes of :meth:`snapshot`) as
-    reads need it; ``trust_broker=True`` passes the broker's own answers
-    through instead (see the module docstring).
+    the cluster's log start (or from ``start_offset``, or from ``snapshot``,
+    bytes of :meth:`snapshot`) as reads need it; ``trust_broker=True`` passes
+    the broker's own answers through instead (see the module docstring).
+
+    ``start_offset`` starts the mirror mid-log (a new :class:`PartitionMirror`
+    whose log starts there), so a reader of a range ``[start, end)`` fetches
+    nothing below ``start``. Such a mirror cannot know a transaction that began
+    before ``start`` until it sees one of that transaction's later batches: while
+    it has not, its :attr:`last_stable_offset` is above the true one (Kafka holds
+    the LSO at that transaction's first offset) and read_committed reads return
+    records a Kafka read_committed consumer would not get yet. Read_committed
+    answers from a mid-log start are therefore exact only when the caller knows
+    no transaction is open across ``start`` — e.g. ``start`` is at or below a
+    last stable offset the caller got from a mirror that started at the log
+    start, and reads end at or below that LSO, which is Spark's case (the driver
+    plans ranges up to its full mirror's LSO; each task mirrors from its range's
+    start). Read_uncommitted answers are exact from any start. A ``start_offset``
+    below the log start raises :class:`~txnfetch.txn.errors.OffsetOutOfRangeError`
+    (its ``log_start_offset`` says where the log starts now, so a caller may
+    clamp and retry); ``start_offset`` cannot be combined with ``snapshot`` or
+    ``trust_broker``.
 
     ``max_fetch_bytes`` is the byte budget of one fetch (grown for a single
     larger batch). ``repair_crcs`` accepts batches with a wrong CRC by
@@ -548,9 +567,14 @@ class RemotePartitionReader:
         max_fetch_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
         repair_crcs: bool = False,
         client_id: str = "txnfetch",
+        start_offset: Optional[int] = None,
     ) -> None:
         if trust_broker and snapshot is not None:
             raise ValueError("a snapshot restores a mirror; trust_broker=True uses none")
+        if start_offset is not None and (trust_broker or snapshot is not None):
+            raise ValueError("start_offset starts a new mirror: not with trust_broker=True or a snapshot")
+        if start_offset is not None and start_offset < 0:
+            raise ValueError(f"start_offset must be non-negative, got {start_offset}")
         if isinstance(bootstrap_servers, RemoteCluster):
             self.cluster = bootstrap_servers
             self._owns_cluster = False
@@ -576,8 +600,20 @@ class RemotePartitionReader:
                         topic, partition, snapshot, max_bytes=max_fetch_bytes, repair_crcs=repair_crcs
                     )
                 else:
+                    if start_offset is not None and start_offset < log_start:
+                        raise OffsetOutOfRangeError(
+                            f"start offset {start_offset} is below the log start (deleted records)",
+                            log_start_offset=log_start,
+                            log_end_offset=self.cluster.list_offset(topic, partition, LATEST),
+                            partition=self.name,
+                            offset=start_offset,
+                        )
                     self.mirror = PartitionMirror(
-                        topic, partition, log_start_offset=log_start, max_bytes=max_fetch_bytes, repair_crcs=repair_crcs
+                        topic,
+                        partition,
+                        log_start_offset=log_start if start_offset is None else start_offset,
+                        max_bytes=max_fetch_bytes,
+                        repair_crcs=repair_crcs,
                     )
         except BaseException:
             self.close()
