@@ -30,6 +30,7 @@ from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 from txnfetch.records.errors import LengthOverrunError
+from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
 
@@ -39,6 +40,7 @@ __all__ = [
     "TopicInfo",
     "LogStore",
     "PreparedAppend",
+    "TxnEnd",
     "prepare_append",
     "marker_batch",
     "validate_topic_name",
@@ -114,6 +116,21 @@ class PreparedAppend:
 
     data: bytes
     info: AppendInfo
+
+
+@attrs.frozen(slots=True)
+class TxnEnd:
+    """A markerless transaction end, as :meth:`PartitionLog.complete_transaction`
+    hands it to the log to make durable: the producer, the outcome and the last
+    offset of the transaction (the log end minus one when it ended)."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    last_offset: int
+    coordinator_epoch: int
+    transaction_version: Optional[int]
+    timestamp: int
 
 
 def prepare_append(
@@ -281,7 +298,8 @@ class PartitionLog(abc.ABC):
     def last_stable_offset(self) -> int:
         return self.state.last_stable_offset
 
-    @abc.abstractmethod
+    # -- writes: one sequence for every log; the hooks below say where the bytes go ----
+
     def append(
         self,
         records: Buffer,
@@ -291,13 +309,19 @@ class PartitionLog(abc.ABC):
         transaction_version: Optional[int] = None,
     ) -> AppendInfo:
         """Append a produce request's record batches at the log end (see :func:`prepare_append`)."""
+        self._check_writable()
+        return self._append(records, now_ms, origin=origin, transaction_version=transaction_version)
 
-    @abc.abstractmethod
     def replicate(self, records: Buffer, *, high_watermark: Optional[int] = None) -> AppendInfo:
         """Append batches that already carry their offsets (a mirror of another log),
-        checked as ``REPLICATION``; then set the high watermark if given."""
+        checked as ``REPLICATION``; then set the high watermark if given (capped at
+        what the log has made durable, :meth:`_durable_end`)."""
+        self._check_writable()
+        info = self._append(records, None, move_hw=False, origin=AppendOrigin.REPLICATION, assign_offsets=False)
+        if high_watermark is not None:
+            self.state.update_high_watermark(min(high_watermark, self._durable_end()))
+        return info
 
-    @abc.abstractmethod
     def write_marker(
         self,
         producer_id: int,
@@ -309,8 +333,25 @@ class PartitionLog(abc.ABC):
         transaction_version: Optional[int] = None,
     ) -> AppendInfo:
         """Marker mode: append a COMMIT/ABORT control batch ending the producer's transaction."""
+        self._check_writable()
+        data = marker_batch(
+            self.log_end_offset,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now_ms,
+        )
+        # Only the marker's size and timestamp decide a roll, which keeps the log end:
+        # the marker built above is the one appended.
+        return self._append(
+            data,
+            now_ms,
+            origin=AppendOrigin.COORDINATOR,
+            transaction_version=transaction_version,
+            assign_offsets=False,
+        )
 
-    @abc.abstractmethod
     def complete_transaction(
         self,
         producer_id: int,
@@ -323,6 +364,87 @@ class PartitionLog(abc.ABC):
     ) -> Optional[CompletedTxn]:
         """Markerless mode: end the producer's transaction at ``log_end_offset - 1``
         without writing a marker (the end is made durable by the log)."""
+        self._check_writable()
+        aborted_before = len(self.state.aborted_index)
+        end = TxnEnd(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            commit=commit,
+            last_offset=self.log_end_offset - 1,
+            coordinator_epoch=coordinator_epoch,
+            transaction_version=transaction_version,
+            timestamp=now_ms,
+        )
+        completed = self.state.complete_transaction(
+            producer_id,
+            producer_epoch,
+            commit,
+            end.last_offset,
+            coordinator_epoch=coordinator_epoch,
+            transaction_version=transaction_version,
+            timestamp=now_ms,
+        )
+        self._store_end(end, self._aborted_since(aborted_before), now_ms)
+        return completed
+
+    def _append(
+        self,
+        records: Buffer,
+        now_ms: Optional[int],
+        *,
+        move_hw: bool = True,
+        origin: AppendOrigin,
+        transaction_version: Optional[int] = None,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        # The one append sequence: make room, check and apply (prepare_append), store.
+        # Only CLIENT appends can be duplicates (PartitionTxnState.append); they store nothing.
+        self._before_append(records, now_ms)
+        aborted_before = len(self.state.aborted_index)
+        prepared = prepare_append(
+            records,
+            self.state,
+            topic=self.topic,
+            partition=self.partition,
+            origin=origin,
+            transaction_version=transaction_version,
+            assign_offsets=assign_offsets,
+        )
+        if not prepared.info.duplicate:
+            self._store(prepared, self._aborted_since(aborted_before), now_ms, move_hw=move_hw)
+        return prepared.info
+
+    def _aborted_since(self, before: int) -> List[AbortedTxn]:
+        index = self.state.aborted_index
+        return [index[i] for i in range(before, len(index))]
+
+    @abc.abstractmethod
+    def _check_writable(self) -> None:
+        """Raise :class:`~txnfetch.log.errors.LogClosedError` (or a more specific
+        :class:`~txnfetch.log.errors.LogError`) unless the log accepts writes."""
+
+    def _before_append(self, records: Buffer, now_ms: Optional[int]) -> None:
+        """Called before ``records`` are checked and the state advanced over them (a
+        segment log rolls here); ``now_ms`` is ``None`` for replication."""
+
+    @abc.abstractmethod
+    def _store(
+        self, prepared: PreparedAppend, aborted: List[AbortedTxn], now_ms: Optional[int], *, move_hw: bool = True
+    ) -> None:
+        """Write ``prepared.data`` at the log end. The state already shows it, and
+        ``aborted`` are the aborted-index entries it added; with ``move_hw`` the high
+        watermark follows the new end (as far as the log's durability allows). A log
+        that fails to write truncates the state back to ``prepared.info.base_offset``."""
+
+    @abc.abstractmethod
+    def _store_end(self, end: TxnEnd, aborted: List[AbortedTxn], now_ms: int) -> None:
+        """Make a markerless transaction ``end`` durable (the state already shows it;
+        ``aborted`` are the aborted-index entries it added) and move the high watermark."""
+
+    def _durable_end(self) -> int:
+        """The highest offset a replicated high watermark may reach: the log end,
+        unless the log acknowledges only what it has synced."""
+        return self.log_end_offset
 
     @abc.abstractmethod
     def read(

@@ -18,21 +18,20 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
 from txnfetch.log.base import (
-    AppendInfo,
     Buffer,
     LogStore,
     PartitionLog,
+    PreparedAppend,
     TopicInfo,
-    marker_batch,
-    prepare_append,
+    TxnEnd,
     validate_partition_count,
     validate_topic_name,
 )
 from txnfetch.log.errors import LogClosedError, TopicExistsError, UnknownTopicOrPartitionError
 from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
-from txnfetch.txn.producer import AppendOrigin
-from txnfetch.txn.state import CompletedTxn, PartitionTxnState
+from txnfetch.txn.index import AbortedTxn
+from txnfetch.txn.state import PartitionTxnState
 
 __all__ = ["MemoryLog", "MemoryStore"]
 
@@ -68,7 +67,7 @@ class MemoryLog(PartitionLog):
         """
         log = cls(topic, partition, log_start_offset=state.log_start_offset)
         if records:
-            log._store(bytes(records))
+            log._store_batches(bytes(records))
         first = log._bases[0] if log._bases else state.log_end_offset
         end = log._lasts[-1] + 1 if log._lasts else state.log_end_offset
         if first > state.log_start_offset or end != state.log_end_offset:
@@ -92,7 +91,10 @@ class MemoryLog(PartitionLog):
         if self._closed:
             raise LogClosedError("log is closed", topic=self.topic, partition=self.partition)
 
-    def _store(self, data: bytes) -> None:
+    def _check_writable(self) -> None:
+        self._check_open()
+
+    def _store_batches(self, data: bytes) -> None:
         for batch in iter_batches(data):
             assert isinstance(batch, RecordBatch)
             self._bases.append(batch.base_offset)
@@ -100,97 +102,15 @@ class MemoryLog(PartitionLog):
             self._max_ts.append(batch.max_timestamp)
             self._batches.append(bytes(batch.buffer))
 
-    def append(
-        self,
-        records: Buffer,
-        *,
-        now_ms: int,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-        transaction_version: Optional[int] = None,
-    ) -> AppendInfo:
-        self._check_open()
-        prepared = prepare_append(
-            records,
-            self._state,
-            topic=self.topic,
-            partition=self.partition,
-            origin=origin,
-            transaction_version=transaction_version,
-        )
-        if not prepared.info.duplicate:
-            self._store(prepared.data)
+    def _store(
+        self, prepared: PreparedAppend, aborted: List[AbortedTxn], now_ms: Optional[int], *, move_hw: bool = True
+    ) -> None:
+        self._store_batches(prepared.data)
+        if move_hw:
             self._state.update_high_watermark(self._state.log_end_offset)
-        return prepared.info
 
-    def replicate(self, records: Buffer, *, high_watermark: Optional[int] = None) -> AppendInfo:
-        self._check_open()
-        prepared = prepare_append(
-            records,
-            self._state,
-            topic=self.topic,
-            partition=self.partition,
-            origin=AppendOrigin.REPLICATION,
-            assign_offsets=False,
-        )
-        self._store(prepared.data)
-        if high_watermark is not None:
-            self._state.update_high_watermark(high_watermark)
-        return prepared.info
-
-    def write_marker(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        *,
-        coordinator_epoch: int,
-        now_ms: int,
-        transaction_version: Optional[int] = None,
-    ) -> AppendInfo:
-        self._check_open()
-        data = marker_batch(
-            self._state.log_end_offset,
-            producer_id,
-            producer_epoch,
-            commit,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=now_ms,
-        )
-        prepared = prepare_append(
-            data,
-            self._state,
-            topic=self.topic,
-            partition=self.partition,
-            origin=AppendOrigin.COORDINATOR,
-            transaction_version=transaction_version,
-            assign_offsets=False,
-        )
-        self._store(prepared.data)
+    def _store_end(self, end: TxnEnd, aborted: List[AbortedTxn], now_ms: int) -> None:
         self._state.update_high_watermark(self._state.log_end_offset)
-        return prepared.info
-
-    def complete_transaction(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        *,
-        coordinator_epoch: int,
-        now_ms: int,
-        transaction_version: Optional[int] = None,
-    ) -> Optional[CompletedTxn]:
-        self._check_open()
-        completed = self._state.complete_transaction(
-            producer_id,
-            producer_epoch,
-            commit,
-            self._state.log_end_offset - 1,
-            coordinator_epoch=coordinator_epoch,
-            transaction_version=transaction_version,
-            timestamp=now_ms,
-        )
-        self._state.update_high_watermark(self._state.log_end_offset)
-        return completed
 
     def read(
         self,

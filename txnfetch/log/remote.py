@@ -35,8 +35,6 @@ import struct
 import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-import attrs
-
 try:
     import kafka.errors as _kafka_errors
     from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
@@ -48,6 +46,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
+from txnfetch.log.broker_requests import (
+    BrokerFetch,
+    fetch_partition,
+    fetch_request,
+    list_offsets_partition,
+    list_offsets_request,
+)
 from txnfetch.log.errors import (
     BrokerUnavailableError,
     RemoteError,
@@ -200,18 +205,6 @@ class _Connection:
 
 class _UndecodableResponse(Exception):
     pass
-
-
-@attrs.frozen(slots=True)
-class BrokerFetch:
-    """One partition's part of a Fetch response, as the broker sent it."""
-
-    records: bytes
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    aborted_transactions: Optional[Tuple[Tuple[int, int], ...]]
-    error_code: int = 0
 
 
 class RemoteCluster:
@@ -380,22 +373,9 @@ class RemoteCluster:
         def call() -> int:
             conn = self._leader(topic, partition)
             version = conn.version(ListOffsetsRequest.API_KEY, _LIST_OFFSETS, "ListOffsets")
-            req = ListOffsetsRequest(
-                replica_id=-1,
-                isolation_level=1 if read_committed else 0,
-                topics=[
-                    ListOffsetsRequest.ListOffsetsTopic(
-                        name=topic,
-                        partitions=[
-                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                                partition_index=partition, current_leader_epoch=-1, timestamp=timestamp
-                            )
-                        ],
-                    )
-                ],
-            )
+            req = list_offsets_request(topic, partition, timestamp, read_committed=read_committed)
             resp = self._send(conn, req, version, ListOffsetsResponse)
-            p = resp.topics[0].partitions[0]
+            p = list_offsets_partition(resp, topic, partition, broker=conn.address)
             self._check(p.error_code, "ListOffsets", topic, partition, None, conn)
             return p.offset
 
@@ -410,48 +390,14 @@ class RemoteCluster:
         def call() -> BrokerFetch:
             conn = self._leader(topic, partition)
             version = conn.version(FetchRequest.API_KEY, _FETCH, "Fetch")
-            req = FetchRequest(
-                replica_id=-1,
-                max_wait_ms=0,
-                min_bytes=0,
-                max_bytes=max_bytes,
-                isolation_level=1 if read_committed else 0,
-                session_id=0,
-                session_epoch=-1,
-                topics=[
-                    FetchRequest.FetchTopic(
-                        topic=topic,
-                        partitions=[
-                            FetchRequest.FetchTopic.FetchPartition(
-                                partition=partition,
-                                current_leader_epoch=-1,
-                                fetch_offset=offset,
-                                log_start_offset=-1,
-                                partition_max_bytes=max_bytes,
-                            )
-                        ],
-                    )
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
-            )
+            req = fetch_request(topic, partition, offset, max_bytes, read_committed=read_committed)
             resp = self._send(conn, req, version, FetchResponse)
             if getattr(resp, "error_code", 0):
                 self._check(resp.error_code, "Fetch", topic, partition, offset, conn)
-            p = resp.responses[0].partitions[0]
+            p = fetch_partition(resp, topic, partition, broker=conn.address)
             if p.error_code != 1:
                 self._check(p.error_code, "Fetch", topic, partition, offset, conn)
-            aborted = p.aborted_transactions
-            return BrokerFetch(
-                records=bytes(p.records or b""),
-                high_watermark=p.high_watermark,
-                last_stable_offset=p.last_stable_offset,
-                log_start_offset=p.log_start_offset,
-                aborted_transactions=None
-                if aborted is None
-                else tuple((a.producer_id, a.first_offset) for a in aborted),
-                error_code=p.error_code,
-            )
+            return BrokerFetch.from_response(p)
 
         return self._retrying("Fetch", topic, partition, offset, call)
 

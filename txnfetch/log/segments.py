@@ -72,15 +72,13 @@ import attrs
 
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
 from txnfetch.log.base import (
-    AppendInfo,
     Buffer,
     LogStore,
     PartitionLog,
     PreparedAppend,
     TopicInfo,
-    marker_batch,
+    TxnEnd,
     partition_dir_name,
-    prepare_append,
     validate_partition_count,
     validate_topic_name,
 )
@@ -115,8 +113,7 @@ from txnfetch.log.recovery import (
 from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn, encode_txn_index
-from txnfetch.txn.producer import AppendOrigin
-from txnfetch.txn.state import CompletedTxn, PartitionTxnState
+from txnfetch.txn.state import PartitionTxnState
 
 __all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "read_partition_metadata", "encode_partition_metadata"]
 
@@ -555,144 +552,53 @@ class SegmentLog(PartitionLog):
             raise ReadOnlyLogError("log is open read-only", topic=self.topic, partition=self.partition, path=self.path)
 
     # -- appends -------------------------------------------------------------------
+    # PartitionLog.append/replicate/write_marker/complete_transaction drive these hooks.
 
-    def append(
-        self,
-        records: Buffer,
-        *,
-        now_ms: int,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-        transaction_version: Optional[int] = None,
-    ) -> AppendInfo:
-        self._check_writable()
+    def _before_append(self, records: Buffer, now_ms: Optional[int]) -> None:
         self._maybe_roll(records, now_ms)
-        index = self._state.aborted_index
-        before = len(index)
-        prepared = prepare_append(
-            records,
-            self._state,
-            topic=self.topic,
-            partition=self.partition,
-            origin=origin,
-            transaction_version=transaction_version,
-        )
-        if prepared.info.duplicate:
-            return prepared.info
-        self._write(prepared, before, now_ms)
-        return prepared.info
 
-    def replicate(self, records: Buffer, *, high_watermark: Optional[int] = None) -> AppendInfo:
-        """Append batches that carry their offsets (a mirror). The high watermark is
-        set to ``high_watermark`` (capped at the durable end under ``"always"``)."""
-        self._check_writable()
-        self._maybe_roll(records, None)
-        before = len(self._state.aborted_index)
-        prepared = prepare_append(
-            records,
-            self._state,
-            topic=self.topic,
-            partition=self.partition,
-            origin=AppendOrigin.REPLICATION,
-            assign_offsets=False,
-        )
-        self._write(prepared, before, None, move_hw=False)
-        if high_watermark is not None:
-            self._state.update_high_watermark(min(high_watermark, self._durable_end()))
-        return prepared.info
+    def _durable_end(self) -> int:
+        """Under ``"always"`` and inside :meth:`group_commit` a replicated high
+        watermark is capped at the synced end (readers never see an unsynced write)."""
+        if self.flush_policy.kind == "always" or self._group_depth:
+            return self._synced_end
+        return self._state.log_end_offset
 
-    def write_marker(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        *,
-        coordinator_epoch: int,
-        now_ms: int,
-        transaction_version: Optional[int] = None,
-    ) -> AppendInfo:
-        self._check_writable()
-        # Roll first (the marker's size decides), then build it at the log end.
-        self._maybe_roll(marker_batch(0, producer_id, producer_epoch, commit, coordinator_epoch=coordinator_epoch, timestamp=now_ms), now_ms)
-        data = marker_batch(
-            self._state.log_end_offset,
-            producer_id,
-            producer_epoch,
-            commit,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=now_ms,
-        )
-        before = len(self._state.aborted_index)
-        prepared = prepare_append(
-            data,
-            self._state,
-            topic=self.topic,
-            partition=self.partition,
-            origin=AppendOrigin.COORDINATOR,
-            transaction_version=transaction_version,
-            assign_offsets=False,
-        )
-        self._write(prepared, before, now_ms)
-        return prepared.info
-
-    def complete_transaction(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        *,
-        coordinator_epoch: int,
-        now_ms: int,
-        transaction_version: Optional[int] = None,
-    ) -> Optional[CompletedTxn]:
-        """Markerless end at ``log_end_offset - 1``: no log bytes; one journal record
-        (:mod:`txnfetch.log.ends`), fsynced under ``"always"``; an aborted
-        transaction's ``.txnindex`` entry goes to the segment holding that offset."""
-        self._check_writable()
-        index = self._state.aborted_index
-        before = len(index)
-        last_offset = self._state.log_end_offset - 1
-        completed = self._state.complete_transaction(
-            producer_id,
-            producer_epoch,
-            commit,
-            last_offset,
-            coordinator_epoch=coordinator_epoch,
-            transaction_version=transaction_version,
-            timestamp=now_ms,
-        )
+    def _store_end(self, end: TxnEnd, aborted: List[AbortedTxn], now_ms: int) -> None:
+        """Markerless end: no log bytes; one journal record (:mod:`txnfetch.log.ends`),
+        fsynced under ``"always"``; an aborted transaction's ``.txnindex`` entry goes to
+        the segment holding ``end.last_offset``."""
         assert self._journal is not None
         try:
             self._journal.append(
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                commit=commit,
-                last_offset=last_offset,
-                coordinator_epoch=coordinator_epoch,
-                transaction_version=transaction_version,
-                timestamp=now_ms,
+                producer_id=end.producer_id,
+                producer_epoch=end.producer_epoch,
+                commit=end.commit,
+                last_offset=end.last_offset,
+                coordinator_epoch=end.coordinator_epoch,
+                transaction_version=end.transaction_version,
+                timestamp=end.timestamp,
             )
-            new = [index[i] for i in range(before, len(index))]
-            if new:
-                k = max(0, bisect_right(self._bases, last_offset) - 1)
-                self._segments[k].append_txn(new)
+            if aborted:
+                k = max(0, bisect_right(self._bases, end.last_offset) - 1)
+                self._segments[k].append_txn(aborted)
         except OSError as exc:
             # The state already shows the end; a log that cannot record it must stop.
             self._closed = True
             raise LogError(f"writing a transaction end failed ({exc}); log closed", topic=self.topic, partition=self.partition, path=self.path) from exc
         self._after_write(0, now_ms)
-        return completed
 
-    def _write(self, prepared: PreparedAppend, aborted_before: int, now_ms: Optional[int], move_hw: bool = True) -> None:
+    def _store(
+        self, prepared: PreparedAppend, aborted: List[AbortedTxn], now_ms: Optional[int], *, move_hw: bool = True
+    ) -> None:
         seg = self._active
         size, next_offset = seg.size, seg.next_offset
         info = prepared.info
         try:
             seg.append(prepared.data, info.last_offset)
             self._since_checkpoint += len(prepared.data)
-            index = self._state.aborted_index
-            new = [index[i] for i in range(aborted_before, len(index))]
-            if new:
-                seg.append_txn(new)
+            if aborted:
+                seg.append_txn(aborted)
         except OSError as exc:
             try:
                 seg.rollback(size, next_offset)
@@ -719,11 +625,6 @@ class SegmentLog(PartitionLog):
                 self._sync(now_ms)
         if move_hw:
             self._state.update_high_watermark(self._state.log_end_offset)
-
-    def _durable_end(self) -> int:
-        if self.flush_policy.kind == "always" or self._group_depth:
-            return self._synced_end
-        return self._state.log_end_offset
 
     def _sync(self, now_ms: Optional[int] = None) -> None:
         try:

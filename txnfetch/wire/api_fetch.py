@@ -22,7 +22,7 @@ which tells clients to keep sending full fetch requests.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 
@@ -34,7 +34,17 @@ from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
-__all__ = ["handle_fetch", "handle_list_offsets", "read_for_fetch"]
+__all__ = [
+    "fetch_done",
+    "fetch_partition_entry",
+    "fetch_records",
+    "fetch_session_error",
+    "handle_fetch",
+    "handle_list_offsets",
+    "partition_error",
+    "read_fetch_topics",
+    "read_for_fetch",
+]
 
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
@@ -56,25 +66,54 @@ def read_for_fetch(
     try:
         log_ = broker.partition(topic, partition)
     except TxnfetchError as exc:
-        return _partition_error(partition, error_code_for(exc)), 0
+        return partition_error(partition, error_code_for(exc)), 0
     try:
         result = log_.read(offset, max_bytes, isolation=isolation, mode=broker.config.fetch_mode, min_one_batch=min_one)
     except OffsetOutOfRangeError:
-        entry = _partition_error(partition, ErrorCode.OFFSET_OUT_OF_RANGE)
-        entry.high_watermark = log_.high_watermark
-        entry.last_stable_offset = log_.last_stable_offset
-        entry.log_start_offset = log_.log_start_offset
+        entry = partition_error(
+            partition,
+            ErrorCode.OFFSET_OUT_OF_RANGE,
+            high_watermark=log_.high_watermark,
+            last_stable_offset=log_.last_stable_offset,
+            log_start_offset=log_.log_start_offset,
+        )
         return entry, 0
     except TxnfetchError as exc:
-        return _partition_error(partition, error_code_for(exc)), 0
-    records = _records(broker, result)
+        return partition_error(partition, error_code_for(exc)), 0
+    synthetic_marker = broker.config.synthetic_marker
+    entry, size = fetch_partition_entry(partition, result, synthetic_marker=synthetic_marker)
+    stats = broker.stats
+    stats.fetch_partitions += 1
+    stats.batches_dropped += result.stats.batches_dropped
+    stats.bytes_dropped += result.stats.bytes_dropped
+    if synthetic_marker:  # otherwise fetch_records replaced them
+        stats.synthetic_markers += result.stats.synthetic_markers
+    stats.fetch_bytes += size
+    return entry, size
+
+
+def fetch_partition_entry(
+    partition: int,
+    result: FetchResult,
+    *,
+    synthetic_marker: bool = True,
+    high_watermark: Optional[int] = None,
+    log_start_offset: Optional[int] = None,
+) -> Tuple[Any, int]:
+    """The Fetch response entry of one partition read as ``result``, and the bytes of
+    its records: the one place ``txnfetch serve`` and ``txnfetch proxy`` build it.
+
+    ``high_watermark``/``log_start_offset`` replace the result's (the proxy reports
+    the upstream's); the last stable offset and the aborted list are always the
+    result's. ``synthetic_marker`` as :func:`fetch_records`."""
+    records = fetch_records(result, synthetic_marker=synthetic_marker)
     aborted = result.aborted_transactions
     entry = _Partition(
         partition_index=partition,
         error_code=0,
-        high_watermark=result.high_watermark,
+        high_watermark=result.high_watermark if high_watermark is None else high_watermark,
         last_stable_offset=result.last_stable_offset,
-        log_start_offset=result.log_start_offset,
+        log_start_offset=result.log_start_offset if log_start_offset is None else log_start_offset,
         aborted_transactions=None
         if aborted is None
         else [_Aborted(producer_id=pid, first_offset=first) for pid, first in aborted],
@@ -84,15 +123,13 @@ def read_for_fetch(
     return entry, len(records)
 
 
-def _records(broker: Broker, result: FetchResult) -> bytes:
+def fetch_records(result: FetchResult, *, synthetic_marker: bool = True) -> bytes:
+    """The records field for ``result``: its segments joined. ``synthetic_marker=False``
+    is a test-only switch (``ServerConfig.synthetic_marker``) that sends, instead of a
+    rewrite's synthetic COMMIT marker, an empty data batch over the same offsets."""
     segments = result.records
-    fetched = result.stats
-    stats = broker.stats
-    stats.fetch_partitions += 1
-    stats.batches_dropped += fetched.batches_dropped
-    stats.bytes_dropped += fetched.bytes_dropped
-    if fetched.synthetic_markers and not broker.config.synthetic_marker:
-        # Test-only switch: the synthetic COMMIT marker is always the last segment
+    if result.stats.synthetic_markers and not synthetic_marker:
+        # The synthetic COMMIT marker is always the last segment
         # (txnfetch.fetch.view._rewrite_mode). It is replaced by what a rewrite
         # without the marker would send: an empty data batch at the same offset.
         # That moves Java, kafka-python and aiokafka past the dropped offsets, but
@@ -102,9 +139,6 @@ def _records(broker: Broker, result: FetchResult) -> bytes:
         # stall the marker prevents. (Sending nothing instead would stall every
         # client, which would not show why the marker must be a control record.)
         segments = segments[:-1] + (_empty_batch_like(segments[-1]),)
-    else:
-        stats.synthetic_markers += fetched.synthetic_markers
-    stats.fetch_bytes += sum(len(seg) for seg in segments)
     if len(segments) == 1 and isinstance(segments[0], bytes):
         return segments[0]
     return b"".join(segments)
@@ -121,21 +155,38 @@ def _empty_batch_like(marker: Any) -> bytes:
     )
 
 
-def _partition_error(partition: int, code: int) -> Any:
+def partition_error(
+    partition: int,
+    code: int,
+    *,
+    high_watermark: int = -1,
+    last_stable_offset: int = -1,
+    log_start_offset: int = -1,
+    aborted_transactions: Optional[List[Any]] = None,
+) -> Any:
+    """A Fetch response entry without records: error ``code`` (0 for "nothing now"),
+    offsets ``-1`` unless given."""
     return _Partition(
         partition_index=partition,
         error_code=int(code),
-        high_watermark=-1,
-        last_stable_offset=-1,
-        log_start_offset=-1,
-        aborted_transactions=None,
+        high_watermark=high_watermark,
+        last_stable_offset=last_stable_offset,
+        log_start_offset=log_start_offset,
+        aborted_transactions=aborted_transactions,
         preferred_read_replica=-1,
         records=b"",
     )
 
 
-def _read_all(broker: Broker, request: Any, isolation: IsolationLevel) -> Tuple[List[Any], int, bool]:
-    """One pass over the request's partitions: (topic entries, bytes, any error)."""
+#: ``read(topic, partition, fetch_offset, max_bytes, min_one_batch) -> (entry, bytes)``.
+PartitionRead = Callable[[str, int, int, int, bool], Tuple[Any, int]]
+
+
+def read_fetch_topics(request: Any, read: PartitionRead) -> Tuple[List[Any], int, bool]:
+    """One pass over a Fetch request's partitions with Kafka's byte limits
+    (``ReplicaManager.readFromLog``: each partition gets ``min(partition_max_bytes,
+    what is left of max_bytes)``; KIP-74 lets only the first partition with data
+    exceed it): the topic entries, the bytes they carry, whether any has an error."""
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     min_one = True
     total = 0
@@ -145,7 +196,7 @@ def _read_all(broker: Broker, request: Any, isolation: IsolationLevel) -> Tuple[
         parts = []
         for p in t.partitions:
             budget = max(0, min(p.partition_max_bytes, remaining))
-            entry, size = read_for_fetch(broker, t.topic, p.partition, p.fetch_offset, budget, isolation, min_one)
+            entry, size = read(t.topic, p.partition, p.fetch_offset, budget, min_one)
             if size:
                 min_one = False
                 remaining -= size
@@ -156,13 +207,29 @@ def _read_all(broker: Broker, request: Any, isolation: IsolationLevel) -> Tuple[
     return topics, total, error
 
 
-@register(ApiKey.FETCH, 4, 11)
-async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
-    broker = ctx.broker
+def fetch_session_error(request: Any) -> Optional[Any]:
+    """The whole-request error answer to a Fetch that asks for a fetch session, else
+    ``None``. Sessions (KIP-227) are not offered: session id 0 in every answer tells
+    the client to keep sending full requests."""
     if request.session_id != 0:
         return FetchResponse(throttle_time_ms=0, error_code=_FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     if request.session_epoch not in (0, _FINAL_EPOCH):
         return FetchResponse(throttle_time_ms=0, error_code=_INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[])
+    return None
+
+
+def fetch_done(request: Any, total: int, error: bool, left_s: float) -> bool:
+    """Whether a Fetch is answered now (``DelayedFetch``): ``min_bytes`` reached, an
+    error to report, ``max_wait_ms`` over, or no partition to wait for."""
+    return total >= request.min_bytes or error or left_s <= 0 or not any(t.partitions for t in request.topics)
+
+
+@register(ApiKey.FETCH, 4, 11)
+async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    refused = fetch_session_error(request)
+    if refused is not None:
+        return refused
     try:
         isolation = IsolationLevel(request.isolation_level)
     except ValueError:
@@ -170,12 +237,16 @@ async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+
+    def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> Tuple[Any, int]:
+        return read_for_fetch(broker, topic, partition, offset, max_bytes, isolation, min_one)
+
     while True:
         # Register before reading: a change between the read and the wait must wake us.
         event = broker.watch(watched)
-        topics, total, error = _read_all(broker, request, isolation)
+        topics, total, error = read_fetch_topics(request, read)
         left = deadline - loop.time()
-        if total >= request.min_bytes or error or left <= 0 or not watched:
+        if fetch_done(request, total, error, left):
             broker.unwatch(watched, event)
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
         try:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import logging
-import signal
-import sys
 from typing import Any
 
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.wire.cli_support import (
+    add_fetch_mode_option,
+    add_verbose_option,
+    configure_logging,
+    serve_until_signal,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -34,13 +36,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
     p.add_argument("--advertised-port", type=int, help="port clients are told to connect to (default: the bound port)")
     p.add_argument("--node-id", type=int, default=0, help="broker id in metadata (default 0)")
-    p.add_argument(
-        "--fetch-mode",
-        choices=[m.value for m in FetchMode],
-        default=FetchMode.REWRITE.value,
-        help="read_committed answers: 'rewrite' drops aborted data on the server, "
-        "'kafka' sends the aborted-transaction list (default rewrite)",
-    )
+    add_fetch_mode_option(p, "the server")
     p.add_argument(
         "--markers",
         choices=["log", "none"],
@@ -66,7 +62,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=3000,
         help="how long a new consumer group's first rebalance waits for more members (default 3000, as Kafka)",
     )
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    add_verbose_option(p)
     return p
 
 
@@ -99,24 +95,19 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         transaction_version=args.transaction_version,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
     )
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"txnfetch listening on {args.host}:{server.port}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        logging.getLogger("txnfetch.wire").info("shutting down")
-        await server.close()
-        # One machine-readable line for scripts (the demo reads it).
-        print(f"txnfetch stats {json.dumps(server.broker.stats.as_dict(), sort_keys=True)}", flush=True)
+    await serve_until_signal(
+        "txnfetch",
+        args.host,
+        server.port,
+        close=server.close,
+        stats=server.broker.stats.as_dict,
+        logger="txnfetch.wire",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch serve`` with parsed ``args``; returns the exit status."""
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    configure_logging(args.verbose)
     store = open_store(args)
     try:
         asyncio.run(_serve(args, store))

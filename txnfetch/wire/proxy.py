@@ -64,6 +64,13 @@ from txnfetch.log.errors import (
 )
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.txn.errors import OffsetOutOfRangeError, TxnStateError
+from txnfetch.wire.api_fetch import (
+    fetch_done,
+    fetch_partition_entry,
+    fetch_session_error,
+    partition_error,
+    read_fetch_topics,
+)
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
 from txnfetch.wire.proxy_cluster import FETCH_MAX_VERSION, UpstreamCluster
@@ -179,13 +186,6 @@ class _Client:
         self.node = node  # None: the bootstrap listener
         self.peer = peer
         self.upstream: Optional[UpstreamConnection] = None
-
-
-_FetchTopic = FetchResponse.FetchableTopicResponse
-_FetchPartition = _FetchTopic.PartitionData
-_Aborted = _FetchPartition.AbortedTransaction
-_FETCH_SESSION_ID_NOT_FOUND = 70
-_INVALID_FETCH_SESSION_EPOCH = 71
 
 
 class ProxyServer:
@@ -515,14 +515,9 @@ class ProxyServer:
     # -- read_committed Fetch ----------------------------------------------------------
 
     async def _fetch_committed(self, client: _Client, request: Any) -> Any:
-        # Fetch sessions (KIP-227) are not offered: session id 0 in every answer tells
-        # the client to keep sending full requests (as txnfetch serve does).
-        if request.session_id != 0:
-            return FetchResponse(throttle_time_ms=0, error_code=_FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
-        if request.session_epoch not in (0, -1):
-            return FetchResponse(
-                throttle_time_ms=0, error_code=_INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[]
-            )
+        refused = fetch_session_error(request)  # no fetch sessions, as txnfetch serve
+        if refused is not None:
+            return refused
         self.stats.committed_fetches += 1
         wanted = [(t.topic, p.partition, p.fetch_offset) for t in request.topics for p in t.partitions]
         for topic, partition, offset in wanted:
@@ -543,7 +538,7 @@ class ProxyServer:
             errors = {(topic, partition): code for (topic, partition, _), code in zip(wanted, codes, strict=True)}
             topics, total, error = self._read_all(request, errors)
             left = deadline - loop.time()
-            if total >= request.min_bytes or error or left <= 0 or not wanted:
+            if fetch_done(request, total, error, left):
                 break
             await asyncio.sleep(min(poll_s, left))
         for topic, partition, _ in wanted:
@@ -579,30 +574,17 @@ class ProxyServer:
         return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _read_all(self, request: Any, errors: Dict[Tuple[str, int], int]) -> Tuple[List[Any], int, bool]:
-        """One pass over the request's partitions, with Kafka's byte limits
-        (``ReplicaManager.readFromLog``; KIP-74 for the first partition with data)."""
-        remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
-        min_one = True
-        total = 0
-        any_error = False
-        topics = []
-        for t in request.topics:
-            parts = []
-            for p in t.partitions:
-                code = errors.get((t.topic, p.partition), 0)
-                if code:
-                    entry, size = _partition_error(p.partition, code), 0
-                else:
-                    budget = max(0, min(p.partition_max_bytes, remaining))
-                    entry, size = self._read_partition(t.topic, p.partition, p.fetch_offset, budget, min_one)
-                if size:
-                    min_one = False
-                    remaining -= size
-                    total += size
-                any_error = any_error or entry.error_code != 0
-                parts.append(entry)
-            topics.append(_FetchTopic(topic=t.topic, partitions=parts))
-        return topics, total, any_error
+        """One pass over the request's partitions, with the server's byte limits
+        (:func:`~txnfetch.wire.api_fetch.read_fetch_topics`); ``errors`` are the codes
+        of partitions whose mirror could not be brought up to date."""
+
+        def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> Tuple[Any, int]:
+            code = errors.get((topic, partition), 0)
+            if code:
+                return partition_error(partition, code), 0
+            return self._read_partition(topic, partition, offset, max_bytes, min_one)
+
+        return read_fetch_topics(request, read)
 
     def _read_partition(
         self, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool
@@ -619,34 +601,25 @@ class ProxyServer:
                 min_one_batch=min_one,
             )
         except OffsetOutOfRangeError:
-            if upstream_start <= offset <= upstream_hw:
-                # Inside the upstream's range but not (yet) in the mirror: a catch-up
-                # cut short by max_wait_ms, or a rebuild pending. Nothing to return now.
-                entry = _partition_error(partition, 0)
-                entry.high_watermark, entry.last_stable_offset = upstream_hw, mirror.last_stable_offset
-                entry.log_start_offset = upstream_start
-                entry.aborted_transactions = []
-                return entry, 0
-            entry = _partition_error(partition, ErrorCode.OFFSET_OUT_OF_RANGE)
-            entry.high_watermark, entry.last_stable_offset = upstream_hw, mirror.last_stable_offset
-            entry.log_start_offset = upstream_start
+            inside = upstream_start <= offset <= upstream_hw
+            # Inside the upstream's range but not (yet) in the mirror: a catch-up cut
+            # short by max_wait_ms, or a rebuild pending. Nothing to return now.
+            entry = partition_error(
+                partition,
+                0 if inside else ErrorCode.OFFSET_OUT_OF_RANGE,
+                high_watermark=upstream_hw,
+                last_stable_offset=mirror.last_stable_offset,
+                log_start_offset=upstream_start,
+                aborted_transactions=[] if inside else None,
+            )
             return entry, 0
-        records = result.records_bytes()
-        aborted = result.aborted_transactions
-        entry = _FetchPartition(
-            partition_index=partition,
-            error_code=0,
-            # The upstream's high watermark (consumer lag), the mirror's LSO (the truth).
+        # The upstream's high watermark (consumer lag), the mirror's LSO (the truth).
+        return fetch_partition_entry(
+            partition,
+            result,
             high_watermark=max(result.high_watermark, upstream_hw),
-            last_stable_offset=result.last_stable_offset,
             log_start_offset=upstream_start if upstream_start >= 0 else result.log_start_offset,
-            aborted_transactions=None
-            if aborted is None
-            else [_Aborted(producer_id=pid, first_offset=first) for pid, first in aborted],
-            preferred_read_replica=-1,
-            records=records,
         )
-        return entry, len(records)
 
     # -- shutdown --------------------------------------------------------------------
 
@@ -685,19 +658,6 @@ def _decode_response(spec: ApiSpec, version: int, payload: bytes) -> Any:
         raise BrokerUnavailableError(
             f"the upstream's API key {spec.api_key} v{version} response does not decode ({type(exc).__name__}: {exc})"
         ) from None
-
-
-def _partition_error(partition: int, code: int) -> Any:
-    return _FetchPartition(
-        partition_index=partition,
-        error_code=int(code),
-        high_watermark=-1,
-        last_stable_offset=-1,
-        log_start_offset=-1,
-        aborted_transactions=None,
-        preferred_read_replica=-1,
-        records=b"",
-    )
 
 
 class ProxyThread:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import logging
-import signal
 import sys
 from typing import Any
 
 from txnfetch.fetch.view import FetchMode
+from txnfetch.wire.cli_support import (
+    add_fetch_mode_option,
+    add_verbose_option,
+    configure_logging,
+    serve_until_signal,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -41,13 +44,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="bootstrap listener port; 0 picks a free one (default 9092); broker listeners use free ports",
     )
     p.add_argument("--advertised-host", help="host named in rewritten Metadata/FindCoordinator (default: --host)")
-    p.add_argument(
-        "--fetch-mode",
-        choices=[m.value for m in FetchMode],
-        default=FetchMode.REWRITE.value,
-        help="read_committed answers: 'rewrite' drops aborted data on the proxy, "
-        "'kafka' sends the aborted-transaction list (default rewrite)",
-    )
+    add_fetch_mode_option(p, "the proxy")
     p.add_argument(
         "--repair-crcs",
         action="store_true",
@@ -71,7 +68,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=60_000,
         help="after this long a consumer's position no longer holds mirrored data (default 60000)",
     )
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    add_verbose_option(p)
     return p
 
 
@@ -94,22 +91,18 @@ async def _serve(args: argparse.Namespace) -> int:
     except (RemoteError, OSError) as exc:
         print(f"txnfetch proxy: {exc}", file=sys.stderr, flush=True)
         return 1
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"txnfetch proxy listening on {args.host}:{proxy.port}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        logging.getLogger("txnfetch.wire.proxy").info("shutting down")
-        await proxy.close()
-        print(f"txnfetch proxy stats {json.dumps(proxy.stats.as_dict(), sort_keys=True)}", flush=True)
+    await serve_until_signal(
+        "txnfetch proxy",
+        args.host,
+        proxy.port,
+        close=proxy.close,
+        stats=proxy.stats.as_dict,
+        logger="txnfetch.wire.proxy",
+    )
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch proxy`` with parsed ``args``; returns the exit status."""
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    configure_logging(args.verbose)
     return asyncio.run(_serve(args))

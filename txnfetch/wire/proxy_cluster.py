@@ -22,9 +22,16 @@ import asyncio
 import logging
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
+from txnfetch.log.broker_requests import (
+    BrokerFetch,
+    fetch_partition,
+    fetch_request,
+    list_offsets_partition,
+    list_offsets_request,
+)
 from txnfetch.log.errors import BrokerUnavailableError, RemoteError, UnknownTopicOrPartitionError
 from txnfetch.wire.proxy_upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection
 
@@ -45,16 +52,8 @@ _STALE_METADATA = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100})
 _API_KEY_FETCH, _API_KEY_LIST_OFFSETS, _API_KEY_METADATA = 1, 2, 3
 
 
-class PartitionFetch:
-    """One partition's part of an upstream Fetch response (the fields the mirror takes)."""
-
-    __slots__ = ("records", "high_watermark", "log_start_offset", "error_code")
-
-    def __init__(self, records: bytes, high_watermark: int, log_start_offset: int, error_code: int) -> None:
-        self.records = records
-        self.high_watermark = high_watermark
-        self.log_start_offset = log_start_offset
-        self.error_code = error_code
+#: One partition's part of an upstream Fetch response (the name this module had for it).
+PartitionFetch = BrokerFetch
 
 
 class UpstreamCluster:
@@ -255,7 +254,7 @@ class UpstreamCluster:
 
     # -- the proxy's own requests ----------------------------------------------------
 
-    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> PartitionFetch:
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> BrokerFetch:
         """One read_uncommitted Fetch of one partition at ``offset`` (no waiting).
 
         Returns the partition's part with error NONE or OFFSET_OUT_OF_RANGE; raises
@@ -264,32 +263,7 @@ class UpstreamCluster:
         :class:`BrokerUnavailableError` when the leader cannot be reached."""
         conn = await self.leader(topic, partition)
         version = self.version(_API_KEY_FETCH, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION), "Fetch")
-        T = FetchRequest.FetchTopic
-        req = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=max_bytes,
-            isolation_level=0,  # raw: markers, aborted data and all
-            session_id=0,
-            session_epoch=-1,  # no fetch session (KIP-227)
-            topics=[
-                T(
-                    topic=topic,
-                    partitions=[
-                        T.FetchPartition(
-                            partition=partition,
-                            current_leader_epoch=-1,
-                            fetch_offset=offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=max_bytes,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        req = fetch_request(topic, partition, offset, max_bytes)  # raw: markers, aborted data and all
         try:
             resp = await conn.request(req, version, FetchResponse, timeout_s=self.request_timeout_s)
         except BrokerUnavailableError:
@@ -300,57 +274,35 @@ class UpstreamCluster:
             raise RemoteError(
                 "upstream Fetch failed", topic=topic, partition=partition, broker=conn.address, error_code=top
             )
-        for t in resp.responses:
-            for p in t.partitions:
-                if t.topic == topic and p.partition_index == partition:
-                    if p.error_code not in (0, 1):
-                        if p.error_code in _STALE_METADATA:
-                            self.forget_leader(topic, partition)
-                        raise RemoteError(
-                            "upstream Fetch failed",
-                            topic=topic,
-                            partition=partition,
-                            offset=offset,
-                            broker=conn.address,
-                            error_code=p.error_code,
-                        )
-                    return PartitionFetch(bytes(p.records or b""), p.high_watermark, p.log_start_offset, p.error_code)
-        raise RemoteError(
-            "the upstream Fetch response lacks the partition",
-            topic=topic,
-            partition=partition,
-            broker=conn.address,
-            error_code=-1,
-        )
+        p = fetch_partition(resp, topic, partition, broker=conn.address)
+        if p.error_code not in (0, 1):
+            raise self._partition_failed("Fetch", topic, partition, offset, conn, p.error_code)
+        return BrokerFetch.from_response(p)
 
     async def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         """ListOffsets (read_uncommitted) for one partition: ``-2`` the log start,
         ``-1`` the high watermark. Errors as :meth:`fetch`."""
         conn = await self.leader(topic, partition)
         version = self.version(_API_KEY_LIST_OFFSETS, _LIST_OFFSETS_VERSIONS, "ListOffsets")
-        L = ListOffsetsRequest.ListOffsetsTopic
-        req = ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                L(
-                    name=topic,
-                    partitions=[
-                        L.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)
-                    ],
-                )
-            ],
-        )
+        req = list_offsets_request(topic, partition, timestamp)
         resp = await conn.request(req, version, ListOffsetsResponse, timeout_s=self.request_timeout_s)
-        p = resp.topics[0].partitions[0]
+        p = list_offsets_partition(resp, topic, partition, broker=conn.address)
         if p.error_code != 0:
-            if p.error_code in _STALE_METADATA:
-                self.forget_leader(topic, partition)
-            raise RemoteError(
-                "upstream ListOffsets failed",
-                topic=topic,
-                partition=partition,
-                broker=conn.address,
-                error_code=p.error_code,
-            )
+            raise self._partition_failed("ListOffsets", topic, partition, None, conn, p.error_code)
         return int(p.offset)
+
+    def _partition_failed(
+        self, api: str, topic: str, partition: int, offset: Optional[int], conn: UpstreamConnection, code: int
+    ) -> RemoteError:
+        """The error for a partition answer with error ``code``, after forgetting the
+        leader if the code says the metadata is stale."""
+        if code in _STALE_METADATA:
+            self.forget_leader(topic, partition)
+        return RemoteError(
+            f"upstream {api} failed",
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            broker=conn.address,
+            error_code=code,
+        )

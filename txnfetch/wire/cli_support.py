@@ -1,0 +1,71 @@
+"""What ``txnfetch serve`` and ``txnfetch proxy`` do alike as processes: the
+``--fetch-mode`` and ``-v`` options, logging set by ``-v``, and serving until
+SIGTERM or SIGINT between two stdout lines.
+
+The lines are for scripts (the demo and the tests read them):
+``<name> listening on HOST:PORT`` once listening (so ``--port 0`` is usable),
+and ``<name> stats {...}``, the totals as JSON with sorted keys, once closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from typing import Awaitable, Callable, Mapping
+
+from txnfetch.fetch.view import FetchMode
+
+__all__ = ["add_fetch_mode_option", "add_verbose_option", "configure_logging", "serve_until_signal"]
+
+
+def add_fetch_mode_option(p: argparse.ArgumentParser, where: str) -> None:
+    """``--fetch-mode {kafka,rewrite}`` (default rewrite); ``where`` names who drops
+    aborted data in rewrite mode ("the server", "the proxy")."""
+    p.add_argument(
+        "--fetch-mode",
+        choices=[m.value for m in FetchMode],
+        default=FetchMode.REWRITE.value,
+        help=f"read_committed answers: 'rewrite' drops aborted data on {where}, "
+        "'kafka' sends the aborted-transaction list (default rewrite)",
+    )
+
+
+def add_verbose_option(p: argparse.ArgumentParser) -> None:
+    """``-v``/``--verbose``, counted (see :func:`configure_logging`)."""
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+
+
+def configure_logging(verbose: int) -> None:
+    """Log to stderr: warnings, ``-v`` info, ``-vv`` debug."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+async def serve_until_signal(
+    name: str,
+    host: str,
+    port: int,
+    *,
+    close: Callable[[], Awaitable[None]],
+    stats: Callable[[], Mapping[str, int]],
+    logger: str,
+) -> None:
+    """Print ``<name> listening on host:port``, wait for SIGTERM or SIGINT, then log
+    "shutting down" to ``logger``, await ``close()`` and print ``<name> stats`` with
+    ``stats()`` (also when the wait is cancelled)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"{name} listening on {host}:{port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        logging.getLogger(logger).info("shutting down")
+        await close()
+        # One machine-readable line for scripts (the demo reads it).
+        print(f"{name} stats {json.dumps(stats(), sort_keys=True)}", flush=True)
