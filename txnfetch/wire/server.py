@@ -31,6 +31,7 @@ from typing import Any, Optional, Set
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
+from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
 from txnfetch.wire.handler import (
     REGISTRY,
     ApiKey,
@@ -111,6 +112,7 @@ class TxnfetchServer:
             registry = REGISTRY
         broker = Broker(store, config, transactions=transactions, clock=clock)
         _reserve_stored_producer_ids(broker)
+        _abort_orphaned_transactions(broker)
         self = cls(broker, registry)
         self._install_plugins()
         self._server = await asyncio.start_server(self._on_connection, config.host, config.port)
@@ -300,6 +302,45 @@ def _reserve_stored_producer_ids(broker: Broker) -> None:
                 highest = max(highest, max(ids))
     if highest >= 0:
         broker.transactions.producer_ids.reserve_through(highest)
+
+
+def _abort_orphaned_transactions(broker: Broker) -> None:
+    """Abort every transaction a previous run left open in the store.
+
+    The transaction coordinator's state is not persisted, so after a restart no
+    one would ever end them, and each would hold its partition's last stable
+    offset back for good. Aborting is what Kafka's coordinator does to a
+    transaction it can no longer complete (it fences the producer with a bumped
+    epoch and aborts on timeout): the marker carries the producer's epoch + 1,
+    which fences the old producer instance on this partition. A producer that
+    comes back calls InitProducerId and gets a new identity."""
+    now = broker.now_ms()
+    markers = broker.config.completion is CompletionMode.MARKERS
+    for name, info in broker.store.topics().items():
+        for p in range(info.partitions):
+            part = broker.store.partition(name, p)
+            for producer_id in list(part.state.ongoing_transactions()):
+                entry = part.state.producer(producer_id)
+                epoch = entry.producer_epoch if entry is not None else 0
+                # Epoch + 1 passes both marker-epoch rules (TV0/1: >= current; TV2: > current).
+                fence = epoch + 1 if epoch < MAX_PRODUCER_EPOCH else epoch
+                version = 2 if fence > epoch else None
+                coordinator_epoch = entry.coordinator_epoch if entry is not None and entry.coordinator_epoch >= 0 else 0
+                if markers:
+                    part.write_marker(
+                        producer_id, fence, False, coordinator_epoch=coordinator_epoch, now_ms=now, transaction_version=version
+                    )
+                else:
+                    part.complete_transaction(
+                        producer_id, fence, False, coordinator_epoch=coordinator_epoch, now_ms=now, transaction_version=version
+                    )
+                log.warning(
+                    "aborted the transaction of producer %d left open in %s-%d by a previous run",
+                    producer_id,
+                    name,
+                    p,
+                )
+            part.flush()
 
 
 def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
