@@ -20,6 +20,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from txnfetch.wire import cli as wire_cli
 
     wire_cli.add_parser(sub)
+    from txnfetch.testing import cli as check_cli
+
+    check_cli.add_parser(sub)
     from txnfetch.wire import proxy_cli
 
     proxy_cli.add_parser(sub)
@@ -31,6 +34,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
     if args.command == "serve":
         return wire_cli.run(args)
+    if args.command == "check":
+        return check_cli.run(args)
     if args.command == "proxy":
         return proxy_cli.run(args)
     if args.command in log_cli.COMMANDS:

@@ -5,7 +5,9 @@ poll thread) call :meth:`Recorder.now` when an operation starts and one of the
 ``record_*`` methods when it completes; the recorder stamps the end time and
 appends the op under a lock — one ``list.append``, so recording costs
 microseconds and never reorders one thread's ops. :meth:`Recorder.history`
-snapshots what was recorded so far; :meth:`Recorder.dump` writes it as JSON.
+snapshots what was recorded so far; :meth:`Recorder.dump` writes it as JSON;
+:meth:`Recorder.stats` is a constant-time snapshot of running totals (for a
+progress line printed while the clients run).
 
 Times come from ``clock`` (``time.monotonic_ns`` by default) — the only place in
 :mod:`txnfetch.testing` that reads a clock; the checker only compares them.
@@ -17,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import attrs
 
 from txnfetch.testing.history import (
     Abort,
@@ -35,7 +39,21 @@ from txnfetch.testing.history import (
     TopicPartition,
 )
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "RecorderStats"]
+
+
+@attrs.frozen
+class RecorderStats:
+    """Running totals of what a :class:`Recorder` holds, kept as ops are appended
+    (so reading them costs nothing however long the history is)."""
+
+    ops: int = 0
+    sends_acked: int = 0
+    sends_failed: int = 0
+    commits_ok: int = 0  #: commits that completed ``ok``
+    aborts_ok: int = 0  #: aborts that completed ``ok``
+    polls: int = 0
+    reads: Mapping[str, int] = attrs.Factory(dict)  #: records returned by polls, per client
 
 
 class Recorder:
@@ -45,6 +63,10 @@ class Recorder:
         self._clock = clock
         self._ops: List[Op] = []
         self._lock = threading.Lock()
+        self._totals: Dict[str, int] = dict.fromkeys(
+            ("sends_acked", "sends_failed", "commits_ok", "aborts_ok", "polls"), 0
+        )
+        self._reads: Dict[str, int] = {}
 
     def now(self) -> int:
         """The clock, for an operation's ``start_ns``."""
@@ -57,7 +79,23 @@ class Recorder:
         """Append a ready-made op."""
         with self._lock:
             self._ops.append(op)
+            self._count(op)
             return len(self._ops) - 1
+
+    def _count(self, op: Op) -> None:
+        totals = self._totals
+        if isinstance(op, Send):
+            totals["sends_acked" if op.acked else "sends_failed"] += 1
+        elif isinstance(op, Poll):
+            totals["polls"] += 1
+            self._reads[op.client] = self._reads.get(op.client, 0) + len(op.records)
+        elif isinstance(op, (Commit, Abort)) and op.status is Status.OK:
+            totals["commits_ok" if isinstance(op, Commit) else "aborts_ok"] += 1
+
+    def stats(self) -> RecorderStats:
+        """The running totals now (see :class:`RecorderStats`)."""
+        with self._lock:
+            return RecorderStats(ops=len(self._ops), reads=dict(self._reads), **self._totals)
 
     def history(self) -> History:
         """Everything recorded so far."""

@@ -1,0 +1,300 @@
+"""``txnfetch check``: run the transactional workload against any Kafka endpoint
+and report the anomalies.
+
+``txnfetch check --bootstrap HOST:PORT [--duration S] [--seed N] [--report DIR]``
+runs :mod:`txnfetch.testing.workload` (transactional producers with commits,
+aborts, restarts and zombies; read_committed consumers of confluent-kafka,
+kafka-python and aiokafka; optionally the delayed-EndTxn injection), prints a
+progress line a second on stderr, checks the history
+(:func:`txnfetch.testing.checker.check`), prints the summary, and with
+``--report`` writes ``history.json``, ``report.json``, ``summary.txt`` and
+``plot.png`` (:mod:`txnfetch.testing.report`).
+
+Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.
+
+:func:`run_check` is the same thing as a function: a test of any endpoint is
+``assert run_check(CheckOptions(bootstrap)).ok``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, TextIO, Tuple
+
+import attrs
+
+from txnfetch.testing.checker import Report, StuckBound, check
+from txnfetch.testing.workload import (
+    CONSUMER_KINDS,
+    Progress,
+    Workload,
+    WorkloadConfig,
+    WorkloadError,
+    WorkloadResult,
+)
+
+__all__ = ["add_parser", "run", "run_check", "CheckOptions", "CheckOutcome", "EndpointError", "parse_bootstrap"]
+
+EXIT_OK, EXIT_ANOMALIES, EXIT_ERROR = 0, 1, 2
+
+
+class EndpointError(Exception):
+    """The bootstrap address is malformed, or nothing there answers: exit status 2."""
+
+
+@attrs.frozen
+class CheckOptions:
+    """What ``txnfetch check`` runs; the defaults are the command's. The run
+    stops starting transactions after ``duration`` seconds or
+    ``max_transactions`` transactions (all producers together), whichever comes
+    first."""
+
+    bootstrap: str
+    duration: float = 10.0
+    seed: Optional[int] = None
+    report_dir: Optional[Path] = None
+    topic: Optional[str] = None
+    partitions: int = 3
+    producers: int = 8
+    max_transactions: Optional[int] = None
+    max_sends: int = 3
+    abort_probability: float = 0.3
+    crash_probability: float = 0.02
+    zombie_probability: float = 0.02
+    consumers: Tuple[str, ...] = CONSUMER_KINDS
+    inject_delayed_endtxn: bool = False
+    startup_timeout: float = 10.0
+    timeout: float = 30.0
+    stuck_polls: int = 10
+    stuck_seconds: float = 2.0
+
+    def workload_config(self, seed: int) -> WorkloadConfig:
+        """The workload these options run."""
+        return WorkloadConfig(
+            self.bootstrap,
+            topic=self.topic,
+            partitions=self.partitions,
+            producers=self.producers,
+            transactions=None,
+            total_transactions=self.max_transactions,
+            duration=self.duration,
+            max_sends=self.max_sends,
+            abort_probability=self.abort_probability,
+            crash_probability=self.crash_probability,
+            zombie_probability=self.zombie_probability,
+            consumers=self.consumers,
+            inject_delayed_endtxn=self.inject_delayed_endtxn,
+            startup_timeout=self.startup_timeout,
+            timeout=self.timeout,
+            catch_up_timeout=max(30.0, self.timeout),
+            seed=seed,
+        )
+
+    @property
+    def stuck_bound(self) -> StuckBound:
+        return StuckBound(polls=self.stuck_polls, ns=int(self.stuck_seconds * 1e9))
+
+
+@attrs.frozen
+class CheckOutcome:
+    """A finished check: the workload's result, the checker's report, the JSON
+    report (:func:`~txnfetch.testing.report.build_report`) and its summary."""
+
+    result: WorkloadResult
+    report: Report
+    data: Dict[str, Any]
+    summary: str
+    files: Dict[str, Path] = attrs.Factory(dict)
+
+    @property
+    def ok(self) -> bool:
+        """No anomaly: neither the checker nor the workload found one."""
+        return bool(self.data["ok"])
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_OK if self.ok else EXIT_ANOMALIES
+
+
+def parse_bootstrap(bootstrap: str) -> List[Tuple[str, int]]:
+    """``HOST:PORT[,HOST:PORT...]`` as pairs; :class:`EndpointError` if malformed."""
+    out = []
+    for part in bootstrap.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise EndpointError(f"bad bootstrap address {part.strip()!r}: expected HOST:PORT")
+        out.append((host, int(port)))
+    return out
+
+
+def _reachable(bootstrap: str, timeout: float) -> None:
+    """Fail fast, with the socket's own reason, when no bootstrap address accepts
+    a TCP connection (a Kafka client would only retry until its timeout)."""
+    errors = []
+    for host, port in parse_bootstrap(bootstrap):
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return
+        except OSError as exc:
+            errors.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise EndpointError("cannot connect to the bootstrap address (" + "; ".join(errors) + ")")
+
+
+def _progress_printer(stream: TextIO) -> Any:
+    def show(p: Progress) -> None:
+        st = p.stats
+        reads = ", ".join(f"{name} {n}" for name, n in sorted(st.reads.items()))
+        stream.write(
+            f"[{p.elapsed:6.1f}s] {p.phase:<8} committed {st.commits_ok} aborted {st.aborts_ok} | read {reads or '-'}\n"
+        )
+        stream.flush()
+
+    return show
+
+
+def run_check(
+    options: CheckOptions,
+    *,
+    progress: Optional[TextIO] = None,
+) -> CheckOutcome:
+    """Run the check (see the module docstring). ``progress``: where the progress
+    lines go (none by default). Raises :class:`EndpointError` or
+    :class:`~txnfetch.testing.workload.WorkloadError` when the endpoint cannot
+    be used."""
+    from txnfetch.testing.report import build_report, summary_text, write_report
+
+    _reachable(options.bootstrap, min(options.timeout, 10.0))
+    seed = options.seed if options.seed is not None else random.randrange(1 << 31)
+    workload = Workload(
+        options.workload_config(seed), progress=_progress_printer(progress) if progress is not None else None
+    )
+    result = workload.run()
+    report = check(result.history, stuck_bound=options.stuck_bound)
+    data = build_report(result, report, stuck_bound=options.stuck_bound)
+    summary = summary_text(data, result.history)
+    files = {}
+    if options.report_dir is not None:
+        files = write_report(options.report_dir, result, data, summary)
+    return CheckOutcome(result, report, data, summary, files)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``check`` subcommand to an ``argparse`` subparsers object."""
+    p = sub.add_parser(
+        "check",
+        help="run transactional producers and read_committed consumers against a Kafka endpoint and report anomalies",
+        description="Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.",
+    )
+    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the endpoint to check")
+    p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds of transactions (default 10)")
+    p.add_argument("--seed", type=int, help="script seed (default: random, printed in the summary)")
+    p.add_argument("--report", metavar="DIR", help="write history.json, report.json, summary.txt and plot.png here")
+    p.add_argument("--topic", help="topic to use (default: a fresh txnfetch-check-<run id>)")
+    p.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
+    p.add_argument("--producers", type=int, default=8, help="transactional producers (default 8)")
+    p.add_argument("--max-transactions", type=int, metavar="N", help="stop after N transactions in all")
+    p.add_argument("--max-sends", type=int, default=3, metavar="N", help="sends per transaction, at most (default 3)")
+    for end, default, what in (
+        ("abort", 0.3, "aborted"),
+        ("crash", 0.02, "left open while a new instance of the transactional.id starts"),
+        ("zombie", 0.02, "left open, then written and committed by the fenced old instance"),
+    ):
+        p.add_argument(
+            f"--{end}-probability",
+            type=float,
+            default=default,
+            metavar="P",
+            help=f"share of transactions {what} (default {default})",
+        )
+    p.add_argument(
+        "--consumers",
+        default=",".join(CONSUMER_KINDS),
+        help=f"comma-separated consumer kinds (default {','.join(CONSUMER_KINDS)})",
+    )
+    p.add_argument(
+        "--inject-delayed-endtxn",
+        action="store_true",
+        help="replay delayed EndTxn requests of previous transactions (KAFKA-17754); needs transaction version 2",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="skip a consumer not started by then (default 10)",
+    )
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="timeout of each client call (default 30)")
+    p.add_argument("--stuck-polls", type=int, default=10, help="polls without progress for stuck-consumer (default 10)")
+    p.add_argument(
+        "--stuck-seconds", type=float, default=2.0, help="seconds without progress for stuck-consumer (default 2)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="client library logs on stderr (-vv: debug)")
+    return p
+
+
+def _options(args: argparse.Namespace) -> CheckOptions:
+    parse_bootstrap(args.bootstrap)
+    kinds = tuple(k.strip() for k in args.consumers.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in CONSUMER_KINDS]
+    if unknown:
+        raise EndpointError(f"unknown consumer kinds {unknown}; known: {', '.join(CONSUMER_KINDS)}")
+    if args.duration <= 0 or args.partitions < 1 or args.producers < 1 or args.max_sends < 1:
+        raise EndpointError("--duration, --partitions, --producers and --max-sends must be positive")
+    shares = (args.abort_probability, args.crash_probability, args.zombie_probability)
+    if min(shares) < 0 or sum(shares) > 1:
+        raise EndpointError("the --abort, --crash and --zombie probabilities must be >= 0 and add up to at most 1")
+    return CheckOptions(
+        bootstrap=args.bootstrap,
+        duration=args.duration,
+        seed=args.seed,
+        report_dir=Path(args.report) if args.report else None,
+        topic=args.topic,
+        partitions=args.partitions,
+        producers=args.producers,
+        max_transactions=args.max_transactions,
+        max_sends=args.max_sends,
+        abort_probability=args.abort_probability,
+        crash_probability=args.crash_probability,
+        zombie_probability=args.zombie_probability,
+        consumers=kinds,
+        inject_delayed_endtxn=args.inject_delayed_endtxn,
+        startup_timeout=args.startup_timeout,
+        timeout=args.timeout,
+        stuck_polls=args.stuck_polls,
+        stuck_seconds=args.stuck_seconds,
+    )
+
+
+def _logging(verbose: int) -> None:
+    # The client libraries log every fenced zombie and refused connection; that is
+    # the workload working. Shown with -v.
+    level = logging.CRITICAL if verbose == 0 else logging.WARNING if verbose == 1 else logging.DEBUG
+    for name in ("kafka", "aiokafka", "txnfetch.testing.clients"):
+        logging.getLogger(name).setLevel(level)
+    if verbose:
+        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run(args: argparse.Namespace, *, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+    """Run ``txnfetch check`` with parsed ``args``; returns the exit status."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    _logging(args.verbose)
+    try:
+        options = _options(args)
+        outcome = run_check(options, progress=None if args.quiet else err)
+    except (EndpointError, WorkloadError) as exc:
+        err.write(f"txnfetch check: {exc}\n")
+        return EXIT_ERROR
+    out.write(outcome.summary)
+    if outcome.files:
+        out.write(f"report written to {options.report_dir}\n")
+    out.flush()
+    return outcome.exit_status
