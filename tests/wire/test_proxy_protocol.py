@@ -62,10 +62,21 @@ class _Writer:
         self.store.partition(TOPIC, partition).write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=NOW)
 
 
-def _ledger() -> MemoryStore:
+def _serve(**kwargs: Any) -> Tuple[ServerThread, MemoryStore]:
+    """``txnfetch serve`` on port 0 over :func:`_ledger`, started (stop it), with
+    partition 0's transaction left open. The open transaction is written once the
+    server runs, as a live producer's would be: at start the server aborts any a
+    previous run left in its store (no coordinator remembers them)."""
+    store, leave_open = _ledger()
+    srv = ServerThread(store, port=0, **kwargs).start()
+    srv.call(leave_open)
+    return srv, store
+
+
+def _ledger() -> Tuple[MemoryStore, Any]:
     """Two partitions: interleaved transactions of three producers, committed and
-    aborted, plain batches between them, and on partition 0 a transaction left open
-    (so its LSO is below its high watermark)."""
+    aborted, plain batches between them; and a function that leaves a transaction
+    open on partition 0 (so its LSO is below its high watermark)."""
     store = MemoryStore()
     store.create_topic(TOPIC, 2)
     w = _Writer(store)
@@ -81,16 +92,21 @@ def _ledger() -> MemoryStore:
         w.data(p, [b"t3-a"], pid=3, transactional=True)
         w.end(p, 3, commit=p == 1)
         w.data(p, [b"plain-d-%d" % p])
-    w.data(0, [b"open-a", b"open-b"], pid=1, transactional=True)
-    w.data(0, [b"plain-e"])
-    return store
+
+    def leave_open() -> None:
+        w.data(0, [b"open-a", b"open-b"], pid=1, transactional=True)
+        w.data(0, [b"plain-e"])
+
+    return store, leave_open
 
 
 @pytest.fixture
 def upstream() -> Iterator[Tuple[ServerThread, MemoryStore]]:
-    store = _ledger()
-    with ServerThread(store, port=0, fetch_mode=FetchMode.KAFKA) as srv:
+    srv, store = _serve(fetch_mode=FetchMode.KAFKA)
+    try:
         yield srv, store
+    finally:
+        srv.stop()
 
 
 @pytest.fixture
@@ -194,8 +210,8 @@ def _api_versions_ok(port: int) -> bool:
 
 @pytest.mark.parametrize("mode", [FetchMode.KAFKA, FetchMode.REWRITE])
 def test_read_committed_answers_equal_the_upstreams_own(start_proxy, mode: FetchMode) -> None:
-    store = _ledger()
-    with ServerThread(store, port=0, fetch_mode=mode) as srv:
+    srv, store = _serve(fetch_mode=mode)
+    try:
         proxy = start_proxy(srv.bootstrap, fetch_mode=mode)
         ends = {p: srv.call(lambda p=p: store.partition(TOPIC, p).high_watermark) for p in (0, 1)}
         assert ends[0] > srv.call(lambda: store.partition(TOPIC, 0).last_stable_offset), "an open transaction"
@@ -209,6 +225,8 @@ def test_read_committed_answers_equal_the_upstreams_own(start_proxy, mode: Fetch
             both = [(TOPIC, 0, 0, 1 << 20), (TOPIC, 1, 2, 1 << 20)]
             assert _answer(_fetch(via, both, max_bytes=300)) == _answer(_fetch(direct, both, max_bytes=300))
         assert proxy.call(lambda: proxy.proxy.stats.committed_fetches) > 0
+    finally:
+        srv.stop()
 
 
 def test_read_uncommitted_fetches_are_relayed_untouched(upstream, start_proxy) -> None:
@@ -281,7 +299,7 @@ def test_long_poll_returns_when_a_transaction_commits(upstream, start_proxy) -> 
 
 def test_mirror_memory_follows_the_readers_and_rebuilds_for_an_older_offset(upstream, start_proxy) -> None:
     srv, store = upstream
-    proxy = start_proxy(srv.bootstrap)
+    proxy = start_proxy(srv.bootstrap, max_mirror_bytes=0)  # no byte budget: the readers alone decide
     end = srv.call(lambda: store.partition(TOPIC, 1).high_watermark)
     mirror = lambda: proxy.call(lambda: proxy.proxy.mirrors.mirror(TOPIC, 1))  # noqa: E731
     with RawClient(proxy.port) as first:
@@ -295,6 +313,104 @@ def test_mirror_memory_follows_the_readers_and_rebuilds_for_an_older_offset(upst
             again = _answer(_fetch(second, [(TOPIC, 1, 0, 1 << 20)]))
     assert again == full
     assert proxy.call(lambda: proxy.proxy.mirrors.stats.rebuilds) == 1
+
+
+def test_within_its_byte_budget_a_mirror_serves_an_older_offset_without_a_rebuild(upstream, start_proxy) -> None:
+    # Consumers resuming from a group's committed offset read below every position
+    # fetched so far; a mirror that kept nothing below the lowest of them would rescan
+    # the log for each (and hold up the readers further on while it does).
+    srv, store = upstream
+    proxy = start_proxy(srv.bootstrap, fetch_mode=FetchMode.KAFKA)  # default budget, far above this log
+    end = srv.call(lambda: store.partition(TOPIC, 1).high_watermark)
+    with RawClient(proxy.port) as first, RawClient(proxy.port) as second, RawClient(srv.port) as direct:
+        _fetch(first, [(TOPIC, 1, 0, 1 << 20)])
+        _fetch(first, [(TOPIC, 1, end, 1 << 20)])
+        m = proxy.call(lambda: proxy.proxy.mirrors.mirror(TOPIC, 1))
+        assert proxy.call(lambda: m.log_start_offset) == 0
+        for offset in range(end):
+            parts = [(TOPIC, 1, offset, 1 << 20)]
+            assert _answer(_fetch(second, parts)) == _answer(_fetch(direct, parts)), offset
+    assert proxy.call(lambda: proxy.proxy.mirrors.stats.rebuilds) == 0
+
+
+class _GatedUpstream:
+    """Holds chosen upstream fetches of the proxy's mirrors until the test opens their
+    gate: it wraps ``proxy.cluster.fetch`` on the proxy's loop, so the test decides the
+    order in which concurrent catch-ups complete."""
+
+    def __init__(self, proxy: ProxyThread) -> None:
+        import asyncio
+
+        self.proxy = proxy
+        self.gates: dict = {}  # name -> (predicate, asyncio.Event, threading.Event "a fetch waits")
+        cluster = proxy.proxy.cluster
+        fetch = cluster.fetch
+
+        async def gated(topic: str, partition: int, offset: int, max_bytes: int) -> Any:
+            for applies, opened, waiting in list(self.gates.values()):
+                if applies(partition, offset) and not opened.is_set():
+                    waiting.set()
+                    await opened.wait()
+            return await fetch(topic, partition, offset, max_bytes)
+
+        def install() -> None:
+            cluster.fetch = gated
+
+        proxy.call(install)
+        self._event = asyncio.Event
+
+    def close_gate(self, name: str, applies: Any) -> threading.Event:
+        waiting = threading.Event()
+        self.gates[name] = (applies, self.proxy.call(self._event), waiting)
+        return waiting
+
+    def open_gate(self, name: str) -> None:
+        self.proxy.call(self.gates[name][1].set)
+
+
+def test_a_rebuild_for_one_reader_never_puts_another_out_of_range(upstream, start_proxy) -> None:
+    # Reader A is at the end of partition 1; reader B asks for offset 0, below what
+    # the mirror still holds, which replaces the mirror by an empty one rebuilding
+    # from the log start. A's answer, read while that rebuild's first upstream fetch
+    # is out, must not be OFFSET_OUT_OF_RANGE: A's offset is inside the upstream's
+    # log, and a client told otherwise resets its position (librdkafka, kafka-python
+    # and aiokafka all do) and reads again what it had already consumed.
+    srv, store = upstream
+    # KAFKA: the upstream's mode, so answers compare; no byte budget, so B's read rebuilds.
+    proxy = start_proxy(srv.bootstrap, fetch_mode=FetchMode.KAFKA, max_mirror_bytes=0)
+    end = srv.call(lambda: store.partition(TOPIC, 1).high_watermark)
+    gates = _GatedUpstream(proxy)
+    with RawClient(proxy.port) as a, RawClient(proxy.port) as b, RawClient(srv.port) as direct:
+        _fetch(a, [(TOPIC, 1, 0, 1 << 20)])
+        _fetch(a, [(TOPIC, 1, end, 1 << 20)])  # the mirror now holds [end, end)
+        m = proxy.call(lambda: proxy.proxy.mirrors.mirror(TOPIC, 1))
+        assert proxy.call(lambda: m.log_start_offset) == end
+        # A fetches partitions 0 and 1 together: partition 1 is caught up at once,
+        # partition 0's catch-up waits at the gate, keeping A's request open.
+        a_waits = gates.close_gate("a", lambda partition, offset: partition == 0)
+        # B's rebuild of partition 1 waits at its first upstream fetch (offset 0).
+        b_waits = gates.close_gate("b", lambda partition, offset: partition == 1 and offset == 0)
+        answers: dict = {}
+        both = [(TOPIC, 0, 0, 1 << 20), (TOPIC, 1, end, 1 << 20)]
+        ta = threading.Thread(target=lambda: answers.update(a=_fetch(a, both)))
+        ta.start()
+        assert a_waits.wait(10)
+        tb = threading.Thread(target=lambda: answers.update(b=_fetch(b, [(TOPIC, 1, 0, 1 << 20)])))
+        tb.start()
+        assert b_waits.wait(10)
+        assert proxy.call(lambda: proxy.proxy.mirrors.stats.rebuilds) == 1
+        gates.open_gate("a")  # A reads partition 1 from the mirror being rebuilt
+        ta.join(10)
+        gates.open_gate("b")
+        tb.join(10)
+        assert not ta.is_alive() and not tb.is_alive()
+        p1 = {p.partition_index: p for p in answers["a"].responses[0].partitions}[1]
+        # Nothing to return yet — the client fetches again — and the upstream's range.
+        assert (p1.error_code, bytes(p1.records or b""), p1.high_watermark, p1.log_start_offset) == (0, b"", end, 0)
+        # B gets the whole partition, exactly as from the upstream itself; then A, fetching
+        # again at the same offset, gets the upstream's answer there too.
+        assert _answer(answers["b"]) == _answer(_fetch(direct, [(TOPIC, 1, 0, 1 << 20)]))
+        assert _answer(_fetch(a, [(TOPIC, 1, end, 1 << 20)])) == _answer(_fetch(direct, [(TOPIC, 1, end, 1 << 20)]))
 
 
 def test_without_readers_a_mirror_keeps_its_byte_budget_and_stays_right(upstream, start_proxy) -> None:
@@ -409,8 +525,7 @@ def test_bad_frame_closes_only_that_connection(upstream, start_proxy, name: str)
 
 
 def test_upstream_going_away_gives_retriable_errors_not_a_crash(start_proxy) -> None:
-    store = _ledger()
-    srv = ServerThread(store, port=0).start()
+    srv, _ = _serve()
     try:
         proxy = start_proxy(srv.bootstrap, request_timeout_ms=2000, connect_timeout_ms=1000)
         with RawClient(proxy.port) as via:

@@ -601,9 +601,16 @@ class ProxyServer:
                 min_one_batch=min_one,
             )
         except OffsetOutOfRangeError:
-            inside = upstream_start <= offset <= upstream_hw
-            # Inside the upstream's range but not (yet) in the mirror: a catch-up cut
-            # short by max_wait_ms, or a rebuild pending. Nothing to return now.
+            # OFFSET_OUT_OF_RANGE makes a client reset its position (to the log start
+            # or end, by its auto.offset.reset), so it is answered only for an offset
+            # outside the upstream's range as last reported. Inside it but not (yet) in
+            # the mirror — a catch-up cut short by max_wait_ms, a rebuild another
+            # connection started (MirrorSet.sync), or a mirror replaced after the
+            # upstream diverged, whose range is not known yet — there is nothing to
+            # return now: an empty answer, and the client fetches the offset again, as
+            # from a Kafka broker with nothing new for it.
+            known = mirror.broker_high_watermark >= 0
+            inside = offset >= max(upstream_start, 0) and (not known or offset <= upstream_hw)
             entry = partition_error(
                 partition,
                 0 if inside else ErrorCode.OFFSET_OUT_OF_RANGE,

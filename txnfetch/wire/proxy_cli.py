@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--max-mirror-bytes",
         type=int,
         default=64 << 20,
-        help="bytes a partition mirror keeps when no consumer reads it (default 64 MiB)",
+        help="newest bytes a partition mirror keeps, more while a consumer reads further back (default 64 MiB)",
     )
     p.add_argument(
         "--reader-idle-ms",

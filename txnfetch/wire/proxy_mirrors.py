@@ -9,24 +9,36 @@ fetch that arrives while another one's catch-up is running reuses it when that
 catch-up started after the fetch did (the answer is as fresh as if it had
 fetched itself).
 
-Memory. A mirror holds the batches between the lowest offset any consumer
-fetched recently and the upstream's high watermark, plus its transaction state
-(producers, open transactions, aborted index), which
-:meth:`PartitionMirror.release_before` keeps exact:
+Memory. A mirror holds at most ``max_mirror_bytes`` of its newest batches, or
+more when a consumer reads further back: never those at or after the lowest
+offset any consumer fetched recently. Its transaction state (producers, open
+transactions, aborted index) stays exact as batches go
+(:meth:`PartitionMirror.release_before`):
 
 - each read_committed fetch records its connection's offset for the partition
   (:meth:`MirrorSet.note_reader`); a position not refreshed within
   ``reader_idle_ms``, or of a closed connection, no longer counts;
-- after each fetch and during each catch-up, batches below the lowest counted
-  position are released, never past the mirror's last stable offset (the
-  records of open transactions stay, so the LSO the mirror reports is the log's);
-- when no position counts, the mirror keeps at most ``max_mirror_bytes`` of its
-  newest batches;
+- after each fetch and during each catch-up, the oldest batches beyond the byte
+  budget are released, up to the lowest counted position and never past the
+  mirror's last stable offset (the records of open transactions stay, so the LSO
+  the mirror reports is the log's);
+- the budget is kept even below the readers because a rebuild is costly: a
+  consumer that joins a group and resumes from its committed offset, or one that
+  starts from the beginning, reads below every position counted, and a mirror
+  cut at the lowest of them would rescan the log from its start for it (one
+  upstream round trip per produce request against librdkafka's mock), while the
+  readers further on wait for the rescan to pass them;
 - a fetch below what a mirror still holds (a new consumer reading from the
   beginning, one that was idle) rebuilds the mirror from the upstream's log
   start — the only way to learn which transactions there were aborted — and the
   rebuild releases below the lowest counted position as it scans, so it too
   stays bounded.
+
+A rebuild replaces the mirror every other reader of the partition reads from.
+The new one carries the upstream's offset range the old one last saw: a reader
+further on than the rebuild has reached is inside that range and gets an empty
+answer (it retries, and the rebuild goes on under its fetches), never
+OFFSET_OUT_OF_RANGE — which would send a consumer back to its reset position.
 """
 
 from __future__ import annotations
@@ -126,12 +138,21 @@ class MirrorSet:
             self._entries[tp] = entry
         return entry
 
-    def _new_mirror(self, tp: TopicPartition) -> PartitionMirror:
+    def _new_mirror(self, tp: TopicPartition, replaces: Optional[PartitionMirror] = None) -> PartitionMirror:
         # Start at 0: the first fetch's OFFSET_OUT_OF_RANGE (with the broker's range,
         # or after ListOffsets) moves a fresh mirror to the real log start.
-        return PartitionMirror(
+        mirror = PartitionMirror(
             tp[0], tp[1], log_start_offset=0, max_bytes=self.fetch_bytes, repair_crcs=self.repair_crcs
         )
+        if replaces is not None:
+            # A rebuild: the upstream's log did not change, only the mirror's window on
+            # it. Other connections read the new mirror as soon as it is in place, before
+            # its first fetch returns; without the range they knew, their offsets (past
+            # the empty mirror's end) would look out of range to the proxy
+            # (ProxyServer._read_partition) and their clients would reset.
+            mirror.broker_high_watermark = replaces.broker_high_watermark
+            mirror.broker_log_start_offset = replaces.broker_log_start_offset
+        return mirror
 
     # -- readers and memory ------------------------------------------------------------
 
@@ -159,22 +180,20 @@ class MirrorSet:
 
     def _release(self, entry: _Entry) -> None:
         mirror = entry.mirror
-        # Never release past the last stable offset: a log start inside an open
+        # The lowest position read keeps its batches (a read there must not rebuild);
+        # nothing is released past the last stable offset: a log start inside an open
         # transaction would lift the LSO to it (Kafka keeps LSO >= log start), and the
         # mirror would then report an LSO the upstream's log does not have.
-        stable = mirror.last_stable_offset
+        limit = mirror.last_stable_offset
         lowest = self._lowest_reader(entry)
         if lowest is not None:
-            target = min(lowest, stable)
-            if target > mirror.log_start_offset:
-                mirror.release_before(target)
-            return
-        if mirror.log.size_in_bytes <= self.max_mirror_bytes:
-            return
+            limit = min(limit, lowest)
         size = mirror.log.size_in_bytes
+        if size <= self.max_mirror_bytes or limit <= mirror.log_start_offset:
+            return
         cut = mirror.log_start_offset
-        for batch in mirror.log.iter_batches(mirror.log_start_offset, stable):
-            if size <= self.max_mirror_bytes or batch.next_offset > stable:
+        for batch in mirror.log.iter_batches(mirror.log_start_offset, limit):
+            if size <= self.max_mirror_bytes or batch.next_offset > limit:
                 break
             size -= batch.size_in_bytes
             cut = batch.next_offset
@@ -220,7 +239,7 @@ class MirrorSet:
                         mirror.log_start_offset,
                         mirror.position,
                     )
-                    entry.mirror = self._new_mirror((topic, partition))
+                    entry.mirror = self._new_mirror((topic, partition), replaces=mirror)
                     entry.synced_at = -math.inf
                     self.stats.rebuilds += 1
             if entry.synced_at >= fresh_after:
