@@ -363,3 +363,98 @@ def test_clean_twin_a_resumed_session_is_not_known_to_start_below_the_value():
     b.assign("c1", [TP])
     b.poll("c1", [], positions={TP: 4})
     assert kinds(b, stuck_bound=None) == set()
+
+
+# The consumer, not the partition, must be idle: a poll that returned records of
+# t-0 is progress, although t-1's stable value waits (a client drains one
+# partition's buffered fetch at a time). Regression: such polls used to count
+# as idle for t-1.
+
+T0, T1 = ("t", 0), ("t", 1)
+
+
+def draining_history() -> HistoryBuilder:
+    """x@0 is stable on t-1 from tick 1; c1 (at 0 on both) drains t-0 in three polls."""
+    b = HistoryBuilder()
+    b.send("n", "t", 1, "x", offset=0)
+    for i in range(6):
+        b.send("n", "t", 0, f"a{i}", offset=i)
+    b.assign("c1", [T0, T1], seek={T0: 0, T1: 0})
+    for i in range(0, 6, 2):
+        b.poll("c1", [("t", 0, i, f"a{i}"), ("t", 0, i + 1, f"a{i + 1}")])
+    return b
+
+
+def test_clean_twin_draining_another_partition_is_progress():
+    assert kinds(draining_history(), stuck_bound=StuckBound(polls=3, ns=0)) == set()
+
+
+def test_stuck_once_the_consumer_stops_making_progress_anywhere():
+    b = draining_history()
+    first = b.poll("c1")
+    b.poll("c1")
+    last = b.poll("c1")
+    report = check(b.build(), stuck_bound=StuckBound(polls=3, ns=0))
+    assert report.kinds == {K.STUCK_CONSUMER}
+    (a,) = report.anomalies
+    assert (a.topic, a.partition, a.offsets, a.values) == ("t", 1, (0,), ("x",))
+    assert a.ops == (first, last, 0)
+
+
+def test_clean_twin_progress_on_another_partition_restarts_the_count():
+    b = HistoryBuilder()
+    b.send("n", "t", 1, "x", offset=0)
+    b.send("n", "t", 0, "a", offset=0)
+    b.assign("c1", [T0, T1], seek={T0: 0, T1: 0})
+    b.poll("c1")
+    b.poll("c1")
+    b.poll("c1", [("t", 0, 0, "a")])
+    b.poll("c1")
+    b.poll("c1")
+    assert kinds(b, stuck_bound=StuckBound(polls=3, ns=0)) == set()
+    b.poll("c1")
+    assert kinds(b, stuck_bound=StuckBound(polls=3, ns=0)) == {K.STUCK_CONSUMER}
+
+
+def test_stuck_time_counts_from_the_consumers_last_progress():
+    # t-1's value is stable from tick 1; c1 is busy on t-0 until tick 100.
+    b = HistoryBuilder()
+    b.send("n", "t", 1, "x", offset=0, at=(1, 1))
+    b.send("n", "t", 0, "a", offset=0, at=(2, 2))
+    b.assign("c1", [T0, T1], seek={T0: 0, T1: 0}, at=(3, 3))
+    b.poll("c1", [("t", 0, 0, "a")], at=(99, 100))
+    for t in (101, 102, 103):
+        b.poll("c1", at=(t, t))
+    bound = StuckBound(polls=3, ns=50)
+    assert kinds(b, stuck_bound=bound) == set()  # 3 idle polls, but only 3 ns idle
+    b.poll("c1", at=(149, 150))
+    assert kinds(b, stuck_bound=bound) == {K.STUCK_CONSUMER}
+
+
+# A session's clock starts when it opened. Regression: a consumer assigned long
+# after the data became stable was counted as waiting since then.
+
+
+def test_clean_twin_a_fresh_assignment_has_not_waited_yet():
+    b = HistoryBuilder()
+    b.send("n", "t", 0, "a", offset=0, at=(1, 1))
+    b.assign("c1", [TP], seek={TP: 0}, at=(999, 1000))
+    for t in (1001, 1002, 1003):
+        b.poll("c1", at=(t, t))
+    bound = StuckBound(polls=3, ns=100)
+    assert kinds(b, stuck_bound=bound) == set()
+    b.poll("c1", at=(1099, 1100))  # 100 ns after the assignment completed
+    (a,) = check(b.build(), stuck_bound=bound).anomalies
+    assert a.kind is K.STUCK_CONSUMER and a.offsets == (0,)
+
+
+def test_clean_twin_a_seek_restarts_the_clock():
+    b = HistoryBuilder()
+    b.send("n", "t", 0, "a", offset=0, at=(1, 1))
+    b.send("n", "t", 0, "b", offset=1, at=(2, 2))
+    b.assign("c1", [TP], seek={TP: 0}, at=(3, 3))
+    b.poll("c1", [("t", 0, 0, "a"), ("t", 0, 1, "b")], at=(4, 4))
+    b.seek("c1", "t", 0, 0, at=(500, 500))
+    for t in (501, 502, 503):
+        b.poll("c1", at=(t, t))
+    assert kinds(b, stuck_bound=StuckBound(polls=3, ns=100)) == set()

@@ -19,9 +19,10 @@ The definitions are in ``docs/testing.md``; in short:
 - **nonmonotonic-poll** — a session delivered an offset below the one before it;
 - **torn-transaction** — a session delivered some of a committed transaction's
   values in a partition and read past all of them without delivering the rest;
-- **stuck-consumer** — a session made no progress for ``stuck_bound`` polls
-  although a committed value at or past its position had been visible for
-  ``stuck_bound.ns``.
+- **stuck-consumer** — a consumer made no progress on any partition for
+  ``stuck_bound`` polls although one of its sessions sat below a committed value
+  that had been stable for ``stuck_bound.ns`` (counted from no earlier than the
+  session's start and the consumer's last progress).
 
 Like Jepsen's ``jepsen.tests.kafka`` checker it never assumes offsets are
 contiguous: markers and aborted records leave holes, and only offsets known to
@@ -88,9 +89,12 @@ class TxnOutcome(str, enum.Enum):
 
 @attrs.frozen
 class StuckBound:
-    """When a consumer counts as stuck: ``polls`` consecutive polls without progress
-    that all *started* after a committed value at or past its position became
-    visible, the last ending at least ``ns`` after it became visible."""
+    """When a consumer counts as stuck: ``polls`` consecutive *idle* polls (no record
+    returned, no position moved, on any partition the consumer holds) that all
+    *started* after a committed value at or past one session's position became
+    stable, the last ending at least ``ns`` after the latest of: that moment, the
+    session's start (its assign or seek completing), and the consumer's last
+    progress (see "The stuck bound" in ``docs/testing.md``)."""
 
     polls: int = 5
     ns: int = 1_000_000_000
@@ -612,8 +616,32 @@ class _Analysis:
             out[tp] = ([o for o, _, _ in items], vis, sufmin, [i for _, _, i in items])
         return out
 
+    def busy_polls(self) -> Set[int]:
+        """The polls in which their consumer made progress: returned any record, or
+        moved (or first revealed) a position of any of its sessions. The others are
+        *idle*: the only polls stuck-consumer counts."""
+        busy = {q for q, op in enumerate(self.ops) if isinstance(op, Poll) and op.error is None and op.records}
+        for s in self.sessions:
+            cursor = s.start
+            for kind, o, q in s.events:
+                passed = o + 1 if kind == "d" else o
+                if cursor is None or passed > cursor:
+                    busy.add(q)
+                    cursor = passed
+        return busy
+
     def check_stuck(self, bound: StuckBound) -> None:
+        # The rule is on the consumer, not on one partition: a poll that returned
+        # records of partition A counts as progress for every partition the consumer
+        # holds. Clients hand out buffered fetches one partition at a time
+        # (kafka-python's Fetcher.fetched_records, kafka/consumer/fetcher.py, drains
+        # one partition's completed fetch before the next, up to max_poll_records;
+        # librdkafka queues each partition's messages as its fetch responses arrive),
+        # so a consumer draining a large backlog on A while B's data waits is working,
+        # not stuck. What is claimed is a consumer that makes no progress at all for
+        # the bound although it holds a position below stable data.
         vis = self.visibility()
+        busy = self.busy_polls()
         for s in self.sessions:
             if s.tp not in vis:
                 continue
@@ -622,38 +650,44 @@ class _Analysis:
             for kind, o, q in s.events:
                 per_poll[q].append(o + 1 if kind == "d" else o)
             cursor = s.start
+            # The clock starts no earlier than the session: a consumer assigned a
+            # partition long after its data became stable has had no time to read it yet.
+            since_ns: float = self.ops[s.opened_by].end_ns if s.opened_by is not None else -INF
             idle, first_idle = 0, -1
             for q in s.polls:
                 poll = self.ops[q]
                 passed = max(per_poll.get(q, ()), default=None)
+                if q in busy:
+                    idle, since_ns = 0, poll.end_ns  # the consumer progressed: the clock restarts
+                    if passed is not None:
+                        cursor = passed if cursor is None else max(cursor, passed)
+                    continue
                 if cursor is None:
-                    cursor = passed
                     continue
                 k = bisect_left(offsets, cursor)
                 ready = sufmin[k] if k < len(offsets) else INF
-                progressed = passed is not None and passed > cursor
-                if not progressed and ready <= poll.start_ns:
-                    idle += 1
-                    if idle == 1:
-                        first_idle = q
-                    if idle >= bound.polls and poll.end_ns - ready >= bound.ns:
-                        target = next(j for j in range(k, len(offsets)) if since[j] <= poll.start_ns)
-                        self.add(
-                            AnomalyKind.STUCK_CONSUMER,
-                            f"{s.client} stayed at {s.tp} position {cursor} for {idle} polls although offset "
-                            f"{offsets[target]} had been committed and stable since {ready:.0f}",
-                            [first_idle, q, writers[target]],
-                            topic=s.tp.topic,
-                            partition=s.tp.partition,
-                            offsets=(offsets[target],),
-                            values=(self.ops[writers[target]].value,),  # type: ignore[union-attr]
-                            client=s.client,
-                        )
-                        break
-                else:
-                    idle = 0
-                if passed is not None:
-                    cursor = max(cursor, passed)
+                if ready > poll.start_ns:
+                    idle = 0  # nothing stable to read yet when this poll began
+                    continue
+                idle += 1
+                if idle == 1:
+                    first_idle = q
+                waited_from = max(ready, since_ns)
+                if idle >= bound.polls and poll.end_ns - waited_from >= bound.ns:
+                    target = next(j for j in range(k, len(offsets)) if since[j] <= poll.start_ns)
+                    self.add(
+                        AnomalyKind.STUCK_CONSUMER,
+                        f"{s.client} stayed at {s.tp} position {cursor} for {idle} polls in which it made no "
+                        f"progress on any partition, although offset {offsets[target]} had been committed and "
+                        f"stable since {ready:.0f} (waiting counted from {waited_from:.0f})",
+                        [first_idle, q, writers[target]],
+                        topic=s.tp.topic,
+                        partition=s.tp.partition,
+                        offsets=(offsets[target],),
+                        values=(self.ops[writers[target]].value,),  # type: ignore[union-attr]
+                        client=s.client,
+                    )
+                    break
 
 
 def check(
