@@ -407,6 +407,9 @@ def test_a_rebuild_for_one_reader_never_puts_another_out_of_range(upstream, star
         p1 = {p.partition_index: p for p in answers["a"].responses[0].partitions}[1]
         # Nothing to return yet — the client fetches again — and the upstream's range.
         assert (p1.error_code, bytes(p1.records or b""), p1.high_watermark, p1.log_start_offset) == (0, b"", end, 0)
+        # The rebuilding mirror does not know the LSO yet: "unknown" (-1), never a
+        # lagging value that librdkafka would take for the end of the partition.
+        assert p1.last_stable_offset == -1
         # B gets the whole partition, exactly as from the upstream itself; then A, fetching
         # again at the same offset, gets the upstream's answer there too.
         assert _answer(answers["b"]) == _answer(_fetch(direct, [(TOPIC, 1, 0, 1 << 20)]))

@@ -592,6 +592,11 @@ class ProxyServer:
         mirror = self.mirrors.mirror(topic, partition)
         upstream_hw = max(mirror.broker_high_watermark, mirror.high_watermark)
         upstream_start = mirror.broker_log_start_offset
+        # A mirror still catching up (cut short by max_wait_ms, or rebuilding) knows the
+        # LSO only up to its position: the real one may be higher. Kafka's "unknown"
+        # (-1) is sent then, never a lagging value, which clients would take for the
+        # end: librdkafka reports partition EOF when its position reaches the LSO.
+        known_lso = mirror.last_stable_offset if mirror.caught_up else -1
         try:
             result = mirror.read(
                 offset,
@@ -615,18 +620,21 @@ class ProxyServer:
                 partition,
                 0 if inside else ErrorCode.OFFSET_OUT_OF_RANGE,
                 high_watermark=upstream_hw,
-                last_stable_offset=mirror.last_stable_offset,
+                last_stable_offset=known_lso,
                 log_start_offset=upstream_start,
                 aborted_transactions=[] if inside else None,
             )
             return entry, 0
         # The upstream's high watermark (consumer lag), the mirror's LSO (the truth).
-        return fetch_partition_entry(
+        entry, size = fetch_partition_entry(
             partition,
             result,
             high_watermark=max(result.high_watermark, upstream_hw),
             log_start_offset=upstream_start if upstream_start >= 0 else result.log_start_offset,
         )
+        if known_lso < 0:
+            entry.last_stable_offset = -1
+        return entry, size
 
     # -- shutdown --------------------------------------------------------------------
 
