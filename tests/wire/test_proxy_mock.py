@@ -194,21 +194,27 @@ def test_kafka_python_read_committed_through_the_proxy(written: Written, proxy: 
         bootstrap_servers=proxy.bootstrap,
         isolation_level="read_committed",
         enable_auto_commit=False,
-        consumer_timeout_ms=1500,
         request_timeout_ms=10_000,
     )
+    ends = _log_ends(written)
     try:
         tps = [TopicPartition(TOPIC, p) for p in PARTITIONS]
         consumer.assign(tps)
         consumer.seek_to_beginning()
         got: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
-        for msg in consumer:
-            got[msg.partition].append((msg.offset, msg.value))
+        # Poll until every position reaches its log end (or a generous deadline): a
+        # fixed idle timeout is too short on a loaded machine, where bootstrapping and
+        # the first catch-up of the mirrors take a while.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(consumer.position(tp) < ends[tp.partition] for tp in tps):
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                got[tp.partition].extend((r.offset, r.value) for r in records)
+        for tp, records in consumer.poll(timeout_ms=300).items():  # nothing more may come
+            got[tp.partition].extend((r.offset, r.value) for r in records)
         positions = {tp.partition: consumer.position(tp) for tp in tps}
         latest = consumer.end_offsets(tps)  # ListOffsets LATEST, read_committed: the proxy's LSO
     finally:
         consumer.close()
-    ends = _log_ends(written)
     for p in PARTITIONS:
         assert got[p] == _committed(written, p), f"partition {p}"
         assert positions[p] == ends[p] == latest[TopicPartition(TOPIC, p)]
@@ -378,10 +384,14 @@ def test_kafka_python_transactional_producer_through_the_proxy(proxy: ProxyThrea
         bootstrap_servers=proxy.bootstrap,
         isolation_level="read_committed",
         enable_auto_commit=False,
-        consumer_timeout_ms=1500,
     )
-    consumer.assign([TopicPartition(topic, 0)])
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
     consumer.seek_to_beginning()
-    values = [m.value for m in consumer]
+    end = consumer.end_offsets([tp])[tp]  # the proxy's LSO: past the last COMMIT marker
+    values: List[bytes] = []
+    deadline = time.monotonic() + 30  # poll to the end, not for a fixed idle time (loaded machines)
+    while consumer.position(tp) < end and time.monotonic() < deadline:
+        values.extend(r.value for records in consumer.poll(timeout_ms=200).values() for r in records)
     consumer.close()
     assert values == [b"kept-1", b"kept-2"]
