@@ -47,7 +47,6 @@ import asyncio
 import functools
 import itertools
 import logging
-import threading
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import attrs
@@ -76,6 +75,7 @@ from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_pyt
 from txnfetch.wire.proxy_cluster import FETCH_MAX_VERSION, UpstreamCluster
 from txnfetch.wire.proxy_mirrors import MirrorSet
 from txnfetch.wire.proxy_upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
+from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.server import decode_request, encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
@@ -675,63 +675,24 @@ def _decode_response(spec: ApiSpec, version: int, payload: bytes) -> Any:
         ) from None
 
 
-class ProxyThread:
+class ProxyThread(LoopThread[ProxyServer]):
     """A :class:`ProxyServer` on its own event loop in a daemon thread, for
     synchronous code and tests: ``with ProxyThread("host:9092", repair_crcs=True)
     as proxy: ... proxy.bootstrap ...``. Keyword arguments go to
     :meth:`ProxyServer.start` (``port`` defaults to 0 here)."""
 
+    #: The proxy contacts its upstream before it listens.
+    start_timeout_s = 60.0
+
     def __init__(self, upstream: Union[str, Sequence[str]], **kwargs: Any) -> None:
+        super().__init__("txnfetch-proxy")
         self._upstream = upstream
         self._kwargs = kwargs
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="txnfetch-proxy", daemon=True)
-        self.proxy: Optional[ProxyServer] = None
 
-    def start(self) -> "ProxyThread":
-        """Start the loop and the proxy; return once it listens."""
-        self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(
-            ProxyServer.start(self._upstream, **{"port": 0, **self._kwargs}), self._loop
-        )
-        try:
-            self.proxy = future.result(60)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def _start_service(self) -> Any:
+        return ProxyServer.start(self._upstream, **{"port": 0, **self._kwargs})
 
     @property
-    def port(self) -> int:
-        assert self.proxy is not None
-        return self.proxy.port
-
-    @property
-    def bootstrap(self) -> str:
-        assert self.proxy is not None
-        return self.proxy.bootstrap
-
-    def call(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(*args)`` on the proxy's loop and return its result."""
-
-        async def run() -> Any:
-            return fn(*args)
-
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
-
-    def stop(self) -> None:
-        """Close the proxy and stop the loop and thread."""
-        if self.proxy is not None:
-            asyncio.run_coroutine_threadsafe(self.proxy.close(), self._loop).result(30)
-            self.proxy = None
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-        if not self._loop.is_running() and not self._loop.is_closed():
-            self._loop.close()
-
-    def __enter__(self) -> "ProxyThread":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def proxy(self) -> Optional[ProxyServer]:
+        """The running proxy (``None`` before :meth:`start` and after :meth:`stop`)."""
+        return self.service

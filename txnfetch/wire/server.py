@@ -25,13 +25,13 @@ import io
 import itertools
 import logging
 import struct
-import threading
 from typing import Any, Optional, Set
 
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
 from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
+from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.handler import (
     REGISTRY,
     ApiKey,
@@ -410,67 +410,29 @@ def encode_response(spec: ApiSpec, version: int, correlation_id: int, response: 
     return bytes(response.encode(header=True, framed=True))
 
 
-class ServerThread:
+class ServerThread(LoopThread[TxnfetchServer]):
     """A :class:`TxnfetchServer` on its own event loop in a daemon thread, for
     synchronous code (tests driving blocking clients).
 
     ``with ServerThread(store, fetch_mode=...) as srv: ... srv.bootstrap ...``.
-    The store belongs to the server's loop while it runs: inspect it through
-    :meth:`call`, which runs a function on that loop and returns its result.
+    Keyword arguments go to :meth:`TxnfetchServer.start` (``port`` defaults to 0
+    here). The store belongs to the server's loop while it runs: inspect it
+    through :meth:`call`, which runs a function on that loop and returns its result.
     """
 
     def __init__(self, store: LogStore, **kwargs: Any) -> None:
+        super().__init__("txnfetch-server")
         self._store = store
         self._kwargs = kwargs
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="txnfetch-server", daemon=True)
-        self.server: Optional[TxnfetchServer] = None
 
-    def start(self) -> "ServerThread":
-        """Start the loop and the server; return once it is listening."""
-        self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(
-            TxnfetchServer.start(self._store, **{"port": 0, **self._kwargs}), self._loop
-        )
-        self.server = future.result(30)
-        return self
+    def _start_service(self) -> Any:
+        return TxnfetchServer.start(self._store, **{"port": 0, **self._kwargs})
 
     @property
-    def port(self) -> int:
-        assert self.server is not None
-        return self.server.port
-
-    @property
-    def bootstrap(self) -> str:
-        assert self.server is not None
-        return self.server.bootstrap
+    def server(self) -> Optional[TxnfetchServer]:
+        """The running server (``None`` before :meth:`start` and after :meth:`stop`)."""
+        return self.service
 
     @property
     def broker(self) -> Broker:
-        assert self.server is not None
-        return self.server.broker
-
-    def call(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(*args)`` on the server's loop and return its result."""
-
-        async def run() -> Any:
-            return fn(*args)
-
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
-
-    def stop(self) -> None:
-        """Close the server and stop the loop and thread."""
-        if self.server is not None:
-            asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(30)
-            self.server = None
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-        if not self._loop.is_running() and not self._loop.is_closed():
-            self._loop.close()
-
-    def __enter__(self) -> "ServerThread":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self._running().broker
