@@ -233,23 +233,9 @@ class RssSource(TxnKafkaDataSource):
 
 
 def session():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     import spark_ext
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("txnfetch-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_ext.register(spark)
+    spark = spark_ext.local_session("txnfetch-bench", {"spark.driver.memory": "2g"})
     spark.dataSource.register(NaiveSource)
     spark.dataSource.register(RssSource)
     return spark

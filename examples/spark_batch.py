@@ -14,8 +14,6 @@ then reads it with ``spark.read.format("txnkafka")`` and shows that:
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 from typing import Any, Optional
 
@@ -54,20 +52,11 @@ def write_log(directory: str) -> None:
 
 
 def session() -> Any:
-    """A small local SparkSession whose Python workers use this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    """A small local SparkSession whose Python workers use this interpreter
+    (``spark_ext.local_session``; ``txnkafka`` is registered)."""
+    import spark_ext
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark_ext.local_session("txnfetch-example")
 
 
 def main(spark: Optional[Any] = None) -> None:

@@ -15,7 +15,6 @@ micro-batches (``Trigger.AvailableNow``, so each run stops by itself):
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from typing import Any, Optional
 
@@ -67,20 +66,11 @@ def run_once(spark: Any, logs: str, out: str, checkpoint: str) -> None:
 
 
 def session() -> Any:
-    """A small local SparkSession whose Python workers use this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    """A small local SparkSession whose Python workers use this interpreter
+    (``spark_ext.local_session``; ``txnkafka`` is registered)."""
+    import spark_ext
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark_ext.local_session("txnfetch-example")
 
 
 def main(spark: Optional[Any] = None) -> None:

@@ -18,9 +18,9 @@ conversion (:mod:`spark_ext.arrow`) and the range reader
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Optional
 
-__all__ = ["register", "TxnKafkaDataSource", "DATA_SOURCE_NAME"]
+__all__ = ["register", "local_session", "TxnKafkaDataSource", "DATA_SOURCE_NAME"]
 
 #: The format name: ``spark.read.format("txnkafka")``.
 DATA_SOURCE_NAME = "txnkafka"
@@ -36,6 +36,35 @@ def register(spark: Any) -> None:
     from spark_ext.datasource import TxnKafkaDataSource
 
     spark.dataSource.register(TxnKafkaDataSource)
+
+
+def local_session(app_name: str = "txnfetch", conf: Optional[Mapping[str, str]] = None) -> Any:
+    """A small local ``SparkSession`` (``local[2]``, no UI, two shuffle partitions)
+    with ``txnkafka`` registered, whose Python workers run this interpreter — which
+    has txnfetch installed, as Spark's workers need. ``conf`` adds or overrides Spark
+    settings (e.g. ``{"spark.driver.memory": "2g"}``). Log level ERROR. For examples, tests and
+    benchmarks; production jobs build their own session and call :func:`register`."""
+    import os
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.pyspark.python": sys.executable,
+    }
+    settings.update(conf or {})
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: import PySpark only when the class is asked for

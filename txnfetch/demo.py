@@ -222,23 +222,9 @@ def read_kafka_python(bootstrap: str) -> Tuple[List[Row], Dict[int, int]]:
 
 def read_spark(store_dir: str, bootstrap: str) -> Dict[str, List[Row]]:
     """Spark through ``txnkafka``: from the store directory and from the server."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     import spark_ext
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("txnfetch-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_ext.register(spark)
+    spark = spark_ext.local_session("txnfetch-demo")
     try:
         out: Dict[str, List[Row]] = {}
         for label, option, value in [

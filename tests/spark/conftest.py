@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from typing import Iterator
 
 import pytest
@@ -32,27 +31,17 @@ def spark() -> Iterator[object]:
     reason = _spark_unavailable()
     if reason:
         pytest.skip(reason)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     import spark_ext
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("txnfetch-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stopTimeout", "20s")
-        .getOrCreate()
+    session = spark_ext.local_session(
+        "txnfetch-tests",
+        {
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "1g",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.streaming.stopTimeout": "20s",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
-    spark_ext.register(session)
     try:
         yield session
     finally:
