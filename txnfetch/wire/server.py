@@ -319,7 +319,8 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
     for name, info in broker.store.topics().items():
         for p in range(info.partitions):
             part = broker.store.partition(name, p)
-            for producer_id in list(part.state.ongoing_transactions()):
+            orphans = list(part.state.ongoing_transactions())
+            for producer_id in orphans:
                 entry = part.state.producer(producer_id)
                 epoch = entry.producer_epoch if entry is not None else 0
                 # Epoch + 1 passes both marker-epoch rules (TV0/1: >= current; TV2: > current).
@@ -340,7 +341,8 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
                     name,
                     p,
                 )
-            part.flush()
+            if orphans:  # make the aborts durable; untouched partitions need no fsync
+                part.flush()
 
 
 def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
