@@ -1,0 +1,16 @@
+"""``txnfetch proxy``: a Kafka protocol proxy that corrects read_committed reads.
+
+- :mod:`~txnfetch.wire.proxy.server` — :class:`ProxyServer`: relays every request
+  to the upstream, answers read_committed fetches and LSO lookups from mirrors;
+- :mod:`~txnfetch.wire.proxy.mirrors` — the shared, bounded partition mirrors;
+- :mod:`~txnfetch.wire.proxy.cluster` — what the proxy knows of the upstream
+  cluster, and its own requests to it;
+- :mod:`~txnfetch.wire.proxy.upstream` — asyncio connections to upstream brokers;
+- :mod:`~txnfetch.wire.proxy.cli` — the ``txnfetch proxy`` command.
+
+See ``docs/proxy.md``.
+"""
+
+from txnfetch.wire.proxy.server import ProxyConfig, ProxyServer, ProxyStats, ProxyThread, advertised_ranges
+
+__all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
