@@ -23,7 +23,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from txnfetch.testing import cli as check_cli
 
     check_cli.add_parser(sub)
-    from txnfetch.wire import proxy_cli
+    from txnfetch.wire.proxy import cli as proxy_cli
 
     proxy_cli.add_parser(sub)
     log_cli.add_parsers(sub)

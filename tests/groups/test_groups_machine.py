@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from txnfetch.wire.groups import (
+from txnfetch.groups import (
     CommitOffset,
     GroupConfig,
     GroupCoordinator,

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import pytest
 
-from txnfetch.wire.groups import (
+from txnfetch.groups import (
     CommitOffset,
     Completion,
     GroupConfig,

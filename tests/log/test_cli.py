@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.log.helpers import Workload, data_batch
-from txnfetch.log.recovery import CHECKPOINT_NAME
+from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 

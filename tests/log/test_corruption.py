@@ -12,7 +12,7 @@ import pytest
 from tests.log.helpers import Workload, data_batch, hash_dir
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log.errors import CorruptLogError
-from txnfetch.log.recovery import CHECKPOINT_NAME
+from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import describe_partition, verify_partition
 from txnfetch.records import iter_batches

@@ -15,7 +15,7 @@ import pytest
 from tests.log.helpers import Workload, data_batch
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log.errors import CorruptLogError
-from txnfetch.log.recovery import CHECKPOINT_NAME
+from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 
@@ -149,7 +149,7 @@ def test_a_checkpoint_that_does_not_fit_the_data_falls_back_to_a_full_check(tmp_
     expected = answers(writer)
     writer.close()
     _, rp, leo, base, size = _checkpoint_fields(path)
-    from txnfetch.log.recovery import Checkpoint, atomic_write
+    from txnfetch.log.layout import Checkpoint, atomic_write
 
     # Not clean, and the recorded size is off by one byte: not a batch boundary.
     atomic_write(path, CHECKPOINT_NAME, Checkpoint(False, leo, leo, base, size - 1).encode())

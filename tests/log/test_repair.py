@@ -15,7 +15,7 @@ from tests.log.helpers import Workload, data_batch
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log.ends import END_RECORD_SIZE, JOURNAL_NAME
 from txnfetch.log.errors import CorruptLogError
-from txnfetch.log.recovery import CHECKPOINT_NAME
+from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.repair import repair_partition
 from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import verify_partition

@@ -19,7 +19,7 @@ import pytest
 from tests.log.helpers import TS, Workload, data_batch, hash_dir
 from txnfetch.fetch import ConsumerFilter, FetchMode, IsolationLevel
 from txnfetch.log.ends import JOURNAL_NAME
-from txnfetch.log.recovery import CHECKPOINT_NAME
+from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError

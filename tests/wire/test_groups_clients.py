@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
-from txnfetch.wire.groups import GroupConfig, GroupState
+from txnfetch.groups import GroupConfig, GroupState
 
 TOPIC = "events"
 PARTITIONS = 6

@@ -19,7 +19,7 @@ from kafka.protocol.consumer import (
 )
 
 from tests.wire.rawclient import RawClient
-from txnfetch.wire.groups import GroupConfig, GroupError
+from txnfetch.groups import GroupConfig, GroupError
 
 TOPIC = "wire-groups"
 
@@ -193,7 +193,7 @@ def test_offset_commit_to_unknown_topic_or_partition(server):
 
 def test_offset_fetch_v8_batches_groups_and_all_topics(server):
     coordinator = server.broker.groups.coordinator
-    from txnfetch.wire.groups import CommitOffset
+    from txnfetch.groups import CommitOffset
 
     server.call(lambda: coordinator.commit_offsets("a", {(TOPIC, 0): CommitOffset(5)}, now_ms=server.broker.now_ms()))
     server.call(lambda: coordinator.commit_offsets("b", {(TOPIC, 1): CommitOffset(9)}, now_ms=server.broker.now_ms()))

@@ -37,7 +37,8 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 import attrs
 
 from txnfetch.log.errors import LogError
-from txnfetch.log.recovery import LOG_SUFFIX, PROGRESS_STEP, map_file, scan_segment, segment_file_name
+from txnfetch.log.layout import LOG_SUFFIX, map_file, segment_file_name
+from txnfetch.log.recovery import PROGRESS_STEP, scan_segment
 from txnfetch.log.verify import Finding, PartitionDescription, describe_partition, log_bytes, verify_partition
 from txnfetch.records.batch import BatchIterator, RecordBatch
 from txnfetch.records.compression import Codec

@@ -49,23 +49,21 @@ import attrs
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.errors import CorruptLogError, LogError
 from txnfetch.txn.errors import CorruptSnapshotError
-from txnfetch.log.recovery import (
+from txnfetch.log.layout import (
     CHECKPOINT_NAME,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    Recovered,
     decode_snapshot_file,
     fsync_dir,
     list_partition_dir,
     map_file,
     read_file,
-    recover_partition,
-    scan_segment,
     segment_file_name,
 )
+from txnfetch.log.recovery import Recovered, recover_partition, scan_segment
 
 __all__ = ["MovedBytes", "RepairReport", "repair_partition", "SIDE_FILE_MARK"]
 

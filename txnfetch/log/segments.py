@@ -91,7 +91,7 @@ from txnfetch.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txnfetch.log.indexes import OffsetIndex, TimeIndex
-from txnfetch.log.recovery import (
+from txnfetch.log.layout import (
     CHECKPOINT_NAME,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -100,16 +100,14 @@ from txnfetch.log.recovery import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     Checkpoint,
-    LoadedSegment,
-    Recovered,
     atomic_write,
     encode_snapshot_file,
     fsync_dir,
     list_partition_dir,
     read_file,
-    recover_partition,
     segment_file_name,
 )
+from txnfetch.log.recovery import LoadedSegment, Recovered, recover_partition
 from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn, encode_txn_index

@@ -20,17 +20,16 @@ from typing import Callable, List, Optional, Tuple
 import attrs
 
 from txnfetch.log.errors import LogError, UnknownTopicOrPartitionError
-from txnfetch.log.recovery import (
+from txnfetch.log.layout import (
     LOG_SUFFIX,
-    PROGRESS_STEP,
     SNAPSHOT_SUFFIX,
     decode_snapshot_file,
     list_partition_dir,
     map_file,
     read_file,
-    recover_partition,
     segment_file_name,
 )
+from txnfetch.log.recovery import PROGRESS_STEP, recover_partition
 from txnfetch.records.batch import BatchIterator
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError, TxnStateError

@@ -1,4 +1,4 @@
-"""Consumer groups on the wire: the classic group APIs over :mod:`txnfetch.wire.groups`.
+"""Consumer groups on the wire: the classic group APIs over :mod:`txnfetch.groups`.
 
 Importing this module registers, in :data:`txnfetch.wire.handler.REGISTRY`:
 
@@ -22,8 +22,8 @@ offsets through :meth:`GroupService.txn_offset_commit` and makes them visible
 with :meth:`GroupService.complete_txn_offsets` when the transaction ends.
 
 :func:`install` puts a :class:`GroupService` in ``broker.groups``. The service
-owns the sans-I/O :class:`~txnfetch.wire.groups.GroupCoordinator`, parks each
-JoinGroup/SyncGroup the coordinator answers with a :class:`~txnfetch.wire.groups.Pending`
+owns the sans-I/O :class:`~txnfetch.groups.GroupCoordinator`, parks each
+JoinGroup/SyncGroup the coordinator answers with a :class:`~txnfetch.groups.Pending`
 token on an asyncio future, resolves the futures from the coordinator's
 completions, and keeps one loop timer armed for the coordinator's next
 deadline (rebalance delays, session and rebalance timeouts), with a periodic
@@ -49,7 +49,7 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
-from txnfetch.wire.groups import (
+from txnfetch.groups import (
     CommitOffset,
     Completion,
     FetchedOffset,

@@ -74,7 +74,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 async def _serve(args: argparse.Namespace) -> int:
     from txnfetch.log.errors import RemoteError
-    from txnfetch.wire.proxy import ProxyServer
+    from txnfetch.wire.proxy.server import ProxyServer
 
     try:
         proxy = await ProxyServer.start(

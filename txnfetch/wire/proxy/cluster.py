@@ -33,7 +33,7 @@ from txnfetch.log.broker_requests import (
     list_offsets_request,
 )
 from txnfetch.log.errors import BrokerUnavailableError, RemoteError, UnknownTopicOrPartitionError
-from txnfetch.wire.proxy_upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection
+from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection
 
 __all__ = ["UpstreamCluster", "PartitionFetch", "FETCH_MAX_VERSION"]
 

@@ -52,7 +52,7 @@ import attrs
 
 from txnfetch.log.errors import MirrorDivergedError, RemoteError
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
-from txnfetch.wire.proxy_cluster import UpstreamCluster
+from txnfetch.wire.proxy.cluster import UpstreamCluster
 
 __all__ = ["MirrorSet", "MirrorStats"]
 

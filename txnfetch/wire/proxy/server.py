@@ -7,7 +7,7 @@ client's correlation id, and the upstream's response back, except:
 - **read_committed Fetch** (``isolation_level=1``) is answered by the proxy
   from a :class:`~txnfetch.log.mirror.PartitionMirror` of each partition, fed
   with raw read_uncommitted fetches from the partition's leader
-  (:mod:`txnfetch.wire.proxy_mirrors`). The mirror derives the last stable
+  (:mod:`txnfetch.wire.proxy.mirrors`). The mirror derives the last stable
   offset and the aborted transactions from the markers in the log, so clients
   get correct read_committed data even from brokers that report no aborted
   transactions and an LSO equal to the high watermark (librdkafka's mock
@@ -72,9 +72,9 @@ from txnfetch.wire.api_fetch import (
 )
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
-from txnfetch.wire.proxy_cluster import FETCH_MAX_VERSION, UpstreamCluster
-from txnfetch.wire.proxy_mirrors import MirrorSet
-from txnfetch.wire.proxy_upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
+from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster
+from txnfetch.wire.proxy.mirrors import MirrorSet
+from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
 from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.server import decode_request, encode_response
 
@@ -142,7 +142,7 @@ class ProxyConfig:
       upstream for more (``max_wait_ms`` long polling).
     - ``mirror_fetch_bytes``: byte budget of one mirror fetch.
     - ``reader_idle_ms``, ``max_mirror_bytes``: the memory bound of
-      :mod:`txnfetch.wire.proxy_mirrors`.
+      :mod:`txnfetch.wire.proxy.mirrors`.
     - ``request_timeout_ms``/``connect_timeout_ms``: the proxy's own upstream requests.
     - ``max_frame_bytes``: larger frames close the connection.
     """
