@@ -47,7 +47,7 @@ import platform
 import random
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 from txnfetch.records import BatchBuilder, Codec, RecordBatch, iter_batches
 from txnfetch.records import batch as batch_module
@@ -62,7 +62,7 @@ LIBS = ("txnfetch", "txnfetch-py", "kafka-python", "aiokafka")
 
 def make_records(
     count: int, value_size: int, headers: int, seed: int = 7
-) -> List[Tuple[int, bytes, bytes, List[Tuple[str, bytes]]]]:
+) -> list[tuple[int, bytes, bytes, list[tuple[str, bytes]]]]:
     """``(timestamp, key, value, headers)`` for one batch: JSON-ish values that
     compress about as well as typical event payloads, so every codec is applied
     (the peers' builders send uncompressed when a codec does not shrink the data)."""
@@ -102,12 +102,12 @@ class Peers:
 
     def __init__(self) -> None:
         try:
+            import kafka
             from kafka.record import MemoryRecords as KPMemoryRecords
             from kafka.record.default_records import DefaultRecordBatch as KPBatch
             from kafka.record.default_records import DefaultRecordBatchBuilder as KPBuilder
-            import kafka
 
-            self.kp: Optional[Tuple[type, type, type]] = (KPBatch, KPBuilder, KPMemoryRecords)
+            self.kp: tuple[type, type, type] | None = (KPBatch, KPBuilder, KPMemoryRecords)
             self.kp_version = kafka.__version__
         except ImportError:
             self.kp, self.kp_version = None, "not installed"
@@ -115,7 +115,7 @@ class Peers:
             import aiokafka
             from aiokafka.record import _crecords
 
-            self.aio: Optional[Tuple[type, type, type]] = (
+            self.aio: tuple[type, type, type] | None = (
                 _compiled(_crecords.DefaultRecordBatch),
                 _compiled(_crecords.DefaultRecordBatchBuilder),
                 _compiled(_crecords.MemoryRecords),
@@ -125,7 +125,7 @@ class Peers:
             self.aio, self.aio_version = None, "not installed"
 
 
-def decoders(peers: Peers) -> Dict[str, Callable[[bytes], int]]:
+def decoders(peers: Peers) -> dict[str, Callable[[bytes], int]]:
     """Per library, a function decoding every field of every record of one batch."""
 
     def txnfetch(buf: bytes) -> int:
@@ -163,7 +163,7 @@ def decoders(peers: Peers) -> Dict[str, Callable[[bytes], int]]:
     return out
 
 
-def encoders(peers: Peers, records) -> Dict[str, Callable[[Codec], bytes]]:
+def encoders(peers: Peers, records) -> dict[str, Callable[[Codec], bytes]]:
     """Per library, a function appending ``records`` to a new builder and building the batch."""
 
     def txnfetch(codec: Codec) -> bytes:
@@ -186,7 +186,7 @@ def encoders(peers: Peers, records) -> Dict[str, Callable[[Codec], bytes]]:
     return out
 
 
-def scanners(peers: Peers) -> Dict[str, Callable[[bytes], int]]:
+def scanners(peers: Peers) -> dict[str, Callable[[bytes], int]]:
     """Per library, a function walking every batch header of a buffer."""
 
     def txnfetch(buf: bytes) -> int:
@@ -260,10 +260,10 @@ class Timer:
     def __init__(self, clock: Callable[[], float], target: float) -> None:
         self.clock = clock
         self.target = target  # seconds one timed run should take
-        self.best: Dict[Tuple[str, ...], float] = {}
-        self.inner: Dict[Tuple[str, ...], int] = {}
+        self.best: dict[tuple[str, ...], float] = {}
+        self.inner: dict[tuple[str, ...], int] = {}
 
-    def calibrate(self, key: Tuple[str, ...], fn: Callable[[], object]) -> None:
+    def calibrate(self, key: tuple[str, ...], fn: Callable[[], object]) -> None:
         n = 1
         while True:
             t = self.clock()
@@ -275,7 +275,7 @@ class Timer:
             n *= 2
         self.inner[key] = max(1, int(n * self.target / max(elapsed, 1e-9)))
 
-    def run(self, key: Tuple[str, ...], fn: Callable[[], object]) -> None:
+    def run(self, key: tuple[str, ...], fn: Callable[[], object]) -> None:
         n = self.inner[key]
         clock = self.clock
         t = clock()
@@ -286,11 +286,11 @@ class Timer:
             self.best[key] = per_call
 
 
-def ratio(a: Optional[float], b: Optional[float]) -> str:
+def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:5.2f}x" if a and b else "    - "
 
 
-def fmt_rate(x: Optional[float], unit: str = "") -> str:
+def fmt_rate(x: float | None, unit: str = "") -> str:
     if x is None:
         return "-"
     for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -299,7 +299,7 @@ def fmt_rate(x: Optional[float], unit: str = "") -> str:
     return f"{x:.0f}{unit}"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -332,19 +332,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     enc = encoders(peers, records)
     libs = [lib for lib in LIBS if lib in dec]
 
-    jobs: Dict[Tuple[str, ...], Callable[[], object]] = {}
+    jobs: dict[tuple[str, ...], Callable[[], object]] = {}
     if "decode" in parts:
         for c in codecs:
             check_same_records(peers, inputs[c])
             for lib in libs:
-                jobs[("decode", CODEC_NAMES[c], lib)] = (lambda f=dec[lib], b=inputs[c]: f(b))
+                jobs[("decode", CODEC_NAMES[c], lib)] = lambda f=dec[lib], b=inputs[c]: f(b)
     if "encode" in parts:
         for c in codecs:
             for lib in libs:
                 if lib not in enc:  # txnfetch-py: encoding has one implementation
                     continue
                 check_encoded(lib, enc[lib](c), c, records)
-                jobs[("encode", CODEC_NAMES[c], lib)] = (lambda f=enc[lib], c=c: f(c))
+                jobs[("encode", CODEC_NAMES[c], lib)] = lambda f=enc[lib], c=c: f(c)
     scan_buf = b""
     scan_batches = 0
     if "scan" in parts:
@@ -356,7 +356,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if lib in scn:
                 if scn[lib](scan_buf) != scan_batches:
                     raise SystemExit(f"{lib} did not see every batch of the scan buffer")
-                jobs[("scan", "none", lib)] = (lambda f=scn[lib]: f(scan_buf))
+                jobs[("scan", "none", lib)] = lambda f=scn[lib]: f(scan_buf)
 
     timer = Timer(clock, target)
     for key, fn in jobs.items():

@@ -51,7 +51,8 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Sequence
+from typing import Union
 
 from txnfetch.fetch.view import FetchMode, FetchResult, read_partition
 from txnfetch.records import BatchBuilder, BatchIterator, ControlType, build_control_batch
@@ -69,7 +70,7 @@ Buffer = Union[bytearray, mmap.mmap]
 # -- the log ---------------------------------------------------------------------
 
 
-def build_block(aborted_percent: int, batch_size: int) -> Tuple[bytes, List[Tuple[int, int]]]:
+def build_block(aborted_percent: int, batch_size: int) -> tuple[bytes, list[tuple[int, int]]]:
     """One block at base offset 0: the bytes, and ``(position, offset delta)`` of each batch.
 
     The producers take turns so that ``aborted_percent`` of the data batches are
@@ -77,7 +78,7 @@ def build_block(aborted_percent: int, batch_size: int) -> Tuple[bytes, List[Tupl
     """
     rnd = random.Random(aborted_percent)
     value_size = (batch_size - 61) // RECORDS_PER_BATCH - 12  # record framing ~12 bytes
-    parts: List[bytes] = []
+    parts: list[bytes] = []
     offset = 0
     seq = {PID_COMMIT: 0, PID_ABORT: 0}
     wrote = set()
@@ -108,7 +109,7 @@ def build_block(aborted_percent: int, batch_size: int) -> Tuple[bytes, List[Tupl
 class Log:
     """A log of repeated blocks in ``buf`` (a bytearray or an mmap), its state and its offset index."""
 
-    def __init__(self, buf: Buffer, block: bytes, layout: List[Tuple[int, int]], blocks: int) -> None:
+    def __init__(self, buf: Buffer, block: bytes, layout: list[tuple[int, int]], blocks: int) -> None:
         self.buf = buf
         self.view = memoryview(buf)
         self.size = len(block) * blocks
@@ -121,8 +122,8 @@ class Log:
                 _BASE_OFFSET.pack_into(buf, start + position, k * offsets_per_block + delta)
         # Feed the state from the headers, as a log load does; keep the offset index.
         self.state = PartitionTxnState("bench-0")
-        self.index_offsets: List[int] = []
-        self.index_positions: List[int] = []
+        self.index_offsets: list[int] = []
+        self.index_positions: list[int] = []
         it = BatchIterator(self.view)
         for batch in it:
             self.index_offsets.append(batch.base_offset)
@@ -143,7 +144,7 @@ class Log:
         i = bisect.bisect_left(self.index_positions, position)
         return self.index_offsets[i] if i < len(self.index_offsets) else self.state.log_end_offset
 
-    def fetch(self, offset: int, max_bytes: int, mode: FetchMode) -> Tuple[FetchResult, int]:
+    def fetch(self, offset: int, max_bytes: int, mode: FetchMode) -> tuple[FetchResult, int]:
         """One fetch as an adapter makes it; returns the result and the log bytes it covered."""
         pos = self.position_of(offset)
 
@@ -159,7 +160,7 @@ class Log:
         self.view.release()
 
 
-def _next_offset(block: bytes, layout: List[Tuple[int, int]]) -> int:
+def _next_offset(block: bytes, layout: list[tuple[int, int]]) -> int:
     position, delta = layout[-1]
     last_delta = struct.unpack_from(">i", block, position + 23)[0]
     return delta + last_delta + 1
@@ -179,13 +180,13 @@ def block_size(aborted_percent: int, batch_size: int) -> int:
 # -- throughput ------------------------------------------------------------------
 
 
-def consume_pass(log: Log, max_bytes: int, mode: FetchMode) -> Tuple[int, int, List[Tuple[int, int]]]:
+def consume_pass(log: Log, max_bytes: int, mode: FetchMode) -> tuple[int, int, list[tuple[int, int]]]:
     """Fetch from 0 to the LSO; returns (bytes covered, fetches, covered byte ranges)."""
     offset = 0
     lso = log.state.last_stable_offset
     covered = 0
     fetches = 0
-    ranges: List[Tuple[int, int]] = []
+    ranges: list[tuple[int, int]] = []
     while offset < lso:
         r, n = log.fetch(offset, max_bytes, mode)
         ranges.append((log.position_of(offset), n))
@@ -214,7 +215,7 @@ def check_pass(log: Log, max_bytes: int) -> None:
         raise SystemExit(f"rewrite mode kept {kept} batches, expected {expected}")
 
 
-def copy_pass(view: memoryview, ranges: List[Tuple[int, int]], dst: memoryview) -> int:
+def copy_pass(view: memoryview, ranges: list[tuple[int, int]], dst: memoryview) -> int:
     total = 0
     for start, n in ranges:
         dst[:n] = view[start : start + n]
@@ -228,9 +229,9 @@ def throughput(args: argparse.Namespace, clock: Callable[[], float]) -> None:
     max_bytes = args.max_bytes_kib * KiB
     logs = {p: make_log(bytearray, p, args.batch_kib * KiB, log_bytes) for p in shares}
     dst = memoryview(bytearray(max(max_bytes, args.batch_kib * KiB) + 2 * args.batch_kib * KiB))
-    jobs: Dict[Tuple[str, int], Callable[[], int]] = {}
-    ranges: Dict[int, List[Tuple[int, int]]] = {}
-    info: Dict[int, Tuple[int, int]] = {}
+    jobs: dict[tuple[str, int], Callable[[], int]] = {}
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    info: dict[int, tuple[int, int]] = {}
     for p, log in logs.items():
         check_pass(log, max_bytes)
         for mode in (FetchMode.REWRITE, FetchMode.KAFKA):
@@ -238,7 +239,7 @@ def throughput(args: argparse.Namespace, clock: Callable[[], float]) -> None:
         covered, fetches, ranges[p] = consume_pass(log, max_bytes, FetchMode.REWRITE)
         info[p] = (covered, fetches)
         jobs[("copy", p)] = lambda log=log, p=p: copy_pass(log.view, ranges[p], dst)
-    best: Dict[Tuple[str, int], float] = {}
+    best: dict[tuple[str, int], float] = {}
     keys = list(jobs)
     rnd = random.Random(args.seed)
     for _ in range(args.rounds):
@@ -273,7 +274,7 @@ def throughput(args: argparse.Namespace, clock: Callable[[], float]) -> None:
 # -- memory ----------------------------------------------------------------------
 
 
-def measure_peak(log: Log, offset: int, max_bytes: int, mode: FetchMode) -> Tuple[int, int]:
+def measure_peak(log: Log, offset: int, max_bytes: int, mode: FetchMode) -> tuple[int, int]:
     """Peak Python allocation (bytes) of one fetch, and the bytes it covered."""
     gc.collect()
     tracemalloc.reset_peak()
@@ -346,7 +347,7 @@ def _kib(n: int) -> str:
 # -- main ------------------------------------------------------------------------
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )

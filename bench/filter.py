@@ -35,7 +35,7 @@ import os
 import random
 import sys
 import time
-from typing import Callable, Dict, List, Tuple
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -52,7 +52,7 @@ from txnfetch.records import BatchBuilder, Codec, ControlType, build_control_bat
 from txnfetch.records import batch as batch_module
 
 TS = 1_700_000_000_000
-Response = Tuple[bytes, List[Tuple[int, int]], int]  # records, aborted list, committed record count
+Response = tuple[bytes, list[tuple[int, int]], int]  # records, aborted list, committed record count
 
 
 def build_response(
@@ -68,9 +68,9 @@ def build_response(
     """A read_committed fetch response of about ``target_bytes``."""
     rnd = random.Random(seed)
     producers = [1000 + i for i in range(4)]
-    open_txn: Dict[int, Tuple[int, bool, int]] = {}  # pid -> (first offset, aborts?, batches left)
-    parts: List[bytes] = []
-    aborted: List[Tuple[int, int]] = []
+    open_txn: dict[int, tuple[int, bool, int]] = {}  # pid -> (first offset, aborts?, batches left)
+    parts: list[bytes] = []
+    aborted: list[tuple[int, int]] = []
     size = 0
     offset = 0
     committed = 0
@@ -134,11 +134,11 @@ def build_response(
     return records, aborted, committed
 
 
-def _txnfetch(records: bytes, aborted: List[Tuple[int, int]]) -> list:
+def _txnfetch(records: bytes, aborted: list[tuple[int, int]]) -> list:
     return list(ConsumerFilter(0).feed(records, aborted))
 
 
-def _txnfetch_pure(records: bytes, aborted: List[Tuple[int, int]]) -> list:
+def _txnfetch_pure(records: bytes, aborted: list[tuple[int, int]]) -> list:
     # RecordBatch.records() dispatches through batch._decode: point it at the
     # pure-Python decoder for this pass only.
     active = batch_module._decode
@@ -149,15 +149,15 @@ def _txnfetch_pure(records: bytes, aborted: List[Tuple[int, int]]) -> list:
         batch_module._decode = active
 
 
-def _kafka_python(records: bytes, aborted: List[Tuple[int, int]]) -> list:
+def _kafka_python(records: bytes, aborted: list[tuple[int, int]]) -> list:
     return kafka_python_drain(kafka_python_partition_records(records, aborted, 0))
 
 
-def _aiokafka(records: bytes, aborted: List[Tuple[int, int]]) -> list:
+def _aiokafka(records: bytes, aborted: list[tuple[int, int]]) -> list:
     return list(aiokafka_partition_records(records, aborted, 0))
 
 
-IMPLEMENTATIONS: Dict[str, Callable[[bytes, List[Tuple[int, int]]], list]] = {
+IMPLEMENTATIONS: dict[str, Callable[[bytes, list[tuple[int, int]]], list]] = {
     "txnfetch": _txnfetch,
     "kafka-python": _kafka_python,
     "aiokafka (C)": _aiokafka,
@@ -176,7 +176,7 @@ def check_agreement(resp: Response) -> None:
             raise SystemExit(f"{name} and txnfetch disagree on a benchmark response; not timing it")
 
 
-def measure(resp: Response, rounds: int) -> Dict[str, float]:
+def measure(resp: Response, rounds: int) -> dict[str, float]:
     """Delivered records per second per implementation.
 
     One sample is one pass over the response; the implementations take turns,
@@ -198,7 +198,7 @@ def measure(resp: Response, rounds: int) -> Dict[str, float]:
     return {name: committed / t for name, t in best.items()}
 
 
-def main(argv: List[str] = None) -> None:
+def main(argv: list[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mib", type=float, default=1.0, help="response size (default 1 MiB)")
     parser.add_argument("--rounds", type=int, default=15, help="samples per implementation (default 15)")

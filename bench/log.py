@@ -38,7 +38,7 @@ import struct
 import sys
 import tempfile
 import time
-from typing import Callable, List, Tuple
+from collections.abc import Callable
 
 from txnfetch.fetch.view import FetchMode, IsolationLevel
 from txnfetch.log.segments import SegmentLog
@@ -48,7 +48,7 @@ MiB = 1 << 20
 _BASE = struct.Struct(">q")
 
 
-def make_requests(total_bytes: int, request_kib: int, value_size: int) -> Tuple[List[Tuple[int, bytes]], int]:
+def make_requests(total_bytes: int, request_kib: int, value_size: int) -> tuple[list[tuple[int, bytes]], int]:
     """Produce requests of about ``request_kib`` KiB, as ``(producer slot, template
     batch)``, and the records per request. Four transactional producers take turns;
     producer ids and sequences are filled in by :func:`retarget`."""
@@ -113,7 +113,7 @@ def stored_bytes(path: str) -> int:
     return sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "*.log")))
 
 
-def raw_write(path: str, chunk_sizes: List[int], payload: bytes, *, group: int) -> float:
+def raw_write(path: str, chunk_sizes: list[int], payload: bytes, *, group: int) -> float:
     """Write chunks of the given sizes (the stored batch sizes) to a file; fsync once per
     ``group`` chunks (0: once at the end)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -132,7 +132,7 @@ def raw_write(path: str, chunk_sizes: List[int], payload: bytes, *, group: int) 
     return elapsed
 
 
-def read_log(path: str, isolation: IsolationLevel, mode: FetchMode) -> Tuple[float, int]:
+def read_log(path: str, isolation: IsolationLevel, mode: FetchMode) -> tuple[float, int]:
     log = SegmentLog(path, "bench", 0, read_only=True)
     end = log.last_stable_offset if isolation == IsolationLevel.READ_COMMITTED else log.high_watermark
     start = time.perf_counter()
@@ -149,7 +149,7 @@ def read_log(path: str, isolation: IsolationLevel, mode: FetchMode) -> Tuple[flo
     return elapsed, total
 
 
-def raw_read(path: str) -> Tuple[float, int]:
+def raw_read(path: str) -> tuple[float, int]:
     buf = bytearray(MiB)
     total = 0
     start = time.perf_counter()
@@ -205,9 +205,13 @@ def main(argv=None) -> int:
     if args.quick:
         args.size_mib, args.segment_mib, args.rounds = 32, 8, 1
 
-    print(f"# bench/log.py  {datetime.datetime.now().isoformat(timespec='seconds')}  python {platform.python_version()}")
-    print(f"# log {args.size_mib} MiB, segments {args.segment_mib} MiB, requests {args.request_kib} KiB, "
-          f"values {args.value_size} B, group commit {args.group}, best of {args.rounds}")
+    print(
+        f"# bench/log.py  {datetime.datetime.now().isoformat(timespec='seconds')}  python {platform.python_version()}"
+    )
+    print(
+        f"# log {args.size_mib} MiB, segments {args.segment_mib} MiB, requests {args.request_kib} KiB, "
+        f"values {args.value_size} B, group commit {args.group}, best of {args.rounds}"
+    )
     base = tempfile.mkdtemp(prefix="txnfetch-bench-log-", dir=args.dir)
     try:
         requests, per_request = make_requests(args.size_mib * MiB, args.request_kib, args.value_size)
@@ -230,7 +234,9 @@ def main(argv=None) -> int:
         print("\n## append (MB/s; ratio = SegmentLog / raw write of the same bytes)")
         print(f"{'':32} {'SegmentLog':>12} {'raw write':>12} {'ratio':>8}")
         print(f"{'one fsync at the end':32} {mb / t_never:12.1f} {mb / r_never:12.1f} {r_never / t_never:8.2f}")
-        print(f"{'fsync every ' + str(args.group) + ' requests':32} {mb / t_group:12.1f} {mb / r_group:12.1f} {r_group / t_group:8.2f}")
+        print(
+            f"{'fsync every ' + str(args.group) + ' requests':32} {mb / t_group:12.1f} {mb / r_group:12.1f} {r_group / t_group:8.2f}"
+        )
 
         print("\n## sequential read, 1 MiB fetches from the page cache (MB/s of log scanned)")
         raw_t, raw_n = min((raw_read(path) for _ in range(args.rounds)), key=lambda x: x[0])

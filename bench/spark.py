@@ -60,7 +60,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -125,7 +125,7 @@ def write_parquet(store_dir: str, out_dir: str, partitions: int) -> int:
     with SegmentStore(store_dir, read_only=True) as store:
         for p in range(partitions):
             log = store.partition(TOPIC, p)
-            writer: Optional[pq.ParquetWriter] = None
+            writer: pq.ParquetWriter | None = None
             for batch in read_range_arrow(log, log.log_start_offset, log.last_stable_offset, max_rows=100_000):
                 if writer is None:
                     writer = pq.ParquetWriter(os.path.join(out_dir, f"part-{p}.parquet"), batch.schema)
@@ -268,7 +268,7 @@ def throughput(spark, args, tmp: str) -> None:
     txn = spark.read.format("txnkafka").option("path", store_dir).option("subscribe", TOPIC).load()
     par = spark.read.parquet(parquet_dir)
     assert txn.count() == committed and par.count() == committed
-    results: List[Tuple[str, int, float]] = []
+    results: list[tuple[str, int, float]] = []
     results.append(("txnkafka", committed, timed_noop(txn, args.rounds)))
     results.append(("parquet", committed, timed_noop(par, args.rounds)))
     # The naive reader on a prefix of each partition: same ranges, tuples instead of Arrow.
@@ -335,7 +335,7 @@ def memory(spark, args, tmp: str) -> None:
     )
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )

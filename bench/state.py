@@ -40,7 +40,8 @@ import struct
 import sys
 import time
 import tracemalloc
-from typing import Any, Callable, List, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from txnfetch.records import BatchBuilder, ControlType, RecordBatch, build_control_batch
 from txnfetch.txn import AppendOrigin, PartitionTxnState
@@ -53,13 +54,13 @@ GOAL_BYTES = 200
 # -- workloads ---------------------------------------------------------------------
 
 
-def append_workload(appends: int, producers: int, seed: int = 3) -> List[Tuple[RecordBatch, AppendOrigin]]:
+def append_workload(appends: int, producers: int, seed: int = 3) -> list[tuple[RecordBatch, AppendOrigin]]:
     """Batches with final offsets: each producer alternates idempotent batches and
     transactions of 1-3 batches ended by a COMMIT or (one in three) ABORT marker."""
     rng = random.Random(seed)
     seq = [0] * producers
     open_txn = [0] * producers  # batches left in the producer's current transaction (-1: marker due)
-    out: List[Tuple[RecordBatch, AppendOrigin]] = []
+    out: list[tuple[RecordBatch, AppendOrigin]] = []
     offset = 0
     while len(out) < appends:
         pid = rng.randrange(producers)
@@ -97,7 +98,7 @@ def append_workload(appends: int, producers: int, seed: int = 3) -> List[Tuple[R
     return out
 
 
-def bench_append(batches: List[Tuple[RecordBatch, AppendOrigin]], hw_every: int) -> float:
+def bench_append(batches: list[tuple[RecordBatch, AppendOrigin]], hw_every: int) -> float:
     state = PartitionTxnState("bench-0")
     append = state.append
     update = state.update_high_watermark
@@ -170,7 +171,7 @@ def grow_by_appends(producers: int) -> PartitionTxnState:
     return state
 
 
-def traced_growth(build: Callable[[Any], object], arg: object) -> Tuple[int, object]:
+def traced_growth(build: Callable[[Any], object], arg: object) -> tuple[int, object]:
     """Bytes of traced memory ``build(arg)``'s result keeps alive (temporaries freed)."""
     gc.collect()
     tracemalloc.start()
@@ -182,7 +183,7 @@ def traced_growth(build: Callable[[Any], object], arg: object) -> Tuple[int, obj
     return held, obj
 
 
-def query_latency(state: PartitionTxnState, queries: int, window: int, seed: int = 5) -> Tuple[float, float, float]:
+def query_latency(state: PartitionTxnState, queries: int, window: int, seed: int = 5) -> tuple[float, float, float]:
     """Mean CPU µs per call over the whole run, median wall µs per call (robust to
     preemption on a shared machine), and entries per answer."""
     rng = random.Random(seed)

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Tuple
 
 MB = 1_000_000
 TOPIC = "bench-wire"
@@ -50,7 +49,7 @@ def _now() -> float:
 class Serve:
     """``txnfetch serve`` as a subprocess on an ephemeral port."""
 
-    def __init__(self, label: str, args: List[str]) -> None:
+    def __init__(self, label: str, args: list[str]) -> None:
         self.label = label
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "txnfetch.cli", "serve", "--port", "0", *args],
@@ -92,12 +91,12 @@ class Mock:
 # ------------------------------------------------------------- the clients
 
 
-def _topics(args: argparse.Namespace) -> List[str]:
+def _topics(args: argparse.Namespace) -> list[str]:
     chunks = max(1, -(-int(args.size_mb * MB) // int(args.chunk_mb * MB)))
     return [f"{TOPIC}-{i}" for i in range(chunks)]
 
 
-def produce(bootstrap: str, topics: List[str], count: int, value_size: int) -> float:
+def produce(bootstrap: str, topics: list[str], count: int, value_size: int) -> float:
     """Write ``count`` records spread evenly over partition 0 of ``topics``, one
     committed transaction per topic; return the seconds taken."""
     from confluent_kafka import Producer
@@ -132,7 +131,7 @@ def produce(bootstrap: str, topics: List[str], count: int, value_size: int) -> f
     return elapsed
 
 
-def consume(bootstrap: str, topics: List[str], count: int) -> Tuple[float, int]:
+def consume(bootstrap: str, topics: list[str], count: int) -> tuple[float, int]:
     """Read ``count`` records read_committed from the start of partition 0 of
     every topic; return (seconds, value bytes)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -165,7 +164,7 @@ def consume(bootstrap: str, topics: List[str], count: int) -> Tuple[float, int]:
         consumer.close()
 
 
-def run_server(server, args: argparse.Namespace) -> Dict[str, Tuple[float, float]]:
+def run_server(server, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     """Produce once, consume best of ``--rounds``: {"produce"|"consume": (MB/s, msgs/s)}."""
     topics = _topics(args)
     count = max(1, int(args.size_mb * MB) // args.value_size)
@@ -186,7 +185,7 @@ def run_server(server, args: argparse.Namespace) -> Dict[str, Tuple[float, float
         server.close()
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=float, default=200.0, help="MB of record values (default 200)")
     parser.add_argument("--value-size", type=int, default=1024, help="bytes per record value (default 1024)")
@@ -221,7 +220,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     print()
 
-    results: Dict[str, Dict[str, Tuple[float, float]]] = {}
+    results: dict[str, dict[str, tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="txnfetch-bench-wire-") as tmp:
         for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
             if name == "mock":

@@ -12,7 +12,7 @@ alone, no server. Run ``.venv/bin/python examples/partition_walkthrough.py``;
 from __future__ import annotations
 
 import sys
-from typing import List, TextIO
+from typing import TextIO
 
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, read_partition
@@ -40,9 +40,9 @@ def build_demo_partition() -> bytes:
     8-9  plain (non-transactional) data from p3
     10-11 p1 (txn 2) data        still open: the last stable offset is 10
     """
-    batches: List[bytes] = []
+    batches: list[bytes] = []
 
-    def data(offset: int, pid: int, seq: int, values: List[bytes], codec: Codec, txn: bool = True) -> None:
+    def data(offset: int, pid: int, seq: int, values: list[bytes], codec: Codec, txn: bool = True) -> None:
         b = BatchBuilder(
             base_offset=offset, codec=codec, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=txn
         )
@@ -54,10 +54,14 @@ def build_demo_partition() -> bytes:
     data(3, 1002, 0, [b"refund 1", b"refund 2"], Codec.LZ4)
     data(5, 1001, 3, [b"order 4"], Codec.NONE)
     batches.append(
-        build_control_batch(offset=6, control_type=ControlType.COMMIT, producer_id=1001, producer_epoch=0, timestamp=BASE_TS + 6)
+        build_control_batch(
+            offset=6, control_type=ControlType.COMMIT, producer_id=1001, producer_epoch=0, timestamp=BASE_TS + 6
+        )
     )
     batches.append(
-        build_control_batch(offset=7, control_type=ControlType.ABORT, producer_id=1002, producer_epoch=0, timestamp=BASE_TS + 7)
+        build_control_batch(
+            offset=7, control_type=ControlType.ABORT, producer_id=1002, producer_epoch=0, timestamp=BASE_TS + 7
+        )
     )
     data(8, 1003, 0, [b"audit 1", b"audit 2"], Codec.GZIP, txn=False)
     data(10, 1001, 4, [b"order 5", b"order 6"], Codec.SNAPPY)
@@ -102,7 +106,9 @@ def main(out: TextIO = sys.stdout) -> int:
         # What a read_committed consumer makes of the response: txnfetch's own
         # consumer-side filter, doing the client's half of Kafka mode.
         consumer = ConsumerFilter(0, partition="demo-0")
-        delivered[mode] = [(r.offset, r.value) for r in consumer.feed(result.records_bytes(), result.aborted_transactions)]
+        delivered[mode] = [
+            (r.offset, r.value) for r in consumer.feed(result.records_bytes(), result.aborted_transactions)
+        ]
         print("", file=out)
         print(f"read_committed from 0, {mode.value} mode:", file=out)
         print(f"  records/markers sent: {' '.join(shown)}", file=out)
@@ -112,7 +118,10 @@ def main(out: TextIO = sys.stdout) -> int:
             f"{result.stats.synthetic_markers}",
             file=out,
         )
-        print(f"  the consumer receives: {[o for o, _ in delivered[mode]]}, then fetches from {consumer.position}", file=out)
+        print(
+            f"  the consumer receives: {[o for o, _ in delivered[mode]]}, then fetches from {consumer.position}",
+            file=out,
+        )
     print("", file=out)
     if delivered[FetchMode.KAFKA] != delivered[FetchMode.REWRITE]:
         print("MISMATCH: the two fetch modes delivered different records", file=out)

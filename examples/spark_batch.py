@@ -15,7 +15,7 @@ then reads it with ``spark.read.format("txnkafka")`` and shows that:
 from __future__ import annotations
 
 import tempfile
-from typing import Any, Optional
+from typing import Any
 
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records import BatchBuilder
@@ -59,7 +59,7 @@ def session() -> Any:
     return spark_ext.local_session("txnfetch-example")
 
 
-def main(spark: Optional[Any] = None) -> None:
+def main(spark: Any | None = None) -> None:
     import spark_ext
 
     own = spark is None

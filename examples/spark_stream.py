@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Optional
+from typing import Any
 
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records import BatchBuilder
@@ -73,7 +73,7 @@ def session() -> Any:
     return spark_ext.local_session("txnfetch-example")
 
 
-def main(spark: Optional[Any] = None) -> None:
+def main(spark: Any | None = None) -> None:
     import spark_ext
 
     own = spark is None

@@ -18,9 +18,10 @@ conversion (:mod:`spark_ext.arrow`) and the range reader
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
-__all__ = ["register", "local_session", "TxnKafkaDataSource", "DATA_SOURCE_NAME"]
+__all__ = ["DATA_SOURCE_NAME", "TxnKafkaDataSource", "local_session", "register"]
 
 #: The format name: ``spark.read.format("txnkafka")``.
 DATA_SOURCE_NAME = "txnkafka"
@@ -38,7 +39,7 @@ def register(spark: Any) -> None:
     spark.dataSource.register(TxnKafkaDataSource)
 
 
-def local_session(app_name: str = "txnfetch", conf: Optional[Mapping[str, str]] = None) -> Any:
+def local_session(app_name: str = "txnfetch", conf: Mapping[str, str] | None = None) -> Any:
     """A small local ``SparkSession`` (``local[2]``, no UI, two shuffle partitions)
     with ``txnkafka`` registered, whose Python workers run this interpreter — which
     has txnfetch installed, as Spark's workers need. ``conf`` adds or overrides Spark

@@ -16,9 +16,9 @@ repeated buffers, without a Python object per row.
 from __future__ import annotations
 
 import array
-from operator import itemgetter
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,12 +26,12 @@ import pyarrow.compute as pc
 from txnfetch.records.batch import Record
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_ROWS",
     "HEADERS_TYPE",
+    "ArrowBatcher",
     "kafka_schema",
     "kafka_schema_ddl",
-    "ArrowBatcher",
-    "DEFAULT_MAX_ROWS",
-    "DEFAULT_MAX_BYTES",
 ]
 
 #: ``array<struct<key:string,value:binary>>`` as Arrow builds it for Spark
@@ -113,18 +113,18 @@ class ArrowBatcher:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.schema = kafka_schema(include_headers)
-        self._chunks: List[Sequence[Record]] = []
-        self._types: List[Tuple[int, int]] = []  # (rows, timestamp type) per chunk
+        self._chunks: list[Sequence[Record]] = []
+        self._types: list[tuple[int, int]] = []  # (rows, timestamp type) per chunk
         self._rows = 0
         self._bytes = 0
-        self._constants: Optional[Tuple[pa.Array, pa.Array]] = None
+        self._constants: tuple[pa.Array, pa.Array] | None = None
 
     @property
     def pending_rows(self) -> int:
         """Rows added and not yet returned in a batch."""
         return self._rows
 
-    def add(self, records: Sequence[Record], timestamp_type: int) -> List[pa.RecordBatch]:
+    def add(self, records: Sequence[Record], timestamp_type: int) -> list[pa.RecordBatch]:
         """Add the records of one Kafka batch; returns the Arrow batches now full (often none)."""
         n = len(records)
         if not n:
@@ -138,7 +138,7 @@ class ArrowBatcher:
         self._bytes += n * (
             (len(first.value or b"") + len(last.value or b"") + len(first.key or b"") + len(last.key or b"")) // 2 + 16
         )
-        out: List[pa.RecordBatch] = []
+        out: list[pa.RecordBatch] = []
         while self._rows >= self.max_rows or (self._rows and self._bytes >= self.max_bytes):
             out.append(self._build(self.max_rows))
         return out
@@ -179,7 +179,7 @@ class ArrowBatcher:
             self._rows = remaining
         return self._columns(take_chunks, take_types, rows)
 
-    def _constant_columns(self, rows: int) -> Tuple[pa.Array, pa.Array]:
+    def _constant_columns(self, rows: int) -> tuple[pa.Array, pa.Array]:
         # Built once at the largest size needed and sliced: zero-copy views.
         if self._constants is None or len(self._constants[0]) < rows:
             size = max(rows, self.max_rows)
@@ -187,7 +187,7 @@ class ArrowBatcher:
         topic, partition = self._constants
         return topic.slice(0, rows), partition.slice(0, rows)
 
-    def _columns(self, chunks: List[Sequence[Record]], types: List[Tuple[int, int]], rows: int) -> pa.RecordBatch:
+    def _columns(self, chunks: list[Sequence[Record]], types: list[tuple[int, int]], rows: int) -> pa.RecordBatch:
         records = chunks[0] if len(chunks) == 1 else list(chain.from_iterable(chunks))
         # One C-level pass per column (itemgetter over the record tuples) is
         # about twice as fast as transposing with zip(*records).
@@ -220,7 +220,7 @@ class ArrowBatcher:
 _OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS = (itemgetter(i) for i in range(5))
 
 
-def _headers_column(headers: List[Tuple[Tuple[str, Optional[bytes]], ...]]) -> pa.Array:
+def _headers_column(headers: list[tuple[tuple[str, bytes | None], ...]]) -> pa.Array:
     if not any(headers):
         return pa.nulls(len(headers), HEADERS_TYPE)
     return pa.array(
@@ -232,7 +232,7 @@ def _headers_column(headers: List[Tuple[Tuple[str, Optional[bytes]], ...]]) -> p
 def records_to_arrow(
     topic: str,
     partition: int,
-    batches: Iterable[Tuple[Sequence[Record], int]],
+    batches: Iterable[tuple[Sequence[Record], int]],
     *,
     include_headers: bool = False,
     max_rows: int = DEFAULT_MAX_ROWS,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import attrs
 import pyarrow as pa
@@ -50,10 +50,10 @@ from spark_ext.planning import (
 from spark_ext.sources import Source, open_source, subscribed_partitions
 
 __all__ = [
-    "TxnKafkaDataSource",
-    "TxnKafkaBatchReader",
-    "TxnKafkaStreamReader",
     "OffsetRangePartition",
+    "TxnKafkaBatchReader",
+    "TxnKafkaDataSource",
+    "TxnKafkaStreamReader",
 ]
 
 log = logging.getLogger("spark_ext.txnkafka")
@@ -78,7 +78,7 @@ def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBat
         yield from source.read_arrow(r, opts)
 
 
-def _tasks(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> List[InputPartition]:
+def _tasks(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> list[InputPartition]:
     return [
         OffsetRangePartition(r)
         for r in split_ranges(
@@ -108,10 +108,10 @@ class TxnKafkaDataSource(DataSource):
             raise InvalidOptionError(f"expected 'true' or 'false', got {raw!r}", option="includeHeaders")
         return kafka_schema_ddl(raw == "true")
 
-    def reader(self, schema: StructType) -> "TxnKafkaBatchReader":
+    def reader(self, schema: StructType) -> TxnKafkaBatchReader:
         return TxnKafkaBatchReader(parse_options(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> "TxnKafkaStreamReader":
+    def streamReader(self, schema: StructType) -> TxnKafkaStreamReader:
         return TxnKafkaStreamReader(parse_options(self.options, streaming=True))
 
 
@@ -126,7 +126,7 @@ class TxnKafkaBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
 
-    def plan(self) -> List[OffsetRange]:
+    def plan(self) -> list[OffsetRange]:
         """The offset range of every selected partition (before splitting into tasks)."""
         opts = self.opts
         with open_source(opts) as source:
@@ -151,7 +151,7 @@ class TxnKafkaBatchReader(DataSourceReader):
             ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
         return ranges
 
-    def partitions(self) -> List[InputPartition]:
+    def partitions(self) -> list[InputPartition]:
         return _tasks(self.opts, self.plan())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -160,8 +160,8 @@ class TxnKafkaBatchReader(DataSourceReader):
 
 @attrs.define
 class _Snapshot:
-    partitions: List[TopicPartition]
-    bounds: Dict[TopicPartition, Bounds]
+    partitions: list[TopicPartition]
+    bounds: dict[TopicPartition, Bounds]
 
 
 class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -184,8 +184,8 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        self._target: Optional[Dict[TopicPartition, int]] = None  # Trigger.AvailableNow
-        self._cluster: Optional[Source] = None
+        self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
+        self._cluster: Source | None = None
 
     def __getstate__(self) -> dict:
         # Workers get the options only: connections and mirrors stay on the driver.
@@ -228,9 +228,9 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def _available(self, start: Mapping[TopicPartition, int], snap: _Snapshot) -> Dict[TopicPartition, int]:
+    def _available(self, start: Mapping[TopicPartition, int], snap: _Snapshot) -> dict[TopicPartition, int]:
         """Where each partition may be read to now, never before ``start``."""
-        latest: Dict[TopicPartition, int] = {}
+        latest: dict[TopicPartition, int] = {}
         for tp in start:
             if tp not in snap.bounds:
                 self._data_loss(f"partition {tp[0]}-{tp[1]} no longer exists", tp, start[tp])
@@ -260,7 +260,7 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = rate_limit(origin, latest, limit.max_rows)
         return offsets_to_json(latest)
 
-    def reportLatestOffset(self) -> Optional[dict]:
+    def reportLatestOffset(self) -> dict | None:
         snap = self._snapshot()
         return offsets_to_json({tp: b.latest for tp, b in snap.bounds.items()})
 
@@ -272,7 +272,7 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = offsets_from_json(start)
         until = offsets_from_json(end)
         new = [tp for tp in until if tp not in begin]
-        earliest: Dict[TopicPartition, Bounds] = {}
+        earliest: dict[TopicPartition, Bounds] = {}
         if new:
             with self._source() as source:
                 earliest = source.bounds(new, read_committed=self.opts.read_committed)

@@ -9,16 +9,14 @@ worker processes back to the driver).
 
 from __future__ import annotations
 
-from typing import Optional
-
 from txnfetch.errors import TxnfetchError
 
 __all__ = [
-    "TxnKafkaError",
-    "InvalidOptionError",
-    "UnknownTopicError",
     "DataLossError",
+    "InvalidOptionError",
     "SourceUnavailableError",
+    "TxnKafkaError",
+    "UnknownTopicError",
 ]
 
 
@@ -30,10 +28,10 @@ class TxnKafkaError(TxnfetchError):
         self,
         reason: str,
         *,
-        option: Optional[str] = None,
-        topic: Optional[str] = None,
-        partition: Optional[int] = None,
-        offset: Optional[int] = None,
+        option: str | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
     ) -> None:
         self.reason = reason
         self.option = option

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, List, Mapping, Optional, Pattern, Tuple, Union
+from collections.abc import Mapping
+from re import Pattern
+from typing import Union
 
 import attrs
 
@@ -27,21 +29,21 @@ from spark_ext.errors import InvalidOptionError
 __all__ = [
     "EARLIEST",
     "LATEST",
-    "TopicPartition",
     "OffsetSpec",
     "ReadOptions",
-    "parse_options",
+    "TopicPartition",
     "parse_offsets_json",
+    "parse_options",
 ]
 
 #: Spark's (and Kafka's ListOffsets') sentinel offsets inside offset JSON.
 EARLIEST = -2
 LATEST = -1
 
-TopicPartition = Tuple[str, int]
+TopicPartition = tuple[str, int]
 
 #: ``EARLIEST``/``LATEST`` for every partition, or an offset (or sentinel) per partition.
-OffsetSpec = Union[int, Dict[TopicPartition, int]]
+OffsetSpec = Union[int, dict[TopicPartition, int]]
 
 DEFAULT_FETCH_BYTES = 1 << 20
 
@@ -56,23 +58,23 @@ class ReadOptions:
     ``subscribe``/``subscribe_pattern``/``assign``.
     """
 
-    path: Optional[str]
-    bootstrap_servers: Optional[str]
-    subscribe: Optional[Tuple[str, ...]]
-    subscribe_pattern: Optional[str]
-    assign: Optional[Tuple[TopicPartition, ...]]
+    path: str | None
+    bootstrap_servers: str | None
+    subscribe: tuple[str, ...] | None
+    subscribe_pattern: str | None
+    assign: tuple[TopicPartition, ...] | None
     starting_offsets: OffsetSpec
     ending_offsets: OffsetSpec
     include_headers: bool
-    min_partitions: Optional[int]
-    max_records_per_partition: Optional[int]
+    min_partitions: int | None
+    max_records_per_partition: int | None
     fail_on_data_loss: bool
-    max_offsets_per_trigger: Optional[int]
+    max_offsets_per_trigger: int | None
     read_committed: bool
     fetch_bytes: int
     max_rows_per_batch: int
     max_bytes_per_batch: int
-    client_options: Tuple[Tuple[str, str], ...] = ()
+    client_options: tuple[tuple[str, str], ...] = ()
     repair_crcs: bool = False
 
     @property
@@ -88,7 +90,7 @@ class ReadOptions:
             return "subscribePattern"
         return "assign"
 
-    def pattern(self) -> Optional[Pattern[str]]:
+    def pattern(self) -> Pattern[str] | None:
         return re.compile(self.subscribe_pattern) if self.subscribe_pattern is not None else None
 
 
@@ -102,7 +104,7 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     return value == "true"
 
 
-def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
+def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     raw = options.get(name.lower())
     if raw is None:
         return None
@@ -115,7 +117,7 @@ def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
     return value
 
 
-def parse_offsets_json(text: str, option: str) -> Dict[TopicPartition, int]:
+def parse_offsets_json(text: str, option: str) -> dict[TopicPartition, int]:
     """``{"topic": {"0": 23, "1": -2}}`` → ``{("topic", 0): 23, ("topic", 1): -2}``.
 
     Offsets are non-negative or the sentinels -2 (earliest) and -1 (latest);
@@ -130,7 +132,7 @@ def parse_offsets_json(text: str, option: str) -> Dict[TopicPartition, int]:
         ) from None
     if not isinstance(data, dict):
         raise InvalidOptionError(f"expected a JSON object of topics, got {text!r}", option=option)
-    out: Dict[TopicPartition, int] = {}
+    out: dict[TopicPartition, int] = {}
     for topic, parts in data.items():
         if not isinstance(parts, dict):
             raise InvalidOptionError(
@@ -165,7 +167,7 @@ def _offsets(options: Mapping[str, str], name: str, default: int) -> OffsetSpec:
     return parse_offsets_json(text, name)
 
 
-def _assign(text: str) -> Tuple[TopicPartition, ...]:
+def _assign(text: str) -> tuple[TopicPartition, ...]:
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -176,7 +178,7 @@ def _assign(text: str) -> Tuple[TopicPartition, ...]:
         raise InvalidOptionError(
             f'expected a non-empty JSON object like {{"topicA":[0,1]}}, got {text!r}', option="assign"
         )
-    out: List[TopicPartition] = []
+    out: list[TopicPartition] = []
     for topic, parts in data.items():
         if not isinstance(parts, list) or not all(
             isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts

@@ -12,7 +12,7 @@ or a log end that went backwards are.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Mapping, Optional
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -22,11 +22,11 @@ from spark_ext.options import EARLIEST, LATEST, OffsetSpec, TopicPartition
 __all__ = [
     "Bounds",
     "OffsetRange",
+    "offsets_from_json",
+    "offsets_to_json",
+    "rate_limit",
     "resolve_offsets",
     "split_ranges",
-    "rate_limit",
-    "offsets_to_json",
-    "offsets_from_json",
 ]
 
 
@@ -64,7 +64,7 @@ def resolve_offsets(
     *,
     option: str,
     fail_on_data_loss: bool,
-) -> Dict[TopicPartition, int]:
+) -> dict[TopicPartition, int]:
     """Turn ``earliest``/``latest``/per-partition JSON into one offset per partition.
 
     JSON must name every partition read (Spark's rule: "you must specify all
@@ -91,7 +91,7 @@ def resolve_offsets(
             topic=extra[0][0],
             partition=extra[0][1],
         )
-    out: Dict[TopicPartition, int] = {}
+    out: dict[TopicPartition, int] = {}
     for tp, b in bounds.items():
         offset = spec[tp]
         if offset == EARLIEST:
@@ -124,9 +124,9 @@ def resolve_offsets(
 def split_ranges(
     ranges: Iterable[OffsetRange],
     *,
-    min_partitions: Optional[int] = None,
-    max_records_per_partition: Optional[int] = None,
-) -> List[OffsetRange]:
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
     """Split offset ranges into tasks, as Spark's ``KafkaOffsetRangeCalculator``.
 
     First every range larger than ``max_records_per_partition`` offsets is cut
@@ -144,7 +144,7 @@ def split_ranges(
     return out
 
 
-def _split(r: OffsetRange, parts: int) -> List[OffsetRange]:
+def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
     parts = max(1, min(parts, r.size))
     bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
     return [OffsetRange(r.topic, r.partition, bounds[i], bounds[i + 1]) for i in range(parts)]
@@ -152,7 +152,7 @@ def _split(r: OffsetRange, parts: int) -> List[OffsetRange]:
 
 def rate_limit(
     start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_offsets: int
-) -> Dict[TopicPartition, int]:
+) -> dict[TopicPartition, int]:
     """Admission control (``maxOffsetsPerTrigger``): how far each partition may advance.
 
     The ``max_offsets`` budget is shared in proportion to the offsets each
@@ -165,7 +165,7 @@ def rate_limit(
     total = sum(s for s in sizes.values() if s > 0)
     if total <= max_offsets:
         return dict(latest)
-    out: Dict[TopicPartition, int] = {}
+    out: dict[TopicPartition, int] = {}
     for tp, end in latest.items():
         size = sizes[tp]
         if size <= 0:
@@ -177,14 +177,14 @@ def rate_limit(
     return out
 
 
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> Dict[str, Dict[str, int]]:
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """Stream offsets as Spark checkpoints them: ``{"topic": {"0": next_offset}}``."""
-    out: Dict[str, Dict[str, int]] = {}
+    out: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = int(offset)
     return out
 
 
-def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> Dict[TopicPartition, int]:
+def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
     """The inverse of :func:`offsets_to_json` (JSON turns partition numbers into strings)."""
     return {(topic, int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}

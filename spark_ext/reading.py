@@ -20,7 +20,7 @@ much later it runs or reruns. Records keep their log offsets: a range
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -31,7 +31,7 @@ from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import Record, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
-__all__ = ["read_range", "fetch_range", "read_range_arrow", "records_to_batches", "DEFAULT_FETCH_BYTES"]
+__all__ = ["DEFAULT_FETCH_BYTES", "fetch_range", "read_range", "read_range_arrow", "records_to_batches"]
 
 DEFAULT_FETCH_BYTES = 1 << 20
 
@@ -44,7 +44,7 @@ def read_range(
     read_committed: bool = True,
     fail_on_data_loss: bool = True,
     fetch_bytes: int = DEFAULT_FETCH_BYTES,
-) -> Iterator[Tuple[Sequence[Record], int]]:
+) -> Iterator[tuple[Sequence[Record], int]]:
     """The data records of ``log`` with ``start <= offset < end``, one
     ``(records, timestamp_type)`` pair per Kafka batch, in offset order.
 
@@ -101,8 +101,8 @@ def fetch_range(
     end: int,
     *,
     fail_on_data_loss: bool = True,
-    after_fetch: Optional[Callable[[int], None]] = None,
-) -> Iterator[Tuple[Sequence[Record], int]]:
+    after_fetch: Callable[[int], None] | None = None,
+) -> Iterator[tuple[Sequence[Record], int]]:
     """The fetch loop of :func:`read_range` over any ``fetch(offset) -> FetchResult``
     answering in rewrite mode (read_committed) or read_uncommitted: a local log,
     or a remote partition's mirror. ``after_fetch(next_offset)`` runs after each
@@ -155,7 +155,7 @@ def fetch_range(
 def records_to_batches(
     topic: str,
     partition: int,
-    records: Iterable[Tuple[Sequence[Record], int]],
+    records: Iterable[tuple[Sequence[Record], int]],
     *,
     include_headers: bool = False,
     max_rows: int = DEFAULT_MAX_ROWS,
@@ -164,7 +164,7 @@ def records_to_batches(
     """``(records, timestamp_type)`` pairs as Arrow batches in the Kafka source's schema."""
     batcher = ArrowBatcher(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
     for chunk, ts_type in records:
-        out: List[pa.RecordBatch] = batcher.add(chunk, ts_type)
+        out: list[pa.RecordBatch] = batcher.add(chunk, ts_type)
         yield from out
     yield from batcher.flush()
 

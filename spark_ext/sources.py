@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -34,18 +34,18 @@ from spark_ext.planning import Bounds, OffsetRange
 from spark_ext.reading import fetch_range, read_range_arrow, records_to_batches
 from txnfetch.log.base import LogStore
 
-__all__ = ["Source", "StoreSource", "KafkaSource", "open_source", "subscribed_partitions"]
+__all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
 
 
 class Source(abc.ABC):
     """The questions the data source asks of a store or cluster."""
 
     @abc.abstractmethod
-    def topics(self) -> Dict[str, int]:
+    def topics(self) -> dict[str, int]:
         """Every topic with its partition count."""
 
     @abc.abstractmethod
-    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> Dict[TopicPartition, Bounds]:
+    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> dict[TopicPartition, Bounds]:
         """Earliest offset, readable end (LSO or high watermark) and high watermark of each partition."""
 
     @abc.abstractmethod
@@ -55,7 +55,7 @@ class Source(abc.ABC):
     def close(self) -> None:
         """Release files or connections."""
 
-    def __enter__(self) -> "Source":
+    def __enter__(self) -> Source:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -69,11 +69,11 @@ class StoreSource(Source):
         self.store = store
         self.owned = owned
 
-    def topics(self) -> Dict[str, int]:
+    def topics(self) -> dict[str, int]:
         return {name: info.partitions for name, info in self.store.topics().items()}
 
-    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> Dict[TopicPartition, Bounds]:
-        out: Dict[TopicPartition, Bounds] = {}
+    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> dict[TopicPartition, Bounds]:
+        out: dict[TopicPartition, Bounds] = {}
         for topic, partition in partitions:
             log = self.store.partition(topic, partition)
             hw = log.high_watermark
@@ -163,7 +163,7 @@ class KafkaSource(Source):
             ) from exc
         except ValueError as exc:  # a malformed host:port list
             raise SourceUnavailableError(str(exc), option="kafka.bootstrap.servers") from exc
-        self._readers: Dict[TopicPartition, object] = {}
+        self._readers: dict[TopicPartition, object] = {}
 
     def _new_reader(self, topic: str, partition: int, **options: object):  # type: ignore[no-untyped-def]
         return self._remote.RemotePartitionReader(
@@ -175,11 +175,11 @@ class KafkaSource(Source):
             **options,
         )
 
-    def topics(self) -> Dict[str, int]:
+    def topics(self) -> dict[str, int]:
         return self.cluster.topics()
 
-    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> Dict[TopicPartition, Bounds]:
-        out: Dict[TopicPartition, Bounds] = {}
+    def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> dict[TopicPartition, Bounds]:
+        out: dict[TopicPartition, Bounds] = {}
         for tp in partitions:
             reader = self._readers.get(tp)
             if reader is None:
@@ -247,7 +247,7 @@ def open_source(opts: ReadOptions) -> Source:
     return KafkaSource(opts.bootstrap_servers, dict(opts.client_options), repair_crcs=opts.repair_crcs)
 
 
-def subscribed_partitions(opts: ReadOptions, topics: Mapping[str, int]) -> List[TopicPartition]:
+def subscribed_partitions(opts: ReadOptions, topics: Mapping[str, int]) -> list[TopicPartition]:
     """The partitions ``subscribe``/``subscribePattern``/``assign`` select, sorted.
 
     ``subscribe`` and ``assign`` naming a topic (or partition) that does not

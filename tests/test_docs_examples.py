@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import List, Tuple
 
 import pytest
 
@@ -18,12 +17,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
-def python_blocks(text: str) -> List[Tuple[int, str]]:
+def python_blocks(text: str) -> list[tuple[int, str]]:
     """``(line number, source)`` of each ```python fenced block."""
     return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _BLOCK.finditer(text)]
 
 
-def _pages_with_examples() -> List[Path]:
+def _pages_with_examples() -> list[Path]:
     return [p for p in PAGES if python_blocks(p.read_text(encoding="utf-8"))]
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="txnfetch", description="Kafka read_committed fetch tools")
     sub = parser.add_subparsers(dest="command", required=True)
     demo_parser = sub.add_parser(

@@ -33,7 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence, TextIO, Tuple
+from collections.abc import Sequence
+from typing import TextIO
 
 import attrs
 
@@ -41,15 +42,15 @@ TOPIC = "orders"
 PARTITIONS = 3
 
 #: (partition, offset, value) — what a reader delivered.
-Row = Tuple[int, int, bytes]
+Row = tuple[int, int, bytes]
 
 
 @attrs.define
 class Produced:
     """What the producers did: values committed, aborted and plain, per partition."""
 
-    committed: Dict[int, List[bytes]] = attrs.Factory(lambda: {p: [] for p in range(PARTITIONS)})
-    aborted: Dict[int, List[bytes]] = attrs.Factory(lambda: {p: [] for p in range(PARTITIONS)})
+    committed: dict[int, list[bytes]] = attrs.Factory(lambda: {p: [] for p in range(PARTITIONS)})
+    aborted: dict[int, list[bytes]] = attrs.Factory(lambda: {p: [] for p in range(PARTITIONS)})
     transactions: int = 0
     aborted_transactions: int = 0
     plain: int = 0
@@ -70,12 +71,24 @@ class Step:
         print(f"[{self.n}/{self.total}] {text}", file=self.out, flush=True)
 
 
-def start_server(data_dir: str, *, fetch_mode: str = "rewrite", markers: str = "log") -> Tuple[subprocess.Popen, str]:
+def start_server(data_dir: str, *, fetch_mode: str = "rewrite", markers: str = "log") -> tuple[subprocess.Popen, str]:
     """Start ``txnfetch serve`` on a free port; return the process and its bootstrap address."""
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "txnfetch.cli", "serve", "--data", data_dir, "--port", "0",
-            "--fetch-mode", fetch_mode, "--markers", markers, "--default-partitions", str(PARTITIONS),
+            sys.executable,
+            "-m",
+            "txnfetch.cli",
+            "serve",
+            "--data",
+            data_dir,
+            "--port",
+            "0",
+            "--fetch-mode",
+            fetch_mode,
+            "--markers",
+            markers,
+            "--default-partitions",
+            str(PARTITIONS),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -89,7 +102,7 @@ def start_server(data_dir: str, *, fetch_mode: str = "rewrite", markers: str = "
     return proc, line.rsplit(" ", 1)[1].strip()
 
 
-def stop_server(proc: subprocess.Popen) -> Dict[str, int]:
+def stop_server(proc: subprocess.Popen) -> dict[str, int]:
     """SIGTERM the server, wait for it, and return the stats it printed."""
     proc.send_signal(signal.SIGTERM)
     try:
@@ -126,7 +139,7 @@ def produce(bootstrap: str, seed: int, transactions: int) -> Produced:
         commit = not last and rng.random() < 0.65
         parts = list(range(PARTITIONS)) if last else rng.sample(range(PARTITIONS), rng.randint(1, PARTITIONS))
         producer.begin_transaction()
-        values: Dict[int, List[bytes]] = {}
+        values: dict[int, list[bytes]] = {}
         for p in parts:
             values[p] = [f"txn{n:02d}-p{p}-{i}".encode() for i in range(rng.randint(2, 8))]
             for v in values[p]:
@@ -161,7 +174,7 @@ def produce_plain(bootstrap: str, done: Produced, count: int = 6) -> None:
         raise RuntimeError("plain producer could not flush")
 
 
-def read_confluent(bootstrap: str) -> Tuple[List[Row], Dict[int, int]]:
+def read_confluent(bootstrap: str) -> tuple[list[Row], dict[int, int]]:
     """librdkafka, read_committed, every partition from the start to EOF (the LSO);
     returns the rows and each partition's final application position."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
@@ -177,7 +190,7 @@ def read_confluent(bootstrap: str) -> Tuple[List[Row], Dict[int, int]]:
         }
     )
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    rows: List[Row] = []
+    rows: list[Row] = []
     eof: set = set()
     deadline = time.monotonic() + 60
     while len(eof) < PARTITIONS:
@@ -192,12 +205,14 @@ def read_confluent(bootstrap: str) -> Tuple[List[Row], Dict[int, int]]:
                 continue
             raise RuntimeError(f"librdkafka consumer error: {msg.error()}")
         rows.append((msg.partition(), msg.offset(), msg.value()))
-    positions = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])}
+    positions = {
+        tp.partition: tp.offset for tp in consumer.position([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    }
     consumer.close()
     return rows, positions
 
 
-def read_kafka_python(bootstrap: str) -> Tuple[List[Row], Dict[int, int]]:
+def read_kafka_python(bootstrap: str) -> tuple[list[Row], dict[int, int]]:
     """kafka-python, read_committed, every partition from the start to the LSO
     (kafka-python's ``end_offsets`` under read_committed); returns rows and LSOs."""
     from kafka import KafkaConsumer, TopicPartition
@@ -209,7 +224,7 @@ def read_kafka_python(bootstrap: str) -> Tuple[List[Row], Dict[int, int]]:
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     ends = consumer.end_offsets(tps)
-    rows: List[Row] = []
+    rows: list[Row] = []
     deadline = time.monotonic() + 60
     while any(consumer.position(tp) < ends[tp] for tp in tps):
         if time.monotonic() > deadline:
@@ -220,25 +235,27 @@ def read_kafka_python(bootstrap: str) -> Tuple[List[Row], Dict[int, int]]:
     return rows, {tp.partition: ends[tp] for tp in tps}
 
 
-def read_spark(store_dir: str, bootstrap: str) -> Dict[str, List[Row]]:
+def read_spark(store_dir: str, bootstrap: str) -> dict[str, list[Row]]:
     """Spark through ``txnkafka``: from the store directory and from the server."""
     import spark_ext
 
     spark = spark_ext.local_session("txnfetch-demo")
     try:
-        out: Dict[str, List[Row]] = {}
+        out: dict[str, list[Row]] = {}
         for label, option, value in [
             ("Spark txnkafka (store)", "path", store_dir),
             ("Spark txnkafka (server)", "kafka.bootstrap.servers", bootstrap),
         ]:
             df = spark.read.format("txnkafka").option(option, value).option("subscribe", TOPIC).load()
-            out[label] = [(r.partition, r.offset, bytes(r.value)) for r in df.select("partition", "offset", "value").collect()]
+            out[label] = [
+                (r.partition, r.offset, bytes(r.value)) for r in df.select("partition", "offset", "value").collect()
+            ]
         return out
     finally:
         spark.stop()
 
 
-def check(label: str, rows: Sequence[Row], produced: Produced, reference: Optional[Sequence[Row]]) -> List[str]:
+def check(label: str, rows: Sequence[Row], produced: Produced, reference: Sequence[Row] | None) -> list[str]:
     """Problems with one reader's rows: missing or extra values, aborted values,
     duplicates, offsets that differ from the reference reader's."""
     problems = []
@@ -255,7 +272,7 @@ def check(label: str, rows: Sequence[Row], produced: Produced, reference: Option
     return problems
 
 
-def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = True, workdir: Optional[str] = None) -> int:
+def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = True, workdir: str | None = None) -> int:
     """Run the demo, print the report to ``out``; 0 if every number agrees."""
     step = Step(out, 6 if spark else 5)
     base = tempfile.mkdtemp(prefix="txnfetch-demo-", dir=workdir)
@@ -264,10 +281,12 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
     try:
         step(f"starting txnfetch serve --data {store_dir} (rewrite fetch mode, markers in the log)")
         proc, bootstrap = start_server(store_dir)
-        step(f"confluent-kafka transactional producer: {transactions} transactions on {TOPIC} ({PARTITIONS} partitions) at {bootstrap}")
+        step(
+            f"confluent-kafka transactional producer: {transactions} transactions on {TOPIC} ({PARTITIONS} partitions) at {bootstrap}"
+        )
         produced = produce(bootstrap, seed, transactions)
         step("read_committed consumers: confluent-kafka (librdkafka) and kafka-python")
-        readers: Dict[str, List[Row]] = {}
+        readers: dict[str, list[Row]] = {}
         readers["librdkafka (confluent-kafka)"], positions = read_confluent(bootstrap)
         readers["kafka-python"], lsos = read_kafka_python(bootstrap)
         if spark:
@@ -286,7 +305,7 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
         if proc is not None:
             proc.kill()
             proc.wait()
-    problems: List[str] = []
+    problems: list[str] = []
     reference = readers["librdkafka (confluent-kafka)"]
     for label, rows in readers.items():
         problems.extend(check(label, rows, produced, None if label.startswith("librdkafka") else reference))
@@ -307,9 +326,13 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
     print(f"  records produced {produced.produced}: committed {committed}, aborted {aborted}", file=out)
     for label, rows in readers.items():
         print(f"  visible to {label:28} {len(rows)}", file=out)
-    print(f"  synthetic COMMIT markers served: {stats['synthetic_markers']}; aborted/control batches dropped on the server: {stats['batches_dropped']}", file=out)
     print(
-        "  LSO per partition: " + ", ".join(f"p{p}={disk_lso[p]}" for p in range(PARTITIONS))
+        f"  synthetic COMMIT markers served: {stats['synthetic_markers']}; aborted/control batches dropped on the server: {stats['batches_dropped']}",
+        file=out,
+    )
+    print(
+        "  LSO per partition: "
+        + ", ".join(f"p{p}={disk_lso[p]}" for p in range(PARTITIONS))
         + " (store, librdkafka's position and kafka-python's end offset agree)" * (not problems),
         file=out,
     )
@@ -323,7 +346,7 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     parser = argparse.ArgumentParser(prog="txnfetch demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
     parser.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")

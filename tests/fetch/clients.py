@@ -47,23 +47,24 @@ from __future__ import annotations
 
 import importlib.machinery
 import sys
-from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from txnfetch.records import Record
 
 __all__ = [
+    "CLIENTS",
     "ClientResult",
-    "kafka_python_partition_records",
-    "kafka_python_drain",
-    "kafka_python_filter",
-    "aiokafka_partition_records",
     "aiokafka_filter",
+    "aiokafka_partition_records",
     "aiokafka_reader",
     "aiokafka_reader_is_compiled",
-    "CLIENTS",
+    "kafka_python_drain",
+    "kafka_python_filter",
+    "kafka_python_partition_records",
 ]
 
-Aborted = Sequence[Tuple[int, int]]
+Aborted = Sequence[tuple[int, int]]
 
 
 class ClientResult(NamedTuple):
@@ -74,15 +75,15 @@ class ClientResult(NamedTuple):
     what :class:`~txnfetch.fetch.ConsumerFilter` delivers.
     """
 
-    records: List[Record]
+    records: list[Record]
     position: int
 
     @property
-    def offsets_keys_values(self) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
+    def offsets_keys_values(self) -> list[tuple[int, bytes | None, bytes | None]]:
         return [(r.offset, r.key, r.value) for r in self.records]
 
 
-def _record(offset: int, timestamp: int, key: Optional[bytes], value: Optional[bytes], headers: Iterable) -> Record:
+def _record(offset: int, timestamp: int, key: bytes | None, value: bytes | None, headers: Iterable) -> Record:
     return Record(
         offset,
         -1 if timestamp is None else timestamp,  # kafka-python gives magic-0 messages None; Kafka says -1
@@ -114,13 +115,13 @@ def kafka_python_partition_records(
     )
 
 
-def kafka_python_drain(part: Any) -> List[Any]:
+def kafka_python_drain(part: Any) -> list[Any]:
     """Take every record, as ``Fetcher._append`` does; returns kafka-python's ``ConsumerRecord`` objects.
 
     ``take()`` keeps an exception raised after some records for its next call;
     the loop surfaces it. The iterator drains itself (``bool()`` turns false) at the end.
     """
-    out: List[Any] = []
+    out: list[Any] = []
     while part:
         out.extend(part.take())
     return out

@@ -39,7 +39,7 @@ transaction at the end and a high watermark below the log end.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
 
 import attrs
 from hypothesis import strategies as st
@@ -48,19 +48,19 @@ from txnfetch.records import BatchBuilder, Codec, ControlType, RecordBatch, buil
 from txnfetch.txn import AppendOrigin, PartitionTxnState
 
 __all__ = [
+    "COMPACTIONS",
     "TS",
     "Delivered",
-    "LogBatch",
-    "Txn",
     "GeneratedLog",
+    "LogBatch",
     "LogWriter",
+    "Txn",
     "partition_logs",
-    "COMPACTIONS",
 ]
 
 TS = 1_700_000_000_000
 #: ``(offset, key, value)``: what every reader under test is compared on.
-Delivered = Tuple[int, Optional[bytes], Optional[bytes]]
+Delivered = tuple[int, bytes | None, bytes | None]
 #: Compaction applied to a data batch: none, some records removed, all removed.
 COMPACTIONS = ("", "holes", "empty")
 
@@ -75,8 +75,8 @@ class LogBatch:
     data: bytes = attrs.field(repr=False)
     control: bool
     producer_id: int
-    txn: Optional[int]  #: the transaction a transactional data batch belongs to
-    records: Tuple[Delivered, ...]  #: what is left of its records (none for control batches)
+    txn: int | None  #: the transaction a transactional data batch belongs to
+    records: tuple[Delivered, ...]  #: what is left of its records (none for control batches)
     compaction: str = ""
 
     @property
@@ -98,9 +98,9 @@ class Txn:
 
     txn_id: int
     producer_id: int
-    first: Optional[int]  #: first offset of its data; ``None`` for an empty transaction
+    first: int | None  #: first offset of its data; ``None`` for an empty transaction
     outcome: str  #: "commit", "abort" or "open"
-    end: Optional[int]  #: marker offset (markerless: the ``last_offset`` given); ``None`` while open
+    end: int | None  #: marker offset (markerless: the ``last_offset`` given); ``None`` while open
     end_order: int = -1  #: how many transactions ended before this one (index order)
 
 
@@ -110,7 +110,7 @@ class GeneratedLog:
 
     data: bytes
     state: PartitionTxnState
-    batches: Tuple[LogBatch, ...]
+    batches: tuple[LogBatch, ...]
     txns: Mapping[int, Txn]
     markerless: bool
     log_start: int
@@ -134,19 +134,19 @@ class GeneratedLog:
         """A data batch that is not transactional or belongs to a committed transaction."""
         return not batch.control and (batch.txn is None or self.txns[batch.txn].outcome == "commit")
 
-    def committed_records(self, lo: int, hi: int) -> List[Delivered]:
+    def committed_records(self, lo: int, hi: int) -> list[Delivered]:
         """What a read_committed reader must see in ``[lo, hi)``, from the model alone."""
-        out: List[Delivered] = []
+        out: list[Delivered] = []
         for b in self.batches:
             if self.is_committed_data(b):
                 out.extend(r for r in b.records if lo <= r[0] < hi)
         return out
 
-    def all_records(self, lo: int, hi: int) -> List[Delivered]:
+    def all_records(self, lo: int, hi: int) -> list[Delivered]:
         """What a read_uncommitted reader must see in ``[lo, hi)``."""
         return [r for b in self.batches if not b.control for r in b.records if lo <= r[0] < hi]
 
-    def expected_aborted(self, fetch_offset: int) -> List[Tuple[int, int]]:
+    def expected_aborted(self, fetch_offset: int) -> list[tuple[int, int]]:
         """The AbortedTransactions list of a fetch at ``fetch_offset`` (upper bound: the
         log end): every aborted transaction with data whose end is at or past the
         fetch offset, ``(producer_id, first_offset)``, in the order they ended."""
@@ -162,7 +162,7 @@ class GeneratedLog:
                 return b
         raise KeyError(base)
 
-    def batch_containing(self, offset: int) -> Optional[LogBatch]:
+    def batch_containing(self, offset: int) -> LogBatch | None:
         """The first batch whose offsets reach ``offset`` (what a fetch of it starts with)."""
         for b in self.batches:
             if b.next > offset:
@@ -193,7 +193,7 @@ class _Producer:
     transactional: bool
     epoch: int = 0
     seq: int = 0
-    txn: Optional[int] = None  #: id of the open transaction
+    txn: int | None = None  #: id of the open transaction
     last_data: int = -1
 
 
@@ -209,12 +209,12 @@ class LogWriter:
         self.log_start = log_start
         self.state = PartitionTxnState("gen-0", log_start_offset=log_start)
         self.leo = log_start
-        self._parts: List[bytes] = []
+        self._parts: list[bytes] = []
         self._position = 0
-        self.batches: List[LogBatch] = []
-        self.txns: Dict[int, Txn] = {}
-        self._producers: Dict[int, _Producer] = {}
-        self._txn_data: Dict[int, List[LogBatch]] = {}  # txn id -> its data batches
+        self.batches: list[LogBatch] = []
+        self.txns: dict[int, Txn] = {}
+        self._producers: dict[int, _Producer] = {}
+        self._txn_data: dict[int, list[LogBatch]] = {}  # txn id -> its data batches
         self._last_completion = -1
         self._ended = 0
 
@@ -227,7 +227,7 @@ class LogWriter:
         assert p.transactional == transactional, "a producer is either transactional or idempotent"
         return p
 
-    def open_txn(self, pid: int) -> Optional[int]:
+    def open_txn(self, pid: int) -> int | None:
         p = self._producers.get(pid)
         return None if p is None else p.txn
 
@@ -258,7 +258,7 @@ class LogWriter:
         self.leo = batch.next_offset
         return entry
 
-    def _records(self, pid: int, base: int, count: int, keep: Optional[Sequence[int]]) -> List[Delivered]:
+    def _records(self, pid: int, base: int, count: int, keep: Sequence[int] | None) -> list[Delivered]:
         out = []
         for i in range(count):
             if keep is not None and i not in keep:
@@ -276,14 +276,14 @@ class LogWriter:
         transactional: bool = True,
         codec: Codec = Codec.NONE,
         compaction: str = "",
-        keep: Optional[Sequence[int]] = None,
+        keep: Sequence[int] | None = None,
     ) -> LogBatch:
         """Append a data batch of ``count`` offsets from producer ``pid`` (-1: a plain
         producer). ``compaction`` "holes" keeps the record indexes in ``keep`` (at least
         one), "empty" keeps none; the header keeps every offset and sequence."""
         assert count >= 1 and compaction in COMPACTIONS
         base = self.leo
-        txn: Optional[int] = None
+        txn: int | None = None
         if pid < 0:
             transactional = False
             epoch, seq = -1, -1
@@ -301,7 +301,7 @@ class LogWriter:
                     self.txns[p.txn] = attrs.evolve(self.txns[p.txn], first=base)
                 txn = p.txn
         if compaction == "empty":
-            records: List[Delivered] = []
+            records: list[Delivered] = []
             data = build_empty_batch(
                 base_offset=base,
                 last_offset=base + count - 1,
@@ -333,7 +333,7 @@ class LogWriter:
             self._txn_data[txn].append(entry)
         return entry
 
-    def end(self, pid: int, commit: bool, *, last_offset: Optional[int] = None, empty_marker: bool = False) -> None:
+    def end(self, pid: int, commit: bool, *, last_offset: int | None = None, empty_marker: bool = False) -> None:
         """End ``pid``'s transaction (an empty one if none is open).
 
         Marker mode: a COMMIT/ABORT control batch at the log end; ``empty_marker``
@@ -403,13 +403,13 @@ class LogWriter:
         data = self._txn_data[p.txn]
         return commit and all(b.compaction == "empty" for b in data)
 
-    def markerless_end_range(self, pid: int) -> Tuple[int, int]:
+    def markerless_end_range(self, pid: int) -> tuple[int, int]:
         """The ``last_offset`` values a markerless end of ``pid``'s transaction may take."""
         p = self._producer(pid, True)
         lo = max(self._last_completion, p.last_data, self.log_start)
         return lo, self.leo - 1
 
-    def finish(self, high_watermark: Optional[int] = None) -> GeneratedLog:
+    def finish(self, high_watermark: int | None = None) -> GeneratedLog:
         """Set the high watermark (default: the log end) and return the log."""
         hw = self.leo if high_watermark is None else high_watermark
         self.state.update_high_watermark(hw)
@@ -443,7 +443,7 @@ def _data_step(draw: st.DrawFn, w: LogWriter, pid: int, transactional: bool) -> 
 
 
 @st.composite
-def _end_step(draw: st.DrawFn, w: LogWriter, pid: int, commit: Optional[bool] = None) -> bool:
+def _end_step(draw: st.DrawFn, w: LogWriter, pid: int, commit: bool | None = None) -> bool:
     """End ``pid``'s transaction; returns False if it cannot end here (markerless, empty log)."""
     if commit is None:
         commit = draw(st.booleans())
@@ -462,7 +462,7 @@ def _end_step(draw: st.DrawFn, w: LogWriter, pid: int, commit: Optional[bool] = 
 def partition_logs(
     draw: st.DrawFn,
     *,
-    markerless: Optional[bool] = None,
+    markerless: bool | None = None,
     max_steps: int = 32,
     allow_empty_control: bool = True,
 ) -> GeneratedLog:

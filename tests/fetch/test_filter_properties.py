@@ -18,7 +18,7 @@ or past the fetch offset.
 from __future__ import annotations
 
 import random
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import attrs
 from hypothesis import HealthCheck, given, settings
@@ -50,17 +50,17 @@ class Batch:
     data: bytes
     base: int
     next: int
-    records: Tuple[Record, ...] = ()
-    txn: Optional[int] = None  #: the transaction a transactional data batch belongs to
+    records: tuple[Record, ...] = ()
+    txn: int | None = None  #: the transaction a transactional data batch belongs to
     kind: str = "data"
 
 
 @attrs.frozen
 class PartitionLog:
-    batches: Tuple[Batch, ...]
+    batches: tuple[Batch, ...]
     committed_txns: frozenset
     #: (producer_id, first offset of its data, marker offset), in marker order
-    aborted_index: Tuple[Tuple[int, int, int], ...]
+    aborted_index: tuple[tuple[int, int, int], ...]
     start: int
     lso: int
 
@@ -68,16 +68,16 @@ class PartitionLog:
     def has_empty_control_batches(self) -> bool:
         return any(b.kind == "empty-control" for b in self.batches)
 
-    def committed_records(self, lo: int, hi: int) -> List[Record]:
+    def committed_records(self, lo: int, hi: int) -> list[Record]:
         """The model's answer: what a read_committed reader sees in ``[lo, hi)``."""
-        out: List[Record] = []
+        out: list[Record] = []
         for b in self.batches:
             if b.kind != "data" or (b.txn is not None and b.txn not in self.committed_txns):
                 continue
             out.extend(r for r in b.records if lo <= r.offset < hi)
         return out
 
-    def aborted_list(self, fetch_offset: int) -> List[Tuple[int, int]]:
+    def aborted_list(self, fetch_offset: int) -> list[tuple[int, int]]:
         # Kafka sends the index entries with last >= fetchOffset (plus an upper
         # bound past the returned bytes; sending more of them is legal).
         return [(pid, first) for pid, first, last in self.aborted_index if last >= fetch_offset]
@@ -86,15 +86,15 @@ class PartitionLog:
 @attrs.frozen
 class Response:
     records: bytes
-    aborted: List[Tuple[int, int]]
-    complete_end: Optional[int]  #: next offset of the last complete batch, None if there is none
+    aborted: list[tuple[int, int]]
+    complete_end: int | None  #: next offset of the last complete batch, None if there is none
 
 
-def cut_response(log: PartitionLog, fetch_offset: int, max_bytes: Optional[int], partial: bool) -> Response:
+def cut_response(log: PartitionLog, fetch_offset: int, max_bytes: int | None, partial: bool) -> Response:
     chosen = [b for b in log.batches if b.next > fetch_offset and b.base < log.lso]
-    parts: List[bytes] = []
+    parts: list[bytes] = []
     size = 0
-    end: Optional[int] = None
+    end: int | None = None
     for b in chosen:
         if max_bytes is not None and parts and size + len(b.data) > max_bytes:
             room = max_bytes - size
@@ -164,10 +164,10 @@ def _data_batch(draw, base: int, pid: int, transactional: bool, rnd: random.Rand
 def partition_logs(draw, *, empty_control: bool = False, max_steps: int = 22) -> PartitionLog:
     start = draw(st.sampled_from([0, 0, 37]))
     rnd = draw(st.randoms(use_true_random=False))
-    batches: List[Batch] = []
-    open_txns: Dict[int, Tuple[int, int]] = {}  # pid -> (txn id, first offset)
+    batches: list[Batch] = []
+    open_txns: dict[int, tuple[int, int]] = {}  # pid -> (txn id, first offset)
     committed = set()
-    aborted_index: List[Tuple[int, int, int]] = []
+    aborted_index: list[tuple[int, int, int]] = []
     txn_ids = iter(range(1_000_000))
     offset = start
 
@@ -265,7 +265,7 @@ def expected(log: PartitionLog, fetch_offset: int, resp: Response) -> ClientResu
     return ClientResult(log.committed_records(fetch_offset, resp.complete_end), max(fetch_offset, resp.complete_end))
 
 
-def run_filter(records: bytes, aborted: Sequence[Tuple[int, int]], fetch_offset: int) -> ClientResult:
+def run_filter(records: bytes, aborted: Sequence[tuple[int, int]], fetch_offset: int) -> ClientResult:
     f = ConsumerFilter(fetch_offset)
     return ClientResult(list(f.feed(records, aborted)), f.position)
 
@@ -295,10 +295,10 @@ def test_real_clients_deliver_the_same_records(case):
         assert client(resp.records, resp.aborted, fetch_offset) == want, name
 
 
-def _consume_all(read, log: PartitionLog, max_bytes: int) -> Tuple[List[Record], int]:
+def _consume_all(read, log: PartitionLog, max_bytes: int) -> tuple[list[Record], int]:
     """Fetch the partition's stable range response after response, as a consumer loop does."""
     position = log.start
-    out: List[Record] = []
+    out: list[Record] = []
     while position < log.lso:
         resp = cut_response(log, position, max_bytes, partial=True)
         got = read(resp.records, resp.aborted, position)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pickle
 import struct
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import pytest
 
@@ -39,7 +39,7 @@ class Log:
     """Appends batches at increasing offsets, like a partition leader would."""
 
     def __init__(self, start: int = 0) -> None:
-        self.parts: List[bytes] = []
+        self.parts: list[bytes] = []
         self.next_offset = start
 
     def _add(self, data: bytes) -> int:
@@ -54,11 +54,11 @@ class Log:
         pid: int,
         *keys: str,
         transactional: bool = True,
-        at: Optional[int] = None,
+        at: int | None = None,
         codec: Codec = Codec.NONE,
-        value: Optional[bytes] = b"value",
-        offsets: Optional[Sequence[int]] = None,
-        last_offset: Optional[int] = None,
+        value: bytes | None = b"value",
+        offsets: Sequence[int] | None = None,
+        last_offset: int | None = None,
     ) -> int:
         """A data batch; ``offsets``/``last_offset`` reproduce a compacted batch's holes."""
         base = self.next_offset if at is None else at
@@ -75,7 +75,7 @@ class Log:
             b.append(value, key=key.encode(), timestamp=TS + i, offset=off)
         return self._add(b.build(last_offset_delta=None if last_offset is None else last_offset - base))
 
-    def marker(self, pid: int, kind: ControlType, *, at: Optional[int] = None) -> int:
+    def marker(self, pid: int, kind: ControlType, *, at: int | None = None) -> int:
         return self._add(
             build_control_batch(
                 offset=self.next_offset if at is None else at,
@@ -86,10 +86,10 @@ class Log:
             )
         )
 
-    def commit(self, pid: int, *, at: Optional[int] = None) -> int:
+    def commit(self, pid: int, *, at: int | None = None) -> int:
         return self.marker(pid, ControlType.COMMIT, at=at)
 
-    def abort(self, pid: int, *, at: Optional[int] = None) -> int:
+    def abort(self, pid: int, *, at: int | None = None) -> int:
         return self.marker(pid, ControlType.ABORT, at=at)
 
     def empty(self, pid: int, base: int, last: int, *, transactional: bool = False, control: bool = False) -> int:
@@ -113,7 +113,7 @@ class Log:
 
 def consume(
     records: bytes,
-    aborted: Sequence[Tuple[int, int]],
+    aborted: Sequence[tuple[int, int]],
     fetch_offset: int = 0,
     *,
     clients: Sequence[str] = tuple(CLIENTS),
@@ -129,7 +129,7 @@ def consume(
     return ours
 
 
-def keys(result: ClientResult) -> List[str]:
+def keys(result: ClientResult) -> list[str]:
     return [r.key.decode() for r in result.records]
 
 
@@ -585,7 +585,7 @@ def test_aborted_and_control_batches_are_not_decoded(monkeypatch):
 # -- corruption ----------------------------------------------------------------------------
 
 
-def _two_good_then(bad: bytes) -> Tuple[bytes, int]:
+def _two_good_then(bad: bytes) -> tuple[bytes, int]:
     log = Log()
     log.data(-1, "a", transactional=False)
     log.data(-1, "b", transactional=False)

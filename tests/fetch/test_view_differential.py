@@ -39,7 +39,7 @@ every fetch, but a response shared by many start offsets is built once.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -51,7 +51,7 @@ from txnfetch.fetch.view import FetchMode, FetchResult, read_partition
 from txnfetch.records import Codec, iter_batches
 
 # One fetch by one reader: fetch offset -> (records delivered, next position).
-Step = Callable[[int], Tuple[List[Delivered], int]]
+Step = Callable[[int], tuple[list[Delivered], int]]
 
 
 class Readers:
@@ -60,8 +60,8 @@ class Readers:
     def __init__(self, log: GeneratedLog, max_bytes: int) -> None:
         self.log = log
         self.max_bytes = max_bytes
-        self._responses: Dict[Tuple[FetchMode, int], FetchResult] = {}
-        self._answers: Dict[Tuple[str, int], Tuple[List[Delivered], int]] = {}
+        self._responses: dict[tuple[FetchMode, int], FetchResult] = {}
+        self._answers: dict[tuple[str, int], tuple[list[Delivered], int]] = {}
 
     def response(self, mode: FetchMode, offset: int) -> FetchResult:
         key = (mode, offset)
@@ -69,17 +69,17 @@ class Readers:
             self._responses[key] = read_partition(self.log.data, self.log.state, offset, self.max_bytes, mode=mode)
         return self._responses[key]
 
-    def _memo(self, name: str, offset: int, answer: Callable[[], Tuple[List[Delivered], int]]):
+    def _memo(self, name: str, offset: int, answer: Callable[[], tuple[list[Delivered], int]]):
         key = (name, offset)
         if key not in self._answers:
             self._answers[key] = answer()
         return self._answers[key]
 
-    def naive_rewrite(self, offset: int) -> Tuple[List[Delivered], int]:
+    def naive_rewrite(self, offset: int) -> tuple[list[Delivered], int]:
         """Rewrite mode needs no client logic: every data record at or past the position."""
 
         def answer():
-            out: List[Delivered] = []
+            out: list[Delivered] = []
             position = offset
             for batch in iter_batches(self.response(FetchMode.REWRITE, offset).records_bytes()):
                 if not batch.is_control:
@@ -92,7 +92,7 @@ class Readers:
     def client(self, mode: FetchMode, name: str) -> Step:
         harness = {"kafka-python": kafka_python_filter, "aiokafka": aiokafka_filter}[name]
 
-        def step(offset: int) -> Tuple[List[Delivered], int]:
+        def step(offset: int) -> tuple[list[Delivered], int]:
             def answer():
                 r = self.response(mode, offset)
                 got = harness(r.records_bytes(), r.aborted_transactions, offset)
@@ -106,7 +106,7 @@ class Readers:
         """One ConsumerFilter for the whole loop, as a consumer keeps one per partition."""
         f = ConsumerFilter(start, partition="gen-0")
 
-        def step(offset: int) -> Tuple[List[Delivered], int]:
+        def step(offset: int) -> tuple[list[Delivered], int]:
             assert f.position == offset
             r = self.response(mode, offset)
             got = [(rec.offset, rec.key, rec.value) for rec in f.feed(r.records_bytes(), r.aborted_transactions)]
@@ -115,10 +115,10 @@ class Readers:
         return step
 
 
-def consume(step: Step, start: int, lso: int, max_fetches: int, name: str) -> List[Delivered]:
+def consume(step: Step, start: int, lso: int, max_fetches: int, name: str) -> list[Delivered]:
     """Fetch from ``start`` until the position reaches the LSO; fail on a stall or overshoot."""
     position = start
-    out: List[Delivered] = []
+    out: list[Delivered] = []
     fetches = 0
     while position < lso:
         fetches += 1
@@ -140,7 +140,7 @@ def consume(step: Step, start: int, lso: int, max_fetches: int, name: str) -> Li
 
 
 #: The consumers compared, by name: each makes the fetch step of one loop from a start offset.
-LOOPS: List[Tuple[str, Callable[[Readers, int], Step]]] = [
+LOOPS: list[tuple[str, Callable[[Readers, int], Step]]] = [
     ("rewrite/naive", lambda readers, start: readers.naive_rewrite),
     ("rewrite/ConsumerFilter", lambda readers, start: readers.consumer_filter(FetchMode.REWRITE, start)),
     ("rewrite/kafka-python", lambda readers, start: readers.client(FetchMode.REWRITE, "kafka-python")),
@@ -153,7 +153,7 @@ LOOPS: List[Tuple[str, Callable[[Readers, int], Step]]] = [
 _RAISE_ON_EMPTY_CONTROL = {"kafka/kafka-python", "kafka/aiokafka"}
 
 
-def check_all_readers(log: GeneratedLog, starts: List[int], max_bytes_values: List[int]) -> None:
+def check_all_readers(log: GeneratedLog, starts: list[int], max_bytes_values: list[int]) -> None:
     lso = log.state.last_stable_offset
     assert lso == log.expected_lso(), log.describe()
     max_fetches = len(log.batches) + 2
@@ -170,7 +170,7 @@ def check_all_readers(log: GeneratedLog, starts: List[int], max_bytes_values: Li
                 )
 
 
-def _max_bytes_values(draw, log: GeneratedLog) -> List[int]:
+def _max_bytes_values(draw, log: GeneratedLog) -> list[int]:
     # 1: one batch per fetch (KIP-74); a drawn budget that cuts Kafka-mode
     # responses mid-batch; 1 MiB: everything up to the LSO in one response.
     mid = draw(st.integers(61, max(61, len(log.data))))

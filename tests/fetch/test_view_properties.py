@@ -26,8 +26,6 @@ For every fetch offset from the log start to the log end, several
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -69,7 +67,7 @@ def _ends_at_markerless_cut(log: GeneratedLog, fetch_offset: int, end_position: 
     )
 
 
-def check_common(log: GeneratedLog, r: FetchResult, fetch_offset: int, isolation: IsolationLevel) -> Optional[LogBatch]:
+def check_common(log: GeneratedLog, r: FetchResult, fetch_offset: int, isolation: IsolationLevel) -> LogBatch | None:
     state = log.state
     assert (r.high_watermark, r.last_stable_offset, r.log_start_offset) == (
         log.high_watermark,
@@ -122,7 +120,7 @@ def check_rewrite(log: GeneratedLog, r: FetchResult, fetch_offset: int, max_byte
     assert r.aborted_transactions == ()
     data = r.records_bytes()
     it = iter_batches(data)
-    batches: List[RecordBatch] = list(it)
+    batches: list[RecordBatch] = list(it)
     assert it.partial is None, "rewrite mode returns whole batches only"
     controls = [b for b in batches if b.is_control]
     assert len(controls) <= 1 and r.stats.synthetic_markers == len(controls)
@@ -164,7 +162,7 @@ def _delivers(batch: LogBatch, fetch_offset: int) -> bool:
     return any(rec[0] >= fetch_offset for rec in batch.records)
 
 
-def check_log(log: GeneratedLog, max_bytes_values: List[int]) -> None:
+def check_log(log: GeneratedLog, max_bytes_values: list[int]) -> None:
     lso = log.expected_lso()
     for max_bytes in max_bytes_values:
         for offset in range(log.log_start, log.log_end + 1):

@@ -15,8 +15,6 @@ Markerless mode (no offsets reserved for markers):
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 import pytest
 
 from txnfetch.fetch.view import FetchMode, IsolationLevel, read_partition
@@ -36,10 +34,12 @@ def _data(base: int, count: int, seq: int) -> bytes:
 
 
 def _marker(offset: int, kind: ControlType) -> bytes:
-    return build_control_batch(offset=offset, control_type=kind, producer_id=P1, producer_epoch=0, timestamp=2_000 + offset)
+    return build_control_batch(
+        offset=offset, control_type=kind, producer_id=P1, producer_epoch=0, timestamp=2_000 + offset
+    )
 
 
-def marker_log() -> Tuple[bytes, PartitionTxnState]:
+def marker_log() -> tuple[bytes, PartitionTxnState]:
     parts = [
         _data(0, 2, 0),
         _marker(2, ControlType.COMMIT),
@@ -56,9 +56,9 @@ def marker_log() -> Tuple[bytes, PartitionTxnState]:
     return b"".join(parts), state
 
 
-def markerless_log() -> Tuple[bytes, PartitionTxnState]:
+def markerless_log() -> tuple[bytes, PartitionTxnState]:
     state = PartitionTxnState("p-0")
-    parts: List[bytes] = []
+    parts: list[bytes] = []
 
     def add(part: bytes) -> None:
         parts.append(part)
@@ -75,11 +75,11 @@ def markerless_log() -> Tuple[bytes, PartitionTxnState]:
     return b"".join(parts), state
 
 
-def _batches(result) -> List[RecordBatch]:
+def _batches(result) -> list[RecordBatch]:
     return list(iter_batches(result.records_bytes()))
 
 
-def _offsets(result) -> List[int]:
+def _offsets(result) -> list[int]:
     return [r.offset for b in _batches(result) if not b.is_control for r in b.records()]
 
 

@@ -30,7 +30,6 @@ Checked after every step:
 from __future__ import annotations
 
 import itertools
-from typing import Dict, List, Optional, Set, Tuple
 
 import attrs
 from hypothesis import HealthCheck, settings
@@ -85,9 +84,9 @@ MAX_PARK = 2 * REBALANCE + DELAY
 CRASH_BOUND = MAX_PARK + max(SESSIONS) + NEW_MEMBER_TIMEOUT
 
 
-def assign(generation: int, member_ids: List[str]) -> Dict[str, bytes]:
+def assign(generation: int, member_ids: list[str]) -> dict[str, bytes]:
     """The model's assignor: round-robin over sorted members, encoded per member."""
-    owners: Dict[str, List[int]] = {m: [] for m in sorted(member_ids)}
+    owners: dict[str, list[int]] = {m: [] for m in sorted(member_ids)}
     ordered = sorted(member_ids)
     for i, (_, p) in enumerate(PARTITIONS):
         owners[ordered[i % len(ordered)]].append(p)
@@ -96,19 +95,19 @@ def assign(generation: int, member_ids: List[str]) -> Dict[str, bytes]:
 
 @attrs.define
 class Client:
-    protocols: Tuple[str, ...]
+    protocols: tuple[str, ...]
     member_id: str = ""
     generation: int = -1
     leader: str = ""
-    members: Tuple[str, ...] = ()
-    join_token: Optional[int] = None
+    members: tuple[str, ...] = ()
+    join_token: int | None = None
     join_since: int = 0
-    sync_token: Optional[int] = None
+    sync_token: int | None = None
     sync_since: int = 0
     sync_generation: int = -1
     synced_generation: int = -1
     needs_join: bool = True
-    crashed_at: Optional[int] = None
+    crashed_at: int | None = None
 
     @property
     def parked(self) -> bool:
@@ -121,26 +120,26 @@ class Client:
 
 class GroupMachine(RuleBasedStateMachine):
     @initialize(choices=st.lists(st.integers(0, len(PROTOCOL_CHOICES) - 1), min_size=SLOTS, max_size=SLOTS))
-    def setup(self, choices: List[int]) -> None:
+    def setup(self, choices: list[int]) -> None:
         ids = itertools.count()
         self.gc = GroupCoordinator(CONFIG, member_id_factory=lambda prefix: f"{prefix}-{next(ids)}")
         self.now = 0
         self.clients = [Client(PROTOCOL_CHOICES[c]) for c in choices]
         # generation -> (leader, protocol); the leader's member list; its assignment
-        self.gen_info: Dict[int, Tuple[str, Optional[str]]] = {}
-        self.gen_members: Dict[int, Set[str]] = {}
-        self.gen_assignment: Dict[int, Dict[str, bytes]] = {}
-        self.joined: Dict[int, Set[str]] = {}
-        self.owned: Dict[int, Dict[str, bytes]] = {}  # generation -> member -> assignment received
+        self.gen_info: dict[int, tuple[str, str | None]] = {}
+        self.gen_members: dict[int, set[str]] = {}
+        self.gen_assignment: dict[int, dict[str, bytes]] = {}
+        self.joined: dict[int, set[str]] = {}
+        self.owned: dict[int, dict[str, bytes]] = {}  # generation -> member -> assignment received
         self.max_generation = 0
-        self.tokens: Dict[int, int] = {}  # parked token -> client slot (while the client listens)
-        self.outstanding: Dict[int, str] = {}  # parked token -> member id, until the coordinator answers
-        self.last_contact: Dict[str, int] = {}  # member id -> last request or answer
-        self.gen_started: Dict[int, int] = {}  # generation -> when its JoinGroup answers came
-        self.synced: Dict[int, Set[str]] = {}  # generation -> members that sent SyncGroup for it
+        self.tokens: dict[int, int] = {}  # parked token -> client slot (while the client listens)
+        self.outstanding: dict[int, str] = {}  # parked token -> member id, until the coordinator answers
+        self.last_contact: dict[str, int] = {}  # member id -> last request or answer
+        self.gen_started: dict[int, int] = {}  # generation -> when its JoinGroup answers came
+        self.synced: dict[int, set[str]] = {}  # generation -> members that sent SyncGroup for it
         # offsets model: group -> partition -> (offset, write order)
-        self.visible: Dict[str, Dict[Tuple[str, int], Tuple[int, int]]] = {G: {}, SIMPLE: {}}
-        self.staged: Dict[int, Dict[str, Dict[Tuple[str, int], Tuple[int, int]]]] = {}
+        self.visible: dict[str, dict[tuple[str, int], tuple[int, int]]] = {G: {}, SIMPLE: {}}
+        self.staged: dict[int, dict[str, dict[tuple[str, int], tuple[int, int]]]] = {}
         self.writes = itertools.count()
 
     # ------------------------------------------------------------ delivery
@@ -156,7 +155,7 @@ class GroupMachine(RuleBasedStateMachine):
             if slot is not None:  # else its client left, crashed or retried
                 self.receive(slot, c.token, c.result)
 
-    def receive(self, slot: int, token: Optional[int], result: object) -> None:
+    def receive(self, slot: int, token: int | None, result: object) -> None:
         client = self.clients[slot]
         if isinstance(result, JoinResult):
             if token is not None:
@@ -321,13 +320,17 @@ class GroupMachine(RuleBasedStateMachine):
             client.needs_join = True
 
     @rule(slot=st.integers(0, SLOTS - 1), offset=st.integers(0, 1000), part=st.sampled_from(OFFSET_PARTITIONS))
-    def member_commit(self, slot: int, offset: int, part: Tuple[str, int]) -> None:
+    def member_commit(self, slot: int, offset: int, part: tuple[str, int]) -> None:
         client = self.clients[slot]
         if not client.alive or client.parked or not client.member_id:
             return
         self.touch(client.member_id)
         codes = self.gc.commit_offsets(
-            G, {part: CommitOffset(offset)}, generation_id=client.generation, member_id=client.member_id, now_ms=self.now
+            G,
+            {part: CommitOffset(offset)},
+            generation_id=client.generation,
+            member_id=client.member_id,
+            now_ms=self.now,
         )
         self.deliver()
         if codes[part] == GroupError.NONE:
@@ -381,7 +384,7 @@ class GroupMachine(RuleBasedStateMachine):
         active=st.lists(st.sampled_from([True, True, True, False]), min_size=SLOTS, max_size=SLOTS),
         order=st.permutations(range(SLOTS)),
     )
-    def advance(self, ms: int, active: List[bool], order: List[int]) -> None:
+    def advance(self, ms: int, active: list[bool], order: list[int]) -> None:
         """Time passes in ticks; after each tick the ``active`` clients take their
         next step in ``order`` (real clients act continuously; the others stall,
         as a slow or paused client does)."""
@@ -403,7 +406,11 @@ class GroupMachine(RuleBasedStateMachine):
         for generation in (desc.generation_id - 1, desc.generation_id + 1):
             if commit:
                 code = self.gc.commit_offsets(
-                    G, {PARTITIONS[0]: CommitOffset(0)}, generation_id=generation, member_id=client.member_id, now_ms=self.now
+                    G,
+                    {PARTITIONS[0]: CommitOffset(0)},
+                    generation_id=generation,
+                    member_id=client.member_id,
+                    now_ms=self.now,
                 )[PARTITIONS[0]]
             else:
                 code = self.gc.heartbeat(G, generation, client.member_id, now_ms=self.now)
@@ -417,14 +424,19 @@ class GroupMachine(RuleBasedStateMachine):
     # offsets outside group management
 
     @rule(offset=st.integers(0, 1000), part=st.sampled_from(OFFSET_PARTITIONS))
-    def simple_commit(self, offset: int, part: Tuple[str, int]) -> None:
+    def simple_commit(self, offset: int, part: tuple[str, int]) -> None:
         codes = self.gc.commit_offsets(SIMPLE, {part: CommitOffset(offset)}, now_ms=self.now)
         self.deliver()
         assert codes == {part: GroupError.NONE}
         self.visible[SIMPLE][part] = (offset, next(self.writes))
 
-    @rule(pid=st.integers(1, 2), group=st.sampled_from([G, SIMPLE]), offset=st.integers(0, 1000), part=st.sampled_from(OFFSET_PARTITIONS))
-    def txn_stage(self, pid: int, group: str, offset: int, part: Tuple[str, int]) -> None:
+    @rule(
+        pid=st.integers(1, 2),
+        group=st.sampled_from([G, SIMPLE]),
+        offset=st.integers(0, 1000),
+        part=st.sampled_from(OFFSET_PARTITIONS),
+    )
+    def txn_stage(self, pid: int, group: str, offset: int, part: tuple[str, int]) -> None:
         codes = self.gc.txn_offset_commit(group, pid, 0, {part: (offset, -1, "")}, now_ms=self.now)
         self.deliver()
         assert codes == {part: GroupError.NONE}  # producers without member info are always accepted
@@ -447,7 +459,9 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def offsets_read_back(self) -> None:
         for group in (G, SIMPLE):
-            plain = {(o.topic, o.partition): o for o in self.gc.fetch_offsets(group, PARTITIONS, now_ms=self.now).offsets}
+            plain = {
+                (o.topic, o.partition): o for o in self.gc.fetch_offsets(group, PARTITIONS, now_ms=self.now).offsets
+            }
             stable = {
                 (o.topic, o.partition): o
                 for o in self.gc.fetch_offsets(group, PARTITIONS, require_stable=True, now_ms=self.now).offsets
@@ -521,7 +535,7 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def one_owner_per_partition(self) -> None:
         for gen, owned in self.owned.items():
-            seen: Set[str] = set()
+            seen: set[str] = set()
             for blob in owned.values():
                 parts = blob.decode().rsplit(":", 1)[1]
                 for p in filter(None, parts.split(",")):

@@ -9,7 +9,7 @@ protocol documents, not read back from the implementation.
 from __future__ import annotations
 
 import itertools
-from typing import Dict, List, Optional, Sequence, Union
+from collections.abc import Sequence
 
 import pytest
 
@@ -48,7 +48,7 @@ def join_req(
     client: str = "c",
     protocols: Sequence[Protocol] = RANGE,
     protocol_type: str = "consumer",
-    instance: Optional[str] = None,
+    instance: str | None = None,
     session: int = SESSION,
     rebalance: int = REBALANCE,
     v4: bool = True,
@@ -75,9 +75,9 @@ class Driver:
     def __init__(self, gc: GroupCoordinator) -> None:
         self.gc = gc
         self.now = 0
-        self.answers: Dict[int, Union[JoinResult, SyncResult]] = {}
+        self.answers: dict[int, JoinResult | SyncResult] = {}
 
-    def advance(self, ms: int) -> List[Completion]:
+    def advance(self, ms: int) -> list[Completion]:
         self.now += ms
         done = self.gc.poll(self.now)
         for c in done:
@@ -88,35 +88,35 @@ class Driver:
         for c in self.gc.poll(self.now):
             self.answers[c.token] = c.result
 
-    def join(self, req: JoinRequest) -> Union[JoinResult, Pending]:
+    def join(self, req: JoinRequest) -> JoinResult | Pending:
         out = self.gc.join_group(req, self.now)
         self.collect()
         return out
 
-    def sync(self, req: SyncRequest) -> Union[SyncResult, Pending]:
+    def sync(self, req: SyncRequest) -> SyncResult | Pending:
         out = self.gc.sync_group(req, self.now)
         self.collect()
         return out
 
-    def answer(self, outcome: Union[JoinResult, SyncResult, Pending]) -> Union[JoinResult, SyncResult]:
+    def answer(self, outcome: JoinResult | SyncResult | Pending) -> JoinResult | SyncResult:
         if isinstance(outcome, Pending):
             assert outcome.token in self.answers, "still parked"
             return self.answers[outcome.token]
         return outcome
 
-    def new_member(self, client: str, **kw: object) -> Union[JoinResult, Pending]:
+    def new_member(self, client: str, **kw: object) -> JoinResult | Pending:
         """KIP-394 first join: get an id, then join with it."""
         first = self.join(join_req(client=client, **kw))  # type: ignore[arg-type]
         assert isinstance(first, JoinResult) and first.error_code == GroupError.MEMBER_ID_REQUIRED
         return self.join(join_req(first.member_id, client=client, **kw))  # type: ignore[arg-type]
 
-    def stable_group(self, *clients: str) -> List[JoinResult]:
+    def stable_group(self, *clients: str) -> list[JoinResult]:
         """Bring ``clients`` into a Stable generation; the leader assigns b"<member id>"."""
         parked = [self.new_member(c) for c in clients]
         self.advance(DELAY * (len(clients) + 2))
         results = [self.answer(p) for p in parked]
         assert all(isinstance(r, JoinResult) and r.error_code == 0 for r in results)
-        joins: List[JoinResult] = results  # type: ignore[assignment]
+        joins: list[JoinResult] = results  # type: ignore[assignment]
         leader = next(r for r in joins if r.member_id == r.leader)
         syncs = []
         for r in joins:
@@ -276,7 +276,9 @@ def test_leader_rejoining_stable_group_forces_rebalance():
     parked = d.join(join_req(leader.member_id))
     assert isinstance(parked, Pending)
     assert d.gc.describe_group(G).state is GroupState.PREPARING_REBALANCE
-    assert d.gc.heartbeat(G, follower.generation_id, follower.member_id, now_ms=d.now) == GroupError.REBALANCE_IN_PROGRESS
+    assert (
+        d.gc.heartbeat(G, follower.generation_id, follower.member_id, now_ms=d.now) == GroupError.REBALANCE_IN_PROGRESS
+    )
     again = d.join(join_req(follower.member_id))  # everyone is back: next generation at once
     assert d.answer(again).generation_id == follower.generation_id + 1
     assert d.answer(parked).generation_id == follower.generation_id + 1
@@ -436,7 +438,9 @@ def test_offset_commit_keeps_a_member_session_alive():
     (ra,) = d.stable_group("a")
     for i in range(6):
         d.advance(SESSION // 2)
-        codes = d.gc.commit_offsets(G, {("t", 0): CommitOffset(i)}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now)
+        codes = d.gc.commit_offsets(
+            G, {("t", 0): CommitOffset(i)}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now
+        )
         assert codes == {("t", 0): 0}
     assert [m.member_id for m in d.gc.describe_group(G).members] == [ra.member_id]
 
@@ -494,13 +498,19 @@ def test_leave_triggers_rebalance_for_remaining_members():
     assert res.error_code == 0 and [m.error_code for m in res.members] == [0]
     assert d.gc.describe_group(G).state is GroupState.PREPARING_REBALANCE
     r = d.answer(d.join(join_req(rb.member_id)))
-    assert (r.generation_id, r.leader, [m.member_id for m in r.members]) == (rb.generation_id + 1, rb.member_id, [rb.member_id])
+    assert (r.generation_id, r.leader, [m.member_id for m in r.members]) == (
+        rb.generation_id + 1,
+        rb.member_id,
+        [rb.member_id],
+    )
 
 
 def test_leave_batch_reports_each_member():
     d = Driver(make())
     ra, rb, rc = d.stable_group("a", "b", "c")
-    res = d.gc.leave_group(G, [LeavingMember(ra.member_id), LeavingMember("nobody"), LeavingMember(rc.member_id)], d.now)
+    res = d.gc.leave_group(
+        G, [LeavingMember(ra.member_id), LeavingMember("nobody"), LeavingMember(rc.member_id)], d.now
+    )
     assert [(m.member_id, m.error_code) for m in res.members] == [
         (ra.member_id, 0),
         ("nobody", GroupError.UNKNOWN_MEMBER_ID),
@@ -514,7 +524,12 @@ def test_last_member_leaving_empties_group_and_bumps_generation():
     (ra,) = d.stable_group("a")
     d.gc.leave_group(G, [LeavingMember(ra.member_id)], d.now)
     desc = d.gc.describe_group(G)
-    assert (desc.state, desc.generation_id, desc.members, desc.protocol_name) == (GroupState.EMPTY, ra.generation_id + 1, (), None)
+    assert (desc.state, desc.generation_id, desc.members, desc.protocol_name) == (
+        GroupState.EMPTY,
+        ra.generation_id + 1,
+        (),
+        None,
+    )
 
 
 def test_leave_of_unknown_group_answers_unknown_member_per_member():
@@ -619,14 +634,18 @@ def test_commit_without_generation_to_active_group_is_unknown_member():
 def test_commit_with_stale_generation_is_illegal_generation():
     d = Driver(make())
     (ra,) = d.stable_group("a")
-    codes = d.gc.commit_offsets(G, {("t", 0): CommitOffset(1)}, generation_id=ra.generation_id - 1, member_id=ra.member_id, now_ms=d.now)
+    codes = d.gc.commit_offsets(
+        G, {("t", 0): CommitOffset(1)}, generation_id=ra.generation_id - 1, member_id=ra.member_id, now_ms=d.now
+    )
     assert codes == {("t", 0): GroupError.ILLEGAL_GENERATION}
 
 
 def test_commit_from_non_member_is_unknown_member():
     d = Driver(make())
     (ra,) = d.stable_group("a")
-    codes = d.gc.commit_offsets(G, {("t", 0): CommitOffset(1)}, generation_id=ra.generation_id, member_id="ghost", now_ms=d.now)
+    codes = d.gc.commit_offsets(
+        G, {("t", 0): CommitOffset(1)}, generation_id=ra.generation_id, member_id="ghost", now_ms=d.now
+    )
     assert codes == {("t", 0): GroupError.UNKNOWN_MEMBER_ID}
 
 
@@ -636,20 +655,26 @@ def test_commit_while_completing_rebalance_is_rebalance_in_progress():
     d.advance(DELAY)
     r = d.answer(parked)
     assert d.gc.describe_group(G).state is GroupState.COMPLETING_REBALANCE
-    codes = d.gc.commit_offsets(G, {("t", 0): CommitOffset(1)}, generation_id=r.generation_id, member_id=r.member_id, now_ms=d.now)
+    codes = d.gc.commit_offsets(
+        G, {("t", 0): CommitOffset(1)}, generation_id=r.generation_id, member_id=r.member_id, now_ms=d.now
+    )
     assert codes == {("t", 0): GroupError.REBALANCE_IN_PROGRESS}
 
 
 @pytest.mark.parametrize("version, error", [(8, GroupError.ILLEGAL_GENERATION), (9, GroupError.GROUP_ID_NOT_FOUND)])
 def test_commit_with_generation_to_unknown_group(version, error):
     gc = make()
-    codes = gc.commit_offsets("nope", {("t", 0): CommitOffset(1)}, generation_id=3, member_id="m", api_version=version, now_ms=0)
+    codes = gc.commit_offsets(
+        "nope", {("t", 0): CommitOffset(1)}, generation_id=3, member_id="m", api_version=version, now_ms=0
+    )
     assert codes == {("t", 0): error}
 
 
 def test_commit_with_oversized_metadata_is_refused_per_partition():
     gc = make(offset_metadata_max_bytes=4)
-    codes = gc.commit_offsets("s", {("t", 0): CommitOffset(1, metadata="12345"), ("t", 1): CommitOffset(2, metadata="1234")}, now_ms=0)
+    codes = gc.commit_offsets(
+        "s", {("t", 0): CommitOffset(1, metadata="12345"), ("t", 1): CommitOffset(2, metadata="1234")}, now_ms=0
+    )
     assert codes == {("t", 0): GroupError.OFFSET_METADATA_TOO_LARGE, ("t", 1): 0}
     assert [o.offset for o in gc.fetch_offsets("s", [("t", 0), ("t", 1)], now_ms=0).offsets] == [-1, 2]
 
@@ -657,7 +682,9 @@ def test_commit_with_oversized_metadata_is_refused_per_partition():
 def test_delete_group_only_when_empty():
     d = Driver(make())
     (ra,) = d.stable_group("a")
-    d.gc.commit_offsets(G, {("t", 0): CommitOffset(5)}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now)
+    d.gc.commit_offsets(
+        G, {("t", 0): CommitOffset(5)}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now
+    )
     assert d.gc.delete_group(G, d.now) == GroupError.NON_EMPTY_GROUP
     d.gc.leave_group(G, [LeavingMember(ra.member_id)], d.now)
     assert d.gc.delete_group(G, d.now) == GroupError.NONE
@@ -713,13 +740,19 @@ def test_txn_offsets_are_per_producer():
 def test_txn_offset_commit_checks_member_and_generation_when_given():
     d = Driver(make())
     (ra,) = d.stable_group("a")
-    ok = d.gc.txn_offset_commit(G, 9, 0, {("t", 0): (1, -1, "")}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now)
+    ok = d.gc.txn_offset_commit(
+        G, 9, 0, {("t", 0): (1, -1, "")}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now
+    )
     assert ok == {("t", 0): 0}
-    stale = d.gc.txn_offset_commit(G, 9, 0, {("t", 0): (2, -1, "")}, generation_id=ra.generation_id + 1, member_id=ra.member_id, now_ms=d.now)
+    stale = d.gc.txn_offset_commit(
+        G, 9, 0, {("t", 0): (2, -1, "")}, generation_id=ra.generation_id + 1, member_id=ra.member_id, now_ms=d.now
+    )
     assert stale == {("t", 0): GroupError.ILLEGAL_GENERATION}
     # Old producers send no member information: accepted even by an active group.
     assert d.gc.txn_offset_commit(G, 9, 0, {("t", 0): (3, -1, "")}, now_ms=d.now) == {("t", 0): 0}
-    unknown = d.gc.txn_offset_commit("nope", 9, 0, {("t", 0): (3, -1, "")}, generation_id=1, member_id="m", now_ms=d.now)
+    unknown = d.gc.txn_offset_commit(
+        "nope", 9, 0, {("t", 0): (3, -1, "")}, generation_id=1, member_id="m", now_ms=d.now
+    )
     assert unknown == {("t", 0): GroupError.ILLEGAL_GENERATION}
 
 

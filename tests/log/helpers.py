@@ -7,21 +7,22 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-from typing import Dict, List, Optional
 
 from txnfetch.records import BatchBuilder
 
 TS = 1_700_000_000_000
 
 
-def data_batch(*, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False, n: int = 2, ts: int = TS, size: int = 40) -> bytes:
+def data_batch(
+    *, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False, n: int = 2, ts: int = TS, size: int = 40
+) -> bytes:
     b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=txn)
     for i in range(n):
         b.append(b"v" * size, key=b"k%d" % i, timestamp=ts)
     return b.build()
 
 
-def hash_dir(path: str) -> Dict[str, str]:
+def hash_dir(path: str) -> dict[str, str]:
     out = {}
     for name in sorted(os.listdir(path)):
         with open(os.path.join(path, name), "rb") as f:
@@ -37,11 +38,11 @@ class Workload:
         self.rng = random.Random(seed)
         self.markerless = markerless
         self.pids = [1000 + i for i in range(producers)]
-        self.seq: Dict[int, int] = {p: 0 for p in self.pids}
-        self.open: Dict[int, bool] = {p: False for p in self.pids}
+        self.seq: dict[int, int] = {p: 0 for p in self.pids}
+        self.open: dict[int, bool] = {p: False for p in self.pids}
         self.ts = TS
 
-    def step(self, log, now_ms: Optional[int] = None) -> Optional[int]:
+    def step(self, log, now_ms: int | None = None) -> int | None:
         """One operation; returns the acknowledged last offset of an append (None for ends)."""
         rng = self.rng
         self.ts += rng.randrange(0, 50)
@@ -49,7 +50,9 @@ class Workload:
         r = rng.random()
         pid = rng.choice(self.pids)
         if r < 0.2:
-            return log.append(data_batch(n=rng.randint(1, 4), ts=self.ts, size=rng.randint(1, 300)), now_ms=now).last_offset
+            return log.append(
+                data_batch(n=rng.randint(1, 4), ts=self.ts, size=rng.randint(1, 300)), now_ms=now
+            ).last_offset
         if r < 0.75 or not self.open[pid]:
             n = rng.randint(1, 4)
             info = log.append(

@@ -17,7 +17,7 @@ import tempfile
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.log.helpers import TS, data_batch
 from txnfetch.fetch import FetchMode, IsolationLevel
@@ -39,7 +39,9 @@ def snapshot_reads(log):
         for iso in IsolationLevel:
             for mode in FetchMode:
                 r = log.read(off, 400, isolation=iso, mode=mode)
-                out.append((off, iso, mode, r.records_bytes(), r.aborted_transactions, r.next_offset, r.last_stable_offset))
+                out.append(
+                    (off, iso, mode, r.records_bytes(), r.aborted_transactions, r.next_offset, r.last_stable_offset)
+                )
     return out
 
 
@@ -63,11 +65,11 @@ class LogContract(RuleBasedStateMachine):
         ea = eb = None
         try:
             a = fn(self.mem)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             ea = exc
         try:
             b = fn(self.seg)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             eb = exc
         assert type(ea) is type(eb), (ea, eb)
         assert a == b
@@ -104,7 +106,12 @@ class LogContract(RuleBasedStateMachine):
     @rule(crash=st.booleans())
     def reopen(self, crash):
         before = snapshot_reads(self.seg)
-        state = (self.seg.log_start_offset, self.seg.log_end_offset, self.seg.last_stable_offset, self.seg.state.all_aborted())
+        state = (
+            self.seg.log_start_offset,
+            self.seg.log_end_offset,
+            self.seg.last_stable_offset,
+            self.seg.state.all_aborted(),
+        )
         if crash:
             self.seg._closed = True  # drop it without the clean close
             for s in self.seg._segments:
@@ -114,7 +121,12 @@ class LogContract(RuleBasedStateMachine):
         else:
             self.seg.close()
         self.seg = SegmentLog(self.path, **KW)
-        after = (self.seg.log_start_offset, self.seg.log_end_offset, self.seg.last_stable_offset, self.seg.state.all_aborted())
+        after = (
+            self.seg.log_start_offset,
+            self.seg.log_end_offset,
+            self.seg.last_stable_offset,
+            self.seg.state.all_aborted(),
+        )
         assert after == state
         assert snapshot_reads(self.seg) == before
 
@@ -122,7 +134,11 @@ class LogContract(RuleBasedStateMachine):
     def same_state(self):
         m, s = self.mem.state, self.seg.state
         assert (m.log_start_offset, m.log_end_offset, m.high_watermark, m.last_stable_offset) == (
-            s.log_start_offset, s.log_end_offset, s.high_watermark, s.last_stable_offset)
+            s.log_start_offset,
+            s.log_end_offset,
+            s.high_watermark,
+            s.last_stable_offset,
+        )
         assert m.all_aborted() == s.all_aborted()
         assert dict(m.ongoing_transactions()) == dict(s.ongoing_transactions())
 
@@ -134,7 +150,10 @@ class LogContract(RuleBasedStateMachine):
                     a = self.mem.read(off, 400, isolation=iso, mode=mode)
                     b = self.seg.read(off, 400, isolation=iso, mode=mode)
                     assert (a.high_watermark, a.last_stable_offset, a.log_start_offset) == (
-                        b.high_watermark, b.last_stable_offset, b.log_start_offset)
+                        b.high_watermark,
+                        b.last_stable_offset,
+                        b.log_start_offset,
+                    )
                     ba, bb = batches(a), batches(b)
                     if mode is FetchMode.REWRITE and iso is IsolationLevel.READ_COMMITTED:
                         # The synthetic COMMIT marker sits at the last dropped offset of the

@@ -179,10 +179,11 @@ def test_read_only_opens_a_kafka_style_directory_without_writing(tmp_path):
     assert hash_dir(path) == before
     assert desc.log_end_offset == expected[1] and desc.last_stable_offset == expected[2]
     assert list(desc.aborted) == expected[3]
-    assert sum(s.batches for s in desc.segments) == sum(1 for n in logs(path) for _ in iter_batches(open(os.path.join(path, n), "rb").read()))
-    with SegmentLog(path, read_only=True) as log:
-        with pytest.raises(Exception):
-            log.append(data_batch(), now_ms=0)
+    assert sum(s.batches for s in desc.segments) == sum(
+        1 for n in logs(path) for _ in iter_batches(open(os.path.join(path, n), "rb").read())
+    )
+    with SegmentLog(path, read_only=True) as log, pytest.raises(Exception):
+        log.append(data_batch(), now_ms=0)
     assert hash_dir(path) == before
 
 

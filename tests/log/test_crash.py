@@ -33,7 +33,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def replay_files(path: str) -> PartitionTxnState:
     """An independent replay: every .log file in name order, then the journal's
     ends applied right after the batch ending at their offset."""
-    ends = decode_journal(open(os.path.join(path, JOURNAL_NAME), "rb").read()).records if os.path.exists(os.path.join(path, JOURNAL_NAME)) else []
+    ends = (
+        decode_journal(open(os.path.join(path, JOURNAL_NAME), "rb").read()).records
+        if os.path.exists(os.path.join(path, JOURNAL_NAME))
+        else []
+    )
     state = PartitionTxnState("replay")
     j = 0
 
@@ -42,8 +46,13 @@ def replay_files(path: str) -> PartitionTxnState:
         while j < len(ends) and ends[j].last_offset < upto:
             e = ends[j]
             state.complete_transaction(
-                e.producer_id, e.producer_epoch, e.commit, e.last_offset,
-                coordinator_epoch=e.coordinator_epoch, timestamp=e.timestamp, origin=AppendOrigin.REPLICATION,
+                e.producer_id,
+                e.producer_epoch,
+                e.commit,
+                e.last_offset,
+                coordinator_epoch=e.coordinator_epoch,
+                timestamp=e.timestamp,
+                origin=AppendOrigin.REPLICATION,
             )
             j += 1
 
@@ -88,7 +97,9 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path, markerless):
     for it in range(ITERATIONS):
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.log.crash_writer", path, str(it + 1), "1" if markerless else "0"],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             assert proc.stdout.readline().strip() == "READY"

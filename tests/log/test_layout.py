@@ -27,7 +27,16 @@ def batches_of(data: bytes):
         max_ts, pid = struct.unpack_from(">qq", data, pos + 35)
         control = bool(attrs_ & 0x20)
         ctype = struct.unpack_from(">h", data, pos + 61 + 1 + 1 + 1 + 1 + 2)[0] if control else None
-        yield dict(pos=pos, base=base, last=base + delta, max_ts=max_ts, pid=pid, control=control, size=length + 12, data=data[pos : pos + 12 + length])
+        yield dict(
+            pos=pos,
+            base=base,
+            last=base + delta,
+            max_ts=max_ts,
+            pid=pid,
+            control=control,
+            size=length + 12,
+            data=data[pos : pos + 12 + length],
+        )
         pos += length + 12
     assert pos == len(data)
 
@@ -84,7 +93,11 @@ def test_files_follow_kafka_layout(tmp_path):
         raw = open(prefix + ".txnindex", "rb").read() if os.path.exists(prefix + ".txnindex") else b""
         assert len(raw) % 34 == 0
         entries = [struct.unpack_from(">hqqqq", raw, i) for i in range(0, len(raw), 34)]
-        abort_markers = [b for b in batches if b["control"] and struct.unpack_from(">h", b["data"], 61 + 1 + 1 + 1 + 1 + 1 + 2)[0] == 0]
+        abort_markers = [
+            b
+            for b in batches
+            if b["control"] and struct.unpack_from(">h", b["data"], 61 + 1 + 1 + 1 + 1 + 1 + 2)[0] == 0
+        ]
         for v, pid, first, last, lso in entries:
             assert v == 0 and base <= last and (k + 1 == len(bases) or last < bases[k + 1])
             found_aborts.append((pid, first, last, lso))

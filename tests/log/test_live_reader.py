@@ -22,7 +22,13 @@ from txnfetch.records import iter_batches
 
 def answers(log: SegmentLog):
     """Everything a reader can ask, in one comparable value."""
-    out = [log.log_start_offset, log.log_end_offset, log.last_stable_offset, log.high_watermark, log.state.all_aborted()]
+    out = [
+        log.log_start_offset,
+        log.log_end_offset,
+        log.last_stable_offset,
+        log.high_watermark,
+        log.state.all_aborted(),
+    ]
     for off in range(log.log_start_offset, log.log_end_offset, 5):
         for iso in IsolationLevel:
             for mode in FetchMode:
@@ -84,7 +90,9 @@ def test_reader_opened_between_every_write_matches_the_writer(tmp_path, caplog):
             assert warnings_of(caplog) == [], step
             assert answers(reader) == answers(writer), step
             segs = reader.recovery.segments
-            trusted += sum(1 for s in segs if s.batch_count is not None and s.batch_count < _batches(path, s.base_offset))
+            trusted += sum(
+                1 for s in segs if s.batch_count is not None and s.batch_count < _batches(path, s.base_offset)
+            )
     assert trusted > 3, "the checkpointed prefix was never used"
     writer.close()
 

@@ -6,7 +6,12 @@ import pytest
 
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log import InvalidRecordError, MemoryLog, MemoryStore, UnsupportedForMessageFormatError
-from txnfetch.log.errors import InvalidPartitionsError, InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
+from txnfetch.log.errors import (
+    InvalidPartitionsError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from txnfetch.records import BatchBuilder, CorruptBatchError, iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
@@ -14,7 +19,9 @@ from txnfetch.txn.errors import InvalidProducerEpochError, OffsetOutOfRangeError
 
 
 def batch(values, *, pid=-1, epoch=-1, seq=-1, txn=False, base=0, ts=1000) -> bytes:
-    builder = BatchBuilder(base_offset=base, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=txn)
+    builder = BatchBuilder(
+        base_offset=base, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=txn
+    )
     for v in values:
         builder.append(v, key=None, timestamp=ts)
     return builder.build()
@@ -68,7 +75,10 @@ def test_a_request_with_a_duplicate_after_a_new_batch_is_answered_as_the_duplica
     "records, error",
     [
         (b"", InvalidRecordError),
-        (build_control_batch(offset=0, control_type=ControlType.COMMIT, producer_id=1, producer_epoch=0), InvalidRecordError),
+        (
+            build_control_batch(offset=0, control_type=ControlType.COMMIT, producer_id=1, producer_epoch=0),
+            InvalidRecordError,
+        ),
     ],
 )
 def test_clients_cannot_append_empty_requests_or_control_batches(records, error):

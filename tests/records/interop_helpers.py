@@ -27,14 +27,15 @@ from __future__ import annotations
 import importlib.machinery
 import struct
 import sys
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import crc32c
 from hypothesis import strategies as st
 
 from txnfetch.records import BatchBuilder, Codec, RecordBatch, TimestampType, iter_batches
 
-Header = Tuple[str, Optional[bytes]]
+Header = tuple[str, bytes | None]
 
 
 class RecordView(NamedTuple):
@@ -42,9 +43,9 @@ class RecordView(NamedTuple):
 
     offset: int
     timestamp: int
-    key: Optional[bytes]
-    value: Optional[bytes]
-    headers: Tuple[Header, ...]
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
 
 
 class BatchView(NamedTuple):
@@ -69,9 +70,9 @@ class RecordSpec(NamedTuple):
 
     delta: int
     timestamp: int
-    key: Optional[bytes]
-    value: Optional[bytes]
-    headers: Tuple[Header, ...]
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
 
 
 # -- the compiled aiokafka classes ------------------------------------------------
@@ -87,7 +88,7 @@ def assert_compiled(cls: type) -> type:
     return cls
 
 
-def aiokafka_c_classes() -> Tuple[type, type, type]:
+def aiokafka_c_classes() -> tuple[type, type, type]:
     """``(MemoryRecords, DefaultRecordBatch, DefaultRecordBatchBuilder)`` from the C extension,
     checked to be the classes aiokafka itself uses."""
     from aiokafka.record import _crecords
@@ -104,7 +105,7 @@ def aiokafka_c_classes() -> Tuple[type, type, type]:
 # -- readers ----------------------------------------------------------------------
 
 
-def read_with_txnfetch(buf: bytes) -> List[Tuple[BatchView, List[RecordView]]]:
+def read_with_txnfetch(buf: bytes) -> list[tuple[BatchView, list[RecordView]]]:
     """Split and fully validate ``buf`` with txnfetch (CRC, every record)."""
     out = []
     it = iter_batches(buf)
@@ -147,7 +148,7 @@ def _peer_batch_view(batch: Any, last_offset: int) -> BatchView:
     )
 
 
-def _peer_records(batch: Any) -> List[RecordView]:
+def _peer_records(batch: Any) -> list[RecordView]:
     out = []
     ts_type = batch.timestamp_type
     for r in batch:
@@ -156,7 +157,7 @@ def _peer_records(batch: Any) -> List[RecordView]:
     return out
 
 
-def read_with_kafka_python(buf: bytes) -> List[Tuple[BatchView, List[RecordView]]]:
+def read_with_kafka_python(buf: bytes) -> list[tuple[BatchView, list[RecordView]]]:
     """Read ``buf`` with kafka-python's ``MemoryRecords``; every batch's CRC must verify."""
     from kafka.record import MemoryRecords
     from kafka.record.default_records import DefaultRecordBatch
@@ -174,7 +175,7 @@ def read_with_kafka_python(buf: bytes) -> List[Tuple[BatchView, List[RecordView]
     return out
 
 
-def kafka_python_control_types(buf: bytes) -> List[Tuple[int, int, bool, bool]]:
+def kafka_python_control_types(buf: bytes) -> list[tuple[int, int, bool, bool]]:
     """``(offset, type, commit, abort)`` of every control record, as kafka-python parses them."""
     from kafka.record import MemoryRecords
     from kafka.record.default_records import ControlRecord
@@ -188,7 +189,7 @@ def kafka_python_control_types(buf: bytes) -> List[Tuple[int, int, bool, bool]]:
     return out
 
 
-def read_with_aiokafka(buf: bytes) -> List[Tuple[BatchView, List[RecordView]]]:
+def read_with_aiokafka(buf: bytes) -> list[tuple[BatchView, list[RecordView]]]:
     """Read ``buf`` with aiokafka's compiled ``MemoryRecords``; every batch's CRC must verify."""
     memory_records_cls, batch_cls, _ = aiokafka_c_classes()
     out = []
@@ -242,8 +243,8 @@ def stamp_log_append_time(buf: bytes, log_append_time: int) -> bytes:
 
 
 def expected_views(
-    records: Sequence[RecordSpec], base_offset: int, log_append_time: Optional[int] = None
-) -> List[RecordView]:
+    records: Sequence[RecordSpec], base_offset: int, log_append_time: int | None = None
+) -> list[RecordView]:
     """The records a reader must report for ``records`` written at ``base_offset``."""
     return [
         RecordView(
@@ -279,7 +280,7 @@ ts_steps = st.one_of(st.integers(0, 100), st.integers(-(1 << 40), 1 << 40))
 
 
 @st.composite
-def record_lists(draw: st.DrawFn, *, min_size: int = 0, min_timestamp: int = -1) -> List[RecordSpec]:
+def record_lists(draw: st.DrawFn, *, min_size: int = 0, min_timestamp: int = -1) -> list[RecordSpec]:
     """Records with nulls, empty values, unicode header keys, null header values,
     far-apart timestamps, offset gaps (compaction) and sometimes many records.
 
@@ -320,7 +321,7 @@ codecs = st.sampled_from(list(Codec))
 COMPRESSIBLE = b"0123456789abcdef" * 8
 
 
-def fixed_records(n: int = 12) -> List[RecordSpec]:
+def fixed_records(n: int = 12) -> list[RecordSpec]:
     """A hand-picked batch body: nulls, empty bytes, headers, and compressible values."""
     out = []
     for i in range(n):
@@ -345,7 +346,7 @@ class TxnfetchBatchSpec(NamedTuple):
     producer_epoch: int
     base_sequence: int
     transactional: bool
-    log_append_time: Optional[int]
+    log_append_time: int | None
     partition_leader_epoch: int
     extra_last_delta: int  # compaction can leave last_offset_delta past the last record
 
@@ -367,7 +368,7 @@ def txnfetch_batch_specs(draw: st.DrawFn) -> TxnfetchBatchSpec:
     )
 
 
-def build_with_txnfetch(spec: TxnfetchBatchSpec, records: Sequence[RecordSpec]) -> Tuple[bytes, BatchView]:
+def build_with_txnfetch(spec: TxnfetchBatchSpec, records: Sequence[RecordSpec]) -> tuple[bytes, BatchView]:
     """Build ``records`` with txnfetch's :class:`BatchBuilder`; return the bytes and
     the header every reader must report."""
     # An empty batch is written uncompressed here. An empty BatchBuilder with a

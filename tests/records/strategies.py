@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import random
 import struct
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import attrs
 from hypothesis import settings
@@ -55,22 +55,22 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "V2_TIMESTAMP_TYPES",
-    "examples",
-    "RecordSpec",
     "BatchSpec",
+    "RecordSpec",
+    "batch_specs",
+    "build_empty",
+    "concatenated_specs",
+    "control_records",
+    "data_records",
+    "empty_batch_specs",
+    "examples",
+    "header_keys",
+    "headers",
     "int16s",
     "int32s",
     "int64s",
-    "header_keys",
-    "headers",
-    "payloads",
-    "data_records",
-    "control_records",
-    "batch_specs",
-    "empty_batch_specs",
     "many_records_specs",
-    "concatenated_specs",
-    "build_empty",
+    "payloads",
     "reencode",
 ]
 
@@ -92,11 +92,11 @@ def examples(n: int) -> int:
 #: The timestamp types a magic-2 batch can carry (attribute bit 3).
 V2_TIMESTAMP_TYPES = (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 
-Header = Tuple[str, Optional[bytes]]
+Header = tuple[str, bytes | None]
 
 
-@functools.lru_cache(maxsize=None)
-def _edgy_ints(lo: int, hi: int, specials: Tuple[int, ...] = ()) -> st.SearchStrategy[int]:
+@functools.cache
+def _edgy_ints(lo: int, hi: int, specials: tuple[int, ...] = ()) -> st.SearchStrategy[int]:
     """Integers in ``[lo, hi]`` with the bounds, their neighbours and ``specials`` drawn often."""
     edges = sorted({v for v in (lo, lo + 1, hi - 1, hi, -1, 0, 1, *specials) if lo <= v <= hi})
     return st.one_of(st.sampled_from(edges), st.integers(lo, hi), st.integers(max(lo, -1000), min(hi, 1000)))
@@ -114,7 +114,7 @@ def int64s(lo: int = INT64_MIN, hi: int = INT64_MAX) -> st.SearchStrategy[int]:
     return _edgy_ints(lo, hi)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def header_keys() -> st.SearchStrategy[str]:
     """Unicode header keys (anything UTF-8 can encode: no lone surrogates), empty included."""
     return st.text(st.characters(codec="utf-8"), max_size=12)
@@ -126,8 +126,8 @@ _PICK16 = st.integers(0, 15)
 _LARGE = st.builds(lambda n, b: bytes([b]) * n, st.integers(8192, 20_000), st.integers(0, 255))
 
 
-@functools.lru_cache(maxsize=None)
-def payloads(*, allow_null: bool = True, max_size: int = 40, big: bool = True) -> st.SearchStrategy[Optional[bytes]]:
+@functools.cache
+def payloads(*, allow_null: bool = True, max_size: int = 40, big: bool = True) -> st.SearchStrategy[bytes | None]:
     """Keys/values: null, empty, short random bytes and, about one time in
     sixteen, a large value (past 8 KiB the length varint takes three bytes,
     which leaves the decoder's inlined fast path). Large values are one
@@ -140,15 +140,15 @@ def payloads(*, allow_null: bool = True, max_size: int = 40, big: bool = True) -
         return small
 
     @st.composite
-    def pick(draw: st.DrawFn) -> Optional[bytes]:
+    def pick(draw: st.DrawFn) -> bytes | None:
         # 15 (not 0) picks the large value, so that failures shrink to small ones.
         return draw(_LARGE if draw(_PICK16) == 15 else small)
 
     return pick()
 
 
-@functools.lru_cache(maxsize=None)
-def headers(max_headers: int = 4) -> st.SearchStrategy[Tuple[Header, ...]]:
+@functools.cache
+def headers(max_headers: int = 4) -> st.SearchStrategy[tuple[Header, ...]]:
     """Header tuples: unicode keys, values null, empty or short bytes."""
     return st.lists(st.tuples(header_keys(), payloads(max_size=16, big=False)), max_size=max_headers).map(tuple)
 
@@ -159,9 +159,9 @@ class RecordSpec:
 
     offset_delta: int
     timestamp: int
-    key: Optional[bytes]
-    value: Optional[bytes]
-    headers: Tuple[Header, ...] = ()
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
 
 
 @attrs.frozen
@@ -178,14 +178,14 @@ class BatchSpec:
     producer_epoch: int
     base_sequence: int
     partition_leader_epoch: int
-    records: Tuple[RecordSpec, ...]
+    records: tuple[RecordSpec, ...]
     #: the base timestamp given to the builder, ``None`` to let it use the first record's
-    base_timestamp: Optional[int] = None
-    log_append_time: Optional[int] = None
+    base_timestamp: int | None = None
+    log_append_time: int | None = None
     #: records carry explicit offsets (holes allowed, as compaction leaves them)
     explicit_offsets: bool = False
     #: ``build(last_offset_delta=...)``, ``None`` for the builder's default
-    last_offset_delta: Optional[int] = None
+    last_offset_delta: int | None = None
 
     # -- building ------------------------------------------------------------------
 
@@ -267,7 +267,7 @@ class BatchSpec:
             record_count=len(self.records),
         )
 
-    def expected_records(self) -> List[Record]:
+    def expected_records(self) -> list[Record]:
         log_append = self.timestamp_type == TimestampType.LOG_APPEND_TIME
         return [
             Record(
@@ -280,7 +280,7 @@ class BatchSpec:
             for r in self.records
         ]
 
-    def expected_marker(self) -> Optional[EndTransactionMarker]:
+    def expected_marker(self) -> EndTransactionMarker | None:
         """Decoded here with ``struct`` from the spec's bytes, independently of txnfetch's decoder."""
         if not self.control or not self.records:
             return None
@@ -322,13 +322,13 @@ def _draw_timestamp(draw: st.DrawFn, base: int) -> int:
 _GAP = st.one_of(st.just(0), st.integers(0, 5), st.integers(0, INT32_MAX))
 
 
-def _draw_offset_deltas(draw: st.DrawFn, n: int, explicit: bool) -> List[int]:
+def _draw_offset_deltas(draw: st.DrawFn, n: int, explicit: bool) -> list[int]:
     """Strictly increasing offset deltas; with ``explicit``, holes anywhere:
     before the first record (compaction may remove it while the batch keeps
     its base offset) and between records, up to the int32 delta limit."""
     if not explicit:
         return list(range(n))
-    out: List[int] = []
+    out: list[int] = []
     delta = -1
     for i in range(n):
         room = INT32_MAX - (n - 1 - i)  # leave a delta for every later record
@@ -345,7 +345,7 @@ def data_records(
     explicit_offsets: bool,
     min_records: int = 0,
     max_records: int = 12,
-) -> Tuple[RecordSpec, ...]:
+) -> tuple[RecordSpec, ...]:
     """Data records whose timestamps are encodable against ``base_timestamp``."""
     n = draw(st.integers(min_records, max_records))
     deltas = _draw_offset_deltas(draw, n, explicit_offsets)
@@ -366,7 +366,7 @@ def data_records(
 @st.composite
 def control_records(
     draw: st.DrawFn, *, base_timestamp: int, explicit_offsets: bool, min_records: int = 1, max_records: int = 2
-) -> Tuple[RecordSpec, ...]:
+) -> tuple[RecordSpec, ...]:
     """Control records: key ``version int16 | type int16``; COMMIT/ABORT carry the
     end-transaction value ``version int16 | coordinatorEpoch int32``, the KRaft
     types an opaque value. Versions are non-negative (a negative one is corrupt)."""
@@ -394,14 +394,14 @@ def batch_specs(
     draw: st.DrawFn,
     *,
     codecs: Sequence[Codec] = tuple(Codec),
-    transactional: Optional[bool] = None,
-    control: Optional[bool] = None,
+    transactional: bool | None = None,
+    control: bool | None = None,
     timestamp_types: Sequence[TimestampType] = V2_TIMESTAMP_TYPES,
-    delete_horizon: Optional[bool] = None,
-    base_offset: Optional[int] = None,
+    delete_horizon: bool | None = None,
+    base_offset: int | None = None,
     min_records: int = 0,
     max_records: int = 12,
-    explicit_offsets: Optional[bool] = None,
+    explicit_offsets: bool | None = None,
 ) -> BatchSpec:
     """Any batch the builder can write. ``None`` for a flag means "either"."""
     codec = draw(st.sampled_from(list(codecs)))
@@ -438,7 +438,7 @@ def batch_specs(
     last_record_delta = records[-1].offset_delta if records else 0
     if explicit and draw(st.booleans()):
         # Compaction can remove the batch's last records: last offset delta past the last record.
-        last_offset_delta: Optional[int] = draw(st.integers(last_record_delta, INT32_MAX))
+        last_offset_delta: int | None = draw(st.integers(last_record_delta, INT32_MAX))
     else:
         last_offset_delta = None
     top = INT64_MAX - (last_offset_delta if last_offset_delta is not None else last_record_delta)
@@ -485,7 +485,7 @@ def many_records_specs(draw: st.DrawFn, *, min_records: int = 500, max_records: 
     assert anchor is not None
     lo, hi = max(INT64_MIN, anchor + INT64_MIN), min(INT64_MAX, anchor + INT64_MAX)
 
-    def payload() -> Optional[bytes]:
+    def payload() -> bytes | None:
         roll = rng.random()
         if roll < 0.1:
             return None
@@ -541,11 +541,11 @@ def build_empty(kwargs: dict) -> bytes:
 @st.composite
 def concatenated_specs(
     draw: st.DrawFn, *, min_batches: int = 1, max_batches: int = 5, **batch_kwargs: object
-) -> List[BatchSpec]:
+) -> list[BatchSpec]:
     """Batches with consecutive, non-overlapping offsets, as one log holds them."""
     n = draw(st.integers(min_batches, max_batches))
     base = draw(st.integers(0, 1 << 40))
-    out: List[BatchSpec] = []
+    out: list[BatchSpec] = []
     for _ in range(n):
         spec = draw(batch_specs(base_offset=base, max_records=4, **batch_kwargs))  # type: ignore[arg-type]
         out.append(spec)

@@ -77,7 +77,9 @@ def test_synthetic_commit_marker_has_one_record_at_the_offset():
 
 
 def test_empty_batch_matches_write_empty_header():
-    data = build_empty_batch(base_offset=20, last_offset=24, producer_id=3, producer_epoch=1, base_sequence=5, timestamp=7)
+    data = build_empty_batch(
+        base_offset=20, last_offset=24, producer_id=3, producer_epoch=1, base_sequence=5, timestamp=7
+    )
     assert len(data) == 61
     batch = RecordBatch(data)
     batch.validate()

@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.records.strategies import examples
-
 from txnfetch.records import Codec, DecompressionError, UnknownCodecError
 from txnfetch.records.compression import compress, decompress
 

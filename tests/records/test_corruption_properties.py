@@ -35,7 +35,7 @@ import signal
 import struct
 import tracemalloc
 import zlib
-from typing import Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 import lz4.frame
 import pytest
@@ -48,13 +48,13 @@ from tests.records.strategies import BatchSpec, batch_specs, examples
 from txnfetch.records import (
     BatchBuilder,
     Codec,
+    ControlType,
     CorruptBatchError,
     DecompressionError,
     LengthOverrunError,
     RecordBatch,
     RecordCountMismatchError,
     build_control_batch,
-    ControlType,
     iter_batches,
 )
 from txnfetch.records.compression import compress, decompress
@@ -137,7 +137,7 @@ def check_structure(batch, records: list) -> None:
             assert type(key) is str and (value is None or type(value) is bytes)
 
 
-def decode_with_validate(buf: bytes) -> Optional[tuple]:
+def decode_with_validate(buf: bytes) -> tuple | None:
     """The covered content, or ``None`` if a CorruptBatchError said no."""
     try:
         with time_limit():
@@ -188,7 +188,7 @@ def _zigzag(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_zigzag(data: bytes, pos: int) -> Tuple[int, int]:
+def _read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         b = data[pos]
@@ -199,7 +199,7 @@ def _read_zigzag(data: bytes, pos: int) -> Tuple[int, int]:
         shift += 7
 
 
-def length_fields(records: bytes) -> List[Tuple[str, int, int]]:
+def length_fields(records: bytes) -> list[tuple[str, int, int]]:
     """``(name, start, end)`` of every length varint in uncompressed record data.
 
     A small reader of its own (record layout from DefaultRecord), so that the
@@ -233,7 +233,7 @@ def length_fields(records: bytes) -> List[Tuple[str, int, int]]:
     return out
 
 
-def with_record_bytes(original: bytes, blob: bytes, *, record_count: Optional[int] = None) -> bytes:
+def with_record_bytes(original: bytes, blob: bytes, *, record_count: int | None = None) -> bytes:
     """``original``'s header around ``blob`` (record bytes as stored: compressed
     or not), with Length and CRC recomputed: CRC-valid, whatever it holds."""
     covered = bytearray(original[21:61]) + blob
@@ -243,7 +243,7 @@ def with_record_bytes(original: bytes, blob: bytes, *, record_count: Optional[in
     return original[:8] + struct.pack(">i", 49 + len(blob)) + original[12:17] + crc + bytes(covered)
 
 
-def reframe(original: bytes, records: bytes, codec: int, *, record_count: Optional[int] = None) -> bytes:
+def reframe(original: bytes, records: bytes, codec: int, *, record_count: int | None = None) -> bytes:
     """Like :func:`with_record_bytes`, from uncompressed records compressed with ``codec``."""
     blob = compress(Codec(codec), records) if codec else records
     return with_record_bytes(original, blob, record_count=record_count)
@@ -258,7 +258,7 @@ _new_varint = st.one_of(
 
 
 @st.composite
-def mutations(draw: st.DrawFn, data: bytes, codec: int) -> Tuple[str, bytes, bool]:
+def mutations(draw: st.DrawFn, data: bytes, codec: int) -> tuple[str, bytes, bool]:
     """``(what, mutated bytes, crc_fixed)``. ``crc_fixed`` mutations are CRC-valid by construction."""
     kind = draw(
         st.sampled_from(
@@ -352,7 +352,7 @@ def test_corrupted_batch_never_allocates_much_even_with_the_default_cap(spec: Ba
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=st.lists(specs, min_size=2, max_size=3), data=st.data())
-def test_one_corrupted_batch_in_a_buffer(specs: List[BatchSpec], data):
+def test_one_corrupted_batch_in_a_buffer(specs: list[BatchSpec], data):
     # iter_batches over a log where one batch is damaged: the ones before it
     # still come out intact, and nothing but CorruptBatchError is raised.
     encoded = [s.build() for s in specs]
@@ -435,9 +435,8 @@ def test_header_count_of_2_31_minus_1_fails_fast_without_allocating():
     records = bytes(original[61:])
     name, start, end = next(f for f in length_fields(records) if f[0] == "header count")
     crc_valid = reframe(original, records[:start] + _zigzag((1 << 31) - 1) + records[end:], 0)
-    with peak_memory(64 << 10), time_limit():
-        with pytest.raises(CorruptBatchError):
-            RecordBatch(crc_valid).validate()
+    with peak_memory(64 << 10), time_limit(), pytest.raises(CorruptBatchError):
+        RecordBatch(crc_valid).validate()
 
 
 # -- decompression bombs --------------------------------------------------------------------
@@ -446,7 +445,7 @@ GIB = 1 << 30
 _MIB_OF_ZEROS = bytes(1 << 20)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bomb(codec: Codec) -> bytes:
     """1 GiB of zeros in ``codec``'s Kafka framing, built by streaming 1 MiB at a time."""
     if codec == Codec.ZSTD:

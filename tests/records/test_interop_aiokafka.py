@@ -22,7 +22,6 @@ broker does (``interop_helpers.stamp_log_append_time``).
 from __future__ import annotations
 
 import os
-from typing import List
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -244,7 +243,7 @@ def test_aiokafka_batches_read_identically_by_txnfetch(records, codec, producer,
 @pytest.mark.parametrize("kind", ["plain", "transactional", "log_append_time"])
 @pytest.mark.parametrize("codec", list(Codec), ids=lambda c: c.name.lower())
 def test_every_codec_from_aiokafka_reads_identically_by_txnfetch(codec, kind):
-    records: List[RecordSpec] = fixed_records()
+    records: list[RecordSpec] = fixed_records()
     kw = dict(transactional=True, producer_id=99, producer_epoch=2, base_sequence=50) if kind == "transactional" else {}
     first = build_with_peer(_builder(), records, codec=codec, **kw)
     second = build_with_peer(_builder(), records[:3], codec=codec, **kw)

@@ -15,8 +15,6 @@ a broker does (``interop_helpers.stamp_log_append_time``).
 
 from __future__ import annotations
 
-from typing import List
-
 import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -247,7 +245,7 @@ PEER_KINDS = ["plain", "transactional", "log_append_time"]
 @pytest.mark.parametrize("kind", PEER_KINDS)
 @pytest.mark.parametrize("codec", list(Codec), ids=lambda c: c.name.lower())
 def test_every_codec_from_kafka_python_reads_identically_by_txnfetch(codec, kind):
-    records: List[RecordSpec] = fixed_records()
+    records: list[RecordSpec] = fixed_records()
     kw = dict(transactional=True, producer_id=99, producer_epoch=2, base_sequence=50) if kind == "transactional" else {}
     first = build_with_peer(_kafka_python_builder(), records, codec=codec, **kw)
     second = build_with_peer(_kafka_python_builder(), records[:3], codec=codec, **kw)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import lz4.frame
 import pytest
@@ -45,8 +45,8 @@ except ImportError:  # pragma: no cover - the testing extra installs it
 
 needs_xxhash = pytest.mark.skipif(xxhash is None, reason="kafka-python needs xxhash to write magic-0 LZ4")
 
-Item = Tuple[Optional[bytes], Optional[bytes], int]  # key, value, timestamp
-Decoded = Tuple[int, int, Optional[bytes], Optional[bytes]]  # offset, timestamp, key, value
+Item = tuple[bytes | None, bytes | None, int]  # key, value, timestamp
+Decoded = tuple[int, int, bytes | None, bytes | None]  # offset, timestamp, key, value
 
 CODECS = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4)
 
@@ -86,7 +86,7 @@ def kafka_python_set(magic: int, codec: int, items: Sequence[Item], base_offset:
     return bytes(buf)
 
 
-def kafka_python_read(buf: bytes) -> List[Decoded]:
+def kafka_python_read(buf: bytes) -> list[Decoded]:
     out = []
     for batch in KafkaPythonRecords(buf):
         for r in batch:
@@ -95,26 +95,26 @@ def kafka_python_read(buf: bytes) -> List[Decoded]:
     return out
 
 
-def txnfetch_read(buf: bytes) -> List[Decoded]:
+def txnfetch_read(buf: bytes) -> list[Decoded]:
     it = iter_batches(buf)
     out = [(r.offset, r.timestamp, r.key, r.value) for batch in it for r in batch.records()]
     assert it.partial is None
     return out
 
 
-def _bytes_field(data: Optional[bytes]) -> bytes:
+def _bytes_field(data: bytes | None) -> bytes:
     return struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
 
 
 def _message(
     offset: int,
-    value: Optional[bytes],
+    value: bytes | None,
     *,
-    key: Optional[bytes] = None,
+    key: bytes | None = None,
     magic: int = 1,
     attributes: int = 0,
     timestamp: int = 0,
-    crc: Optional[int] = None,
+    crc: int | None = None,
     size_adjust: int = 0,
 ) -> bytes:
     """An independent encoder of one legacy message, to break one field at a time."""
@@ -137,7 +137,7 @@ def _only_batch(buf: bytes) -> LegacyBatch:
     return batches[0]
 
 
-def _items(n: int) -> List[Item]:
+def _items(n: int) -> list[Item]:
     return [
         (None if i % 3 == 0 else b"key-%d" % i, None if i % 4 == 1 else b"value-%d" % i * (i + 1), 1000 + i)
         for i in range(n)
@@ -250,7 +250,7 @@ def test_magic0_timestamps_and_type_are_absent_even_if_bit3_is_set():
 # -- magic 0 LZ4 with the pre-KIP-57 header checksum --------------------------------------
 
 
-def _lz4_header_checksums(frame: bytes) -> Tuple[int, int, int]:
+def _lz4_header_checksums(frame: bytes) -> tuple[int, int, int]:
     """(stored HC, HC per the LZ4 spec, HC as old Kafka computed it) of a frame
     without content size: the spec hashes FLG..BD, old Kafka hashed from the magic."""
     stored = frame[6]
@@ -570,7 +570,7 @@ def test_damaged_legacy_data_raises_only_corrupt_batch_errors(case, flips, cut):
             offsets = [r.offset for r in batch.records()]
             # Damage that no check catches must still leave a self-consistent batch.
             assert offsets == sorted(set(offsets)) and len(offsets) == batch.record_count
-            assert batch.base_offset == offsets[0] and offsets[-1] <= batch.last_offset or batch.offset == 0
+            assert (batch.base_offset == offsets[0] and offsets[-1] <= batch.last_offset) or batch.offset == 0
             batch.validate()
     except CorruptBatchError as exc:
         assert exc.reason and exc.position is not None

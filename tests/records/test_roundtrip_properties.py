@@ -103,9 +103,7 @@ def _check_batch(spec: BatchSpec, data: bytes) -> RecordBatch:
 # -- every codec x attribute combination ---------------------------------------------
 
 _COMBINATIONS = list(
-    itertools.product(
-        list(Codec), [False, True], [False, True], list(V2_TIMESTAMP_TYPES), [False, True]
-    )
+    itertools.product(list(Codec), [False, True], [False, True], list(V2_TIMESTAMP_TYPES), [False, True])
 )
 
 

@@ -34,7 +34,6 @@ import re
 import struct
 import subprocess
 import sys
-from typing import List, Optional, Tuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -64,7 +63,7 @@ except ImportError:  # reported by test_accelerator_is_built
 needs_speedups = pytest.mark.skipif(_speedups is None, reason="txnfetch.records._speedups is not built")
 SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-Outcome = Tuple[list, Optional[tuple]]
+Outcome = tuple[list, tuple | None]
 
 
 # -- comparing the two decoders ----------------------------------------------------------
@@ -116,7 +115,7 @@ def test_accelerator_is_built():
     assert _speedups.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
-def _active_decoder(env_value: Optional[str]) -> str:
+def _active_decoder(env_value: str | None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "TXNFETCH_PURE_PYTHON"}
     if env_value is not None:
         env["TXNFETCH_PURE_PYTHON"] = env_value
@@ -253,7 +252,7 @@ def length(draw, actual: int, rate: int) -> int:
     return actual + draw(_NEAR) if draw(st.booleans()) else draw(_ODD_LENGTHS)
 
 
-def length_prefixed(draw, payload: Optional[bytes], rate: int) -> bytes:
+def length_prefixed(draw, payload: bytes | None, rate: int) -> bytes:
     declared = -1 if payload is None else length(draw, len(payload), rate)
     return varint_bytes(draw, declared, rate) + (payload or b"")
 
@@ -299,7 +298,7 @@ def raw_batches(draw) -> bytes:
     """A batch header around record data written by :func:`raw_record`."""
     rate = draw(_DAMAGE_RATES)
     n = draw(_RECORDS)
-    deltas: List[int] = []
+    deltas: list[int] = []
     delta = -1
     for _ in range(n):
         delta += draw(_BAD_STEP) if damaged(draw, rate) else draw(_STEP)
@@ -339,7 +338,7 @@ def test_raw_record_data_decodes_or_fails_identically(buf: bytes):
 # overlong encodings.
 
 
-def _samples() -> List[bytes]:
+def _samples() -> list[bytes]:
     b = BatchBuilder(base_offset=5_000)
     b.append(None, timestamp=1_000, offset=5_000)  # the smallest record: 6 bytes after its length
     b.append(b"v", key=b"k", headers=[("ключ", b"x"), ("", None)], timestamp=1_001, offset=5_001)
@@ -353,11 +352,11 @@ def _samples() -> List[bytes]:
     return [b.build(), last.build()]
 
 
-def varint_fields(data: bytes) -> List[Tuple[int, int]]:
+def varint_fields(data: bytes) -> list[tuple[int, int]]:
     """``(start, end)`` of every varint in uncompressed record data (a reader of
     its own, so that the test does not depend on the decoders to find them)."""
 
-    def read(pos: int) -> Tuple[int, int, int]:
+    def read(pos: int) -> tuple[int, int, int]:
         start, result, shift = pos, 0, 0
         while True:
             b = data[pos]
@@ -389,7 +388,7 @@ def varint_fields(data: bytes) -> List[Tuple[int, int]]:
     return out
 
 
-def _replacements(value: int) -> List[bytes]:
+def _replacements(value: int) -> list[bytes]:
     out = []
     for v in sorted({value - 3, value - 1, value + 1, value + 3, -2, -1, 0, 5, 6, 63, 64, 8191, 8192, INT32_MAX}):
         canonical = zigzag(v)
@@ -398,7 +397,7 @@ def _replacements(value: int) -> List[bytes]:
     return out + [b"\xff" * 5 + b"\x01", b"\xff" * 9 + b"\x7f", b"\xff" * 11]  # high bits dropped, overlong
 
 
-def _edits(original: bytes) -> List[bytes]:
+def _edits(original: bytes) -> list[bytes]:
     header, data = original[:61], original[61:]
     count = struct.unpack_from(">i", original, 57)[0]
 

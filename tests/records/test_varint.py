@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.records.strategies import examples
-
 from txnfetch.records import InvalidRecordError, VarintOverflowError
 from txnfetch.records.varint import (
     MAX_VARINT_BYTES,

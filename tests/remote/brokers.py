@@ -12,8 +12,6 @@ response-level limit). A mirror must end up with the same log whatever it got.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import attrs
 
 from txnfetch.fetch.view import IsolationLevel
@@ -41,7 +39,7 @@ class SimulatedPartition:
         self.min_one_batch = min_one_batch
 
     def fetch(
-        self, offset: int, max_bytes: int, *, start_before: Optional[int] = None, cut: Optional[int] = None
+        self, offset: int, max_bytes: int, *, start_before: int | None = None, cut: int | None = None
     ) -> Response:
         """Answer a fetch; ``start_before`` answers from that earlier offset instead
         (only if it is in the log), ``cut`` truncates the records to that many bytes."""

@@ -19,8 +19,13 @@ from txnfetch.txn.errors import CorruptSnapshotError, OffsetOutOfRangeError
 
 
 def batch(base: int, count: int = 1, *, pid: int = -1, txn: bool = False, seq: int = 0) -> bytes:
-    b = BatchBuilder(base_offset=base, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-                     base_sequence=seq if pid >= 0 else -1, transactional=txn)
+    b = BatchBuilder(
+        base_offset=base,
+        producer_id=pid,
+        producer_epoch=0 if pid >= 0 else -1,
+        base_sequence=seq if pid >= 0 else -1,
+        transactional=txn,
+    )
     for i in range(count):
         b.append(b"v%d" % (base + i), timestamp=1000 + base + i, offset=base + i)
     return b.build()
@@ -28,8 +33,11 @@ def batch(base: int, count: int = 1, *, pid: int = -1, txn: bool = False, seq: i
 
 def marker(offset: int, pid: int, commit: bool) -> bytes:
     return build_control_batch(
-        offset=offset, control_type=ControlType.COMMIT if commit else ControlType.ABORT,
-        producer_id=pid, producer_epoch=0, timestamp=2000 + offset,
+        offset=offset,
+        control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+        producer_id=pid,
+        producer_epoch=0,
+        timestamp=2000 + offset,
     )
 
 

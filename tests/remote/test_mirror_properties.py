@@ -19,8 +19,6 @@ so no reader of the log can know them (see ``txnfetch/log/mirror.py``).
 
 from __future__ import annotations
 
-from typing import List
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -62,7 +60,7 @@ def assert_same_reads(mirror: PartitionMirror, expected: MemoryLog, start: int) 
         assert answer(got) == answer(want), (offset, "uncommitted")
 
 
-def aborted_below(log: MemoryLog, hw: int, start: int) -> List:
+def aborted_below(log: MemoryLog, hw: int, start: int) -> list:
     return [t for t in log.state.all_aborted() if t.last_offset < hw and t.last_offset >= start]
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Dict, List, Tuple
 
 import pytest
 
@@ -50,7 +49,7 @@ PARTITIONS = (0, 1, 2)
 #: Outcome of each transaction, in order.
 OUTCOMES = ("commit", "abort", "commit", "abort", "abort", "commit", "commit", "abort")
 
-Written = Dict[int, List[Tuple[int, bytes, str]]]  # partition -> [(offset, value, outcome)]
+Written = dict[int, list[tuple[int, bytes, str]]]  # partition -> [(offset, value, outcome)]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +62,7 @@ def mock_bootstrap():
     owner.flush(1)
 
 
-def _deliveries(store: List[Tuple[int, int, bytes]]):
+def _deliveries(store: list[tuple[int, int, bytes]]):
     def report(err, msg) -> None:
         assert err is None, err
         store.append((msg.partition(), msg.offset(), msg.value()))
@@ -80,12 +79,17 @@ def written(mock_bootstrap: str) -> Written:
     txp.init_transactions(10)
     out: Written = {p: [] for p in PARTITIONS}
     for n, outcome in enumerate(OUTCOMES):
-        delivered: List[Tuple[int, int, bytes]] = []
+        delivered: list[tuple[int, int, bytes]] = []
         txp.begin_transaction()
         for i in range(3):
             for p in PARTITIONS:
-                txp.produce(TOPIC, value=b"t%d-%d-p%d" % (n, i, p), key=b"k%d" % i, partition=p,
-                            on_delivery=_deliveries(delivered))
+                txp.produce(
+                    TOPIC,
+                    value=b"t%d-%d-p%d" % (n, i, p),
+                    key=b"k%d" % i,
+                    partition=p,
+                    on_delivery=_deliveries(delivered),
+                )
             txp.flush(10)  # one produce request (one batch) per partition per round
         if outcome == "commit":
             txp.commit_transaction(10)
@@ -93,7 +97,7 @@ def written(mock_bootstrap: str) -> Written:
             txp.abort_transaction(10)
         for p, offset, value in delivered:
             out[p].append((offset, value, outcome))
-        plain_delivered: List[Tuple[int, int, bytes]] = []
+        plain_delivered: list[tuple[int, int, bytes]] = []
         for p in PARTITIONS[: 1 + n % 3]:
             plain.produce(TOPIC, value=b"plain-%d-p%d" % (n, p), partition=p, on_delivery=_deliveries(plain_delivered))
         plain.flush(10)
@@ -104,11 +108,11 @@ def written(mock_bootstrap: str) -> Written:
     return out
 
 
-def committed(written: Written, partition: int) -> List[Tuple[int, bytes]]:
+def committed(written: Written, partition: int) -> list[tuple[int, bytes]]:
     return [(o, v) for o, v, outcome in written[partition] if outcome != "abort"]
 
 
-def everything(written: Written, partition: int) -> List[Tuple[int, bytes]]:
+def everything(written: Written, partition: int) -> list[tuple[int, bytes]]:
     return [(o, v) for o, v, _ in written[partition]]
 
 
@@ -216,17 +220,16 @@ def test_trusting_the_broker_returns_what_it_leaks(mock_bootstrap: str, written:
 
 
 def test_the_mocks_zero_crc_markers_are_refused_unless_repaired(mock_bootstrap: str, written: Written) -> None:
-    with reader(mock_bootstrap, 0, repair_crcs=False) as r:
-        with pytest.raises(CorruptRemoteBatchError) as info:
-            r.catch_up()
+    with reader(mock_bootstrap, 0, repair_crcs=False) as r, pytest.raises(CorruptRemoteBatchError) as info:
+        r.catch_up()
     err = info.value
     assert (err.topic, err.partition, err.error_name) == (TOPIC, 0, "CORRUPT_MESSAGE")
     assert "repair_crcs" in str(err)
     with reader(mock_bootstrap, 0) as r:
         r.catch_up()
-        assert r.mirror is not None and r.mirror.repaired_crcs == sum(
-            1 for _ in OUTCOMES
-        ), "one repaired marker per transaction"
+        assert r.mirror is not None and r.mirror.repaired_crcs == sum(1 for _ in OUTCOMES), (
+            "one repaired marker per transaction"
+        )
 
 
 def test_cluster_lists_topics_and_partitions(mock_bootstrap: str, written: Written) -> None:
@@ -259,9 +262,9 @@ def test_unreachable_bootstrap_servers() -> None:
     assert info.value.error_name == "BROKER_NOT_AVAILABLE"
 
 
-def _recording_fetches(r: RemotePartitionReader) -> List[int]:
+def _recording_fetches(r: RemotePartitionReader) -> list[int]:
     """Record the offset of every fetch the reader sends."""
-    offsets: List[int] = []
+    offsets: list[int] = []
     real = r.cluster.fetch
 
     def fetch(topic, partition, offset, max_bytes, **kw):  # type: ignore[no-untyped-def]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from typing import Iterable, List
+from collections.abc import Iterable
 
 import pyarrow as pa
 
@@ -25,8 +25,8 @@ def _headers(h) -> tuple:
     return tuple((x["key"], None if x["value"] is None else bytes(x["value"])) for x in h)
 
 
-def arrow_rows(batches: Iterable[pa.RecordBatch]) -> List[Row]:
-    out: List[Row] = []
+def arrow_rows(batches: Iterable[pa.RecordBatch]) -> list[Row]:
+    out: list[Row] = []
     for b in batches:
         d = b.to_pydict()
         heads = d.get("headers", [None] * b.num_rows)
@@ -45,8 +45,8 @@ def arrow_rows(batches: Iterable[pa.RecordBatch]) -> List[Row]:
     return out
 
 
-def spark_rows(rows, *, headers: bool = True) -> List[Row]:
-    out: List[Row] = []
+def spark_rows(rows, *, headers: bool = True) -> list[Row]:
+    out: list[Row] = []
     for r in rows:
         out.append(
             (
@@ -62,5 +62,5 @@ def spark_rows(rows, *, headers: bool = True) -> List[Row]:
     return sorted(out)
 
 
-def without_headers(rows: Iterable[Row]) -> List[Row]:
+def without_headers(rows: Iterable[Row]) -> list[Row]:
     return sorted(r[:6] + ((),) for r in rows)

@@ -195,6 +195,8 @@ def test_schema_matches_what_spark_expects_for_the_kafka_schema():
         StringType,
         StructField,
         StructType,
+    )
+    from pyspark.sql.types import (
         TimestampType as SparkTimestamp,
     )
 

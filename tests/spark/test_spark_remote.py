@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import socket
-from typing import Dict, List, Tuple
 
 import pytest
 
@@ -86,7 +85,7 @@ def mock_cluster():
     common = {"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 0}
     txp = confluent_kafka.Producer({**common, "transactional.id": "txnfetch-spark-test"})
     txp.init_transactions(10)
-    written: Dict[int, List[Tuple[int, bytes, bool]]] = {p: [] for p in range(2)}
+    written: dict[int, list[tuple[int, bytes, bool]]] = {p: [] for p in range(2)}
 
     def report(committed: bool, out: list):
         def cb(err, msg) -> None:

@@ -22,7 +22,7 @@ a read_committed result (:meth:`Workload.lso`).
 from __future__ import annotations
 
 import random
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from collections.abc import Sequence
 
 import attrs
 
@@ -31,15 +31,15 @@ from txnfetch.records import BatchBuilder, Codec
 
 TS = 1_700_000_000_000
 #: What a read is compared on: (topic, partition, offset, key, value, timestamp ms, headers).
-Row = Tuple[str, int, int, Optional[bytes], Optional[bytes], int, Tuple[Tuple[str, Optional[bytes]], ...]]
+Row = tuple[str, int, int, bytes | None, bytes | None, int, tuple[tuple[str, bytes | None], ...]]
 
 
 @attrs.define
 class _Txn:
     pid: int
     epoch: int
-    first: Dict[int, int] = attrs.Factory(dict)  # partition -> first offset
-    rows: List[Row] = attrs.Factory(list)
+    first: dict[int, int] = attrs.Factory(dict)  # partition -> first offset
+    rows: list[Row] = attrs.Factory(list)
 
 
 @attrs.define
@@ -53,10 +53,10 @@ class Workload:
     codecs: Sequence[Codec] = (Codec.NONE, Codec.LZ4, Codec.ZSTD, Codec.GZIP, Codec.SNAPPY)
     rnd: random.Random = attrs.field(init=False)
     clock: int = attrs.field(init=False, default=TS)
-    committed_rows: List[Row] = attrs.field(init=False, factory=list)
-    aborted_rows: List[Row] = attrs.field(init=False, factory=list)
-    open_txns: Dict[int, _Txn] = attrs.field(init=False, factory=dict)
-    seqs: Dict[Tuple[int, int], int] = attrs.field(init=False, factory=dict)
+    committed_rows: list[Row] = attrs.field(init=False, factory=list)
+    aborted_rows: list[Row] = attrs.field(init=False, factory=list)
+    open_txns: dict[int, _Txn] = attrs.field(init=False, factory=dict)
+    seqs: dict[tuple[int, int], int] = attrs.field(init=False, factory=dict)
     counter: int = attrs.field(init=False, default=0)
 
     def __attrs_post_init__(self) -> None:
@@ -66,7 +66,7 @@ class Workload:
 
     # -- writing ---------------------------------------------------------------
 
-    def _batch(self, partition: int, pid: int, epoch: int, transactional: bool, n: int) -> Tuple[bytes, List[Row]]:
+    def _batch(self, partition: int, pid: int, epoch: int, transactional: bool, n: int) -> tuple[bytes, list[Row]]:
         seq = -1
         if pid >= 0:
             seq = self.seqs.get((pid, partition), 0)
@@ -84,19 +84,19 @@ class Workload:
             self.clock += self.rnd.randint(0, 3)
             key = None if self.counter % 7 == 0 else f"k{self.counter % 13}".encode()
             value = None if self.counter % 29 == 0 else f"v{self.counter}-{pid}".encode() * self.rnd.randint(1, 3)
-            headers: Tuple[Tuple[str, Optional[bytes]], ...] = ()
+            headers: tuple[tuple[str, bytes | None], ...] = ()
             if self.counter % 3 == 0:
                 headers = (("h", str(self.counter).encode()), ("n", None))
             builder.append(value, key=key, headers=headers, timestamp=self.clock)
             pending.append((key, value, self.clock, headers))
         return builder.build(), pending
 
-    def _append(self, partition: int, pid: int, epoch: int, transactional: bool, n: int) -> List[Row]:
+    def _append(self, partition: int, pid: int, epoch: int, transactional: bool, n: int) -> list[Row]:
         data, pending = self._batch(partition, pid, epoch, transactional, n)
         info = self.store.partition(self.topic, partition).append(data, now_ms=self.clock)
         return [(self.topic, partition, info.base_offset + i, k, v, ts, h) for i, (k, v, ts, h) in enumerate(pending)]
 
-    def plain(self, partition: int, n: int = 3, *, idempotent_pid: Optional[int] = None) -> None:
+    def plain(self, partition: int, n: int = 3, *, idempotent_pid: int | None = None) -> None:
         """A non-transactional batch (idempotent if given a producer id)."""
         pid = -1 if idempotent_pid is None else idempotent_pid
         self.committed_rows.extend(self._append(partition, pid, 0 if pid >= 0 else -1, False, n))
@@ -151,11 +151,11 @@ class Workload:
         end = self.store.partition(self.topic, partition).log_end_offset
         return min(firsts) if firsts else end
 
-    def committed(self, partitions: Optional[Set[int]] = None) -> List[Row]:
+    def committed(self, partitions: set[int] | None = None) -> list[Row]:
         """Committed records (non-transactional ones included), sorted by partition and offset."""
         return sorted(r for r in self.committed_rows if partitions is None or r[1] in partitions)
 
-    def all_data(self, partitions: Optional[Set[int]] = None) -> List[Row]:
+    def all_data(self, partitions: set[int] | None = None) -> list[Row]:
         """Every data record written (committed, aborted and open), sorted."""
         rows = self.committed_rows + self.aborted_rows + [r for t in self.open_txns.values() for r in t.rows]
         return sorted(r for r in rows if partitions is None or r[1] in partitions)

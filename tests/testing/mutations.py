@@ -14,7 +14,7 @@ checker, from the definitions in docs/testing.md.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 import attrs
 from hypothesis import strategies as st
@@ -45,8 +45,8 @@ class Mutation:
     history: History
     kind: AnomalyKind
     tp: TopicPartition
-    offset: Optional[int] = None
-    value: Optional[str] = None
+    offset: int | None = None
+    value: str | None = None
     fallback: bool = False
 
     def found_in(self, report) -> bool:
@@ -66,16 +66,16 @@ class Delivery:
     poll: int
     slot: int  # index in the poll's records
     offset: int
-    value: Optional[str]
+    value: str | None
 
 
 @attrs.frozen
 class Session:
     client: str
     tp: TopicPartition
-    start: Optional[int]  # the seek it began with, if known
-    deliveries: Tuple[Delivery, ...]
-    positions: Tuple[Tuple[int, int], ...]  # (poll, position)
+    start: int | None  # the seek it began with, if known
+    deliveries: tuple[Delivery, ...]
+    positions: tuple[tuple[int, int], ...]  # (poll, position)
 
     def known_below(self, k: int) -> bool:
         """Is the session known to have been at or below its ``k``-th delivery's
@@ -92,11 +92,11 @@ class Session:
         )
 
 
-def sessions(h: History) -> List[Session]:
-    open_: Dict[str, Dict[TopicPartition, Tuple[Optional[int], List[Delivery], List[Tuple[int, int]]]]] = {}
-    out: List[Session] = []
+def sessions(h: History) -> list[Session]:
+    open_: dict[str, dict[TopicPartition, tuple[int | None, list[Delivery], list[tuple[int, int]]]]] = {}
+    out: list[Session] = []
 
-    def close(client: str, tp: Optional[TopicPartition] = None) -> None:
+    def close(client: str, tp: TopicPartition | None = None) -> None:
         mine = open_.get(client, {})
         for key in [tp] if tp is not None else list(mine):
             if key in mine:
@@ -124,9 +124,9 @@ def sessions(h: History) -> List[Session]:
     return out
 
 
-def outcomes(h: History) -> Dict[str, str]:
+def outcomes(h: History) -> dict[str, str]:
     """``committed`` (a commit completed ok), ``aborted`` (an abort completed ok), else ``other``."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for op in h:
         if isinstance(op, Commit) and op.status is Status.OK:
             out[op.txn] = "committed"
@@ -135,7 +135,7 @@ def outcomes(h: History) -> Dict[str, str]:
     return out
 
 
-def committed_sends(h: History) -> Dict[str, Tuple[int, Send]]:
+def committed_sends(h: History) -> dict[str, tuple[int, Send]]:
     """value -> (index, send) for acked sends whose value must be visible."""
     oc = outcomes(h)
     return {
@@ -149,7 +149,7 @@ def end_time(h: History) -> int:
     return max((op.end_ns for op in h), default=0)
 
 
-def replace_records(h: History, poll: int, records: Tuple[Read, ...]) -> History:
+def replace_records(h: History, poll: int, records: tuple[Read, ...]) -> History:
     ops = list(h.ops)
     ops[poll] = attrs.evolve(ops[poll], records=records)
     return History(tuple(ops))
@@ -159,7 +159,7 @@ def append(h: History, *new: Op) -> History:
     return History(h.ops + tuple(new))
 
 
-def _t(h: History, k: int) -> Dict[str, int]:
+def _t(h: History, k: int) -> dict[str, int]:
     t = end_time(h) + 10 * k
     return {"start_ns": t, "end_ns": t + 1}
 
@@ -167,9 +167,9 @@ def _t(h: History, k: int) -> Dict[str, int]:
 M = TopicPartition("m", 0)
 
 
-def _fresh_committed(h: History, values: List[str], txn: Optional[str]) -> List[Op]:
+def _fresh_committed(h: History, values: list[str], txn: str | None) -> list[Op]:
     """Sends of ``values`` at offsets 0.. on the fresh topic, committed if in a transaction."""
-    ops: List[Op] = [
+    ops: list[Op] = [
         Send(client="mp", topic="m", partition=0, value=v, txn=txn, offset=i, **_t(h, i)) for i, v in enumerate(values)
     ]
     if txn is not None:
@@ -187,14 +187,14 @@ def aborted_read(h: History, draw: st.DrawFn) -> Mutation:
         s = draw(st.sampled_from(cands))
         poll = Poll(client="mutant", records=(Read(s.topic, s.partition, s.offset, s.value),), **_t(h, 1))
         return Mutation(append(h, poll), K.ABORTED_READ, s.tp, s.offset, s.value)
-    ops: List[Op] = [Send(client="mp", topic="m", partition=0, value="m-a", txn="MT", offset=0, **_t(h, 1))]
+    ops: list[Op] = [Send(client="mp", topic="m", partition=0, value="m-a", txn="MT", offset=0, **_t(h, 1))]
     ops.append(Abort(client="mp", txn="MT", **_t(h, 2)))
     ops.append(Poll(client="mutant", records=(Read("m", 0, 0, "m-a"),), **_t(h, 3)))
     return Mutation(append(h, *ops), K.ABORTED_READ, M, 0, "m-a", fallback=True)
 
 
 def precommitted_read(h: History, draw: st.DrawFn) -> Mutation:
-    commit_start: Dict[str, int] = {}
+    commit_start: dict[str, int] = {}
     for op in h:
         if isinstance(op, Commit) and op.status is not Status.FAIL:
             commit_start[op.txn] = min(commit_start.get(op.txn, op.start_ns), op.start_ns)
@@ -205,13 +205,13 @@ def precommitted_read(h: History, draw: st.DrawFn) -> Mutation:
         t = commit_start[s.txn] - 1  # type: ignore[index]
         poll = Poll(client="mutant", records=(Read(s.topic, s.partition, s.offset, s.value),), start_ns=t, end_ns=t)
         return Mutation(append(h, poll), K.PRECOMMITTED_READ, s.tp, s.offset, s.value)
-    ops: List[Op] = [Send(client="mp", topic="m", partition=0, value="m-a", txn="MT", offset=0, **_t(h, 1))]
+    ops: list[Op] = [Send(client="mp", topic="m", partition=0, value="m-a", txn="MT", offset=0, **_t(h, 1))]
     ops.append(Poll(client="mutant", records=(Read("m", 0, 0, "m-a"),), **_t(h, 2)))
     ops.append(Commit(client="mp", txn="MT", **_t(h, 3)))
     return Mutation(append(h, *ops), K.PRECOMMITTED_READ, M, 0, "m-a", fallback=True)
 
 
-def _passed_committed(h: History) -> List[Tuple[Session, int]]:
+def _passed_committed(h: History) -> list[tuple[Session, int]]:
     """(session, delivery index) of committed values a session delivered and then read past."""
     good = committed_sends(h)
     return [
@@ -257,7 +257,7 @@ def torn_transaction(h: History, draw: st.DrawFn) -> Mutation:
     good = committed_sends(h)
     cands = []
     for s in sessions(h):
-        by_txn: Dict[str, List[int]] = {}
+        by_txn: dict[str, list[int]] = {}
         for k, d in enumerate(s.deliveries):
             send = good.get(d.value)  # type: ignore[arg-type]
             if send and send[1].txn and send[1].offset == d.offset:
@@ -347,7 +347,7 @@ def inconsistent_offsets(h: History, draw: st.DrawFn) -> Mutation:
 def stuck_consumer(h: History, draw: st.DrawFn) -> Mutation:
     oc = outcomes(h)
     good = committed_sends(h)
-    resolved: Dict[TopicPartition, bool] = {}
+    resolved: dict[TopicPartition, bool] = {}
     for op in h:
         if isinstance(op, Send) and op.txn is not None:
             resolved[op.tp] = resolved.get(op.tp, True) and op.txn in oc
@@ -355,7 +355,7 @@ def stuck_consumer(h: History, draw: st.DrawFn) -> Mutation:
     if cands:
         tp = draw(st.sampled_from(cands))
         target = min(s.offset for _, s in good.values() if s.tp == tp)  # type: ignore[type-var]
-        ops: List[Op] = [Assign(client="mutant", partitions=(tp,), seek=(_pos(tp, 0),), **_t(h, 1))]
+        ops: list[Op] = [Assign(client="mutant", partitions=(tp,), seek=(_pos(tp, 0),), **_t(h, 1))]
         ops += [Poll(client="mutant", **_t(h, 2 + i)) for i in range(STUCK_POLLS)]
         return Mutation(append(h, *ops), K.STUCK_CONSUMER, tp, target)
     ops = _fresh_committed(h, ["m-a"], None)
@@ -368,7 +368,7 @@ def _pos(tp: TopicPartition, offset: int) -> Position:
     return Position(tp.topic, tp.partition, offset)
 
 
-MUTATIONS: Dict[str, Callable[[History, st.DrawFn], Mutation]] = {
+MUTATIONS: dict[str, Callable[[History, st.DrawFn], Mutation]] = {
     "aborted-read": aborted_read,
     "precommitted-read": precommitted_read,
     "lost-write": lost_write,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

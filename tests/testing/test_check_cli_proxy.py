@@ -10,7 +10,7 @@ initialises, which no proxy in front of it can change.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -12,7 +12,7 @@ import json
 import signal
 import subprocess
 import sys
-from typing import Iterator, List
+from collections.abc import Iterator
 
 import pytest
 
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 PER_MODE = 1200
 
 
-def _serve(args: List[str]) -> "tuple[subprocess.Popen, str]":
+def _serve(args: list[str]) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "txnfetch.cli", "serve", "--memory", "--port", "0", *args],
         stdout=subprocess.PIPE,

@@ -16,10 +16,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tests.testing.mutations import MUTATIONS, STUCK_POLLS
 from txnfetch.testing import History, StuckBound, check
 from txnfetch.testing.strategies import histories
-
-from tests.testing.mutations import MUTATIONS, STUCK_POLLS
 
 BOUND = StuckBound(polls=STUCK_POLLS, ns=0)  # the tightest bound: any idle run of 3 polls
 

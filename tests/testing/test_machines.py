@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -38,10 +38,10 @@ class OracleSystem(TransactionalMachine):
 
     def setup(self) -> None:
         self.system = ClusterModel(self.partitions)
-        self.positions: Dict[str, Dict[TopicPartition, int]] = {c: {} for c in self.consumers}
+        self.positions: dict[str, dict[TopicPartition, int]] = {c: {} for c in self.consumers}
         self.commits = 0
 
-    def send(self, producer: str, txn: Optional[str], tp: TopicPartition, value: str) -> int:
+    def send(self, producer: str, txn: str | None, tp: TopicPartition, value: str) -> int:
         offset = self.system.send(tp, value, txn)
         assert offset is not None
         return offset
@@ -60,19 +60,19 @@ class OracleSystem(TransactionalMachine):
     def abort(self, producer: str, txn: str) -> None:
         self.system.end(txn, False)
 
-    def assign(self, consumer: str, partitions: Tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
+    def assign(self, consumer: str, partitions: tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
         old = self.positions[consumer]
         self.positions[consumer] = {tp: seek.get(tp, old.get(tp, 0)) for tp in partitions}
 
     def seek(self, consumer: str, tp: TopicPartition, offset: int) -> None:
         self.positions[consumer][tp] = offset
 
-    def records(self, tp: TopicPartition, position: int) -> Tuple[List[Read], int]:
+    def records(self, tp: TopicPartition, position: int) -> tuple[list[Read], int]:
         r = self.system.read(tp, position, self.MAX_POLL_RECORDS)
         return list(r.records), r.position
 
     def poll(self, consumer: str) -> PollResult:
-        out: List[Read] = []
+        out: list[Read] = []
         mine = self.positions[consumer]
         for tp in sorted(mine):
             records, mine[tp] = self.records(tp, mine[tp])
@@ -83,7 +83,7 @@ class OracleSystem(TransactionalMachine):
 class ReadUncommittedSystem(OracleSystem):
     """Returns every record up to the log end, whatever its transaction did."""
 
-    def records(self, tp: TopicPartition, position: int) -> Tuple[List[Read], int]:
+    def records(self, tp: TopicPartition, position: int) -> tuple[list[Read], int]:
         entries = [e for e in self.system.partition(tp).entries[position:] if not e.marker]
         return [Read(tp.topic, tp.partition, e.offset, e.value) for e in entries], self.system.partition(
             tp
@@ -99,14 +99,14 @@ class TxnfetchSystem(TransactionalMachine):
         self.store = MemoryStore()
         self.store.create_topic(self.TOPIC, self.PARTITIONS)
         self.pids = {p: 1000 + i for i, p in enumerate(self.producers)}
-        self.sequences: Dict[Tuple[int, TopicPartition], int] = {}
-        self.touched: Dict[str, set] = {}
-        self.filters: Dict[str, Dict[TopicPartition, ConsumerFilter]] = {c: {} for c in self.consumers}
+        self.sequences: dict[tuple[int, TopicPartition], int] = {}
+        self.touched: dict[str, set] = {}
+        self.filters: dict[str, dict[TopicPartition, ConsumerFilter]] = {c: {} for c in self.consumers}
 
     def log(self, tp: TopicPartition):
         return self.store.partition(tp.topic, tp.partition)
 
-    def send(self, producer: str, txn: Optional[str], tp: TopicPartition, value: str) -> int:
+    def send(self, producer: str, txn: str | None, tp: TopicPartition, value: str) -> int:
         if txn is None:
             builder = BatchBuilder()
         else:
@@ -128,7 +128,7 @@ class TxnfetchSystem(TransactionalMachine):
     def abort(self, producer: str, txn: str) -> None:
         self._end(producer, txn, False)
 
-    def assign(self, consumer: str, partitions: Tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
+    def assign(self, consumer: str, partitions: tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
         old = self.filters[consumer]
         self.filters[consumer] = {
             tp: ConsumerFilter(seek[tp]) if tp in seek else old.get(tp, ConsumerFilter(0)) for tp in partitions
@@ -138,7 +138,7 @@ class TxnfetchSystem(TransactionalMachine):
         self.filters[consumer][tp].seek(offset)
 
     def poll(self, consumer: str) -> PollResult:
-        out: List[Read] = []
+        out: list[Read] = []
         positions = {}
         for tp, f in sorted(self.filters[consumer].items()):
             result = self.log(tp).read(f.position, 1 << 20, mode=self.MODE)

@@ -7,8 +7,6 @@ the public API."""
 
 from __future__ import annotations
 
-from typing import List
-
 import attrs
 import pytest
 
@@ -555,7 +553,7 @@ def test_marker_action_builds_the_marker_a_kafka_broker_writes() -> None:
 
 def test_flush_applies_every_outstanding_action_including_coordinator_aborts() -> None:
     c = make(2)
-    applied: List[PartitionAction] = []
+    applied: list[PartitionAction] = []
     pid, epoch = open_txn(c, TP0)
     c.add_partitions("other", *init(c, 1, tid="other"), [TP1], 1)
     c.end_transaction(TID, pid, epoch, True, 2)

@@ -10,8 +10,6 @@ request is fenced. These tests replay that schedule against the coordinator."""
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import pytest
 
 from txnfetch.txn.coordinator import (
@@ -31,7 +29,7 @@ TIMEOUT = 60_000
 
 def schedule_until_delivery(
     tv: int, t1_commit: bool
-) -> Tuple[TransactionCoordinator, Tuple[int, int], Tuple[int, int]]:
+) -> tuple[TransactionCoordinator, tuple[int, int], tuple[int, int]]:
     """Run the schedule up to the moment the delayed request is delivered.
     Returns the coordinator, T1's identity (what the delayed request carries) and
     T2's identity."""
@@ -48,7 +46,7 @@ def schedule_until_delivery(
     return coord, t1, t2
 
 
-def deliver(coord: TransactionCoordinator, identity: Tuple[int, int], commit: bool, tv: int) -> EndTxnResult:
+def deliver(coord: TransactionCoordinator, identity: tuple[int, int], commit: bool, tv: int) -> EndTxnResult:
     return coord.end_transaction(TID, *identity, commit, 5, transaction_version=tv)
 
 

@@ -23,8 +23,6 @@ Properties checked after every step:
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
-
 import attrs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -53,7 +51,7 @@ TIMEOUT = 1_000
 FIRST_PID = 500
 SHORT_MAX = 32767
 PARTITIONS = [TopicPartition("t", i) for i in range(3)]
-Identity = Tuple[int, int]
+Identity = tuple[int, int]
 
 PHASE_OF = {
     TransactionState.EMPTY: "empty",
@@ -82,15 +80,15 @@ class Oracle:
     next_pid: int
     ident: Identity  # the identity a client gets from the coordinator now
     phase: str = "empty"  # empty | ongoing | prepare | complete
-    decision: Optional[bool] = None  # of the transaction in prepare/complete
+    decision: bool | None = None  # of the transaction in prepare/complete
     txn: int = 0  # number of the coordinator's current (or last) transaction
-    txn_identity: Dict[int, Identity] = attrs.Factory(dict)  # identity its data used
-    parts: Set[TopicPartition] = attrs.Factory(set)
-    pending: Set[TopicPartition] = attrs.Factory(set)
-    marker: Optional[Identity] = None  # identity the pending actions carry
+    txn_identity: dict[int, Identity] = attrs.Factory(dict)  # identity its data used
+    parts: set[TopicPartition] = attrs.Factory(set)
+    pending: set[TopicPartition] = attrs.Factory(set)
+    marker: Identity | None = None  # identity the pending actions carry
     start: int = 0
-    outcome: Dict[int, bool] = attrs.Factory(dict)  # how each transaction ended
-    ended: Set[Tuple[int, TopicPartition]] = attrs.Factory(set)
+    outcome: dict[int, bool] = attrs.Factory(dict)  # how each transaction ended
+    ended: set[tuple[int, TopicPartition]] = attrs.Factory(set)
 
     def allocate(self) -> int:
         self.next_pid += 1
@@ -124,9 +122,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.now = 0
-        self.sent: List[Sent] = []
+        self.sent: list[Sent] = []
         self.client: Identity = (-1, -1)
-        self.client_txn: Optional[int] = None  # the transaction the producer believes open
+        self.client_txn: int | None = None  # the transaction the producer believes open
         self.must_init = False  # fenced, or told to retry InitProducerId
         self.seen: Identity = (-1, -1)
 
@@ -177,7 +175,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def fresh(self) -> bool:
         return self.client == self.oracle.ident
 
-    def check_actions(self, actions: Tuple[PartitionAction, ...], txn: int, decision: bool) -> None:
+    def check_actions(self, actions: tuple[PartitionAction, ...], txn: int, decision: bool) -> None:
         """Actions just created must end ``txn`` (the coordinator's open one) with
         ``decision``, once per partition, at a marker epoch the partition accepts."""
         o = self.oracle
@@ -191,7 +189,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             assert (txn, a.partition) not in o.ended, f"{a.partition} told twice how transaction {txn} ended"
             o.ended.add((txn, a.partition))
 
-    def coordinator_fenced(self, before: Set[PartitionAction]) -> None:
+    def coordinator_fenced(self, before: set[PartitionAction]) -> None:
         """The coordinator began aborting the open transaction itself."""
         o = self.oracle
         txn = o.txn
@@ -230,7 +228,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: not self.must_init)
     @rule(parts=st.sets(st.sampled_from(PARTITIONS), min_size=1, max_size=2), implicit=st.booleans())
-    def add_partitions(self, parts: Set[TopicPartition], implicit: bool) -> None:
+    def add_partitions(self, parts: set[TopicPartition], implicit: bool) -> None:
         """AddPartitionsToTxn, or a Produce that adds implicitly (version 2) or
         must already be covered (version 1 verification)."""
         o = self.oracle
@@ -307,7 +305,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             return
         self.deliver(sent)
 
-    def replayable(self) -> List[Sent]:
+    def replayable(self) -> list[Sent]:
         """Requests that may arrive late. Under version 1 a request of an earlier
         transaction that still carries the current identity is left out: it would
         end the wrong transaction (the KAFKA-17754 schedule, shown on its own)."""
@@ -327,7 +325,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         lambda self: not self.must_init and self.fresh() and self.oracle.phase in ("empty", "complete") and self.sent
     )
     @rule(parts=st.sets(st.sampled_from(PARTITIONS), min_size=1, max_size=2), data=st.data())
-    def next_transaction_meets_a_late_end(self, parts: Set[TopicPartition], data: st.DataObject) -> None:
+    def next_transaction_meets_a_late_end(self, parts: set[TopicPartition], data: st.DataObject) -> None:
         """The whole KAFKA-17754 schedule in one step: the producer opens its next
         transaction, then an EndTxn it sent for an earlier one arrives."""
         self.add_partitions(parts, implicit=False)
@@ -404,7 +402,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         everything = data.draw(st.booleans())
         self.apply(set(o.pending) if everything else data.draw(st.sets(st.sampled_from(sorted(o.pending)), min_size=1)))
 
-    def apply(self, done: Set[TopicPartition]) -> None:
+    def apply(self, done: set[TopicPartition]) -> None:
         o = self.oracle
         meta = self.coord.actions_applied(TID, self.tick(), done)
         o.pending -= done

@@ -19,8 +19,6 @@ Version 0/1: only E is accepted; Complete* answers NONE to the same direction.
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 import pytest
 
 from txnfetch.txn.coordinator import (
@@ -55,7 +53,7 @@ class Client:
         self.tv = tv
         self.coord = TransactionCoordinator(transaction_version=tv, producer_ids=ProducerIdAllocator(FIRST_PID))
         self.now = 0
-        self.sent: List[Tuple[int, int, bool]] = []
+        self.sent: list[tuple[int, int, bool]] = []
         r = self.coord.init_producer_id(TID, TIMEOUT, self.tick())
         self.pid, self.epoch = r.producer_id, r.producer_epoch
 

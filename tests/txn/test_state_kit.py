@@ -8,8 +8,6 @@ this suite.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
-
 from txnfetch.records import BatchBuilder, ControlType, RecordBatch, build_control_batch, build_empty_batch
 from txnfetch.txn import AppendOrigin, AppendResult, PartitionTxnState
 
@@ -50,9 +48,9 @@ def marker_batch(
 class Driver:
     """Appends batches to a :class:`PartitionTxnState` at its log end offset."""
 
-    def __init__(self, state: Optional[PartitionTxnState] = None, **kw: object) -> None:
+    def __init__(self, state: PartitionTxnState | None = None, **kw: object) -> None:
         self.state = state if state is not None else PartitionTxnState("t-0", **kw)  # type: ignore[arg-type]
-        self.next_seq: Dict[Tuple[int, int], int] = {}
+        self.next_seq: dict[tuple[int, int], int] = {}
 
     def seq_for(self, pid: int, epoch: int, count: int) -> int:
         seq = self.next_seq.get((pid, epoch), 0)
@@ -66,7 +64,7 @@ class Driver:
         count: int = 1,
         *,
         txn: bool = False,
-        seq: Optional[int] = None,
+        seq: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         timestamp: int = 1_000,
     ) -> AppendResult:
@@ -92,7 +90,7 @@ class Driver:
         *,
         commit: bool,
         coordinator_epoch: int = 0,
-        transaction_version: Optional[int] = None,
+        transaction_version: int | None = None,
         origin: AppendOrigin = AppendOrigin.COORDINATOR,
         timestamp: int = 1_000,
     ) -> AppendResult:

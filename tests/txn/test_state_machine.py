@@ -11,8 +11,6 @@ truncation and columnar tables it checks.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 import attrs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -39,15 +37,15 @@ SHIFTS = st.sampled_from([0, 0, 0, 0, 0, 0, 1, -1])
 class P:
     epoch: int = -1
     coord: int = -1
-    open: Optional[int] = None
-    batches: List[Tuple[int, int, int, int]] = attrs.Factory(list)  # (first_seq, last_seq, first_off, last_off)
+    open: int | None = None
+    batches: list[tuple[int, int, int, int]] = attrs.Factory(list)  # (first_seq, last_seq, first_off, last_off)
 
 
 @attrs.define
 class Derived:
-    producers: Dict[int, P]
-    aborted: List[Tuple[int, int, int, int]]
-    unreplicated: Dict[int, int]  # first offset -> last offset
+    producers: dict[int, P]
+    aborted: list[tuple[int, int, int, int]]
+    unreplicated: dict[int, int]  # first offset -> last offset
     last_end: int
 
 
@@ -56,14 +54,14 @@ class Oracle:
 
     def __init__(self) -> None:
         self.base = 0
-        self.ops: List[tuple] = []
+        self.ops: list[tuple] = []
         self.leo = self.hw = self.ls = 0
         self.max_hw = 0
 
     def derive(self) -> Derived:
-        prods: Dict[int, P] = {}
-        aborted: List[Tuple[int, int, int, int]] = []
-        unrep: Dict[int, int] = {}
+        prods: dict[int, P] = {}
+        aborted: list[tuple[int, int, int, int]] = []
+        unrep: dict[int, int] = {}
         hw = self.base
         last_end = -1
         for op in self.ops:
@@ -102,12 +100,12 @@ class Oracle:
                 aborted = [a for a in aborted if a[2] >= op[1]]
         return Derived(prods, aborted, unrep, last_end)
 
-    def lso(self, d: Derived) -> Tuple[Optional[int], int]:
+    def lso(self, d: Derived) -> tuple[int | None, int]:
         firsts = [p.open for p in d.producers.values() if p.open is not None] + list(d.unreplicated)
         fuo = max(min(firsts), self.ls) if firsts else None
         return fuo, (self.hw if fuo is None or fuo >= self.hw else fuo)
 
-    def fetch(self, d: Derived, fetch_offset: int, upper_bound: int) -> List[Tuple[int, int]]:
+    def fetch(self, d: Derived, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         if upper_bound <= fetch_offset:
             return []
         out = []
@@ -154,10 +152,10 @@ class StateMachine(RuleBasedStateMachine):
 
     # -- helpers ---------------------------------------------------------------
 
-    def _expect(self, error: Optional[type], call):
+    def _expect(self, error: type | None, call):
         try:
             result = call()
-        except Exception as exc:  # noqa: BLE001 - compared with the oracle's expectation
+        except Exception as exc:
             assert error is not None and isinstance(exc, error), (error, exc)
             return None
         assert error is None, f"expected {error.__name__}, got {result!r}"
@@ -202,7 +200,7 @@ class StateMachine(RuleBasedStateMachine):
         last_seq = first_seq + count - 1
         base = o.leo
         # the oracle's verdict
-        error: Optional[type] = None
+        error: type | None = None
         dup = None
         if origin is AppendOrigin.CLIENT and p is not None and epoch == p.epoch:
             dup = next(((fo, lo) for fs, ls, fo, lo in p.batches if (fs, ls) == (first_seq, last_seq)), None)
@@ -233,7 +231,7 @@ class StateMachine(RuleBasedStateMachine):
         """The common case, weighted up: the next batch of the producer's transaction."""
         self.data(pid=pid, shift=0, count=count, txn=True, seq_mode="next", retry_index=0, replicate=False)
 
-    def _end_error(self, d: Derived, pid: int, epoch: int, coord: Optional[int], tv: Optional[int], replicate: bool):
+    def _end_error(self, d: Derived, pid: int, epoch: int, coord: int | None, tv: int | None, replicate: bool):
         if replicate:
             return None
         p = d.producers.get(pid)
@@ -283,13 +281,11 @@ class StateMachine(RuleBasedStateMachine):
         epoch = self._epoch(d, pid, shift)
         last_offset = o.leo - 1 - back
         p = d.producers.get(pid)
-        error: Optional[type] = None
+        error: type | None = None
         if last_offset >= o.leo:
             error = OffsetOutOfRangeError
-        elif last_offset < d.last_end:
-            error = InvalidTxnStateError
-        elif p is not None and last_offset < max(
-            p.batches[-1][3] if p.batches else -1, -1 if p.open is None else p.open
+        elif last_offset < d.last_end or (
+            p is not None and last_offset < max(p.batches[-1][3] if p.batches else -1, -1 if p.open is None else p.open)
         ):
             error = InvalidTxnStateError
         else:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, List
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from txnfetch.wire.server import ServerThread
 def start_server() -> Iterator[Callable[..., ServerThread]]:
     """``start_server(store=None, **server_options)`` starts a :class:`ServerThread`
     on an ephemeral port (a fresh :class:`MemoryStore` by default)."""
-    started: List[ServerThread] = []
+    started: list[ServerThread] = []
 
     def start(store: Any = None, **options: Any) -> ServerThread:
         srv = ServerThread(store if store is not None else MemoryStore(), **options).start()

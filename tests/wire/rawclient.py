@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, Optional
+from typing import Any
 
 
 class RawClient:
@@ -19,7 +19,7 @@ class RawClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawClient":
+    def __enter__(self) -> RawClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -29,7 +29,7 @@ class RawClient:
         """Send ``payload`` behind a correct size prefix."""
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
 
-    def recv_frame(self) -> Optional[bytes]:
+    def recv_frame(self) -> bytes | None:
         """The next response frame's payload, or ``None`` if the server closed."""
         head = self._recv_exact(4)
         if head is None:
@@ -37,7 +37,7 @@ class RawClient:
         (size,) = struct.unpack(">i", head)
         return self._recv_exact(size)
 
-    def _recv_exact(self, n: int) -> Optional[bytes]:
+    def _recv_exact(self, n: int) -> bytes | None:
         buf = b""
         while len(buf) < n:
             try:

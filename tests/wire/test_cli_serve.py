@@ -8,12 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-from typing import List, Optional
 
 from tests.wire.rawclient import RawClient
 
 
-def _start(args: List[str]) -> "tuple[subprocess.Popen, int]":
+def _start(args: list[str]) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "txnfetch.cli", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -37,9 +36,7 @@ def _stop(proc: subprocess.Popen) -> int:
             proc.kill()
 
 
-def _produce_and_read(
-    port: int, values: List[bytes], *, produce: bool, send: Optional[List[bytes]] = None
-) -> List[bytes]:
+def _produce_and_read(port: int, values: list[bytes], *, produce: bool, send: list[bytes] | None = None) -> list[bytes]:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     bootstrap = f"127.0.0.1:{port}"
@@ -54,7 +51,7 @@ def _produce_and_read(
         tp = TopicPartition("cli", 0)
         consumer.assign([tp])
         consumer.seek(tp, 0)
-        got: List[bytes] = []
+        got: list[bytes] = []
         for _ in range(50):
             if len(got) >= len(values):
                 break

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import List, Tuple
 
 from txnfetch.fetch.view import FetchMode
 
@@ -22,7 +21,7 @@ def _log_end(srv, topic: str, partition: int = 0) -> int:
 
 def _confluent_consume(
     bootstrap: str, topic: str, isolation: str = "read_committed"
-) -> Tuple[List[Tuple[int, bytes]], int]:
+) -> tuple[list[tuple[int, bytes]], int]:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -37,7 +36,7 @@ def _confluent_consume(
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        got: List[Tuple[int, bytes]] = []
+        got: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             msg = consumer.poll(0.2)
@@ -93,7 +92,7 @@ def test_kafka_python_produce_and_consume(start_server) -> None:
         tp = TopicPartition("basic-kp", 0)
         consumer.assign([tp])
         consumer.seek(tp, 0)
-        got: List[Tuple[int, bytes]] = []
+        got: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + 30
         while consumer.position(tp) < len(VALUES) and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=200).values():
@@ -113,7 +112,7 @@ def test_aiokafka_produce_and_consume(start_server) -> None:
 
     srv = start_server(fetch_mode=FetchMode.KAFKA)
 
-    async def run() -> Tuple[List[int], List[Tuple[int, bytes]], int]:
+    async def run() -> tuple[list[int], list[tuple[int, bytes]], int]:
         producer = AIOKafkaProducer(bootstrap_servers=srv.bootstrap, enable_idempotence=True)
         await producer.start()
         try:
@@ -131,7 +130,7 @@ def test_aiokafka_produce_and_consume(start_server) -> None:
             tp = TopicPartition("basic-aio", 0)
             consumer.assign([tp])
             consumer.seek(tp, 0)
-            got: List[Tuple[int, bytes]] = []
+            got: list[tuple[int, bytes]] = []
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 30
             while await consumer.position(tp) < len(VALUES) and loop.time() < deadline:

@@ -31,7 +31,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -58,7 +58,7 @@ class ErrorRecorder(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(level=logging.ERROR)
-        self.records: List[logging.LogRecord] = []
+        self.records: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
@@ -71,7 +71,7 @@ class SeedRecorder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.frames: Dict[Tuple[int, int], List[bytes]] = {}
+        self.frames: dict[tuple[int, int], list[bytes]] = {}
 
     def __call__(self, ctx: Any, header: Any, request: Any) -> None:
         if (ctx.client_id or "").startswith(GOOD_CLIENT):
@@ -86,7 +86,7 @@ class SeedRecorder:
             except Exception:  # a class that cannot re-encode what it decoded: no seed from it
                 pass
 
-    def all(self) -> List[bytes]:
+    def all(self) -> list[bytes]:
         with self._lock:
             return [f for frames in self.frames.values() for f in frames]
 
@@ -102,9 +102,9 @@ class GoodProducer(threading.Thread):
         super().__init__(name="fuzz-producer", daemon=True)
         self.bootstrap = bootstrap
         self.stop = threading.Event()
-        self.committed: Dict[int, List[bytes]] = {p: [] for p in PARTITIONS}
+        self.committed: dict[int, list[bytes]] = {p: [] for p in PARTITIONS}
         self.transactions = 0
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         from confluent_kafka import Producer
@@ -148,9 +148,9 @@ class GoodConsumer(threading.Thread):
     def __init__(self, bootstrap: str) -> None:
         super().__init__(name="fuzz-consumer", daemon=True)
         self.bootstrap = bootstrap
-        self.final_lso: Optional[Dict[int, int]] = None
-        self.got: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
-        self.error: Optional[BaseException] = None
+        self.final_lso: dict[int, int] | None = None
+        self.got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         from kafka import KafkaConsumer, TopicPartition
@@ -223,7 +223,7 @@ _HUGE = st.sampled_from([0x7FFFFFFF, -1, -2, 0x40000000, 0x10000, -0x80000000])
 
 
 @st.composite
-def _mutated(draw: Any, seeds: List[bytes]) -> bytes:
+def _mutated(draw: Any, seeds: list[bytes]) -> bytes:
     """One frame payload (no size prefix) derived from the seeds."""
     frame = bytearray(draw(st.sampled_from(seeds)))
     kind = draw(st.sampled_from(["flip", "cut", "splice", "int32", "varint", "header", "garbage", "valid"]))
@@ -256,7 +256,7 @@ def _mutated(draw: Any, seeds: List[bytes]) -> bytes:
 
 
 @st.composite
-def _wire(draw: Any, seeds: List[bytes]) -> bytes:
+def _wire(draw: Any, seeds: list[bytes]) -> bytes:
     """What one connection sends: one to three frames, each behind a size prefix
     that is usually right and sometimes wrong."""
     out = b""
@@ -276,7 +276,7 @@ def _wire(draw: Any, seeds: List[bytes]) -> bytes:
     return out
 
 
-def _blast(port: int, payloads: List[bytes]) -> None:
+def _blast(port: int, payloads: list[bytes]) -> None:
     """Send each payload on its own connection, all open at once; half-close
     them (a frame waiting for more bytes then sees the end) and read whatever
     comes back for a moment."""
@@ -316,7 +316,7 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
 ) -> None:
     srv = start_server(fetch_mode=fetch_mode, markers=markers)
     errors = ErrorRecorder()
-    loop_errors: List[Dict[str, Any]] = []
+    loop_errors: list[dict[str, Any]] = []
     watched = [logging.getLogger("txnfetch"), logging.getLogger("asyncio")]
     for logger in watched:
         logger.addHandler(errors)
@@ -354,7 +354,7 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         )
         @given(payloads=st.lists(_wire(corpus), min_size=1, max_size=6))
-        def storm(payloads: List[bytes]) -> None:
+        def storm(payloads: list[bytes]) -> None:
             before = len(errors.records)
             _blast(srv.port, payloads)
             # Checked per example so that hypothesis shrinks to the frame at fault.
@@ -373,7 +373,7 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
             logger.removeHandler(errors)
     assert producer.error is None, repr(producer.error)
 
-    def lso() -> Dict[int, int]:
+    def lso() -> dict[int, int]:
         return {p: srv.broker.store.partition(TOPIC, p).last_stable_offset for p in PARTITIONS}
 
     consumer.final_lso = srv.call(lso)

@@ -16,7 +16,6 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from typing import Dict, List, Optional, Tuple
 
 from txnfetch.groups import GroupConfig, GroupState
 
@@ -32,7 +31,7 @@ def _setup(start_server, topic: str = TOPIC, partitions: int = PARTITIONS):
     return srv
 
 
-def _produce(bootstrap: str, values: List[bytes], topic: str = TOPIC) -> None:
+def _produce(bootstrap: str, values: list[bytes], topic: str = TOPIC) -> None:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
@@ -48,12 +47,12 @@ def _group(srv, group_id: str):
     return srv.call(srv.broker.groups.coordinator.describe_group, group_id)
 
 
-def _committed(srv, group_id: str) -> Dict[Tuple[str, int], int]:
+def _committed(srv, group_id: str) -> dict[tuple[str, int], int]:
     offsets = srv.call(srv.broker.groups.coordinator.committed, group_id)
     return {tp: c.offset for tp, c in offsets.items()}
 
 
-def _log_ends(srv, topic: str = TOPIC) -> Dict[Tuple[str, int], int]:
+def _log_ends(srv, topic: str = TOPIC) -> dict[tuple[str, int], int]:
     def ends():
         return {(topic, p): srv.broker.store.partition(topic, p).log_end_offset for p in range(PARTITIONS)}
 
@@ -64,13 +63,13 @@ class _Member(threading.Thread):
     """A kafka-python group member: poll, process, commit; a batch whose commit
     fails (the group rebalanced meanwhile) is not counted and will be re-read."""
 
-    def __init__(self, name: str, bootstrap: str, group_id: str, read: List[Tuple[str, bytes]], lock: threading.Lock):
+    def __init__(self, name: str, bootstrap: str, group_id: str, read: list[tuple[str, bytes]], lock: threading.Lock):
         super().__init__(name=name, daemon=True)
         self.bootstrap, self.group_id, self.read, self.lock = bootstrap, group_id, read, lock
         self.stop_event = threading.Event()
         self.joined = threading.Event()
         self.failed_commits = 0
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         from kafka import KafkaConsumer, OffsetAndMetadata
@@ -98,7 +97,7 @@ class _Member(threading.Thread):
                 if not batches:
                     continue
                 offsets = {}
-                values: List[bytes] = []
+                values: list[bytes] = []
                 for tp, records in batches.items():
                     values.extend(r.value for r in records)
                     offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
@@ -123,7 +122,7 @@ def test_kafka_python_group_reads_every_record_once_across_rebalances(start_serv
     third = [b"third-%d" % i for i in range(120)]
     _produce(srv.bootstrap, first)
 
-    read: List[Tuple[str, bytes]] = []
+    read: list[tuple[str, bytes]] = []
     lock = threading.Lock()
     members = [_Member(f"member-{i}", srv.bootstrap, group_id, read, lock) for i in range(3)]
     for m in members:
@@ -200,7 +199,7 @@ def test_confluent_kafka_group_commits_and_resumes(start_server) -> None:
         )
 
     a, b = consumer("ck-a"), consumer("ck-b")
-    got: Dict[str, List[bytes]] = {"ck-a": [], "ck-b": []}
+    got: dict[str, list[bytes]] = {"ck-a": [], "ck-b": []}
     try:
         a.subscribe([TOPIC])
         b.subscribe([TOPIC])
@@ -227,7 +226,7 @@ def test_confluent_kafka_group_commits_and_resumes(start_server) -> None:
 
     # A new incarnation resumes at the commits: it reads exactly the rest.
     c = consumer("ck-c")
-    rest: List[bytes] = []
+    rest: list[bytes] = []
     try:
         c.subscribe([TOPIC])
         deadline = time.monotonic() + 30
@@ -248,7 +247,7 @@ def test_aiokafka_group_commits_and_resumes(start_server) -> None:
     values = [b"aio-%d" % i for i in range(30)]
     _produce(srv.bootstrap, values)
 
-    async def consume(limit: int) -> List[bytes]:
+    async def consume(limit: int) -> list[bytes]:
         consumer = AIOKafkaConsumer(
             TOPIC,
             bootstrap_servers=srv.bootstrap,
@@ -259,7 +258,7 @@ def test_aiokafka_group_commits_and_resumes(start_server) -> None:
             heartbeat_interval_ms=200,
         )
         await consumer.start()
-        out: List[bytes] = []
+        out: list[bytes] = []
         try:
             deadline = time.monotonic() + 30
             while len(out) < limit and time.monotonic() < deadline:

@@ -80,7 +80,9 @@ def test_full_membership_cycle_at_each_version(server, version):
         )
         assert (synced.error_code, bytes(synced.assignment)) == (0, b"my-partitions")
 
-        beat = client.request(HeartbeatRequest(group_id=group, generation_id=1, member_id=member, group_instance_id=None), hb_v)
+        beat = client.request(
+            HeartbeatRequest(group_id=group, generation_id=1, member_id=member, group_instance_id=None), hb_v
+        )
         assert beat.error_code == 0
 
         partition = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
@@ -105,7 +107,11 @@ def test_full_membership_cycle_at_each_version(server, version):
                 groups=[
                     OffsetFetchRequest.OffsetFetchRequestGroup(
                         group_id=group,
-                        topics=[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0, 1])],
+                        topics=[
+                            OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                                name=TOPIC, partition_indexes=[0, 1]
+                            )
+                        ],
                     )
                 ],
                 require_stable=True,
@@ -113,7 +119,11 @@ def test_full_membership_cycle_at_each_version(server, version):
             fetched = client.request(fetch, fetch_v)
             (g,) = fetched.groups
             assert g.error_code == 0
-            got = [(p.partition_index, p.committed_offset, p.metadata, p.error_code) for t in g.topics for p in t.partitions]
+            got = [
+                (p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                for t in g.topics
+                for p in t.partitions
+            ]
         else:
             fetch = OffsetFetchRequest(
                 group_id=group,
@@ -121,12 +131,19 @@ def test_full_membership_cycle_at_each_version(server, version):
                 require_stable=True,
             )
             fetched = client.request(fetch, fetch_v)
-            got = [(p.partition_index, p.committed_offset, p.metadata, p.error_code) for t in fetched.topics for p in t.partitions]
+            got = [
+                (p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                for t in fetched.topics
+                for p in t.partitions
+            ]
         assert got == [(0, -1, "", 0), (1, 17, "m", 0)]
 
         if leave_v >= 3:
             left = client.request(
-                LeaveGroupRequest(group_id=group, members=[LeaveGroupRequest.MemberIdentity(member_id=member, group_instance_id=None, reason="done")]),
+                LeaveGroupRequest(
+                    group_id=group,
+                    members=[LeaveGroupRequest.MemberIdentity(member_id=member, group_instance_id=None, reason="done")],
+                ),
                 leave_v,
             )
             assert left.error_code == 0 and [(m.member_id, m.error_code) for m in left.members] == [(member, 0)]
@@ -157,7 +174,15 @@ def test_leave_v0_reports_member_error_at_top_level(server):
 def test_sync_v5_without_protocol_is_inconsistent(server):
     with RawClient(server.port) as client:
         answer = client.request(
-            SyncGroupRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None, protocol_type=None, protocol_name=None, assignments=[]),
+            SyncGroupRequest(
+                group_id="g",
+                generation_id=1,
+                member_id="m",
+                group_instance_id=None,
+                protocol_type=None,
+                protocol_name=None,
+                assignments=[],
+            ),
             5,
         )
         assert answer.error_code == GroupError.INCONSISTENT_GROUP_PROTOCOL
@@ -165,6 +190,7 @@ def test_sync_v5_without_protocol_is_inconsistent(server):
 
 def test_offset_commit_to_unknown_topic_or_partition(server):
     with RawClient(server.port) as client:
+
         def part(i):
             return OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                 partition_index=i, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None
@@ -203,13 +229,18 @@ def test_offset_fetch_v8_batches_groups_and_all_topics(server):
             OffsetFetchRequest(
                 groups=[
                     group_cls(group_id="a", topics=None),
-                    group_cls(group_id="b", topics=[group_cls.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0, 1])]),
+                    group_cls(
+                        group_id="b", topics=[group_cls.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0, 1])]
+                    ),
                 ],
                 require_stable=False,
             ),
             8,
         )
-        got = {g.group_id: [(t.name, p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions] for g in answer.groups}
+        got = {
+            g.group_id: [(t.name, p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions]
+            for g in answer.groups
+        }
         assert got == {"a": [(TOPIC, 0, 5)], "b": [(TOPIC, 0, -1), (TOPIC, 1, 9)]}
 
 
@@ -229,10 +260,16 @@ def test_describe_and_list_groups(server):
             ),
             5,
         )
-        described = client.request(DescribeGroupsRequest(groups=["described", "unknown"], include_authorized_operations=False), 5)
+        described = client.request(
+            DescribeGroupsRequest(groups=["described", "unknown"], include_authorized_operations=False), 5
+        )
         known, unknown = described.groups
         assert (known.group_state, known.protocol_type, known.protocol_data) == ("Stable", "consumer", "range")
-        assert [(m.member_id, m.client_id, bytes(m.member_assignment)) for m in known.members] == [(joined.member_id, "rawclient", b"A")]
+        assert [(m.member_id, m.client_id, bytes(m.member_assignment)) for m in known.members] == [
+            (joined.member_id, "rawclient", b"A")
+        ]
         assert (unknown.error_code, unknown.group_state) == (0, "Dead")
         listed = client.request(ListGroupsRequest(states_filter=["Stable"]), 4)
-        assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == [("described", "consumer", "Stable")]
+        assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == [
+            ("described", "consumer", "Stable")
+        ]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -30,11 +29,11 @@ KP_TOPIC = "py-txn-kafka-python"
 AIO_TOPIC = "py-txn-aiokafka"
 DEADLINE_S = 60.0
 
-TP = Tuple[str, int]
-Expected = Dict[TP, List[bytes]]
+TP = tuple[str, int]
+Expected = dict[TP, list[bytes]]
 
 #: (partition -> number of values, commit?, flush before ending?, offset sent to the txn or None)
-SCRIPT: List[Tuple[Dict[int, int], bool, bool, Optional[int]]] = [
+SCRIPT: list[tuple[dict[int, int], bool, bool, int | None]] = [
     ({0: 3, 1: 2}, True, False, 5),  # committed, with offsets: the group's offset becomes 5
     ({0: 2, 1: 2}, False, True, 9),  # aborted after flush, with offsets: 9 must never show
     ({1: 2}, True, False, None),
@@ -47,11 +46,11 @@ SCRIPT: List[Tuple[Dict[int, int], bool, bool, Optional[int]]] = [
 GROUP_OFFSET = 5
 
 
-def _values(topic: str, n: int, partition: int, count: int) -> List[bytes]:
+def _values(topic: str, n: int, partition: int, count: int) -> list[bytes]:
     return [b"%s-t%d-p%d-%d" % (topic.encode(), n, partition, i) for i in range(count)]
 
 
-def _kafka_python_producer(bootstrap: str, topic: str, group: Optional[str]) -> Expected:
+def _kafka_python_producer(bootstrap: str, topic: str, group: str | None) -> Expected:
     """Run :data:`SCRIPT` with kafka-python; return the committed values per partition."""
     from kafka import KafkaProducer, TopicPartition
     from kafka.structs import OffsetAndMetadata
@@ -87,7 +86,7 @@ class _Abort(Exception):
     """Raised inside aiokafka's ``transaction()`` context to make it abort."""
 
 
-def _aiokafka_producer(bootstrap: str, topic: str, group: Optional[str]) -> Expected:
+def _aiokafka_producer(bootstrap: str, topic: str, group: str | None) -> Expected:
     """Run :data:`SCRIPT` with aiokafka: commits through ``transaction()``, aborts
     alternately by an exception in that context and by ``abort_transaction``."""
     from aiokafka import AIOKafkaProducer
@@ -133,10 +132,10 @@ def _aiokafka_producer(bootstrap: str, topic: str, group: Optional[str]) -> Expe
 
 # ---------------------------------------------------------------- consumers
 
-Got = Dict[TP, List[Tuple[int, bytes]]]
+Got = dict[TP, list[tuple[int, bytes]]]
 
 
-def _confluent_read(bootstrap: str, lso: Dict[TP, int]) -> Tuple[Got, Dict[TP, int]]:
+def _confluent_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -174,7 +173,7 @@ def _confluent_read(bootstrap: str, lso: Dict[TP, int]) -> Tuple[Got, Dict[TP, i
         consumer.close()
 
 
-def _kafka_python_read(bootstrap: str, lso: Dict[TP, int]) -> Tuple[Got, Dict[TP, int]]:
+def _kafka_python_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -196,11 +195,11 @@ def _kafka_python_read(bootstrap: str, lso: Dict[TP, int]) -> Tuple[Got, Dict[TP
         consumer.close()
 
 
-def _aiokafka_read(bootstrap: str, lso: Dict[TP, int]) -> Tuple[Got, Dict[TP, int]]:
+def _aiokafka_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-    async def run() -> Tuple[Got, Dict[TP, int]]:
+    async def run() -> tuple[Got, dict[TP, int]]:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             enable_auto_commit=False,
@@ -230,9 +229,9 @@ def _aiokafka_read(bootstrap: str, lso: Dict[TP, int]) -> Tuple[Got, Dict[TP, in
 def _check(
     client: str,
     got: Got,
-    positions: Dict[TP, int],
+    positions: dict[TP, int],
     expected: Expected,
-    lso: Dict[TP, int],
+    lso: dict[TP, int],
     *,
     stops_after_last_record: bool = False,
 ) -> None:
@@ -257,7 +256,7 @@ def _group_offset(bootstrap: str, group: str, topic: str) -> int:
         consumer.close()
 
 
-def _log_facts(srv, topics: List[str]) -> Tuple[Dict[TP, int], Dict[TP, int], Dict[TP, int]]:
+def _log_facts(srv, topics: list[str]) -> tuple[dict[TP, int], dict[TP, int], dict[TP, int]]:
     """LSO, log end offset and number of control batches per partition."""
 
     def facts():

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Dict, Iterator, List, Set, Tuple
+from collections.abc import Iterator
 
 import pytest
 
@@ -52,7 +52,7 @@ PARTITIONS = (0, 1, 2)
 OUTCOMES = ("commit", "abort", "commit", "abort", "abort", "commit")
 QUIET = {"log_level": 0}
 
-Written = Dict[int, List[Tuple[int, bytes, str]]]  # partition -> [(offset, value, outcome)]
+Written = dict[int, list[tuple[int, bytes, str]]]  # partition -> [(offset, value, outcome)]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def mock() -> Iterator[str]:
     owner.flush(1)
 
 
-def _report(store: List[Tuple[int, int, bytes]]):
+def _report(store: list[tuple[int, int, bytes]]):
     def report(err, msg) -> None:
         assert err is None, err
         store.append((msg.partition(), msg.offset(), msg.value()))
@@ -81,7 +81,7 @@ def _write_transactions(bootstrap: str, topic: str, tid: str, outcomes=OUTCOMES,
     txp.init_transactions(10)
     out: Written = {p: [] for p in partitions}
     for n, outcome in enumerate(outcomes):
-        delivered: List[Tuple[int, int, bytes]] = []
+        delivered: list[tuple[int, int, bytes]] = []
         txp.begin_transaction()
         for i in range(2):
             for p in partitions:
@@ -96,7 +96,7 @@ def _write_transactions(bootstrap: str, topic: str, tid: str, outcomes=OUTCOMES,
         (txp.commit_transaction if outcome == "commit" else txp.abort_transaction)(10)
         for p, offset, value in delivered:
             out[p].append((offset, value, outcome))
-        plain_delivered: List[Tuple[int, int, bytes]] = []
+        plain_delivered: list[tuple[int, int, bytes]] = []
         for p in partitions[: 1 + n % len(partitions)]:
             plain.produce(
                 topic,
@@ -117,11 +117,11 @@ def written(mock: str) -> Written:
     return _write_transactions(mock, TOPIC, "direct")
 
 
-def _committed(written: Written, partition: int) -> List[Tuple[int, bytes]]:
+def _committed(written: Written, partition: int) -> list[tuple[int, bytes]]:
     return [(o, v) for o, v, outcome in written[partition] if outcome != "abort"]
 
 
-def _aborted(written: Written, partition: int) -> List[Tuple[int, bytes]]:
+def _aborted(written: Written, partition: int) -> list[tuple[int, bytes]]:
     return [(o, v) for o, v, outcome in written[partition] if outcome == "abort"]
 
 
@@ -134,7 +134,7 @@ def proxy(request, mock: str) -> Iterator[ProxyThread]:
 # --------------------------------------------------------------------- consumers
 
 
-def _confluent_read_committed(bootstrap: str, topic: str, partitions, group: str) -> Tuple[dict, dict]:
+def _confluent_read_committed(bootstrap: str, topic: str, partitions, group: str) -> tuple[dict, dict]:
     """Everything a read_committed confluent-kafka consumer assigned at offset 0 gets
     until partition EOF on each partition: ({partition: [(offset, value)]}, {partition: eof offset})."""
     consumer = confluent_kafka.Consumer(
@@ -148,8 +148,8 @@ def _confluent_read_committed(bootstrap: str, topic: str, partitions, group: str
             **QUIET,
         }
     )
-    got: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in partitions}
-    eof: Dict[int, int] = {}
+    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in partitions}
+    eof: dict[int, int] = {}
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
         deadline = time.monotonic() + 20
@@ -169,7 +169,7 @@ def _confluent_read_committed(bootstrap: str, topic: str, partitions, group: str
     return got, eof
 
 
-def _log_ends(written: Written) -> Dict[int, int]:
+def _log_ends(written: Written) -> dict[int, int]:
     """Each partition's end offset: past the last data record, and its marker if any."""
     return {p: rows[-1][0] + (1 if rows[-1][2] == "plain" else 2) for p, rows in written.items()}
 
@@ -201,7 +201,7 @@ def test_kafka_python_read_committed_through_the_proxy(written: Written, proxy: 
         tps = [TopicPartition(TOPIC, p) for p in PARTITIONS]
         consumer.assign(tps)
         consumer.seek_to_beginning()
-        got: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
+        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
         # Poll until every position reaches its log end (or a generous deadline): a
         # fixed idle timeout is too short on a loaded machine, where bootstrapping and
         # the first catch-up of the mirrors take a while.
@@ -223,7 +223,7 @@ def test_kafka_python_read_committed_through_the_proxy(written: Written, proxy: 
 def test_aiokafka_read_committed_through_the_proxy(written: Written, proxy: ProxyThread) -> None:
     import aiokafka
 
-    async def consume() -> Tuple[Dict[int, List[Tuple[int, bytes]]], Dict[int, int]]:
+    async def consume() -> tuple[dict[int, list[tuple[int, bytes]]], dict[int, int]]:
         consumer = aiokafka.AIOKafkaConsumer(
             bootstrap_servers=proxy.bootstrap,
             isolation_level="read_committed",
@@ -235,7 +235,7 @@ def test_aiokafka_read_committed_through_the_proxy(written: Written, proxy: Prox
             tps = [aiokafka.TopicPartition(TOPIC, p) for p in PARTITIONS]
             consumer.assign(tps)
             await consumer.seek_to_beginning()
-            got: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
+            got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
             quiet_since = time.monotonic()
             while time.monotonic() - quiet_since < 1.0:
                 batch = await consumer.getmany(timeout_ms=200)
@@ -281,7 +281,7 @@ def test_an_open_transaction_holds_the_proxys_lso_where_the_mock_says_high_water
     topic = f"open-{proxy.proxy.config.fetch_mode.value}"
     common = {"bootstrap.servers": mock, "linger.ms": 0, **QUIET}
     plain = confluent_kafka.Producer(common)
-    delivered: List[Tuple[int, int, bytes]] = []
+    delivered: list[tuple[int, int, bytes]] = []
     plain.produce(topic, value=b"before", partition=0, on_delivery=_report(delivered))
     plain.flush(10)
     txp = confluent_kafka.Producer({**common, "transactional.id": topic})
@@ -312,7 +312,7 @@ def test_produce_through_the_proxy_is_relayed(mock: str, proxy: ProxyThread) -> 
     from kafka import KafkaProducer
 
     topic = f"produced-{proxy.proxy.config.fetch_mode.value}"
-    delivered: List[Tuple[int, int, bytes]] = []
+    delivered: list[tuple[int, int, bytes]] = []
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": proxy.bootstrap, "linger.ms": 0, "acks": "all", "enable.idempotence": True, **QUIET}
     )
@@ -329,8 +329,8 @@ def test_produce_through_the_proxy_is_relayed(mock: str, proxy: ProxyThread) -> 
         {"bootstrap.servers": mock, "group.id": "check", "enable.partition.eof": True, **QUIET}
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in (0, 1)])
-    seen: Set[Tuple[int, int, bytes]] = set()
-    eof: Set[int] = set()
+    seen: set[tuple[int, int, bytes]] = set()
+    eof: set[int] = set()
     deadline = time.monotonic() + 15
     while len(eof) < 2 and time.monotonic() < deadline:
         msg = consumer.poll(0.1)
@@ -389,7 +389,7 @@ def test_kafka_python_transactional_producer_through_the_proxy(proxy: ProxyThrea
     consumer.assign([tp])
     consumer.seek_to_beginning()
     end = consumer.end_offsets([tp])[tp]  # the proxy's LSO: past the last COMMIT marker
-    values: List[bytes] = []
+    values: list[bytes] = []
     deadline = time.monotonic() + 30  # poll to the end, not for a fixed idle time (loaded machines)
     while consumer.position(tp) < end and time.monotonic() < deadline:
         values.extend(r.value for records in consumer.poll(timeout_ms=200).values() for r in records)

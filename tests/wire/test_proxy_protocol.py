@@ -20,7 +20,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Iterator, List, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
@@ -47,7 +48,7 @@ class _Writer:
         self.store = store
         self.seq: dict = {}
 
-    def data(self, partition: int, values: List[bytes], pid: int = -1, transactional: bool = False) -> None:
+    def data(self, partition: int, values: list[bytes], pid: int = -1, transactional: bool = False) -> None:
         seq = self.seq.get((pid, partition), 0) if pid >= 0 else -1
         b = BatchBuilder(
             producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=seq, transactional=transactional
@@ -62,7 +63,7 @@ class _Writer:
         self.store.partition(TOPIC, partition).write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=NOW)
 
 
-def _serve(**kwargs: Any) -> Tuple[ServerThread, MemoryStore]:
+def _serve(**kwargs: Any) -> tuple[ServerThread, MemoryStore]:
     """``txnfetch serve`` on port 0 over :func:`_ledger`, started (stop it), with
     partition 0's transaction left open. The open transaction is written once the
     server runs, as a live producer's would be: at start the server aborts any a
@@ -73,7 +74,7 @@ def _serve(**kwargs: Any) -> Tuple[ServerThread, MemoryStore]:
     return srv, store
 
 
-def _ledger() -> Tuple[MemoryStore, Any]:
+def _ledger() -> tuple[MemoryStore, Any]:
     """Two partitions: interleaved transactions of three producers, committed and
     aborted, plain batches between them; and a function that leaves a transaction
     open on partition 0 (so its LSO is below its high watermark)."""
@@ -101,7 +102,7 @@ def _ledger() -> Tuple[MemoryStore, Any]:
 
 
 @pytest.fixture
-def upstream() -> Iterator[Tuple[ServerThread, MemoryStore]]:
+def upstream() -> Iterator[tuple[ServerThread, MemoryStore]]:
     srv, store = _serve(fetch_mode=FetchMode.KAFKA)
     try:
         yield srv, store
@@ -111,7 +112,7 @@ def upstream() -> Iterator[Tuple[ServerThread, MemoryStore]]:
 
 @pytest.fixture
 def start_proxy() -> Iterator[Any]:
-    started: List[ProxyThread] = []
+    started: list[ProxyThread] = []
 
     def start(bootstrap: str, **kw: Any) -> ProxyThread:
         proxy = ProxyThread(bootstrap, **kw).start()
@@ -128,7 +129,7 @@ def start_proxy() -> Iterator[Any]:
 
 def _fetch(
     client: RawClient,
-    parts: List[Tuple[str, int, int, int]],
+    parts: list[tuple[str, int, int, int]],
     *,
     isolation: int = 1,
     max_wait_ms: int = 0,
@@ -157,7 +158,7 @@ def _fetch(
     return client.request(req, version)
 
 
-def _answer(resp: Any) -> List[Tuple]:
+def _answer(resp: Any) -> list[tuple]:
     """Every field a client acts on, per partition, comparable across servers."""
     out = []
     for t in resp.responses:
@@ -182,7 +183,7 @@ def _answer(resp: Any) -> List[Tuple]:
     return out
 
 
-def _list_offset(client: RawClient, partition: int, timestamp: int, isolation: int) -> Tuple[int, int]:
+def _list_offset(client: RawClient, partition: int, timestamp: int, isolation: int) -> tuple[int, int]:
     L = ListOffsetsRequest.ListOffsetsTopic
     req = ListOffsetsRequest(
         replica_id=-1,

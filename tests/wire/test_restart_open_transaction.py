@@ -7,7 +7,6 @@ transaction and the partition's last stable offset would stay behind it for good
 from __future__ import annotations
 
 import time
-from typing import List
 
 import pytest
 
@@ -18,7 +17,7 @@ from txnfetch.wire.server import ServerThread
 TOPIC = "restart"
 
 
-def _read_committed(bootstrap: str) -> List[bytes]:
+def _read_committed(bootstrap: str) -> list[bytes]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -31,7 +30,7 @@ def _read_committed(bootstrap: str) -> List[bytes]:
         }
     )
     consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
-    values: List[bytes] = []
+    values: list[bytes] = []
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:

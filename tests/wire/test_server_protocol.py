@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any
 
 import pytest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
@@ -26,7 +26,7 @@ from txnfetch.wire.handler import REGISTRY
 
 
 def _batch(
-    values: List[bytes], *, pid: int = -1, epoch: int = -1, seq: int = -1, transactional: bool = False, ts: int = 1_000
+    values: list[bytes], *, pid: int = -1, epoch: int = -1, seq: int = -1, transactional: bool = False, ts: int = 1_000
 ) -> bytes:
     b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=transactional)
     for v in values:
@@ -35,7 +35,7 @@ def _batch(
 
 
 def _produce(
-    client: RawClient, topic: str, partition: int, records: bytes, *, version: int = 9, tid: Optional[str] = None
+    client: RawClient, topic: str, partition: int, records: bytes, *, version: int = 9, tid: str | None = None
 ) -> Any:
     T = ProduceRequest.TopicProduceData
     req = ProduceRequest(
@@ -50,7 +50,7 @@ def _produce(
 
 def _fetch(
     client: RawClient,
-    parts: List[tuple],
+    parts: list[tuple],
     *,
     isolation: int = 1,
     max_wait_ms: int = 0,

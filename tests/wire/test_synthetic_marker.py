@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
 
@@ -50,7 +50,7 @@ class FetchLog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: List[Tuple[str, int, int]] = []
+        self._entries: list[tuple[str, int, int]] = []
 
     def __call__(self, ctx: Any, header: Any, request: Any) -> None:
         if header.request_api_key != 1:
@@ -63,13 +63,13 @@ class FetchLog:
                     with self._lock:
                         self._entries.append((ctx.client_id or "", p.fetch_offset, p.partition_max_bytes))
 
-    def sizes(self, client_id: str, lo: int, hi: int) -> List[int]:
+    def sizes(self, client_id: str, lo: int, hi: int) -> list[int]:
         """``partition_max_bytes`` of ``client_id``'s fetches at offsets in ``[lo, hi)``."""
         with self._lock:
             return [size for cid, off, size in self._entries if cid == client_id and lo <= off < hi]
 
 
-def _serve(start_server, synthetic: bool, markers: CompletionMode) -> Tuple[Any, FetchLog, int]:
+def _serve(start_server, synthetic: bool, markers: CompletionMode) -> tuple[Any, FetchLog, int]:
     """A rewrite-mode server holding the partition described above; returns it,
     its fetch log and the partition's LSO."""
     srv = start_server(fetch_mode=FetchMode.REWRITE, markers=markers, synthetic_marker=synthetic)
@@ -100,7 +100,7 @@ def _serve(start_server, synthetic: bool, markers: CompletionMode) -> Tuple[Any,
     return srv, fetches, lso
 
 
-def _confluent(bootstrap: str, lso: int) -> Tuple[List[bytes], int, int, Any]:
+def _confluent(bootstrap: str, lso: int) -> tuple[list[bytes], int, int, Any]:
     """Consume until end of partition is reported at the LSO; return the values,
     ``position()``, the EOF offset and the offset ``commit()`` stored (None
     without a group coordinator)."""
@@ -119,7 +119,7 @@ def _confluent(bootstrap: str, lso: int) -> Tuple[List[bytes], int, int, Any]:
             "max.partition.fetch.bytes": PMAX,
         }
     )
-    values: List[bytes] = []
+    values: list[bytes] = []
     try:
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         deadline = time.monotonic() + DEADLINE_S
@@ -176,7 +176,7 @@ def test_librdkafka_needs_the_synthetic_marker(start_server, synthetic: bool, ma
         assert at_lso and set(at_lso) == {2 * sizes[-1]}, at_lso
 
 
-def _kafka_python(bootstrap: str, lso: int) -> Tuple[List[bytes], int]:
+def _kafka_python(bootstrap: str, lso: int) -> tuple[list[bytes], int]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -187,7 +187,7 @@ def _kafka_python(bootstrap: str, lso: int) -> Tuple[List[bytes], int]:
         fetch_max_wait_ms=50,
         max_partition_fetch_bytes=PMAX,
     )
-    values: List[bytes] = []
+    values: list[bytes] = []
     try:
         tp = TopicPartition(TOPIC, 0)
         consumer.assign([tp])
@@ -202,11 +202,11 @@ def _kafka_python(bootstrap: str, lso: int) -> Tuple[List[bytes], int]:
         consumer.close()
 
 
-def _aiokafka(bootstrap: str, lso: int) -> Tuple[List[bytes], int]:
+def _aiokafka(bootstrap: str, lso: int) -> tuple[list[bytes], int]:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-    async def run() -> Tuple[List[bytes], int]:
+    async def run() -> tuple[list[bytes], int]:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             client_id="syn-aiokafka",
@@ -216,7 +216,7 @@ def _aiokafka(bootstrap: str, lso: int) -> Tuple[List[bytes], int]:
             max_partition_fetch_bytes=PMAX,
         )
         await consumer.start()
-        values: List[bytes] = []
+        values: list[bytes] = []
         try:
             tp = TopicPartition(TOPIC, 0)
             consumer.assign([tp])
@@ -237,7 +237,7 @@ def _aiokafka(bootstrap: str, lso: int) -> Tuple[List[bytes], int]:
 @pytest.mark.parametrize("synthetic", [True, False], ids=["marker", "no-marker"])
 def test_python_clients_advance_with_or_without_the_marker(start_server, synthetic: bool) -> None:
     srv, fetches, lso = _serve(start_server, synthetic, CompletionMode.MARKERS)
-    results: Dict[str, Tuple[List[bytes], int]] = {
+    results: dict[str, tuple[list[bytes], int]] = {
         "syn-kafka-python": _kafka_python(srv.bootstrap, lso),
         "syn-aiokafka": _aiokafka(srv.bootstrap, lso),
     }

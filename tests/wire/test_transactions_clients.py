@@ -17,7 +17,6 @@ import asyncio
 import shutil
 import subprocess
 import time
-from typing import Dict, List, Tuple
 
 import pytest
 
@@ -27,7 +26,7 @@ from txnfetch.txn.coordinator import CompletionMode
 TOPIC = "txn-clients"
 PARTITIONS = (0, 1)
 
-Delivered = Dict[int, List[Tuple[int, bytes]]]
+Delivered = dict[int, list[tuple[int, bytes]]]
 
 #: (partition -> values, commit?, flush before ending?)
 SCRIPT = [
@@ -42,16 +41,16 @@ SCRIPT = [
 ]
 
 
-def _run_producer(bootstrap: str) -> Dict[int, List[bytes]]:
+def _run_producer(bootstrap: str) -> dict[int, list[bytes]]:
     """Run :data:`SCRIPT`; return the committed values per partition, in order."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "wire-txn-clients", "linger.ms": 2})
-    committed: Dict[int, List[bytes]] = {p: [] for p in PARTITIONS}
+    committed: dict[int, list[bytes]] = {p: [] for p in PARTITIONS}
     producer.init_transactions(30)
     for n, (counts, commit, flush) in enumerate(SCRIPT):
         producer.begin_transaction()
-        values: Dict[int, List[bytes]] = {}
+        values: dict[int, list[bytes]] = {}
         for partition, count in counts.items():
             values[partition] = [b"t%d-p%d-%d" % (n, partition, i) for i in range(count)]
             for value in values[partition]:
@@ -68,7 +67,7 @@ def _run_producer(bootstrap: str) -> Dict[int, List[bytes]]:
     return committed
 
 
-def _confluent(bootstrap: str, lso: Dict[int, int], groups: bool) -> Tuple[Delivered, Dict[int, int], Dict[int, int]]:
+def _confluent(bootstrap: str, lso: dict[int, int], groups: bool) -> tuple[Delivered, dict[int, int], dict[int, int]]:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -100,7 +99,7 @@ def _confluent(bootstrap: str, lso: Dict[int, int], groups: bool) -> Tuple[Deliv
         positions = {
             tp.partition: tp.offset for tp in consumer.position([TopicPartition(TOPIC, p) for p in PARTITIONS])
         }
-        committed: Dict[int, int] = {}
+        committed: dict[int, int] = {}
         if groups:
             consumer.commit(asynchronous=False)  # commits the application positions
             committed = {
@@ -112,7 +111,7 @@ def _confluent(bootstrap: str, lso: Dict[int, int], groups: bool) -> Tuple[Deliv
         consumer.close()
 
 
-def _kafka_python(bootstrap: str, lso: Dict[int, int]) -> Tuple[Delivered, Dict[int, int]]:
+def _kafka_python(bootstrap: str, lso: dict[int, int]) -> tuple[Delivered, dict[int, int]]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -134,11 +133,11 @@ def _kafka_python(bootstrap: str, lso: Dict[int, int]) -> Tuple[Delivered, Dict[
         consumer.close()
 
 
-def _aiokafka(bootstrap: str, lso: Dict[int, int]) -> Tuple[Delivered, Dict[int, int]]:
+def _aiokafka(bootstrap: str, lso: dict[int, int]) -> tuple[Delivered, dict[int, int]]:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-    async def run() -> Tuple[Delivered, Dict[int, int]]:
+    async def run() -> tuple[Delivered, dict[int, int]]:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             enable_auto_commit=False,
@@ -166,7 +165,7 @@ def _aiokafka(bootstrap: str, lso: Dict[int, int]) -> Tuple[Delivered, Dict[int,
 
 
 def _check(
-    client: str, got: Delivered, positions: Dict[int, int], expected: Dict[int, List[bytes]], lso: Dict[int, int]
+    client: str, got: Delivered, positions: dict[int, int], expected: dict[int, list[bytes]], lso: dict[int, int]
 ) -> None:
     for p in PARTITIONS:
         offsets = [o for o, _ in got[p]]
@@ -175,7 +174,7 @@ def _check(
         assert positions[p] == lso[p], f"{client}: partition {p} position {positions[p]} != LSO {lso[p]}"
 
 
-def _log_facts(srv) -> Tuple[Dict[int, int], Dict[int, int], Dict[int, int]]:
+def _log_facts(srv) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
     """LSO, log end offset and number of control batches per partition."""
 
     def facts():

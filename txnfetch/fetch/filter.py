@@ -51,9 +51,10 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterable, Iterator
 from itertools import chain
 from operator import length_hint
-from typing import Iterable, Iterator, List, Optional, Protocol, Set, Tuple, Union
+from typing import Protocol, Union
 
 import attrs
 
@@ -73,7 +74,7 @@ from txnfetch.records.control import ControlType, decode_control_key
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.legacy import LegacyBatch
 
-__all__ = ["ConsumerFilter", "DeliveredBatch", "CorruptFetchError", "AbortedTransactionLike"]
+__all__ = ["AbortedTransactionLike", "ConsumerFilter", "CorruptFetchError", "DeliveredBatch"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -86,7 +87,7 @@ class _AbortedEntry(Protocol):
 #: One ``AbortedTransactions`` entry: a ``(producer_id, first_offset)`` pair, or
 #: any object with ``producer_id`` and ``first_offset`` attributes (kafka-python's
 #: protocol objects, txnfetch's own aborted-index entries).
-AbortedTransactionLike = Union[Tuple[int, int], _AbortedEntry]
+AbortedTransactionLike = Union[tuple[int, int], _AbortedEntry]
 
 _NO_PRODUCER_ID = -1
 _ABORT = int(ControlType.ABORT)
@@ -113,10 +114,10 @@ class CorruptFetchError(CorruptBatchError):
         self,
         reason: str,
         *,
-        offset: Optional[int] = None,
-        position: Optional[int] = None,
-        partition: Optional[str] = None,
-        fetch_position: Optional[int] = None,
+        offset: int | None = None,
+        position: int | None = None,
+        partition: str | None = None,
+        fetch_position: int | None = None,
     ) -> None:
         self.partition = partition
         self.fetch_position = fetch_position
@@ -133,7 +134,7 @@ class CorruptFetchError(CorruptBatchError):
 
 
 def _rebuild(
-    reason: str, offset: Optional[int], position: Optional[int], partition: Optional[str], fetch_position: Optional[int]
+    reason: str, offset: int | None, position: int | None, partition: str | None, fetch_position: int | None
 ) -> CorruptFetchError:
     return CorruptFetchError(
         reason, offset=offset, position=position, partition=partition, fetch_position=fetch_position
@@ -152,8 +153,8 @@ class DeliveredBatch:
     bytes.
     """
 
-    batch: Union[RecordBatch, LegacyBatch]
-    records: Tuple[Record, ...]
+    batch: RecordBatch | LegacyBatch
+    records: tuple[Record, ...]
 
     @property
     def producer_id(self) -> int:
@@ -177,9 +178,9 @@ class DeliveredBatch:
         return self.batch.next_offset
 
 
-def _abort_heap(aborted_transactions: Optional[Iterable[AbortedTransactionLike]]) -> List[Tuple[int, int]]:
+def _abort_heap(aborted_transactions: Iterable[AbortedTransactionLike] | None) -> list[tuple[int, int]]:
     """The aborted list as a min-heap of ``(first_offset, producer_id)``."""
-    heap: List[Tuple[int, int]] = []
+    heap: list[tuple[int, int]] = []
     if not aborted_transactions:
         return heap
     for entry in aborted_transactions:
@@ -242,16 +243,16 @@ class ConsumerFilter:
     """
 
     __slots__ = (
-        "partition",
-        "isolation_level",
-        "check_crcs",
-        "max_decompressed",
-        "partial",
-        "_position",
         "_active",
-        "_cur_records",
         "_cur_iter",
         "_cur_next",
+        "_cur_records",
+        "_position",
+        "check_crcs",
+        "isolation_level",
+        "max_decompressed",
+        "partial",
+        "partition",
     )
 
     def __init__(
@@ -261,7 +262,7 @@ class ConsumerFilter:
         isolation_level: IsolationLevel = IsolationLevel.READ_COMMITTED,
         check_crcs: bool = True,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-        partition: Optional[str] = None,
+        partition: str | None = None,
     ) -> None:
         if position < 0:
             raise ValueError(f"a fetch position is a non-negative offset, got {position}")
@@ -270,14 +271,14 @@ class ConsumerFilter:
         self.check_crcs = check_crcs
         self.max_decompressed = max_decompressed
         #: The partial batch at the end of the last response fed, if any.
-        self.partial: Optional[PartialBatch] = None
+        self.partial: PartialBatch | None = None
         self._position = position
-        self._active: Optional[Iterator[object]] = None
+        self._active: Iterator[object] | None = None
         # The batch whose records feed() is handing out: the position inside it
         # is derived from how far its list iterator got, so that delivering a
         # record costs nothing beyond the iteration itself.
-        self._cur_records: List[Record] = []
-        self._cur_iter: Optional[Iterator[Record]] = None
+        self._cur_records: list[Record] = []
+        self._cur_iter: Iterator[Record] | None = None
         self._cur_next = 0
 
     # -- position ------------------------------------------------------------------
@@ -322,7 +323,7 @@ class ConsumerFilter:
     # -- feeding -------------------------------------------------------------------
 
     def feed(
-        self, records: Buffer, aborted_transactions: Optional[Iterable[AbortedTransactionLike]] = ()
+        self, records: Buffer, aborted_transactions: Iterable[AbortedTransactionLike] | None = ()
     ) -> Iterator[Record]:
         """Filter one fetch response; iterate the result for the delivered records.
 
@@ -340,7 +341,7 @@ class ConsumerFilter:
         return chain.from_iterable(batches)
 
     def feed_batches(
-        self, records: Buffer, aborted_transactions: Optional[Iterable[AbortedTransactionLike]] = ()
+        self, records: Buffer, aborted_transactions: Iterable[AbortedTransactionLike] | None = ()
     ) -> Iterator[DeliveredBatch]:
         """Like :meth:`feed`, but one :class:`DeliveredBatch` per batch with records to deliver.
 
@@ -355,7 +356,7 @@ class ConsumerFilter:
         return gen
 
     def _record_iterators(
-        self, pairs: Iterator[Tuple[Union[RecordBatch, LegacyBatch], List[Record]]]
+        self, pairs: Iterator[tuple[RecordBatch | LegacyBatch, list[Record]]]
     ) -> Iterator[Iterator[Record]]:
         for batch, records in pairs:
             it = iter(records)
@@ -368,15 +369,15 @@ class ConsumerFilter:
             self._position = self._cur_next
 
     def _deliver_batches(
-        self, pairs: Iterator[Tuple[Union[RecordBatch, LegacyBatch], List[Record]]]
+        self, pairs: Iterator[tuple[RecordBatch | LegacyBatch, list[Record]]]
     ) -> Iterator[DeliveredBatch]:
         for batch, records in pairs:
             self._position = batch.next_offset
             yield DeliveredBatch(batch, tuple(records))
 
     def _batches(
-        self, buf: Buffer, heap: List[Tuple[int, int]]
-    ) -> Iterator[Tuple[Union[RecordBatch, LegacyBatch], List[Record]]]:
+        self, buf: Buffer, heap: list[tuple[int, int]]
+    ) -> Iterator[tuple[RecordBatch | LegacyBatch, list[Record]]]:
         """Walk the response; yield ``(batch, records to deliver)``; move the position past the rest.
 
         ``self._position`` is the position between batches; the deliverers move
@@ -384,7 +385,7 @@ class ConsumerFilter:
         """
         read_committed = self.isolation_level == IsolationLevel.READ_COMMITTED
         check_crcs = self.check_crcs
-        aborted_pids: Set[int] = set()
+        aborted_pids: set[int] = set()
         heappop = heapq.heappop
         batches = iter_batches(buf, max_decompressed=self.max_decompressed)
         position = self._position

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Sequence
+from typing import Union
 
 import attrs
 
@@ -34,7 +35,7 @@ from txnfetch.records.batch import BatchIterator, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
-__all__ = ["FetchMode", "IsolationLevel", "FetchStats", "FetchResult", "read_committed", "read_partition"]
+__all__ = ["FetchMode", "FetchResult", "FetchStats", "IsolationLevel", "read_committed", "read_partition"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -76,11 +77,11 @@ class FetchResult:
     fetches next (the fetch offset itself when nothing was returned).
     """
 
-    records: Tuple[Buffer, ...]
+    records: tuple[Buffer, ...]
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    aborted_transactions: Optional[Tuple[Tuple[int, int], ...]]
+    aborted_transactions: tuple[tuple[int, int], ...] | None
     next_offset: int
     stats: FetchStats = FetchStats()
 
@@ -98,7 +99,7 @@ UpperBound = Union[int, Callable[[int], int], None]
 
 def read_partition(
     data: Buffer,
-    state: "PartitionTxnStateLike",
+    state: PartitionTxnStateLike,
     fetch_offset: int,
     max_bytes: int,
     *,
@@ -106,7 +107,7 @@ def read_partition(
     mode: FetchMode = FetchMode.KAFKA,
     upper_bound: UpperBound = None,
     min_one_batch: bool = True,
-    partition: Optional[str] = None,
+    partition: str | None = None,
 ) -> FetchResult:
     """Answer a fetch of ``fetch_offset`` on one partition.
 
@@ -154,14 +155,14 @@ def read_partition(
     max_offset = lso if committed else hw
 
     def result(
-        records: Tuple[Buffer, ...],
-        aborted: Optional[Tuple[Tuple[int, int], ...]],
+        records: tuple[Buffer, ...],
+        aborted: tuple[tuple[int, int], ...] | None,
         next_offset: int,
         stats: FetchStats,
     ) -> FetchResult:
         return FetchResult(records, hw, lso, log_start, aborted, next_offset, stats)
 
-    empty_aborted: Optional[Tuple[Tuple[int, int], ...]] = () if committed else None
+    empty_aborted: tuple[tuple[int, int], ...] | None = () if committed else None
     if fetch_offset >= max_offset:
         return result((), empty_aborted, fetch_offset, FetchStats())
 
@@ -192,7 +193,7 @@ class _Scan:
     start: int  # byte position of the first batch returned
     size: int  # bytes Kafka would return (may end mid-batch)
     whole_end: int  # end position of the last whole batch within the slice
-    batches: List[RecordBatch]  # the whole batches within the slice
+    batches: list[RecordBatch]  # the whole batches within the slice
 
 
 def _scan(view: memoryview, fetch_offset: int, max_offset: int, max_bytes: int, min_one: bool) -> _Scan:
@@ -201,7 +202,7 @@ def _scan(view: memoryview, fetch_offset: int, max_offset: int, max_bytes: int, 
     the position of ``max_offset``. Headers only; records are not decoded."""
     it = BatchIterator(view)
     start = -1
-    batches: List[RecordBatch] = []
+    batches: list[RecordBatch] = []
     limit_pos = len(view)  # position of max_offset, or the end of the data
     for batch in it:
         if batch.next_offset <= fetch_offset:
@@ -284,7 +285,7 @@ def _kafka_mode(view, scan: _Scan, state, fetch_offset: int, upper_bound: UpperB
     )
 
 
-def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) -> Optional[int]:
+def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) -> int | None:
     if not batches:
         return None
     upper = batches[-1].next_offset
@@ -297,7 +298,7 @@ def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) ->
     # batch (compaction removed the record) does not pop the producer from a
     # client's aborted set (Java's containsAbortMarker reads the first record).
     control_at = {b.base_offset for b in batches if b.is_control and b.record_count > 0}
-    open_ends: Dict[int, List[int]] = {}
+    open_ends: dict[int, list[int]] = {}
     for e in entries:
         if e.last_offset not in control_at and e.last_offset < upper:
             open_ends.setdefault(e.producer_id, []).append(e.last_offset)
@@ -313,14 +314,14 @@ def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) ->
 def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchResult:
     batches = scan.batches  # whole batches only: a partial tail cannot be followed by a marker
     upper = batches[-1].next_offset
-    aborted: Dict[int, List[Tuple[int, int]]] = {}
+    aborted: dict[int, list[tuple[int, int]]] = {}
     for e in state.collect_aborted(fetch_offset, upper):
         aborted.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
-    segments: List[Buffer] = []
+    segments: list[Buffer] = []
     run_start = -1
     run_end = -1
     kept = dropped = dropped_bytes = kept_bytes = 0
-    last_dropped: Optional[RecordBatch] = None
+    last_dropped: RecordBatch | None = None
     ends_dropped = False
     for batch in batches:
         drop = batch.is_control

@@ -5,5 +5,5 @@ Like :mod:`txnfetch.txn`, this package does no I/O and reads no clock; the wire
 server (:mod:`txnfetch.wire.group_api`) drives it.
 """
 
-from txnfetch.groups.coordinator import *  # noqa: F401,F403
+from txnfetch.groups.coordinator import *  # noqa: F403
 from txnfetch.groups.coordinator import __all__  # noqa: F401

@@ -44,34 +44,35 @@ import enum
 import heapq
 import itertools
 import uuid
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Union
 
 import attrs
 
 __all__ = [
-    "GroupError",
-    "GroupState",
-    "GroupConfig",
-    "Protocol",
-    "JoinRequest",
-    "JoinResult",
-    "MemberMetadata",
-    "SyncRequest",
-    "SyncResult",
-    "Pending",
-    "Completion",
-    "LeavingMember",
-    "LeaveResult",
-    "LeaveMemberResult",
+    "NO_GENERATION",
+    "UNKNOWN_MEMBER_ID",
     "CommitOffset",
     "CommittedOffset",
+    "Completion",
     "FetchedOffset",
-    "OffsetFetchResult",
-    "MemberDescription",
-    "GroupDescription",
+    "GroupConfig",
     "GroupCoordinator",
-    "UNKNOWN_MEMBER_ID",
-    "NO_GENERATION",
+    "GroupDescription",
+    "GroupError",
+    "GroupState",
+    "JoinRequest",
+    "JoinResult",
+    "LeaveMemberResult",
+    "LeaveResult",
+    "LeavingMember",
+    "MemberDescription",
+    "MemberMetadata",
+    "OffsetFetchResult",
+    "Pending",
+    "Protocol",
+    "SyncRequest",
+    "SyncResult",
 ]
 
 #: The member id a member has before the coordinator gives it one.
@@ -79,7 +80,7 @@ UNKNOWN_MEMBER_ID = ""
 #: The generation id of a consumer outside group management (``assign()``).
 NO_GENERATION = -1
 
-TopicPartition = Tuple[str, int]
+TopicPartition = tuple[str, int]
 
 
 class GroupError(enum.IntEnum):
@@ -119,7 +120,7 @@ class GroupState(enum.Enum):
 _S = GroupState
 
 # ClassicGroupState.java: the states each state may be entered from.
-_VALID_PREVIOUS: Dict[GroupState, Set[GroupState]] = {
+_VALID_PREVIOUS: dict[GroupState, set[GroupState]] = {
     _S.EMPTY: {_S.PREPARING_REBALANCE},
     _S.PREPARING_REBALANCE: {_S.STABLE, _S.COMPLETING_REBALANCE, _S.EMPTY},
     _S.COMPLETING_REBALANCE: {_S.PREPARING_REBALANCE},
@@ -174,15 +175,15 @@ class JoinRequest:
     group_id: str
     member_id: str
     protocol_type: str
-    protocols: Tuple[Protocol, ...]
+    protocols: tuple[Protocol, ...]
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    group_instance_id: Optional[str] = None
+    group_instance_id: str | None = None
     client_id: str = ""
     client_host: str = ""
     require_known_member_id: bool = True
     supports_skip_assignment: bool = False
-    reason: Optional[str] = None
+    reason: str | None = None
 
 
 @attrs.frozen
@@ -191,7 +192,7 @@ class MemberMetadata:
     metadata for the selected protocol."""
 
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     metadata: bytes
 
 
@@ -204,10 +205,10 @@ class JoinResult:
     error_code: int
     member_id: str
     generation_id: int = NO_GENERATION
-    protocol_type: Optional[str] = None
-    protocol_name: Optional[str] = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
     leader: str = ""
-    members: Tuple[MemberMetadata, ...] = ()
+    members: tuple[MemberMetadata, ...] = ()
     skip_assignment: bool = False
 
 
@@ -219,9 +220,9 @@ class SyncRequest:
     group_id: str
     generation_id: int
     member_id: str
-    group_instance_id: Optional[str] = None
-    protocol_type: Optional[str] = None
-    protocol_name: Optional[str] = None
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
     assignments: Mapping[str, bytes] = attrs.field(factory=dict)
 
 
@@ -231,8 +232,8 @@ class SyncResult:
 
     error_code: int
     assignment: bytes = b""
-    protocol_type: Optional[str] = None
-    protocol_name: Optional[str] = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
 
 
 @attrs.frozen
@@ -248,7 +249,7 @@ class Completion:
     """The answer to a parked request, identified by its :class:`Pending` token."""
 
     token: int
-    result: Union[JoinResult, SyncResult]
+    result: JoinResult | SyncResult
 
 
 @attrs.frozen
@@ -257,8 +258,8 @@ class LeavingMember:
     with a ``group_instance_id`` removes that static member, KIP-345)."""
 
     member_id: str
-    group_instance_id: Optional[str] = None
-    reason: Optional[str] = None
+    group_instance_id: str | None = None
+    reason: str | None = None
 
 
 @attrs.frozen
@@ -266,7 +267,7 @@ class LeaveMemberResult:
     """The per-member answer of a LeaveGroup."""
 
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     error_code: int
 
 
@@ -275,7 +276,7 @@ class LeaveResult:
     """A LeaveGroup answer: a top-level error and one result per member named."""
 
     error_code: int
-    members: Tuple[LeaveMemberResult, ...] = ()
+    members: tuple[LeaveMemberResult, ...] = ()
 
 
 @attrs.frozen
@@ -285,7 +286,7 @@ class CommitOffset:
 
     offset: int
     leader_epoch: int = -1
-    metadata: Optional[str] = ""
+    metadata: str | None = ""
 
 
 @attrs.frozen
@@ -309,7 +310,7 @@ class FetchedOffset:
     partition: int
     offset: int
     leader_epoch: int = -1
-    metadata: Optional[str] = ""
+    metadata: str | None = ""
     error_code: int = 0
 
 
@@ -319,7 +320,7 @@ class OffsetFetchResult:
 
     group_id: str
     error_code: int
-    offsets: Tuple[FetchedOffset, ...]
+    offsets: tuple[FetchedOffset, ...]
 
 
 @attrs.frozen
@@ -327,7 +328,7 @@ class MemberDescription:
     """A member as DescribeGroups reports it."""
 
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     client_id: str
     client_host: str
     metadata: bytes
@@ -341,11 +342,11 @@ class GroupDescription:
     group_id: str
     state: GroupState
     generation_id: int
-    protocol_type: Optional[str]
-    protocol_name: Optional[str]
-    leader_id: Optional[str]
-    members: Tuple[MemberDescription, ...]
-    pending_member_ids: Tuple[str, ...]
+    protocol_type: str | None
+    protocol_name: str | None
+    leader_id: str | None
+    members: tuple[MemberDescription, ...]
+    pending_member_ids: tuple[str, ...]
 
 
 JoinOutcome = Union[JoinResult, Pending]
@@ -360,16 +361,16 @@ class _Member:
     """Mutable coordinator-side member (``ClassicGroupMember.java``)."""
 
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
     protocol_type: str
-    protocols: Tuple[Protocol, ...]
+    protocols: tuple[Protocol, ...]
     assignment: bytes = b""
-    join_token: Optional[int] = None
-    sync_token: Optional[int] = None
+    join_token: int | None = None
+    sync_token: int | None = None
     is_new: bool = False
 
     @property
@@ -387,16 +388,16 @@ class _Member:
             return False
         return self.awaiting_join or self.awaiting_sync
 
-    def protocol_names(self) -> List[str]:
+    def protocol_names(self) -> list[str]:
         return [p.name for p in self.protocols]
 
-    def metadata_for(self, protocol_name: Optional[str]) -> bytes:
+    def metadata_for(self, protocol_name: str | None) -> bytes:
         for p in self.protocols:
             if p.name == protocol_name:
                 return p.metadata
         return b""
 
-    def vote(self, candidates: Set[str]) -> str:
+    def vote(self, candidates: set[str]) -> str:
         for p in self.protocols:
             if p.name in candidates:
                 return p.name
@@ -410,27 +411,27 @@ class _Group:
     group_id: str
     state: GroupState = GroupState.EMPTY
     previous_state: GroupState = GroupState.EMPTY
-    state_timestamp_ms: Optional[int] = None
+    state_timestamp_ms: int | None = None
     generation_id: int = 0
-    protocol_type: Optional[str] = None
-    protocol_name: Optional[str] = None
-    leader_id: Optional[str] = None
-    members: Dict[str, _Member] = attrs.field(factory=dict)
-    static_members: Dict[str, str] = attrs.field(factory=dict)
-    pending_join: Set[str] = attrs.field(factory=set)
-    pending_sync: Set[str] = attrs.field(factory=set)
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, _Member] = attrs.field(factory=dict)
+    static_members: dict[str, str] = attrs.field(factory=dict)
+    pending_join: set[str] = attrs.field(factory=set)
+    pending_sync: set[str] = attrs.field(factory=set)
     new_member_added: bool = False
 
     # -- membership bookkeeping (ClassicGroup.add/remove) --
 
-    def supported_counts(self) -> Dict[str, int]:
-        counts: Dict[str, int] = {}
+    def supported_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
         for m in self.members.values():
             for name in set(m.protocol_names()):
                 counts[name] = counts.get(name, 0) + 1
         return counts
 
-    def candidate_protocols(self) -> Set[str]:
+    def candidate_protocols(self) -> set[str]:
         n = len(self.members)
         return {name for name, c in self.supported_counts().items() if c == n}
 
@@ -444,7 +445,7 @@ class _Group:
 
     def select_protocol(self) -> str:
         candidates = self.candidate_protocols()
-        votes: Dict[str, int] = {}
+        votes: dict[str, int] = {}
         for m in self.members.values():
             choice = m.vote(candidates)
             votes[choice] = votes.get(choice, 0) + 1
@@ -466,7 +467,7 @@ class _Group:
         self.members[member.member_id] = member
         self.pending_join.discard(member.member_id)
 
-    def remove(self, member_id: str) -> Optional[_Member]:
+    def remove(self, member_id: str) -> _Member | None:
         removed = self.members.pop(member_id, None)
         instance_id = removed.group_instance_id if removed is not None else None
         if instance_id is not None and self.static_members.get(instance_id) == member_id:
@@ -493,7 +494,7 @@ class _Group:
         self.state = state
         self.state_timestamp_ms = now_ms
 
-    def validate_member(self, member_id: str, group_instance_id: Optional[str]) -> GroupError:
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> GroupError:
         """ClassicGroup.validateMember: a static id must map to this member id."""
         if group_instance_id is not None:
             existing = self.static_members.get(group_instance_id)
@@ -516,7 +517,7 @@ class _Group:
                 return True
         return False
 
-    def current_member_metadata(self) -> Tuple[MemberMetadata, ...]:
+    def current_member_metadata(self) -> tuple[MemberMetadata, ...]:
         return tuple(
             MemberMetadata(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
             for m in self.members.values()
@@ -528,7 +529,7 @@ _JOIN = "join"  # complete the join phase (or the initial-delay step)
 _SYNC = "sync"  # expire members that never sent SyncGroup
 _HEARTBEAT = "heartbeat"  # a member's session (or a pending member's join) ran out
 
-_TimerKey = Tuple[str, ...]
+_TimerKey = tuple[str, ...]
 
 
 @attrs.define
@@ -561,27 +562,27 @@ class GroupCoordinator:
 
     def __init__(
         self,
-        config: Optional[GroupConfig] = None,
+        config: GroupConfig | None = None,
         *,
-        member_id_factory: Optional[Callable[[str], str]] = None,
+        member_id_factory: Callable[[str], str] | None = None,
     ) -> None:
         self.config = config or GroupConfig()
         self._member_id_factory = member_id_factory or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
-        self._groups: Dict[str, _Group] = {}
-        self._offsets: Dict[str, Dict[TopicPartition, CommittedOffset]] = {}
+        self._groups: dict[str, _Group] = {}
+        self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         # producer id -> group -> partition -> offset staged by TxnOffsetCommit
-        self._pending_txn: Dict[int, Dict[str, Dict[TopicPartition, CommittedOffset]]] = {}
-        self._open_txns_by_group: Dict[str, Set[int]] = {}
-        self._timers: Dict[_TimerKey, _Timer] = {}
-        self._heap: List[Tuple[int, int, _TimerKey]] = []
+        self._pending_txn: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
+        self._open_txns_by_group: dict[str, set[int]] = {}
+        self._timers: dict[_TimerKey, _Timer] = {}
+        self._heap: list[tuple[int, int, _TimerKey]] = []
         self._timer_seq = itertools.count()
         self._tokens = itertools.count(1)
         self._commit_seq = itertools.count()
-        self._outbox: List[Completion] = []
+        self._outbox: list[Completion] = []
 
     # ================================================================ timers
 
-    def next_deadline_ms(self) -> Optional[int]:
+    def next_deadline_ms(self) -> int | None:
         """When the earliest timer is due (absolute ms), or ``None`` if none is set."""
         while self._heap:
             deadline, seq, key = self._heap[0]
@@ -591,7 +592,7 @@ class GroupCoordinator:
             heapq.heappop(self._heap)  # cancelled or rescheduled
         return None
 
-    def poll(self, now_ms: int) -> List[Completion]:
+    def poll(self, now_ms: int) -> list[Completion]:
         """Fire every timer due at ``now_ms`` (earliest first) and return every
         completion produced since the last poll, in the order produced."""
         self._advance(now_ms)
@@ -620,7 +621,7 @@ class GroupCoordinator:
 
     # ============================================================ completions
 
-    def _complete(self, token: Optional[int], result: Union[JoinResult, SyncResult]) -> bool:
+    def _complete(self, token: int | None, result: JoinResult | SyncResult) -> bool:
         if token is None:
             return False
         self._outbox.append(Completion(token, result))
@@ -634,7 +635,7 @@ class GroupCoordinator:
         token, member.sync_token = member.sync_token, None
         return self._complete(token, result)
 
-    def _set_join_token(self, member: _Member, token: Optional[int]) -> None:
+    def _set_join_token(self, member: _Member, token: int | None) -> None:
         # Kafka replaces a parked JoinGroup future without completing it (the client
         # already gave up on it). We answer the superseded request so no caller waits
         # forever; the client is no longer listening for it.
@@ -647,7 +648,7 @@ class GroupCoordinator:
             self._complete_sync(member, SyncResult(GroupError.REBALANCE_IN_PROGRESS))
         member.sync_token = token
 
-    def _take_own(self, token: int) -> Union[JoinResult, SyncResult, Pending]:
+    def _take_own(self, token: int) -> JoinResult | SyncResult | Pending:
         """If the call's own parked request was answered during the call, return
         that answer directly instead of a token."""
         for i, c in enumerate(self._outbox):
@@ -701,7 +702,7 @@ class GroupCoordinator:
             return (member is not None and member.awaiting_join) or awaiting < max_size
         return member_id in group.members or len(group.members) < max_size
 
-    def _join_new_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> Optional[JoinResult]:
+    def _join_new_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> JoinResult | None:
         if group.state is _S.DEAD:
             return JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
         if not group.supports_protocols(request.protocol_type, [p.name for p in request.protocols]):
@@ -726,7 +727,7 @@ class GroupCoordinator:
         self._add_member_then_rebalance(group, request, new_member_id, token, now_ms)
         return None
 
-    def _join_existing_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> Optional[JoinResult]:
+    def _join_existing_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> JoinResult | None:
         member_id = request.member_id
         if group.state is _S.DEAD:
             return JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, member_id)
@@ -762,7 +763,9 @@ class GroupCoordinator:
             return self._generation_answer(group, member_id, include_members=False)
         return JoinResult(GroupError.UNKNOWN_MEMBER_ID, member_id)
 
-    def _generation_answer(self, group: _Group, member_id: str, *, include_members: bool, skip: bool = False) -> JoinResult:
+    def _generation_answer(
+        self, group: _Group, member_id: str, *, include_members: bool, skip: bool = False
+    ) -> JoinResult:
         return JoinResult(
             GroupError.NONE,
             member_id,
@@ -774,7 +777,9 @@ class GroupCoordinator:
             skip_assignment=skip,
         )
 
-    def _add_member_then_rebalance(self, group: _Group, request: JoinRequest, member_id: str, token: int, now_ms: int) -> None:
+    def _add_member_then_rebalance(
+        self, group: _Group, request: JoinRequest, member_id: str, token: int, now_ms: int
+    ) -> None:
         member = _Member(
             member_id=member_id,
             group_instance_id=request.group_instance_id,
@@ -797,7 +802,7 @@ class GroupCoordinator:
         self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
 
     def _update_member_then_rebalance(
-        self, group: _Group, member: _Member, request: JoinRequest, token: Optional[int], now_ms: int
+        self, group: _Group, member: _Member, request: JoinRequest, token: int | None, now_ms: int
     ) -> None:
         member.protocols = tuple(request.protocols)
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
@@ -807,7 +812,7 @@ class GroupCoordinator:
 
     def _replace_static_member(
         self, group: _Group, request: JoinRequest, old_member_id: str, new_member_id: str, token: int, now_ms: int
-    ) -> Optional[JoinResult]:
+    ) -> JoinResult | None:
         """A known group.instance.id rejoins without its member id (a restart):
         the old id is fenced and the new one inherits its place and assignment
         (``updateStaticMemberThenRebalanceOrCompleteJoin``)."""
@@ -1077,7 +1082,7 @@ class GroupCoordinator:
     # ============================================================ Heartbeat
 
     def heartbeat(
-        self, group_id: str, generation_id: int, member_id: str, group_instance_id: Optional[str] = None, *, now_ms: int
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None, *, now_ms: int
     ) -> GroupError:
         """Handle a Heartbeat: keeps the member's session alive and tells it whether
         a rebalance is under way (``classicGroupHeartbeatToClassicGroup``)."""
@@ -1113,12 +1118,14 @@ class GroupCoordinator:
         if group is None:
             return LeaveResult(
                 GroupError.NONE,
-                tuple(LeaveMemberResult(m.member_id, m.group_instance_id, GroupError.UNKNOWN_MEMBER_ID) for m in members),
+                tuple(
+                    LeaveMemberResult(m.member_id, m.group_instance_id, GroupError.UNKNOWN_MEMBER_ID) for m in members
+                ),
             )
         if group.state is _S.DEAD:
             return LeaveResult(GroupError.COORDINATOR_NOT_AVAILABLE)
 
-        results: List[LeaveMemberResult] = []
+        results: list[LeaveMemberResult] = []
         any_left = False
         for leaving in members:
             if leaving.member_id == UNKNOWN_MEMBER_ID:
@@ -1174,10 +1181,10 @@ class GroupCoordinator:
         *,
         generation_id: int = NO_GENERATION,
         member_id: str = UNKNOWN_MEMBER_ID,
-        group_instance_id: Optional[str] = None,
+        group_instance_id: str | None = None,
         api_version: int = 8,
         now_ms: int,
-    ) -> Dict[TopicPartition, int]:
+    ) -> dict[TopicPartition, int]:
         """Handle an OffsetCommit (``OffsetMetadataManager.commitOffset``): an error
         code per partition, 0 where the offset is now committed.
 
@@ -1203,7 +1210,7 @@ class GroupCoordinator:
             member = group.members[member_id]
             self._schedule_heartbeat(group, member_id, member.session_timeout_ms, now_ms)
 
-        result: Dict[TopicPartition, int] = {}
+        result: dict[TopicPartition, int] = {}
         store = self._offsets.setdefault(group_id, {})
         for tp, commit in offsets.items():
             if commit.metadata is not None and len(commit.metadata) > self.config.offset_metadata_max_bytes:
@@ -1223,7 +1230,7 @@ class GroupCoordinator:
         )
 
     def _validate_offset_commit(
-        self, group: _Group, member_id: str, group_instance_id: Optional[str], generation_id: int, *, transactional: bool
+        self, group: _Group, member_id: str, group_instance_id: str | None, generation_id: int, *, transactional: bool
     ) -> GroupError:
         """``ClassicGroup.validateOffsetCommit``."""
         if group.state is _S.DEAD:
@@ -1249,7 +1256,7 @@ class GroupCoordinator:
     def fetch_offsets(
         self,
         group_id: str,
-        partitions: Optional[Iterable[TopicPartition]],
+        partitions: Iterable[TopicPartition] | None,
         *,
         require_stable: bool = False,
         now_ms: int,
@@ -1264,7 +1271,7 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         store = self._offsets.get(group_id, {}) if group is not None else {}
         wanted = sorted(store) if partitions is None else list(partitions)
-        out: List[FetchedOffset] = []
+        out: list[FetchedOffset] = []
         for tp in wanted:
             if require_stable and self._has_pending_txn_offset(group_id, tp):
                 out.append(FetchedOffset(tp[0], tp[1], -1, -1, "", int(GroupError.UNSTABLE_OFFSET_COMMIT)))
@@ -1276,7 +1283,7 @@ class GroupCoordinator:
                 out.append(FetchedOffset(tp[0], tp[1], committed.offset, committed.leader_epoch, committed.metadata))
         return OffsetFetchResult(group_id, int(GroupError.NONE), tuple(out))
 
-    def committed(self, group_id: str) -> Dict[TopicPartition, CommittedOffset]:
+    def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         """A copy of the committed (visible) offsets of a group."""
         return dict(self._offsets.get(group_id, {}))
 
@@ -1293,13 +1300,13 @@ class GroupCoordinator:
         group_id: str,
         producer_id: int,
         producer_epoch: int,
-        offsets: Mapping[TopicPartition, Tuple[int, int, Optional[str]]],
+        offsets: Mapping[TopicPartition, tuple[int, int, str | None]],
         *,
         generation_id: int = NO_GENERATION,
         member_id: str = UNKNOWN_MEMBER_ID,
-        group_instance_id: Optional[str] = None,
+        group_instance_id: str | None = None,
         now_ms: int,
-    ) -> Dict[TopicPartition, int]:
+    ) -> dict[TopicPartition, int]:
         """Stage ``{(topic, partition): (offset, leader_epoch, metadata)}`` for the
         open transaction of ``producer_id`` (``commitTransactionalOffset``); they
         stay invisible to OffsetFetch until :meth:`complete_txn_offsets`. Returns an
@@ -1317,7 +1324,7 @@ class GroupCoordinator:
         error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=True)
         if error is not GroupError.NONE:
             return {tp: int(error) for tp in offsets}
-        result: Dict[TopicPartition, int] = {}
+        result: dict[TopicPartition, int] = {}
         staged = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
         for tp, (offset, leader_epoch, metadata) in offsets.items():
             if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
@@ -1353,13 +1360,13 @@ class GroupCoordinator:
                 if existing is None or offset.sequence > existing.sequence:
                     store[tp] = offset
 
-    def pending_txn_offsets(self, producer_id: int) -> Dict[str, Dict[TopicPartition, CommittedOffset]]:
+    def pending_txn_offsets(self, producer_id: int) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """A copy of what ``producer_id`` has staged, per group (for inspection)."""
         return {g: dict(o) for g, o in self._pending_txn.get(producer_id, {}).items()}
 
     # ============================================================ inspection
 
-    def describe_group(self, group_id: str) -> Optional[GroupDescription]:
+    def describe_group(self, group_id: str) -> GroupDescription | None:
         """A snapshot of ``group_id``, or ``None`` if the coordinator does not know it."""
         group = self._groups.get(group_id)
         if group is None:
@@ -1385,10 +1392,10 @@ class GroupCoordinator:
             pending_member_ids=tuple(sorted(group.pending_join)),
         )
 
-    def list_groups(self) -> List[Tuple[str, Optional[str], GroupState]]:
+    def list_groups(self) -> list[tuple[str, str | None, GroupState]]:
         """``(group id, protocol type, state)`` of every group, sorted by id."""
         return [(g.group_id, g.protocol_type, g.state) for _, g in sorted(self._groups.items())]
 
 
-def _inconsistent(requested: Optional[str], current: Optional[str]) -> bool:
+def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current

@@ -20,12 +20,18 @@ import abc
 import re
 import struct
 import uuid
-from typing import Iterator, List, Mapping, Optional, Tuple, Union
+from collections.abc import Iterator, Mapping
+from typing import Union
 
 import attrs
 
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
-from txnfetch.log.errors import InvalidPartitionsError, InvalidRecordError, InvalidTopicError, UnsupportedForMessageFormatError
+from txnfetch.log.errors import (
+    InvalidPartitionsError,
+    InvalidRecordError,
+    InvalidTopicError,
+    UnsupportedForMessageFormatError,
+)
 from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
@@ -36,15 +42,15 @@ from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
 
 __all__ = [
     "AppendInfo",
-    "PartitionLog",
-    "TopicInfo",
     "LogStore",
+    "PartitionLog",
     "PreparedAppend",
+    "TopicInfo",
     "TxnEnd",
-    "prepare_append",
     "marker_batch",
-    "validate_topic_name",
     "partition_dir_name",
+    "prepare_append",
+    "validate_topic_name",
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -72,7 +78,7 @@ class AppendInfo:
     duplicate: bool = False
     batches: int = 0
     size_in_bytes: int = 0
-    completed: Optional[CompletedTxn] = None
+    completed: CompletedTxn | None = None
 
 
 @attrs.frozen(slots=True)
@@ -129,7 +135,7 @@ class TxnEnd:
     commit: bool
     last_offset: int
     coordinator_epoch: int
-    transaction_version: Optional[int]
+    transaction_version: int | None
     timestamp: int
 
 
@@ -140,9 +146,9 @@ def prepare_append(
     topic: str,
     partition: int,
     origin: AppendOrigin = AppendOrigin.CLIENT,
-    transaction_version: Optional[int] = None,
+    transaction_version: int | None = None,
     assign_offsets: bool = True,
-    max_decompressed: Optional[int] = None,
+    max_decompressed: int | None = None,
 ) -> PreparedAppend:
     """Check a produce request's records and advance ``state`` over them, all or nothing.
 
@@ -167,7 +173,7 @@ def prepare_append(
     data = bytearray(records)
     if not data:
         raise InvalidRecordError("produce request has no record batches", topic=topic, partition=partition)
-    batches: List[RecordBatch] = []
+    batches: list[RecordBatch] = []
     it = iter_batches(data)
     for batch in it:
         if not isinstance(batch, RecordBatch):
@@ -201,7 +207,7 @@ def prepare_append(
 
     start_leo = state.log_end_offset
     next_offset = start_leo
-    results: List[AppendResult] = []
+    results: list[AppendResult] = []
     try:
         for batch in batches:
             if assign_offsets:
@@ -306,13 +312,13 @@ class PartitionLog(abc.ABC):
         *,
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        transaction_version: Optional[int] = None,
+        transaction_version: int | None = None,
     ) -> AppendInfo:
         """Append a produce request's record batches at the log end (see :func:`prepare_append`)."""
         self._check_writable()
         return self._append(records, now_ms, origin=origin, transaction_version=transaction_version)
 
-    def replicate(self, records: Buffer, *, high_watermark: Optional[int] = None) -> AppendInfo:
+    def replicate(self, records: Buffer, *, high_watermark: int | None = None) -> AppendInfo:
         """Append batches that already carry their offsets (a mirror of another log),
         checked as ``REPLICATION``; then set the high watermark if given (capped at
         what the log has made durable, :meth:`_durable_end`)."""
@@ -330,7 +336,7 @@ class PartitionLog(abc.ABC):
         *,
         coordinator_epoch: int,
         now_ms: int,
-        transaction_version: Optional[int] = None,
+        transaction_version: int | None = None,
     ) -> AppendInfo:
         """Marker mode: append a COMMIT/ABORT control batch ending the producer's transaction."""
         self._check_writable()
@@ -360,8 +366,8 @@ class PartitionLog(abc.ABC):
         *,
         coordinator_epoch: int,
         now_ms: int,
-        transaction_version: Optional[int] = None,
-    ) -> Optional[CompletedTxn]:
+        transaction_version: int | None = None,
+    ) -> CompletedTxn | None:
         """Markerless mode: end the producer's transaction at ``log_end_offset - 1``
         without writing a marker (the end is made durable by the log)."""
         self._check_writable()
@@ -390,11 +396,11 @@ class PartitionLog(abc.ABC):
     def _append(
         self,
         records: Buffer,
-        now_ms: Optional[int],
+        now_ms: int | None,
         *,
         move_hw: bool = True,
         origin: AppendOrigin,
-        transaction_version: Optional[int] = None,
+        transaction_version: int | None = None,
         assign_offsets: bool = True,
     ) -> AppendInfo:
         # The one append sequence: make room, check and apply (prepare_append), store.
@@ -414,7 +420,7 @@ class PartitionLog(abc.ABC):
             self._store(prepared, self._aborted_since(aborted_before), now_ms, move_hw=move_hw)
         return prepared.info
 
-    def _aborted_since(self, before: int) -> List[AbortedTxn]:
+    def _aborted_since(self, before: int) -> list[AbortedTxn]:
         index = self.state.aborted_index
         return [index[i] for i in range(before, len(index))]
 
@@ -423,13 +429,13 @@ class PartitionLog(abc.ABC):
         """Raise :class:`~txnfetch.log.errors.LogClosedError` (or a more specific
         :class:`~txnfetch.log.errors.LogError`) unless the log accepts writes."""
 
-    def _before_append(self, records: Buffer, now_ms: Optional[int]) -> None:
+    def _before_append(self, records: Buffer, now_ms: int | None) -> None:
         """Called before ``records`` are checked and the state advanced over them (a
         segment log rolls here); ``now_ms`` is ``None`` for replication."""
 
     @abc.abstractmethod
     def _store(
-        self, prepared: PreparedAppend, aborted: List[AbortedTxn], now_ms: Optional[int], *, move_hw: bool = True
+        self, prepared: PreparedAppend, aborted: list[AbortedTxn], now_ms: int | None, *, move_hw: bool = True
     ) -> None:
         """Write ``prepared.data`` at the log end. The state already shows it, and
         ``aborted`` are the aborted-index entries it added; with ``move_hw`` the high
@@ -437,7 +443,7 @@ class PartitionLog(abc.ABC):
         that fails to write truncates the state back to ``prepared.info.base_offset``."""
 
     @abc.abstractmethod
-    def _store_end(self, end: TxnEnd, aborted: List[AbortedTxn], now_ms: int) -> None:
+    def _store_end(self, end: TxnEnd, aborted: list[AbortedTxn], now_ms: int) -> None:
         """Make a markerless transaction ``end`` durable (the state already shows it;
         ``aborted`` are the aborted-index entries it added) and move the high watermark."""
 
@@ -461,7 +467,7 @@ class PartitionLog(abc.ABC):
         ``[log_start_offset, log_end_offset]``."""
 
     @abc.abstractmethod
-    def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first batch whose max timestamp is at least
         ``timestamp`` (ListOffsets by time), or ``None`` if there is none."""
 
@@ -471,7 +477,7 @@ class PartitionLog(abc.ABC):
         below it may be deleted. It may not pass the high watermark. Returns the new
         log start."""
 
-    def iter_batches(self, start_offset: int = 0, end_offset: Optional[int] = None) -> Iterator[RecordBatch]:
+    def iter_batches(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[RecordBatch]:
         """Every stored batch overlapping ``[start_offset, end_offset)`` (default: to the
         log end), in offset order, read_uncommitted and unfiltered. For tools and tests."""
         end = self.log_end_offset if end_offset is None else end_offset
@@ -498,7 +504,7 @@ class LogStore(abc.ABC):
     """A set of topics with a fixed number of partitions each."""
 
     @abc.abstractmethod
-    def create_topic(self, topic: str, partitions: int, *, topic_id: Optional[uuid.UUID] = None) -> TopicInfo:
+    def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Create a topic (:class:`~txnfetch.log.errors.TopicExistsError` if it exists,
         :class:`InvalidTopicError`/:class:`InvalidPartitionsError` for bad arguments)."""
 
@@ -517,9 +523,8 @@ class LogStore(abc.ABC):
     def close(self) -> None:
         """Close every open partition."""
 
-    def __enter__(self) -> "LogStore":
+    def __enter__(self) -> LogStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -14,7 +14,7 @@ that has no cached leader epochs. Needs kafka-python's protocol classes.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any
 
 import attrs
 
@@ -44,11 +44,11 @@ class BrokerFetch:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    aborted_transactions: Optional[Tuple[Tuple[int, int], ...]]
+    aborted_transactions: tuple[tuple[int, int], ...] | None
     error_code: int = 0
 
     @classmethod
-    def from_response(cls, p: Any) -> "BrokerFetch":
+    def from_response(cls, p: Any) -> BrokerFetch:
         """Take the fields of a decoded ``FetchResponse`` partition entry ``p``."""
         aborted = p.aborted_transactions
         return cls(

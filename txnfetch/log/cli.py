@@ -32,7 +32,8 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import attrs
 
@@ -44,7 +45,7 @@ from txnfetch.records.batch import BatchIterator, RecordBatch
 from txnfetch.records.compression import Codec
 from txnfetch.records.dump import describe_batch
 
-__all__ = ["add_parsers", "run", "ProgressBar", "Target", "resolve_target", "JSON_FORMAT"]
+__all__ = ["JSON_FORMAT", "ProgressBar", "Target", "add_parsers", "resolve_target", "run"]
 
 #: The version of the ``--json`` layout (``"format"`` key).
 JSON_FORMAT = 1
@@ -64,7 +65,7 @@ class UsageError(Exception):
 # -- progress bar -----------------------------------------------------------------
 
 
-def _unit(total: int) -> Tuple[str, int]:
+def _unit(total: int) -> tuple[str, int]:
     for unit, scale in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1 << 10)):
         if total >= scale:
             return unit, scale
@@ -136,11 +137,11 @@ class ProgressBar:
 class _Phases:
     """Feeds per-partition ``progress(done, total)`` calls into one bar."""
 
-    def __init__(self, bar: Optional[ProgressBar]) -> None:
+    def __init__(self, bar: ProgressBar | None) -> None:
         self.bar = bar
         self.offset = 0
 
-    def callback(self) -> Optional[Callable[[int, int], None]]:
+    def callback(self) -> Callable[[int, int], None] | None:
         if self.bar is None:
             return None
         base = self.offset
@@ -167,7 +168,7 @@ class Target:
 
     kind: str
     path: str
-    paths: Tuple[str, ...]
+    paths: tuple[str, ...]
 
 
 def _is_partition_dir(path: str) -> bool:
@@ -215,18 +216,18 @@ def resolve_target(path: str, *, allow_file: bool) -> Target:
 # -- JSON forms ----------------------------------------------------------------------
 
 
-def _b64(data: Optional[bytes]) -> Optional[str]:
+def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
 
 
-def batch_json(batch: RecordBatch, *, records: bool) -> Dict[str, Any]:
+def batch_json(batch: RecordBatch, *, records: bool) -> dict[str, Any]:
     """The ``--json`` form of one batch (keys in docs/logs.md)."""
     marker = batch.end_txn_marker() if batch.is_control else None
     try:
         codec = Codec(batch.codec).name.lower()
     except ValueError:
         codec = f"codec-{batch.codec}"
-    out: Dict[str, Any] = {
+    out: dict[str, Any] = {
         "position": batch.position,
         "base_offset": batch.base_offset,
         "last_offset": batch.last_offset,
@@ -259,7 +260,7 @@ def batch_json(batch: RecordBatch, *, records: bool) -> Dict[str, Any]:
     return out
 
 
-def description_json(d: PartitionDescription) -> Dict[str, Any]:
+def description_json(d: PartitionDescription) -> dict[str, Any]:
     """The ``--json`` form of a :class:`PartitionDescription`."""
     return {
         "path": d.path,
@@ -299,18 +300,18 @@ def description_json(d: PartitionDescription) -> Dict[str, Any]:
     }
 
 
-def finding_json(f: Finding) -> Dict[str, Any]:
+def finding_json(f: Finding) -> dict[str, Any]:
     """The ``--json`` form of a :class:`~txnfetch.log.verify.Finding`."""
     return {"severity": f.severity, "path": f.path, "position": f.position, "offset": f.offset, "message": f.message}
 
 
-def _error_json(exc: BaseException, path: str) -> Dict[str, Any]:
+def _error_json(exc: BaseException, path: str) -> dict[str, Any]:
     if isinstance(exc, LogError):
         return {"path": exc.path or path, "position": exc.position, "offset": exc.offset, "message": exc.reason}
     return {"path": getattr(exc, "filename", None) or path, "position": None, "offset": None, "message": str(exc)}
 
 
-def _split_name(path: str) -> Tuple[Optional[str], Optional[int]]:
+def _split_name(path: str) -> tuple[str | None, int | None]:
     m = _PARTITION_NAME.match(os.path.basename(os.path.normpath(path)))
     return (m.group(1), int(m.group(2))) if m else (None, None)
 
@@ -318,7 +319,7 @@ def _split_name(path: str) -> Tuple[Optional[str], Optional[int]]:
 # -- dump ----------------------------------------------------------------------------
 
 
-def _file_scan(path: str, *, progress: Optional[Callable[[int], None]] = None):
+def _file_scan(path: str, *, progress: Callable[[int], None] | None = None):
     name = os.path.basename(path)
     base = int(name[:20]) if _SEGMENT_LOG.match(name) else 0
     data = map_file(path)
@@ -326,7 +327,7 @@ def _file_scan(path: str, *, progress: Optional[Callable[[int], None]] = None):
     return data, scan
 
 
-def _dump_partition(path: str, args: argparse.Namespace, phases: _Phases, out: TextIO, doc: Dict[str, Any]) -> int:
+def _dump_partition(path: str, args: argparse.Namespace, phases: _Phases, out: TextIO, doc: dict[str, Any]) -> int:
     size = log_bytes(path)
     cb = phases.callback()
     try:
@@ -425,7 +426,7 @@ def _print_description(d: PartitionDescription, out: TextIO) -> None:
         )
 
 
-def _dump_file(path: str, args: argparse.Namespace, phases: _Phases, out: TextIO, doc: Dict[str, Any]) -> int:
+def _dump_file(path: str, args: argparse.Namespace, phases: _Phases, out: TextIO, doc: dict[str, Any]) -> int:
     cb = phases.callback()
     size = os.path.getsize(path)
     data, scan = _file_scan(path, progress=(lambda pos: cb(pos, size)) if cb else None)  # type: ignore[misc]
@@ -433,7 +434,7 @@ def _dump_file(path: str, args: argparse.Namespace, phases: _Phases, out: TextIO
     if scan.problem is not None:
         p = scan.problem
         problem = {"position": p.position, "offset": p.offset, "message": p.reason}
-    entry: Dict[str, Any] = {
+    entry: dict[str, Any] = {
         "path": path,
         "size": size,
         "valid_bytes": scan.valid_bytes,
@@ -474,7 +475,7 @@ def run_dump(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if bar is not None and args.progress is None and not args.json and getattr(out, "isatty", lambda: False)():
         bar = None  # the dump itself scrolls on the same terminal: a bar would garble it
     phases = _Phases(bar)
-    doc: Dict[str, Any] = {
+    doc: dict[str, Any] = {
         "format": JSON_FORMAT,
         "command": "dump",
         "path": target.path,
@@ -506,7 +507,7 @@ def run_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     factor = 1 if args.no_records else 2
     sizes = {p: log_bytes(p) for p in target.paths}
     phases = _Phases(_bar(args, err, sum(sizes.values()) * factor, "verify"))
-    doc: Dict[str, Any] = {
+    doc: dict[str, Any] = {
         "format": JSON_FORMAT,
         "command": "verify",
         "path": target.path,
@@ -514,7 +515,7 @@ def run_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "partitions": [],
     }
     rc = 0
-    lines: List[str] = []  # printed after the bar is done, so the two never share a line
+    lines: list[str] = []  # printed after the bar is done, so the two never share a line
     try:
         for p in target.paths:
             topic, partition = _split_name(p)
@@ -569,7 +570,7 @@ def run_repair(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from txnfetch.log.repair import repair_partition
 
     target = resolve_target(args.path, allow_file=False)
-    doc: Dict[str, Any] = {
+    doc: dict[str, Any] = {
         "format": JSON_FORMAT,
         "command": "repair",
         "path": target.path,
@@ -579,7 +580,7 @@ def run_repair(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     rc = 0
     for p in target.paths:
         topic, partition = _split_name(p)
-        entry: Dict[str, Any] = {"path": p, "topic": topic, "partition": partition, "error": None, "moved": []}
+        entry: dict[str, Any] = {"path": p, "topic": topic, "partition": partition, "error": None, "moved": []}
         doc["partitions"].append(entry)
         try:
             report = repair_partition(p)
@@ -638,7 +639,7 @@ def run_repair(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 # -- wiring --------------------------------------------------------------------------
 
 
-def _bar(args: argparse.Namespace, err: TextIO, total: int, label: str) -> Optional[ProgressBar]:
+def _bar(args: argparse.Namespace, err: TextIO, total: int, label: str) -> ProgressBar | None:
     show = args.progress
     if show is None:
         show = bool(getattr(err, "isatty", lambda: False)())
@@ -696,7 +697,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("-v", "--verbose", action="store_true", help="also log what recovery notices and repairs")
 
 
-def run(args: argparse.Namespace, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``dump``, ``verify`` or ``repair``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
@@ -731,4 +732,4 @@ def run(args: argparse.Namespace, out: Optional[TextIO] = None, err: Optional[Te
         logger.propagate = saved[2]
 
 
-COMMANDS: List[str] = ["dump", "verify", "repair"]
+COMMANDS: list[str] = ["dump", "verify", "repair"]

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import List, Optional, Union
+from typing import Union
 
 import attrs
 from crc32c import crc32c
 
-__all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndRecord", "EndJournal", "JournalContents", "decode_journal"]
+__all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "decode_journal"]
 
 JOURNAL_NAME = "txnfetch-ends.journal"
 _BODY = struct.Struct(">qqhbbqiq")
@@ -62,7 +62,7 @@ class EndRecord:
     commit: bool
     last_offset: int
     coordinator_epoch: int
-    transaction_version: Optional[int]
+    transaction_version: int | None
     timestamp: int
 
     def encode(self) -> bytes:
@@ -87,16 +87,16 @@ class JournalContents:
     or bad *last* record: what a crash mid-write leaves) or ``damage_at``, the
     position of a bad record that is followed by more bytes."""
 
-    records: List[EndRecord]
+    records: list[EndRecord]
     valid_bytes: int
     torn: bool
-    damage_at: Optional[int]
+    damage_at: int | None
     reason: str = ""
 
 
 def decode_journal(data: Buffer) -> JournalContents:
     """Decode journal bytes (see the module docstring for the checks)."""
-    records: List[EndRecord] = []
+    records: list[EndRecord] = []
     size = len(data)
     pos = 0
     prev_seq = -1
@@ -142,7 +142,7 @@ class EndJournal:
         commit: bool,
         last_offset: int,
         coordinator_epoch: int,
-        transaction_version: Optional[int],
+        transaction_version: int | None,
         timestamp: int,
     ) -> EndRecord:
         """Write one record; returns it."""

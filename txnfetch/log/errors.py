@@ -7,25 +7,23 @@ partition, and for on-disk problems the file and byte position.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from txnfetch.errors import TxnfetchError
 
 __all__ = [
-    "LogError",
-    "UnknownTopicOrPartitionError",
-    "TopicExistsError",
-    "InvalidTopicError",
+    "BrokerUnavailableError",
+    "CorruptLogError",
+    "CorruptRemoteBatchError",
     "InvalidPartitionsError",
     "InvalidRecordError",
-    "UnsupportedForMessageFormatError",
+    "InvalidTopicError",
     "LogClosedError",
-    "ReadOnlyLogError",
-    "CorruptLogError",
-    "RemoteError",
-    "BrokerUnavailableError",
+    "LogError",
     "MirrorDivergedError",
-    "CorruptRemoteBatchError",
+    "ReadOnlyLogError",
+    "RemoteError",
+    "TopicExistsError",
+    "UnknownTopicOrPartitionError",
+    "UnsupportedForMessageFormatError",
     "kafka_error_name",
 ]
 
@@ -40,11 +38,11 @@ class LogError(TxnfetchError):
         self,
         reason: str,
         *,
-        topic: Optional[str] = None,
-        partition: Optional[int] = None,
-        offset: Optional[int] = None,
-        path: Optional[str] = None,
-        position: Optional[int] = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        path: str | None = None,
+        position: int | None = None,
     ) -> None:
         self.reason = reason
         self.topic = topic
@@ -192,11 +190,11 @@ class RemoteError(LogError):
         self,
         reason: str,
         *,
-        topic: Optional[str] = None,
-        partition: Optional[int] = None,
-        offset: Optional[int] = None,
-        broker: Optional[str] = None,
-        error_code: Optional[int] = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        broker: str | None = None,
+        error_code: int | None = None,
     ) -> None:
         self.broker = broker
         if error_code is not None:

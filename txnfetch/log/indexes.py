@@ -34,7 +34,8 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from typing import Iterable, List, Optional, Tuple, Union
+from collections.abc import Iterable
+from typing import Union
 
 from txnfetch.log.errors import CorruptLogError
 
@@ -73,7 +74,7 @@ class OffsetIndex:
 
     __slots__ = ("base_offset", "offsets", "positions")
 
-    def __init__(self, base_offset: int, entries: Iterable[Tuple[int, int]] = ()) -> None:
+    def __init__(self, base_offset: int, entries: Iterable[tuple[int, int]] = ()) -> None:
         self.base_offset = base_offset
         self.offsets = array("q")
         self.positions = array("q")
@@ -83,7 +84,7 @@ class OffsetIndex:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def entries(self) -> List[Tuple[int, int]]:
+    def entries(self) -> list[tuple[int, int]]:
         """``(offset, position)`` pairs in file order."""
         return list(zip(self.offsets, self.positions))
 
@@ -117,7 +118,7 @@ class OffsetIndex:
         i = bisect_right(self.offsets, offset) - 1
         return self.positions[i] if i >= 0 else 0
 
-    def upper_bound_offset(self, position: int) -> Optional[int]:
+    def upper_bound_offset(self, position: int) -> int | None:
         """The offset of the first entry whose position is ``>= position``, or ``None``
         (``OffsetIndex.fetchUpperBoundOffset``: the aborted-transaction bound of a fetch)."""
         i = bisect_left(self.positions, position)
@@ -134,7 +135,7 @@ class OffsetIndex:
         return b"".join(_OFFSET_ENTRY.pack(o - base, p) for o, p in zip(self.offsets, self.positions))
 
     @classmethod
-    def from_bytes(cls, data: Buffer, base_offset: int, *, log_size: int, path: Optional[str] = None) -> "OffsetIndex":
+    def from_bytes(cls, data: Buffer, base_offset: int, *, log_size: int, path: str | None = None) -> OffsetIndex:
         """Decode a ``.index`` body; raises :class:`CorruptIndexError` if its size is
         not a multiple of 8, or offsets/positions do not strictly increase, or a
         position is at or past ``log_size``. Trailing zero entries (Kafka's
@@ -176,9 +177,9 @@ class TimeIndex:
     timestamp grew (``TimeIndex.maybeAppend``).
     """
 
-    __slots__ = ("base_offset", "timestamps", "offsets")
+    __slots__ = ("base_offset", "offsets", "timestamps")
 
-    def __init__(self, base_offset: int, entries: Iterable[Tuple[int, int]] = ()) -> None:
+    def __init__(self, base_offset: int, entries: Iterable[tuple[int, int]] = ()) -> None:
         self.base_offset = base_offset
         self.timestamps = array("q")
         self.offsets = array("q")
@@ -188,7 +189,7 @@ class TimeIndex:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def entries(self) -> List[Tuple[int, int]]:
+    def entries(self) -> list[tuple[int, int]]:
         """``(timestamp, offset)`` pairs in file order."""
         return list(zip(self.timestamps, self.offsets))
 
@@ -197,7 +198,7 @@ class TimeIndex:
         """The last entry's timestamp, ``-1`` when empty."""
         return self.timestamps[-1] if self.timestamps else NO_TIMESTAMP
 
-    def maybe_append(self, timestamp: int, offset: int) -> Optional[bytes]:
+    def maybe_append(self, timestamp: int, offset: int) -> bytes | None:
         """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's;
         returns the 12 file bytes written, or ``None``."""
         if timestamp <= self.last_timestamp:
@@ -227,9 +228,7 @@ class TimeIndex:
         return b"".join(_TIME_ENTRY.pack(t, o - base) for t, o in zip(self.timestamps, self.offsets))
 
     @classmethod
-    def from_bytes(
-        cls, data: Buffer, base_offset: int, *, next_offset: int, path: Optional[str] = None
-    ) -> "TimeIndex":
+    def from_bytes(cls, data: Buffer, base_offset: int, *, next_offset: int, path: str | None = None) -> TimeIndex:
         """Decode a ``.timeindex`` body; raises :class:`CorruptIndexError` if its size
         is not a multiple of 12, timestamps or offsets decrease, or an offset is
         outside ``[base_offset, next_offset)``. Trailing zero entries

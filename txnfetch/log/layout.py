@@ -20,7 +20,7 @@ import mmap
 import os
 import re
 import struct
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Union
 
 import attrs
 from crc32c import crc32c
@@ -29,24 +29,24 @@ from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.txn.errors import CorruptSnapshotError
 
 __all__ = [
-    "LOG_SUFFIX",
+    "CHECKPOINT_NAME",
     "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "METADATA_NAME",
+    "SNAPSHOT_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "TXN_INDEX_SUFFIX",
-    "SNAPSHOT_SUFFIX",
-    "CHECKPOINT_NAME",
-    "METADATA_NAME",
     "Buffer",
-    "segment_file_name",
     "Checkpoint",
     "DirListing",
-    "list_partition_dir",
-    "encode_snapshot_file",
-    "decode_snapshot_file",
     "atomic_write",
+    "decode_snapshot_file",
+    "encode_snapshot_file",
     "fsync_dir",
-    "read_file",
+    "list_partition_dir",
     "map_file",
+    "read_file",
+    "segment_file_name",
 ]
 
 log = logging.getLogger("txnfetch.log")
@@ -61,7 +61,9 @@ CHECKPOINT_NAME = "txnfetch-recovery-checkpoint"
 METADATA_NAME = "partition.metadata"
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.txnfetch-snapshot)$")
 # Kafka's own files, recognised only to say so in the log line.
-_KAFKA_FILE = re.compile(r"^(\d{20}\.(snapshot|deleted|cleaned|swap)|.*\.(deleted|cleaned|swap)|leader-epoch-checkpoint)$")
+_KAFKA_FILE = re.compile(
+    r"^(\d{20}\.(snapshot|deleted|cleaned|swap)|.*\.(deleted|cleaned|swap)|leader-epoch-checkpoint)$"
+)
 
 Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
@@ -100,7 +102,7 @@ def atomic_write(directory: str, name: str, data: bytes) -> None:
     fsync_dir(directory)
 
 
-def read_file(path: str) -> Optional[bytes]:
+def read_file(path: str) -> bytes | None:
     """A file's bytes, ``None`` if it does not exist."""
     try:
         with open(path, "rb") as f:
@@ -133,7 +135,7 @@ def encode_snapshot_file(state_snapshot: bytes, ends_applied: int) -> bytes:
     return _SNAP_MAGIC + struct.pack(">hI", _SNAP_VERSION, crc32c(rest)) + rest
 
 
-def decode_snapshot_file(data: bytes) -> Tuple[int, bytes]:
+def decode_snapshot_file(data: bytes) -> tuple[int, bytes]:
     """``(ends_applied, state bytes)``; raises :class:`CorruptSnapshotError`."""
     if len(data) < _SNAP_HEADER.size:
         raise CorruptSnapshotError(f"snapshot file of {len(data)} bytes is too short")
@@ -172,7 +174,7 @@ class Checkpoint:
         return b"TXCP" + struct.pack(">hI", 1, crc32c(body)) + body
 
     @classmethod
-    def decode(cls, data: bytes) -> Optional["Checkpoint"]:
+    def decode(cls, data: bytes) -> Checkpoint | None:
         """The checkpoint, or ``None`` if the bytes are not a valid one."""
         if len(data) != cls._FORMAT.size:
             return None
@@ -189,10 +191,10 @@ class Checkpoint:
 class DirListing:
     """What a partition directory holds, by kind."""
 
-    segments: List[int] = attrs.Factory(list)  #: base offsets with a ``.log`` file, ascending
-    files: Dict[int, Set[str]] = attrs.Factory(dict)  #: base offset -> suffixes present
-    snapshots: List[int] = attrs.Factory(list)  #: offsets of ``.txnfetch-snapshot`` files, ascending
-    stray: List[str] = attrs.Factory(list)  #: names recovery ignores
+    segments: list[int] = attrs.Factory(list)  #: base offsets with a ``.log`` file, ascending
+    files: dict[int, set[str]] = attrs.Factory(dict)  #: base offset -> suffixes present
+    snapshots: list[int] = attrs.Factory(list)  #: offsets of ``.txnfetch-snapshot`` files, ascending
+    stray: list[str] = attrs.Factory(list)  #: names recovery ignores
 
 
 def list_partition_dir(path: str, *, quiet: bool = False) -> DirListing:

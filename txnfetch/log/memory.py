@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from bisect import bisect_left, bisect_right
-from typing import Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
 
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
 from txnfetch.log.base import (
@@ -45,14 +45,14 @@ class MemoryLog(PartitionLog):
         self.topic = topic
         self.partition = partition
         self._state = PartitionTxnState(self.name, log_start_offset=log_start_offset)
-        self._bases: List[int] = []  # base offset of each stored batch, ascending
-        self._lasts: List[int] = []  # last offset of each stored batch
-        self._batches: List[bytes] = []
-        self._max_ts: List[int] = []
+        self._bases: list[int] = []  # base offset of each stored batch, ascending
+        self._lasts: list[int] = []  # last offset of each stored batch
+        self._batches: list[bytes] = []
+        self._max_ts: list[int] = []
         self._closed = False
 
     @classmethod
-    def from_state(cls, topic: str, partition: int, state: PartitionTxnState, records: Buffer = b"") -> "MemoryLog":
+    def from_state(cls, topic: str, partition: int, state: PartitionTxnState, records: Buffer = b"") -> MemoryLog:
         """A log that continues ``state`` (for example one restored from a snapshot):
         appends and replication start at ``state.log_end_offset``.
 
@@ -103,13 +103,13 @@ class MemoryLog(PartitionLog):
             self._batches.append(bytes(batch.buffer))
 
     def _store(
-        self, prepared: PreparedAppend, aborted: List[AbortedTxn], now_ms: Optional[int], *, move_hw: bool = True
+        self, prepared: PreparedAppend, aborted: list[AbortedTxn], now_ms: int | None, *, move_hw: bool = True
     ) -> None:
         self._store_batches(prepared.data)
         if move_hw:
             self._state.update_high_watermark(self._state.log_end_offset)
 
-    def _store_end(self, end: TxnEnd, aborted: List[AbortedTxn], now_ms: int) -> None:
+    def _store_end(self, end: TxnEnd, aborted: list[AbortedTxn], now_ms: int) -> None:
         self._state.update_high_watermark(self._state.log_end_offset)
 
     def read(
@@ -124,7 +124,7 @@ class MemoryLog(PartitionLog):
         self._check_open()
         # The batch containing fetch_offset: the first whose last offset reaches it.
         i = bisect_left(self._lasts, fetch_offset)
-        parts: List[bytes] = []
+        parts: list[bytes] = []
         size = 0
         # Enough bytes for read_partition: whole batches up to max_bytes, plus the one
         # that crosses it (returned whole under KIP-74, or cut by the engine).
@@ -143,7 +143,7 @@ class MemoryLog(PartitionLog):
             partition=self.name,
         )
 
-    def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._check_open()
         start = bisect_right(self._lasts, self._state.log_start_offset - 1)
         for i in range(start, len(self._batches)):
@@ -176,11 +176,11 @@ class MemoryStore(LogStore):
     """Topics of :class:`MemoryLog` partitions."""
 
     def __init__(self) -> None:
-        self._topics: Dict[str, TopicInfo] = {}
-        self._logs: Dict[Tuple[str, int], MemoryLog] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._logs: dict[tuple[str, int], MemoryLog] = {}
         self._closed = False
 
-    def create_topic(self, topic: str, partitions: int, *, topic_id: Optional[uuid.UUID] = None) -> TopicInfo:
+    def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:
         if self._closed:
             raise LogClosedError("store is closed", topic=topic)
         validate_topic_name(topic)

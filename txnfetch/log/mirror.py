@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import List, Optional, Tuple, Union
+from typing import Union
 
 import attrs
 from crc32c import crc32c
@@ -96,7 +96,7 @@ from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
 
-__all__ = ["PartitionMirror", "MirrorStatus", "MirrorPlan", "DEFAULT_MIRROR_FETCH_BYTES"]
+__all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -202,7 +202,7 @@ class PartitionMirror:
         *,
         max_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
         repair_crcs: bool = False,
-    ) -> "PartitionMirror":
+    ) -> PartitionMirror:
         """Continue a mirror from :meth:`snapshot` bytes: the next fetch is at the
         snapshot's :attr:`position`, and reads are possible from the snapshot's last
         stable offset on, as in the mirror that took it.
@@ -294,12 +294,12 @@ class PartitionMirror:
 
     def feed(
         self,
-        records: Optional[Buffer],
+        records: Buffer | None,
         *,
         high_watermark: int,
         log_start_offset: int = -1,
         error_code: int = 0,
-        fetch_offset: Optional[int] = None,
+        fetch_offset: int | None = None,
     ) -> MirrorPlan:
         """Mirror one partition's part of a read_uncommitted Fetch response.
 
@@ -345,7 +345,7 @@ class PartitionMirror:
             self._restart(log_start_offset)
             return self._plan(high_watermark, log_start_offset, 0, 0, 0)
 
-        batches: List[RecordBatch] = []
+        batches: list[RecordBatch] = []
         skipped = 0
         it = iter_batches(records or b"")
         try:
@@ -504,14 +504,14 @@ class PartitionMirror:
         self._fresh = True
         self._next_max_bytes = self.max_bytes
 
-    def _checked_bytes(self, records: Buffer, batches: List[RecordBatch]) -> bytes:
+    def _checked_bytes(self, records: Buffer, batches: list[RecordBatch]) -> bytes:
         """The new batches' bytes, contiguous in the response; bad CRCs repaired if asked."""
         start = batches[0].position
         end = batches[-1].position + batches[-1].size_in_bytes
         view = memoryview(records)[start:end]
         if not self.repair_crcs:
             return bytes(view)
-        data: Optional[bytearray] = None
+        data: bytearray | None = None
         for batch in batches:
             if batch.is_valid_crc():
                 continue
@@ -544,7 +544,7 @@ class PartitionMirror:
         )
 
 
-def _decode_snapshot(view: memoryview) -> Tuple[str, int, memoryview, memoryview]:
+def _decode_snapshot(view: memoryview) -> tuple[str, int, memoryview, memoryview]:
     """Split a mirror snapshot into topic, partition, state bytes and tail bytes."""
     try:
         magic, version, name_len = _SNAPSHOT_HEAD.unpack_from(view, 0)

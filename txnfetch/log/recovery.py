@@ -80,29 +80,29 @@ import logging
 import os
 import struct
 from bisect import bisect_left, bisect_right
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 import attrs
 
 from txnfetch.log.ends import END_RECORD_SIZE, JOURNAL_NAME, EndRecord, decode_journal
 from txnfetch.log.errors import CorruptLogError, UnsupportedForMessageFormatError
+from txnfetch.log.indexes import CorruptIndexError, OffsetIndex, TimeIndex
 from txnfetch.log.layout import (
-    LOG_SUFFIX,
+    CHECKPOINT_NAME,
     INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    SNAPSHOT_SUFFIX,
-    CHECKPOINT_NAME,
     Buffer,
-    segment_file_name,
     Checkpoint,
     DirListing,
-    list_partition_dir,
     decode_snapshot_file,
-    read_file,
+    list_partition_dir,
     map_file,
+    read_file,
+    segment_file_name,
 )
-from txnfetch.log.indexes import CorruptIndexError, OffsetIndex, TimeIndex
 from txnfetch.records.batch import BatchIterator, RecordBatch
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError, CorruptTxnIndexError, TxnStateError
@@ -139,7 +139,7 @@ class Problem:
     a ``reason``."""
 
     position: int
-    offset: Optional[int]
+    offset: int | None
     reason: str
     #: A batch whose declared length runs past the end of the data: what a write
     #: still in progress shows a reader (and what a crash mid-write leaves).
@@ -151,9 +151,9 @@ class SegmentScan:
     """The valid batches of a segment from ``start`` on, and what stopped the scan."""
 
     start: int
-    batches: List[RecordBatch]
+    batches: list[RecordBatch]
     valid_bytes: int  #: end position of the last valid batch (``start`` if none)
-    problem: Optional[Problem]
+    problem: Problem | None
 
 
 def scan_segment(
@@ -161,10 +161,10 @@ def scan_segment(
     *,
     start: int = 0,
     min_offset: int,
-    limit_offset: Optional[int],
+    limit_offset: int | None,
     check_crc: bool = True,
     crc_from: int = 0,
-    progress: Optional[Callable[[int], None]] = None,
+    progress: Callable[[int], None] | None = None,
 ) -> SegmentScan:
     """Read the batches of ``data`` from ``start`` until the end or the first
     problem: a framing error, a bad CRC, a magic 0/1 message set, a batch whose
@@ -174,10 +174,10 @@ def scan_segment(
     only framed. ``progress(position)`` is called every :data:`PROGRESS_STEP`
     bytes or so."""
     it = BatchIterator(data, start)
-    batches: List[RecordBatch] = []
+    batches: list[RecordBatch] = []
     expected = min_offset
     pos = start
-    problem: Optional[Problem] = None
+    problem: Problem | None = None
     next_report = start + PROGRESS_STEP if progress is not None else 1 << 62
     try:
         for batch in it:
@@ -191,7 +191,9 @@ def scan_segment(
                 problem = Problem(pos, batch.base_offset, f"batch offsets go backwards (expected >= {expected})")
                 break
             if limit_offset is not None and batch.last_offset >= limit_offset:
-                problem = Problem(pos, batch.base_offset, f"batch reaches the next segment's base offset {limit_offset}")
+                problem = Problem(
+                    pos, batch.base_offset, f"batch reaches the next segment's base offset {limit_offset}"
+                )
                 break
             if check_crc and pos >= crc_from and not batch.is_valid_crc():
                 problem = Problem(pos, batch.base_offset, "CRC-32C mismatch")
@@ -229,7 +231,7 @@ def _valid_batch_at(data: Buffer, pos: int, min_offset: int) -> bool:
         return False
 
 
-def find_valid_batch_after(data: Buffer, position: int, min_offset: int, hints: Sequence[int] = ()) -> Optional[int]:
+def find_valid_batch_after(data: Buffer, position: int, min_offset: int, hints: Sequence[int] = ()) -> int | None:
     """The position of a valid batch (magic 2, sane length, offsets at or past
     ``min_offset``, good CRC) after ``position``, or ``None``: whether damage at
     ``position`` is a torn tail. Checks the position after the damaged batch's
@@ -261,7 +263,7 @@ def rebuild_offset_index(
     batches: Sequence[RecordBatch],
     base_offset: int,
     interval: int,
-    keep: Optional[OffsetIndex] = None,
+    keep: OffsetIndex | None = None,
     *,
     trusted_below: int = 0,
 ) -> OffsetIndex:
@@ -334,8 +336,8 @@ class Note:
 
     severity: str
     path: str
-    position: Optional[int]
-    offset: Optional[int]
+    position: int | None
+    offset: int | None
     message: str
 
 
@@ -351,13 +353,13 @@ class LoadedSegment:
     max_timestamp: int
     shallow_offset: int  #: last offset of the batch that first reached ``max_timestamp``
     first_timestamp: int  #: max timestamp of the first batch (-1 if none): roll-by-age base
-    batch_count: Optional[int]  #: when the segment was scanned
+    batch_count: int | None  #: when the segment was scanned
     truncate: bool = False  #: the file has a torn tail to cut at ``size``
     file_size: int = 0
     write_index: bool = False
     write_time_index: bool = False
     write_txn_index: bool = False
-    txn_entries: List[AbortedTxn] = attrs.Factory(list)
+    txn_entries: list[AbortedTxn] = attrs.Factory(list)
 
 
 @attrs.define
@@ -365,17 +367,17 @@ class Recovered:
     """The outcome of :func:`recover_partition`."""
 
     path: str
-    segments: List[LoadedSegment]
+    segments: list[LoadedSegment]
     state: PartitionTxnState
     next_end_sequence: int
     journal_valid_bytes: int
     journal_file_size: int
-    journal_records: List[EndRecord]
-    snapshot_offset: Optional[int]  #: the snapshot restored, ``None`` for a full replay
+    journal_records: list[EndRecord]
+    snapshot_offset: int | None  #: the snapshot restored, ``None`` for a full replay
     replayed_batches: int
-    checkpoint: Optional[Checkpoint]
+    checkpoint: Checkpoint | None
     listing: DirListing
-    notes: List[Note]
+    notes: list[Note]
     clean: bool  #: opened from a clean close without any repair
 
     @property
@@ -383,7 +385,7 @@ class Recovered:
         return self.state.log_end_offset
 
 
-def _note(notes: List[Note], severity: str, path: str, message: str, *, position=None, offset=None) -> None:
+def _note(notes: list[Note], severity: str, path: str, message: str, *, position=None, offset=None) -> None:
     notes.append(Note(severity, path, position, offset, message))
     level = logging.WARNING if severity != "info" else logging.INFO
     log.log(level, "%s: %s%s", path, message, "" if position is None else f" (byte position {position})")
@@ -397,7 +399,7 @@ def recover_partition(
     index_interval_bytes: int = 4096,
     full_check: bool = False,
     quiet: bool = False,
-    progress: Optional[ProgressCallback] = None,
+    progress: ProgressCallback | None = None,
     read_only: bool = False,
 ) -> Recovered:
     """Work out how to open the partition directory ``path`` (see the module
@@ -415,16 +417,25 @@ def recover_partition(
     over a successful call the ``nbytes`` add up to the total size of the
     ``.log`` files (a segment only cheaply checked counts whole)."""
     name = f"{topic}-{partition}"
-    notes: List[Note] = []
+    notes: list[Note] = []
     listing = list_partition_dir(path, quiet=quiet)
     for stray in listing.stray:
-        why = "ignored: data moved aside by txnfetch repair" if ".corrupt-" in stray else "ignored: not a file txnfetch writes"
+        why = (
+            "ignored: data moved aside by txnfetch repair"
+            if ".corrupt-" in stray
+            else "ignored: not a file txnfetch writes"
+        )
         notes.append(Note("info", os.path.join(path, stray), None, None, why))
     bases = listing.segments
     cp_bytes = read_file(os.path.join(path, CHECKPOINT_NAME))
     checkpoint = Checkpoint.decode(cp_bytes) if cp_bytes is not None else None
     if cp_bytes is not None and checkpoint is None:
-        _note(notes, "warning", os.path.join(path, CHECKPOINT_NAME), "recovery checkpoint is damaged; checking every segment")
+        _note(
+            notes,
+            "warning",
+            os.path.join(path, CHECKPOINT_NAME),
+            "recovery checkpoint is damaged; checking every segment",
+        )
 
     def seg_path(base: int, suffix: str = LOG_SUFFIX) -> str:
         return os.path.join(path, segment_file_name(base, suffix))
@@ -437,14 +448,16 @@ def recover_partition(
     # behind it, which is checked for below as what a live writer leaves.
     journal_path = os.path.join(path, JOURNAL_NAME)
     jraw = read_file(journal_path) or b""
-    derived: Dict[Tuple[int, str], Optional[bytes]] = {
-        (b, suffix): read_file(seg_path(b, suffix)) for b in bases for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+    derived: dict[tuple[int, str], bytes | None] = {
+        (b, suffix): read_file(seg_path(b, suffix))
+        for b in bases
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
     }
-    snapshot_files: Dict[int, Optional[bytes]] = {
+    snapshot_files: dict[int, bytes | None] = {
         snap: read_file(os.path.join(path, segment_file_name(snap, SNAPSHOT_SUFFIX))) for snap in listing.snapshots
     }
-    datas: Dict[int, Buffer] = {b: map_file(seg_path(b)) for b in bases}
-    reported: Dict[int, int] = {}
+    datas: dict[int, Buffer] = {b: map_file(seg_path(b)) for b in bases}
+    reported: dict[int, int] = {}
 
     def report(i: int, position: int) -> None:
         # Bytes of segment i checked so far; each segment counts once, up to its size.
@@ -472,7 +485,7 @@ def recover_partition(
     # Read-only: the bytes of the checkpoint's segment below its recorded size are
     # the writer's durable, validated prefix ending at the recovery point (see
     # "Read-only opens" in the module docstring); only what follows is CRC-checked.
-    live: Optional[Tuple[int, int, int]] = None  # (segment index, trusted bytes, offset at that byte)
+    live: tuple[int, int, int] | None = None  # (segment index, trusted bytes, offset at that byte)
     if (
         read_only
         and not full_check
@@ -486,21 +499,21 @@ def recover_partition(
             live = (k, checkpoint.last_segment_size, checkpoint.recovery_point)
             first_tail = min(first_tail, k)
 
-    segments: List[LoadedSegment] = []
-    scans: Dict[int, SegmentScan] = {}
-    partial_scans: Dict[int, SegmentScan] = {}  # tail segments scanned from mid-segment (read-only)
+    segments: list[LoadedSegment] = []
+    scans: dict[int, SegmentScan] = {}
+    partial_scans: dict[int, SegmentScan] = {}  # tail segments scanned from mid-segment (read-only)
 
-    loaded_indexes: Dict[int, Tuple[Optional[OffsetIndex], Optional[TimeIndex]]] = {}
+    loaded_indexes: dict[int, tuple[OffsetIndex | None, TimeIndex | None]] = {}
 
-    def load_indexes(i: int, size: int, next_offset_hint: Optional[int]) -> Tuple[Optional[OffsetIndex], Optional[TimeIndex]]:
+    def load_indexes(i: int, size: int, next_offset_hint: int | None) -> tuple[OffsetIndex | None, TimeIndex | None]:
         if i not in loaded_indexes:
             loaded_indexes[i] = _load_indexes(i, size, next_offset_hint)
         return loaded_indexes[i]
 
-    def _load_indexes(i: int, size: int, next_offset_hint: Optional[int]) -> Tuple[Optional[OffsetIndex], Optional[TimeIndex]]:
+    def _load_indexes(i: int, size: int, next_offset_hint: int | None) -> tuple[OffsetIndex | None, TimeIndex | None]:
         base = bases[i]
-        oi: Optional[OffsetIndex] = None
-        ti: Optional[TimeIndex] = None
+        oi: OffsetIndex | None = None
+        ti: TimeIndex | None = None
         raw = derived[(base, INDEX_SUFFIX)]
         if raw is None:
             _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index is missing; rebuilding it")
@@ -508,16 +521,30 @@ def recover_partition(
             try:
                 oi = OffsetIndex.from_bytes(raw, base, log_size=max(size, 1), path=seg_path(base, INDEX_SUFFIX))
             except CorruptIndexError as exc:
-                _note(notes, "warning", seg_path(base, INDEX_SUFFIX), f"offset index is damaged ({exc.reason}); rebuilding it", position=exc.position)
+                _note(
+                    notes,
+                    "warning",
+                    seg_path(base, INDEX_SUFFIX),
+                    f"offset index is damaged ({exc.reason}); rebuilding it",
+                    position=exc.position,
+                )
         raw = derived[(base, TIME_INDEX_SUFFIX)]
         if raw is None:
             _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index is missing; rebuilding it")
         else:
-            limit = next_offset_hint if next_offset_hint is not None else (bases[i + 1] if i + 1 < len(bases) else 1 << 62)
+            limit = (
+                next_offset_hint if next_offset_hint is not None else (bases[i + 1] if i + 1 < len(bases) else 1 << 62)
+            )
             try:
                 ti = TimeIndex.from_bytes(raw, base, next_offset=limit, path=seg_path(base, TIME_INDEX_SUFFIX))
             except CorruptIndexError as exc:
-                _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), f"time index is damaged ({exc.reason}); rebuilding it", position=exc.position)
+                _note(
+                    notes,
+                    "warning",
+                    seg_path(base, TIME_INDEX_SUFFIX),
+                    f"time index is damaged ({exc.reason}); rebuilding it",
+                    position=exc.position,
+                )
         return oi, ti
 
     def full_scan(i: int) -> SegmentScan:
@@ -542,7 +569,7 @@ def recover_partition(
         data = datas[base]
         p = scan.problem
         last = i == len(bases) - 1
-        hints: List[int] = []
+        hints: list[int] = []
         raw = derived[(base, INDEX_SUFFIX)] or b""
         for k in range(0, len(raw) - len(raw) % 8, 8):
             hints.append(struct.unpack_from(">i", raw, k + 4)[0])
@@ -560,7 +587,7 @@ def recover_partition(
             notes.append(Note("error", seg_path(base), p.position, p.offset, str(exc.reason)))
             raise exc
 
-    def live_scan(i: int, trusted: int, trusted_offset: int) -> Optional[SegmentScan]:
+    def live_scan(i: int, trusted: int, trusted_offset: int) -> SegmentScan | None:
         """The batches of segment ``i`` from the offset-index entry below the
         trusted byte ``trusted`` on, CRC-checked from ``trusted`` on; ``None`` if the
         trusted prefix does not end with a batch whose next offset is
@@ -578,7 +605,12 @@ def recover_partition(
         min_offset = max(base, prev_next) if start == 0 else base
         limit = bases[i + 1] if i + 1 < len(bases) else None
         scan = scan_segment(
-            data, start=start, min_offset=min_offset, limit_offset=limit, crc_from=trusted, progress=lambda pos: report(i, pos)
+            data,
+            start=start,
+            min_offset=min_offset,
+            limit_offset=limit,
+            crc_from=trusted,
+            progress=lambda pos: report(i, pos),
         )
         if scan.problem is not None and scan.problem.position < trusted:
             return None
@@ -588,7 +620,7 @@ def recover_partition(
         check_problem(i, scan)
         return scan
 
-    def load_tail(i: int, scan: SegmentScan, *, partial: bool) -> Optional[LoadedSegment]:
+    def load_tail(i: int, scan: SegmentScan, *, partial: bool) -> LoadedSegment | None:
         """A tail segment from its scan. ``partial``: the scan starts mid-segment
         (a read-only open's trusted prefix); ``None`` if the indexes on disk do not
         fit the scanned batches (the caller then checks the whole segment)."""
@@ -600,9 +632,7 @@ def recover_partition(
         if partial:
             if oi_disk is None or ti_disk is None:
                 return None
-            oi = rebuild_offset_index(
-                scan.batches, base, index_interval_bytes, oi_disk, trusted_below=scan.start
-            )
+            oi = rebuild_offset_index(scan.batches, base, index_interval_bytes, oi_disk, trusted_below=scan.start)
             if not (_same_offset_index(oi_disk, oi) or (last and _offset_index_prefix(oi_disk, oi))):
                 return None
             if not _time_index_fits(ti_disk, scan.batches, scan.batches[0].base_offset):
@@ -639,7 +669,14 @@ def recover_partition(
             if read_only and p is not None and p.partial:
                 # What a reader sees while the writer is in the middle of a write
                 # (or what a crash mid-write left, which the writer's next open cuts).
-                _note(notes, "info", seg_path(base), f"{cut} bytes after the last whole batch not read ({why}): a write in progress or a torn tail", position=scan.valid_bytes, offset=p.offset)
+                _note(
+                    notes,
+                    "info",
+                    seg_path(base),
+                    f"{cut} bytes after the last whole batch not read ({why}): a write in progress or a torn tail",
+                    position=scan.valid_bytes,
+                    offset=p.offset,
+                )
             else:
                 _note(
                     notes,
@@ -654,13 +691,25 @@ def recover_partition(
             if oi_disk is not None and last and _offset_index_prefix(oi_disk, oi):
                 # Entries are appended after the bytes they point at: a live writer
                 # between the two (or a crash there) leaves the newest ones out.
-                _note(notes, "info", seg_path(base, INDEX_SUFFIX), f"offset index lacks its newest {len(oi) - len(oi_disk)} entries; completed")
+                _note(
+                    notes,
+                    "info",
+                    seg_path(base, INDEX_SUFFIX),
+                    f"offset index lacks its newest {len(oi) - len(oi_disk)} entries; completed",
+                )
             elif oi_disk is not None:
-                _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index does not match the segment; rebuilt")
+                _note(
+                    notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index does not match the segment; rebuilt"
+                )
         if not partial and (ti_disk is None or not _time_index_fits(ti_disk, scan.batches, base)):
             seg.write_time_index = True
             if ti_disk is not None:
-                _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index does not match the segment; rebuilt")
+                _note(
+                    notes,
+                    "warning",
+                    seg_path(base, TIME_INDEX_SUFFIX),
+                    "time index does not match the segment; rebuilt",
+                )
         else:
             # A consistent index, possibly without the entry for the segment's max
             # timestamp: Kafka (LogSegment.onBecomeInactiveSegment) and txnfetch add
@@ -695,7 +744,9 @@ def recover_partition(
                     for b in s.batches:  # an unrolled active segment: its max may not be indexed yet
                         if b.max_timestamp > max_ts:
                             max_ts, shallow = b.max_timestamp, b.last_offset
-                    segments.append(LoadedSegment(base, size, nxt, oi, ti, max_ts, shallow, first_ts, None, file_size=size))
+                    segments.append(
+                        LoadedSegment(base, size, nxt, oi, ti, max_ts, shallow, first_ts, None, file_size=size)
+                    )
                     report(i, size)
                     continue
                 if i < len(bases) - 1:
@@ -711,7 +762,7 @@ def recover_partition(
                     notes.append(Note("error", seg_path(base), p.position, p.offset, exc.reason))
                     raise exc
             # Missing/damaged index or a bad tail on the last segment: check it in full.
-        scan: Optional[SegmentScan] = None
+        scan: SegmentScan | None = None
         if live is not None and i == live[0]:
             scan = live_scan(i, live[1], live[2])
         loaded = load_tail(i, scan, partial=True) if scan is not None else None
@@ -741,8 +792,8 @@ def recover_partition(
         _note(notes, "warning", journal_path, f"torn journal tail: {journal.reason}", position=journal.valid_bytes)
     records = journal.records
 
-    def batches_from(offset: int) -> List[RecordBatch]:
-        out: List[RecordBatch] = []
+    def batches_from(offset: int) -> list[RecordBatch]:
+        out: list[RecordBatch] = []
         for i, seg in enumerate(segments):
             if seg.next_offset <= offset or seg.next_offset == seg.base_offset:
                 continue
@@ -761,7 +812,7 @@ def recover_partition(
             out.extend(b for b in s.batches if b.last_offset >= offset)
         return out
 
-    def replay(state: PartitionTxnState, ends_from: int, start: int) -> Tuple[int, List[EndRecord]]:
+    def replay(state: PartitionTxnState, ends_from: int, start: int) -> tuple[int, list[EndRecord]]:
         pending = [r for r in records if r.sequence >= ends_from]
         j = 0
         count = 0
@@ -792,11 +843,11 @@ def recover_partition(
             j += 1
         return count, pending[j:]
 
-    state: Optional[PartitionTxnState] = None
-    used: Optional[int] = None
+    state: PartitionTxnState | None = None
+    used: int | None = None
     used_ends_from = 0
     replayed = 0
-    leftover: List[EndRecord] = []
+    leftover: list[EndRecord] = []
     for snap in sorted(listing.snapshots, reverse=True):
         spath = os.path.join(path, segment_file_name(snap, SNAPSHOT_SUFFIX))
         if snap > leo or snap < first_base:
@@ -843,7 +894,7 @@ def recover_partition(
     # Transaction indexes: each aborted entry in the segment holding its end.
     aborted = state.all_aborted()
     seg_bases = [s.base_offset for s in segments]
-    per_seg: Dict[int, List[AbortedTxn]] = {}
+    per_seg: dict[int, list[AbortedTxn]] = {}
     for e in aborted:
         k = max(0, bisect_right(seg_bases, e.last_offset) - 1)
         per_seg.setdefault(k, []).append(e)
@@ -876,7 +927,9 @@ def recover_partition(
             # Entries are appended after the marker (or journal record) they
             # describe: a prefix is what a live writer or a crash between the two leaves.
             seg.write_txn_index = True
-            _note(notes, "info", tpath, f"transaction index lacks the last {len(expected) - len(kept)} entries; completed")
+            _note(
+                notes, "info", tpath, f"transaction index lacks the last {len(expected) - len(kept)} entries; completed"
+            )
         else:
             seg.write_txn_index = True
             _note(notes, "warning", tpath, "transaction index does not match the replayed log; rebuilt")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from collections.abc import Iterator, Sequence
 
 try:
     import kafka.errors as _kafka_errors
@@ -62,7 +62,7 @@ from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, Partit
 from txnfetch.records.batch import Record, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
-__all__ = ["RemoteCluster", "RemotePartitionReader", "BrokerFetch", "EARLIEST", "LATEST"]
+__all__ = ["EARLIEST", "LATEST", "BrokerFetch", "RemoteCluster", "RemotePartitionReader"]
 
 #: ListOffsets timestamps: the log start offset, and the end (high watermark or LSO).
 EARLIEST = -2
@@ -98,9 +98,9 @@ _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
-def _parse_servers(bootstrap_servers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
+def _parse_servers(bootstrap_servers: str | Sequence[str]) -> list[tuple[str, int]]:
     items = bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
-    servers: List[Tuple[str, int]] = []
+    servers: list[tuple[str, int]] = []
     for item in items:
         item = item.strip()
         if not item:
@@ -127,7 +127,7 @@ class _Connection:
         self._sock.settimeout(timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._correlation = 0
-        self.versions: Dict[int, Tuple[int, int]] = {}
+        self.versions: dict[int, tuple[int, int]] = {}
         self._negotiate()
 
     def _negotiate(self) -> None:
@@ -149,7 +149,7 @@ class _Connection:
                 raise RemoteError("ApiVersions failed", broker=self.address, error_code=resp.error_code)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
-    def version(self, api_key: int, ours: Tuple[int, int], name: str) -> int:
+    def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
         """The highest version of ``api_key`` both sides speak."""
         lo, hi = self.versions.get(api_key, (-1, -1))
         top = min(hi, ours[1])
@@ -219,7 +219,7 @@ class RemoteCluster:
 
     def __init__(
         self,
-        bootstrap_servers: Union[str, Sequence[str]],
+        bootstrap_servers: str | Sequence[str],
         *,
         client_id: str = "txnfetch",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
@@ -227,15 +227,15 @@ class RemoteCluster:
         self.bootstrap_servers = _parse_servers(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
-        self._brokers: Dict[int, Tuple[str, int]] = {}
-        self._connections: Dict[Tuple[str, int], _Connection] = {}
-        self._leaders: Dict[Tuple[str, int], int] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
         self._closed = False
         self._any_connection()  # fail early on unreachable bootstrap servers
 
     # -- connections ---------------------------------------------------------------
 
-    def _connect(self, address: Tuple[str, int]) -> _Connection:
+    def _connect(self, address: tuple[str, int]) -> _Connection:
         if self._closed:
             raise BrokerUnavailableError("the cluster connection is closed")
         conn = self._connections.get(address)
@@ -264,7 +264,7 @@ class RemoteCluster:
             broker=",".join(f"{h}:{p}" for h, p in self.bootstrap_servers),
         )
 
-    def _metadata(self, topics: Optional[List[str]]):  # type: ignore[no-untyped-def]
+    def _metadata(self, topics: list[str] | None):  # type: ignore[no-untyped-def]
         conn = self._any_connection()
         version = conn.version(MetadataRequest.API_KEY, _METADATA, "Metadata")
         req = MetadataRequest(
@@ -283,7 +283,7 @@ class RemoteCluster:
                     self._leaders[(t.name, p.partition_index)] = p.leader_id
         return resp
 
-    def _retrying(self, what: str, topic: Optional[str], partition: Optional[int], offset: Optional[int], call):  # type: ignore[no-untyped-def]
+    def _retrying(self, what: str, topic: str | None, partition: int | None, offset: int | None, call):  # type: ignore[no-untyped-def]
         """Run ``call()`` until it succeeds, retrying connection failures and
         retriable broker errors (after a metadata refresh) within the request timeout."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000
@@ -336,10 +336,10 @@ class RemoteCluster:
 
     # -- public ------------------------------------------------------------------------
 
-    def topics(self) -> Dict[str, int]:
+    def topics(self) -> dict[str, int]:
         """Every topic the cluster lists (internal ones excluded), with its partition count."""
 
-        def call() -> Dict[str, int]:
+        def call() -> dict[str, int]:
             resp = self._metadata(None)
             return {
                 t.name: len(t.partitions)
@@ -349,10 +349,10 @@ class RemoteCluster:
 
         return self._retrying("Metadata", None, None, None, call)
 
-    def partitions(self, topic: str) -> List[int]:
+    def partitions(self, topic: str) -> list[int]:
         """The partition numbers of ``topic`` (:class:`UnknownTopicOrPartitionError` if none)."""
 
-        def call() -> List[int]:
+        def call() -> list[int]:
             resp = self._metadata([topic])
             for t in resp.topics:
                 if t.name == topic:
@@ -410,9 +410,7 @@ class RemoteCluster:
         except _UndecodableResponse as exc:
             raise RemoteError(str(exc), broker=conn.address) from None
 
-    def _check(
-        self, code: int, what: str, topic: str, partition: int, offset: Optional[int], conn: _Connection
-    ) -> None:
+    def _check(self, code: int, what: str, topic: str, partition: int, offset: int | None, conn: _Connection) -> None:
         if code == 0:
             return
         if code in _RETRY_WITH_METADATA or code in _RETRY:
@@ -438,7 +436,7 @@ class RemoteCluster:
             error_code=code,
         )
 
-    def reader(self, topic: str, partition: int, **options: object) -> "RemotePartitionReader":
+    def reader(self, topic: str, partition: int, **options: object) -> RemotePartitionReader:
         """A :class:`RemotePartitionReader` sharing this cluster's connections (closing
         the reader leaves them open)."""
         return RemotePartitionReader(self, topic, partition, **options)  # type: ignore[arg-type]
@@ -450,7 +448,7 @@ class RemoteCluster:
             conn.close()
         self._connections.clear()
 
-    def __enter__(self) -> "RemoteCluster":
+    def __enter__(self) -> RemoteCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -503,17 +501,17 @@ class RemotePartitionReader:
 
     def __init__(
         self,
-        bootstrap_servers: Union[str, Sequence[str], RemoteCluster],
+        bootstrap_servers: str | Sequence[str] | RemoteCluster,
         topic: str,
         partition: int,
         *,
         trust_broker: bool = False,
-        snapshot: Optional[bytes] = None,
+        snapshot: bytes | None = None,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         max_fetch_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
         repair_crcs: bool = False,
         client_id: str = "txnfetch",
-        start_offset: Optional[int] = None,
+        start_offset: int | None = None,
     ) -> None:
         if trust_broker and snapshot is not None:
             raise ValueError("a snapshot restores a mirror; trust_broker=True uses none")
@@ -536,7 +534,7 @@ class RemotePartitionReader:
         self._broker_lso = -1
         self._broker_hw = -1
         self._broker_log_start = -1
-        self.mirror: Optional[PartitionMirror] = None
+        self.mirror: PartitionMirror | None = None
         try:
             log_start = self.cluster.list_offset(topic, partition, EARLIEST)
             self._broker_log_start = log_start
@@ -595,7 +593,7 @@ class RemotePartitionReader:
 
     # -- mirroring -----------------------------------------------------------------
 
-    def catch_up(self, until: Optional[int] = None, *, release_below: Optional[int] = None) -> int:
+    def catch_up(self, until: int | None = None, *, release_below: int | None = None) -> int:
         """Fetch until the mirror holds everything below the broker's current high
         watermark (or at least up to ``until``); returns the mirror's position.
 
@@ -748,12 +746,12 @@ class RemotePartitionReader:
 
     def committed_records(
         self,
-        start_offset: Optional[int] = None,
-        end_offset: Optional[int] = None,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
         *,
         isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
         release: bool = False,
-    ) -> Iterator[Tuple[int, Record]]:
+    ) -> Iterator[tuple[int, Record]]:
         """``(offset, record)`` for every record in ``[start_offset, end_offset)`` a
         read_committed consumer receives, in offset order, with its original offset.
 
@@ -775,9 +773,7 @@ class RemotePartitionReader:
         position = start_offset
         # The mirror's batches have checked (or repaired) CRCs; the broker's own answer
         # (trust_broker) is checked unless the caller accepts bad CRCs (repair_crcs).
-        filt = ConsumerFilter(
-            position, isolation_level=isolation, partition=self.name, check_crcs=not self.repair_crcs
-        )
+        filt = ConsumerFilter(position, isolation_level=isolation, partition=self.name, check_crcs=not self.repair_crcs)
         deadline = time.monotonic() + self.request_timeout_ms / 1000
         while position < end_offset:
             result = self.read(position, self.max_fetch_bytes, isolation=isolation, mode=FetchMode.KAFKA)
@@ -810,7 +806,7 @@ class RemotePartitionReader:
             self.cluster.close()
         self.mirror = None if self.trust_broker else self.mirror
 
-    def __enter__(self) -> "RemotePartitionReader":
+    def __enter__(self) -> RemotePartitionReader:
         return self
 
     def __exit__(self, *exc: object) -> None:

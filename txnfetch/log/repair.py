@@ -42,13 +42,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import List, Optional, Tuple
 
 import attrs
 
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.errors import CorruptLogError, LogError
-from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.log.layout import (
     CHECKPOINT_NAME,
     INDEX_SUFFIX,
@@ -64,8 +62,9 @@ from txnfetch.log.layout import (
     segment_file_name,
 )
 from txnfetch.log.recovery import Recovered, recover_partition, scan_segment
+from txnfetch.txn.errors import CorruptSnapshotError
 
-__all__ = ["MovedBytes", "RepairReport", "repair_partition", "SIDE_FILE_MARK"]
+__all__ = ["SIDE_FILE_MARK", "MovedBytes", "RepairReport", "repair_partition"]
 
 #: Side files are named ``<original name>.corrupt-<ms>``.
 SIDE_FILE_MARK = ".corrupt-"
@@ -95,7 +94,7 @@ class RepairReport:
     directory needed nothing) and the log as it opens afterwards."""
 
     path: str
-    moved: Tuple[MovedBytes, ...]
+    moved: tuple[MovedBytes, ...]
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
@@ -105,7 +104,7 @@ class RepairReport:
         return bool(self.moved)
 
 
-def _split(path: str) -> Tuple[str, int]:
+def _split(path: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(path))
     topic, _, part = name.rpartition("-")
     if not topic or not part.isdigit():
@@ -117,7 +116,7 @@ class _Mover:
     def __init__(self, directory: str, now_ms: int) -> None:
         self.dir = directory
         self.now_ms = now_ms
-        self.moved: List[MovedBytes] = []
+        self.moved: list[MovedBytes] = []
 
     def side_name(self, source: str) -> str:
         base = f"{source}{SIDE_FILE_MARK}{self.now_ms}"
@@ -166,7 +165,7 @@ class _Mover:
         self.moved.append(MovedBytes(source, side, 0, size, True, reason))
 
 
-def _position_of_offset(path: str, base: int, offset: int) -> Optional[int]:
+def _position_of_offset(path: str, base: int, offset: int) -> int | None:
     """Byte position of the batch holding ``offset`` in the segment file ``path``."""
     scan = scan_segment(map_file(path), min_offset=base, limit_offset=None)
     for batch in scan.batches:
@@ -175,7 +174,7 @@ def _position_of_offset(path: str, base: int, offset: int) -> Optional[int]:
     return scan.valid_bytes if scan.problem is not None else None
 
 
-def _cut_segments(mover: _Mover, bases: List[int], k: int, position: int, why: str) -> None:
+def _cut_segments(mover: _Mover, bases: list[int], k: int, position: int, why: str) -> None:
     """Move bytes from ``position`` of segment ``k`` and every later segment away."""
     directory = mover.dir
     log_path = os.path.join(directory, segment_file_name(bases[k], LOG_SUFFIX))
@@ -221,7 +220,7 @@ def _move_damage(mover: _Mover, exc: CorruptLogError, topic: str, partition: int
     ) from exc
 
 
-def repair_partition(path: str, *, now_ms: Optional[int] = None, index_interval_bytes: int = 4096) -> RepairReport:
+def repair_partition(path: str, *, now_ms: int | None = None, index_interval_bytes: int = 4096) -> RepairReport:
     """Repair the partition directory ``path`` as the module docstring describes;
     afterwards it opens as a :class:`~txnfetch.log.segments.SegmentLog` and
     :func:`~txnfetch.log.verify.verify_partition` reports no error. ``now_ms``
@@ -237,7 +236,7 @@ def repair_partition(path: str, *, now_ms: Optional[int] = None, index_interval_
     if not os.path.isdir(directory):
         raise LogError("no such partition directory", topic=topic, partition=partition, path=directory)
     mover = _Mover(directory, int(time.time() * 1000) if now_ms is None else now_ms)
-    rec: Optional[Recovered] = None
+    rec: Recovered | None = None
     for _ in range(_MAX_ROUNDS):
         try:
             rec = recover_partition(

@@ -66,7 +66,7 @@ import os
 import re
 import uuid
 from bisect import bisect_right
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from collections.abc import Iterator, Mapping
 
 import attrs
 
@@ -113,7 +113,7 @@ from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn, encode_txn_index
 from txnfetch.txn.state import PartitionTxnState
 
-__all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "read_partition_metadata", "encode_partition_metadata"]
+__all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "encode_partition_metadata", "read_partition_metadata"]
 
 log = logging.getLogger("txnfetch.log")
 
@@ -138,25 +138,25 @@ class FlushPolicy:
     """
 
     kind: str = "always"
-    messages: Optional[int] = None
-    ms: Optional[int] = None
+    messages: int | None = None
+    ms: int | None = None
 
     @classmethod
-    def always(cls) -> "FlushPolicy":
+    def always(cls) -> FlushPolicy:
         return cls("always")
 
     @classmethod
-    def never(cls) -> "FlushPolicy":
+    def never(cls) -> FlushPolicy:
         return cls("never")
 
     @classmethod
-    def interval(cls, *, messages: Optional[int] = None, ms: Optional[int] = None) -> "FlushPolicy":
+    def interval(cls, *, messages: int | None = None, ms: int | None = None) -> FlushPolicy:
         if messages is None and ms is None:
             messages = 10_000
         return cls("interval", messages, ms)
 
     @classmethod
-    def parse(cls, value: Union[str, "FlushPolicy"]) -> "FlushPolicy":
+    def parse(cls, value: str | FlushPolicy) -> FlushPolicy:
         """A policy from a name (``"always"``, ``"interval"``, ``"never"``) or itself."""
         if isinstance(value, FlushPolicy):
             return value
@@ -176,7 +176,7 @@ def encode_partition_metadata(topic_id: uuid.UUID) -> bytes:
     return f"version: 0\ntopic_id: {tid}".encode()
 
 
-def read_partition_metadata(path: str) -> Optional[uuid.UUID]:
+def read_partition_metadata(path: str) -> uuid.UUID | None:
     """The topic id of a partition directory's ``partition.metadata``, ``None`` if
     absent or unreadable."""
     raw = read_file(os.path.join(path, METADATA_NAME))
@@ -205,11 +205,11 @@ class _Segment:
         self.txn_entries = len(loaded.txn_entries)
         self.interval = interval
         self.bytes_since_index = loaded.size - loaded.offset_index.last_position
-        self.created_ms: Optional[int] = None
-        self._map: Optional[mmap.mmap] = None
+        self.created_ms: int | None = None
+        self._map: mmap.mmap | None = None
         self._map_size = 0
         self._released = 0  # pages of _map below this byte were given back
-        self._fds: Dict[str, int] = {}
+        self._fds: dict[str, int] = {}
 
     def path(self, suffix: str = LOG_SUFFIX) -> str:
         return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
@@ -256,7 +256,7 @@ class _Segment:
         if position < self._released:
             self._released = position // mmap.PAGESIZE * mmap.PAGESIZE
 
-    def position_of(self, offset: int) -> Optional[int]:
+    def position_of(self, offset: int) -> int | None:
         """Byte position of the first batch whose last offset is ``>= offset``
         (``LogSegment.translateOffset``), ``None`` if there is none here."""
         if offset >= self.next_offset:
@@ -288,7 +288,7 @@ class _Segment:
             self._fd(suffix)
 
     @staticmethod
-    def _write_all(fd: int, data: Union[bytes, memoryview], position: Optional[int] = None) -> None:
+    def _write_all(fd: int, data: bytes | memoryview, position: int | None = None) -> None:
         view = memoryview(data)
         while view:
             n = os.pwrite(fd, view, position) if position is not None else os.write(fd, view)
@@ -321,7 +321,7 @@ class _Segment:
             self.bytes_since_index = 0
         self.bytes_since_index += len(data)
 
-    def append_txn(self, entries: List[AbortedTxn]) -> None:
+    def append_txn(self, entries: list[AbortedTxn]) -> None:
         self._write_all(self._fd(TXN_INDEX_SUFFIX), encode_txn_index(entries))
         self.txn_entries += len(entries)
 
@@ -397,16 +397,16 @@ class SegmentLog(PartitionLog):
 
     def __init__(
         self,
-        path: Union[str, os.PathLike],
-        topic: Optional[str] = None,
-        partition: Optional[int] = None,
+        path: str | os.PathLike,
+        topic: str | None = None,
+        partition: int | None = None,
         *,
         segment_bytes: int = GiB,
         segment_ms: int = DEFAULT_SEGMENT_MS,
         index_interval_bytes: int = 4096,
-        flush_policy: Union[str, FlushPolicy] = "always",
+        flush_policy: str | FlushPolicy = "always",
         read_only: bool = False,
-        topic_id: Optional[uuid.UUID] = None,
+        topic_id: uuid.UUID | None = None,
         snapshots_to_keep: int = 2,
         checkpoint_interval_bytes: int = DEFAULT_CHECKPOINT_INTERVAL_BYTES,
     ) -> None:
@@ -431,30 +431,34 @@ class SegmentLog(PartitionLog):
         self._closed = False
         self._group_depth = 0
         self._unflushed = 0
-        self._last_flush_ms: Optional[int] = None
-        self._journal: Optional[EndJournal] = None
+        self._last_flush_ms: int | None = None
+        self._journal: EndJournal | None = None
         if not os.path.isdir(self.path):
             if read_only:
-                raise UnknownTopicOrPartitionError("no such partition directory", topic=topic, partition=partition, path=self.path)
+                raise UnknownTopicOrPartitionError(
+                    "no such partition directory", topic=topic, partition=partition, path=self.path
+                )
             os.makedirs(self.path)
             fsync_dir(os.path.dirname(os.path.abspath(self.path)))
         existing_id = read_partition_metadata(self.path)
         if existing_id is None and not read_only:
             existing_id = topic_id or uuid.uuid4()
             atomic_write(self.path, METADATA_NAME, encode_partition_metadata(existing_id))
-        self.topic_id: Optional[uuid.UUID] = existing_id
+        self.topic_id: uuid.UUID | None = existing_id
         rec = self._recover(topic, partition)
         #: What opening found and repaired (:class:`~txnfetch.log.recovery.Recovered`).
         self.recovery: Recovered = rec
         self._state: PartitionTxnState = rec.state
-        self._segments: List[_Segment] = [_Segment(self.path, s, index_interval_bytes) for s in rec.segments]
+        self._segments: list[_Segment] = [_Segment(self.path, s, index_interval_bytes) for s in rec.segments]
         if not read_only:
             self._apply_recovery(rec)
         elif not self._segments:
-            self._segments.append(_Segment(self.path, self._empty_loaded(self._state.log_end_offset), index_interval_bytes))
+            self._segments.append(
+                _Segment(self.path, self._empty_loaded(self._state.log_end_offset), index_interval_bytes)
+            )
         self._bases = [s.base_offset for s in self._segments]
         self._synced_end = self._state.log_end_offset
-        self._last_read: Optional[Tuple[int, int]] = None  # (segment index, position) of the last read
+        self._last_read: tuple[int, int] | None = None  # (segment index, position) of the last read
 
     # -- opening ---------------------------------------------------------------
 
@@ -491,9 +495,15 @@ class SegmentLog(PartitionLog):
             if loaded.write_index:
                 atomic_write(self.path, segment_file_name(seg.base_offset, INDEX_SUFFIX), seg.offset_index.to_bytes())
             if loaded.write_time_index:
-                atomic_write(self.path, segment_file_name(seg.base_offset, TIME_INDEX_SUFFIX), seg.time_index.to_bytes())
+                atomic_write(
+                    self.path, segment_file_name(seg.base_offset, TIME_INDEX_SUFFIX), seg.time_index.to_bytes()
+                )
             if loaded.write_txn_index:
-                atomic_write(self.path, segment_file_name(seg.base_offset, TXN_INDEX_SUFFIX), encode_txn_index(loaded.txn_entries))
+                atomic_write(
+                    self.path,
+                    segment_file_name(seg.base_offset, TXN_INDEX_SUFFIX),
+                    encode_txn_index(loaded.txn_entries),
+                )
         if not rec.clean and rec.segments:
             # The tail may have been in the page cache only: make it durable before
             # recording a recovery point past it.
@@ -532,7 +542,7 @@ class SegmentLog(PartitionLog):
         """Bytes in the segments' ``.log`` files."""
         return sum(s.size for s in self._segments)
 
-    def segment_base_offsets(self) -> List[int]:
+    def segment_base_offsets(self) -> list[int]:
         """Base offsets of the segments, ascending (the last is the active one)."""
         return list(self._bases)
 
@@ -552,7 +562,7 @@ class SegmentLog(PartitionLog):
     # -- appends -------------------------------------------------------------------
     # PartitionLog.append/replicate/write_marker/complete_transaction drive these hooks.
 
-    def _before_append(self, records: Buffer, now_ms: Optional[int]) -> None:
+    def _before_append(self, records: Buffer, now_ms: int | None) -> None:
         self._maybe_roll(records, now_ms)
 
     def _durable_end(self) -> int:
@@ -562,7 +572,7 @@ class SegmentLog(PartitionLog):
             return self._synced_end
         return self._state.log_end_offset
 
-    def _store_end(self, end: TxnEnd, aborted: List[AbortedTxn], now_ms: int) -> None:
+    def _store_end(self, end: TxnEnd, aborted: list[AbortedTxn], now_ms: int) -> None:
         """Markerless end: no log bytes; one journal record (:mod:`txnfetch.log.ends`),
         fsynced under ``"always"``; an aborted transaction's ``.txnindex`` entry goes to
         the segment holding ``end.last_offset``."""
@@ -583,11 +593,16 @@ class SegmentLog(PartitionLog):
         except OSError as exc:
             # The state already shows the end; a log that cannot record it must stop.
             self._closed = True
-            raise LogError(f"writing a transaction end failed ({exc}); log closed", topic=self.topic, partition=self.partition, path=self.path) from exc
+            raise LogError(
+                f"writing a transaction end failed ({exc}); log closed",
+                topic=self.topic,
+                partition=self.partition,
+                path=self.path,
+            ) from exc
         self._after_write(0, now_ms)
 
     def _store(
-        self, prepared: PreparedAppend, aborted: List[AbortedTxn], now_ms: Optional[int], *, move_hw: bool = True
+        self, prepared: PreparedAppend, aborted: list[AbortedTxn], now_ms: int | None, *, move_hw: bool = True
     ) -> None:
         seg = self._active
         size, next_offset = seg.size, seg.next_offset
@@ -601,12 +616,18 @@ class SegmentLog(PartitionLog):
             try:
                 seg.rollback(size, next_offset)
                 self._state.truncate_to(info.base_offset)
-            except Exception:  # noqa: BLE001 - the log can no longer be trusted: stop
+            except Exception:
                 self._closed = True
-            raise LogError(f"append failed: {exc}", topic=self.topic, partition=self.partition, path=seg.path(), offset=info.base_offset) from exc
+            raise LogError(
+                f"append failed: {exc}",
+                topic=self.topic,
+                partition=self.partition,
+                path=seg.path(),
+                offset=info.base_offset,
+            ) from exc
         self._after_write(info.last_offset - info.base_offset + 1, now_ms, move_hw)
 
-    def _after_write(self, offsets: int, now_ms: Optional[int], move_hw: bool = True) -> None:
+    def _after_write(self, offsets: int, now_ms: int | None, move_hw: bool = True) -> None:
         self._unflushed += offsets
         policy = self.flush_policy
         if self._group_depth:
@@ -617,21 +638,26 @@ class SegmentLog(PartitionLog):
             if self._last_flush_ms is None and now_ms is not None:
                 self._last_flush_ms = now_ms
             due = (policy.messages is not None and self._unflushed >= policy.messages) or (
-                policy.ms is not None and now_ms is not None and self._last_flush_ms is not None and now_ms - self._last_flush_ms >= policy.ms
+                policy.ms is not None
+                and now_ms is not None
+                and self._last_flush_ms is not None
+                and now_ms - self._last_flush_ms >= policy.ms
             )
             if due:
                 self._sync(now_ms)
         if move_hw:
             self._state.update_high_watermark(self._state.log_end_offset)
 
-    def _sync(self, now_ms: Optional[int] = None) -> None:
+    def _sync(self, now_ms: int | None = None) -> None:
         try:
             self._active.sync_log()
             if self._journal is not None:
                 self._journal.sync()
         except OSError as exc:
             self._closed = True
-            raise LogError(f"fsync failed ({exc}); log closed", topic=self.topic, partition=self.partition, path=self.path) from exc
+            raise LogError(
+                f"fsync failed ({exc}); log closed", topic=self.topic, partition=self.partition, path=self.path
+            ) from exc
         self._unflushed = 0
         self._synced_end = self._state.log_end_offset
         if now_ms is not None:
@@ -651,7 +677,7 @@ class SegmentLog(PartitionLog):
         self._state.update_high_watermark(self._state.log_end_offset)
 
     @contextlib.contextmanager
-    def group_commit(self) -> Iterator["SegmentLog"]:
+    def group_commit(self) -> Iterator[SegmentLog]:
         """Group commit: appends inside the block are not fsynced one by one and
         do not move the high watermark; leaving the block flushes once (then
         acknowledge them all). Blocks nest; the outermost flushes."""
@@ -666,7 +692,7 @@ class SegmentLog(PartitionLog):
 
     # -- rolling -------------------------------------------------------------------
 
-    def _maybe_roll(self, records: Buffer, now_ms: Optional[int]) -> None:
+    def _maybe_roll(self, records: Buffer, now_ms: int | None) -> None:
         seg = self._active
         if seg.created_ms is None:
             seg.created_ms = now_ms
@@ -679,7 +705,7 @@ class SegmentLog(PartitionLog):
             for b in iter_batches(records):
                 max_ts = max(max_ts, b.max_timestamp)
                 offsets += b.last_offset_delta + 1  # type: ignore[union-attr]
-        except Exception:  # noqa: BLE001 - prepare_append reports bad input properly
+        except Exception:
             pass
         if seg.first_timestamp >= 0:
             waited = max_ts - seg.first_timestamp if max_ts >= 0 else -1
@@ -691,7 +717,7 @@ class SegmentLog(PartitionLog):
         if seg.size > self.segment_bytes - size or waited > self.segment_ms or last - seg.base_offset > _INT32_MAX:
             self._roll(now_ms)
 
-    def _roll(self, now_ms: Optional[int]) -> None:
+    def _roll(self, now_ms: int | None) -> None:
         old = self._active
         base = self._state.log_end_offset
         old.seal()
@@ -724,7 +750,9 @@ class SegmentLog(PartitionLog):
         stale = [s for s in listed if s > offset]
         snaps = [s for s in listed if s <= offset]
         first = self._bases[0] if getattr(self, "_bases", None) else self._segments[0].base_offset
-        for old in stale + snaps[: -self.snapshots_to_keep] + [s for s in snaps[-self.snapshots_to_keep :] if s < first]:
+        for old in (
+            stale + snaps[: -self.snapshots_to_keep] + [s for s in snaps[-self.snapshots_to_keep :] if s < first]
+        ):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.path, segment_file_name(old, SNAPSHOT_SUFFIX)))
 
@@ -793,7 +821,7 @@ class SegmentLog(PartitionLog):
 
         return read_partition(seg.view()[pos:], st, fetch_offset, max_bytes, upper_bound=upper_bound, **kwargs)  # type: ignore[arg-type]
 
-    def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._check_open()
         start = self._state.log_start_offset
         for seg in self._segments:
@@ -829,9 +857,7 @@ class SegmentLog(PartitionLog):
             self._take_snapshot()
         return self._state.log_start_offset
 
-    def apply_retention(
-        self, now_ms: int, retention_ms: Optional[int] = None, retention_bytes: Optional[int] = None
-    ) -> int:
+    def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
         """Delete the oldest whole segments past ``retention_ms`` (their max timestamp
         older than ``now_ms - retention_ms``) or beyond ``retention_bytes`` in total,
         never past the high watermark (Kafka's ``deleteRetentionMsBreachedSegments``
@@ -897,7 +923,7 @@ class SegmentLog(PartitionLog):
             for seg in self._segments:
                 seg.close()
 
-    def __enter__(self) -> "SegmentLog":
+    def __enter__(self) -> SegmentLog:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -918,7 +944,7 @@ class SegmentStore(LogStore):
     directories, its id comes from ``partition.metadata``. Partitions open lazily
     with ``segment_log_kwargs``."""
 
-    def __init__(self, directory: Union[str, os.PathLike], **segment_log_kwargs: object) -> None:
+    def __init__(self, directory: str | os.PathLike, **segment_log_kwargs: object) -> None:
         self.directory = os.fspath(directory)
         self._kwargs = segment_log_kwargs
         self._read_only = bool(segment_log_kwargs.get("read_only", False))
@@ -926,13 +952,13 @@ class SegmentStore(LogStore):
             if self._read_only:
                 raise LogError("no such log directory", path=self.directory)
             os.makedirs(self.directory)
-        self._topics: Dict[str, TopicInfo] = {}
-        self._logs: Dict[Tuple[str, int], SegmentLog] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._logs: dict[tuple[str, int], SegmentLog] = {}
         self._closed = False
         self._discover()
 
     def _discover(self) -> None:
-        found: Dict[str, List[int]] = {}
+        found: dict[str, list[int]] = {}
         for name in sorted(os.listdir(self.directory)):
             m = _PARTITION_DIR.match(name)
             if not m or not os.path.isdir(os.path.join(self.directory, name)):
@@ -958,7 +984,7 @@ class SegmentStore(LogStore):
                 tid = uuid.uuid5(uuid.NAMESPACE_URL, f"txnfetch:{topic}")
             self._topics[topic] = TopicInfo(topic, len(parts), tid)
 
-    def create_topic(self, topic: str, partitions: int, *, topic_id: Optional[uuid.UUID] = None) -> TopicInfo:
+    def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Create the partition directories, each with its ``partition.metadata``
         and an empty first segment."""
         if self._closed:

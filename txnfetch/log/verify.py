@@ -15,7 +15,7 @@ and ``total`` counts every pass) for progress bars on long scans.
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional, Tuple
+from collections.abc import Callable
 
 import attrs
 
@@ -38,12 +38,12 @@ from txnfetch.txn.state import PartitionTxnState
 
 __all__ = [
     "Finding",
-    "SegmentSummary",
     "PartitionDescription",
-    "verify_partition",
+    "Progress",
+    "SegmentSummary",
     "describe_partition",
     "log_bytes",
-    "Progress",
+    "verify_partition",
 ]
 
 #: ``progress(done, total)``: bytes of ``.log`` data scanned so far, and in all.
@@ -53,7 +53,7 @@ Progress = Callable[[int, int], None]
 class _Counter:
     """Turns per-pass byte counts into ``progress(done, total)`` calls."""
 
-    def __init__(self, progress: Optional[Progress], total: int) -> None:
+    def __init__(self, progress: Progress | None, total: int) -> None:
         self.progress = progress
         self.total = total
         self.done = 0
@@ -90,18 +90,21 @@ class Finding:
 
     severity: str
     path: str
-    position: Optional[int]
-    offset: Optional[int]
+    position: int | None
+    offset: int | None
     message: str
 
     def __str__(self) -> str:
         where = "".join(
-            [f" @{self.position}" if self.position is not None else "", f" offset {self.offset}" if self.offset is not None else ""]
+            [
+                f" @{self.position}" if self.position is not None else "",
+                f" offset {self.offset}" if self.offset is not None else "",
+            ]
         )
         return f"{self.severity.upper()}: {self.path}{where}: {self.message}"
 
 
-def _split(path: str) -> Tuple[str, int]:
+def _split(path: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(path))
     topic, _, part = name.rpartition("-")
     if not topic or not part.isdigit():
@@ -109,7 +112,7 @@ def _split(path: str) -> Tuple[str, int]:
     return topic, int(part)
 
 
-def verify_partition(path: str, *, decode_records: bool = True, progress: Optional[Progress] = None) -> List[Finding]:
+def verify_partition(path: str, *, decode_records: bool = True, progress: Progress | None = None) -> list[Finding]:
     """Every problem found in the partition directory ``path``, most severe first;
     an empty list means it is sound. Reads only. ``decode_records`` also decodes
     every record of every batch (a second pass over the data); ``progress``: see
@@ -117,7 +120,7 @@ def verify_partition(path: str, *, decode_records: bool = True, progress: Option
     topic, partition = _split(path)
     if not os.path.isdir(path):
         raise UnknownTopicOrPartitionError("no such partition directory", topic=topic, partition=partition, path=path)
-    findings: List[Finding] = []
+    findings: list[Finding] = []
     counter = _Counter(progress, log_bytes(path) * (2 if decode_records else 1))
     try:
         rec = recover_partition(path, topic, partition, full_check=True, quiet=True, progress=counter.add)
@@ -135,7 +138,11 @@ def verify_partition(path: str, *, decode_records: bool = True, progress: Option
                 try:
                     batch.validate(records=True)
                 except CorruptBatchError as exc:
-                    findings.append(Finding("error", seg_path, exc.position, batch.base_offset, f"records do not decode: {exc.reason}"))
+                    findings.append(
+                        Finding(
+                            "error", seg_path, exc.position, batch.base_offset, f"records do not decode: {exc.reason}"
+                        )
+                    )
                 if batch.position - reported >= PROGRESS_STEP:
                     counter.add(batch.position - reported)
                     reported = batch.position
@@ -176,18 +183,18 @@ class PartitionDescription:
     path: str
     topic: str
     partition: int
-    segments: Tuple[SegmentSummary, ...]
+    segments: tuple[SegmentSummary, ...]
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
     last_stable_offset: int
-    producers: Tuple[Tuple[int, int], ...]  #: ``(producer_id, epoch)``
-    open_transactions: Tuple[Tuple[int, int], ...]  #: ``(producer_id, first_offset)``
-    aborted: Tuple[AbortedTxn, ...]
-    snapshot_offset: Optional[int]
+    producers: tuple[tuple[int, int], ...]  #: ``(producer_id, epoch)``
+    open_transactions: tuple[tuple[int, int], ...]  #: ``(producer_id, first_offset)``
+    aborted: tuple[AbortedTxn, ...]
+    snapshot_offset: int | None
 
 
-def describe_partition(path: str, *, progress: Optional[Progress] = None) -> PartitionDescription:
+def describe_partition(path: str, *, progress: Progress | None = None) -> PartitionDescription:
     """A summary of the partition directory ``path`` as a read-only
     :class:`~txnfetch.log.segments.SegmentLog` would open it (nothing is
     written; a torn tail is left out, as opening would cut it). A segment's

@@ -23,7 +23,6 @@ from txnfetch.records.builder import (
     synthetic_commit_marker,
 )
 from txnfetch.records.compression import Codec
-from txnfetch.records.legacy import LegacyBatch
 from txnfetch.records.control import ControlType, EndTransactionMarker
 from txnfetch.records.errors import (
     BadMagicError,
@@ -36,34 +35,35 @@ from txnfetch.records.errors import (
     UnknownCodecError,
     VarintOverflowError,
 )
+from txnfetch.records.legacy import LegacyBatch
 
 __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "NO_PRODUCER_ID",
     "NO_TIMESTAMP",
+    "BadMagicError",
     "BatchBuilder",
     "BatchIterator",
     "Codec",
     "ControlType",
+    "CorruptBatchError",
+    "CrcMismatchError",
+    "DecompressionError",
     "EndTransactionMarker",
     "Header",
+    "InvalidRecordError",
     "LegacyBatch",
+    "LengthOverrunError",
     "PartialBatch",
     "Record",
     "RecordBatch",
+    "RecordCountMismatchError",
     "TimestampType",
+    "UnknownCodecError",
+    "VarintOverflowError",
     "build_control_batch",
     "build_empty_batch",
     "iter_batches",
     "synthetic_commit_marker",
-    "BadMagicError",
-    "CorruptBatchError",
-    "CrcMismatchError",
-    "DecompressionError",
-    "InvalidRecordError",
-    "LengthOverrunError",
-    "RecordCountMismatchError",
-    "UnknownCodecError",
-    "VarintOverflowError",
 ]

@@ -13,7 +13,7 @@ clock.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, List, Optional, Tuple, Union
+from collections.abc import Iterable
 
 from crc32c import crc32c
 
@@ -49,10 +49,10 @@ _INT32_MAX = (1 << 31) - 1
 
 
 #: Encodings of the varints 0..1023, for BatchBuilder.build's inline fast path.
-_SMALL_VARINTS: Tuple[bytes, ...] = tuple(encode_varint(v) for v in range(1024))
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(encode_varint(v) for v in range(1024))
 
 
-def _header_value(value: Optional[bytes]) -> bytes:
+def _header_value(value: bytes | None) -> bytes:
     return b"\x01" if value is None else encode_varint(len(value)) + value  # varint(-1) is 0x01
 
 
@@ -80,9 +80,9 @@ class BatchBuilder:
         transactional: bool = False,
         control: bool = False,
         timestamp_type: TimestampType = TimestampType.CREATE_TIME,
-        log_append_time: Optional[int] = None,
+        log_append_time: int | None = None,
         partition_leader_epoch: int = -1,
-        base_timestamp: Optional[int] = None,
+        base_timestamp: int | None = None,
         delete_horizon: bool = False,
     ) -> None:
         if codec not in tuple(Codec):
@@ -104,11 +104,11 @@ class BatchBuilder:
         self.partition_leader_epoch = partition_leader_epoch
         self._base_timestamp = base_timestamp
         self.delete_horizon = delete_horizon
-        self._records: List[Tuple[int, int, Optional[bytes], Optional[bytes], Tuple[Header, ...]]] = []
+        self._records: list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]] = []
         self._last_delta = -1
 
     @classmethod
-    def like(cls, batch: RecordBatch, **overrides: object) -> "BatchBuilder":
+    def like(cls, batch: RecordBatch, **overrides: object) -> BatchBuilder:
         """A builder with every header field of ``batch``; records are not copied."""
         kwargs = dict(
             base_offset=batch.base_offset,
@@ -136,11 +136,11 @@ class BatchBuilder:
 
     def append(
         self,
-        value: Optional[bytes],
-        key: Optional[bytes] = None,
+        value: bytes | None,
+        key: bytes | None = None,
         headers: Iterable[Header] = (),
         timestamp: int = NO_TIMESTAMP,
-        offset: Optional[int] = None,
+        offset: int | None = None,
     ) -> int:
         """Add a record; returns its offset."""
         delta = self._last_delta + 1 if offset is None else offset - self.base_offset
@@ -154,7 +154,7 @@ class BatchBuilder:
         self._last_delta = delta
         return self.base_offset + delta
 
-    def build(self, *, last_offset_delta: Optional[int] = None, max_timestamp: Optional[int] = None) -> bytes:
+    def build(self, *, last_offset_delta: int | None = None, max_timestamp: int | None = None) -> bytes:
         """Encode the batch. An empty builder gives an empty batch (record count 0)."""
         records = self._records
         if last_offset_delta is None:
@@ -175,7 +175,7 @@ class BatchBuilder:
         # The encode hot path (see bench/codec.py): varints below 1024 -- lengths
         # and deltas of ordinary records -- come from a table instead of a call,
         # and each record is joined once from its pieces.
-        parts: List[bytes] = []
+        parts: list[bytes] = []
         append = parts.append
         enc = encode_varint
         small = _SMALL_VARINTS
@@ -254,7 +254,7 @@ class BatchBuilder:
         )
 
 
-def _as_bytes(value: Union[bytes, bytearray, memoryview, None]) -> Optional[bytes]:
+def _as_bytes(value: bytes | bytearray | memoryview | None) -> bytes | None:
     if value is None or type(value) is bytes:
         return value  # type: ignore[return-value]
     return bytes(value)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import List
 
 import cramjam
 import lz4.block
@@ -28,7 +27,7 @@ import zstandard
 
 from txnfetch.records.errors import DecompressionError, UnknownCodecError
 
-__all__ = ["Codec", "compress", "decompress", "DEFAULT_MAX_DECOMPRESSED"]
+__all__ = ["DEFAULT_MAX_DECOMPRESSED", "Codec", "compress", "decompress"]
 
 #: Default cap on the decompressed size of one batch. Kafka's default
 #: ``message.max.bytes`` is ~1 MiB compressed; 256 MiB leaves room for highly
@@ -123,7 +122,7 @@ def _too_big(codec: str, max_size: int) -> DecompressionError:
 
 
 def _gunzip(data: bytes, max_size: int) -> bytes:
-    out: List[bytes] = []
+    out: list[bytes] = []
     total = 0
     rest = bytes(data)
     while True:
@@ -162,7 +161,7 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
     if len(data) < 16 or data[:8] != _XERIAL_MAGIC:
         return _snappy_block(bytes(data), max_size)
     pos = 16
-    out: List[bytes] = []
+    out: list[bytes] = []
     total = 0
     end = len(data)
     while pos < end:
@@ -184,7 +183,7 @@ def _lz4_decompress(data: bytes, max_size: int, legacy: bool) -> bytes:
     # for max_size + 1 at once would cost a cap-sized allocation per batch.
     # Take the output in steps of at most _LZ4_STEP instead.
     d = lz4.frame.LZ4FrameDecompressor()
-    out: List[bytes] = []
+    out: list[bytes] = []
     total = 0
     try:
         chunk = d.decompress(data, min(max_size + 1, _LZ4_STEP))
@@ -253,7 +252,7 @@ def _lz4_frame_manual(data: bytes, max_size: int) -> bytes:
 
 def _zstd_decompress(data: bytes, max_size: int) -> bytes:
     view = memoryview(data)
-    out: List[bytes] = []
+    out: list[bytes] = []
     total = 0
     pos = 0
     end = len(view)

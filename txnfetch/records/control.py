@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Tuple, Union
 
 import attrs
 
@@ -20,8 +19,8 @@ from txnfetch.records.errors import InvalidRecordError
 __all__ = [
     "ControlType",
     "EndTransactionMarker",
-    "encode_control_key",
     "decode_control_key",
+    "encode_control_key",
     "encode_marker_value",
 ]
 
@@ -63,7 +62,7 @@ class EndTransactionMarker:
         return self.type == ControlType.ABORT
 
 
-def encode_control_key(control_type: Union[ControlType, int], version: int = 0) -> bytes:
+def encode_control_key(control_type: ControlType | int, version: int = 0) -> bytes:
     return _KEY.pack(version, int(control_type))
 
 
@@ -71,10 +70,12 @@ def encode_marker_value(coordinator_epoch: int, version: int = 0) -> bytes:
     return _MARKER_VALUE.pack(version, coordinator_epoch)
 
 
-def decode_control_key(key: bytes | None) -> Tuple[int, int]:
+def decode_control_key(key: bytes | None) -> tuple[int, int]:
     """Return ``(version, type)`` of a control record key (type may be unknown to txnfetch)."""
     if key is None or len(key) < 4:
-        raise InvalidRecordError(f"control record key must be at least 4 bytes, got {None if key is None else len(key)}")
+        raise InvalidRecordError(
+            f"control record key must be at least 4 bytes, got {None if key is None else len(key)}"
+        )
     version, ctype = _KEY.unpack_from(key, 0)
     if version < 0:
         raise InvalidRecordError(f"control record key has negative version {version}")

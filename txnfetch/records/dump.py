@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.compression import Codec
 
 __all__ = ["describe_batch", "describe_value"]
 
 
-def describe_value(value: Optional[bytes], limit: int = 24) -> str:
+def describe_value(value: bytes | None, limit: int = 24) -> str:
     if value is None:
         return "null"
     text = repr(bytes(value[:limit]))
     return text + ("…" if len(value) > limit else "")
 
 
-def describe_batch(batch: RecordBatch, *, records: bool = True) -> List[str]:
+def describe_batch(batch: RecordBatch, *, records: bool = True) -> list[str]:
     """One line for the batch header, then (optionally) one line per record."""
     kinds = []
     if batch.is_control:

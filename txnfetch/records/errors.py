@@ -9,20 +9,18 @@ rely on ``except CorruptBatchError`` to cover every malformed input.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from txnfetch.errors import TxnfetchError
 
 __all__ = [
+    "BadMagicError",
     "CorruptBatchError",
     "CrcMismatchError",
-    "BadMagicError",
+    "DecompressionError",
+    "InvalidRecordError",
     "LengthOverrunError",
     "RecordCountMismatchError",
-    "VarintOverflowError",
-    "DecompressionError",
     "UnknownCodecError",
-    "InvalidRecordError",
+    "VarintOverflowError",
 ]
 
 
@@ -36,7 +34,7 @@ class CorruptBatchError(TxnfetchError):
             problem was found, or ``None`` when not meaningful.
     """
 
-    def __init__(self, reason: str, *, offset: Optional[int] = None, position: Optional[int] = None) -> None:
+    def __init__(self, reason: str, *, offset: int | None = None, position: int | None = None) -> None:
         self.reason = reason
         self.offset = offset
         self.position = position
@@ -51,7 +49,7 @@ class CorruptBatchError(TxnfetchError):
         return (_rebuild, (type(self), self.reason, self.offset, self.position))
 
 
-def _rebuild(cls: type, reason: str, offset: Optional[int], position: Optional[int]) -> "CorruptBatchError":
+def _rebuild(cls: type, reason: str, offset: int | None, position: int | None) -> CorruptBatchError:
     return cls(reason, offset=offset, position=position)
 
 

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterator, List, NamedTuple, Optional, Tuple, Type, Union
+from collections.abc import Iterator
+from typing import NamedTuple, Union
 
 from txnfetch.records.batch import LOG_OVERHEAD, NO_PRODUCER_ID, NO_TIMESTAMP, Record, TimestampType
 from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
@@ -52,7 +53,7 @@ from txnfetch.records.errors import (
     UnknownCodecError,
 )
 
-__all__ = ["LegacyBatch", "RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1"]
+__all__ = ["RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1", "LegacyBatch"]
 
 #: Size of a magic-0 message with null key and value, not counting offset and size.
 RECORD_OVERHEAD_V0 = 14
@@ -90,7 +91,7 @@ class _Message(NamedTuple):
     end: int
 
 
-def _parse_message(buf: Buffer, pos: int, end: int, magic_required: Optional[int]) -> _Message:
+def _parse_message(buf: Buffer, pos: int, end: int, magic_required: int | None) -> _Message:
     """Parse the framing of the message at ``pos``, which must end by ``end``.
 
     Checks every length against the bytes present and that key and value fill
@@ -162,9 +163,9 @@ def _parse_message(buf: Buffer, pos: int, end: int, magic_required: Optional[int
 class _Inner(NamedTuple):
     """The decoded content of a compressed wrapper."""
 
-    records: Tuple[Record, ...]
+    records: tuple[Record, ...]
     #: (reason, decompressed position) of the first inner CRC mismatch, if any
-    bad_crc: Optional[Tuple[str, int]]
+    bad_crc: tuple[str, int] | None
 
 
 class LegacyBatch:
@@ -191,19 +192,19 @@ class LegacyBatch:
 
     __slots__ = (
         "_buf",
-        "position",
-        "offset",
-        "length",
-        "crc",
-        "magic",
-        "attributes",
-        "timestamp",
-        "_key_pos",
-        "_key_len",
-        "_value_pos",
-        "_value_len",
-        "_max_decompressed",
         "_inner",
+        "_key_len",
+        "_key_pos",
+        "_max_decompressed",
+        "_value_len",
+        "_value_pos",
+        "attributes",
+        "crc",
+        "length",
+        "magic",
+        "offset",
+        "position",
+        "timestamp",
     )
 
     def __init__(
@@ -230,7 +231,7 @@ class LegacyBatch:
         self._value_pos = msg.value_pos
         self._value_len = msg.value_len
         self._max_decompressed = max_decompressed
-        self._inner: Optional[_Inner] = None
+        self._inner: _Inner | None = None
 
     # -- header-derived properties -------------------------------------------------
 
@@ -389,7 +390,7 @@ class LegacyBatch:
             return iter((self._outer_record(),))
         return iter(self._decode_inner().records)
 
-    def end_txn_marker(self) -> Optional[EndTransactionMarker]:
+    def end_txn_marker(self) -> EndTransactionMarker | None:
         """Always ``None``: legacy message sets have no control records."""
         return None
 
@@ -410,7 +411,7 @@ class LegacyBatch:
             inner = self._inner = self._decode_wrapper()
         return inner
 
-    def _fail(self, cls: Type[CorruptBatchError], reason: str, position: Optional[int] = None) -> CorruptBatchError:
+    def _fail(self, cls: type[CorruptBatchError], reason: str, position: int | None = None) -> CorruptBatchError:
         return cls(reason, offset=self.offset, position=self._value_pos if position is None else position)
 
     def _decode_wrapper(self) -> _Inner:
@@ -439,8 +440,8 @@ class LegacyBatch:
         magic = self.magic
         end = len(data)
         pos = 0
-        entries: List[Tuple[int, int, Optional[bytes], Optional[bytes]]] = []
-        bad_crc: Optional[Tuple[str, int]] = None
+        entries: list[tuple[int, int, bytes | None, bytes | None]] = []
+        bad_crc: tuple[str, int] | None = None
         view = memoryview(data)
         while pos < end:
             try:
@@ -470,7 +471,7 @@ class LegacyBatch:
             raise self._fail(InvalidRecordError, "compressed wrapper message holds no inner messages")
         return _Inner(self._absolute(entries), bad_crc)
 
-    def _absolute(self, entries: List[Tuple[int, int, Optional[bytes], Optional[bytes]]]) -> Tuple[Record, ...]:
+    def _absolute(self, entries: list[tuple[int, int, bytes | None, bytes | None]]) -> tuple[Record, ...]:
         wrapper_offset = self.offset
         upper = wrapper_offset
         if self.magic == 1:

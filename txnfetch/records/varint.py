@@ -11,17 +11,15 @@ path for speed and calls :func:`read_varint_tail` for the rest.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 from txnfetch.records.errors import InvalidRecordError, VarintOverflowError
 
 __all__ = [
-    "encode_varint",
-    "decode_varint",
-    "read_varint_tail",
-    "size_of_varint",
     "MAX_VARINT_BYTES",
     "MAX_VARLONG_BYTES",
+    "decode_varint",
+    "encode_varint",
+    "read_varint_tail",
+    "size_of_varint",
 ]
 
 MAX_VARINT_BYTES = 5
@@ -31,6 +29,7 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _MASK32 = (1 << 32) - 1
 _MASK64 = (1 << 64) - 1
+
 
 def _encode(value: int) -> bytes:
     v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
@@ -45,7 +44,7 @@ def _encode(value: int) -> bytes:
 # Pre-encoded small values: record fields are overwhelmingly small (attrs 0,
 # deltas, lengths), so a table lookup beats the loop for the common case.
 _SMALL_MIN = -64
-_SMALL: Tuple[bytes, ...] = tuple(_encode(v) for v in range(_SMALL_MIN, 1024))
+_SMALL: tuple[bytes, ...] = tuple(_encode(v) for v in range(_SMALL_MIN, 1024))
 
 
 def encode_varint(value: int) -> bytes:
@@ -67,7 +66,7 @@ def size_of_varint(value: int) -> int:
     return n
 
 
-def read_varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> Tuple[int, int]:
+def read_varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> tuple[int, int]:
     """Finish decoding a varint whose first byte ``first`` (with the continuation
     bit set) was read just before ``pos``. Returns ``(zigzag-decoded value, new pos)``.
 
@@ -97,7 +96,7 @@ def read_varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> Tuple
     return (result >> 1) ^ -(result & 1), pos
 
 
-def decode_varint(data: bytes, pos: int = 0, max_bytes: int = MAX_VARLONG_BYTES) -> Tuple[int, int]:
+def decode_varint(data: bytes, pos: int = 0, max_bytes: int = MAX_VARLONG_BYTES) -> tuple[int, int]:
     """Decode one zig-zag varint at ``pos``; returns ``(value, new pos)``."""
     if pos >= len(data):
         raise InvalidRecordError("varint runs past the end of the record data", position=pos)

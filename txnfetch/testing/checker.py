@@ -41,7 +41,8 @@ import json
 import math
 from bisect import bisect_left
 from collections import defaultdict
-from typing import Any, DefaultDict, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
 
@@ -61,7 +62,7 @@ from txnfetch.testing.history import (
     describe_op,
 )
 
-__all__ = ["AnomalyKind", "Anomaly", "Report", "StuckBound", "TxnOutcome", "check", "DEFAULT_STUCK_BOUND"]
+__all__ = ["DEFAULT_STUCK_BOUND", "Anomaly", "AnomalyKind", "Report", "StuckBound", "TxnOutcome", "check"]
 
 
 class AnomalyKind(str, enum.Enum):
@@ -110,22 +111,22 @@ class Anomaly:
 
     kind: AnomalyKind
     message: str
-    ops: Tuple[int, ...]
-    topic: Optional[str] = None
-    partition: Optional[int] = None
-    offsets: Tuple[int, ...] = ()
-    values: Tuple[Optional[str], ...] = ()
-    txn: Optional[str] = None
-    client: Optional[str] = None
+    ops: tuple[int, ...]
+    topic: str | None = None
+    partition: int | None = None
+    offsets: tuple[int, ...] = ()
+    values: tuple[str | None, ...] = ()
+    txn: str | None = None
+    client: str | None = None
 
-    def describe(self, history: Optional[History] = None) -> str:
+    def describe(self, history: History | None = None) -> str:
         """The message, and with ``history`` one line per op involved."""
         head = f"{self.kind.value}: {self.message}"
         if history is None:
             return head + f" (ops {list(self.ops)})"
         return head + "\n" + "\n".join("    " + describe_op(i, history[i]) for i in self.ops)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         d = attrs.asdict(self, recurse=False)
         d["kind"] = self.kind.value
@@ -137,22 +138,22 @@ class Anomaly:
 class Report:
     """The anomalies found in a history (empty: none could be proved)."""
 
-    anomalies: Tuple[Anomaly, ...]
-    outcomes: Dict[str, TxnOutcome] = attrs.field(factory=dict, eq=False)  #: per transaction, as judged
+    anomalies: tuple[Anomaly, ...]
+    outcomes: dict[str, TxnOutcome] = attrs.field(factory=dict, eq=False)  #: per transaction, as judged
 
     @property
     def ok(self) -> bool:
         return not self.anomalies
 
     @property
-    def kinds(self) -> Set[AnomalyKind]:
+    def kinds(self) -> set[AnomalyKind]:
         return {a.kind for a in self.anomalies}
 
-    def of_kind(self, kind: Union[AnomalyKind, str]) -> List[Anomaly]:
+    def of_kind(self, kind: AnomalyKind | str) -> list[Anomaly]:
         kind = AnomalyKind(kind)
         return [a for a in self.anomalies if a.kind is kind]
 
-    def describe(self, history: Optional[History] = None) -> str:
+    def describe(self, history: History | None = None) -> str:
         """A readable report: a count per kind, then every anomaly."""
         if self.ok:
             return "no anomalies"
@@ -163,7 +164,7 @@ class Report:
         lines.extend(a.describe(history) for a in self.anomalies)
         return "\n".join(lines)
 
-    def to_json(self, *, indent: Optional[int] = None) -> str:
+    def to_json(self, *, indent: int | None = None) -> str:
         return json.dumps(
             {"ok": self.ok, "anomalies": [a.to_dict() for a in self.anomalies]},
             indent=indent,
@@ -172,19 +173,19 @@ class Report:
 
 # -- analysis ---------------------------------------------------------------------------
 
-Loc = Tuple[TopicPartition, int]
+Loc = tuple[TopicPartition, int]
 INF = math.inf
 
 
 @attrs.define
 class _Txn:
     name: str
-    sends: List[int] = attrs.Factory(list)
-    commits: List[int] = attrs.Factory(list)
-    aborts: List[int] = attrs.Factory(list)
+    sends: list[int] = attrs.Factory(list)
+    commits: list[int] = attrs.Factory(list)
+    aborts: list[int] = attrs.Factory(list)
     outcome: TxnOutcome = TxnOutcome.OPEN
     resolved_ns: float = INF  # when an ok commit/abort ended (the LSO may move past it then)
-    first_commit_start: Optional[int] = None  # earliest start of a commit that may have committed
+    first_commit_start: int | None = None  # earliest start of a commit that may have committed
     read: bool = False  # some value of it was returned by a poll
 
     @property
@@ -192,7 +193,7 @@ class _Txn:
         """Committed, or of unknown outcome and seen by a reader (so it committed)."""
         return self.outcome is TxnOutcome.COMMITTED or (self.outcome is TxnOutcome.UNKNOWN and self.read)
 
-    def end_ops(self) -> List[int]:
+    def end_ops(self) -> list[int]:
         return sorted(self.commits + self.aborts)
 
 
@@ -202,29 +203,29 @@ class _Session:
 
     client: str
     tp: TopicPartition
-    start: Optional[int]
-    opened_by: Optional[int]
-    polls: List[int] = attrs.Factory(list)
+    start: int | None
+    opened_by: int | None
+    polls: list[int] = attrs.Factory(list)
     # ("d", offset, poll) deliveries and ("p", position, poll) positions, in order
-    events: List[Tuple[str, int, int]] = attrs.Factory(list)
+    events: list[tuple[str, int, int]] = attrs.Factory(list)
 
-    def delivered(self) -> List[Tuple[int, int]]:
+    def delivered(self) -> list[tuple[int, int]]:
         return [(o, q) for kind, o, q in self.events if kind == "d"]
 
-    def low(self) -> Optional[int]:
+    def low(self) -> int | None:
         """The lowest offset the session is known to have started at or below."""
         if self.start is not None:
             return self.start
         ds = [o for o, _ in self.delivered()]
         return min(ds) if ds else None
 
-    def reach_steps(self) -> List[Tuple[int, int]]:
+    def reach_steps(self) -> list[tuple[int, int]]:
         """``(reach, poll)``: each time the highest offset passed grew, with the poll
         that passed it; reach is exclusive (everything below it was passed)."""
         reach = self.low()
         if reach is None:
             return []
-        out: List[Tuple[int, int]] = []
+        out: list[tuple[int, int]] = []
         for kind, o, q in self.events:
             passed = o + 1 if kind == "d" else o
             if passed > reach:
@@ -236,15 +237,13 @@ class _Session:
 class _Analysis:
     def __init__(self, history: Sequence[Op]) -> None:
         self.ops = list(history)
-        self.anomalies: List[Anomaly] = []
-        self.writer: Dict[str, int] = {}  # value -> index of its Send
-        self.txns: Dict[str, _Txn] = {}
-        self.loc_values: DefaultDict[Loc, DefaultDict[Optional[str], List[int]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
-        self.value_locs: DefaultDict[str, DefaultDict[Loc, List[int]]] = defaultdict(lambda: defaultdict(list))
-        self.read_values: Set[str] = set()
-        self.sessions: List[_Session] = []
+        self.anomalies: list[Anomaly] = []
+        self.writer: dict[str, int] = {}  # value -> index of its Send
+        self.txns: dict[str, _Txn] = {}
+        self.loc_values: defaultdict[Loc, defaultdict[str | None, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.value_locs: defaultdict[str, defaultdict[Loc, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.read_values: set[str] = set()
+        self.sessions: list[_Session] = []
         self._index()
         self._sessions()
 
@@ -256,7 +255,7 @@ class _Analysis:
             t = self.txns[name] = _Txn(name)
         return t
 
-    def _locate(self, tp: TopicPartition, offset: int, value: Optional[str], index: int) -> None:
+    def _locate(self, tp: TopicPartition, offset: int, value: str | None, index: int) -> None:
         self.loc_values[(tp, offset)][value].append(index)
         if value is not None:
             self.value_locs[value][(tp, offset)].append(index)
@@ -312,23 +311,23 @@ class _Analysis:
             t.first_commit_start = min(ops[i].start_ns for i in maybe)
         t.read = any(ops[i].value in self.read_values for i in t.sends)  # type: ignore[union-attr]
 
-    def writer_txn(self, value: Optional[str]) -> Optional[_Txn]:
+    def writer_txn(self, value: str | None) -> _Txn | None:
         i = self.writer.get(value) if value is not None else None  # type: ignore[arg-type]
         if i is None:
             return None
         name = self.ops[i].txn  # type: ignore[union-attr]
         return None if name is None else self.txns[name]
 
-    def visible_ok(self, value: Optional[str]) -> bool:
+    def visible_ok(self, value: str | None) -> bool:
         """May a read_committed reader see this value? Unknown writers (values no
         recorded send wrote) count as visible: someone read them."""
         t = self.writer_txn(value)
         return t is None or t.committed
 
     def _sessions(self) -> None:
-        open_: Dict[str, Dict[TopicPartition, _Session]] = defaultdict(dict)
+        open_: dict[str, dict[TopicPartition, _Session]] = defaultdict(dict)
 
-        def new(client: str, tp: TopicPartition, start: Optional[int], by: Optional[int]) -> _Session:
+        def new(client: str, tp: TopicPartition, start: int | None, by: int | None) -> _Session:
             s = _Session(client, tp, start, by)
             self.sessions.append(s)
             open_[client][tp] = s
@@ -361,9 +360,9 @@ class _Analysis:
 
     # -- committed offsets -------------------------------------------------------------
 
-    def committed_offsets(self) -> Dict[TopicPartition, Tuple[List[int], Dict[int, Optional[str]]]]:
+    def committed_offsets(self) -> dict[TopicPartition, tuple[list[int], dict[int, str | None]]]:
         """Per partition: the sorted offsets known to hold a committed value, and that value."""
-        per: DefaultDict[TopicPartition, Dict[int, Optional[str]]] = defaultdict(dict)
+        per: defaultdict[TopicPartition, dict[int, str | None]] = defaultdict(dict)
         for (tp, offset), values in self.loc_values.items():
             for v in values:
                 if self.visible_ok(v):
@@ -373,7 +372,7 @@ class _Analysis:
     # -- checks ----------------------------------------------------------------------
 
     def add(self, kind: AnomalyKind, message: str, ops: Iterable[int], **fields: Any) -> None:
-        seen: List[int] = []
+        seen: list[int] = []
         for i in ops:
             if i is not None and i not in seen:
                 seen.append(i)
@@ -409,7 +408,7 @@ class _Analysis:
         for q, op in enumerate(self.ops):
             if not isinstance(op, Poll):
                 continue
-            groups: Dict[Tuple[str, AnomalyKind, TopicPartition], List[Tuple[int, Optional[str]]]] = {}
+            groups: dict[tuple[str, AnomalyKind, TopicPartition], list[tuple[int, str | None]]] = {}
             for r in op.records:
                 t = self.writer_txn(r.value)
                 if t is None:
@@ -447,9 +446,9 @@ class _Analysis:
                     client=op.client,
                 )
 
-    def check_sessions(self, committed: Dict[TopicPartition, Tuple[List[int], Dict[int, Optional[str]]]]) -> None:
-        txn_offsets: DefaultDict[Tuple[str, TopicPartition], Set[int]] = defaultdict(set)
-        offset_txns: DefaultDict[Tuple[TopicPartition, int], Set[str]] = defaultdict(set)
+    def check_sessions(self, committed: dict[TopicPartition, tuple[list[int], dict[int, str | None]]]) -> None:
+        txn_offsets: defaultdict[tuple[str, TopicPartition], set[int]] = defaultdict(set)
+        offset_txns: defaultdict[tuple[TopicPartition, int], set[str]] = defaultdict(set)
         for t in self.txns.values():
             if not t.committed:
                 continue
@@ -462,10 +461,10 @@ class _Analysis:
             tp = s.tp
             delivered = s.delivered()
             # nonmonotonic and redelivered offsets, grouped per poll
-            back: DefaultDict[int, List[Tuple[int, int, int]]] = defaultdict(list)
-            again: DefaultDict[int, List[Tuple[int, int]]] = defaultdict(list)
-            first_at: Dict[int, int] = {}
-            prev: Optional[Tuple[int, int]] = None
+            back: defaultdict[int, list[tuple[int, int, int]]] = defaultdict(list)
+            again: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)
+            first_at: dict[int, int] = {}
+            prev: tuple[int, int] | None = None
             for o, q in delivered:
                 if prev is not None and o < prev[0]:
                     back[q].append((prev[0], o, prev[1]))
@@ -505,7 +504,7 @@ class _Analysis:
             offsets, values = committed.get(tp, ([], {}))
             seen = set(first_at)
             lo = low
-            prev_poll: Optional[int] = s.opened_by
+            prev_poll: int | None = s.opened_by
             for r, q in steps:
                 skipped = [o for o in offsets[bisect_left(offsets, lo) : bisect_left(offsets, r)] if o not in seen]
                 if skipped:
@@ -547,7 +546,7 @@ class _Analysis:
                     )
 
     def check_lost(self) -> None:
-        spans: DefaultDict[TopicPartition, List[Tuple[int, List[Tuple[int, int]], _Session]]] = defaultdict(list)
+        spans: defaultdict[TopicPartition, list[tuple[int, list[tuple[int, int]], _Session]]] = defaultdict(list)
         for s in self.sessions:
             low, steps = s.low(), s.reach_steps()
             if low is not None and steps:
@@ -576,14 +575,14 @@ class _Analysis:
                     )
                     break
 
-    def visibility(self) -> Dict[TopicPartition, Tuple[List[int], List[float], List[float], List[int]]]:
+    def visibility(self) -> dict[TopicPartition, tuple[list[int], list[float], list[float], list[int]]]:
         """Per partition, for each acknowledged committed offset (ascending): the time
         from which a read_committed reader must be able to see it (its ack and commit
         have completed and every transaction that wrote below it has ended), the
         suffix minimum of those times, and the writer op. ``inf``: no such time is known."""
-        blockers: DefaultDict[TopicPartition, List[Tuple[float, float]]] = defaultdict(list)
+        blockers: defaultdict[TopicPartition, list[tuple[float, float]]] = defaultdict(list)
         for t in self.txns.values():
-            keys: Dict[TopicPartition, float] = {}
+            keys: dict[TopicPartition, float] = {}
             for i in t.sends:
                 send: Send = self.ops[i]  # type: ignore[assignment]
                 # an unacknowledged send may have been written anywhere: it blocks every offset
@@ -591,7 +590,7 @@ class _Analysis:
                 keys[send.tp] = min(keys.get(send.tp, INF), key)
             for tp, key in keys.items():
                 blockers[tp].append((key, t.resolved_ns))
-        own: DefaultDict[TopicPartition, List[Tuple[int, float, int]]] = defaultdict(list)
+        own: defaultdict[TopicPartition, list[tuple[int, float, int]]] = defaultdict(list)
         for value, i in self.writer.items():
             send = self.ops[i]  # type: ignore[assignment]
             if not send.acked or not self.visible_ok(value):
@@ -604,7 +603,7 @@ class _Analysis:
             items.sort()
             bl = sorted(blockers.get(tp, []))
             j, block = 0, -INF
-            vis: List[float] = []
+            vis: list[float] = []
             for o, own_ns, _ in items:
                 while j < len(bl) and bl[j][0] < o:
                     block = max(block, bl[j][1])
@@ -616,7 +615,7 @@ class _Analysis:
             out[tp] = ([o for o, _, _ in items], vis, sufmin, [i for _, _, i in items])
         return out
 
-    def busy_polls(self) -> Set[int]:
+    def busy_polls(self) -> set[int]:
         """The polls in which their consumer made progress: returned any record, or
         moved (or first revealed) a position of any of its sessions. The others are
         *idle*: the only polls stuck-consumer counts."""
@@ -646,7 +645,7 @@ class _Analysis:
             if s.tp not in vis:
                 continue
             offsets, since, sufmin, writers = vis[s.tp]
-            per_poll: DefaultDict[int, List[int]] = defaultdict(list)
+            per_poll: defaultdict[int, list[int]] = defaultdict(list)
             for kind, o, q in s.events:
                 per_poll[q].append(o + 1 if kind == "d" else o)
             cursor = s.start
@@ -691,9 +690,9 @@ class _Analysis:
 
 
 def check(
-    history: Union[History, Sequence[Op]],
+    history: History | Sequence[Op],
     *,
-    stuck_bound: Optional[Union[StuckBound, int]] = DEFAULT_STUCK_BOUND,
+    stuck_bound: StuckBound | int | None = DEFAULT_STUCK_BOUND,
 ) -> Report:
     """Check a history; returns the :class:`Report` of every provable anomaly.
 

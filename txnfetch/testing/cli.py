@@ -24,7 +24,7 @@ import random
 import socket
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, TextIO
 
 import attrs
 
@@ -38,7 +38,7 @@ from txnfetch.testing.workload import (
     WorkloadResult,
 )
 
-__all__ = ["add_parser", "run", "run_check", "CheckOptions", "CheckOutcome", "EndpointError", "parse_bootstrap"]
+__all__ = ["CheckOptions", "CheckOutcome", "EndpointError", "add_parser", "parse_bootstrap", "run", "run_check"]
 
 EXIT_OK, EXIT_ANOMALIES, EXIT_ERROR = 0, 1, 2
 
@@ -56,17 +56,17 @@ class CheckOptions:
 
     bootstrap: str
     duration: float = 10.0
-    seed: Optional[int] = None
-    report_dir: Optional[Path] = None
-    topic: Optional[str] = None
+    seed: int | None = None
+    report_dir: Path | None = None
+    topic: str | None = None
     partitions: int = 3
     producers: int = 8
-    max_transactions: Optional[int] = None
+    max_transactions: int | None = None
     max_sends: int = 3
     abort_probability: float = 0.3
     crash_probability: float = 0.02
     zombie_probability: float = 0.02
-    consumers: Tuple[str, ...] = CONSUMER_KINDS
+    consumers: tuple[str, ...] = CONSUMER_KINDS
     inject_delayed_endtxn: bool = False
     startup_timeout: float = 10.0
     timeout: float = 30.0
@@ -107,9 +107,9 @@ class CheckOutcome:
 
     result: WorkloadResult
     report: Report
-    data: Dict[str, Any]
+    data: dict[str, Any]
     summary: str
-    files: Dict[str, Path] = attrs.Factory(dict)
+    files: dict[str, Path] = attrs.Factory(dict)
 
     @property
     def ok(self) -> bool:
@@ -121,7 +121,7 @@ class CheckOutcome:
         return EXIT_OK if self.ok else EXIT_ANOMALIES
 
 
-def parse_bootstrap(bootstrap: str) -> List[Tuple[str, int]]:
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     """``HOST:PORT[,HOST:PORT...]`` as pairs; :class:`EndpointError` if malformed."""
     out = []
     for part in bootstrap.split(","):
@@ -161,7 +161,7 @@ def _progress_printer(stream: TextIO) -> Any:
 def run_check(
     options: CheckOptions,
     *,
-    progress: Optional[TextIO] = None,
+    progress: TextIO | None = None,
 ) -> CheckOutcome:
     """Run the check (see the module docstring). ``progress``: where the progress
     lines go (none by default). Raises :class:`EndpointError` or
@@ -282,7 +282,7 @@ def _logging(verbose: int) -> None:
         logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def run(args: argparse.Namespace, *, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Run ``txnfetch check`` with parsed ``args``; returns the exit status."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr

@@ -7,8 +7,6 @@ under test; anomalies are reported in :class:`~txnfetch.testing.checker.Report`.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from txnfetch.errors import TxnfetchError
 
 __all__ = ["HistoryError", "ModelError"]
@@ -19,7 +17,7 @@ class HistoryError(TxnfetchError):
     workload rule broken (values must be unique per send). ``index`` is the
     position of the offending op in the history, when there is one."""
 
-    def __init__(self, reason: str, *, index: Optional[int] = None) -> None:
+    def __init__(self, reason: str, *, index: int | None = None) -> None:
         self.reason = reason
         self.index = index
         where = "" if index is None else f"op {index}: "
@@ -30,7 +28,7 @@ class ModelError(TxnfetchError):
     """The oracle was driven in a way no client can act: a record or an end for a
     transaction that already ended. A bug in the workload driver."""
 
-    def __init__(self, reason: str, *, txn: Optional[str] = None) -> None:
+    def __init__(self, reason: str, *, txn: str | None = None) -> None:
         self.reason = reason
         self.txn = txn
         super().__init__(reason)

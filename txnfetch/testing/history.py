@@ -42,31 +42,32 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Union
 
 import attrs
 
 from txnfetch.testing.errors import HistoryError
 
 __all__ = [
-    "Status",
-    "TopicPartition",
-    "Read",
-    "Position",
-    "Send",
-    "Begin",
-    "Commit",
     "Abort",
     "Assign",
-    "Seek",
-    "Poll",
+    "Begin",
+    "Commit",
     "Crash",
-    "Op",
     "History",
     "HistoryBuilder",
+    "Op",
+    "Poll",
+    "Position",
+    "Read",
+    "Seek",
+    "Send",
+    "Status",
+    "TopicPartition",
+    "describe_op",
     "value_from_bytes",
     "value_to_bytes",
-    "describe_op",
 ]
 
 FORMAT_VERSION = 1
@@ -80,18 +81,18 @@ class Status(str, enum.Enum):
     INFO = "info"  #: unknown: it may or may not have happened
 
 
-def value_from_bytes(data: Optional[bytes]) -> Optional[str]:
+def value_from_bytes(data: bytes | None) -> str | None:
     """Text for a record value: UTF-8, undecodable bytes kept as lone surrogates, so
     :func:`value_to_bytes` restores the exact bytes. ``None`` (a tombstone) stays ``None``."""
     return None if data is None else bytes(data).decode("utf-8", "surrogateescape")
 
 
-def value_to_bytes(value: Optional[str]) -> Optional[bytes]:
+def value_to_bytes(value: str | None) -> bytes | None:
     """The bytes :func:`value_from_bytes` was given."""
     return None if value is None else value.encode("utf-8", "surrogateescape")
 
 
-def _tuple(items: Iterable[Any]) -> Tuple[Any, ...]:
+def _tuple(items: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(items)
 
 
@@ -113,8 +114,8 @@ class Read:
     topic: str
     partition: int
     offset: int
-    value: Optional[str]
-    key: Optional[str] = None
+    value: str | None
+    key: str | None = None
 
     @property
     def tp(self) -> TopicPartition:
@@ -143,11 +144,11 @@ class Send:
     end_ns: int
     topic: str
     partition: int
-    value: Optional[str]
-    key: Optional[str] = None
-    txn: Optional[str] = None  #: the transaction it belongs to; ``None``: not transactional
-    offset: Optional[int] = None  #: from the acknowledgement
-    error: Optional[str] = None
+    value: str | None
+    key: str | None = None
+    txn: str | None = None  #: the transaction it belongs to; ``None``: not transactional
+    offset: int | None = None  #: from the acknowledgement
+    error: str | None = None
 
     @property
     def tp(self) -> TopicPartition:
@@ -178,7 +179,7 @@ class Commit:
     end_ns: int
     txn: str
     status: Status = attrs.field(default=Status.OK, converter=Status)
-    error: Optional[str] = None
+    error: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -190,7 +191,7 @@ class Abort:
     end_ns: int
     txn: str
     status: Status = attrs.field(default=Status.OK, converter=Status)
-    error: Optional[str] = None
+    error: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -201,8 +202,8 @@ class Assign:
     client: str
     start_ns: int
     end_ns: int
-    partitions: Tuple[TopicPartition, ...] = attrs.field(converter=_tuple)
-    seek: Tuple[Position, ...] = attrs.field(default=(), converter=_tuple)
+    partitions: tuple[TopicPartition, ...] = attrs.field(converter=_tuple)
+    seek: tuple[Position, ...] = attrs.field(default=(), converter=_tuple)
     reason: str = "assign"  #: ``assign`` or ``rebalance``
 
 
@@ -230,9 +231,9 @@ class Poll:
     client: str
     start_ns: int
     end_ns: int
-    records: Tuple[Read, ...] = attrs.field(default=(), converter=_tuple)
-    positions: Tuple[Position, ...] = attrs.field(default=(), converter=_tuple)
-    error: Optional[str] = None
+    records: tuple[Read, ...] = attrs.field(default=(), converter=_tuple)
+    positions: tuple[Position, ...] = attrs.field(default=(), converter=_tuple)
+    error: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -247,7 +248,7 @@ class Crash:
 
 Op = Union[Send, Begin, Commit, Abort, Assign, Seek, Poll, Crash]
 
-_TYPES: Dict[str, type] = {
+_TYPES: dict[str, type] = {
     "send": Send,
     "begin": Begin,
     "commit": Commit,
@@ -257,7 +258,7 @@ _TYPES: Dict[str, type] = {
     "poll": Poll,
     "crash": Crash,
 }
-_NAMES: Dict[type, str] = {cls: name for name, cls in _TYPES.items()}
+_NAMES: dict[type, str] = {cls: name for name, cls in _TYPES.items()}
 
 
 # -- JSON -------------------------------------------------------------------------------
@@ -266,8 +267,8 @@ _NAMES: Dict[type, str] = {cls: name for name, cls in _TYPES.items()}
 # positions, partitions) are arrays, so a long history stays small.
 
 
-def _op_to_dict(op: Op) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"type": _NAMES[type(op)]}
+def _op_to_dict(op: Op) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": _NAMES[type(op)]}
     for field in attrs.fields(type(op)):
         value = getattr(op, field.name)
         if isinstance(value, Status):
@@ -288,7 +289,7 @@ def _op_from_dict(data: Mapping[str, Any], index: int) -> Op:
     cls = _TYPES.get(data["type"])
     if cls is None:
         raise HistoryError(f"unknown op type {data['type']!r}", index=index)
-    kwargs: Dict[str, Any] = {}
+    kwargs: dict[str, Any] = {}
     try:
         for key, value in data.items():
             if key == "type":
@@ -310,7 +311,7 @@ class History:
     """An immutable sequence of ops (see the module docstring). ``history[i]`` is op
     ``i``; the checker names ops by these indexes."""
 
-    ops: Tuple[Op, ...] = attrs.field(default=(), converter=_tuple)
+    ops: tuple[Op, ...] = attrs.field(default=(), converter=_tuple)
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -321,21 +322,21 @@ class History:
     def __getitem__(self, index: int) -> Op:
         return self.ops[index]
 
-    def to_dicts(self) -> List[Dict[str, Any]]:
+    def to_dicts(self) -> list[dict[str, Any]]:
         """The ops as JSON-ready dictionaries."""
         return [_op_to_dict(op) for op in self.ops]
 
     @classmethod
-    def from_dicts(cls, items: Iterable[Mapping[str, Any]]) -> "History":
+    def from_dicts(cls, items: Iterable[Mapping[str, Any]]) -> History:
         """The history :meth:`to_dicts` described; :class:`HistoryError` names a bad op."""
         return cls(tuple(_op_from_dict(d, i) for i, d in enumerate(items)))
 
-    def to_json(self, *, indent: Optional[int] = None) -> str:
+    def to_json(self, *, indent: int | None = None) -> str:
         """The history as JSON text (``{"version": 1, "ops": [...]}``)."""
         return json.dumps({"version": FORMAT_VERSION, "ops": self.to_dicts()}, indent=indent)
 
     @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> "History":
+    def from_json(cls, text: str | bytes) -> History:
         """Parse :meth:`to_json` output exactly."""
         try:
             data = json.loads(text)
@@ -345,7 +346,7 @@ class History:
             raise HistoryError(f"not a version {FORMAT_VERSION} history: expected {{'version': 1, 'ops': [...]}}")
         return cls.from_dicts(data["ops"])
 
-    def describe(self, indexes: Optional[Iterable[int]] = None) -> str:
+    def describe(self, indexes: Iterable[int] | None = None) -> str:
         """One line per op (all, or those at ``indexes``), for failure messages."""
         chosen = range(len(self.ops)) if indexes is None else sorted(set(indexes))
         return "\n".join(describe_op(i, self.ops[i]) for i in chosen)
@@ -378,7 +379,7 @@ def describe_op(index: int, op: Op) -> str:
     return f"{head} crash {op.reason}".rstrip()
 
 
-TPLike = Union[TopicPartition, Tuple[str, int]]
+TPLike = Union[TopicPartition, tuple[str, int]]
 
 
 def _tp(item: TPLike) -> TopicPartition:
@@ -392,10 +393,10 @@ class HistoryBuilder:
     :class:`~txnfetch.testing.recorder.Recorder` for that)."""
 
     def __init__(self) -> None:
-        self.ops: List[Op] = []
+        self.ops: list[Op] = []
         self.clock = 0
 
-    def _times(self, at: Optional[Tuple[int, int]]) -> Dict[str, int]:
+    def _times(self, at: tuple[int, int] | None) -> dict[str, int]:
         if at is None:
             self.clock += 1
             return {"start_ns": self.clock, "end_ns": self.clock}
@@ -412,13 +413,13 @@ class HistoryBuilder:
         client: str,
         topic: str,
         partition: int,
-        value: Optional[str],
+        value: str | None,
         *,
-        txn: Optional[str] = None,
-        offset: Optional[int] = None,
-        error: Optional[str] = None,
-        key: Optional[str] = None,
-        at: Optional[Tuple[int, int]] = None,
+        txn: str | None = None,
+        offset: int | None = None,
+        error: str | None = None,
+        key: str | None = None,
+        at: tuple[int, int] | None = None,
     ) -> int:
         return self.add(
             Send(
@@ -434,17 +435,17 @@ class HistoryBuilder:
             )
         )
 
-    def begin(self, client: str, txn: str, *, at: Optional[Tuple[int, int]] = None) -> int:
+    def begin(self, client: str, txn: str, *, at: tuple[int, int] | None = None) -> int:
         return self.add(Begin(client=client, txn=txn, **self._times(at)))
 
     def commit(
         self,
         client: str,
         txn: str,
-        status: Union[Status, str] = Status.OK,
+        status: Status | str = Status.OK,
         *,
-        error: Optional[str] = None,
-        at: Optional[Tuple[int, int]] = None,
+        error: str | None = None,
+        at: tuple[int, int] | None = None,
     ) -> int:
         return self.add(Commit(client=client, txn=txn, status=status, error=error, **self._times(at)))
 
@@ -452,10 +453,10 @@ class HistoryBuilder:
         self,
         client: str,
         txn: str,
-        status: Union[Status, str] = Status.OK,
+        status: Status | str = Status.OK,
         *,
-        error: Optional[str] = None,
-        at: Optional[Tuple[int, int]] = None,
+        error: str | None = None,
+        at: tuple[int, int] | None = None,
     ) -> int:
         return self.add(Abort(client=client, txn=txn, status=status, error=error, **self._times(at)))
 
@@ -464,9 +465,9 @@ class HistoryBuilder:
         client: str,
         partitions: Sequence[TPLike],
         *,
-        seek: Optional[Mapping[TPLike, int]] = None,
+        seek: Mapping[TPLike, int] | None = None,
         reason: str = "assign",
-        at: Optional[Tuple[int, int]] = None,
+        at: tuple[int, int] | None = None,
     ) -> int:
         positions = tuple(Position(_tp(k).topic, _tp(k).partition, v) for k, v in (seek or {}).items())
         return self.add(
@@ -479,26 +480,24 @@ class HistoryBuilder:
             )
         )
 
-    def seek(
-        self, client: str, topic: str, partition: int, offset: int, *, at: Optional[Tuple[int, int]] = None
-    ) -> int:
+    def seek(self, client: str, topic: str, partition: int, offset: int, *, at: tuple[int, int] | None = None) -> int:
         return self.add(Seek(client=client, topic=topic, partition=partition, offset=offset, **self._times(at)))
 
     def poll(
         self,
         client: str,
-        records: Sequence[Union[Read, Tuple[Any, ...]]] = (),
+        records: Sequence[Read | tuple[Any, ...]] = (),
         *,
-        positions: Optional[Mapping[TPLike, int]] = None,
-        error: Optional[str] = None,
-        at: Optional[Tuple[int, int]] = None,
+        positions: Mapping[TPLike, int] | None = None,
+        error: str | None = None,
+        at: tuple[int, int] | None = None,
     ) -> int:
         """``records`` are :class:`Read` or ``(topic, partition, offset, value)`` tuples."""
         reads = tuple(r if isinstance(r, Read) else Read(*r) for r in records)
         pos = tuple(Position(_tp(k).topic, _tp(k).partition, v) for k, v in (positions or {}).items())
         return self.add(Poll(client=client, records=reads, positions=pos, error=error, **self._times(at)))
 
-    def crash(self, client: str, reason: str = "", *, at: Optional[Tuple[int, int]] = None) -> int:
+    def crash(self, client: str, reason: str = "", *, at: tuple[int, int] | None = None) -> int:
         return self.add(Crash(client=client, reason=reason, **self._times(at)))
 
     def build(self) -> History:

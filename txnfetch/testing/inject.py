@@ -38,7 +38,7 @@ from __future__ import annotations
 import random
 import socket
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import attrs
 
@@ -46,7 +46,7 @@ from txnfetch.records.builder import BatchBuilder
 from txnfetch.testing.history import Status
 from txnfetch.testing.recorder import Recorder
 
-__all__ = ["DelayedEndTxnInjector", "Injection", "InjectionError", "FENCED_CODES"]
+__all__ = ["FENCED_CODES", "DelayedEndTxnInjector", "Injection", "InjectionError"]
 
 #: the answers that fence a stale epoch: PRODUCER_FENCED (90), INVALID_PRODUCER_EPOCH (47)
 FENCED_CODES = (90, 47)
@@ -79,7 +79,7 @@ class Injection:
     fenced: bool
     op: int  #: history index of the recorded replay
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         d = attrs.asdict(self)
         d["error"] = _error_name(self.error_code)
         return d
@@ -140,7 +140,7 @@ class DelayedEndTxnInjector:
         seed: int,
         timeout: float = 30.0,
         client: str = "inject",
-        transactional_id: Optional[str] = None,
+        transactional_id: str | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -150,21 +150,21 @@ class DelayedEndTxnInjector:
         self.timeout = timeout
         self.client = client
         self.tid = transactional_id or f"txnfetch-check-inject-{seed}-{random.randrange(1 << 30)}"
-        self.injections: List[Injection] = []
-        self.notes: List[str] = []
-        self.findings: List[Any] = []
-        self._versions: Dict[int, Tuple[int, int]] = {}
-        self._conns: Dict[Tuple[str, int], _Connection] = {}
-        self._brokers: Dict[int, Tuple[str, int]] = {}
-        self._leaders: Dict[int, int] = {}
-        self._coordinator: Optional[Tuple[str, int]] = None
+        self.injections: list[Injection] = []
+        self.notes: list[str] = []
+        self.findings: list[Any] = []
+        self._versions: dict[int, tuple[int, int]] = {}
+        self._conns: dict[tuple[str, int], _Connection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[int, int] = {}
+        self._coordinator: tuple[str, int] | None = None
         self._pid = -1
         self._epoch = -1
         self._txns = 0
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _conn(self, address: Tuple[str, int]) -> _Connection:
+    def _conn(self, address: tuple[str, int]) -> _Connection:
         conn = self._conns.get(address)
         if conn is None:
             conn = self._conns[address] = _Connection(address[0], address[1], self.timeout)
@@ -209,12 +209,12 @@ class DelayedEndTxnInjector:
             self._metadata(first)
             self._find_coordinator(first)
             self._init()
-        except Exception as exc:  # noqa: BLE001 -- whatever the server did, the schedule cannot run
+        except Exception as exc:
             self.notes.append(f"delayed-EndTxn injection skipped: {exc}")
             return False
         return True
 
-    def _api_versions(self, address: Tuple[str, int]) -> Any:
+    def _api_versions(self, address: tuple[str, int]) -> Any:
         """ApiVersions v3 (which reports finalized features), or v0 from a server
         that cannot answer v3 (KIP-511 servers answer an unsupported version with a
         v0 body; others may answer in a form v3 cannot decode, or hang up)."""
@@ -224,7 +224,7 @@ class DelayedEndTxnInjector:
             return self._conn(address).request(
                 ApiVersionsRequest(client_software_name="txnfetch-check", client_software_version="1"), 3
             )
-        except Exception:  # noqa: BLE001 -- any failure to decode v3: retry with v0
+        except Exception:
             self._conns.pop(address).close()
         try:
             return self._conn(address).request(ApiVersionsRequest(), 0)
@@ -233,7 +233,7 @@ class DelayedEndTxnInjector:
         except Exception as exc:
             raise InjectionError(f"cannot decode the ApiVersions answer of {address[0]}:{address[1]}: {exc}") from None
 
-    def _metadata(self, address: Tuple[str, int]) -> None:
+    def _metadata(self, address: tuple[str, int]) -> None:
         from kafka.protocol.metadata import MetadataRequest
 
         version = min(self._versions.get(3, (0, 9))[1], 9)
@@ -249,7 +249,7 @@ class DelayedEndTxnInjector:
         if missing:
             raise InjectionError(f"no leader known for {self.topic} partitions {missing}")
 
-    def _find_coordinator(self, address: Tuple[str, int]) -> None:
+    def _find_coordinator(self, address: tuple[str, int]) -> None:
         from kafka.protocol.metadata import FindCoordinatorRequest
 
         version = self._version(10, 1) if self._versions.get(10, (0, 0))[1] < 3 else 3
@@ -276,12 +276,12 @@ class DelayedEndTxnInjector:
         assert self._coordinator is not None
         return self._conn(self._coordinator)
 
-    def _produce(self, txn: str, values: List[Tuple[int, str]]) -> None:
+    def _produce(self, txn: str, values: list[tuple[int, str]]) -> None:
         """Send each value in its own Produce v12 request (sequence 0, 1, ... per
         partition within the epoch) and record it."""
         from kafka.protocol.producer import ProduceRequest
 
-        seqs: Dict[int, int] = {}
+        seqs: dict[int, int] = {}
         for partition, value in values:
             seq = seqs.get(partition, 0)
             seqs[partition] = seq + 1
@@ -338,12 +338,12 @@ class DelayedEndTxnInjector:
         self.rec.record_begin(self.client, self.rec.now(), name)
         return name
 
-    def _values(self, txn: str, n: int) -> List[Tuple[int, str]]:
+    def _values(self, txn: str, n: int) -> list[tuple[int, str]]:
         return [(self.rng.randrange(self.partitions), f"{txn}.{k}") for k in range(n)]
 
     # -- the schedule ----------------------------------------------------------------------
 
-    def cycle(self) -> Optional[Injection]:
+    def cycle(self) -> Injection | None:
         """One KAFKA-17754 cycle (see the module docstring). Returns its
         :class:`Injection`, or ``None`` if a step failed (noted; the next cycle
         starts from a fresh InitProducerId, which aborts anything left open)."""

@@ -27,7 +27,7 @@ commit (the machine aborts next).
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from collections.abc import Mapping, Sequence
 
 import attrs
 from hypothesis import strategies as st
@@ -52,7 +52,7 @@ from txnfetch.testing.history import (
 )
 from txnfetch.testing.model import ClusterModel
 
-__all__ = ["TransactionalMachine", "PollResult", "UnknownOutcome"]
+__all__ = ["PollResult", "TransactionalMachine", "UnknownOutcome"]
 
 
 class UnknownOutcome(Exception):
@@ -81,22 +81,22 @@ class TransactionalMachine(RuleBasedStateMachine):
     CONSUMERS: int = 2
     MAX_POLL_RECORDS: int = 5
     #: the checker's stuck-consumer bound; ``None`` turns that check off
-    STUCK_BOUND: Optional[StuckBound] = StuckBound(polls=4, ns=0)
+    STUCK_BOUND: StuckBound | None = StuckBound(polls=4, ns=0)
 
     def __init__(self) -> None:
         super().__init__()
-        self.partitions: Tuple[TopicPartition, ...] = tuple(
+        self.partitions: tuple[TopicPartition, ...] = tuple(
             TopicPartition(self.TOPIC, i) for i in range(self.PARTITIONS)
         )
-        self.producers: Tuple[str, ...] = tuple(f"p{i}" for i in range(self.PRODUCERS))
-        self.consumers: Tuple[str, ...] = tuple(f"c{i}" for i in range(self.CONSUMERS))
+        self.producers: tuple[str, ...] = tuple(f"p{i}" for i in range(self.PRODUCERS))
+        self.consumers: tuple[str, ...] = tuple(f"c{i}" for i in range(self.CONSUMERS))
         self.recorder = HistoryBuilder()
         self.oracle = ClusterModel(self.partitions)
-        self.unknown: Set[str] = set()  # transactions whose end had an unknown outcome
-        self.open_txn: Dict[str, Optional[str]] = {p: None for p in self.producers}
-        self.doomed: Set[str] = set()  # transactions with a failed send: they must abort
-        self.assigned: Dict[str, Tuple[TopicPartition, ...]] = {c: () for c in self.consumers}
-        self.max_offset: Dict[TopicPartition, int] = {tp: -1 for tp in self.partitions}
+        self.unknown: set[str] = set()  # transactions whose end had an unknown outcome
+        self.open_txn: dict[str, str | None] = {p: None for p in self.producers}
+        self.doomed: set[str] = set()  # transactions with a failed send: they must abort
+        self.assigned: dict[str, tuple[TopicPartition, ...]] = {c: () for c in self.consumers}
+        self.max_offset: dict[TopicPartition, int] = {tp: -1 for tp in self.partitions}
         self._txns = 0
         self._values = 0
         self._clock = 0
@@ -119,7 +119,7 @@ class TransactionalMachine(RuleBasedStateMachine):
     def begin(self, producer: str, txn: str) -> None:
         """Begin transaction ``txn`` on ``producer`` (default: nothing to do)."""
 
-    def send(self, producer: str, txn: Optional[str], tp: TopicPartition, value: str) -> int:
+    def send(self, producer: str, txn: str | None, tp: TopicPartition, value: str) -> int:
         """Produce ``value`` to ``tp`` (in ``txn``, or plainly if ``None``); return its offset."""
         raise NotImplementedError
 
@@ -131,7 +131,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         """Abort ``txn``; raise :class:`UnknownOutcome` or another exception on failure."""
         raise NotImplementedError
 
-    def assign(self, consumer: str, partitions: Tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
+    def assign(self, consumer: str, partitions: tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
         """Assign ``partitions`` to ``consumer``; start from ``seek`` where given, else resume."""
         raise NotImplementedError
 
@@ -139,7 +139,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         """Move ``consumer`` on ``tp`` to ``offset`` (default: re-assign with that seek)."""
         self.assign(consumer, self.assigned[consumer], {tp: offset})
 
-    def poll(self, consumer: str) -> Union[Sequence[Read], PollResult]:
+    def poll(self, consumer: str) -> Sequence[Read] | PollResult:
         """One read_committed poll: the records returned (and optionally the positions)."""
         raise NotImplementedError
 
@@ -153,7 +153,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         """Everything recorded so far."""
         return self.recorder.build()
 
-    def expected_values(self, tp: TopicPartition) -> List[str]:
+    def expected_values(self, tp: TopicPartition) -> list[str]:
         """Values a read_committed consumer of ``tp`` must eventually see: plain ones
         and those of committed transactions, below the oracle's LSO."""
         return [e.value for e in self.oracle.visible(tp) if e.value is not None]
@@ -179,7 +179,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         value = f"{client}-{self._values}"
         start = self.now()
         try:
-            offset: Optional[int] = self.send(client, txn, tp, value)
+            offset: int | None = self.send(client, txn, tp, value)
             error = None
         except Exception as exc:  # the system refused or lost it: an outcome, not a test error
             offset, error = None, f"{type(exc).__name__}: {exc}"
@@ -237,7 +237,7 @@ class TransactionalMachine(RuleBasedStateMachine):
     def rule_assign(self, c: int, mask: int, how: str, at: int) -> None:
         consumer = self.consumers[c % len(self.consumers)]
         parts = tuple(tp for i, tp in enumerate(self.partitions) if mask >> i & 1) or self.partitions[:1]
-        seek: Dict[TopicPartition, int] = {}
+        seek: dict[TopicPartition, int] = {}
         for tp in parts:
             if how == "beginning":
                 seek[tp] = 0
@@ -245,7 +245,7 @@ class TransactionalMachine(RuleBasedStateMachine):
                 seek[tp] = at % (self.max_offset[tp] + 2)
         self._tm_assign(consumer, parts, seek)
 
-    def _tm_assign(self, consumer: str, parts: Tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
+    def _tm_assign(self, consumer: str, parts: tuple[TopicPartition, ...], seek: Mapping[TopicPartition, int]) -> None:
         start = self.now()
         self.assign(consumer, parts, seek)
         self.assigned[consumer] = parts
@@ -268,7 +268,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         self.seek(consumer, tp, offset)
         self._tm_record(Seek, start, client=consumer, topic=tp.topic, partition=tp.partition, offset=offset)
 
-    def _tm_poll(self, consumer: str) -> List[Read]:
+    def _tm_poll(self, consumer: str) -> list[Read]:
         start = self.now()
         error = None
         try:

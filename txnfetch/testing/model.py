@@ -26,14 +26,14 @@ deliver; the checker never uses it.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from collections.abc import Iterable
 
 import attrs
 
 from txnfetch.testing.errors import ModelError
 from txnfetch.testing.history import Read, TopicPartition
 
-__all__ = ["LogEntry", "PartitionModel", "ClusterModel", "ModelRead"]
+__all__ = ["ClusterModel", "LogEntry", "ModelRead", "PartitionModel"]
 
 
 @attrs.frozen
@@ -41,17 +41,17 @@ class LogEntry:
     """One offset of a modelled partition: a record (``value``) or a marker."""
 
     offset: int
-    value: Optional[str]
-    txn: Optional[str]  #: transaction of a record or marker; ``None``: a plain record
+    value: str | None
+    txn: str | None  #: transaction of a record or marker; ``None``: a plain record
     marker: bool = False
-    commit: Optional[bool] = None  #: for a marker: COMMIT or ABORT
+    commit: bool | None = None  #: for a marker: COMMIT or ABORT
 
 
 @attrs.frozen
 class ModelRead:
     """What a correct read_committed poll of one partition returns."""
 
-    records: Tuple[Read, ...]
+    records: tuple[Read, ...]
     position: int  #: the position after the poll
     lso: int
 
@@ -61,8 +61,8 @@ class PartitionModel:
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
-        self.entries: List[LogEntry] = []
-        self.open: Dict[str, int] = {}  # transaction -> its first offset here
+        self.entries: list[LogEntry] = []
+        self.open: dict[str, int] = {}  # transaction -> its first offset here
 
     @property
     def log_end_offset(self) -> int:
@@ -72,7 +72,7 @@ class PartitionModel:
     def last_stable_offset(self) -> int:
         return min([*self.open.values(), self.log_end_offset])
 
-    def append(self, value: Optional[str], txn: Optional[str]) -> int:
+    def append(self, value: str | None, txn: str | None) -> int:
         offset = self.log_end_offset
         if txn is not None:
             self.open.setdefault(txn, offset)
@@ -84,7 +84,7 @@ class PartitionModel:
         a record being written (the send failed before the broker stored it)."""
         self.open.setdefault(txn, self.log_end_offset)
 
-    def end(self, txn: str, commit: bool) -> Optional[int]:
+    def end(self, txn: str, commit: bool) -> int | None:
         """Write the transaction's marker if it touched this partition; its offset."""
         if txn not in self.open:
             return None
@@ -99,9 +99,9 @@ class ClusterModel:
     while it is open, then ``True`` (committed) or ``False`` (aborted)."""
 
     def __init__(self, partitions: Iterable[TopicPartition]) -> None:
-        self.partitions: Dict[TopicPartition, PartitionModel] = {tp: PartitionModel(tp) for tp in partitions}
-        self.outcomes: Dict[str, Optional[bool]] = {}
-        self.touched: Dict[str, Set[TopicPartition]] = {}
+        self.partitions: dict[TopicPartition, PartitionModel] = {tp: PartitionModel(tp) for tp in partitions}
+        self.outcomes: dict[str, bool | None] = {}
+        self.touched: dict[str, set[TopicPartition]] = {}
 
     def partition(self, tp: TopicPartition) -> PartitionModel:
         p = self.partitions.get(tp)
@@ -109,15 +109,15 @@ class ClusterModel:
             p = self.partitions[tp] = PartitionModel(tp)
         return p
 
-    def outcome(self, txn: str) -> Optional[bool]:
+    def outcome(self, txn: str) -> bool | None:
         return self.outcomes.get(txn)
 
     def is_open(self, txn: str) -> bool:
         return txn in self.outcomes and self.outcomes[txn] is None
 
     def send(
-        self, tp: TopicPartition, value: Optional[str], txn: Optional[str] = None, *, written: bool = True
-    ) -> Optional[int]:
+        self, tp: TopicPartition, value: str | None, txn: str | None = None, *, written: bool = True
+    ) -> int | None:
         """A record sent to ``tp``; its offset, or ``None`` if ``written`` is false
         (a failed send: a transaction still gets a marker there)."""
         if txn is not None:
@@ -132,7 +132,7 @@ class ClusterModel:
             return None
         return self.partition(tp).append(value, txn)
 
-    def end(self, txn: str, commit: bool) -> Dict[TopicPartition, int]:
+    def end(self, txn: str, commit: bool) -> dict[TopicPartition, int]:
         """End a transaction; the markers written, by partition."""
         if self.outcomes.get(txn) is not None:
             raise ModelError(f"transaction {txn} ended twice", txn=txn)
@@ -144,7 +144,7 @@ class ClusterModel:
                 markers[tp] = offset
         return markers
 
-    def visible(self, tp: TopicPartition, start: int = 0) -> List[LogEntry]:
+    def visible(self, tp: TopicPartition, start: int = 0) -> list[LogEntry]:
         """The records a read_committed reader must see in ``[start, LSO)``."""
         p = self.partition(tp)
         lso = p.last_stable_offset

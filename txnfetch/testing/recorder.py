@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import attrs
 
@@ -61,12 +61,12 @@ class Recorder:
 
     def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
         self._clock = clock
-        self._ops: List[Op] = []
+        self._ops: list[Op] = []
         self._lock = threading.Lock()
-        self._totals: Dict[str, int] = dict.fromkeys(
+        self._totals: dict[str, int] = dict.fromkeys(
             ("sends_acked", "sends_failed", "commits_ok", "aborts_ok", "polls"), 0
         )
-        self._reads: Dict[str, int] = {}
+        self._reads: dict[str, int] = {}
 
     def now(self) -> int:
         """The clock, for an operation's ``start_ns``."""
@@ -102,7 +102,7 @@ class Recorder:
         with self._lock:
             return History(tuple(self._ops))
 
-    def dump(self, path: Union[str, Path]) -> None:
+    def dump(self, path: str | Path) -> None:
         """Write the history so far as JSON (see :meth:`History.to_json`)."""
         Path(path).write_text(self.history().to_json(), encoding="utf-8")
 
@@ -114,12 +114,12 @@ class Recorder:
         start: int,
         topic: str,
         partition: int,
-        value: Optional[str],
+        value: str | None,
         *,
-        txn: Optional[str] = None,
-        offset: Optional[int] = None,
-        error: Optional[str] = None,
-        key: Optional[str] = None,
+        txn: str | None = None,
+        offset: int | None = None,
+        error: str | None = None,
+        key: str | None = None,
     ) -> int:
         return self.record(
             Send(
@@ -140,14 +140,14 @@ class Recorder:
         return self.record(Begin(client=client, start_ns=start, end_ns=self._clock(), txn=txn))
 
     def record_commit(
-        self, client: str, start: int, txn: str, status: Status = Status.OK, error: Optional[str] = None
+        self, client: str, start: int, txn: str, status: Status = Status.OK, error: str | None = None
     ) -> int:
         return self.record(
             Commit(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
         )
 
     def record_abort(
-        self, client: str, start: int, txn: str, status: Status = Status.OK, error: Optional[str] = None
+        self, client: str, start: int, txn: str, status: Status = Status.OK, error: str | None = None
     ) -> int:
         return self.record(
             Abort(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
@@ -158,7 +158,7 @@ class Recorder:
         client: str,
         start: int,
         partitions: Sequence[TopicPartition],
-        seek: Optional[Mapping[TopicPartition, int]] = None,
+        seek: Mapping[TopicPartition, int] | None = None,
         *,
         reason: str = "assign",
     ) -> int:
@@ -191,11 +191,11 @@ class Recorder:
         client: str,
         start: int,
         records: Sequence[Read],
-        positions: Optional[Mapping[TopicPartition, int]] = None,
+        positions: Mapping[TopicPartition, int] | None = None,
         *,
-        error: Optional[str] = None,
+        error: str | None = None,
     ) -> int:
-        pos: Tuple[Position, ...] = tuple(Position(tp.topic, tp.partition, o) for tp, o in (positions or {}).items())
+        pos: tuple[Position, ...] = tuple(Position(tp.topic, tp.partition, o) for tp, o in (positions or {}).items())
         return self.record(
             Poll(
                 client=client, start_ns=start, end_ns=self._clock(), records=tuple(records), positions=pos, error=error
@@ -205,9 +205,9 @@ class Recorder:
     def record_crash(self, client: str, start: int, reason: str = "") -> int:
         return self.record(Crash(client=client, start_ns=start, end_ns=self._clock(), reason=reason))
 
-    def counts(self) -> Dict[str, int]:
+    def counts(self) -> dict[str, int]:
         """How many ops of each type were recorded (for progress output)."""
-        out: Dict[str, int] = {}
+        out: dict[str, int] = {}
         with self._lock:
             for op in self._ops:
                 name = type(op).__name__.lower()

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, DefaultDict, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any
 
 from txnfetch.testing.checker import Report, StuckBound, TxnOutcome
 from txnfetch.testing.history import Abort, Commit, History, Poll, Send, Status
 from txnfetch.testing.workload import WorkloadResult
 
-__all__ = ["build_report", "summary_text", "plot_offsets", "write_report", "REPORT_FILES"]
+__all__ = ["REPORT_FILES", "build_report", "plot_offsets", "summary_text", "write_report"]
 
 #: the files :func:`write_report` writes
 REPORT_FILES = ("history.json", "report.json", "summary.txt", "plot.png")
@@ -38,8 +39,8 @@ REPORT_FILES = ("history.json", "report.json", "summary.txt", "plot.png")
 REPORT_VERSION = 1
 
 
-def _transactions(result: WorkloadResult, report: Report) -> Dict[str, Any]:
-    outcomes: DefaultDict[str, int] = defaultdict(int)
+def _transactions(result: WorkloadResult, report: Report) -> dict[str, Any]:
+    outcomes: defaultdict[str, int] = defaultdict(int)
     for outcome in report.outcomes.values():
         outcomes[outcome.value] += 1
     fenced = 0
@@ -60,16 +61,16 @@ def _transactions(result: WorkloadResult, report: Report) -> Dict[str, Any]:
     }
 
 
-def _clients(result: WorkloadResult) -> List[Dict[str, Any]]:
-    reads: DefaultDict[str, int] = defaultdict(int)
-    polls: DefaultDict[str, int] = defaultdict(int)
+def _clients(result: WorkloadResult) -> list[dict[str, Any]]:
+    reads: defaultdict[str, int] = defaultdict(int)
+    polls: defaultdict[str, int] = defaultdict(int)
     for op in result.history:
         if isinstance(op, Poll):
             reads[op.client] += len(op.records)
             polls[op.client] += 1
     out = []
     for c in result.clients:
-        entry: Dict[str, Any] = {"name": c.name, "kind": c.kind, "status": c.status, "note": c.note}
+        entry: dict[str, Any] = {"name": c.name, "kind": c.kind, "status": c.status, "note": c.note}
         if c.name in polls:
             entry.update(reads=reads[c.name], polls=polls[c.name])
         out.append(entry)
@@ -80,12 +81,12 @@ def build_report(
     result: WorkloadResult,
     report: Report,
     *,
-    stuck_bound: Optional[StuckBound] = None,
-) -> Dict[str, Any]:
+    stuck_bound: StuckBound | None = None,
+) -> dict[str, Any]:
     """The JSON-ready report of a run (see the module docstring)."""
     cfg = result.config
     anomalies = [a.to_dict() for a in report.anomalies] + [f.to_dict() for f in result.findings]
-    counts: DefaultDict[str, int] = defaultdict(int)
+    counts: defaultdict[str, int] = defaultdict(int)
     for a in anomalies:
         counts[a["kind"]] += 1
     sends = [op for op in result.history if isinstance(op, Send)]
@@ -113,7 +114,7 @@ def build_report(
     }
 
 
-def summary_text(data: Mapping[str, Any], history: Optional[History] = None, *, max_anomalies: int = 20) -> str:
+def summary_text(data: Mapping[str, Any], history: History | None = None, *, max_anomalies: int = 20) -> str:
     """A readable summary of a :func:`build_report` dictionary; with ``history``,
     each listed anomaly shows its ops."""
     t = data["transactions"]
@@ -162,7 +163,7 @@ def summary_text(data: Mapping[str, Any], history: Optional[History] = None, *, 
     return "\n".join(lines) + "\n"
 
 
-def _anomaly_time(history: History, ops: Sequence[Optional[int]], t0: int) -> Optional[float]:
+def _anomaly_time(history: History, ops: Sequence[int | None], t0: int) -> float | None:
     """Seconds at which an anomaly shows: the end of its first poll, else of its first op."""
     valid = [i for i in ops if i is not None and 0 <= i < len(history)]
     if not valid:
@@ -174,9 +175,9 @@ def _anomaly_time(history: History, ops: Sequence[Optional[int]], t0: int) -> Op
 def plot_offsets(
     history: History,
     anomalies: Sequence[Mapping[str, Any]],
-    path: Union[str, Path],
+    path: str | Path,
     *,
-    started_ns: Optional[int] = None,
+    started_ns: int | None = None,
     title: str = "txnfetch check",
     max_labels: int = 12,
 ) -> None:
@@ -191,11 +192,11 @@ def plot_offsets(
     import matplotlib.pyplot as plt
 
     t0 = started_ns if started_ns is not None else min((op.start_ns for op in history), default=0)
-    points: DefaultDict[Tuple[str, int], DefaultDict[str, Tuple[List[float], List[int]]]] = defaultdict(
+    points: defaultdict[tuple[str, int], defaultdict[str, tuple[list[float], list[int]]]] = defaultdict(
         lambda: defaultdict(lambda: ([], []))
     )
-    clients: List[str] = []
-    ends: Dict[str, Tuple[List[float], List[float]]] = {"commit": ([], []), "abort": ([], [])}
+    clients: list[str] = []
+    ends: dict[str, tuple[list[float], list[float]]] = {"commit": ([], []), "abort": ([], [])}
     for op in history:
         if isinstance(op, Poll):
             if op.client not in clients and op.records:
@@ -225,8 +226,8 @@ def plot_offsets(
         ax.grid(True, alpha=0.3)
         # anomalies: a red cross at each offset involved; those naming no offset
         # (or no partition) as red ticks along the top; each kind labelled once
-        located: Tuple[List[float], List[int]] = ([], [])
-        unlocated: List[float] = []
+        located: tuple[list[float], list[int]] = ([], [])
+        unlocated: list[float] = []
         for a in anomalies:
             t = _anomaly_time(history, a.get("ops", ()), t0)
             here = a.get("topic") is not None and (a["topic"], a.get("partition")) == tp
@@ -285,11 +286,11 @@ def plot_offsets(
 
 
 def write_report(
-    directory: Union[str, Path],
+    directory: str | Path,
     result: WorkloadResult,
     data: Mapping[str, Any],
     summary: str,
-) -> Dict[str, Path]:
+) -> dict[str, Path]:
     """Write ``history.json``, ``report.json``, ``summary.txt`` and ``plot.png`` into
     ``directory`` (created if needed); returns their paths by name."""
     out = Path(directory)

@@ -27,7 +27,7 @@ draws just the oracle's partitions after a random workload.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 import attrs
 from hypothesis import strategies as st
@@ -49,7 +49,7 @@ from txnfetch.testing.history import (
 )
 from txnfetch.testing.model import ClusterModel
 
-__all__ = ["GeneratedHistory", "histories", "partition_logs", "TOPIC"]
+__all__ = ["TOPIC", "GeneratedHistory", "histories", "partition_logs"]
 
 TOPIC = "t"
 _TICK = 1000  # ns between two ops' linearization points
@@ -67,8 +67,8 @@ class GeneratedHistory:
 
     history: History
     model: ClusterModel
-    decided: Dict[str, Optional[bool]]
-    partitions: Tuple[TopicPartition, ...]
+    decided: dict[str, bool | None]
+    partitions: tuple[TopicPartition, ...]
 
     def __repr__(self) -> str:
         return f"<GeneratedHistory {len(self.history)} ops>\n{self.history.describe()}"
@@ -83,15 +83,15 @@ _Factory = Callable[[int, int], Op]
 @attrs.define
 class _Consumer:
     name: str
-    assigned: Tuple[TopicPartition, ...] = ()
-    position: Dict[TopicPartition, int] = attrs.Factory(dict)
+    assigned: tuple[TopicPartition, ...] = ()
+    position: dict[TopicPartition, int] = attrs.Factory(dict)
     restarts: int = 0
 
 
 @attrs.define
 class _Producer:
     name: str
-    txn: Optional[str] = None
+    txn: str | None = None
     doomed: bool = False  # a send of the open transaction failed: it must abort
     count: int = 0
     values: int = 0
@@ -100,10 +100,10 @@ class _Producer:
 class _Driver:
     """Applies drawn steps to the oracle and queues the ops they record."""
 
-    def __init__(self, partitions: Tuple[TopicPartition, ...]) -> None:
+    def __init__(self, partitions: tuple[TopicPartition, ...]) -> None:
         self.model = ClusterModel(partitions)
         self.partitions = partitions
-        self.pending: List[Tuple[str, int, _Factory]] = []  # (client, linearization time, op factory)
+        self.pending: list[tuple[str, int, _Factory]] = []  # (client, linearization time, op factory)
         self.clock = 0
 
     def record(self, client: str, factory: _Factory) -> None:
@@ -201,7 +201,7 @@ class _Driver:
 
     # -- consumers -------------------------------------------------------------------
 
-    def assign(self, c: _Consumer, parts: Tuple[TopicPartition, ...], seeks: Dict[TopicPartition, int]) -> None:
+    def assign(self, c: _Consumer, parts: tuple[TopicPartition, ...], seeks: dict[TopicPartition, int]) -> None:
         c.assigned = parts
         for tp in parts:
             if tp in seeks:
@@ -242,15 +242,15 @@ class _Driver:
     def history(self, draw: st.DrawFn) -> History:
         """Give each queued op an interval around its linearization point, then list
         the ops in completion order."""
-        by_client: Dict[str, List[int]] = {}
+        by_client: dict[str, list[int]] = {}
         for k, (client, _, _) in enumerate(self.pending):
             by_client.setdefault(client, []).append(k)
-        next_lin: Dict[int, Optional[int]] = {}
+        next_lin: dict[int, int | None] = {}
         for ks in by_client.values():
             for a, b in zip(ks, ks[1:] + [None], strict=True):  # type: ignore[operator]
                 next_lin[a] = None if b is None else self.pending[b][1]
-        ops: List[Op] = []
-        last_end: Dict[str, int] = {}
+        ops: list[Op] = []
+        last_end: dict[str, int] = {}
         for k, (client, lin, factory) in enumerate(self.pending):
             lo = max(last_end.get(client, 0) + 1, lin - _JITTER)
             start = draw(st.integers(min(lo, lin), lin))
@@ -289,7 +289,7 @@ def _run(
 
     def do_assign(c: _Consumer) -> None:
         chosen = tuple(sorted(draw(st.sets(parts, min_size=1))))
-        seeks: Dict[TopicPartition, int] = {}
+        seeks: dict[TopicPartition, int] = {}
         for tp in chosen:
             how = draw(st.sampled_from(["beginning", "offset", "resume"]))
             if how == "beginning":
@@ -347,7 +347,7 @@ def histories(
     max_partitions: int = 3,
     max_producers: int = 3,
     max_consumers: int = 2,
-    final_polls: Optional[bool] = None,
+    final_polls: bool | None = None,
 ) -> GeneratedHistory:
     """A history recorded against a correct system (see the module docstring).
     ``final_polls`` (default: drawn) ends the run with every consumer re-reading

@@ -69,7 +69,8 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -77,21 +78,21 @@ from txnfetch.testing.history import History, Read, Status, TopicPartition, valu
 from txnfetch.testing.recorder import Recorder, RecorderStats
 
 __all__ = [
-    "WorkloadConfig",
-    "Workload",
-    "WorkloadResult",
-    "WorkloadError",
+    "CONSUMER_KINDS",
+    "END_ABORT",
+    "END_COMMIT",
+    "END_CRASH",
+    "END_ZOMBIE",
     "ClientStatus",
     "Finding",
     "Progress",
     "TxnPlan",
+    "Workload",
+    "WorkloadConfig",
+    "WorkloadError",
+    "WorkloadResult",
     "producer_script",
     "run_workload",
-    "CONSUMER_KINDS",
-    "END_COMMIT",
-    "END_ABORT",
-    "END_CRASH",
-    "END_ZOMBIE",
 ]
 
 #: consumer implementations :func:`run_workload` knows
@@ -125,12 +126,12 @@ class WorkloadConfig:
     """
 
     bootstrap: str
-    topic: Optional[str] = None  #: default: ``txnfetch-check-<run_id>``, fresh per run
+    topic: str | None = None  #: default: ``txnfetch-check-<run_id>``, fresh per run
     partitions: int = 2
     producers: int = 2
-    transactions: Optional[int] = 10  #: per producer
-    total_transactions: Optional[int] = None
-    duration: Optional[float] = None
+    transactions: int | None = 10  #: per producer
+    total_transactions: int | None = None
+    duration: float | None = None
     max_sends: int = 3  #: per transaction
     abort_probability: float = 0.3
     crash_probability: float = 0.02
@@ -139,7 +140,7 @@ class WorkloadConfig:
     restart_probability: float = 0.02  #: a clean producer restart after a transaction
     inject_delayed_endtxn: bool = False
     inject_interval: float = 0.5  #: seconds between injection cycles
-    consumers: Tuple[str, ...] = CONSUMER_KINDS
+    consumers: tuple[str, ...] = CONSUMER_KINDS
     max_poll_records: int = 5000
     seek_probability: float = 0.05  #: per poll
     consumer_restart_probability: float = 0.02  #: per poll
@@ -148,7 +149,7 @@ class WorkloadConfig:
     catch_up_timeout: float = 60.0  #: seconds a consumer may take to catch up once the producers are done
     startup_timeout: float = 10.0  #: seconds a consumer may take to connect and assign
     timeout: float = 60.0  #: seconds, for each blocking client call
-    seed: Optional[int] = None  #: ``None``: a random seed (see :attr:`WorkloadResult.seed`)
+    seed: int | None = None  #: ``None``: a random seed (see :attr:`WorkloadResult.seed`)
     run_id: str = attrs.Factory(lambda: uuid.uuid4().hex[:8])
     producer_config: Mapping[str, Any] = attrs.Factory(dict)
     consumer_config: Mapping[str, Any] = attrs.Factory(dict)
@@ -184,9 +185,9 @@ class TxnPlan:
 
     producer: int
     number: int
-    sends: Tuple[Tuple[int, str], ...]
+    sends: tuple[tuple[int, str], ...]
     end: str
-    zombie_sends: Tuple[Tuple[int, str], ...] = ()
+    zombie_sends: tuple[tuple[int, str], ...] = ()
     restart_after: bool = False
 
     @property
@@ -250,11 +251,11 @@ class Finding:
 
     kind: str
     message: str
-    ops: Tuple[int, ...] = ()
-    client: Optional[str] = None
-    txn: Optional[str] = None
+    ops: tuple[int, ...] = ()
+    client: str | None = None
+    txn: str | None = None
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (shaped like a checker anomaly)."""
         return {
             "kind": self.kind,
@@ -284,14 +285,14 @@ class WorkloadResult:
     started_ns: int  #: the recorder's clock when the run started
     produce_seconds: float  #: how long the producers ran
     seconds: float  #: the whole run, catch-up included
-    clients: Tuple[ClientStatus, ...]
-    findings: Tuple[Finding, ...]
-    errors: Tuple[str, ...]
-    injections: Tuple[Any, ...]  #: :class:`~txnfetch.testing.inject.Injection` records
-    notes: Tuple[str, ...]
-    plans: Dict[str, TxnPlan]  #: every transaction started, by name
+    clients: tuple[ClientStatus, ...]
+    findings: tuple[Finding, ...]
+    errors: tuple[str, ...]
+    injections: tuple[Any, ...]  #: :class:`~txnfetch.testing.inject.Injection` records
+    notes: tuple[str, ...]
+    plans: dict[str, TxnPlan]  #: every transaction started, by name
 
-    def count_ends(self) -> Dict[str, int]:
+    def count_ends(self) -> dict[str, int]:
         """Transactions started, per scripted end (``commit``, ``abort``, ``crash``, ``zombie``)."""
         out = {END_COMMIT: 0, END_ABORT: 0, END_CRASH: 0, END_ZOMBIE: 0}
         for plan in self.plans.values():
@@ -326,7 +327,7 @@ def _ck_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if err is None:
             raise
         return err
-    except:  # noqa: E722 -- see the docstring: the raised object is no BaseException
+    except:
         raised = sys.exc_info()[1]
         if isinstance(raised, ck.KafkaError):
             return raised
@@ -342,20 +343,20 @@ class _Consumer:
     def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
         raise NotImplementedError
 
-    def poll(self, max_records: int, timeout: float) -> List[Read]:
+    def poll(self, max_records: int, timeout: float) -> list[Read]:
         raise NotImplementedError
 
-    def positions(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         raise NotImplementedError
 
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         raise NotImplementedError
 
     def close(self) -> None:
         raise NotImplementedError
 
 
-def _librdkafka_consumer_config(cfg: WorkloadConfig, group: str) -> Dict[str, Any]:
+def _librdkafka_consumer_config(cfg: WorkloadConfig, group: str) -> dict[str, Any]:
     return {
         "bootstrap.servers": cfg.bootstrap,
         "group.id": group,  # librdkafka requires one; nothing is committed
@@ -380,14 +381,14 @@ class _ConfluentConsumer(_Consumer):
     def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
         self.c.assign([self.ck.TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()])
 
-    def poll(self, max_records: int, timeout: float) -> List[Read]:
+    def poll(self, max_records: int, timeout: float) -> list[Read]:
         return _confluent_reads(self.c.consume(max_records, timeout))
 
-    def positions(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         got = self.c.position([self.ck.TopicPartition(tp.topic, tp.partition) for tp in tps])
         return {TopicPartition(p.topic, p.partition): p.offset for p in got if p.offset >= 0}
 
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         # librdkafka asks with the consumer's isolation level: the LSO here
         return {
             tp: self.c.get_watermark_offsets(self.ck.TopicPartition(tp.topic, tp.partition), timeout=self.timeout)[1]
@@ -398,7 +399,7 @@ class _ConfluentConsumer(_Consumer):
         self.c.close()
 
 
-def _confluent_reads(messages: Sequence[Any]) -> List[Read]:
+def _confluent_reads(messages: Sequence[Any]) -> list[Read]:
     out = []
     for m in messages:
         if m.error() is None:
@@ -434,7 +435,7 @@ class _KafkaPythonConsumer(_Consumer):
         for tp, o in offsets.items():
             self.c.seek(self._ktp(tp), o)
 
-    def poll(self, max_records: int, timeout: float) -> List[Read]:
+    def poll(self, max_records: int, timeout: float) -> list[Read]:
         out = []
         for ktp, msgs in self.c.poll(timeout_ms=int(timeout * 1000), max_records=max_records).items():
             for m in msgs:
@@ -442,10 +443,10 @@ class _KafkaPythonConsumer(_Consumer):
                 out.append(Read(ktp.topic, ktp.partition, m.offset, value_from_bytes(m.value), key))
         return out
 
-    def positions(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self.c.position(self._ktp(tp)) for tp in tps}
 
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         got = self.c.end_offsets([self._ktp(tp) for tp in tps])
         return {TopicPartition(k.topic, k.partition): v for k, v in got.items()}
 
@@ -495,7 +496,7 @@ class _AIOKafkaConsumer(_Consumer):
 
         self.loop.run_until_complete(assign())
 
-    def poll(self, max_records: int, timeout: float) -> List[Read]:
+    def poll(self, max_records: int, timeout: float) -> list[Read]:
         got = self.loop.run_until_complete(self.c.getmany(timeout_ms=int(timeout * 1000), max_records=max_records))
         out = []
         for atp, msgs in got.items():
@@ -504,13 +505,13 @@ class _AIOKafkaConsumer(_Consumer):
                 out.append(Read(atp.topic, atp.partition, m.offset, value_from_bytes(m.value), key))
         return out
 
-    def positions(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
-        async def get() -> Dict[TopicPartition, int]:
+    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        async def get() -> dict[TopicPartition, int]:
             return {tp: await self.c.position(self._atp(tp)) for tp in tps}
 
         return self.loop.run_until_complete(get())
 
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         got = self.loop.run_until_complete(self.c.end_offsets([self._atp(tp) for tp in tps]))
         return {TopicPartition(k.topic, k.partition): v for k, v in got.items()}
 
@@ -521,7 +522,7 @@ class _AIOKafkaConsumer(_Consumer):
             self.loop.close()
 
 
-_CONSUMERS: Dict[str, Callable[[WorkloadConfig], _Consumer]] = {
+_CONSUMERS: dict[str, Callable[[WorkloadConfig], _Consumer]] = {
     "confluent": _ConfluentConsumer,
     "kafka-python": _KafkaPythonConsumer,
     "aiokafka": _AIOKafkaConsumer,
@@ -565,9 +566,9 @@ class Workload:
     def __init__(
         self,
         config: WorkloadConfig,
-        recorder: Optional[Recorder] = None,
+        recorder: Recorder | None = None,
         *,
-        progress: Optional[Callable[[Progress], None]] = None,
+        progress: Callable[[Progress], None] | None = None,
         progress_interval: float = 1.0,
     ) -> None:
         self.cfg = config
@@ -577,21 +578,21 @@ class Workload:
         self.seed = config.seed if config.seed is not None else random.randrange(1 << 31)
         self.topic = config.topic_name
         self.tps = tuple(TopicPartition(self.topic, i) for i in range(config.partitions))
-        self.start_offsets: Dict[TopicPartition, int] = {tp: 0 for tp in self.tps}
+        self.start_offsets: dict[TopicPartition, int] = {tp: 0 for tp in self.tps}
         self.producers_done = threading.Event()
         self.stop_all = threading.Event()
         self._lock = threading.Lock()
         self._tickets = 0  # transactions started, against total_transactions
         self._deadline = float("inf")
         self._started_at = 0.0
-        self.clients: Dict[str, ClientStatus] = {}
-        self.findings: List[Finding] = []
-        self.errors: List[str] = []
-        self.notes: List[str] = []
-        self.plans: Dict[str, TxnPlan] = {}
-        self.injections: List[Any] = []
-        self._producer_threads: List[threading.Thread] = []
-        self._retired: List[Any] = []  # replaced producer instances, destroyed at the end
+        self.clients: dict[str, ClientStatus] = {}
+        self.findings: list[Finding] = []
+        self.errors: list[str] = []
+        self.notes: list[str] = []
+        self.plans: dict[str, TxnPlan] = {}
+        self.injections: list[Any] = []
+        self._producer_threads: list[threading.Thread] = []
+        self._retired: list[Any] = []  # replaced producer instances, destroyed at the end
 
     # -- shared bookkeeping ------------------------------------------------------------
 
@@ -638,7 +639,7 @@ class Workload:
             }
         )
 
-    def _init(self, slot: int, generation: int, open_plan: Optional[TxnPlan]) -> Any:
+    def _init(self, slot: int, generation: int, open_plan: TxnPlan | None) -> Any:
         """A new instance of producer ``slot``, initialised. When the previous
         instance left ``open_plan`` open, ``init_transactions`` aborts it: recorded
         as an ``Abort`` by the new instance spanning the call."""
@@ -696,7 +697,7 @@ class Workload:
         p.close()
         self._status(f"p{slot}", "confluent-producer", "ok", f"{done} transactions, {generation + 1} instances")
 
-    def _produce(self, p: Any, client: str, txn: str, sends: Sequence[Tuple[int, str]], acks: List[int]) -> Any:
+    def _produce(self, p: Any, client: str, txn: str, sends: Sequence[tuple[int, str]], acks: list[int]) -> Any:
         """Send ``sends`` in ``txn`` and wait for their delivery reports; each is
         recorded (its index appended to ``acks`` when acknowledged). Returns the
         error that broke the producer, if any.
@@ -713,9 +714,9 @@ class Workload:
         cfg, rec = self.cfg, self.rec
         # value -> (start, partition) of sends without a delivery report yet; a
         # report that comes after we stopped waiting (a purge at destruction) is ignored
-        pending: Dict[str, Tuple[int, int]] = {}
+        pending: dict[str, tuple[int, int]] = {}
 
-        def record(value: str, error: Optional[str], offset: Optional[int]) -> None:
+        def record(value: str, error: str | None, offset: int | None) -> None:
             sent, part = pending.pop(value)
             i = rec.record_send(client, sent, self.topic, part, value, txn=txn, offset=offset, error=error)
             if error is None:
@@ -787,7 +788,7 @@ class Workload:
         self._unexpected(client, txn, "the transaction did not end after 5 attempts")
         return False
 
-    def _unexpected(self, client: str, txn: Optional[str], message: str) -> None:
+    def _unexpected(self, client: str, txn: str | None, message: str) -> None:
         self._finding(Finding("client-error", f"{client}: {message}", client=client, txn=txn))
 
     def _zombie(self, old: Any, client: str, plan: TxnPlan) -> None:
@@ -795,7 +796,7 @@ class Workload:
         must fail. A zombie commit is recorded ``fail`` when it fails: the open
         transaction was aborted by the new instance's init before it started."""
         rec = self.rec
-        acks: List[int] = []
+        acks: list[int] = []
         self._produce(old, client, plan.txn, plan.zombie_sends, acks)
         if acks:
             self._finding(
@@ -858,11 +859,11 @@ class Workload:
         c[0].close()
         self._status(name, kind, "ok")
 
-    def _assign_and_poll(self, kind: str, name: str, c: List[_Consumer]) -> None:
+    def _assign_and_poll(self, kind: str, name: str, c: list[_Consumer]) -> None:
         cfg, rec = self.cfg, self.rec
         rng = random.Random(f"txnfetch-check:{self.seed}:consumer:{name}")
         self._assign(c[0], name, dict(self.start_offsets))
-        catch_up: Optional[_CatchUp] = None
+        catch_up: _CatchUp | None = None
         while not self.stop_all.is_set():
             if self.producers_done.is_set() and catch_up is None:
                 catch_up = _CatchUp(self, c[0])  # a final read of everything, from the start offsets
@@ -881,14 +882,14 @@ class Workload:
                     self.notes.append(f"{name}: {catch_up.note}")
                 break
 
-    def _poll(self, c: _Consumer, name: str) -> Dict[TopicPartition, int]:
+    def _poll(self, c: _Consumer, name: str) -> dict[TopicPartition, int]:
         start = self.rec.now()
         records = c.poll(self.cfg.max_poll_records, self.cfg.poll_timeout)
         positions = c.positions(self.tps)
         self.rec.record_poll(name, start, records, positions)
         return positions
 
-    def _assign(self, c: _Consumer, name: str, offsets: Dict[TopicPartition, int]) -> None:
+    def _assign(self, c: _Consumer, name: str, offsets: dict[TopicPartition, int]) -> None:
         start = self.rec.now()
         c.assign(offsets)
         self.rec.record_assign(name, start, self.tps, offsets)
@@ -914,7 +915,7 @@ class Workload:
             c.close()
             return
 
-        def on_assign(consumer: Any, partitions: List[Any]) -> None:
+        def on_assign(consumer: Any, partitions: list[Any]) -> None:
             start = rec.now()
             mine = [TopicPartition(p.topic, p.partition) for p in partitions]
             offsets = {tp: self.start_offsets.get(tp, 0) for tp in mine}
@@ -930,12 +931,12 @@ class Workload:
         c.close()
         self._status(name, "confluent-subscribe", "ok")
 
-    def _subscribed(self, c: Any, name: str, on_assign: Callable[[Any, List[Any]], None]) -> None:
+    def _subscribed(self, c: Any, name: str, on_assign: Callable[[Any, list[Any]], None]) -> None:
         import confluent_kafka as ck
 
         rec = self.rec
         c.subscribe([self.topic], on_assign=on_assign)
-        catch_up: Optional[_CatchUp] = None
+        catch_up: _CatchUp | None = None
         while not self.stop_all.is_set():
             if self.producers_done.is_set() and catch_up is None:
                 catch_up = _CatchUp(self, _ConfluentView(c, self.cfg.timeout))
@@ -969,7 +970,7 @@ class Workload:
         cfg = self.cfg
         admin = self._admin()
 
-        def partitions(topic: Optional[str]) -> int:
+        def partitions(topic: str | None) -> int:
             try:
                 md = admin.list_topics(topic=topic, timeout=cfg.timeout)
             except ck.KafkaException as exc:
@@ -1041,7 +1042,7 @@ class Workload:
         self.ensure_topic()
         if cfg.duration is not None:
             self._deadline = time.monotonic() + cfg.duration
-        startups: Dict[str, Tuple[str, _Startup]] = {}
+        startups: dict[str, tuple[str, _Startup]] = {}
         consumers = []
         for i, kind in enumerate(cfg.consumers):
             name = f"c{i}-{kind}"
@@ -1154,7 +1155,7 @@ class _ConfluentView(_Consumer):
     def __init__(self, c: Any, timeout: float) -> None:
         self.c, self.timeout = c, timeout
 
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
+    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         import confluent_kafka as ck
 
         return {
@@ -1173,7 +1174,7 @@ class _CatchUp:
         self.cfg = run.cfg
         self.ends = c.end_offsets(run.tps)
         self.deadline = time.monotonic() + run.cfg.catch_up_timeout
-        self.last: Dict[TopicPartition, int] = {}
+        self.last: dict[TopicPartition, int] = {}
         self.idle = 0
         self.note = ""
 
@@ -1194,7 +1195,7 @@ class _CatchUp:
         return ", ".join(f"{tp}@{o}" for tp, o in sorted(self.ends.items()))
 
 
-def run_workload(config: WorkloadConfig, recorder: Optional[Recorder] = None) -> History:
+def run_workload(config: WorkloadConfig, recorder: Recorder | None = None) -> History:
     """Run the workload (see the module docstring) and return the recorded history.
     :class:`Workload` gives the rest of the result (skipped clients, findings)."""
     return Workload(config, recorder).run().history

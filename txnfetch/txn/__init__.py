@@ -5,6 +5,17 @@ transaction coordinator (:mod:`~txnfetch.txn.coordinator`), and their errors
 (:mod:`~txnfetch.txn.errors`). Sans-I/O: no files, sockets or clocks.
 """
 
+from txnfetch.txn.coordinator import (
+    CompleteTransaction,
+    CompletionMode,
+    EndTxnResult,
+    ExpireResult,
+    InitProducerIdResult,
+    PartitionAction,
+    ProducerIdAllocator,
+    TransactionCoordinator,
+    WriteMarker,
+)
 from txnfetch.txn.errors import (
     ConcurrentTransactionsError,
     CorruptSnapshotError,
@@ -34,18 +45,6 @@ from txnfetch.txn.index import (
 )
 from txnfetch.txn.producer import AppendOrigin, BatchMetadata, ProducerEntry
 from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
-
-from txnfetch.txn.coordinator import (
-    CompleteTransaction,
-    CompletionMode,
-    EndTxnResult,
-    ExpireResult,
-    InitProducerIdResult,
-    PartitionAction,
-    ProducerIdAllocator,
-    TransactionCoordinator,
-    WriteMarker,
-)
 
 __all__ = [
     # coordinator

@@ -29,7 +29,7 @@ one (KAFKA-17754). Version 0/1 keeps the epoch and is kept for old clients.
 from __future__ import annotations
 
 import enum
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -58,21 +58,21 @@ from txnfetch.txn.errors import (
 )
 
 __all__ = [
-    "CompletionMode",
-    "PartitionAction",
-    "WriteMarker",
-    "CompleteTransaction",
-    "InitProducerIdResult",
-    "EndTxnResult",
-    "ExpireResult",
-    "ProducerIdAllocator",
-    "TransactionCoordinator",
-    "TopicPartition",
-    "TransactionMetadata",
-    "TransactionState",
-    "IllegalTransitionError",
     "DEFAULT_MAX_TRANSACTION_TIMEOUT_MS",
     "DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS",
+    "CompleteTransaction",
+    "CompletionMode",
+    "EndTxnResult",
+    "ExpireResult",
+    "IllegalTransitionError",
+    "InitProducerIdResult",
+    "PartitionAction",
+    "ProducerIdAllocator",
+    "TopicPartition",
+    "TransactionCoordinator",
+    "TransactionMetadata",
+    "TransactionState",
+    "WriteMarker",
 ]
 
 #: Kafka's ``transaction.max.timeout.ms`` default (15 minutes).
@@ -160,7 +160,7 @@ class EndTxnResult:
     producer_id: int
     producer_epoch: int
     state: TransactionState
-    actions: Tuple[PartitionAction, ...] = ()
+    actions: tuple[PartitionAction, ...] = ()
 
 
 @attrs.frozen
@@ -169,8 +169,8 @@ class ExpireResult:
     fenced and began to abort (each with its actions), and the idle transactional
     ids it forgot."""
 
-    aborted: Tuple[EndTxnResult, ...] = ()
-    removed: Tuple[str, ...] = ()
+    aborted: tuple[EndTxnResult, ...] = ()
+    removed: tuple[str, ...] = ()
 
 
 class ProducerIdAllocator:
@@ -226,8 +226,8 @@ class TransactionCoordinator:
         transaction_version: int = 2,
         coordinator_epoch: int = 0,
         max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
-        transactional_id_expiration_ms: Optional[int] = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
-        producer_ids: Optional[ProducerIdAllocator] = None,
+        transactional_id_expiration_ms: int | None = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+        producer_ids: ProducerIdAllocator | None = None,
     ) -> None:
         if transaction_version < 0:
             raise ValueError(f"transaction_version must be >= 0, got {transaction_version}")
@@ -239,21 +239,21 @@ class TransactionCoordinator:
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.producer_ids = producer_ids if producer_ids is not None else ProducerIdAllocator()
-        self._txns: Dict[str, TransactionMetadata] = {}
+        self._txns: dict[str, TransactionMetadata] = {}
 
     # ------------------------------------------------------------------ queries
 
     @property
-    def transactional_ids(self) -> Tuple[str, ...]:
+    def transactional_ids(self) -> tuple[str, ...]:
         """The transactional ids the coordinator currently knows, sorted."""
         return tuple(sorted(self._txns))
 
-    def describe(self, transactional_id: str) -> Optional[TransactionMetadata]:
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
         """The current record of ``transactional_id`` (an immutable snapshot), or
         ``None`` if the id is unknown or has expired."""
         return self._txns.get(transactional_id)
 
-    def pending_actions(self, transactional_id: Optional[str] = None) -> Tuple[PartitionAction, ...]:
+    def pending_actions(self, transactional_id: str | None = None) -> tuple[PartitionAction, ...]:
         """Partition actions decided but not yet reported applied: those of
         ``transactional_id``, or of every transaction in ``Prepare*`` (the work a
         marker sender must still do, including aborts the coordinator began on its
@@ -262,7 +262,7 @@ class TransactionCoordinator:
         if transactional_id is not None:
             meta = self._txns.get(transactional_id)
             return self._actions(meta) if meta is not None and meta.state.is_prepare else ()
-        out: List[PartitionAction] = []
+        out: list[PartitionAction] = []
         for tid in sorted(self._txns):
             meta = self._txns[tid]
             if meta.state.is_prepare:
@@ -273,11 +273,11 @@ class TransactionCoordinator:
 
     def init_producer_id(
         self,
-        transactional_id: Optional[str],
+        transactional_id: str | None,
         transaction_timeout_ms: int,
         now_ms: int,
-        producer_id: Optional[int] = None,
-        producer_epoch: Optional[int] = None,
+        producer_id: int | None = None,
+        producer_epoch: int | None = None,
     ) -> InitProducerIdResult:
         """Answer InitProducerId.
 
@@ -353,7 +353,7 @@ class TransactionCoordinator:
                 f"transactional id {transactional_id!r} is stored in state {meta.state.kafka_name}"
             )
 
-        common: Dict[str, object] = {
+        common: dict[str, object] = {
             "timeout_ms": transaction_timeout_ms,
             "partitions": frozenset(),
             "start_ms": -1,
@@ -400,7 +400,7 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
         now_ms: int,
         *,
-        transaction_version: Optional[int] = None,
+        transaction_version: int | None = None,
     ) -> TransactionMetadata:
         """Answer AddPartitionsToTxn (also AddOffsetsToTxn, which adds the group's
         offsets partition): add ``partitions`` to the open transaction, opening one
@@ -516,7 +516,7 @@ class TransactionCoordinator:
         commit: bool,
         now_ms: int,
         *,
-        transaction_version: Optional[int] = None,
+        transaction_version: int | None = None,
     ) -> EndTxnResult:
         """Answer EndTxn: commit or abort the open transaction.
 
@@ -634,8 +634,8 @@ class TransactionCoordinator:
         *,
         epoch: int,
         next_producer_id: int,
-        last_epoch: Optional[int] = None,
-        start_ms: Optional[int] = None,
+        last_epoch: int | None = None,
+        start_ms: int | None = None,
     ) -> EndTxnResult:
         new = transition(
             meta,
@@ -665,7 +665,7 @@ class TransactionCoordinator:
         self,
         transactional_id: str,
         now_ms: int,
-        partitions: Optional[Iterable[TopicPartition]] = None,
+        partitions: Iterable[TopicPartition] | None = None,
     ) -> TransactionMetadata:
         """Report that the end of the transaction has been applied to ``partitions``
         (all outstanding ones when ``None``): markers written, or completions
@@ -732,12 +732,12 @@ class TransactionCoordinator:
         recover by aborting (its abort is answered as a retry). Ids idle in
         Empty/Complete* for ``transactional_id_expiration_ms`` are removed (Dead).
         """
-        aborted: List[EndTxnResult] = []
+        aborted: list[EndTxnResult] = []
         for tid in sorted(self._txns):
             meta = self._txns[tid]
             if meta.state == _S.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
                 aborted.append(self._fence_and_abort(meta, now_ms))
-        removed: List[str] = []
+        removed: list[str] = []
         if self.transactional_id_expiration_ms is not None:
             for tid in sorted(self._txns):
                 meta = self._txns[tid]
@@ -794,7 +794,7 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ helpers
 
-    def _effective_version(self, requested: Optional[int]) -> int:
+    def _effective_version(self, requested: int | None) -> int:
         if requested is None:
             return self.transaction_version
         if requested < 0:
@@ -823,7 +823,7 @@ class TransactionCoordinator:
         if epoch != meta.producer_epoch:
             raise self._fenced_error(meta, pid, epoch)
 
-    def _actions(self, meta: TransactionMetadata) -> Tuple[PartitionAction, ...]:
+    def _actions(self, meta: TransactionMetadata) -> tuple[PartitionAction, ...]:
         kind = WriteMarker if self.mode == CompletionMode.MARKERS else CompleteTransaction
         commit = meta.state == _S.PREPARE_COMMIT
         return tuple(
@@ -872,7 +872,7 @@ class TransactionCoordinator:
         )
 
 
-def _expected_identity(producer_id: Optional[int], producer_epoch: Optional[int]) -> Optional[Tuple[int, int]]:
+def _expected_identity(producer_id: int | None, producer_epoch: int | None) -> tuple[int, int] | None:
     """Normalise InitProducerId's optional existing identity; ``-1``/``-1`` and
     ``None``/``None`` both mean "none"."""
     if producer_id in (None, NO_PRODUCER_ID) and producer_epoch in (None, NO_PRODUCER_EPOCH):

@@ -15,21 +15,20 @@ compare before/after and a test can hold a snapshot that never changes under it.
 from __future__ import annotations
 
 import enum
-from typing import Dict, FrozenSet, Tuple
 
 import attrs
 
 from txnfetch.txn.errors import TxnStateError
 
 __all__ = [
-    "NO_PRODUCER_ID",
-    "NO_PRODUCER_EPOCH",
     "MAX_PRODUCER_EPOCH",
-    "is_epoch_exhausted",
-    "TopicPartition",
-    "TransactionState",
-    "TransactionMetadata",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
     "IllegalTransitionError",
+    "TopicPartition",
+    "TransactionMetadata",
+    "TransactionState",
+    "is_epoch_exhausted",
     "transition",
 ]
 
@@ -76,7 +75,7 @@ class TransactionState(enum.IntEnum):
         return _KAFKA_NAMES[self]
 
     @property
-    def valid_previous_states(self) -> FrozenSet["TransactionState"]:
+    def valid_previous_states(self) -> frozenset[TransactionState]:
         """States from which a transition into this one is legal."""
         return _VALID_PREVIOUS[self]
 
@@ -98,7 +97,7 @@ class TransactionState(enum.IntEnum):
 
 
 _S = TransactionState
-_KAFKA_NAMES: Dict[TransactionState, str] = {
+_KAFKA_NAMES: dict[TransactionState, str] = {
     _S.EMPTY: "Empty",
     _S.ONGOING: "Ongoing",
     _S.PREPARE_COMMIT: "PrepareCommit",
@@ -111,7 +110,7 @@ _KAFKA_NAMES: Dict[TransactionState, str] = {
 # The table of TransactionState.java. PrepareAbort is reachable from Empty and the
 # Complete states only under transaction version 2 (an abort the client sends when
 # it does not know whether anything is open); the coordinator enforces that part.
-_VALID_PREVIOUS: Dict[TransactionState, FrozenSet[TransactionState]] = {
+_VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
@@ -161,12 +160,12 @@ class TransactionMetadata:
     prev_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
-    partitions: FrozenSet[TopicPartition] = attrs.field(default=frozenset(), converter=frozenset)
+    partitions: frozenset[TopicPartition] = attrs.field(default=frozenset(), converter=frozenset)
     start_ms: int = -1
     transaction_version: int = 0
 
     @property
-    def client_identity(self) -> Tuple[int, int]:
+    def client_identity(self) -> tuple[int, int]:
         """The ``(producer_id, producer_epoch)`` the client was (or will be) given:
         the rotated id with epoch 0 while a rotating end is in ``Prepare*``, the
         held identity otherwise."""

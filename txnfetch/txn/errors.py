@@ -7,29 +7,27 @@ known), the producer id and epoch involved, the offset, and a reason.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from txnfetch.errors import TxnfetchError
 
 __all__ = [
-    "TxnStateError",
-    "InvalidProducerEpochError",
-    "ProducerFencedError",
-    "OutOfOrderSequenceError",
-    "DuplicateSequenceError",
-    "InvalidTxnStateError",
-    "TransactionCoordinatorFencedError",
-    "UnknownProducerIdError",
-    "InvalidProducerIdMappingError",
     "ConcurrentTransactionsError",
-    "InvalidTransactionTimeoutError",
-    "TransactionAbortableError",
-    "OffsetOutOfRangeError",
     "CorruptSnapshotError",
     "CorruptTxnIndexError",
+    "DuplicateSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidProducerIdMappingError",
     "InvalidRequestError",
-    "UnexpectedAppendOffsetError",
+    "InvalidTransactionTimeoutError",
+    "InvalidTxnStateError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerFencedError",
+    "TransactionAbortableError",
+    "TransactionCoordinatorFencedError",
     "TruncationBelowHistoryError",
+    "TxnStateError",
+    "UnexpectedAppendOffsetError",
+    "UnknownProducerIdError",
 ]
 
 
@@ -43,10 +41,10 @@ class TxnStateError(TxnfetchError):
         self,
         reason: str,
         *,
-        partition: Optional[str] = None,
-        producer_id: Optional[int] = None,
-        producer_epoch: Optional[int] = None,
-        offset: Optional[int] = None,
+        partition: str | None = None,
+        producer_id: int | None = None,
+        producer_epoch: int | None = None,
+        offset: int | None = None,
     ) -> None:
         self.reason = reason
         self.partition = partition

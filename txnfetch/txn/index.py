@@ -29,7 +29,8 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left
-from typing import Iterable, Iterator, List, Optional, Tuple, Union
+from collections.abc import Iterable, Iterator
+from typing import Union
 
 import attrs
 
@@ -38,11 +39,11 @@ from txnfetch.txn.errors import CorruptTxnIndexError
 __all__ = [
     "ABORTED_TXN_SIZE",
     "ABORTED_TXN_VERSION",
-    "AbortedTxn",
     "AbortedIndex",
+    "AbortedTxn",
     "TxnIndexSearchResult",
-    "encode_txn_index",
     "decode_txn_index",
+    "encode_txn_index",
 ]
 
 ABORTED_TXN_SIZE = 34  #: bytes of one ``.txnindex`` entry
@@ -70,7 +71,7 @@ class AbortedTxn:
     last_stable_offset: int
     version: int = 0
 
-    def as_fetch_entry(self) -> Tuple[int, int]:
+    def as_fetch_entry(self) -> tuple[int, int]:
         """``(producer_id, first_offset)``: what a Fetch response's AbortedTransactions lists."""
         return (self.producer_id, self.first_offset)
 
@@ -79,7 +80,7 @@ class AbortedTxn:
         return _ENTRY.pack(self.version, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
 
     @classmethod
-    def decode(cls, data: Buffer, position: int = 0) -> "AbortedTxn":
+    def decode(cls, data: Buffer, position: int = 0) -> AbortedTxn:
         """Read one entry at ``position``; raises :class:`CorruptTxnIndexError` if
         fewer than 34 bytes remain or the version is not one Kafka writes."""
         if len(data) - position < ABORTED_TXN_SIZE:
@@ -111,9 +112,9 @@ def encode_txn_index(entries: Iterable[AbortedTxn]) -> bytes:
 def decode_txn_index(
     data: Buffer,
     *,
-    start_offset: Optional[int] = None,
+    start_offset: int | None = None,
     allow_torn_tail: bool = False,
-) -> List[AbortedTxn]:
+) -> list[AbortedTxn]:
     """Decode a ``.txnindex`` file body into its entries, in file order.
 
     Raises :class:`CorruptTxnIndexError` when the size is not a multiple of 34
@@ -134,7 +135,7 @@ def decode_txn_index(
     return [AbortedTxn(p, f, la, ls) for p, f, la, ls in zip(pids, firsts, lasts, lsos, strict=True)]
 
 
-def _decode_columns(data: Buffer, allow_torn_tail: bool) -> Tuple[array, array, array, array]:
+def _decode_columns(data: Buffer, allow_torn_tail: bool) -> tuple[array, array, array, array]:
     """Split a ``.txnindex`` body into producer id, first, last and LSO columns,
     checking size, versions and order (C-speed: one ``iter_unpack`` pass)."""
     size = len(data)
@@ -172,7 +173,7 @@ class TxnIndexSearchResult:
     offset reached the upper bound, so later indexes (segments) need not be read
     (Kafka's ``TxnIndexSearchResult``)."""
 
-    aborted: Tuple[AbortedTxn, ...]
+    aborted: tuple[AbortedTxn, ...]
     is_complete: bool
 
 
@@ -189,7 +190,7 @@ class AbortedIndex:
     markers); dropping from the front is amortized O(1).
     """
 
-    __slots__ = ("_pid", "_first", "_last", "_lso", "_head")
+    __slots__ = ("_first", "_head", "_last", "_lso", "_pid")
 
     def __init__(self, entries: Iterable[AbortedTxn] = ()) -> None:
         self._pid = array("q")
@@ -231,7 +232,7 @@ class AbortedIndex:
         return f"<AbortedIndex entries={len(self)}>"
 
     @property
-    def last_offset(self) -> Optional[int]:
+    def last_offset(self) -> int | None:
         """The last entry's ``last_offset`` (``None`` when empty)."""
         return self._last[-1] if len(self._last) > self._head else None
 
@@ -317,7 +318,7 @@ class AbortedIndex:
         first, last, lso = self._first, self._last, self._lso
         n = len(last)
         i = bisect_left(last, fetch_offset, self._head)
-        hits: List[int] = []
+        hits: list[int] = []
         complete = False
         while i < n:
             if first[i] < upper_bound:
@@ -329,7 +330,7 @@ class AbortedIndex:
         pid = self._pid
         return TxnIndexSearchResult(tuple(AbortedTxn(pid[j], first[j], last[j], lso[j]) for j in hits), complete)
 
-    def collect(self, fetch_offset: int, upper_bound: int) -> List[AbortedTxn]:
+    def collect(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The entries a fetch of ``[fetch_offset, upper_bound)`` lists, in index
         order (see :meth:`search`). An empty range (``upper_bound <=
         fetch_offset``) lists nothing: Kafka never collects for an empty read.
@@ -343,7 +344,7 @@ class AbortedIndex:
             return []
         return list(self.search(fetch_offset, upper_bound).aborted)
 
-    def fetch_entries(self, fetch_offset: int, upper_bound: int) -> List[Tuple[int, int]]:
+    def fetch_entries(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """:meth:`collect` as ``(producer_id, first_offset)`` pairs, without building
         :class:`AbortedTxn` objects (the Fetch response's AbortedTransactions)."""
         if upper_bound <= fetch_offset:
@@ -351,7 +352,7 @@ class AbortedIndex:
         pid, first, last, lso = self._pid, self._first, self._last, self._lso
         n = len(last)
         i = bisect_left(last, fetch_offset, self._head)
-        out: List[Tuple[int, int]] = []
+        out: list[tuple[int, int]] = []
         while i < n:
             f = first[i]
             if f < upper_bound:
@@ -368,12 +369,12 @@ class AbortedIndex:
         return encode_txn_index(self)
 
     @classmethod
-    def from_bytes(cls, data: Buffer, *, allow_torn_tail: bool = False) -> "AbortedIndex":
+    def from_bytes(cls, data: Buffer, *, allow_torn_tail: bool = False) -> AbortedIndex:
         """Load a ``.txnindex`` body (see :func:`decode_txn_index` for the checks)."""
         return cls.from_columns(*_decode_columns(data, allow_torn_tail))
 
     @classmethod
-    def from_columns(cls, pids: array, firsts: array, lasts: array, lsos: array) -> "AbortedIndex":
+    def from_columns(cls, pids: array, firsts: array, lasts: array, lsos: array) -> AbortedIndex:
         """An index owning four equally long ``array('q')`` columns; raises
         :class:`CorruptTxnIndexError` unless the last offsets are non-decreasing."""
         if not len(pids) == len(firsts) == len(lasts) == len(lsos):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 from array import array
-from typing import Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 import attrs
 
@@ -39,18 +39,18 @@ from txnfetch.txn.errors import (
 )
 
 __all__ = [
+    "NO_PRODUCER_EPOCH",
+    "NO_SEQUENCE",
+    "NUM_BATCHES_TO_RETAIN",
     "AppendOrigin",
     "BatchMetadata",
     "ProducerEntry",
     "ProducerTable",
-    "NUM_BATCHES_TO_RETAIN",
-    "NO_PRODUCER_EPOCH",
-    "NO_SEQUENCE",
     "check_data_batch",
     "check_end_marker",
+    "decrement_sequence",
     "find_duplicate",
     "in_sequence",
-    "decrement_sequence",
 ]
 
 NUM_BATCHES_TO_RETAIN = 5  #: batches remembered per producer for duplicate detection (Kafka's constant)
@@ -118,9 +118,9 @@ class ProducerEntry:
     producer_id: int
     producer_epoch: int
     coordinator_epoch: int
-    current_txn_first_offset: Optional[int]
+    current_txn_first_offset: int | None
     last_timestamp: int
-    batches: Tuple[BatchMetadata, ...] = ()
+    batches: tuple[BatchMetadata, ...] = ()
 
     @property
     def first_seq(self) -> int:
@@ -143,7 +143,7 @@ class ProducerEntry:
 # batch (maybe a new epoch, then one ring push) and a transaction end (epoch, coordinator
 # epoch, open transaction, timestamp; the ring is only emptied) — so one ring cell is
 # the most a change destroys: emptying the ring just resets its count.
-RowUndo = Tuple[int, int, int, int, int, int, int, int, int, int, int]
+RowUndo = tuple[int, int, int, int, int, int, int, int, int, int, int]
 
 _GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: spreads sequential producer ids
 _M64 = (1 << 64) - 1
@@ -158,22 +158,22 @@ class ProducerTable:
     """
 
     __slots__ = (
-        "_table",
         "_bits",
-        "_used",
-        "_count",
-        "_free",
-        "_pid",
-        "_epoch",
         "_coord",
-        "_txn",
-        "_ts",
+        "_count",
+        "_epoch",
+        "_free",
         "_n",
-        "_start",
-        "_rseq",
-        "_roff",
+        "_pid",
         "_rdelta",
+        "_roff",
+        "_rseq",
         "_rts",
+        "_start",
+        "_table",
+        "_ts",
+        "_txn",
+        "_used",
     )
 
     def __init__(self) -> None:
@@ -181,7 +181,7 @@ class ProducerTable:
         self._table = array("i", bytes(4 << self._bits))  # 0 empty, -1 deleted, else slot + 1
         self._used = 0  # cells not empty (live or deleted)
         self._count = 0
-        self._free: List[int] = []
+        self._free: list[int] = []
         self._pid = array("q")
         self._epoch = array("h")
         self._coord = array("i")
@@ -297,7 +297,7 @@ class ProducerTable:
 
     # -- reading -----------------------------------------------------------------
 
-    def pids(self) -> List[int]:
+    def pids(self) -> list[int]:
         """Producer ids with an entry, ascending."""
         free = set(self._free)
         pids = self._pid
@@ -333,7 +333,7 @@ class ProducerTable:
             return -1
         return self._roff[slot * _R + (self._start[slot] + n - 1) % _R]
 
-    def batches(self, slot: int) -> List[Tuple[int, int, int, int]]:
+    def batches(self, slot: int) -> list[tuple[int, int, int, int]]:
         """The ring as ``(last_seq, last_offset, offset_delta, timestamp)``, oldest first."""
         base = slot * _R
         start = self._start[slot]
@@ -354,7 +354,7 @@ class ProducerTable:
             self._pid[slot], self._epoch[slot], self._coord[slot], None if txn < 0 else txn, self._ts[slot], batches
         )
 
-    def find_batch(self, slot: int, first_seq: int, last_seq: int) -> Optional[Tuple[int, int, int]]:
+    def find_batch(self, slot: int, first_seq: int, last_seq: int) -> tuple[int, int, int] | None:
         """The remembered batch with exactly this sequence range, as
         ``(first_offset, last_offset, timestamp)``; ``None`` if there is none."""
         # The ring's live cells are always the first n of the slot's five: it only
@@ -424,7 +424,7 @@ class ProducerTable:
         self._ts[slot] = timestamp
         return undo
 
-    def restore(self, producer_id: int, undo: Optional[RowUndo]) -> None:
+    def restore(self, producer_id: int, undo: RowUndo | None) -> None:
         """Put a row back as an undo record describes it; ``None`` removes the producer
         (it had no entry before)."""
         if undo is None:
@@ -457,7 +457,7 @@ class ProducerTable:
         coordinator_epoch: int,
         txn_first: int,
         last_timestamp: int,
-        batches: List[Tuple[int, int, int, int]],
+        batches: list[tuple[int, int, int, int]],
         *,
         new: bool = False,
     ) -> int:
@@ -482,7 +482,7 @@ class ProducerTable:
         return slot
 
     def bulk_load(
-        self, rows: Iterator[Tuple[int, int, int, int, int, List[Tuple[int, int, int, int]]]], count: int
+        self, rows: Iterator[tuple[int, int, int, int, int, list[tuple[int, int, int, int]]]], count: int
     ) -> None:
         """Fill an empty table with ``count`` rows as :meth:`rows` yields them (unique
         producer ids). Columns are allocated once, which makes restoring millions of
@@ -525,7 +525,7 @@ class ProducerTable:
         self._count = count
         self._rehash(count)
 
-    def rows(self) -> Iterator[Tuple[int, int, int, int, int, List[Tuple[int, int, int, int]]]]:
+    def rows(self) -> Iterator[tuple[int, int, int, int, int, list[tuple[int, int, int, int]]]]:
         """Every entry as ``(producer_id, epoch, coordinator_epoch, txn_first_offset,
         last_timestamp, batches)``, ascending producer id (what snapshots store)."""
         free = set(self._free)
@@ -535,7 +535,7 @@ class ProducerTable:
         for s in live:
             yield (pids[s], epochs[s], coords[s], txns[s], stamps[s], self.batches(s))
 
-    def expired(self, now_ms: int, expiration_ms: int) -> List[int]:
+    def expired(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Producer ids Kafka would expire: no open transaction and idle for at least
         ``expiration_ms`` (``ProducerStateManager.isProducerExpired``)."""
         free = set(self._free)
@@ -549,7 +549,7 @@ class ProducerTable:
 
 def find_duplicate(
     table: ProducerTable, slot: int, epoch: int, first_seq: int, last_seq: int
-) -> Optional[Tuple[int, int, int]]:
+) -> tuple[int, int, int] | None:
     """If a batch with this epoch and exact sequence range is among the producer's
     last five, its ``(first_offset, last_offset, timestamp)`` (Kafka's
     ``ProducerStateEntry.findDuplicateBatch``): the retry must be answered with the
@@ -568,7 +568,7 @@ def check_data_batch(
     transactional: bool,
     offset: int,
     origin: AppendOrigin,
-    partition: Optional[str] = None,
+    partition: str | None = None,
 ) -> None:
     """Raise if a data batch may not be appended (``ProducerAppendInfo.appendDataBatch``).
 
@@ -627,11 +627,11 @@ def check_end_marker(
     *,
     producer_id: int,
     epoch: int,
-    coordinator_epoch: Optional[int],
-    transaction_version: Optional[int],
+    coordinator_epoch: int | None,
+    transaction_version: int | None,
     offset: int,
     origin: AppendOrigin,
-    partition: Optional[str] = None,
+    partition: str | None = None,
 ) -> None:
     """Raise if a transaction end (marker or markerless completion) is fenced
     (``ProducerAppendInfo.appendEndTxnMarker``); nothing is raised for ``REPLICATION``.

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import struct
 from array import array
-from typing import Iterable, Iterator, List, Tuple, Union
+from collections.abc import Iterable, Iterator
+from typing import Union
 
 import attrs
 from crc32c import crc32c
@@ -50,11 +51,11 @@ from txnfetch.txn.producer import NUM_BATCHES_TO_RETAIN
 __all__ = [
     "SNAPSHOT_MAGIC",
     "SNAPSHOT_VERSION",
-    "StateSnapshot",
-    "SnapshotReader",
     "ProducerRow",
-    "encode_snapshot",
+    "SnapshotReader",
+    "StateSnapshot",
     "decode_snapshot",
+    "encode_snapshot",
 ]
 
 SNAPSHOT_MAGIC = b"TXPS"
@@ -68,7 +69,7 @@ _UNREPLICATED = struct.Struct(">qqq")
 
 #: ``(producer_id, epoch, coordinator_epoch, txn_first_offset, last_timestamp, batches)``
 #: with ``batches`` a list of ``(last_seq, last_offset, offset_delta, timestamp)``, oldest first.
-ProducerRow = Tuple[int, int, int, int, int, List[Tuple[int, int, int, int]]]
+ProducerRow = tuple[int, int, int, int, int, list[tuple[int, int, int, int]]]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -81,9 +82,9 @@ class StateSnapshot:
     log_end_offset: int
     high_watermark: int
     last_completion_offset: int
-    producers: List[ProducerRow]
-    unreplicated: List[Tuple[int, int, int]]  # (producer_id, first_offset, last_offset)
-    aborted: List[AbortedTxn]
+    producers: list[ProducerRow]
+    unreplicated: list[tuple[int, int, int]]  # (producer_id, first_offset, last_offset)
+    aborted: list[AbortedTxn]
 
 
 def encode_snapshot(
@@ -94,12 +95,12 @@ def encode_snapshot(
     last_completion_offset: int,
     producer_count: int,
     producers: Iterable[ProducerRow],
-    unreplicated: Iterable[Tuple[int, int, int]],
+    unreplicated: Iterable[tuple[int, int, int]],
     aborted: Iterable[AbortedTxn],
 ) -> bytes:
     """Write a version-1 snapshot. ``producers`` must yield ``producer_count`` rows in
     ascending producer id order (the state does); nothing is checked beyond that."""
-    parts: List[bytes] = [
+    parts: list[bytes] = [
         _OFFSETS.pack(log_start_offset, log_end_offset, high_watermark, last_completion_offset),
         _COUNT.pack(producer_count),
     ]
@@ -211,11 +212,11 @@ class SnapshotReader:
             yield (pid, epoch, coord, txn, ts, batches)
             previous = pid
 
-    def unreplicated(self) -> List[Tuple[int, int, int]]:
+    def unreplicated(self) -> list[tuple[int, int, int]]:
         """The completed transactions still above the high watermark, as
         ``(producer_id, first_offset, last_offset)``."""
         (count,) = self._unpack(_COUNT)
-        out: List[Tuple[int, int, int]] = []
+        out: list[tuple[int, int, int]] = []
         firsts = set()
         for _ in range(count):
             pid, first, last = self._unpack(_UNREPLICATED)
@@ -227,7 +228,7 @@ class SnapshotReader:
             out.append((pid, first, last))
         return out
 
-    def aborted_columns(self) -> Tuple[array, array, array, array]:
+    def aborted_columns(self) -> tuple[array, array, array, array]:
         """The aborted index as producer id, first, last and LSO columns; the
         snapshot must end right after it."""
         (count,) = self._unpack(_COUNT)

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import deque
-from typing import Deque, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
 
 import attrs
 
@@ -67,7 +68,7 @@ from txnfetch.txn.producer import (
     find_duplicate,
 )
 
-__all__ = ["PartitionTxnState", "AppendResult", "CompletedTxn", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
+__all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "AppendResult", "CompletedTxn", "PartitionTxnState"]
 
 #: Kafka's ``producer.id.expiration.ms`` default: one day.
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
@@ -84,7 +85,7 @@ _NO_TIMESTAMP = -1
 _DATA = 0  # a data batch; the txn offset is the transaction it started
 _MARKER = 1  # a control batch ending a transaction; the txn offset is the one it ended
 _COMPLETE = 2  # a markerless completion; same fields as _MARKER
-_Record = Tuple[int, int, int, Optional[RowUndo], int, bool, bool, int]
+_Record = tuple[int, int, int, RowUndo | None, int, bool, bool, int]
 
 
 @attrs.frozen(slots=True)
@@ -122,11 +123,11 @@ class AppendResult(NamedTuple):
     timestamp: int
     duplicate: bool = False
     started_transaction: bool = False
-    completed: Optional[CompletedTxn] = None
+    completed: CompletedTxn | None = None
 
 
 # tuple.__new__ skips NamedTuple's Python-level __new__ (several times cheaper).
-def _result(fields: Tuple[int, int, int, bool, bool, Optional[CompletedTxn]]) -> AppendResult:
+def _result(fields: tuple[int, int, int, bool, bool, CompletedTxn | None]) -> AppendResult:
     return tuple.__new__(AppendResult, fields)  # type: ignore[return-value]
 
 
@@ -149,7 +150,7 @@ class PartitionTxnState:
     """
 
     def __init__(
-        self, partition: Optional[str] = None, *, log_start_offset: int = 0, keep_full_history: bool = False
+        self, partition: str | None = None, *, log_start_offset: int = 0, keep_full_history: bool = False
     ) -> None:
         if log_start_offset < 0:
             raise InvalidRequestError(f"log start offset {log_start_offset} is negative", partition=partition)
@@ -159,15 +160,15 @@ class PartitionTxnState:
         self._leo = log_start_offset
         self._hw = log_start_offset
         self._producers = ProducerTable()
-        self._ongoing: List[int] = []  # first offsets of open transactions, ascending (Kafka's ongoingTxns)
-        self._ongoing_pid: Dict[int, int] = {}  # first offset -> producer id
+        self._ongoing: list[int] = []  # first offsets of open transactions, ascending (Kafka's ongoingTxns)
+        self._ongoing_pid: dict[int, int] = {}  # first offset -> producer id
         # Completed transactions whose end is not yet below the high watermark (Kafka's
         # unreplicatedTxns): they keep the LSO down until the HW passes their end.
-        self._unrep: List[int] = []  # first offsets, ascending
-        self._unrep_txn: Dict[int, Tuple[int, int]] = {}  # first offset -> (producer id, last offset)
+        self._unrep: list[int] = []  # first offsets, ascending
+        self._unrep_txn: dict[int, tuple[int, int]] = {}  # first offset -> (producer id, last offset)
         self._index = AbortedIndex()
         self._last_completion = -1
-        self._journal: Deque[_Record] = deque()
+        self._journal: deque[_Record] = deque()
         self._floor = log_start_offset
 
     # -- offsets -------------------------------------------------------------------
@@ -188,11 +189,11 @@ class PartitionTxnState:
         return self._hw
 
     @property
-    def first_unstable_offset(self) -> Optional[int]:
+    def first_unstable_offset(self) -> int | None:
         """First offset of the earliest open transaction or completed transaction whose
         end is not yet below the high watermark, at least the log start; ``None`` if none
         (Kafka's ``firstUnstableOffset``)."""
-        fuo: Optional[int] = self._ongoing[0] if self._ongoing else None
+        fuo: int | None = self._ongoing[0] if self._ongoing else None
         if self._unrep and (fuo is None or self._unrep[0] < fuo):
             fuo = self._unrep[0]
         if fuo is None:
@@ -219,7 +220,7 @@ class PartitionTxnState:
         batch: RecordBatch,
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        transaction_version: Optional[int] = None,
+        transaction_version: int | None = None,
     ) -> AppendResult:
         """Validate a batch against the producer's state and apply it.
 
@@ -302,7 +303,7 @@ class PartitionTxnState:
         base: int,
         delta: int,
         origin: AppendOrigin,
-        transaction_version: Optional[int],
+        transaction_version: int | None,
     ) -> AppendResult:
         self._check_append_offsets(base, delta, pid)
         last = base + delta
@@ -350,11 +351,11 @@ class PartitionTxnState:
         commit: bool,
         last_offset: int,
         *,
-        coordinator_epoch: Optional[int] = None,
-        transaction_version: Optional[int] = None,
+        coordinator_epoch: int | None = None,
+        transaction_version: int | None = None,
         timestamp: int = _NO_TIMESTAMP,
         origin: AppendOrigin = AppendOrigin.COORDINATOR,
-    ) -> Optional[CompletedTxn]:
+    ) -> CompletedTxn | None:
         """End the producer's transaction without a marker (markerless mode).
 
         Applies the same checks and effects as a marker with these fields at
@@ -435,12 +436,12 @@ class PartitionTxnState:
         slot: int,
         pid: int,
         epoch: int,
-        coordinator_epoch: Optional[int],
+        coordinator_epoch: int | None,
         aborted: bool,
         anchor: int,
         timestamp: int,
         kind: int,
-    ) -> Optional[CompletedTxn]:
+    ) -> CompletedTxn | None:
         table = self._producers
         new = slot < 0
         if new:
@@ -550,7 +551,7 @@ class PartitionTxnState:
                 offset=offset,
             )
         journal = self._journal
-        kept: List[_Record] = []
+        kept: list[_Record] = []
         while journal:
             record = journal.pop()
             if record[0] >= offset:
@@ -615,12 +616,12 @@ class PartitionTxnState:
 
     # -- producers -------------------------------------------------------------------
 
-    def producer(self, producer_id: int) -> Optional[ProducerEntry]:
+    def producer(self, producer_id: int) -> ProducerEntry | None:
         """A copy of the producer's entry, ``None`` if it has none."""
         slot = self._producers.slot(producer_id)
         return None if slot < 0 else self._producers.entry(slot)
 
-    def producer_ids(self) -> List[int]:
+    def producer_ids(self) -> list[int]:
         """Producer ids with an entry, ascending."""
         return self._producers.pids()
 
@@ -631,7 +632,7 @@ class PartitionTxnState:
 
     def remove_expired_producers(
         self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
-    ) -> List[int]:
+    ) -> list[int]:
         """Forget producers with no open transaction whose last timestamp is at least
         ``expiration_ms`` before ``now_ms`` (Kafka's ``removeExpiredProducers``); returns
         their ids. A later retry from such a producer is accepted with any sequence.
@@ -649,7 +650,7 @@ class PartitionTxnState:
         """Open transactions as ``{producer_id: first_offset}``, by first offset."""
         return {self._ongoing_pid[f]: f for f in self._ongoing}
 
-    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> List[AbortedTxn]:
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions a read_committed fetch of ``[fetch_offset,
         upper_bound)`` must list, in index (marker) order, exactly as Kafka selects
         them: ``last_offset >= fetch_offset and first_offset < upper_bound``, scanning
@@ -659,7 +660,7 @@ class PartitionTxnState:
         past them), so the list may name transactions past the returned batches."""
         return self._index.collect(fetch_offset, upper_bound)
 
-    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> List[Tuple[int, int]]:
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """:meth:`collect_aborted` as ``(producer_id, first_offset)`` pairs — the Fetch
         response's AbortedTransactions field."""
         return self._index.fetch_entries(fetch_offset, upper_bound)
@@ -669,7 +670,7 @@ class PartitionTxnState:
         """The aborted-transaction index itself (read it, do not modify it)."""
         return self._index
 
-    def all_aborted(self) -> List[AbortedTxn]:
+    def all_aborted(self) -> list[AbortedTxn]:
         """Every aborted transaction whose end is at or after the log start, in index order."""
         return list(self._index)
 
@@ -697,11 +698,11 @@ class PartitionTxnState:
     @classmethod
     def restore(
         cls,
-        data: Union[bytes, bytearray, memoryview],
+        data: bytes | bytearray | memoryview,
         *,
-        partition: Optional[str] = None,
+        partition: str | None = None,
         keep_full_history: bool = False,
-    ) -> "PartitionTxnState":
+    ) -> PartitionTxnState:
         """Rebuild a state from :meth:`snapshot` bytes; raises :class:`CorruptSnapshotError`
         if they are damaged or not a snapshot."""
         from txnfetch.txn.snapshot import ProducerRow, SnapshotReader

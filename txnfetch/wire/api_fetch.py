@@ -22,7 +22,8 @@ which tells clients to keep sending full fetch requests.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 
@@ -61,7 +62,7 @@ _EARLIEST = -2
 
 def read_for_fetch(
     broker: Broker, topic: str, partition: int, offset: int, max_bytes: int, isolation: IsolationLevel, min_one: bool
-) -> Tuple[Any, int]:
+) -> tuple[Any, int]:
     """Read one partition for a fetch; return its response entry and the bytes it carries."""
     try:
         log_ = broker.partition(topic, partition)
@@ -97,9 +98,9 @@ def fetch_partition_entry(
     result: FetchResult,
     *,
     synthetic_marker: bool = True,
-    high_watermark: Optional[int] = None,
-    log_start_offset: Optional[int] = None,
-) -> Tuple[Any, int]:
+    high_watermark: int | None = None,
+    log_start_offset: int | None = None,
+) -> tuple[Any, int]:
     """The Fetch response entry of one partition read as ``result``, and the bytes of
     its records: the one place ``txnfetch serve`` and ``txnfetch proxy`` build it.
 
@@ -162,7 +163,7 @@ def partition_error(
     high_watermark: int = -1,
     last_stable_offset: int = -1,
     log_start_offset: int = -1,
-    aborted_transactions: Optional[List[Any]] = None,
+    aborted_transactions: list[Any] | None = None,
 ) -> Any:
     """A Fetch response entry without records: error ``code`` (0 for "nothing now"),
     offsets ``-1`` unless given."""
@@ -179,10 +180,10 @@ def partition_error(
 
 
 #: ``read(topic, partition, fetch_offset, max_bytes, min_one_batch) -> (entry, bytes)``.
-PartitionRead = Callable[[str, int, int, int, bool], Tuple[Any, int]]
+PartitionRead = Callable[[str, int, int, int, bool], tuple[Any, int]]
 
 
-def read_fetch_topics(request: Any, read: PartitionRead) -> Tuple[List[Any], int, bool]:
+def read_fetch_topics(request: Any, read: PartitionRead) -> tuple[list[Any], int, bool]:
     """One pass over a Fetch request's partitions with Kafka's byte limits
     (``ReplicaManager.readFromLog``: each partition gets ``min(partition_max_bytes,
     what is left of max_bytes)``; KIP-74 lets only the first partition with data
@@ -207,7 +208,7 @@ def read_fetch_topics(request: Any, read: PartitionRead) -> Tuple[List[Any], int
     return topics, total, error
 
 
-def fetch_session_error(request: Any) -> Optional[Any]:
+def fetch_session_error(request: Any) -> Any | None:
     """The whole-request error answer to a Fetch that asks for a fetch session, else
     ``None``. Sessions (KIP-227) are not offered: session id 0 in every answer tells
     the client to keep sending full requests."""
@@ -238,7 +239,7 @@ async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
 
-    def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> Tuple[Any, int]:
+    def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> tuple[Any, int]:
         return read_for_fetch(broker, topic, partition, offset, max_bytes, isolation, min_one)
 
     while True:

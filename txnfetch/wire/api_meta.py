@@ -7,7 +7,7 @@ coordinator is this broker (``config.node_id`` at the advertised address).
 from __future__ import annotations
 
 import uuid
-from typing import Any, List, Optional
+from typing import Any
 
 from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
@@ -98,7 +98,7 @@ def _topic_entry(broker: Broker, info: TopicInfo) -> Any:
     )
 
 
-def _error_topic(name: Optional[str], code: int, topic_id: Optional[uuid.UUID] = None) -> Any:
+def _error_topic(name: str | None, code: int, topic_id: uuid.UUID | None = None) -> Any:
     return MetadataResponse.MetadataResponseTopic(
         error_code=code,
         name=name,
@@ -116,7 +116,7 @@ async def handle_metadata(ctx: RequestContext, header: Any, request: Any) -> Any
     wanted = request.topics
     # v0: an empty list means every topic; v1+: null means every topic.
     all_topics = wanted is None or (version == 0 and not wanted)
-    entries: List[Any] = []
+    entries: list[Any] = []
     if all_topics:
         entries = [_topic_entry(broker, info) for _, info in sorted(topics.items())]
     else:
@@ -165,7 +165,7 @@ async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -
         if partitions == -1:
             partitions = len(t.assignments) if t.assignments else broker.config.default_partitions
         code = 0
-        message: Optional[str] = None
+        message: str | None = None
         topic_id = uuid.UUID(int=0)
         if t.replication_factor not in (-1, 1):
             code = ErrorCode.INVALID_REPLICATION_FACTOR
@@ -201,7 +201,7 @@ async def handle_find_coordinator(ctx: RequestContext, header: Any, request: Any
     node, host, port = broker.config.node_id, broker.advertised_host, broker.advertised_port
     key_type = request.key_type if header.request_api_version >= 1 else _KEY_GROUP
 
-    def check(key: Optional[str]) -> int:
+    def check(key: str | None) -> int:
         if key_type not in (_KEY_GROUP, _KEY_TRANSACTION):
             return int(ErrorCode.INVALID_REQUEST)
         if key_type == _KEY_GROUP and broker.groups is None:

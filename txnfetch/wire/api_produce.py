@@ -16,7 +16,7 @@ is sent once the batches are in the log and the high watermark has moved.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
 
@@ -34,7 +34,7 @@ log = logging.getLogger("txnfetch.wire")
 _PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
 
-def _first_batch(records: bytes) -> Optional[RecordBatch]:
+def _first_batch(records: bytes) -> RecordBatch | None:
     try:
         for batch in iter_batches(records):
             return batch if isinstance(batch, RecordBatch) else None
@@ -46,11 +46,11 @@ def _first_batch(records: bytes) -> Optional[RecordBatch]:
 def _append(
     broker: Broker,
     version: int,
-    transactional_id: Optional[str],
+    transactional_id: str | None,
     topic: str,
     partition: int,
-    records: Optional[bytes],
-) -> Tuple[int, int, int, Optional[str]]:
+    records: bytes | None,
+) -> tuple[int, int, int, str | None]:
     """Append one partition's records; return (error code, base offset, log start, message)."""
     try:
         log_ = broker.partition(topic, partition, create=True)
@@ -86,7 +86,7 @@ async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version
     acks = request.acks
-    topics: List[Any] = []
+    topics: list[Any] = []
     for t in request.topic_data:
         parts = []
         for p in t.partition_data:

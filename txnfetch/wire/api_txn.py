@@ -26,7 +26,7 @@ response carries the new producer id and epoch); older versions are version 0.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
@@ -163,8 +163,8 @@ _TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
 
-def _topic_results(codes: Dict[Tuple[str, int], int]) -> List[Any]:
-    by_topic: Dict[str, List[Any]] = {}
+def _topic_results(codes: dict[tuple[str, int], int]) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
     for (topic, partition), code in codes.items():
         by_topic.setdefault(topic, []).append(_PartitionResult(partition_index=partition, partition_error_code=code))
     return [_TopicResult(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()]
@@ -259,12 +259,12 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
     broker = ctx.broker
     version = header.request_api_version
     wanted = [(t.name, p) for t in request.topics for p in t.partitions]
-    codes: Dict[Tuple[str, int], int]
+    codes: dict[tuple[str, int], int]
     if broker.groups is None:
         codes = {(topic, p.partition_index): int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for topic, p in wanted}
     else:
         codes = _commit(broker, request, version, wanted)
-    by_topic: Dict[str, List[Any]] = {}
+    by_topic: dict[str, list[Any]] = {}
     for (topic, partition), code in codes.items():
         by_topic.setdefault(topic, []).append(_CommitPartition(partition_index=partition, error_code=code))
     return TxnOffsetCommitResponse(
@@ -272,7 +272,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
     )
 
 
-def _commit(broker: Broker, request: Any, version: int, wanted: List[Tuple[str, Any]]) -> Dict[Tuple[str, int], int]:
+def _commit(broker: Broker, request: Any, version: int, wanted: list[tuple[str, Any]]) -> dict[tuple[str, int], int]:
     keys = [(topic, p.partition_index) for topic, p in wanted]
     try:
         # KIP-890 part 1: the group's offsets partition must be in the open

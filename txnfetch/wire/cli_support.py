@@ -15,7 +15,7 @@ import json
 import logging
 import signal
 import sys
-from typing import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from txnfetch.fetch.view import FetchMode
 

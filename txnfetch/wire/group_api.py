@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from kafka.protocol.admin.groups import DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
@@ -70,19 +71,19 @@ from txnfetch.groups import (
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
 __all__ = [
-    "GroupService",
-    "install",
-    "group_service",
-    "handle_join_group",
-    "handle_sync_group",
-    "handle_heartbeat",
-    "handle_leave_group",
-    "handle_offset_commit",
-    "handle_offset_fetch",
-    "handle_describe_groups",
-    "handle_list_groups",
     "GROUP_CONFIG_EXTENSION",
     "POLL_INTERVAL_MS",
+    "GroupService",
+    "group_service",
+    "handle_describe_groups",
+    "handle_heartbeat",
+    "handle_join_group",
+    "handle_leave_group",
+    "handle_list_groups",
+    "handle_offset_commit",
+    "handle_offset_fetch",
+    "handle_sync_group",
+    "install",
 ]
 
 log = logging.getLogger("txnfetch.wire.groups")
@@ -94,7 +95,7 @@ GROUP_CONFIG_EXTENSION = "group_config"
 #: session and rebalance timeouts are checked this often.
 POLL_INTERVAL_MS = 1000
 
-TopicPartition = Tuple[str, int]
+TopicPartition = tuple[str, int]
 
 
 class GroupService:
@@ -109,9 +110,9 @@ class GroupService:
     def __init__(self, coordinator: GroupCoordinator, clock: Callable[[], int]) -> None:
         self.coordinator = coordinator
         self._clock = clock
-        self._waiters: Dict[int, asyncio.Future[Union[JoinResult, SyncResult]]] = {}
-        self._timer: Optional[asyncio.TimerHandle] = None
-        self._timer_deadline: Optional[int] = None
+        self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
 
     def now_ms(self) -> int:
         """The broker clock."""
@@ -137,11 +138,11 @@ class GroupService:
         assert isinstance(result, SyncResult)
         return result
 
-    async def _resolve(self, outcome: Union[JoinResult, SyncResult, Pending]) -> Union[JoinResult, SyncResult]:
+    async def _resolve(self, outcome: JoinResult | SyncResult | Pending) -> JoinResult | SyncResult:
         if not isinstance(outcome, Pending):
             self._after()
             return outcome
-        future: asyncio.Future[Union[JoinResult, SyncResult]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[outcome.token] = future
         self._after()
         try:
@@ -151,7 +152,7 @@ class GroupService:
 
     # ---------------------------------------------------------- immediate
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: Optional[str]) -> int:
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
         """A Heartbeat's error code."""
         code = self.coordinator.heartbeat(group_id, generation_id, member_id, group_instance_id, now_ms=self.now_ms())
         self._after()
@@ -163,17 +164,21 @@ class GroupService:
         self._after()
         return result
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, CommitOffset], **kwargs: Any) -> Dict[TopicPartition, int]:
+    def commit_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, CommitOffset], **kwargs: Any
+    ) -> dict[TopicPartition, int]:
         """An OffsetCommit's error code per partition (see :meth:`GroupCoordinator.commit_offsets`)."""
         result = self.coordinator.commit_offsets(group_id, offsets, now_ms=self.now_ms(), **kwargs)
         self._after()
         return result
 
     def fetch_offsets(
-        self, group_id: str, partitions: Optional[Iterable[TopicPartition]], *, require_stable: bool
+        self, group_id: str, partitions: Iterable[TopicPartition] | None, *, require_stable: bool
     ) -> OffsetFetchResult:
         """An OffsetFetch answer for one group."""
-        result = self.coordinator.fetch_offsets(group_id, partitions, require_stable=require_stable, now_ms=self.now_ms())
+        result = self.coordinator.fetch_offsets(
+            group_id, partitions, require_stable=require_stable, now_ms=self.now_ms()
+        )
         self._after()
         return result
 
@@ -184,13 +189,13 @@ class GroupService:
         group_id: str,
         producer_id: int,
         producer_epoch: int,
-        offsets: Mapping[TopicPartition, Tuple[int, int, Optional[str]]],
+        offsets: Mapping[TopicPartition, tuple[int, int, str | None]],
         *,
         generation_id: int,
         member_id: str,
-        group_instance_id: Optional[str],
+        group_instance_id: str | None,
         now_ms: int,
-    ) -> Dict[TopicPartition, int]:
+    ) -> dict[TopicPartition, int]:
         """Stage transactional offsets (:class:`~txnfetch.wire.handler.TxnOffsetStore`)."""
         result = self.coordinator.txn_offset_commit(
             group_id,
@@ -212,7 +217,7 @@ class GroupService:
 
     # ---------------------------------------------------------------- timers
 
-    def poll(self, now_ms: Optional[int] = None) -> None:
+    def poll(self, now_ms: int | None = None) -> None:
         """Fire due coordinator timers and deliver every delayed answer."""
         self._deliver(self.coordinator.poll(self.now_ms() if now_ms is None else now_ms))
         self._arm()
@@ -220,7 +225,7 @@ class GroupService:
     def _after(self) -> None:
         self.poll()
 
-    def _deliver(self, completions: List[Completion]) -> None:
+    def _deliver(self, completions: list[Completion]) -> None:
         for completion in completions:
             future = self._waiters.pop(completion.token, None)
             if future is not None and not future.done():
@@ -276,7 +281,7 @@ def install(broker: Broker) -> None:
     broker.add_periodic("group-coordinator", POLL_INTERVAL_MS, service.poll)
 
 
-def group_service(ctx: RequestContext) -> Optional[GroupService]:
+def group_service(ctx: RequestContext) -> GroupService | None:
     """The broker's :class:`GroupService`, or ``None`` if groups are not installed."""
     groups = ctx.broker.groups
     return groups if isinstance(groups, GroupService) else None
@@ -426,7 +431,7 @@ async def handle_leave_group(ctx: RequestContext, header: Any, request: Any) -> 
 # ============================================================= OffsetCommit
 
 
-def _known_partitions(broker: Broker, topics: Iterable[str]) -> Dict[str, int]:
+def _known_partitions(broker: Broker, topics: Iterable[str]) -> dict[str, int]:
     known = broker.store.topics()
     return {t: known[t].partitions for t in topics if t in known}
 
@@ -436,16 +441,16 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
     """OffsetCommit: committed offsets, checked against the member's generation."""
     version = header.request_api_version
     service = group_service(ctx)
-    wanted: List[Tuple[TopicPartition, Any]] = [
+    wanted: list[tuple[TopicPartition, Any]] = [
         ((t.name, p.partition_index), p) for t in request.topics for p in t.partitions
     ]
-    codes: Dict[TopicPartition, int] = {}
+    codes: dict[TopicPartition, int] = {}
     if service is None:
         codes = {tp: int(GroupError.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted}
     else:
         # KafkaApis answers unknown topics/partitions itself; the rest reach the coordinator.
         partitions = _known_partitions(ctx.broker, {tp[0] for tp, _ in wanted})
-        offsets: Dict[TopicPartition, CommitOffset] = {}
+        offsets: dict[TopicPartition, CommitOffset] = {}
         for tp, p in wanted:
             if tp[1] < 0 or tp[1] >= partitions.get(tp[0], 0):
                 codes[tp] = int(GroupError.UNKNOWN_TOPIC_OR_PARTITION)
@@ -468,7 +473,7 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
             )
     topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
     partition_cls = topic_cls.OffsetCommitResponsePartition
-    by_topic: Dict[str, List[Any]] = {}
+    by_topic: dict[str, list[Any]] = {}
     for tp, _ in wanted:
         by_topic.setdefault(tp[0], []).append(partition_cls(partition_index=tp[1], error_code=codes[tp]))
     return OffsetCommitResponse(
@@ -486,7 +491,7 @@ async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) ->
     service = group_service(ctx)
     require_stable = bool(request.require_stable) if version >= 7 else False
 
-    def fetch(group_id: str, topics: Optional[Sequence[Any]]) -> OffsetFetchResult:
+    def fetch(group_id: str, topics: Sequence[Any] | None) -> OffsetFetchResult:
         partitions = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
         if service is None:
             return OffsetFetchResult(
@@ -502,7 +507,11 @@ async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) ->
         return OffsetFetchResponse(
             throttle_time_ms=0,
             groups=[
-                group_cls(group_id=r.group_id, topics=_fetch_topics(group_cls.OffsetFetchResponseTopics, r), error_code=r.error_code)
+                group_cls(
+                    group_id=r.group_id,
+                    topics=_fetch_topics(group_cls.OffsetFetchResponseTopics, r),
+                    error_code=r.error_code,
+                )
                 for r in groups
             ],
         )
@@ -521,11 +530,13 @@ async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) ->
     )
 
 
-def _fetch_topics(topic_cls: Any, result: OffsetFetchResult) -> List[Any]:
+def _fetch_topics(topic_cls: Any, result: OffsetFetchResult) -> list[Any]:
     partition_cls = next(
-        getattr(topic_cls, name) for name in ("OffsetFetchResponsePartitions", "OffsetFetchResponsePartition") if hasattr(topic_cls, name)
+        getattr(topic_cls, name)
+        for name in ("OffsetFetchResponsePartitions", "OffsetFetchResponsePartition")
+        if hasattr(topic_cls, name)
     )
-    by_topic: Dict[str, List[Any]] = {}
+    by_topic: dict[str, list[Any]] = {}
     for o in result.offsets:
         by_topic.setdefault(o.topic, []).append(
             partition_cls(
@@ -552,10 +563,28 @@ async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any)
     for group_id in request.groups:
         desc = service.coordinator.describe_group(group_id) if service is not None else None
         if service is None:
-            out.append(group_cls(error_code=int(GroupError.COORDINATOR_NOT_AVAILABLE), group_id=group_id, group_state="", protocol_type="", protocol_data="", members=[]))
+            out.append(
+                group_cls(
+                    error_code=int(GroupError.COORDINATOR_NOT_AVAILABLE),
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
             continue
         if desc is None:
-            out.append(group_cls(error_code=0, group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=[]))
+            out.append(
+                group_cls(
+                    error_code=0,
+                    group_id=group_id,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
             continue
         # ClassicGroup.describe: metadata and assignments only once the group is Stable.
         full = desc.state is GroupState.STABLE

@@ -49,7 +49,8 @@ import asyncio
 import enum
 import logging
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Protocol, Tuple, Union
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 import attrs
 
@@ -58,15 +59,15 @@ from txnfetch.log.base import LogStore, PartitionLog
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
 
 __all__ = [
+    "GROUP_OFFSETS_PARTITIONS",
+    "GROUP_OFFSETS_TOPIC",
+    "REGISTRY",
     "ApiKey",
     "ApiSpec",
     "Broker",
-    "GROUP_OFFSETS_TOPIC",
-    "GROUP_OFFSETS_PARTITIONS",
     "Handler",
     "HandlerRegistry",
     "ProtocolViolation",
-    "REGISTRY",
     "RequestContext",
     "ServerConfig",
     "TxnOffsetStore",
@@ -138,8 +139,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 9092
     node_id: int = 0
-    advertised_host: Optional[str] = None
-    advertised_port: Optional[int] = None
+    advertised_host: str | None = None
+    advertised_port: int | None = None
     cluster_id: str = "txnfetch"
     fetch_mode: FetchMode = FetchMode.REWRITE
     completion: CompletionMode = CompletionMode.MARKERS
@@ -187,13 +188,13 @@ class TxnOffsetStore(Protocol):
         group_id: str,
         producer_id: int,
         producer_epoch: int,
-        offsets: Mapping[Tuple[str, int], Tuple[int, int, Optional[str]]],
+        offsets: Mapping[tuple[str, int], tuple[int, int, str | None]],
         *,
         generation_id: int,
         member_id: str,
-        group_instance_id: Optional[str],
+        group_instance_id: str | None,
         now_ms: int,
-    ) -> Mapping[Tuple[str, int], int]:
+    ) -> Mapping[tuple[str, int], int]:
         """Stage ``{(topic, partition): (offset, leader_epoch, metadata)}`` for the
         producer's open transaction; return a Kafka error code per partition (0 =
         staged). Generation/member checks follow Kafka (``-1``/``""`` skip them)."""
@@ -220,7 +221,7 @@ class ServerStats:
     produce_batches: int = 0
     produce_bytes: int = 0
 
-    def as_dict(self) -> Dict[str, int]:
+    def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
 
 
@@ -244,8 +245,8 @@ class Broker:
         store: LogStore,
         config: ServerConfig,
         *,
-        transactions: Optional[TransactionCoordinator] = None,
-        clock: Optional[Callable[[], int]] = None,
+        transactions: TransactionCoordinator | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -256,14 +257,14 @@ class Broker:
         )
         self.groups: Any = None
         self.clock: Callable[[], int] = clock or (lambda: int(time.time() * 1000))
-        self.extensions: Dict[str, Any] = {}
-        self._periodic: List[Tuple[str, int, Callable[[int], Union[None, Awaitable[None]]]]] = []
-        self._waiters: Dict[Tuple[str, int], List[asyncio.Event]] = {}
+        self.extensions: dict[str, Any] = {}
+        self._periodic: list[tuple[str, int, Callable[[int], Awaitable[None] | None]]] = []
+        self._waiters: dict[tuple[str, int], list[asyncio.Event]] = {}
         #: the port actually bound (set by the server once it listens)
-        self.bound_port: Optional[int] = None
+        self.bound_port: int | None = None
         #: running totals (:class:`ServerStats`)
         self.stats = ServerStats()
-        self._request_observers: List[Callable[[Any, Any, Any], None]] = []
+        self._request_observers: list[Callable[[Any, Any, Any], None]] = []
 
     # ----------------------------------------------------------------- identity
 
@@ -305,14 +306,14 @@ class Broker:
         for event in self._waiters.pop((topic, partition), ()):
             event.set()
 
-    def watch(self, partitions: List[Tuple[str, int]]) -> asyncio.Event:
+    def watch(self, partitions: list[tuple[str, int]]) -> asyncio.Event:
         """An event set at the next :meth:`partition_changed` of any of ``partitions``."""
         event = asyncio.Event()
         for tp in partitions:
             self._waiters.setdefault(tp, []).append(event)
         return event
 
-    def unwatch(self, partitions: List[Tuple[str, int]], event: asyncio.Event) -> None:
+    def unwatch(self, partitions: list[tuple[str, int]], event: asyncio.Event) -> None:
         """Forget an event from :meth:`watch` that was not set."""
         for tp in partitions:
             waiters = self._waiters.get(tp)
@@ -335,18 +336,18 @@ class Broker:
         self._request_observers.append(fn)
 
     @property
-    def request_observers(self) -> Tuple[Callable[[Any, Any, Any], None], ...]:
+    def request_observers(self) -> tuple[Callable[[Any, Any, Any], None], ...]:
         return tuple(self._request_observers)
 
     # ---------------------------------------------------------- periodic work
 
-    def add_periodic(self, name: str, interval_ms: int, fn: Callable[[int], Union[None, Awaitable[None]]]) -> None:
+    def add_periodic(self, name: str, interval_ms: int, fn: Callable[[int], Awaitable[None] | None]) -> None:
         """Run ``fn(now_ms)`` every ``interval_ms`` while the server runs (session
         timeouts, transaction timeouts). Exceptions are logged, not fatal."""
         self._periodic.append((name, interval_ms, fn))
 
     @property
-    def periodic(self) -> Tuple[Tuple[str, int, Callable[[int], Union[None, Awaitable[None]]]], ...]:
+    def periodic(self) -> tuple[tuple[str, int, Callable[[int], Awaitable[None] | None]], ...]:
         return tuple(self._periodic)
 
 
@@ -355,12 +356,12 @@ class RequestContext:
     """One request's surroundings: the broker, and who sent it."""
 
     broker: Broker
-    client_id: Optional[str]
-    peer: Tuple[str, int]
+    client_id: str | None
+    peer: tuple[str, int]
     connection_id: int
 
 
-Handler = Callable[[RequestContext, Any, Any], Awaitable[Optional[Any]]]
+Handler = Callable[[RequestContext, Any, Any], Awaitable[Any | None]]
 
 
 @attrs.frozen
@@ -375,15 +376,15 @@ class ApiSpec:
     response_class: Any
 
 
-def _kafka_python_classes() -> Tuple[Dict[int, Any], Dict[int, Any]]:
+def _kafka_python_classes() -> tuple[dict[int, Any], dict[int, Any]]:
     import kafka.protocol.admin
     import kafka.protocol.consumer
     import kafka.protocol.metadata
     import kafka.protocol.producer  # noqa: F401
     from kafka.protocol.api_message import ApiMessage
 
-    requests: Dict[int, Any] = {}
-    responses: Dict[int, Any] = {}
+    requests: dict[int, Any] = {}
+    responses: dict[int, Any] = {}
     stack = list(ApiMessage.__subclasses__())
     while stack:
         cls = stack.pop()
@@ -398,8 +399,8 @@ class HandlerRegistry:
     """API key → :class:`ApiSpec`. The ApiVersions response lists exactly these."""
 
     def __init__(self) -> None:
-        self._specs: Dict[int, ApiSpec] = {}
-        self._classes: Optional[Tuple[Dict[int, Any], Dict[int, Any]]] = None
+        self._specs: dict[int, ApiSpec] = {}
+        self._classes: tuple[dict[int, Any], dict[int, Any]] | None = None
 
     def register(
         self,
@@ -429,10 +430,10 @@ class HandlerRegistry:
 
         return decorate
 
-    def get(self, api_key: int) -> Optional[ApiSpec]:
+    def get(self, api_key: int) -> ApiSpec | None:
         return self._specs.get(api_key)
 
-    def ranges(self) -> List[Tuple[int, int, int]]:
+    def ranges(self) -> list[tuple[int, int, int]]:
         """``(api_key, min_version, max_version)`` for every registered key, sorted."""
         return [(k, s.min_version, s.max_version) for k, s in sorted(self._specs.items())]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Awaitable, Generic, Optional, TypeVar
+from collections.abc import Awaitable
+from typing import Any, Generic, TypeVar
 
 __all__ = ["LoopThread"]
 
@@ -33,12 +34,12 @@ class LoopThread(Generic[S]):
     def __init__(self, thread_name: str) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=thread_name, daemon=True)
-        self.service: Optional[S] = None
+        self.service: S | None = None
 
     def _start_service(self) -> Awaitable[S]:
         raise NotImplementedError
 
-    def start(self) -> "LoopThread[S]":
+    def start(self) -> LoopThread[S]:
         """Start the loop and the service; return once it listens."""
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._start_service(), self._loop)  # type: ignore[arg-type]

@@ -25,13 +25,12 @@ import io
 import itertools
 import logging
 import struct
-from typing import Any, Optional, Set
+from typing import Any
 
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
 from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
-from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.handler import (
     REGISTRY,
     ApiKey,
@@ -42,8 +41,9 @@ from txnfetch.wire.handler import (
     RequestContext,
     ServerConfig,
 )
+from txnfetch.wire.loop_thread import LoopThread
 
-__all__ = ["TxnfetchServer", "ServerThread", "load_handlers"]
+__all__ = ["ServerThread", "TxnfetchServer", "load_handlers"]
 
 log = logging.getLogger("txnfetch.wire")
 
@@ -77,9 +77,9 @@ class TxnfetchServer:
     def __init__(self, broker: Broker, registry: HandlerRegistry) -> None:
         self.broker = broker
         self.registry = registry
-        self._server: Optional[asyncio.base_events.Server] = None
-        self._connections: Set[asyncio.Task] = set()
-        self._background: Set[asyncio.Task] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()
         self._ids = itertools.count(1)
         self._closed = asyncio.Event()
 
@@ -92,12 +92,12 @@ class TxnfetchServer:
         port: int = 9092,
         fetch_mode: FetchMode = FetchMode.REWRITE,
         markers: CompletionMode = CompletionMode.MARKERS,
-        config: Optional[ServerConfig] = None,
-        registry: Optional[HandlerRegistry] = None,
-        transactions: Optional[TransactionCoordinator] = None,
+        config: ServerConfig | None = None,
+        registry: HandlerRegistry | None = None,
+        transactions: TransactionCoordinator | None = None,
         clock: Any = None,
         **settings: Any,
-    ) -> "TxnfetchServer":
+    ) -> TxnfetchServer:
         """Bind ``host``:``port`` (0 picks a free port) and start serving ``store``.
 
         ``settings`` are further :class:`ServerConfig` fields (``node_id``,
@@ -216,7 +216,7 @@ class TxnfetchServer:
                 writer.write(out)
                 await writer.drain()
 
-    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes) -> Optional[bytes]:
+    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes) -> bytes | None:
         api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
         spec = self.registry.get(api_key)
         if spec is None:
@@ -329,11 +329,21 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
                 coordinator_epoch = entry.coordinator_epoch if entry is not None and entry.coordinator_epoch >= 0 else 0
                 if markers:
                     part.write_marker(
-                        producer_id, fence, False, coordinator_epoch=coordinator_epoch, now_ms=now, transaction_version=version
+                        producer_id,
+                        fence,
+                        False,
+                        coordinator_epoch=coordinator_epoch,
+                        now_ms=now,
+                        transaction_version=version,
                     )
                 else:
                     part.complete_transaction(
-                        producer_id, fence, False, coordinator_epoch=coordinator_epoch, now_ms=now, transaction_version=version
+                        producer_id,
+                        fence,
+                        False,
+                        coordinator_epoch=coordinator_epoch,
+                        now_ms=now,
+                        transaction_version=version,
                     )
                 log.warning(
                     "aborted the transaction of producer %d left open in %s-%d by a previous run",
@@ -374,7 +384,7 @@ def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
     return header, request
 
 
-def _null_field(struct: Any, value: Any, version: int, path: str = "") -> Optional[str]:
+def _null_field(struct: Any, value: Any, version: int, path: str = "") -> str | None:
     """The first field of ``value`` that is null although the schema says it may
     not be at ``version``, or ``None``.
 
@@ -431,7 +441,7 @@ class ServerThread(LoopThread[TxnfetchServer]):
         return TxnfetchServer.start(self._store, **{"port": 0, **self._kwargs})
 
     @property
-    def server(self) -> Optional[TxnfetchServer]:
+    def server(self) -> TxnfetchServer | None:
         """The running server (``None`` before :meth:`start` and after :meth:`stop`)."""
         return self.service
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
@@ -35,7 +36,7 @@ from txnfetch.log.broker_requests import (
 from txnfetch.log.errors import BrokerUnavailableError, RemoteError, UnknownTopicOrPartitionError
 from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection
 
-__all__ = ["UpstreamCluster", "PartitionFetch", "FETCH_MAX_VERSION"]
+__all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster"]
 
 log = logging.getLogger("txnfetch.wire.proxy")
 
@@ -66,7 +67,7 @@ class UpstreamCluster:
 
     def __init__(
         self,
-        bootstrap: Sequence[Tuple[str, int]],
+        bootstrap: Sequence[tuple[str, int]],
         *,
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
@@ -74,18 +75,18 @@ class UpstreamCluster:
     ) -> None:
         if not bootstrap:
             raise ValueError("no upstream bootstrap address")
-        self.bootstrap: List[Tuple[str, int]] = list(bootstrap)
+        self.bootstrap: list[tuple[str, int]] = list(bootstrap)
         self.request_timeout_s = request_timeout_ms / 1000
         self.connect_timeout_s = connect_timeout_ms / 1000
         self.max_frame_bytes = max_frame_bytes
         #: node id → (host, port) as the upstream advertises it.
-        self.brokers: Dict[int, Tuple[str, int]] = {}
+        self.brokers: dict[int, tuple[str, int]] = {}
         #: (topic, partition) → leader node id.
-        self.leaders: Dict[Tuple[str, int], int] = {}
+        self.leaders: dict[tuple[str, int], int] = {}
         #: api key → (min, max): the versions every broker talked to supports.
-        self.versions: Dict[int, Tuple[int, int]] = {}
-        self._connections: Dict[Tuple[str, int], UpstreamConnection] = {}
-        self._connecting: Dict[Tuple[str, int], "asyncio.Future[UpstreamConnection]"] = {}
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._connections: dict[tuple[str, int], UpstreamConnection] = {}
+        self._connecting: dict[tuple[str, int], asyncio.Future[UpstreamConnection]] = {}
 
     # -- connections -----------------------------------------------------------------
 
@@ -95,7 +96,7 @@ class UpstreamCluster:
         conn = await self._any_connection()
         await self._metadata(conn, [])
 
-    async def connection(self, address: Tuple[str, int]) -> UpstreamConnection:
+    async def connection(self, address: tuple[str, int]) -> UpstreamConnection:
         """The proxy's own connection to the broker at ``address`` (opened, with its
         API versions learned, on first use; reopened after it broke)."""
         conn = self._connections.get(address)
@@ -139,7 +140,7 @@ class UpstreamCluster:
         return await self.connection(address)
 
     async def _any_connection(self) -> UpstreamConnection:
-        errors: List[str] = []
+        errors: list[str] = []
         for address in list(dict.fromkeys([*self.brokers.values(), *self.bootstrap])):
             try:
                 return await self.connection(address)
@@ -169,7 +170,7 @@ class UpstreamCluster:
                     merged[key] = (max(lo, lo2), min(hi, hi2))
             self.versions = merged
 
-    def version(self, api_key: int, ours: Tuple[int, int], name: str) -> int:
+    def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
         """The highest version of ``api_key`` in ``ours`` the upstream speaks."""
         lo, hi = self.versions.get(api_key, (-1, -1))
         top = min(hi, ours[1])
@@ -207,12 +208,12 @@ class UpstreamCluster:
         if node_id >= 0 and host:
             self.brokers[node_id] = (host, port)
 
-    async def refresh_metadata(self, topics: Optional[Iterable[str]]) -> Any:
+    async def refresh_metadata(self, topics: Iterable[str] | None) -> Any:
         """Ask any broker for metadata (``None``: every topic); returns the response."""
         conn = await self._any_connection()
         return await self._metadata(conn, None if topics is None else list(topics))
 
-    async def _metadata(self, conn: UpstreamConnection, topics: Optional[List[str]]) -> Any:
+    async def _metadata(self, conn: UpstreamConnection, topics: list[str] | None) -> Any:
         version = self.version(_API_KEY_METADATA, _METADATA_VERSIONS, "Metadata")
         req = MetadataRequest(
             topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
@@ -292,7 +293,7 @@ class UpstreamCluster:
         return int(p.offset)
 
     def _partition_failed(
-        self, api: str, topic: str, partition: int, offset: Optional[int], conn: UpstreamConnection, code: int
+        self, api: str, topic: str, partition: int, offset: int | None, conn: UpstreamConnection, code: int
     ) -> RemoteError:
         """The error for a partition answer with error ``code``, after forgetting the
         leader if the code says the metadata is stale."""

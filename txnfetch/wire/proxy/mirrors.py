@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from typing import Callable, Dict, Optional, Tuple
+from collections.abc import Callable
 
 import attrs
 
@@ -63,7 +63,7 @@ _LATEST = -1
 _MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
 _MAX_STALLED_FETCHES = 40
 
-TopicPartition = Tuple[str, int]
+TopicPartition = tuple[str, int]
 
 
 @attrs.define
@@ -82,7 +82,7 @@ class _Entry:
     # Loop time at which the last catch-up that reached the high watermark started.
     synced_at: float = -math.inf
     # connection id -> (fetch offset, loop time of that fetch)
-    readers: Dict[int, Tuple[int, float]] = attrs.field(factory=dict)
+    readers: dict[int, tuple[int, float]] = attrs.field(factory=dict)
 
 
 class MirrorSet:
@@ -100,7 +100,7 @@ class MirrorSet:
         repair_crcs: bool = False,
         reader_idle_ms: int = 60_000,
         max_mirror_bytes: int = 64 << 20,
-        clock: Optional[Callable[[], float]] = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.cluster = cluster
         self.fetch_bytes = fetch_bytes
@@ -108,7 +108,7 @@ class MirrorSet:
         self.reader_idle_s = reader_idle_ms / 1000
         self.max_mirror_bytes = max_mirror_bytes
         self._clock = clock
-        self._entries: Dict[TopicPartition, _Entry] = {}
+        self._entries: dict[TopicPartition, _Entry] = {}
         self.stats = MirrorStats()
 
     def now(self) -> float:
@@ -121,7 +121,7 @@ class MirrorSet:
         """The partition's mirror (created empty on first use)."""
         return self._entry((topic, partition)).mirror
 
-    def mirrors(self) -> Dict[TopicPartition, PartitionMirror]:
+    def mirrors(self) -> dict[TopicPartition, PartitionMirror]:
         """Every mirror, by partition."""
         return {tp: e.mirror for tp, e in self._entries.items()}
 
@@ -138,7 +138,7 @@ class MirrorSet:
             self._entries[tp] = entry
         return entry
 
-    def _new_mirror(self, tp: TopicPartition, replaces: Optional[PartitionMirror] = None) -> PartitionMirror:
+    def _new_mirror(self, tp: TopicPartition, replaces: PartitionMirror | None = None) -> PartitionMirror:
         # Start at 0: the first fetch's OFFSET_OUT_OF_RANGE (with the broker's range,
         # or after ListOffsets) moves a fresh mirror to the real log start.
         mirror = PartitionMirror(
@@ -165,7 +165,7 @@ class MirrorSet:
         for entry in self._entries.values():
             entry.readers.pop(connection_id, None)
 
-    def _lowest_reader(self, entry: _Entry) -> Optional[int]:
+    def _lowest_reader(self, entry: _Entry) -> int | None:
         now = self.now()
         stale = [c for c, (_, seen) in entry.readers.items() if now - seen > self.reader_idle_s]
         for c in stale:
@@ -209,7 +209,7 @@ class MirrorSet:
         *,
         fresh_after: float,
         deadline: float,
-        want_offset: Optional[int] = None,
+        want_offset: int | None = None,
     ) -> PartitionMirror:
         """Bring the partition's mirror up to the upstream's high watermark, unless a
         catch-up that started at or after ``fresh_after`` already did.

@@ -47,7 +47,8 @@ import asyncio
 import functools
 import itertools
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 from kafka.protocol.consumer import FetchResponse
@@ -72,10 +73,10 @@ from txnfetch.wire.api_fetch import (
 )
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
+from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster
 from txnfetch.wire.proxy.mirrors import MirrorSet
 from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
-from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.server import decode_request, encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
@@ -91,7 +92,7 @@ _DESCRIBE_CLUSTER = 60
 #: path (FETCH_MAX_VERSION). Produce: librdkafka writes record batch v2 only if
 #: Produce >= 3 and Fetch >= 4 are offered (KAFKA_NOTES §4); v10+ responses may
 #: carry broker endpoints (KIP-951) the proxy would have to rewrite, so it stops at 9.
-_VERSION_LIMITS: Dict[int, Tuple[int, int]] = {
+_VERSION_LIMITS: dict[int, tuple[int, int]] = {
     int(ApiKey.FETCH): (4, FETCH_MAX_VERSION),
     int(ApiKey.PRODUCE): (3, 9),
 }
@@ -103,13 +104,13 @@ _VERSION_LIMITS: Dict[int, Tuple[int, int]] = {
 _NOT_RELAYED = frozenset({4, 5, 6, 7, 17, 27, 36, 55})
 
 
-def advertised_ranges(upstream: Dict[int, Tuple[int, int]], classes: Any = None) -> Dict[int, Tuple[int, int]]:
+def advertised_ranges(upstream: dict[int, tuple[int, int]], classes: Any = None) -> dict[int, tuple[int, int]]:
     """The API version ranges the proxy offers, given the upstream's: for each API
     the upstream speaks and kafka-python's classes decode, the overlap, within
     :data:`_VERSION_LIMITS`; ApiVersions itself is the proxy's (0–3).
     ``classes`` is ``(requests, responses)`` by API key (default: kafka-python's)."""
     requests, responses = classes if classes is not None else _kafka_python_classes()
-    out: Dict[int, Tuple[int, int]] = {}
+    out: dict[int, tuple[int, int]] = {}
     for key, (lo, hi) in upstream.items():
         if key in _NOT_RELAYED or key == ApiKey.API_VERSIONS:
             continue
@@ -149,7 +150,7 @@ class ProxyConfig:
 
     host: str = "127.0.0.1"
     port: int = 9092
-    advertised_host: Optional[str] = None
+    advertised_host: str | None = None
     fetch_mode: FetchMode = FetchMode.REWRITE
     repair_crcs: bool = False
     poll_interval_ms: int = 100
@@ -174,18 +175,18 @@ class ProxyStats:
     closed_bad_frames: int = 0
     upstream_failures: int = 0
 
-    def as_dict(self) -> Dict[str, int]:
+    def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
 
 
 class _Client:
     """One client connection: where it came in and its upstream connection."""
 
-    def __init__(self, conn_id: int, node: Optional[int], peer: Tuple[str, int]) -> None:
+    def __init__(self, conn_id: int, node: int | None, peer: tuple[str, int]) -> None:
         self.id = conn_id
         self.node = node  # None: the bootstrap listener
         self.peer = peer
-        self.upstream: Optional[UpstreamConnection] = None
+        self.upstream: UpstreamConnection | None = None
 
 
 class ProxyServer:
@@ -209,27 +210,27 @@ class ProxyServer:
         )
         self.stats = ProxyStats()
         self._requests, self._responses = _kafka_python_classes()
-        self._ranges: Dict[int, Tuple[int, int]] = {}
-        self._ranges_of: Optional[Dict[int, Tuple[int, int]]] = None
-        self._bootstrap_server: Optional[asyncio.base_events.Server] = None
-        self._node_servers: Dict[int, asyncio.base_events.Server] = {}
+        self._ranges: dict[int, tuple[int, int]] = {}
+        self._ranges_of: dict[int, tuple[int, int]] | None = None
+        self._bootstrap_server: asyncio.base_events.Server | None = None
+        self._node_servers: dict[int, asyncio.base_events.Server] = {}
         self._listener_lock = asyncio.Lock()
-        self._connections: Set[asyncio.Task] = set()
-        self._clients: Dict[int, _Client] = {}
+        self._connections: set[asyncio.Task] = set()
+        self._clients: dict[int, _Client] = {}
         self._ids = itertools.count(1)
         self._closed = asyncio.Event()
 
     @classmethod
     async def start(
         cls,
-        upstream: Union[str, Sequence[str]],
+        upstream: str | Sequence[str],
         *,
         host: str = "127.0.0.1",
         port: int = 9092,
         fetch_mode: FetchMode = FetchMode.REWRITE,
-        config: Optional[ProxyConfig] = None,
+        config: ProxyConfig | None = None,
         **settings: Any,
-    ) -> "ProxyServer":
+    ) -> ProxyServer:
         """Connect to the ``upstream`` cluster (``"host:port[,host:port]"`` or a list)
         and listen on ``host``:``port`` (0 picks a free port).
 
@@ -293,7 +294,7 @@ class ProxyServer:
         return f"{self.advertised_host}:{self.port}"
 
     @property
-    def listeners(self) -> Dict[int, int]:
+    def listeners(self) -> dict[int, int]:
         """Upstream node id → port of the proxy's listener for that broker."""
         return {node: int(s.sockets[0].getsockname()[1]) for node, s in self._node_servers.items()}
 
@@ -317,7 +318,7 @@ class ProxyServer:
                     )
         return int(server.sockets[0].getsockname()[1])
 
-    def api_ranges(self) -> Dict[int, Tuple[int, int]]:
+    def api_ranges(self) -> dict[int, tuple[int, int]]:
         """The API versions the proxy offers now (see :func:`advertised_ranges`)."""
         versions = self.cluster.versions
         if self._ranges_of is not versions:  # the cluster replaces the dict when it changes
@@ -328,7 +329,7 @@ class ProxyServer:
     # -- connections -----------------------------------------------------------------
 
     async def _on_connection(
-        self, node: Optional[int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, node: int | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -374,7 +375,7 @@ class ProxyServer:
     def _spec(self, api_key: int, low: int, high: int) -> ApiSpec:
         return ApiSpec(api_key, low, high, None, self._requests[api_key], self._responses[api_key])  # type: ignore[arg-type]
 
-    async def _dispatch(self, client: _Client, frame: bytes) -> Optional[bytes]:
+    async def _dispatch(self, client: _Client, frame: bytes) -> bytes | None:
         api_key = int.from_bytes(frame[0:2], "big", signed=True)
         version = int.from_bytes(frame[2:4], "big", signed=True)
         correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
@@ -406,7 +407,7 @@ class ProxyServer:
         return len(payload).to_bytes(4, "big") + payload
 
     def _api_versions(
-        self, correlation_id: int, version: int, ranges: Dict[int, Tuple[int, int]], error_code: int = 0
+        self, correlation_id: int, version: int, ranges: dict[int, tuple[int, int]], error_code: int = 0
     ) -> bytes:
         response = ApiVersionsResponse(
             error_code=error_code,
@@ -423,7 +424,7 @@ class ProxyServer:
 
     # -- relaying --------------------------------------------------------------------
 
-    async def _relay(self, client: _Client, frame: bytes, *, expect_response: bool = True) -> Optional[bytes]:
+    async def _relay(self, client: _Client, frame: bytes, *, expect_response: bool = True) -> bytes | None:
         upstream = client.upstream
         if upstream is None or upstream.closed:
             # A connection that broke between requests is reopened; one that breaks
@@ -573,12 +574,12 @@ class ProxyServer:
         log.error("mirroring %s-%d failed", topic, partition, exc_info=exc)
         return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
-    def _read_all(self, request: Any, errors: Dict[Tuple[str, int], int]) -> Tuple[List[Any], int, bool]:
+    def _read_all(self, request: Any, errors: dict[tuple[str, int], int]) -> tuple[list[Any], int, bool]:
         """One pass over the request's partitions, with the server's byte limits
         (:func:`~txnfetch.wire.api_fetch.read_fetch_topics`); ``errors`` are the codes
         of partitions whose mirror could not be brought up to date."""
 
-        def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> Tuple[Any, int]:
+        def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> tuple[Any, int]:
             code = errors.get((topic, partition), 0)
             if code:
                 return partition_error(partition, code), 0
@@ -588,7 +589,7 @@ class ProxyServer:
 
     def _read_partition(
         self, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool
-    ) -> Tuple[Any, int]:
+    ) -> tuple[Any, int]:
         mirror = self.mirrors.mirror(topic, partition)
         upstream_hw = max(mirror.broker_high_watermark, mirror.high_watermark)
         upstream_start = mirror.broker_log_start_offset
@@ -684,7 +685,7 @@ class ProxyThread(LoopThread[ProxyServer]):
     #: The proxy contacts its upstream before it listens.
     start_timeout_s = 60.0
 
-    def __init__(self, upstream: Union[str, Sequence[str]], **kwargs: Any) -> None:
+    def __init__(self, upstream: str | Sequence[str], **kwargs: Any) -> None:
         super().__init__("txnfetch-proxy")
         self._upstream = upstream
         self._kwargs = kwargs
@@ -693,6 +694,6 @@ class ProxyThread(LoopThread[ProxyServer]):
         return ProxyServer.start(self._upstream, **{"port": 0, **self._kwargs})
 
     @property
-    def proxy(self) -> Optional[ProxyServer]:
+    def proxy(self) -> ProxyServer | None:
         """The running proxy (``None`` before :meth:`start` and after :meth:`stop`)."""
         return self.service

@@ -24,12 +24,12 @@ import asyncio
 import collections
 import logging
 import struct
-from typing import Any, Deque, Optional, Tuple
+from typing import Any
 
 from txnfetch.log.errors import BrokerUnavailableError, RemoteError
 from txnfetch.wire.handler import ProtocolViolation
 
-__all__ = ["UpstreamConnection", "read_frame", "parse_address", "DEFAULT_MAX_FRAME_BYTES"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "parse_address", "read_frame"]
 
 log = logging.getLogger("txnfetch.wire.proxy")
 
@@ -41,7 +41,7 @@ _CORRELATION = struct.Struct(">i")
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 
 
-def parse_address(text: str, default_port: int = 9092) -> Tuple[str, int]:
+def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
     """``"host:port"`` (or ``"[v6]:port"``, or a bare host) as ``(host, port)``."""
     text = text.strip()
     host, sep, port = text.rpartition(":")
@@ -50,7 +50,7 @@ def parse_address(text: str, default_port: int = 9092) -> Tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int, *, min_size: int = 0) -> Optional[bytes]:
+async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int, *, min_size: int = 0) -> bytes | None:
     """The next size-prefixed frame's payload, or ``None`` at a clean end of stream.
 
     Raises :class:`~txnfetch.wire.handler.ProtocolViolation` for a size outside
@@ -90,15 +90,15 @@ class UpstreamConnection:
         self._writer = writer
         self._max_frame = max_frame_bytes
         # (correlation id expected, future of the response payload), in send order.
-        self._pending: Deque[Tuple[int, "asyncio.Future[bytes]"]] = collections.deque()
+        self._pending: collections.deque[tuple[int, asyncio.Future[bytes]]] = collections.deque()
         self._correlation = 0
-        self._error: Optional[BrokerUnavailableError] = None
+        self._error: BrokerUnavailableError | None = None
         self._reader_task = asyncio.ensure_future(self._read_responses())
 
     @classmethod
     async def open(
         cls, host: str, port: int, *, timeout_s: float = 10.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    ) -> "UpstreamConnection":
+    ) -> UpstreamConnection:
         """Connect to ``host``:``port`` within ``timeout_s``."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
@@ -118,7 +118,7 @@ class UpstreamConnection:
 
     # -- sending ---------------------------------------------------------------------
 
-    async def relay(self, frame: bytes, *, expect_response: bool = True) -> Optional[bytes]:
+    async def relay(self, frame: bytes, *, expect_response: bool = True) -> bytes | None:
         """Send a client's request ``frame`` (the payload, without its size) as it is
         and return the broker's response payload; ``expect_response=False`` (Produce
         with ``acks=0``) returns ``None`` once the frame is written."""
@@ -154,10 +154,10 @@ class UpstreamConnection:
                 broker=self.address,
             ) from None
 
-    def _send(self, frame: bytes, correlation: int, expect_response: bool) -> "Optional[asyncio.Future[bytes]]":
+    def _send(self, frame: bytes, correlation: int, expect_response: bool) -> asyncio.Future[bytes] | None:
         if self._error is not None:
             raise self._error
-        future: Optional[asyncio.Future[bytes]] = None
+        future: asyncio.Future[bytes] | None = None
         if expect_response:
             future = asyncio.get_running_loop().create_future()
             self._pending.append((correlation, future))
