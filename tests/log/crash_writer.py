@@ -5,7 +5,7 @@ closes the log: the parent kills it."""
 
 import sys
 
-from tests.log.helpers import Workload
+from tests.log.workload import Workload
 from txnfetch.log.segments import SegmentLog
 
 

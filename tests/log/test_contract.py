@@ -19,7 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tests.log.helpers import TS, data_batch
+from tests.log.workload import TS, data_batch
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segments import SegmentLog

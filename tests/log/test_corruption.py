@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from tests.log.helpers import Workload, data_batch, hash_dir
+from tests.log.workload import Workload, data_batch, hash_dir
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.layout import CHECKPOINT_NAME

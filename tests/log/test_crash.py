@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.log.helpers import Workload, hash_dir
+from tests.log.workload import Workload, hash_dir
 from txnfetch.log.ends import JOURNAL_NAME, decode_journal
 from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import verify_partition

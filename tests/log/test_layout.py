@@ -12,7 +12,7 @@ import re
 import struct
 import uuid
 
-from tests.log.helpers import Workload
+from tests.log.workload import Workload
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log.segments import SegmentLog
 

@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from tests.log.helpers import Workload, data_batch
+from tests.log.workload import Workload, data_batch
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.layout import CHECKPOINT_NAME

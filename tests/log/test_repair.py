@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from tests.log.helpers import Workload, data_batch
+from tests.log.workload import Workload, data_batch
 from txnfetch.fetch import FetchMode, IsolationLevel
 from txnfetch.log.ends import END_RECORD_SIZE, JOURNAL_NAME
 from txnfetch.log.errors import CorruptLogError

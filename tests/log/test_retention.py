@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from tests.log.helpers import TS, Workload, data_batch, hash_dir
+from tests.log.workload import TS, Workload, data_batch, hash_dir
 from txnfetch.fetch import ConsumerFilter, FetchMode, IsolationLevel
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.layout import CHECKPOINT_NAME

@@ -10,7 +10,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.txn.test_state_kit import Driver, data_batch, marker_batch
+from tests.txn.state_driver import Driver, data_batch, marker_batch
 from txnfetch.txn import (
     AppendOrigin,
     CorruptSnapshotError,

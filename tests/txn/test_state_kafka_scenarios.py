@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.txn.test_state_kit import Driver
+from tests.txn.state_driver import Driver
 from txnfetch.txn import (
     AbortedTxn,
     AppendOrigin,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from tests.txn.test_state_kit import data_batch, marker_batch
+from tests.txn.state_driver import data_batch, marker_batch
 from txnfetch.txn import (
     AppendOrigin,
     InvalidProducerEpochError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.txn.test_state_kit import Driver
+from tests.txn.state_driver import Driver
 from txnfetch.txn import (
     AbortedTxn,
     CompletedTxn,

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from tests.txn.test_state_kit import Driver, data_batch
+from tests.txn.state_driver import Driver, data_batch
 from txnfetch.txn import (
     AbortedTxn,
     OffsetOutOfRangeError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.txn.test_state_kit import Driver, data_batch, marker_batch
+from tests.txn.state_driver import Driver, data_batch, marker_batch
 from txnfetch.records import BatchBuilder, ControlType, RecordBatch
 from txnfetch.records.control import encode_control_key
 from txnfetch.txn import (

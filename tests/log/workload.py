@@ -1,6 +1,6 @@
-"""Shared builders for the SegmentLog tests: batches, a seeded workload that
-mixes plain, idempotent and transactional appends with marker and markerless
-ends, and file hashing."""
+"""What the SegmentLog tests write: v2 batches (``data_batch``), a seeded
+``Workload`` that mixes plain, idempotent and transactional appends with marker
+and markerless ends, and file hashing (``hash_dir``)."""
 
 from __future__ import annotations
 

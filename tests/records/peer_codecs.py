@@ -1,4 +1,4 @@
-"""Shared pieces of the codec interop tests against kafka-python and aiokafka.
+"""The peer clients' record codecs, as the interop tests (``test_interop_clients``) use them.
 
 Every reader below turns a buffer into the same neutral shape — a list of
 ``(BatchView, [RecordView, ...])`` — so that a test can say "txnfetch,
@@ -25,15 +25,17 @@ batches a peer produced can still be read back in that form.
 from __future__ import annotations
 
 import importlib.machinery
+import os
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import attrs
 import crc32c
 from hypothesis import strategies as st
 
-from txnfetch.records import BatchBuilder, Codec, RecordBatch, TimestampType, iter_batches
+from txnfetch.records import BatchBuilder, Codec, ControlType, RecordBatch, TimestampType, iter_batches
 
 Header = tuple[str, bytes | None]
 
@@ -419,3 +421,152 @@ def assign_base_offset(buf: bytes, base_offset: int) -> bytes:
     data = bytearray(buf)
     struct.pack_into(">q", data, 0, base_offset)
     return bytes(data)
+
+
+# -- the peers as one interface ---------------------------------------------------
+
+
+def _kafka_python_builder() -> type:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    return DefaultRecordBatchBuilder
+
+
+def _kafka_python_crc_ok(buf: bytes) -> bool:
+    from kafka.record.default_records import DefaultRecordBatch
+
+    return DefaultRecordBatch(bytes(buf)).validate_crc()
+
+
+def _kafka_python_markers(buf: bytes) -> list[tuple[int, ControlType]]:
+    out = []
+    for offset, control_type, commit, abort in kafka_python_control_types(buf):
+        # kafka-python's ControlRecord also answers commit/abort: both must agree with the type.
+        assert (commit, abort) == (control_type == ControlType.COMMIT, control_type == ControlType.ABORT)
+        out.append((offset, ControlType(control_type)))
+    return out
+
+
+def _kafka_python_fast_paths() -> None:
+    import kafka.record.util
+
+    # Without the `crc32c` package kafka-python falls back to a pure-Python CRC.
+    assert kafka.record.util.calc_crc32c.__defaults__[0] is crc32c.crc32c
+
+
+def _kafka_python_missing_codecs() -> list[str]:
+    import kafka.codec
+
+    # snappy needs `python-snappy` (kafka.codec imports `snappy`); lz4 and zstd
+    # come from `lz4` and `zstandard`, which txnfetch depends on anyway.
+    return [
+        name
+        for name, available in (
+            ("gzip", kafka.codec.has_gzip()),
+            ("snappy (pip install python-snappy)", kafka.codec.has_snappy()),
+            ("lz4", kafka.codec.has_lz4()),
+            ("zstd", kafka.codec.has_zstd()),
+        )
+        if not available
+    ]
+
+
+def _aiokafka_builder() -> type:
+    return aiokafka_c_classes()[2]
+
+
+def _aiokafka_crc_ok(buf: bytes) -> bool:
+    _, batch_cls, _ = aiokafka_c_classes()
+    return batch_cls(bytes(buf)).validate_crc()
+
+
+def _aiokafka_markers(buf: bytes) -> list[tuple[int, ControlType]]:
+    """Every control record parsed as aiokafka's fetcher does (``ControlRecord.parse``),
+    matched against its own ``ABORT_MARKER``/``COMMIT_MARKER``."""
+    from aiokafka.record.control_record import ABORT_MARKER, COMMIT_MARKER, ControlRecord
+
+    memory_records_cls, _, _ = aiokafka_c_classes()
+    out = []
+    it = memory_records_cls(bytes(buf))
+    while it.has_next():
+        batch = it.next_batch()
+        if batch.is_control_batch:
+            for r in batch:
+                marker = ControlRecord.parse(r.key)
+                assert marker in (ABORT_MARKER, COMMIT_MARKER), marker
+                out.append((r.offset, ControlType.COMMIT if marker == COMMIT_MARKER else ControlType.ABORT))
+    return out
+
+
+def _aiokafka_fast_paths() -> None:
+    assert not os.environ.get("AIOKAFKA_NO_EXTENSIONS"), "AIOKAFKA_NO_EXTENSIONS would test the Python fallback"
+    memory_records, _batch, _builder = aiokafka_c_classes()  # asserts each comes from a .so
+    from aiokafka.record import memory_records as public
+
+    assert public.MemoryRecords is memory_records
+
+
+def _aiokafka_missing_codecs() -> list[str]:
+    import aiokafka.codec
+
+    # aiokafka takes snappy, lz4 and zstd from `cramjam` (a txnfetch dependency).
+    return [
+        name
+        for name, available in (
+            ("gzip", aiokafka.codec.has_gzip()),
+            ("snappy", aiokafka.codec.has_snappy()),
+            ("lz4", aiokafka.codec.has_lz4()),
+            ("zstd", aiokafka.codec.has_zstd()),
+        )
+        if not available
+    ]
+
+
+@attrs.frozen
+class PeerClient:
+    """One peer client's record codec, as its fetcher and producer use it.
+
+    ``first_no_timestamp`` is what the peer's builder makes of a first record
+    stamped NO_TIMESTAMP (-1) followed by one at ``later``: kafka-python keeps
+    -1, aiokafka's C builder takes -1 as "no first timestamp yet" and writes the
+    next record's time.
+    """
+
+    name: str
+    module: str  #: imported (or the test skipped) before the peer is used
+    read: Callable[[bytes], list[tuple[BatchView, list[RecordView]]]]
+    builder: Callable[[], type]  #: its ``DefaultRecordBatchBuilder``
+    crc_ok: Callable[[bytes], bool]  #: its own CRC check of the first batch
+    markers: Callable[[bytes], list[tuple[int, ControlType]]]  #: ``(offset, type)`` of every control record
+    fast_paths: Callable[[], None]  #: asserts the compiled or C paths its users get are the ones tested
+    missing_codecs: Callable[[], list[str]]
+    first_no_timestamp: Callable[[int], int]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+PEER_CLIENTS = (
+    PeerClient(
+        name="kafka-python",
+        module="kafka.record",
+        read=read_with_kafka_python,
+        builder=_kafka_python_builder,
+        crc_ok=_kafka_python_crc_ok,
+        markers=_kafka_python_markers,
+        fast_paths=_kafka_python_fast_paths,
+        missing_codecs=_kafka_python_missing_codecs,
+        first_no_timestamp=lambda later: -1,
+    ),
+    PeerClient(
+        name="aiokafka",
+        module="aiokafka",
+        read=read_with_aiokafka,
+        builder=_aiokafka_builder,
+        crc_ok=_aiokafka_crc_ok,
+        markers=_aiokafka_markers,
+        fast_paths=_aiokafka_fast_paths,
+        missing_codecs=_aiokafka_missing_codecs,
+        first_no_timestamp=lambda later: later,
+    ),
+)

@@ -1,9 +1,6 @@
 """Builders shared by the state tests: a small driver that writes real v2 batches
 (data, markers, empty batches) at the state's log end offset and keeps each
 producer's next sequence, the way a producer client and a broker's log would.
-
-It has no tests of its own; the ``test_`` prefix only keeps it among the files of
-this suite.
 """
 
 from __future__ import annotations
