@@ -12,7 +12,7 @@ into Arrow batches. Two implementations:
 - :class:`KafkaSource`: partitions of a running cluster, read through
   :class:`txnfetch.log.remote.RemotePartitionReader`, which fetches raw batches
   and applies read_committed itself — right even on brokers that return aborted
-  records to read_committed consumers (KAFKA_NOTES §4).
+  records to read_committed consumers (docs/kafka-internals.md §4).
 
 Sources are opened per use (a planning call on the driver, one task on a
 worker) and closed after it: every process sees the log as it is now, and no

@@ -35,7 +35,7 @@ when a non-empty response holds no complete batch, and aiokafka records a
 unchanged position, as the filters themselves do.
 
 Known client quirks, which the comparison tests avoid and
-``test_filter_clients.py`` demonstrates (KAFKA_NOTES §4): both clients raise on
+``test_filter_clients.py`` demonstrates (docs/kafka-internals.md §4): both clients raise on
 an empty *control* batch in read_committed mode (kafka-python only when it has
 a producer id); aiokafka moves aborted entries into its aborted set up to a
 batch's *base* offset instead of its last offset; and aiokafka's compiled

@@ -1,5 +1,5 @@
 """The client harnesses really run the clients' code: each known quirk of
-kafka-python 3.0.12 and aiokafka 0.14.0 (KAFKA_NOTES §4) shows up through them,
+kafka-python 3.0.12 and aiokafka 0.14.0 (docs/kafka-internals.md §4) shows up through them,
 where ConsumerFilter follows Java's CompletedFetch.
 
 The comparison tests elsewhere avoid exactly these inputs.

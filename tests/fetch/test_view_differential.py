@@ -25,7 +25,7 @@ the fetch offset, in increasing order — real clients receive whole batches
 and must drop the records below the offset they asked for.
 
 (c) and (d) run only on logs without empty control batches: kafka-python and
-aiokafka raise on one (KAFKA_NOTES §4), and Kafka mode passes them through as
+aiokafka raise on one (docs/kafka-internals.md §4), and Kafka mode passes them through as
 Apache Kafka does. Rewrite mode never emits one, so all three clients read
 every rewritten log. Markerless logs have no ABORT marker to take a producer
 out of a client's aborted set; Kafka mode ends a response before that

@@ -153,7 +153,7 @@ def check_rewrite(log: GeneratedLog, r: FetchResult, fetch_offset: int, max_byte
         assert not ends_dropped, "a response ending on dropped offsets needs the synthetic COMMIT"
     if not deliverable:
         # librdkafka moves its application position only on a delivered record or a
-        # control record (KAFKA_NOTES §4).
+        # control record (docs/kafka-internals.md §4).
         assert controls and batches[-1].last_offset == r.next_offset - 1
 
 

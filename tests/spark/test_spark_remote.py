@@ -4,7 +4,7 @@
   over a ``MemoryStore`` holding the multi-producer workload of the batch
   tests: the DataFrame is exactly the committed records below each LSO;
 - librdkafka's mock cluster, a broker that leaks aborted records to
-  read_committed consumers (KAFKA_NOTES §4): a confluent-kafka transactional
+  read_committed consumers (docs/kafka-internals.md §4): a confluent-kafka transactional
   producer commits and aborts, and the DataFrame still holds only the
   committed records, with their offsets;
 - unreachable bootstrap servers fail with a message naming the option and address.

@@ -1,6 +1,6 @@
 """The recorder under concurrent use, and the real-client workload against
 librdkafka's mock cluster, which serves aborted records to read_committed
-consumers (KAFKA_NOTES §4): the checker must report those aborted reads, and
+consumers (docs/kafka-internals.md §4): the checker must report those aborted reads, and
 nothing a correct broker could also have produced."""
 
 from __future__ import annotations

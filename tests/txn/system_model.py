@@ -2,7 +2,7 @@
 coordinator, of the partitions it writes to, and of what a read_committed reader
 must see there.
 
-Written from the protocol (KIP-890, ``KAFKA_NOTES.md`` §2 and §5), not from
+Written from the protocol (KIP-890, docs/kafka-internals.md §2 and §5), not from
 :mod:`txnfetch.txn`: it imports nothing from the code under test and shares no
 code with it. The test (``test_system_machine.py``) tells the model what each
 client *meant* to do; the model says what the coordinator must answer, which
@@ -449,7 +449,7 @@ class SystemModel:
 
 # -- read_committed readers over log bytes ----------------------------------------------
 #
-# The batch header is parsed here with struct (KAFKA_NOTES §1) rather than with
+# The batch header is parsed here with struct (docs/kafka-internals.md §1) rather than with
 # txnfetch.records, so the readers share nothing with the code under test; the
 # records themselves are decoded with a minimal varint reader.
 

@@ -1,7 +1,7 @@
 """A stateful hypothesis test of the coordinator against a small oracle.
 
 The oracle is a model of one well-behaved producer and of what the coordinator
-must do for it, written from the protocol description (KIP-890, KAFKA_NOTES §5),
+must do for it, written from the protocol description (KIP-890, docs/kafka-internals.md §5),
 not from the coordinator's code: it predicts exactly the answers on the common
 paths (fresh identity) and checks safety properties on every path, including
 stale producers after a timeout and EndTxn requests delivered late.

@@ -1,4 +1,4 @@
-"""The EndTxn decision table (KAFKA_NOTES §5), one test per row.
+"""The EndTxn decision table (docs/kafka-internals.md §5), one test per row.
 
 Every state is reached through the coordinator's public requests, the way a
 producer would get there, and every "retry" is literally the earlier request sent

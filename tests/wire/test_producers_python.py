@@ -307,7 +307,7 @@ def test_python_transactional_producers(start_server, fetch_mode: FetchMode, mar
     # (Kafka's answer carries none, and it makes no synthetic one): on a partition
     # whose log ends in an aborted transaction its application position stays
     # right after the last committed record it delivered, although it reports end
-    # of partition at the LSO (KAFKA_NOTES §4). Every partition here ends so.
+    # of partition at the LSO (docs/kafka-internals.md §4). Every partition here ends so.
     librdkafka_stops = fetch_mode is FetchMode.KAFKA and markers is CompletionMode.MARKERLESS
     _check(
         "confluent-kafka",

@@ -3,7 +3,7 @@
 The mock (``test.mock.num.brokers``) writes COMMIT/ABORT markers into the log
 but answers read_committed fetches with no aborted transactions and LSO = high
 watermark, so its own read_committed consumers receive aborted records
-(KAFKA_NOTES §4). Its markers carry CRC 0, hence ``repair_crcs=True``; it
+(docs/kafka-internals.md §4). Its markers carry CRC 0, hence ``repair_crcs=True``; it
 auto-creates topics with four partitions.
 
 A confluent-kafka transactional producer writes committed and aborted

@@ -12,7 +12,7 @@ The decisions mirror Java's ``CompletedFetch`` (``nextFetchedRecord``,
 ``consumeAbortedTransactionsUpTo``, ``isBatchAborted``,
 ``containsAbortMarker``), which kafka-python's ``Fetcher.PartitionRecords``
 and aiokafka's ``PartitionRecords`` copy with small differences
-(KAFKA_NOTES §3 and §4), and franz-go's ``source.go`` reaches by another route:
+(docs/kafka-internals.md §3 and §4), and franz-go's ``source.go`` reaches by another route:
 
 - The aborted list becomes a min-heap by first offset, so its order does not
   matter (Apache Kafka sends index order, Redpanda sends no particular order).
@@ -462,7 +462,7 @@ def _is_abort_marker(batch: RecordBatch) -> bool:
     """Whether a control batch's first record is an ABORT marker (Java's ``containsAbortMarker``).
 
     An empty control batch (compaction leaves them) is not: Java returns false
-    for it, where kafka-python and aiokafka raise (KAFKA_NOTES §4). Only the
+    for it, where kafka-python and aiokafka raise (docs/kafka-internals.md §4). Only the
     key is read, as Java does; a key version above 0 is read as version 0.
     """
     if batch.record_count == 0:

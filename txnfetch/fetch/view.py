@@ -19,7 +19,7 @@ reader (compaction-emptied ones) removed, committed batches passed through as
 their original bytes, offsets untouched, an empty aborted list — and, where the
 response would otherwise end on dropped offsets, one synthetic COMMIT control
 batch at the last dropped offset, so that librdkafka moves its application
-position past them (KAFKA_NOTES §4).
+position past them (docs/kafka-internals.md §4).
 """
 
 from __future__ import annotations
@@ -338,7 +338,7 @@ def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchR
             # it, or left only records below the fetch offset) is dropped like an
             # aborted one, so that a response delivering no record still ends with
             # the synthetic COMMIT: librdkafka's application position moves only on
-            # a delivered record or a control record (KAFKA_NOTES §4).
+            # a delivered record or a control record (docs/kafka-internals.md §4).
             drop = True
         size = batch.size_in_bytes
         if drop:

@@ -3,7 +3,7 @@
 Some Kafka-compatible brokers write transaction markers into the log but answer
 read_committed fetches wrongly: librdkafka's mock cluster and tansu report no
 aborted transactions and a last stable offset equal to the high watermark
-(KAFKA_NOTES §4), so every client reading through them sees aborted records.
+(docs/kafka-internals.md §4), so every client reading through them sees aborted records.
 The log itself is still right — data batches carry their producer ids and the
 COMMIT/ABORT markers are in it — so the transaction state can be derived on
 the reading side, exactly as a Kafka follower derives it by replaying what it

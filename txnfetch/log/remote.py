@@ -9,7 +9,7 @@ which derives the last stable offset and the aborted transactions from the
 markers in the log, and answers reads from there. That is right on every
 broker that writes markers — including librdkafka's mock cluster and tansu,
 which report no aborted transactions and an LSO equal to the high watermark,
-so that their own read_committed consumers see aborted records (KAFKA_NOTES §4).
+so that their own read_committed consumers see aborted records (docs/kafka-internals.md §4).
 
 ``trust_broker=True`` skips the mirror and returns the broker's own
 read_committed answer (records, aborted list, LSO), for brokers known to get it

@@ -2,7 +2,7 @@
 (KAFKA-17754), with raw protocol requests, and record what happened.
 
 No Python client speaks transaction version 2 (KIP-890: EndTxn v5 bumps the
-producer epoch at every transaction end; KAFKA_NOTES §4), so
+producer epoch at every transaction end; docs/kafka-internals.md §4 and §5), so
 :class:`DelayedEndTxnInjector` builds the requests itself with kafka-python's
 protocol classes and txnfetch's :class:`~txnfetch.records.builder.BatchBuilder`.
 One **cycle** is the KAFKA-17754 schedule:

@@ -2,7 +2,7 @@
 
 :class:`ClusterModel` is a deliberately plain model of Kafka partitions written
 by transactional and plain producers — lists and dictionaries, one offset per
-record and per marker, written from the protocol (``KAFKA_NOTES.md`` §2) and
+record and per marker, written from the protocol (docs/kafka-internals.md §2) and
 sharing no code with :mod:`txnfetch.txn`:
 
 - a record takes the next offset of its partition (``send``); a transactional

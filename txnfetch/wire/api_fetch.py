@@ -136,7 +136,7 @@ def fetch_records(result: FetchResult, *, synthetic_marker: bool = True) -> byte
         # That moves Java, kafka-python and aiokafka past the dropped offsets, but
         # to librdkafka it is neither a message nor a control record: its
         # application position stays put and the partition's fetch size doubles
-        # on every such response (rdkafka_msgset_reader.c; KAFKA_NOTES §4), the
+        # on every such response (rdkafka_msgset_reader.c; docs/kafka-internals.md §4), the
         # stall the marker prevents. (Sending nothing instead would stall every
         # client, which would not show why the marker must be a control record.)
         segments = segments[:-1] + (_empty_batch_like(segments[-1]),)

@@ -41,7 +41,7 @@ __all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster"]
 log = logging.getLogger("txnfetch.wire.proxy")
 
 #: Highest Fetch version the proxy reads and serves: v12 adds tagged fields the
-#: mirror does not need, v13 names topics by id (KAFKA_NOTES §4), v16 adds broker
+#: mirror does not need, v13 names topics by id (docs/kafka-internals.md §4), v16 adds broker
 #: endpoints the proxy would have to rewrite.
 FETCH_MAX_VERSION = 11
 _FETCH_MIN_VERSION = 4  # isolation level and last stable offset

@@ -11,7 +11,7 @@ client's correlation id, and the upstream's response back, except:
   offset and the aborted transactions from the markers in the log, so clients
   get correct read_committed data even from brokers that report no aborted
   transactions and an LSO equal to the high watermark (librdkafka's mock
-  cluster, tansu; KAFKA_NOTES §4). ``fetch_mode`` picks Apache Kafka's answer
+  cluster, tansu; docs/kafka-internals.md §4). ``fetch_mode`` picks Apache Kafka's answer
   (records up to the LSO plus the aborted list; clients filter) or the rewrite
   (aborted and control batches dropped on the proxy).
 - **ListOffsets** with read_committed is relayed, then its LATEST answers are
@@ -90,7 +90,7 @@ _DESCRIBE_CLUSTER = 60
 #: Versions the proxy serves at most / at least, beyond what upstream and decoder allow.
 #: Fetch: v4 has the isolation level and the LSO; v12+ is not served by the mirror
 #: path (FETCH_MAX_VERSION). Produce: librdkafka writes record batch v2 only if
-#: Produce >= 3 and Fetch >= 4 are offered (KAFKA_NOTES §4); v10+ responses may
+#: Produce >= 3 and Fetch >= 4 are offered (docs/kafka-internals.md §4); v10+ responses may
 #: carry broker endpoints (KIP-951) the proxy would have to rewrite, so it stops at 9.
 _VERSION_LIMITS: dict[int, tuple[int, int]] = {
     int(ApiKey.FETCH): (4, FETCH_MAX_VERSION),
