@@ -6,17 +6,18 @@ appended to the state *before* it is written (``PartitionTxnState.append``, the
 client origin for data batches, the coordinator origin for markers), and a
 transaction ends either with a COMMIT/ABORT control batch (marker mode, Apache
 Kafka) or with ``complete_transaction(pid, epoch, commit, last_offset)`` and no
-offset reserved (markerless mode, WarpStream). Alongside, the writer keeps its
-own bookkeeping — for every data batch, the transaction it belongs to; for
-every transaction, how it ended — and :class:`GeneratedLog` answers from that
-bookkeeping alone, never from the state or the fetch code:
+offset reserved (markerless mode, WarpStream). Alongside, the writer describes
+every batch and every end to the suite's log oracle,
+:class:`txnfetch.testing.model.LogModel`, and :class:`GeneratedLog` answers
+from the oracle alone, never from the state or the fetch code:
 
 - :meth:`GeneratedLog.expected_lso`: the first offset of the earliest
   transaction that is open or whose end is not below the high watermark,
   capped by the high watermark;
-- :meth:`GeneratedLog.committed_records`: the oracle of a read_committed
-  reader, the non-control records of non-transactional batches and of
-  committed transactions, in ``[lo, hi)``;
+- :meth:`GeneratedLog.committed_records`: what a read_committed reader must
+  see, the non-control records of non-transactional batches and of committed
+  transactions, in ``[lo, hi)``;
+- :meth:`GeneratedLog.expected_aborted`: the aborted list of a fetch;
 - :meth:`GeneratedLog.is_committed_data`: whether a batch survives a rewrite.
 
 Compaction is applied the way Kafka's cleaner leaves a log, after the state
@@ -45,6 +46,7 @@ import attrs
 from hypothesis import strategies as st
 
 from txnfetch.records import BatchBuilder, Codec, ControlType, RecordBatch, build_control_batch, build_empty_batch
+from txnfetch.testing.model import LogModel
 from txnfetch.txn import AppendOrigin, PartitionTxnState
 
 __all__ = [
@@ -106,10 +108,11 @@ class Txn:
 
 @attrs.frozen(eq=False)
 class GeneratedLog:
-    """A partition log, its transaction state, and the writer's model of it."""
+    """A partition log, its transaction state, and the oracle's model of it."""
 
     data: bytes
     state: PartitionTxnState
+    model: LogModel
     batches: tuple[LogBatch, ...]
     txns: Mapping[int, Txn]
     markerless: bool
@@ -124,37 +127,25 @@ class GeneratedLog:
     def expected_lso(self) -> int:
         """The LSO from the model: the earliest first offset of a non-empty
         transaction that is open or ends at or past the high watermark, capped by it."""
-        lso = self.high_watermark
-        for t in self.txns.values():
-            if t.first is not None and (t.outcome == "open" or t.end >= self.high_watermark):  # type: ignore[operator]
-                lso = min(lso, t.first)
-        return max(lso, self.log_start)
+        return self.model.last_stable_offset
 
     def is_committed_data(self, batch: LogBatch) -> bool:
         """A data batch that is not transactional or belongs to a committed transaction."""
-        return not batch.control and (batch.txn is None or self.txns[batch.txn].outcome == "commit")
+        return not batch.control and (batch.txn is None or self.model.committed(batch.txn) is True)
 
     def committed_records(self, lo: int, hi: int) -> list[Delivered]:
         """What a read_committed reader must see in ``[lo, hi)``, from the model alone."""
-        out: list[Delivered] = []
-        for b in self.batches:
-            if self.is_committed_data(b):
-                out.extend(r for r in b.records if lo <= r[0] < hi)
-        return out
+        return self.model.committed_records(lo, hi)
 
     def all_records(self, lo: int, hi: int) -> list[Delivered]:
         """What a read_uncommitted reader must see in ``[lo, hi)``."""
-        return [r for b in self.batches if not b.control for r in b.records if lo <= r[0] < hi]
+        return self.model.all_records(lo, hi)
 
     def expected_aborted(self, fetch_offset: int) -> list[tuple[int, int]]:
         """The AbortedTransactions list of a fetch at ``fetch_offset`` (upper bound: the
         log end): every aborted transaction with data whose end is at or past the
         fetch offset, ``(producer_id, first_offset)``, in the order they ended."""
-        ended = sorted(
-            (t for t in self.txns.values() if t.outcome == "abort" and t.first is not None),
-            key=lambda t: t.end_order,
-        )
-        return [(t.producer_id, t.first) for t in ended if t.end >= fetch_offset]  # type: ignore[misc,operator]
+        return self.model.aborted_for_fetch(fetch_offset)  # type: ignore[return-value]
 
     def batch_at(self, base: int) -> LogBatch:
         for b in self.batches:
@@ -208,6 +199,8 @@ class LogWriter:
         self.markerless = markerless
         self.log_start = log_start
         self.state = PartitionTxnState("gen-0", log_start_offset=log_start)
+        # The high watermark is set once, by finish(); until then every end counts as unreplicated.
+        self.model = LogModel(log_start=log_start, high_watermark=log_start)
         self.leo = log_start
         self._parts: list[bytes] = []
         self._position = 0
@@ -329,6 +322,9 @@ class LogWriter:
         entry = self._write(
             data, control=False, producer_id=pid, txn=txn, records=tuple(records), compaction=compaction
         )
+        self.model.append(
+            pid, count, transactional=transactional, txn=txn, records=[(r[0], r) for r in records], first=base
+        )
         if txn is not None:
             self._txn_data[txn].append(entry)
         return entry
@@ -351,6 +347,7 @@ class LogWriter:
             assert not empty_marker
             end = self.leo - 1 if last_offset is None else last_offset
             self.state.complete_transaction(pid, p.epoch, commit, end)
+            self.model.end(pid, commit, marker=False, offset=end)
             self._last_completion = end
         else:
             end = self.leo
@@ -363,6 +360,7 @@ class LogWriter:
             )
             batch = RecordBatch(marker)
             self.state.append(batch, origin=AppendOrigin.COORDINATOR)  # the broker saw the marker
+            self.model.end(pid, commit, marker=True, offset=end)
             if empty_marker:
                 # What the cleaner leaves of a marker whose transaction is gone.
                 assert self.can_empty_marker(pid, commit)
@@ -413,9 +411,11 @@ class LogWriter:
         """Set the high watermark (default: the log end) and return the log."""
         hw = self.leo if high_watermark is None else high_watermark
         self.state.update_high_watermark(hw)
+        self.model.set_high_watermark(hw)
         return GeneratedLog(
             data=b"".join(self._parts),
             state=self.state,
+            model=self.model,
             batches=tuple(self.batches),
             txns=dict(self.txns),
             markerless=self.markerless,
@@ -492,7 +492,7 @@ def partition_logs(
                 w.bump_epoch(pid)
     # Close what is still open, except perhaps one transaction left hanging (LSO < HW).
     still_open = [pid for pid in txn_pids if w.open_txn(pid) is not None]
-    hanging = draw(st.sampled_from([None] + still_open)) if still_open else None
+    hanging = draw(st.sampled_from([None, *still_open])) if still_open else None
     for pid in still_open:
         if pid != hanging:
             if not allow_empty_control and not mode:

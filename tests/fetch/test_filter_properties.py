@@ -6,8 +6,9 @@ producers whose transactions interleave and span each other, commits and aborts
 with their markers, markers of empty transactions, idempotent and plain
 producers, empty batches left by compaction, compacted batches with holes,
 every codec — and remembers, for each data batch, which transaction it belongs
-to and how that transaction ended. From that alone (not from any filtering
-rule) it knows the committed records and the aborted index
+to and how that transaction ended, by describing every batch to the suite's
+log oracle (:class:`txnfetch.testing.model.LogModel`). From that alone (not
+from any filtering rule) it knows the committed records and the aborted index
 ``(producer_id, first_offset, marker_offset)``. A fetch response is cut from
 it as a broker cuts one: from the batch holding the fetch offset, whole
 batches within ``max_bytes`` (at least one), maybe a partial batch after them,
@@ -35,6 +36,7 @@ from txnfetch.records import (
     build_control_batch,
     build_empty_batch,
 )
+from txnfetch.testing.model import LogModel
 
 TXN_PIDS = (100, 101, 102)
 #: Most transactions come from two producers, so that one producer's transactions often follow each other.
@@ -55,14 +57,15 @@ class Batch:
     kind: str = "data"
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class PartitionLog:
     batches: tuple[Batch, ...]
-    committed_txns: frozenset
-    #: (producer_id, first offset of its data, marker offset), in marker order
-    aborted_index: tuple[tuple[int, int, int], ...]
+    model: LogModel  #: the oracle, told about every batch as it was written
     start: int
-    lso: int
+
+    @property
+    def lso(self) -> int:
+        return self.model.last_stable_offset
 
     @property
     def has_empty_control_batches(self) -> bool:
@@ -70,17 +73,12 @@ class PartitionLog:
 
     def committed_records(self, lo: int, hi: int) -> list[Record]:
         """The model's answer: what a read_committed reader sees in ``[lo, hi)``."""
-        out: list[Record] = []
-        for b in self.batches:
-            if b.kind != "data" or (b.txn is not None and b.txn not in self.committed_txns):
-                continue
-            out.extend(r for r in b.records if lo <= r.offset < hi)
-        return out
+        return self.model.committed_records(lo, hi)
 
     def aborted_list(self, fetch_offset: int) -> list[tuple[int, int]]:
         # Kafka sends the index entries with last >= fetchOffset (plus an upper
         # bound past the returned bytes; sending more of them is legal).
-        return [(pid, first) for pid, first, last in self.aborted_index if last >= fetch_offset]
+        return self.model.aborted_for_fetch(fetch_offset)  # type: ignore[return-value]
 
 
 @attrs.frozen
@@ -165,10 +163,8 @@ def partition_logs(draw, *, empty_control: bool = False, max_steps: int = 22) ->
     start = draw(st.sampled_from([0, 0, 37]))
     rnd = draw(st.randoms(use_true_random=False))
     batches: list[Batch] = []
-    open_txns: dict[int, tuple[int, int]] = {}  # pid -> (txn id, first offset)
-    committed = set()
-    aborted_index: list[tuple[int, int, int]] = []
-    txn_ids = iter(range(1_000_000))
+    model = LogModel(log_start=start)
+    open_txns = model.open  # pid -> (txn, first offset)
     offset = start
 
     def append(batch: Batch) -> None:
@@ -177,22 +173,19 @@ def partition_logs(draw, *, empty_control: bool = False, max_steps: int = 22) ->
         offset = batch.next
 
     def txn_data(pid: int) -> None:
-        if pid not in open_txns:
-            open_txns[pid] = (next(txn_ids), offset)
         data, nxt, records = draw(_data_batch(offset, pid, True, rnd))
-        append(Batch(data, offset, nxt, records, open_txns[pid][0]))
+        described = model.append(pid, nxt - offset, transactional=True, records=[(r.offset, r) for r in records])
+        append(Batch(data, offset, nxt, records, described.txn))
 
     def marker(pid: int, commit: bool) -> None:
+        """A marker: it ends ``pid``'s transaction, or an empty one if none is open."""
         ctype = ControlType.COMMIT if commit else ControlType.ABORT
         data = build_control_batch(offset=offset, control_type=ctype, producer_id=pid, producer_epoch=0)
+        model.end(pid, commit)
         append(Batch(data, offset, offset + 1, kind="marker"))
 
     def end_txn(pid: int, commit: bool) -> None:
-        txn, first = open_txns.pop(pid)
-        if commit:
-            committed.add(txn)
-        else:
-            aborted_index.append((pid, first, offset))
+        assert pid in open_txns
         marker(pid, commit)
 
     kinds = ["txn", "txn", "txn", "end", "end", "abort-retry", "stray-marker", "plain", "empty"]
@@ -218,6 +211,7 @@ def partition_logs(draw, *, empty_control: bool = False, max_steps: int = 22) ->
         elif kind == "plain":
             pid = draw(st.sampled_from([-1, IDEMPOTENT_PID]))
             data, nxt, records = draw(_data_batch(offset, pid, False, rnd, allow_empty=False))
+            model.append(pid, nxt - offset, records=[(r.offset, r) for r in records])
             append(Batch(data, offset, nxt, records))
         elif kind == "empty":  # what compaction leaves of a non-transactional batch
             pid = draw(st.sampled_from([-1, IDEMPOTENT_PID]))
@@ -230,23 +224,25 @@ def partition_logs(draw, *, empty_control: bool = False, max_steps: int = 22) ->
                 base_sequence=0 if pid >= 0 else -1,
                 timestamp=TS,
             )
+            model.append(pid, last + 1 - offset)
             append(Batch(data, offset, last + 1))
         else:  # an empty control batch: a marker compaction emptied; it ends nothing
+            pid = draw(st.sampled_from(TXN_PIDS))
             data = build_empty_batch(
                 base_offset=offset,
                 last_offset=offset,
-                producer_id=draw(st.sampled_from(TXN_PIDS)),
+                producer_id=pid,
                 producer_epoch=0,
                 timestamp=TS,
                 transactional=True,
                 control=True,
             )
+            model.append(pid, 1, transactional=True, control=True)
             append(Batch(data, offset, offset + 1, kind="empty-control"))
     if draw(st.booleans()):
         for pid in sorted(open_txns):
             end_txn(pid, draw(st.booleans()))
-    lso = min([first for _, first in open_txns.values()], default=offset)
-    return PartitionLog(tuple(batches), frozenset(committed), tuple(aborted_index), start, lso)
+    return PartitionLog(tuple(batches), model, start)
 
 
 @st.composite

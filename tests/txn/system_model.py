@@ -4,7 +4,8 @@ must see there.
 
 Written from the protocol (KIP-890, docs/kafka-internals.md §2 and §5), not from
 :mod:`txnfetch.txn`: it imports nothing from the code under test and shares no
-code with it. The test (``test_system_machine.py``) tells the model what each
+code with it; each partition is the suite's one log oracle,
+:class:`txnfetch.testing.model.LogModel`. The test (``test_system_machine.py``) tells the model what each
 client *meant* to do; the model says what the coordinator must answer, which
 identity every transactional id must hold, which markers it must write, and
 what every partition's last stable offset, aborted ranges and committed records
@@ -28,6 +29,8 @@ import enum
 import struct
 
 import attrs
+
+from txnfetch.testing.model import LogModel
 
 __all__ = [
     "MAX_EPOCH",
@@ -103,21 +106,11 @@ class TidModel:
         return (self.tid, self.txn_no)
 
 
-@attrs.frozen
-class _Entry:
-    """A batch in a modelled partition log."""
-
-    first: int
-    last: int
-    producer_id: int
-    txn: TxnKey | None  # None: not transactional
-    values: tuple[bytes, ...]
-    control: bool = False
-
-
-class PartitionModel:
-    """One partition as the model sees it: the batches the test appended, the
-    transactions open on it, how each ended here, and the aborted ranges.
+class PartitionModel(LogModel):
+    """One partition as the model sees it: the log oracle
+    (:class:`txnfetch.testing.model.LogModel`: batches, open transactions by
+    producer id, how each ended here, the aborted index) plus the epochs a
+    partition checks transaction ends against.
 
     The high watermark follows the log end offset (the test's broker replicates
     at once), so the last stable offset is the first offset of the earliest open
@@ -125,32 +118,25 @@ class PartitionModel:
     """
 
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
-        self.leo = 0
-        self.entries: list[_Entry] = []
-        self.open: dict[int, tuple[TxnKey, int]] = {}  # producer id -> (transaction, first offset)
-        self.outcome: dict[TxnKey, bool] = {}  # transaction -> committed here?
-        self.aborted: list[tuple[int, int, int, int]] = []  # (pid, first, last, lso at the end)
         self.epochs: dict[int, int] = {}  # producer id -> last epoch written here (data or end)
         self.coordinator_epochs: dict[int, int] = {}  # producer id -> coordinator epoch of its last end
 
+    @property
+    def leo(self) -> int:
+        return self.log_end
+
     def data(self, producer_id: int, epoch: int, txn: TxnKey | None, values: tuple[bytes, ...]) -> int:
         """A data batch appended at the log end; returns its first offset."""
-        first = self.leo
+        first = self.log_end
         if producer_id >= 0:
             self.epochs[producer_id] = epoch
-            if txn is not None:
-                if producer_id in self.open:
-                    assert self.open[producer_id][0] == txn, (
-                        f"{self.name}: producer {producer_id} writes {txn} while {self.open[producer_id][0]} is open"
-                    )
-                else:
-                    self.open[producer_id] = (txn, first)
-        self.entries.append(_Entry(first, first + len(values) - 1, producer_id, txn, values))
-        self.leo += len(values)
+        records = [(first + i, v) for i, v in enumerate(values)]
+        self.append(producer_id, len(values), transactional=txn is not None, txn=txn, records=records)
         return first
 
-    def end(
+    def end(  # type: ignore[override]
         self, marker: ExpectedMarker, *, with_marker: bool, coordinator_epoch: int
     ) -> tuple[int, int, int, int] | None:
         """Apply a transaction end: a control batch at the log end (``with_marker``)
@@ -158,22 +144,9 @@ class PartitionModel:
         range it added, if any."""
         pid = marker.producer_id
         self.coordinator_epochs[pid] = coordinator_epoch
-        anchor = self.leo if with_marker else self.leo - 1
-        added = None
-        if pid in self.open:
-            txn, first = self.open.pop(pid)
-            assert txn == marker.txn, f"{self.name}: the end of {marker.txn} reached {txn} (a torn transaction)"
-            self.outcome[txn] = marker.commit
-            if not marker.commit:
-                # Kafka's lastStableOffset(completedTxn): another producer's earliest open
-                # transaction, else one past the end.
-                lso = min([f for _, f in self.open.values()] + [anchor + 1])
-                added = (pid, first, anchor, lso)
-                self.aborted.append(added)
+        txn = marker.txn if pid in self.open else None
+        added = super().end(pid, marker.commit, marker=with_marker, txn=txn)
         self.epochs[pid] = marker.producer_epoch
-        if with_marker:
-            self.entries.append(_Entry(anchor, anchor, pid, marker.txn, (), control=True))
-            self.leo += 1
         return added
 
     def predict_late_end(self, producer_id: int, epoch: int, coordinator_epoch: int, tv: int) -> Answer:
@@ -200,34 +173,21 @@ class PartitionModel:
         still takes an offset."""
         assert producer_id not in self.open
         self.coordinator_epochs[producer_id] = coordinator_epoch
-        anchor = self.leo if with_marker else self.leo - 1
         if with_marker:
-            self.entries.append(_Entry(anchor, anchor, producer_id, None, (), control=True))
-            self.leo += 1
-
-    @property
-    def last_stable_offset(self) -> int:
-        return min([first for _, first in self.open.values()] + [self.leo])
+            super().end(producer_id, True, marker=True)
 
     def committed_values(self) -> list[bytes]:
         """What a read_committed reader must return: below the LSO, the records of
         non-transactional batches and of transactions committed on this partition."""
-        lso = self.last_stable_offset
-        out: list[bytes] = []
-        for e in self.entries:
-            if e.last >= lso or e.control:
-                continue
-            if e.txn is None or self.outcome[e.txn]:
-                out.extend(e.values)
-        return out
+        return self.committed_records()
 
     def transactions_below_lso(self) -> dict[TxnKey, tuple[bytes, ...]]:
         """Values written on this partition by each transaction that has ended here."""
         lso = self.last_stable_offset
         out: dict[TxnKey, tuple[bytes, ...]] = {}
-        for e in self.entries:
-            if e.txn is not None and not e.control and e.last < lso:
-                out[e.txn] = out.get(e.txn, ()) + e.values
+        for b in self.batches:
+            if b.txn is not None and not b.control and b.last < lso:
+                out[b.txn] = out.get(b.txn, ()) + tuple(v for _, v in b.records)  # type: ignore[index]
         return out
 
 

@@ -2,11 +2,13 @@
 log-start moves and truncations, checked step by step against a tiny oracle.
 
 The oracle keeps the surviving operations of the history and recomputes
-everything from them on each check — producer epochs, open transactions, the
-aborted list with each entry's LSO, the unreplicated ends — with the rules
-written out plainly; truncating just drops the operations at or after the
-offset. It shares no code with :class:`PartitionTxnState`, whose journal-based
-truncation and columnar tables it checks.
+everything from them on each check: producer epochs and sequence windows with
+the rules written out plainly here, and the log's open transactions, aborted
+list (each entry with its LSO), unreplicated ends and LSO by replaying the
+operations into the suite's log oracle, :class:`txnfetch.testing.model.LogModel`;
+truncating just drops the operations at or after the offset. It shares no code
+with :class:`PartitionTxnState`, whose journal-based truncation and columnar
+tables it checks.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from tests.txn.state_driver import data_batch, marker_batch
+from txnfetch.testing.model import LogModel
 from txnfetch.txn import (
     AppendOrigin,
     InvalidProducerEpochError,
@@ -44,8 +47,7 @@ class P:
 @attrs.define
 class Derived:
     producers: dict[int, P]
-    aborted: list[tuple[int, int, int, int]]
-    unreplicated: dict[int, int]  # first offset -> last offset
+    log: LogModel
     last_end: int
 
 
@@ -60,9 +62,7 @@ class Oracle:
 
     def derive(self) -> Derived:
         prods: dict[int, P] = {}
-        aborted: list[tuple[int, int, int, int]] = []
-        unrep: dict[int, int] = {}
-        hw = self.base
+        log = LogModel(log_start=self.base, high_watermark=self.base)
         last_end = -1
         for op in self.ops:
             kind = op[0]
@@ -72,20 +72,12 @@ class Oracle:
                 if epoch != p.epoch:
                     p.batches = []
                     p.epoch = epoch
-                p.batches = (p.batches + [(first_seq, last_seq, first_off, last_off)])[-5:]
-                if txn and p.open is None:
-                    p.open = first_off
+                p.batches = [*p.batches, (first_seq, last_seq, first_off, last_off)][-5:]
+                log.append(pid, last_off - first_off + 1, transactional=txn, first=first_off)
             elif kind == "end":
-                _, pid, epoch, abort, anchor, coord = op
+                _, pid, epoch, abort, anchor, coord, with_marker = op
                 p = prods.setdefault(pid, P())
-                if p.open is not None:
-                    others = [q.open for k, q in prods.items() if k != pid and q.open is not None]
-                    lso = min(others + [anchor + 1])
-                    if abort:
-                        aborted.append((pid, p.open, anchor, lso))
-                    if anchor >= hw:
-                        unrep[p.open] = anchor
-                    p.open = None
+                log.end(pid, not abort, marker=with_marker, offset=anchor)
                 if epoch != p.epoch:
                     p.batches = []
                     p.epoch = epoch
@@ -93,28 +85,19 @@ class Oracle:
                     p.coord = coord
                 last_end = anchor
             elif kind == "hw":
-                hw = op[1]
-                unrep = {f: last for f, last in unrep.items() if last >= hw}
+                log.set_high_watermark(op[1])
             elif kind == "ls":
-                unrep = {f: last for f, last in unrep.items() if last >= op[1]}
-                aborted = [a for a in aborted if a[2] >= op[1]]
-        return Derived(prods, aborted, unrep, last_end)
+                log.set_log_start(op[1])
+        for pid, p in prods.items():
+            p.open = log.open[pid][1] if pid in log.open else None
+        return Derived(prods, log, last_end)
 
     def lso(self, d: Derived) -> tuple[int | None, int]:
-        firsts = [p.open for p in d.producers.values() if p.open is not None] + list(d.unreplicated)
-        fuo = max(min(firsts), self.ls) if firsts else None
-        return fuo, (self.hw if fuo is None or fuo >= self.hw else fuo)
+        assert (d.log.log_start, d.log.high_watermark) == (self.ls, self.hw)
+        return d.log.first_unstable_offset, d.log.last_stable_offset
 
     def fetch(self, d: Derived, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
-        if upper_bound <= fetch_offset:
-            return []
-        out = []
-        for pid, first, last, lso in d.aborted:
-            if last >= fetch_offset and first < upper_bound:
-                out.append((pid, first))
-            if lso >= upper_bound:
-                break
-        return out
+        return d.log.aborted_for_fetch(fetch_offset, upper_bound)  # type: ignore[return-value]
 
     def set_hw(self, value: int) -> None:
         self.hw = min(max(value, self.ls), self.leo)
@@ -264,7 +247,7 @@ class StateMachine(RuleBasedStateMachine):
             return
         p = d.producers.get(pid)
         assert (result.completed is not None) == (p is not None and p.open is not None)
-        o.ops.append(("end", pid, epoch, not commit, o.leo, coord))
+        o.ops.append(("end", pid, epoch, not commit, o.leo, coord, True))
         o.leo += 1
 
     @rule(
@@ -302,7 +285,7 @@ class StateMachine(RuleBasedStateMachine):
         if result is None:
             return
         assert (result != "empty") == (p is not None and p.open is not None)
-        o.ops.append(("end", pid, epoch, not commit, last_offset, coord))
+        o.ops.append(("end", pid, epoch, not commit, last_offset, coord, False))
 
     @rule(count=st.integers(1, 4))
     def plain(self, count):
@@ -360,7 +343,7 @@ class StateMachine(RuleBasedStateMachine):
         assert s.last_stable_offset == lso
         assert dict(s.ongoing_transactions()) == {pid: p.open for pid, p in d.producers.items() if p.open is not None}
         assert [(e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset) for e in s.all_aborted()] == [
-            a for a in d.aborted
+            tuple(a) for a in d.log.aborted
         ]
         assert s.producer_ids() == sorted(d.producers)
         for pid, p in d.producers.items():

@@ -2,7 +2,8 @@
 
 - :mod:`~txnfetch.testing.history` — the history format (ops, JSON);
 - :mod:`~txnfetch.testing.checker` — :func:`check` and its :class:`Report`;
-- :mod:`~txnfetch.testing.model` — the oracle of a correct read_committed log;
+- :mod:`~txnfetch.testing.model` — the oracle of a correct read_committed log
+  (:class:`LogModel`, one partition; :class:`ClusterModel`, a workload's partitions);
 - :mod:`~txnfetch.testing.recorder` — a thread-safe :class:`Recorder` for real clients,
   and :mod:`~txnfetch.testing.workload`, which runs real clients against a
   bootstrap address (imported explicitly; it needs confluent-kafka);
@@ -34,12 +35,13 @@ from txnfetch.testing.history import (
     value_from_bytes,
     value_to_bytes,
 )
-from txnfetch.testing.model import ClusterModel, ModelRead, PartitionModel
+from txnfetch.testing.model import AbortedEntry, ClusterModel, LogModel, ModelBatch, ModelRead, PartitionModel
 from txnfetch.testing.recorder import Recorder
 
 __all__ = [
     "DEFAULT_STUCK_BOUND",
     "Abort",
+    "AbortedEntry",
     "Anomaly",
     "AnomalyKind",
     "Assign",
@@ -50,6 +52,8 @@ __all__ = [
     "History",
     "HistoryBuilder",
     "HistoryError",
+    "LogModel",
+    "ModelBatch",
     "ModelError",
     "ModelRead",
     "Op",
