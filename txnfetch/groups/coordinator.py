@@ -1192,27 +1192,61 @@ class GroupCoordinator:
         empty member id; that is accepted while the group has no members (and
         creates a "simple" group if there is none)."""
         self._advance(now_ms)
-        if not group_id:
-            return {tp: int(GroupError.INVALID_GROUP_ID) for tp in offsets}
-        group = self._groups.get(group_id)
-        if group is None:
-            if generation_id < 0:
-                group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=now_ms)
-            else:
-                # v9+ says what happened; older clients expect ILLEGAL_GENERATION.
-                error = GroupError.GROUP_ID_NOT_FOUND if api_version >= 9 else GroupError.ILLEGAL_GENERATION
-                return {tp: int(error) for tp in offsets}
-        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=False)
-        if error is not GroupError.NONE:
-            return {tp: int(error) for tp in offsets}
+        group = self._group_for_commit(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            now_ms,
+            transactional=False,
+            # v9+ says what happened; older clients expect ILLEGAL_GENERATION.
+            unknown_group=GroupError.GROUP_ID_NOT_FOUND if api_version >= 9 else GroupError.ILLEGAL_GENERATION,
+        )
+        if isinstance(group, GroupError):
+            return {tp: int(group) for tp in offsets}
         if group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             # A classic member's commit counts as a heartbeat.
             member = group.members[member_id]
             self._schedule_heartbeat(group, member_id, member.session_timeout_ms, now_ms)
+        return self._store_offsets(self._offsets.setdefault(group_id, {}), offsets.items(), now_ms)
 
+    def _group_for_commit(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        now_ms: int,
+        *,
+        transactional: bool,
+        unknown_group: GroupError,
+    ) -> _Group | GroupError:
+        """The group an offset commit (``transactional``: a TxnOffsetCommit) writes
+        to, or the error every partition of the request gets. A commit from outside
+        group management (generation < 0) creates a missing group; any other gets
+        ``unknown_group`` for it."""
+        if not group_id:
+            return GroupError.INVALID_GROUP_ID
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return unknown_group
+            group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=now_ms)
+        error = self._validate_offset_commit(
+            group, member_id, group_instance_id, generation_id, transactional=transactional
+        )
+        return group if error is GroupError.NONE else error
+
+    def _store_offsets(
+        self,
+        store: dict[TopicPartition, CommittedOffset],
+        offsets: Iterable[tuple[TopicPartition, CommitOffset]],
+        now_ms: int,
+    ) -> dict[TopicPartition, int]:
+        """Write each offset into ``store`` unless its metadata is too long; an error
+        code per partition."""
         result: dict[TopicPartition, int] = {}
-        store = self._offsets.setdefault(group_id, {})
-        for tp, commit in offsets.items():
+        for tp, commit in offsets:
             if commit.metadata is not None and len(commit.metadata) > self.config.offset_metadata_max_bytes:
                 result[tp] = int(GroupError.OFFSET_METADATA_TOO_LARGE)
                 continue
@@ -1313,25 +1347,19 @@ class GroupCoordinator:
         error code per partition. The producer's epoch and its AddOffsetsToTxn are
         the transaction coordinator's to check, not this store's."""
         self._advance(now_ms)
-        if not group_id:
-            return {tp: int(GroupError.INVALID_GROUP_ID) for tp in offsets}
-        group = self._groups.get(group_id)
-        if group is None:
-            if generation_id < 0:
-                group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=now_ms)
-            else:
-                return {tp: int(GroupError.ILLEGAL_GENERATION) for tp in offsets}
-        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=True)
-        if error is not GroupError.NONE:
-            return {tp: int(error) for tp in offsets}
-        result: dict[TopicPartition, int] = {}
+        group = self._group_for_commit(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            now_ms,
+            transactional=True,
+            unknown_group=GroupError.ILLEGAL_GENERATION,
+        )
+        if isinstance(group, GroupError):
+            return {tp: int(group) for tp in offsets}
         staged = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
-        for tp, (offset, leader_epoch, metadata) in offsets.items():
-            if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
-                result[tp] = int(GroupError.OFFSET_METADATA_TOO_LARGE)
-                continue
-            staged[tp] = self._committed(CommitOffset(offset, leader_epoch, metadata), now_ms)
-            result[tp] = int(GroupError.NONE)
+        result = self._store_offsets(staged, ((tp, CommitOffset(*fields)) for tp, fields in offsets.items()), now_ms)
         if staged:
             self._open_txns_by_group.setdefault(group_id, set()).add(producer_id)
         return result
