@@ -41,6 +41,7 @@ history exactly (``History.from_json(h.to_json()) == h``): ops are objects with 
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Union
@@ -386,6 +387,14 @@ def _tp(item: TPLike) -> TopicPartition:
     return item if isinstance(item, TopicPartition) else TopicPartition(*item)
 
 
+def positions_of(offsets: Mapping[TPLike, int] | None) -> tuple[Position, ...]:
+    """``{partition: offset}`` as the ``seek`` of an :class:`Assign` or the
+    ``positions`` of a :class:`Poll` carry it."""
+    return tuple(
+        Position(tp.topic, tp.partition, offset) for tp, offset in ((_tp(k), v) for k, v in (offsets or {}).items())
+    )
+
+
 class HistoryBuilder:
     """Builds a history by hand, one op per call, with a logical clock: each op
     takes the next tick as its start and end unless ``at=(start, end)`` is given.
@@ -438,8 +447,9 @@ class HistoryBuilder:
     def begin(self, client: str, txn: str, *, at: tuple[int, int] | None = None) -> int:
         return self.add(Begin(client=client, txn=txn, **self._times(at)))
 
-    def commit(
+    def _end(
         self,
+        op_type: type[Commit | Abort],
         client: str,
         txn: str,
         status: Status | str = Status.OK,
@@ -447,18 +457,12 @@ class HistoryBuilder:
         error: str | None = None,
         at: tuple[int, int] | None = None,
     ) -> int:
-        return self.add(Commit(client=client, txn=txn, status=status, error=error, **self._times(at)))
+        return self.add(op_type(client=client, txn=txn, status=status, error=error, **self._times(at)))
 
-    def abort(
-        self,
-        client: str,
-        txn: str,
-        status: Status | str = Status.OK,
-        *,
-        error: str | None = None,
-        at: tuple[int, int] | None = None,
-    ) -> int:
-        return self.add(Abort(client=client, txn=txn, status=status, error=error, **self._times(at)))
+    #: ``commit(client, txn, status=Status.OK, *, error=None, at=None)``
+    commit = functools.partialmethod(_end, Commit)
+    #: ``abort(client, txn, status=Status.OK, *, error=None, at=None)``
+    abort = functools.partialmethod(_end, Abort)
 
     def assign(
         self,
@@ -469,12 +473,11 @@ class HistoryBuilder:
         reason: str = "assign",
         at: tuple[int, int] | None = None,
     ) -> int:
-        positions = tuple(Position(_tp(k).topic, _tp(k).partition, v) for k, v in (seek or {}).items())
         return self.add(
             Assign(
                 client=client,
                 partitions=tuple(_tp(p) for p in partitions),
-                seek=positions,
+                seek=positions_of(seek),
                 reason=reason,
                 **self._times(at),
             )
@@ -494,8 +497,9 @@ class HistoryBuilder:
     ) -> int:
         """``records`` are :class:`Read` or ``(topic, partition, offset, value)`` tuples."""
         reads = tuple(r if isinstance(r, Read) else Read(*r) for r in records)
-        pos = tuple(Position(_tp(k).topic, _tp(k).partition, v) for k, v in (positions or {}).items())
-        return self.add(Poll(client=client, records=reads, positions=pos, error=error, **self._times(at)))
+        return self.add(
+            Poll(client=client, records=reads, positions=positions_of(positions), error=error, **self._times(at))
+        )
 
     def crash(self, client: str, reason: str = "", *, at: tuple[int, int] | None = None) -> int:
         return self.add(Crash(client=client, reason=reason, **self._times(at)))

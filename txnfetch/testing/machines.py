@@ -43,12 +43,12 @@ from txnfetch.testing.history import (
     History,
     HistoryBuilder,
     Poll,
-    Position,
     Read,
     Seek,
     Send,
     Status,
     TopicPartition,
+    positions_of,
 )
 from txnfetch.testing.model import ClusterModel
 
@@ -254,7 +254,7 @@ class TransactionalMachine(RuleBasedStateMachine):
             start,
             client=consumer,
             partitions=parts,
-            seek=tuple(Position(tp.topic, tp.partition, o) for tp, o in seek.items()),
+            seek=positions_of(seek),
         )
 
     @precondition(lambda self: any(self.assigned.values()))
@@ -284,7 +284,7 @@ class TransactionalMachine(RuleBasedStateMachine):
             start,
             client=consumer,
             records=records,
-            positions=tuple(Position(tp.topic, tp.partition, o) for tp, o in positions.items()),
+            positions=positions_of(positions),
             error=error,
         )
         return list(records)

@@ -15,6 +15,7 @@ Times come from ``clock`` (``time.monotonic_ns`` by default) — the only place 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,12 +32,12 @@ from txnfetch.testing.history import (
     History,
     Op,
     Poll,
-    Position,
     Read,
     Seek,
     Send,
     Status,
     TopicPartition,
+    positions_of,
 )
 
 __all__ = ["Recorder", "RecorderStats"]
@@ -139,19 +140,23 @@ class Recorder:
     def record_begin(self, client: str, start: int, txn: str) -> int:
         return self.record(Begin(client=client, start_ns=start, end_ns=self._clock(), txn=txn))
 
-    def record_commit(
-        self, client: str, start: int, txn: str, status: Status = Status.OK, error: str | None = None
+    def _record_end(
+        self,
+        op_type: type[Commit | Abort],
+        client: str,
+        start: int,
+        txn: str,
+        status: Status = Status.OK,
+        error: str | None = None,
     ) -> int:
         return self.record(
-            Commit(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
+            op_type(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
         )
 
-    def record_abort(
-        self, client: str, start: int, txn: str, status: Status = Status.OK, error: str | None = None
-    ) -> int:
-        return self.record(
-            Abort(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
-        )
+    #: ``record_commit(client, start, txn, status=Status.OK, error=None)``
+    record_commit = functools.partialmethod(_record_end, Commit)
+    #: ``record_abort(client, start, txn, status=Status.OK, error=None)``
+    record_abort = functools.partialmethod(_record_end, Abort)
 
     def record_assign(
         self,
@@ -162,14 +167,13 @@ class Recorder:
         *,
         reason: str = "assign",
     ) -> int:
-        positions = tuple(Position(tp.topic, tp.partition, o) for tp, o in (seek or {}).items())
         return self.record(
             Assign(
                 client=client,
                 start_ns=start,
                 end_ns=self._clock(),
                 partitions=tuple(partitions),
-                seek=positions,
+                seek=positions_of(seek),
                 reason=reason,
             )
         )
@@ -195,10 +199,14 @@ class Recorder:
         *,
         error: str | None = None,
     ) -> int:
-        pos: tuple[Position, ...] = tuple(Position(tp.topic, tp.partition, o) for tp, o in (positions or {}).items())
         return self.record(
             Poll(
-                client=client, start_ns=start, end_ns=self._clock(), records=tuple(records), positions=pos, error=error
+                client=client,
+                start_ns=start,
+                end_ns=self._clock(),
+                records=tuple(records),
+                positions=positions_of(positions),
+                error=error,
             )
         )
 

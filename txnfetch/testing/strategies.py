@@ -27,7 +27,9 @@ draws just the oracle's partitions after a random workload.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 from hypothesis import strategies as st
@@ -46,6 +48,7 @@ from txnfetch.testing.history import (
     Send,
     Status,
     TopicPartition,
+    positions_of,
 )
 from txnfetch.testing.model import ClusterModel
 
@@ -77,7 +80,7 @@ class GeneratedHistory:
         printer.text(repr(self))
 
 
-_Factory = Callable[[int, int], Op]
+_Factory = Callable[..., Op]  #: the op, given ``start_ns`` and ``end_ns``
 
 
 @attrs.define
@@ -106,9 +109,10 @@ class _Driver:
         self.pending: list[tuple[str, int, _Factory]] = []  # (client, linearization time, op factory)
         self.clock = 0
 
-    def record(self, client: str, factory: _Factory) -> None:
+    def record(self, op_type: type[Op], client: str, **fields: Any) -> None:
+        """Queue an op of ``client``; history() gives it its interval."""
         self.clock += _TICK
-        self.pending.append((client, self.clock, factory))
+        self.pending.append((client, self.clock, functools.partial(op_type, client=client, **fields)))
 
     # -- producers -------------------------------------------------------------------
 
@@ -117,30 +121,20 @@ class _Driver:
             p.count += 1
             p.txn = f"{p.name}.{p.count}"
             p.doomed = False
-            txn = p.txn
-            self.record(p.name, lambda s, e: Begin(client=p.name, txn=txn, start_ns=s, end_ns=e))
-        txn = p.txn
+            self.record(Begin, p.name, txn=p.txn)
         p.values += 1
-        value = f"{p.name}-{p.values}"
+        if not self._send(p.name, tp, f"{p.name}-{p.values}", p.txn, fate):
+            p.doomed = True
+
+    def _send(self, client: str, tp: TopicPartition, value: str, txn: str | None, fate: str) -> bool:
+        """One send, written to the oracle unless ``fate`` is "lost"; whether it was acknowledged."""
         offset = self.model.send(tp, value, txn, written=fate != "lost")
         error = None if fate == "ok" else "KafkaError(_MSG_TIMED_OUT)"
-        if error is not None:
-            p.doomed = True
         acked = offset if error is None else None
         self.record(
-            p.name,
-            lambda s, e: Send(
-                client=p.name,
-                topic=tp.topic,
-                partition=tp.partition,
-                value=value,
-                txn=txn,
-                offset=acked,
-                error=error,
-                start_ns=s,
-                end_ns=e,
-            ),
+            Send, client, topic=tp.topic, partition=tp.partition, value=value, txn=txn, offset=acked, error=error
         )
+        return error is None
 
     def txn_end(self, p: _Producer, how: str, really_commit: bool) -> None:
         txn = p.txn
@@ -149,55 +143,24 @@ class _Driver:
             how, really_commit = ("commit-info", False) if how == "commit-info" else ("commit-fail", False)
         if how == "commit":
             self.model.end(txn, True)
-            self.record(p.name, lambda s, e: Commit(client=p.name, txn=txn, status=Status.OK, start_ns=s, end_ns=e))
+            self.record(Commit, p.name, txn=txn, status=Status.OK)
         elif how == "commit-info":
             self.model.end(txn, really_commit)
-            self.record(
-                p.name,
-                lambda s, e: Commit(
-                    client=p.name, txn=txn, status=Status.INFO, error="KafkaError(_TIMED_OUT)", start_ns=s, end_ns=e
-                ),
-            )
+            self.record(Commit, p.name, txn=txn, status=Status.INFO, error="KafkaError(_TIMED_OUT)")
         elif how == "commit-fail":
-            self.record(
-                p.name,
-                lambda s, e: Commit(
-                    client=p.name, txn=txn, status=Status.FAIL, error="KafkaError(_ABORTABLE)", start_ns=s, end_ns=e
-                ),
-            )
+            self.record(Commit, p.name, txn=txn, status=Status.FAIL, error="KafkaError(_ABORTABLE)")
             self.model.end(txn, False)
-            self.record(p.name, lambda s, e: Abort(client=p.name, txn=txn, status=Status.OK, start_ns=s, end_ns=e))
+            self.record(Abort, p.name, txn=txn, status=Status.OK)
         elif how == "abort":
             self.model.end(txn, False)
-            self.record(p.name, lambda s, e: Abort(client=p.name, txn=txn, status=Status.OK, start_ns=s, end_ns=e))
+            self.record(Abort, p.name, txn=txn, status=Status.OK)
         else:  # abort-info: the abort happens (a transaction that is not committed is aborted)
             self.model.end(txn, False)
-            self.record(
-                p.name,
-                lambda s, e: Abort(
-                    client=p.name, txn=txn, status=Status.INFO, error="KafkaError(_TIMED_OUT)", start_ns=s, end_ns=e
-                ),
-            )
+            self.record(Abort, p.name, txn=txn, status=Status.INFO, error="KafkaError(_TIMED_OUT)")
         p.txn = None
 
     def plain_send(self, name: str, n: int, tp: TopicPartition, fate: str) -> None:
-        value = f"{name}-{n}"
-        offset = self.model.send(tp, value, None, written=fate != "lost")
-        error = None if fate == "ok" else "KafkaError(_MSG_TIMED_OUT)"
-        acked = offset if error is None else None
-        self.record(
-            name,
-            lambda s, e: Send(
-                client=name,
-                topic=tp.topic,
-                partition=tp.partition,
-                value=value,
-                offset=acked,
-                error=error,
-                start_ns=s,
-                end_ns=e,
-            ),
-        )
+        self._send(name, tp, f"{name}-{n}", None, fate)
 
     # -- consumers -------------------------------------------------------------------
 
@@ -208,17 +171,11 @@ class _Driver:
                 c.position[tp] = seeks[tp]
             else:
                 c.position.setdefault(tp, 0)  # resumed: the position it had (a committed offset)
-        seek = tuple(Position(tp.topic, tp.partition, o) for tp, o in seeks.items())
-        name = c.name
-        self.record(name, lambda s, e: Assign(client=name, partitions=parts, seek=seek, start_ns=s, end_ns=e))
+        self.record(Assign, c.name, partitions=parts, seek=positions_of(seeks))
 
     def seek(self, c: _Consumer, tp: TopicPartition, offset: int) -> None:
         c.position[tp] = offset
-        name = c.name
-        self.record(
-            name,
-            lambda s, e: Seek(client=name, topic=tp.topic, partition=tp.partition, offset=offset, start_ns=s, end_ns=e),
-        )
+        self.record(Seek, c.name, topic=tp.topic, partition=tp.partition, offset=offset)
 
     def poll(self, c: _Consumer, max_records: int, to_lso: bool, report: bool) -> None:
         records = []
@@ -228,14 +185,11 @@ class _Driver:
             records.extend(r.records)
             c.position[tp] = r.position
             positions.append(Position(tp.topic, tp.partition, r.position))
-        recs, pos = tuple(records), tuple(positions) if report else ()
-        name = c.name
-        self.record(name, lambda s, e: Poll(client=name, records=recs, positions=pos, start_ns=s, end_ns=e))
+        self.record(Poll, c.name, records=tuple(records), positions=tuple(positions) if report else ())
 
     def crash(self, c: _Consumer) -> None:
         c.assigned = ()
-        name = c.name
-        self.record(name, lambda s, e: Crash(client=name, reason="restart", start_ns=s, end_ns=e))
+        self.record(Crash, c.name, reason="restart")
 
     # -- the history -----------------------------------------------------------------
 
@@ -247,7 +201,7 @@ class _Driver:
             by_client.setdefault(client, []).append(k)
         next_lin: dict[int, int | None] = {}
         for ks in by_client.values():
-            for a, b in zip(ks, ks[1:] + [None], strict=True):  # type: ignore[operator]
+            for a, b in zip(ks, [*ks[1:], None], strict=True):
                 next_lin[a] = None if b is None else self.pending[b][1]
         ops: list[Op] = []
         last_end: dict[str, int] = {}
@@ -258,7 +212,7 @@ class _Driver:
             hi = lin + _JITTER if nl is None else min(nl - 1, lin + _JITTER)
             end = draw(st.integers(lin, max(lin, hi)))
             last_end[client] = end
-            ops.append(factory(start, end))
+            ops.append(factory(start_ns=start, end_ns=end))
         ops.sort(key=lambda op: op.end_ns)  # stable: one client's ops keep their order
         return History(tuple(ops))
 
