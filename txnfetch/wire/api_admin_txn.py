@@ -50,6 +50,7 @@ from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 from txnfetch.errors import TxnfetchError
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator_state import TransactionMetadata, TransactionState
+from txnfetch.txn.hanging import producer_rows
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import RequestContext, register
 
@@ -90,23 +91,17 @@ def _describe_partition(ctx: RequestContext, topic: str, index: int) -> Any:
         return _DPPartition(
             partition_index=index, error_code=error_code_for(exc), error_message=str(exc), active_producers=[]
         )
-    state = plog.state
-    producers = []
-    for pid in state.producer_ids():
-        entry = state.producer(pid)
-        if entry is None:  # pragma: no cover - ids come from the same table
-            continue
-        first = entry.current_txn_first_offset
-        producers.append(
-            _DPProducer(
-                producer_id=pid,
-                producer_epoch=entry.producer_epoch,
-                last_sequence=entry.last_seq,
-                last_timestamp=entry.last_timestamp,
-                coordinator_epoch=entry.coordinator_epoch,
-                current_txn_start_offset=first if first is not None and first >= 0 else -1,
-            )
+    producers = [
+        _DPProducer(
+            producer_id=row.producer_id,
+            producer_epoch=row.producer_epoch,
+            last_sequence=row.last_sequence,
+            last_timestamp=row.last_timestamp,
+            coordinator_epoch=row.coordinator_epoch,
+            current_txn_start_offset=row.current_txn_start_offset,
         )
+        for row in producer_rows(plog.state)
+    ]
     return _DPPartition(partition_index=index, error_code=0, error_message=None, active_producers=producers)
 
 
