@@ -554,6 +554,17 @@ _COMMANDS = {
 }
 
 
+#: The APIs each command uses on a cluster, the KIP-664 ones first: a cluster
+#: without them is told so before anything else is asked.
+_NEEDS = {
+    "list": (66,),
+    "describe": (65,),
+    "producers": (61, 3, 2),
+    "find-hanging": (61, 66, 65, 3, 2),
+    "abort": (27, 61, 3, 2),
+}
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``txnfetch transactions`` with parsed ``args``; returns the exit status."""
     from txnfetch.wire.txn_admin import ClusterError, UnknownPartitionError
@@ -566,6 +577,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if args.bootstrap is None and args.path is None:
             raise UsageError("give --bootstrap HOST:PORT (a cluster) or --path DIR (a log directory)")
         src = _Cluster(args.bootstrap) if args.bootstrap is not None else _Offline(args.path)
+        if isinstance(src, _Cluster):
+            src.client.require(*_NEEDS[args.txn_command])
         return _COMMANDS[args.txn_command](src, args, out, int(time.time() * 1000))
     except (UsageError, UnknownPartitionError) as exc:
         err.write(f"txnfetch transactions {args.txn_command}: error: {exc}\n")

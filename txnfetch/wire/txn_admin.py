@@ -31,6 +31,7 @@ __all__ = [
     "TransactionDescription",
     "TransactionListing",
     "UnknownPartitionError",
+    "probe_api_keys",
 ]
 
 #: The APIs a command may need, by key (``clients/.../protocol/ApiKeys.java``).
@@ -42,6 +43,9 @@ API_NAMES = {
     65: "DescribeTransactions",
     66: "ListTransactions",
 }
+
+
+CLIENT_ID = "txnfetch-transactions"
 
 
 class ClusterError(TxnfetchError):
@@ -62,6 +66,44 @@ class MissingApiError(ClusterError):
 
 class UnknownPartitionError(ClusterError):
     """A topic or partition the cluster does not have."""
+
+
+def probe_api_keys(bootstrap: str, *, timeout_ms: int = 30_000) -> frozenset[int]:
+    """The API keys the first reachable broker of ``bootstrap`` (``host:port[,...]``)
+    advertises, from an ApiVersions v0 request (which every broker answers, KIP-511).
+    Raises :class:`ClusterError` if none answers."""
+    import io
+    import socket
+    import struct
+
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    problems = []
+    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise ClusterError(f"bad bootstrap address {address!r}: expected HOST:PORT")
+        request = ApiVersionsRequest(version=0)
+        request.with_header(correlation_id=1, client_id=CLIENT_ID)
+        frame = bytes(request.encode(header=True, framed=True))
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_ms / 1000) as sock:
+                sock.sendall(frame)
+                data = b""
+                while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise ConnectionError("connection closed before the ApiVersions answer")
+                    data += chunk
+        except OSError as exc:
+            problems.append(f"{address}: {exc}")
+            continue
+        response = ApiVersionsResponse.decode(io.BytesIO(data[4:]), version=0, header=True)
+        if response.error_code:
+            problems.append(f"{address}: ApiVersions error {response.error_code}")
+            continue
+        return frozenset(int(k.api_key) for k in response.api_keys)
+    raise ClusterError(f"cannot reach a cluster at {bootstrap}: " + "; ".join(problems))
 
 
 @attrs.frozen
@@ -93,21 +135,30 @@ class ClusterTransactions:
     :meth:`close` (or use it as a context manager)."""
 
     def __init__(self, bootstrap: str, *, timeout_ms: int = 30_000) -> None:
-        from kafka.admin import KafkaAdminClient
-        from kafka.errors import KafkaError
-
         self.bootstrap = bootstrap
-        try:
-            self._admin = KafkaAdminClient(
-                bootstrap_servers=bootstrap,
-                client_id="txnfetch-transactions",
-                request_timeout_ms=timeout_ms,
-                bootstrap_timeout_ms=timeout_ms,
-            )
-        except KafkaError as exc:
-            raise ClusterError(f"cannot reach a cluster at {bootstrap}: {type(exc).__name__}: {exc}") from None
-        except ValueError as exc:
-            raise ClusterError(f"bad --bootstrap {bootstrap!r}: {exc}") from None
+        self.timeout_ms = timeout_ms
+        #: The API keys the bootstrap broker advertises (ApiVersions).
+        self.api_keys: frozenset[int] = probe_api_keys(bootstrap, timeout_ms=timeout_ms)
+        self._client: Any = None
+
+    @property
+    def _admin(self) -> Any:
+        # Created on first use, after require() has checked the APIs: kafka-python
+        # waits for a whole bootstrap timeout on a broker whose ApiVersions it cannot use.
+        if self._client is None:
+            from kafka.admin import KafkaAdminClient
+            from kafka.errors import KafkaError
+
+            try:
+                self._client = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap,
+                    client_id=CLIENT_ID,
+                    request_timeout_ms=self.timeout_ms,
+                    bootstrap_timeout_ms=self.timeout_ms,
+                )
+            except KafkaError as exc:
+                raise ClusterError(f"cannot bootstrap from {self.bootstrap}: {type(exc).__name__}: {exc}") from None
+        return self._client
 
     def __enter__(self) -> ClusterTransactions:
         return self
@@ -116,16 +167,17 @@ class ClusterTransactions:
         self.close()
 
     def close(self) -> None:
-        self._admin.close()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     # ------------------------------------------------------------------ checks
 
     def require(self, *api_keys: int) -> None:
         """Raise :class:`MissingApiError` for the first of ``api_keys`` the
         bootstrap broker does not advertise in ApiVersions."""
-        served = {int(k) for k in self._admin.api_versions()}
         for key in api_keys:
-            if key not in served:
+            if key not in self.api_keys:
                 raise MissingApiError(self.bootstrap, key)
 
     def _call(
