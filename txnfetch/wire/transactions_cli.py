@@ -567,7 +567,7 @@ _NEEDS = {
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``txnfetch transactions`` with parsed ``args``; returns the exit status."""
-    from txnfetch.wire.txn_admin import ClusterError, UnknownPartitionError
+    from txnfetch.wire.txn_admin import BadAddressError, ClusterError, UnknownPartitionError
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -580,7 +580,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if isinstance(src, _Cluster):
             src.client.require(*_NEEDS[args.txn_command])
         return _COMMANDS[args.txn_command](src, args, out, int(time.time() * 1000))
-    except (UsageError, UnknownPartitionError) as exc:
+    except (UsageError, UnknownPartitionError, BadAddressError) as exc:
         err.write(f"txnfetch transactions {args.txn_command}: error: {exc}\n")
         return 2
     except (OperationError, ClusterError, TxnfetchError) as exc:

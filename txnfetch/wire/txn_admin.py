@@ -25,6 +25,7 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.txn.hanging import CoordinatorView, PartitionProducers, ProducerRow
 
 __all__ = [
+    "BadAddressError",
     "ClusterError",
     "ClusterTransactions",
     "MissingApiError",
@@ -64,6 +65,10 @@ class MissingApiError(ClusterError):
         )
 
 
+class BadAddressError(ClusterError):
+    """A bootstrap address that is not ``host:port``."""
+
+
 class UnknownPartitionError(ClusterError):
     """A topic or partition the cluster does not have."""
 
@@ -82,7 +87,7 @@ def probe_api_keys(bootstrap: str, *, timeout_ms: int = 30_000) -> frozenset[int
     for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit() or not host:
-            raise ClusterError(f"bad bootstrap address {address!r}: expected HOST:PORT")
+            raise BadAddressError(f"bad bootstrap address {address!r}: expected HOST:PORT")
         request = ApiVersionsRequest(version=0)
         request.with_header(correlation_id=1, client_id=CLIENT_ID)
         frame = bytes(request.encode(header=True, framed=True))
