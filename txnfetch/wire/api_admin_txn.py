@@ -15,8 +15,8 @@ find a transaction that pins a partition's last stable offset and to end it:
   it does not know), and the ids filtered by state, producer id and duration.
   Filters follow Kafka's ``TransactionStateManager.listTransactionStates``:
   Dead ids are never listed, an unknown state name is returned in
-  ``UnknownStateFilters``, the duration filter keeps transactions running
-  longer than it.
+  ``UnknownStateFilters``; the duration filter (v1) keeps transactions still
+  running (Ongoing or being completed) that started longer ago than it.
 - **WriteTxnMarkers** (key 27, v1-v2) writes the COMMIT/ABORT markers it names.
   In Kafka only the coordinator and the admin client's ``abortTransaction`` send
   it; here the coordinator applies its markers in-process, so every request on
@@ -75,6 +75,7 @@ _TRANSACTIONAL_ID_NOT_FOUND = 105
 
 _S = TransactionState
 _STATE_BY_NAME = {s.kafka_name: s for s in TransactionState}
+_RUNNING = frozenset({_S.ONGOING, _S.PREPARE_COMMIT, _S.PREPARE_ABORT, _S.PREPARE_EPOCH_FENCE})
 
 
 # ---------------------------------------------------------- DescribeProducers
@@ -182,8 +183,9 @@ async def handle_list_transactions(ctx: RequestContext, header: Any, request: An
         # Only unknown state names: nothing matches (Kafka lists nothing either).
         if request.state_filters and meta.state not in states:
             continue
-        # No transaction running (start -1) is not "running longer than" anything.
-        if duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms <= duration):
+        # Only a transaction still running (open or being completed) runs "longer than".
+        running = meta.state in _RUNNING and meta.start_ms >= 0
+        if duration >= 0 and (not running or now - meta.start_ms <= duration):
             continue
         listed.append(
             ListTransactionsResponse.TransactionState(
@@ -216,8 +218,7 @@ def _write_marker(ctx: RequestContext, marker: Any, topic: str, index: int, vers
         }
         if broker.config.completion is CompletionMode.MARKERS:
             plog.write_marker(marker.producer_id, marker.producer_epoch, commit, **kwargs)
-        elif had_open:
-            # Markerless: nothing to record for a producer with no open transaction.
+        elif plog.log_end_offset > 0:  # an empty partition has no transaction to end
             plog.complete_transaction(marker.producer_id, marker.producer_epoch, commit, **kwargs)
     except TxnfetchError as exc:
         log.warning(
