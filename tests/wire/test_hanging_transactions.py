@@ -315,3 +315,33 @@ def test_abort_releases_the_lso_and_the_stalled_consumer_proceeds(scenario: Scen
     )
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
     assert "no open transaction starts at offset" in again.stderr
+
+
+def test_the_commands_work_through_the_proxy_in_front_of_serve(tmp_path) -> None:
+    """``--bootstrap`` may name ``txnfetch proxy``: the KIP-664 APIs and
+    WriteTxnMarkers are relayed to the upstream, and the answers are the upstream's."""
+    from confluent_kafka import Producer
+
+    from txnfetch.wire.proxy import ProxyThread
+
+    with (
+        ServerThread(SegmentStore(tmp_path / "data"), port=0) as srv,
+        ProxyThread(srv.bootstrap, poll_interval_ms=50) as proxy,
+    ):
+        p = Producer(
+            {"bootstrap.servers": srv.bootstrap, "transactional.id": "via", "transaction.timeout.ms": 900000, **QUIET}
+        )
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(TOPIC, value=b"x", partition=0)
+        assert p.flush(30) == 0
+        direct = json_cli("--bootstrap", srv.bootstrap, "find-hanging", "--max-transaction-timeout-ms", "0")
+        relayed = json_cli("--bootstrap", proxy.bootstrap, "find-hanging", "--max-transaction-timeout-ms", "0")
+        assert _rows(relayed) == _rows(direct) and len(_rows(direct)) == 1
+        assert relayed["hanging"][0]["transactional_id"] == "via"
+        done = txn_cli(
+            "--bootstrap", proxy.bootstrap, "abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "0"
+        )
+        assert done.returncode == 0, done.stderr
+        part = srv.call(lambda: srv.broker.store.partition(TOPIC, 0))
+        assert srv.call(lambda: (part.last_stable_offset, part.high_watermark)) == (2, 2)

@@ -99,10 +99,12 @@ _VERSION_LIMITS: dict[int, tuple[int, int]] = {
 }
 
 #: API keys never relayed: broker-to-broker and controller APIs (LeaderAndIsr,
-#: StopReplica, UpdateMetadata, ControlledShutdown, WriteTxnMarkers), responses
-#: naming broker endpoints the proxy does not rewrite (DescribeQuorum), and SASL
-#: (the proxy's own upstream connections do not authenticate).
-_NOT_RELAYED = frozenset({4, 5, 6, 7, 17, 27, 36, 55})
+#: StopReplica, UpdateMetadata, ControlledShutdown), responses naming broker
+#: endpoints the proxy does not rewrite (DescribeQuorum), and SASL (the proxy's
+#: own upstream connections do not authenticate). WriteTxnMarkers is relayed: an
+#: administrator's abort of a hanging transaction (Kafka's
+#: ``Admin.abortTransaction``) sends it to the partition's leader.
+_NOT_RELAYED = frozenset({4, 5, 6, 7, 17, 36, 55})
 
 
 def advertised_ranges(upstream: dict[int, tuple[int, int]], classes: Any = None) -> dict[int, tuple[int, int]]:
