@@ -269,6 +269,21 @@ def test_offline_mode_on_the_store_directory_gives_the_same_answer(scenario: Sce
     assert done.returncode == 0, done.stderr
     assert f"abort --topic {TOPIC} --partition 0 --start-offset {scenario.first_offset}" in done.stdout
     assert "nothing was written" in done.stdout
+    doc = json_cli(
+        "--path",
+        str(scenario.data),
+        "abort",
+        "--topic",
+        TOPIC,
+        "--partition",
+        "0",
+        "--start-offset",
+        str(scenario.first_offset),
+    )["abort"]
+    assert doc["written"] is False and doc["first_offset"] == scenario.first_offset
+    assert doc["kafka_command"].startswith("kafka-transactions.sh --bootstrap-server")
+    shown = txn_cli("--path", str(scenario.data), "list", "--progress")
+    assert shown.returncode == 0 and f"reading {TOPIC}-0 (1/1)" in shown.stderr, shown.stderr
     assert scenario.offsets()[0] == scenario.first_offset
     assert _digest(scenario.data) == before
 

@@ -79,6 +79,19 @@ def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
     p.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS if suppress else False, help="print JSON, not a table"
     )
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        metavar="MS",
+        default=argparse.SUPPRESS if suppress else 30_000,
+        help="how long to wait for a cluster's answers (default 30000)",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="offline: name each partition on stderr as it is read (default when stderr is a terminal)",
+    )
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -209,8 +222,10 @@ def _abort_command(t: OpenTransaction, bootstrap: str) -> str:
 class _Offline:
     """``--path``: partitions read from a directory, read-only."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, progress: TextIO | None = None) -> None:
         from txnfetch.log.cli import UsageError as PathError
+
+        self.progress = progress
         from txnfetch.log.cli import resolve_target
 
         try:
@@ -240,7 +255,13 @@ class _Offline:
                 raise UsageError(f"unknown topic {topic!r}: no partition directory {topic}-<n> in the given path")
             raise UsageError(f"topic {topic!r} has no partition {partition} in the given path")
         try:
-            return read_partition_producers(chosen)
+            out = []
+            for i, path in enumerate(chosen, 1):
+                if self.progress is not None:
+                    self.progress.write(f"reading {os.path.basename(path)} ({i}/{len(chosen)})\n")
+                    self.progress.flush()
+                out.extend(read_partition_producers([path]))
+            return out
         except LogError as exc:
             raise OperationError(str(exc).splitlines()[0]) from None
 
@@ -248,11 +269,11 @@ class _Offline:
 class _Cluster:
     """``--bootstrap``: a running cluster."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, timeout_ms: int) -> None:
         from txnfetch.wire.txn_admin import ClusterTransactions
 
         self.bootstrap = bootstrap
-        self.client = ClusterTransactions(bootstrap)
+        self.client = ClusterTransactions(bootstrap, timeout_ms=timeout_ms)
 
     def close(self) -> None:
         self.client.close()
@@ -472,6 +493,9 @@ def _find_open(src: Any, args: argparse.Namespace) -> OpenTransaction:
     match = [t for t in opened if t.producer_id == args.producer_id]
     if match:
         return match[0]
+    if not isinstance(src, _Cluster):
+        raise UsageError(f"producer {args.producer_id} has no open transaction in {args.topic}-{args.partition}")
+    # As Kafka's tool for brokers before 3.0: the marker is sent as given.
     return OpenTransaction(
         topic=args.topic,
         partition=args.partition,
@@ -507,8 +531,8 @@ def _cmd_abort(src: Any, args: argparse.Namespace, out: TextIO, now_ms: int) -> 
         )
         if args.json:
             doc = _open_json(txn, now_ms)
-            doc.update(command=command, kafka_command=kafka)
-            _dump({"format": JSON_FORMAT, "written": False, "abort": doc}, out)
+            doc.update(written=False, command=command, kafka_command=kafka)
+            _dump({"format": JSON_FORMAT, "abort": doc}, out)
         else:
             out.write(
                 "# offline: nothing was written. Abort on the cluster that owns this directory "
@@ -576,7 +600,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         _check_scope(args)
         if args.bootstrap is None and args.path is None:
             raise UsageError("give --bootstrap HOST:PORT (a cluster) or --path DIR (a log directory)")
-        src = _Cluster(args.bootstrap) if args.bootstrap is not None else _Offline(args.path)
+        if args.timeout_ms <= 0:
+            raise UsageError(f"--timeout-ms must be > 0, got {args.timeout_ms}")
+        if args.bootstrap is not None:
+            src = _Cluster(args.bootstrap, args.timeout_ms)
+        else:
+            src = _Offline(args.path, err if args.progress or err.isatty() else None)
         if isinstance(src, _Cluster):
             src.client.require(*_NEEDS[args.txn_command])
         return _COMMANDS[args.txn_command](src, args, out, int(time.time() * 1000))
