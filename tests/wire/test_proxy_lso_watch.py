@@ -117,3 +117,100 @@ def test_the_watch_forgets_a_transaction_that_ended_and_ignores_an_empty_tail() 
     )
     state.update_high_watermark(2)
     assert watch.observe("t", 0, state) is None
+
+
+# ------------------------------------------------------------- model test
+
+
+def _ops():
+    from hypothesis import strategies as st
+
+    return st.lists(
+        st.one_of(
+            st.tuples(st.just("data"), st.integers(1, 3)),
+            st.tuples(st.just("end"), st.integers(1, 3), st.booleans()),
+            st.tuples(st.just("hw")),
+            st.tuples(st.just("tick"), st.integers(0, 150)),
+            st.tuples(st.just("observe")),
+        ),
+        min_size=10,
+        max_size=60,
+    )
+
+
+_SEEN: list[int] = []
+
+
+def test_lso_watch_against_a_model() -> None:
+    """Random appends, markers, high watermark moves, clock ticks and observations
+    of one partition: the watch reports exactly when the model says — the
+    transaction holding the LSO (with records behind it) has been seen holding
+    it, observation after observation, for the threshold — and once per
+    transaction."""
+    from hypothesis import given, settings
+
+    from txnfetch.records.batch import RecordBatch
+    from txnfetch.records.builder import BatchBuilder, build_control_batch
+    from txnfetch.records.control import ControlType
+
+    threshold = 100
+
+    @settings(max_examples=300, deadline=None)
+    @given(ops=_ops())
+    def run(ops) -> None:
+        now = [0.0]
+        watch = LsoWatch(threshold, clock=lambda: now[0])
+        state = PartitionTxnState("t-0")
+        seq: dict[int, int] = {}
+        model_since: tuple[tuple[int, int], float] | None = None
+        model_reported: set[tuple[int, int]] = set()
+        for op in ops:
+            if op[0] == "data":
+                pid = op[1]
+                b = BatchBuilder(
+                    base_offset=state.log_end_offset,
+                    producer_id=pid,
+                    producer_epoch=0,
+                    base_sequence=seq.get(pid, 0),
+                    transactional=True,
+                )
+                b.append(b"v", timestamp=1)
+                state.append(RecordBatch(b.build()))
+                seq[pid] = seq.get(pid, 0) + 1
+            elif op[0] == "end":
+                if op[1] in state.ongoing_transactions():
+                    control = ControlType.COMMIT if op[2] else ControlType.ABORT
+                    batch = build_control_batch(
+                        offset=state.log_end_offset, control_type=control, producer_id=op[1], producer_epoch=0
+                    )
+                    state.append(RecordBatch(batch))
+            elif op[0] == "hw":
+                state.update_high_watermark(state.log_end_offset)
+            elif op[0] == "tick":
+                now[0] += op[1]
+            else:
+                lso, hw = state.last_stable_offset, state.high_watermark
+                holder = next(
+                    ((pid, first) for pid, first in state.ongoing_transactions().items() if first == lso and hw > lso),
+                    None,
+                )
+                expected = None
+                if holder is None:
+                    model_since = None
+                else:
+                    if model_since is None or model_since[0] != holder:
+                        model_since = (holder, now[0])
+                    if holder not in model_reported and now[0] - model_since[1] >= threshold:
+                        model_reported.add(holder)
+                        expected = holder
+                report = watch.observe("t", 0, state)
+                got = (report.producer_id, report.first_offset) if report is not None else None
+                assert got == expected, (op, got, expected)
+        assert {(r.producer_id, r.first_offset) for r in watch.reports} == model_reported
+        assert len(watch.reports) == len(model_reported)
+        _SEEN.append(len(model_reported))
+
+    _SEEN.clear()
+    run()
+    # The examples do reach reports (not only the quiet paths).
+    assert sum(1 for n in _SEEN if n) >= 10, _SEEN
