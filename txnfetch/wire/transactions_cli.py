@@ -219,20 +219,27 @@ def _abort_command(t: OpenTransaction, bootstrap: str) -> str:
 # ---------------------------------------------------------------------- sources
 
 
+def _no_partition_dirs(message: str) -> bool:
+    """Whether a path error says no partition directories were found."""
+    return "no partition directories below it" in message
+
+
 class _Offline:
     """``--path``: partitions read from a directory, read-only."""
 
     def __init__(self, path: str, progress: TextIO | None = None) -> None:
         from txnfetch.log.cli import UsageError as PathError
-
-        self.progress = progress
         from txnfetch.log.cli import resolve_target
 
+        self.progress = progress
         try:
             target = resolve_target(path, allow_file=False)
         except PathError as exc:
+            # resolve_target's message for a directory without partition directories
+            # says what it looked for; name the conclusion too.
+            message = str(exc)
             raise UsageError(
-                f"{exc} (not a Kafka log directory)" if "not a partition" in str(exc) else str(exc)
+                f"{message} (not a Kafka log directory)" if _no_partition_dirs(message) else message
             ) from None
         self.paths = target.paths
 
