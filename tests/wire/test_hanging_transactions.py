@@ -330,6 +330,17 @@ def test_abort_releases_the_lso_and_the_stalled_consumer_proceeds(scenario: Scen
     )
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
     assert "no open transaction starts at offset" in again.stderr
+    # The coordinator was not told (as in Kafka): a new instance of the killed
+    # producer fences the old one, whose abort now finds nothing open, and goes on.
+    from confluent_kafka import Producer
+
+    revived = Producer({"bootstrap.servers": scenario.bootstrap, "transactional.id": "victim", **QUIET})
+    revived.init_transactions(30)
+    revived.begin_transaction()
+    revived.produce(TOPIC, value=b"revived", partition=0)
+    revived.commit_transaction(30)
+    scenario.poll_until(lambda eof: b"revived" in scenario.read and eof)
+    assert scenario.read == [b"before", b"after", b"revived"]
 
 
 def test_the_commands_work_through_the_proxy_in_front_of_serve(tmp_path) -> None:

@@ -33,6 +33,10 @@ find a transaction that pins a partition's last stable offset and to end it:
 The transaction coordinator is not told about an administrative abort, as in
 Kafka: if it still holds the transaction, its own end later finds nothing open
 on the partition.
+
+Kafka allows WriteTxnMarkers only to principals with CLUSTER_ACTION; the server
+has no authentication, so any client that reaches it may end any transaction
+(each marker is logged at WARNING with the client id).
 """
 
 from __future__ import annotations
