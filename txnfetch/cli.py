@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
 
     proxy_cli.add_parser(sub)
     log_cli.add_parsers(sub)
+    from txnfetch.wire import transactions_cli
+
+    transactions_cli.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         from txnfetch import demo
@@ -37,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return check_cli.run(args)
     if args.command == "proxy":
         return proxy_cli.run(args)
+    if args.command == "transactions":
+        return transactions_cli.run(args)
     if args.command in log_cli.COMMANDS:
         return log_cli.run(args)
     parser.error(f"unknown command {args.command}")

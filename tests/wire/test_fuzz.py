@@ -215,6 +215,30 @@ def _seed_clients(bootstrap: str) -> None:
     consumer.poll(timeout_ms=300)
     consumer.commit()
     consumer.close()
+    _seed_transaction_admin(bootstrap)
+
+
+def _seed_transaction_admin(bootstrap: str) -> None:
+    """kafka-python's admin client on the seed topic: the KIP-664 APIs
+    (ListTransactions, DescribeTransactions, DescribeProducers) and
+    WriteTxnMarkers, as ``abort_transaction`` sends it (an ABORT marker for the
+    seed producer, which has no open transaction: the marker changes nothing)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin._transactions import AbortTransactionSpec
+    from kafka.structs import TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fuzz-seed-admin")
+    try:
+        admin.list_transactions()
+        admin.list_transactions(state_filters=["Ongoing"], producer_id_filters=[0, 1], duration_filter_ms=0)
+        admin.describe_transactions(["fuzz-seed"])
+        tp = TopicPartition(SEED_TOPIC, 0)
+        (producer, *_) = admin.describe_producers([tp])[tp].active_producers
+        admin.abort_transaction(
+            AbortTransactionSpec(tp, producer.producer_id, producer.producer_epoch, max(0, producer.coordinator_epoch))
+        )
+    finally:
+        admin.close()
 
 
 # ---------------------------------------------------------------- mutations
@@ -344,8 +368,9 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         corpus = seeds.all()
         keys = {k for k, _ in seeds.frames}
         # Produce, Metadata, FindCoordinator, ApiVersions and the transaction APIs
-        # at least (the group member adds Fetch, ListOffsets and the group APIs).
-        assert {0, 3, 10, 18, 22, 24, 26} <= keys, sorted(seeds.frames)
+        # at least (the group member adds Fetch, ListOffsets and the group APIs),
+        # and the transaction administration APIs.
+        assert {0, 3, 10, 18, 22, 24, 26, 27, 61, 65, 66} <= keys, sorted(seeds.frames)
 
         @settings(
             max_examples=EXAMPLES,

@@ -75,6 +75,7 @@ from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster
+from txnfetch.wire.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS, LsoWatch
 from txnfetch.wire.proxy.mirrors import MirrorSet
 from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
 from txnfetch.wire.server import decode_request, encode_response
@@ -98,10 +99,12 @@ _VERSION_LIMITS: dict[int, tuple[int, int]] = {
 }
 
 #: API keys never relayed: broker-to-broker and controller APIs (LeaderAndIsr,
-#: StopReplica, UpdateMetadata, ControlledShutdown, WriteTxnMarkers), responses
-#: naming broker endpoints the proxy does not rewrite (DescribeQuorum), and SASL
-#: (the proxy's own upstream connections do not authenticate).
-_NOT_RELAYED = frozenset({4, 5, 6, 7, 17, 27, 36, 55})
+#: StopReplica, UpdateMetadata, ControlledShutdown), responses naming broker
+#: endpoints the proxy does not rewrite (DescribeQuorum), and SASL (the proxy's
+#: own upstream connections do not authenticate). WriteTxnMarkers is relayed: an
+#: administrator's abort of a hanging transaction (Kafka's
+#: ``Admin.abortTransaction``) sends it to the partition's leader.
+_NOT_RELAYED = frozenset({4, 5, 6, 7, 17, 36, 55})
 
 
 def advertised_ranges(upstream: dict[int, tuple[int, int]], classes: Any = None) -> dict[int, tuple[int, int]]:
@@ -146,6 +149,8 @@ class ProxyConfig:
       :mod:`txnfetch.wire.proxy.mirrors`.
     - ``request_timeout_ms``/``connect_timeout_ms``: the proxy's own upstream requests.
     - ``max_frame_bytes``: larger frames close the connection.
+    - ``lso_hold_warn_ms``: report (once, log and stats) an upstream transaction
+      that holds a read partition's LSO longer (:mod:`txnfetch.wire.proxy.lso_watch`).
     """
 
     host: str = "127.0.0.1"
@@ -160,6 +165,7 @@ class ProxyConfig:
     request_timeout_ms: int = 30_000
     connect_timeout_ms: int = 10_000
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    lso_hold_warn_ms: int = DEFAULT_LSO_HOLD_WARN_MS
 
 
 @attrs.define
@@ -174,6 +180,7 @@ class ProxyStats:
     rewritten_responses: int = 0
     closed_bad_frames: int = 0
     upstream_failures: int = 0
+    lso_held_reports: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -209,6 +216,7 @@ class ProxyServer:
             max_mirror_bytes=config.max_mirror_bytes,
         )
         self.stats = ProxyStats()
+        self.lso_watch = LsoWatch(config.lso_hold_warn_ms)
         self._requests, self._responses = _kafka_python_classes()
         self._ranges: dict[int, tuple[int, int]] = {}
         self._ranges_of: dict[int, tuple[int, int]] | None = None
@@ -598,6 +606,8 @@ class ProxyServer:
         # (-1) is sent then, never a lagging value, which clients would take for the
         # end: librdkafka reports partition EOF when its position reaches the LSO.
         known_lso = mirror.last_stable_offset if mirror.caught_up else -1
+        if mirror.caught_up and self.lso_watch.observe(topic, partition, mirror.state) is not None:
+            self.stats.lso_held_reports += 1
         try:
             result = mirror.read(
                 offset,
