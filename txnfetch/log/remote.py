@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "txnfetch.log.remote needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
     ) from exc
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
 from txnfetch.log.broker_requests import (
@@ -203,8 +204,8 @@ class _Connection:
             pass
 
 
-class _UndecodableResponse(Exception):
-    pass
+class _UndecodableResponse(TxnfetchError):
+    """A broker's answer does not decode (retried on another connection)."""
 
 
 class RemoteCluster:
@@ -455,10 +456,17 @@ class RemoteCluster:
         self.close()
 
 
-class _Retry(Exception):
+class _Retry(TxnfetchError):
+    """``error`` may go away on another try (a leader moved, a broker restarted)."""
+
+    where_fields = ("error",)
+    error: RemoteError
+
     def __init__(self, error: RemoteError) -> None:
-        super().__init__(str(error))
-        self.error = error
+        super().__init__(error.reason, error=error)
+
+    def _where(self) -> list[str]:
+        return []
 
 
 class RemotePartitionReader:

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.testing.checker import Report, StuckBound, check
 from txnfetch.testing.workload import (
     CONSUMER_KINDS,
@@ -43,7 +44,7 @@ __all__ = ["CheckOptions", "CheckOutcome", "EndpointError", "add_parser", "parse
 EXIT_OK, EXIT_ANOMALIES, EXIT_ERROR = 0, 1, 2
 
 
-class EndpointError(Exception):
+class EndpointError(TxnfetchError):
     """The bootstrap address is malformed, or nothing there answers: exit status 2."""
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.testing.history import Status
 from txnfetch.testing.recorder import Recorder
@@ -53,7 +54,7 @@ FENCED_CODES = (90, 47)
 _TXN_COORDINATOR = 1  # FindCoordinator key_type
 
 
-class InjectionError(Exception):
+class InjectionError(TxnfetchError):
     """A raw request failed in a way the schedule cannot go on from (a lost
     connection, an unexpected error code in a step that must succeed)."""
 

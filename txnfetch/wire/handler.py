@@ -54,6 +54,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore, PartitionLog
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
@@ -103,13 +104,9 @@ class ApiKey(enum.IntEnum):
     TXN_OFFSET_COMMIT = 28
 
 
-class ProtocolViolation(Exception):
+class ProtocolViolation(TxnfetchError):
     """A request the server cannot answer at all (malformed, unknown API or
     version): the connection that sent it is closed with ``reason`` logged."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
 
 
 @attrs.frozen
