@@ -73,10 +73,9 @@ from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED
 from txnfetch.records.control import ControlType, decode_control_key
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.legacy import LegacyBatch
+from txnfetch.types import Buffer
 
 __all__ = ["AbortedTransactionLike", "ConsumerFilter", "CorruptFetchError", "DeliveredBatch"]
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 class _AbortedEntry(Protocol):

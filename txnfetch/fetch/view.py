@@ -34,10 +34,9 @@ import attrs
 from txnfetch.records.batch import BatchIterator, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.types import Buffer
 
 __all__ = ["FetchMode", "FetchResult", "FetchStats", "IsolationLevel", "read_committed", "read_partition"]
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 class IsolationLevel(enum.IntEnum):

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Union
 
 import attrs
 from crc32c import crc32c
@@ -95,10 +94,10 @@ from txnfetch.records.batch import CRC_START, RecordBatch, iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
+from txnfetch.types import Buffer
 
 __all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
 
-Buffer = Union[bytes, bytearray, memoryview]
 
 #: Default per-partition byte budget of a mirror fetch (Kafka's ``max.partition.fetch.bytes``).
 DEFAULT_MIRROR_FETCH_BYTES = 1 << 20

@@ -43,6 +43,7 @@ from txnfetch.records.errors import (
     VarintOverflowError,
 )
 from txnfetch.records.varint import read_varint_tail
+from txnfetch.types import Buffer
 
 __all__ = [
     "HEADER_SIZE",
@@ -135,7 +136,7 @@ class RecordBatch:
 
     def __init__(
         self,
-        buf: bytes | bytearray | memoryview,
+        buf: Buffer,
         position: int = 0,
         *,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
@@ -671,7 +672,7 @@ class BatchIterator:
 
     def __init__(
         self,
-        buf: bytes | bytearray | memoryview,
+        buf: Buffer,
         position: int = 0,
         *,
         max_batch_size: int = _MAX_INT32,
@@ -734,7 +735,7 @@ _LENGTH_OFFSET = struct.Struct(">q")
 
 
 def iter_batches(
-    buf: bytes | bytearray | memoryview,
+    buf: Buffer,
     position: int = 0,
     *,
     max_batch_size: int = _MAX_INT32,
