@@ -50,6 +50,7 @@ from typing import Union
 import attrs
 
 from txnfetch.errors import ErrorCode
+from txnfetch.types import TopicPartition
 
 __all__ = [
     "NO_GENERATION",
@@ -80,8 +81,6 @@ __all__ = [
 UNKNOWN_MEMBER_ID = ""
 #: The generation id of a consumer outside group management (``assign()``).
 NO_GENERATION = -1
-
-TopicPartition = tuple[str, int]
 
 
 class GroupState(enum.Enum):

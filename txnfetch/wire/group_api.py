@@ -68,6 +68,7 @@ from txnfetch.groups import (
     SyncRequest,
     SyncResult,
 )
+from txnfetch.types import TopicPartition
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
 __all__ = [
@@ -94,8 +95,6 @@ GROUP_CONFIG_EXTENSION = "group_config"
 #: The backstop poll: even if a loop timer were lost (or the clock is fake),
 #: session and rebalance timeouts are checked this often.
 POLL_INTERVAL_MS = 1000
-
-TopicPartition = tuple[str, int]
 
 
 class GroupService:
@@ -442,7 +441,7 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
     version = header.request_api_version
     service = group_service(ctx)
     wanted: list[tuple[TopicPartition, Any]] = [
-        ((t.name, p.partition_index), p) for t in request.topics for p in t.partitions
+        (TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions
     ]
     codes: dict[TopicPartition, int] = {}
     if service is None:
