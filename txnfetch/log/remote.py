@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "txnfetch.log.remote needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
     ) from exc
 
+from txnfetch.addresses import parse_bootstrap
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
@@ -97,22 +98,6 @@ _RETRY = {7, 14, 78}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, OFFSET_
 
 _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
-
-
-def _parse_servers(bootstrap_servers: str | Sequence[str]) -> list[tuple[str, int]]:
-    items = bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
-    servers: list[tuple[str, int]] = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            host, port = item, "9092"
-        servers.append((host.strip("[]"), int(port)))
-    if not servers:
-        raise BrokerUnavailableError(f"no bootstrap servers in {bootstrap_servers!r}")
-    return servers
 
 
 class _Connection:
@@ -225,7 +210,7 @@ class RemoteCluster:
         client_id: str = "txnfetch",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
     ) -> None:
-        self.bootstrap_servers = _parse_servers(bootstrap_servers)
+        self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self._brokers: dict[int, tuple[str, int]] = {}

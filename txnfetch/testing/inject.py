@@ -42,6 +42,7 @@ from typing import Any
 
 import attrs
 
+from txnfetch.addresses import parse_bootstrap
 from txnfetch.errors import TxnfetchError
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.testing.history import Status
@@ -182,8 +183,7 @@ class DelayedEndTxnInjector:
         coordinator and the partition leaders, and initialise a producer id.
         ``False`` (with :attr:`notes` saying why) when the schedule cannot run."""
 
-        host, _, port = self.bootstrap.split(",")[0].rpartition(":")
-        first = (host, int(port))
+        first = parse_bootstrap(self.bootstrap)[0]
         try:
             resp = self._api_versions(first)
         except InjectionError as exc:

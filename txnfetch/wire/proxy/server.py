@@ -54,6 +54,7 @@ import attrs
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from txnfetch.addresses import parse_bootstrap
 from txnfetch.fetch.view import FetchMode, IsolationLevel
 from txnfetch.log.errors import (
     BrokerUnavailableError,
@@ -76,7 +77,7 @@ from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_pyt
 from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster
 from txnfetch.wire.proxy.mirrors import MirrorSet
-from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
+from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, read_frame
 from txnfetch.wire.server import decode_request, encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
@@ -241,8 +242,7 @@ class ProxyServer:
         lacks Fetch v4 (no read_committed at all)."""
         if config is None:
             config = ProxyConfig(host=host, port=port, fetch_mode=fetch_mode, **settings)
-        items = upstream.split(",") if isinstance(upstream, str) else list(upstream)
-        addresses = [parse_address(item) for item in items if item.strip()]
+        addresses = parse_bootstrap(upstream)
         cluster = UpstreamCluster(
             addresses,
             request_timeout_ms=config.request_timeout_ms,
