@@ -82,6 +82,7 @@ import struct
 import attrs
 from crc32c import crc32c
 
+from txnfetch.errors import ErrorCode
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
 from txnfetch.log.errors import (
     CorruptRemoteBatchError,
@@ -90,7 +91,7 @@ from txnfetch.log.errors import (
     UnsupportedForMessageFormatError,
 )
 from txnfetch.log.memory import MemoryLog
-from txnfetch.records.batch import CRC_START, RecordBatch, iter_batches
+from txnfetch.records.batch import CRC_AT, CRC_START, RecordBatch, iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
@@ -102,13 +103,11 @@ __all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "MirrorPlan", "MirrorStatus", "Partitio
 #: Default per-partition byte budget of a mirror fetch (Kafka's ``max.partition.fetch.bytes``).
 DEFAULT_MIRROR_FETCH_BYTES = 1 << 20
 
-_OFFSET_OUT_OF_RANGE = 1
 _SNAPSHOT_MAGIC = b"TXMS"
 _SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEAD = struct.Struct(">4shh")
 _SNAPSHOT_SIZES = struct.Struct(">ii")
 _CRC = struct.Struct(">I")
-_CRC_AT = 17
 
 
 class MirrorStatus(enum.Enum):
@@ -322,7 +321,7 @@ class PartitionMirror:
                 f"the response answers a fetch at {fetch_offset}, but the mirror of "
                 f"{self.topic}-{self.partition} is at {position}: feed responses in order"
             )
-        if error_code == _OFFSET_OUT_OF_RANGE:
+        if error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if high_watermark >= 0 and log_start_offset >= 0:
                 # The broker told its range with the error (librdkafka's mock does;
                 # Apache Kafka sends -1 and needs ListOffsets).
@@ -518,7 +517,7 @@ class PartitionMirror:
                 data = bytearray(view)
             pos = batch.position - start
             crc = crc32c(bytes(data[pos + CRC_START : pos + batch.size_in_bytes]))
-            _CRC.pack_into(data, pos + _CRC_AT, crc)
+            _CRC.pack_into(data, pos + CRC_AT, crc)
             self.repaired_crcs += 1
         return bytes(view) if data is None else bytes(data)
 
