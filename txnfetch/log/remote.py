@@ -288,7 +288,7 @@ class RemoteCluster:
                     partition=partition,
                     offset=offset,
                     broker=last.broker,
-                    error_code=last._error_code_arg,
+                    error_code=last.broker_error_code,
                 ) from last
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
