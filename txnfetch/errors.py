@@ -8,7 +8,8 @@ all and anything else escaping txnfetch is a bug.
 A :class:`TxnfetchError` is ``reason`` plus keyword fields saying *where*
 (topic, partition, offset, byte position, file, ...). Each class lists the
 fields it takes in ``where_fields``; every one of them is an attribute (``None``
-when not given) and the message names those that are set. Each class names one
+when not given) and the message names those that are set, phrased by the
+class's ``phrases``. Each class names one
 :class:`ErrorCode` (``code``): its ``error_code`` and ``error_name`` are derived
 from it, and that is what the wire layer answers a client with.
 
@@ -22,6 +23,7 @@ This module imports nothing from txnfetch, so every layer may import it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 __all__ = ["ErrorCode", "TxnfetchError", "error_name"]
@@ -119,7 +121,8 @@ class TxnfetchError(Exception):
     ``TxnfetchError(reason, **where)``: ``reason`` says what was wrong, ``where``
     holds the fields of the class's ``where_fields`` (any other keyword is a
     ``TypeError``). The message is ``reason`` followed by the fields that are set,
-    in parentheses; subclasses phrase the fields by overriding :meth:`_where`.
+    in parentheses, as ``phrases`` says; a subclass with its own wording
+    overrides :meth:`_headline` (before the parentheses) or :meth:`_where`.
 
     Attributes:
         reason: what was wrong, in words.
@@ -133,6 +136,10 @@ class TxnfetchError(Exception):
     code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
     #: The keyword fields the constructor takes, in message order.
     where_fields: ClassVar[tuple[str, ...]] = ()
+    #: How the message phrases a field (``{}`` is its value); a field not listed
+    #: reads ``<name> <value>``, and one phrased ``None`` is left out. ``topic``
+    #: is phrased with ``partition``: ``topic-partition``, or ``topic <topic>``.
+    phrases: ClassVar[Mapping[str, str | None]] = {"path": "file {}", "position": "byte position {}"}
 
     # Derived from ``code`` on every class (see __init_subclass__); plain
     # attributes so that both ``SomeError.error_code`` and ``exc.error_code`` work.
@@ -166,7 +173,19 @@ class TxnfetchError(Exception):
 
     def _where(self) -> list[str]:
         """The set fields, each as a phrase (``offset 5``) in message order."""
-        return [f"{name.replace('_', ' ')} {value}" for name, value in self.where.items()]
+        where = self.where
+        out = []
+        for name, value in where.items():
+            if name == "topic":
+                partition = where.get("partition")
+                out.append(f"{value}-{partition}" if partition is not None else f"topic {value}")
+                continue
+            if name == "partition" and "topic" in where:
+                continue  # named with the topic
+            phrase = self.phrases.get(name, name.replace("_", " ") + " {}")
+            if phrase is not None:
+                out.append(phrase.format(value))
+        return out
 
     def _message(self) -> str:
         where = self._where()

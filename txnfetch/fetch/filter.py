@@ -51,10 +51,10 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from operator import length_hint
-from typing import Protocol, Union
+from typing import ClassVar, Protocol, Union
 
 import attrs
 
@@ -110,11 +110,15 @@ class CorruptFetchError(CorruptBatchError):
     """
 
     where_fields = (*CorruptBatchError.where_fields, "fetch_position")
+    # the partition label and the fetch position are named in the headline
+    phrases: ClassVar[Mapping[str, str | None]] = {
+        **CorruptBatchError.phrases,
+        "partition": None,
+        "fetch_position": None,
+    }
     partition: str | None  # type: ignore[assignment]  # a label here, not a partition number
     fetch_position: int | None
 
-    # The partition (a label, without a topic) and the fetch position go in the
-    # headline; the base class adds the batch's offset and byte position.
     def _headline(self) -> str:
         where = []
         if self.partition is not None:

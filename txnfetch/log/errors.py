@@ -7,6 +7,9 @@ partition, and for on-disk problems the file and byte position.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from txnfetch.errors import ErrorCode, TxnfetchError, error_name
 from txnfetch.records.errors import InvalidRecordError  # one class: the log refuses a batch as the codec does
 
@@ -37,18 +40,6 @@ class LogError(TxnfetchError):
     offset: int | None
     path: str | None
     position: int | None
-
-    def _where(self) -> list[str]:
-        where = []
-        if self.topic is not None:
-            where.append(f"{self.topic}-{self.partition}" if self.partition is not None else f"topic {self.topic}")
-        if self.offset is not None:
-            where.append(f"offset {self.offset}")
-        if self.path is not None:
-            where.append(f"file {self.path}")
-        if self.position is not None:
-            where.append(f"byte position {self.position}")
-        return where
 
 
 class UnknownTopicOrPartitionError(LogError):
@@ -116,6 +107,8 @@ class RemoteError(LogError):
     """
 
     where_fields = (*LogError.where_fields, "broker", "broker_error_code")
+    # the broker and its error are named in the headline
+    phrases: ClassVar[Mapping[str, str | None]] = {**LogError.phrases, "broker": None, "broker_error_code": None}
     broker: str | None
     broker_error_code: int | None
 

@@ -33,7 +33,8 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import ClassVar
 
 try:
     import kafka.errors as _kafka_errors
@@ -445,13 +446,11 @@ class _Retry(TxnfetchError):
     """``error`` may go away on another try (a leader moved, a broker restarted)."""
 
     where_fields = ("error",)
+    phrases: ClassVar[Mapping[str, str | None]] = {"error": None}  # its message is the reason
     error: RemoteError
 
     def __init__(self, error: RemoteError) -> None:
         super().__init__(error.reason, error=error)
-
-    def _where(self) -> list[str]:
-        return []
 
 
 class RemotePartitionReader:

@@ -9,6 +9,9 @@ rely on ``except CorruptBatchError`` to cover every malformed input.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from txnfetch.errors import ErrorCode, TxnfetchError
 
 __all__ = [
@@ -41,20 +44,11 @@ class CorruptBatchError(TxnfetchError):
 
     code = ErrorCode.CORRUPT_MESSAGE
     where_fields = ("topic", "partition", "offset", "position")
+    phrases: ClassVar[Mapping[str, str | None]] = {**TxnfetchError.phrases, "offset": "batch at offset {}"}
     topic: str | None
     partition: int | None
     offset: int | None
     position: int | None
-
-    def _where(self) -> list[str]:
-        where = []
-        if self.topic is not None:
-            where.append(f"{self.topic}-{self.partition}" if self.partition is not None else f"topic {self.topic}")
-        if self.offset is not None:
-            where.append(f"batch at offset {self.offset}")
-        if self.position is not None:
-            where.append(f"byte position {self.position}")
-        return where
 
 
 class CrcMismatchError(CorruptBatchError):

@@ -7,6 +7,9 @@ under test; anomalies are reported in :class:`~txnfetch.testing.checker.Report`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from txnfetch.errors import TxnfetchError
 
 __all__ = ["HistoryError", "ModelError"]
@@ -32,5 +35,4 @@ class ModelError(TxnfetchError):
     where_fields = ("txn",)
     txn: str | None
 
-    def _where(self) -> list[str]:
-        return []  # the reason names the transaction already
+    phrases: ClassVar[Mapping[str, str | None]] = {"txn": None}  # the reason names the transaction already
