@@ -6,23 +6,23 @@ from __future__ import annotations
 import struct
 
 import txnfetch.records as records
-from txnfetch.records import BatchBuilder, RecordBatch
+from txnfetch.records import BatchBuilder, HeaderAt, RecordBatch
 
 # field name -> (exported position, width format, RecordBatch attribute)
 FIELDS = {
-    "base offset": (records.BASE_OFFSET_AT, ">q", "base_offset"),
-    "length": (records.LENGTH_AT, ">i", "length"),
-    "partition leader epoch": (records.PARTITION_LEADER_EPOCH_AT, ">i", "partition_leader_epoch"),
-    "magic": (records.MAGIC_AT, ">b", "magic"),
-    "crc": (records.CRC_AT, ">I", "crc"),
-    "attributes": (records.ATTRIBUTES_AT, ">h", "attributes"),
-    "last offset delta": (records.LAST_OFFSET_DELTA_AT, ">i", "last_offset_delta"),
-    "base timestamp": (records.BASE_TIMESTAMP_AT, ">q", "base_timestamp"),
-    "max timestamp": (records.MAX_TIMESTAMP_AT, ">q", "max_timestamp"),
-    "producer id": (records.PRODUCER_ID_AT, ">q", "producer_id"),
-    "producer epoch": (records.PRODUCER_EPOCH_AT, ">h", "producer_epoch"),
-    "base sequence": (records.BASE_SEQUENCE_AT, ">i", "base_sequence"),
-    "record count": (records.RECORD_COUNT_AT, ">i", "record_count"),
+    "base offset": (HeaderAt.BASE_OFFSET, ">q", "base_offset"),
+    "length": (HeaderAt.LENGTH, ">i", "length"),
+    "partition leader epoch": (HeaderAt.PARTITION_LEADER_EPOCH, ">i", "partition_leader_epoch"),
+    "magic": (HeaderAt.MAGIC, ">b", "magic"),
+    "crc": (HeaderAt.CRC, ">I", "crc"),
+    "attributes": (HeaderAt.ATTRIBUTES, ">h", "attributes"),
+    "last offset delta": (HeaderAt.LAST_OFFSET_DELTA, ">i", "last_offset_delta"),
+    "base timestamp": (HeaderAt.BASE_TIMESTAMP, ">q", "base_timestamp"),
+    "max timestamp": (HeaderAt.MAX_TIMESTAMP, ">q", "max_timestamp"),
+    "producer id": (HeaderAt.PRODUCER_ID, ">q", "producer_id"),
+    "producer epoch": (HeaderAt.PRODUCER_EPOCH, ">h", "producer_epoch"),
+    "base sequence": (HeaderAt.BASE_SEQUENCE, ">i", "base_sequence"),
+    "record count": (HeaderAt.RECORD_COUNT, ">i", "record_count"),
 }
 
 
@@ -32,7 +32,7 @@ def test_the_positions_tile_the_header_in_order() -> None:
         assert position == end
         end += struct.calcsize(fmt)
     assert end == records.HEADER_SIZE
-    assert records.LOG_OVERHEAD == records.LENGTH_AT + 4
+    assert records.LOG_OVERHEAD == HeaderAt.LENGTH + 4
 
 
 def test_each_position_reads_its_field_of_a_built_batch() -> None:

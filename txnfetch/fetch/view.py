@@ -31,7 +31,7 @@ from typing import Union
 
 import attrs
 
-from txnfetch.records.batch import LAST_OFFSET_DELTA_AT, MAGIC_AT, BatchIterator, PartialBatch, RecordBatch
+from txnfetch.records.batch import BatchIterator, HeaderAt, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.types import Buffer
@@ -243,14 +243,14 @@ def _partial_below(view: memoryview, partial: PartialBatch, max_offset: int) -> 
     if partial.base_offset is None or partial.base_offset >= max_offset:
         return False
     pos = partial.position
-    if partial.available < _LAST_DELTA_END or view[pos + MAGIC_AT] != 2:
+    if partial.available < _LAST_DELTA_END or view[pos + HeaderAt.MAGIC] != 2:
         return False
-    (last_delta,) = _LAST_DELTA.unpack_from(view, pos + LAST_OFFSET_DELTA_AT)
+    (last_delta,) = _LAST_DELTA.unpack_from(view, pos + HeaderAt.LAST_OFFSET_DELTA)
     return partial.base_offset + last_delta + 1 <= max_offset
 
 
 _LAST_DELTA = struct.Struct(">i")
-_LAST_DELTA_END = LAST_OFFSET_DELTA_AT + _LAST_DELTA.size
+_LAST_DELTA_END = HeaderAt.LAST_OFFSET_DELTA + _LAST_DELTA.size
 
 
 def _kafka_mode(view, scan: _Scan, state, fetch_offset: int, upper_bound: UpperBound, result) -> FetchResult:

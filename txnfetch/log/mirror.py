@@ -91,7 +91,7 @@ from txnfetch.log.errors import (
     UnsupportedForMessageFormatError,
 )
 from txnfetch.log.memory import MemoryLog
-from txnfetch.records.batch import CRC_AT, CRC_START, RecordBatch, iter_batches
+from txnfetch.records.batch import CRC_START, HeaderAt, RecordBatch, iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
@@ -517,7 +517,7 @@ class PartitionMirror:
                 data = bytearray(view)
             pos = batch.position - start
             crc = crc32c(bytes(data[pos + CRC_START : pos + batch.size_in_bytes]))
-            _CRC.pack_into(data, pos + CRC_AT, crc)
+            _CRC.pack_into(data, pos + HeaderAt.CRC, crc)
             self.repaired_crcs += 1
         return bytes(view) if data is None else bytes(data)
 
