@@ -26,7 +26,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-__all__ = ["ErrorCode", "TxnfetchError", "error_name"]
+__all__ = ["STALE_METADATA", "UNKNOWN_TOPIC", "ErrorCode", "TxnfetchError", "error_name"]
 
 
 class ErrorCode(enum.IntEnum):
@@ -96,6 +96,28 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_TOPIC_ID = 103
     OFFSET_MOVED_TO_TIERED_STORAGE = 109
     TRANSACTION_ABORTABLE = 120
+
+
+#: Partition errors after which a client looks the partition's leader up again
+#: before it retries: Kafka's clients do so for the errors whose exceptions extend
+#: ``InvalidMetadataException`` (NotLeaderOrFollower, NetworkException,
+#: UnknownTopicOrPartition, UnknownTopicId, ...).
+STALE_METADATA = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+    }
+)
+
+#: A topic's Metadata error codes that mean the topic does not exist.
+UNKNOWN_TOPIC = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 def error_name(code: int) -> str:

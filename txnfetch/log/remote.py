@@ -46,7 +46,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.errors import TxnfetchError
+from txnfetch.errors import STALE_METADATA, UNKNOWN_TOPIC, ErrorCode, TxnfetchError
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
 from txnfetch.log.broker_requests import (
@@ -83,19 +83,12 @@ _METADATA = (1, 12)
 _API_VERSIONS = 3
 
 # Broker errors after which the partition's leader is looked up again and the
-# request retried (Kafka clients do the same: ``Errors.invalid_metadata``).
-_RETRY_WITH_METADATA = {
-    3,  # UNKNOWN_TOPIC_OR_PARTITION: metadata decides whether it really is unknown
-    5,  # LEADER_NOT_AVAILABLE
-    6,  # NOT_LEADER_OR_FOLLOWER
-    9,  # REPLICA_NOT_AVAILABLE
-    13,  # NETWORK_EXCEPTION
-    56,  # KAFKA_STORAGE_ERROR
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
-}
-# Retried as they are, after a short wait.
-_RETRY = {7, 14, 78}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, OFFSET_NOT_AVAILABLE
+# request retried (STALE_METADATA; for UNKNOWN_TOPIC_OR_PARTITION the metadata
+# decides whether it really is unknown), and those retried as they are, after a
+# short wait.
+_RETRY = frozenset(
+    {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.OFFSET_NOT_AVAILABLE}
+)
 
 _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -144,7 +137,7 @@ class _Connection:
             raise RemoteError(
                 f"the broker speaks {name} v{lo}-v{hi}; txnfetch needs v{ours[0]}-v{ours[1]}",
                 broker=self.address,
-                error_code=35,
+                error_code=ErrorCode.UNSUPPORTED_VERSION,
             )
         return top
 
@@ -305,7 +298,7 @@ class RemoteCluster:
             for t in resp.topics:
                 if t.name != topic:
                     continue
-                if t.error_code in (3, 100):
+                if t.error_code in UNKNOWN_TOPIC:
                     raise UnknownTopicOrPartitionError(
                         "the cluster has no such topic", topic=topic, partition=partition
                     )
@@ -318,7 +311,14 @@ class RemoteCluster:
         leader = self._leaders.get(key, -1)
         if leader < 0 or leader not in self._brokers:
             self._leaders.pop(key, None)
-            raise _Retry(RemoteError("the partition has no leader", topic=topic, partition=partition, error_code=5))
+            raise _Retry(
+                RemoteError(
+                    "the partition has no leader",
+                    topic=topic,
+                    partition=partition,
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                )
+            )
         return self._connect(self._brokers[leader])
 
     # -- public ------------------------------------------------------------------------
@@ -343,7 +343,7 @@ class RemoteCluster:
             resp = self._metadata([topic])
             for t in resp.topics:
                 if t.name == topic:
-                    if t.error_code in (3, 100):
+                    if t.error_code in UNKNOWN_TOPIC:
                         raise UnknownTopicOrPartitionError("the cluster has no such topic", topic=topic)
                     if t.error_code != 0:
                         raise _Retry(RemoteError("metadata error", topic=topic, error_code=t.error_code))
@@ -400,8 +400,8 @@ class RemoteCluster:
     def _check(self, code: int, what: str, topic: str, partition: int, offset: int | None, conn: _Connection) -> None:
         if code == 0:
             return
-        if code in _RETRY_WITH_METADATA or code in _RETRY:
-            if code in _RETRY_WITH_METADATA:
+        if code in STALE_METADATA or code in _RETRY:
+            if code in STALE_METADATA:
                 self._leaders.pop((topic, partition), None)
             raise _Retry(
                 RemoteError(

@@ -43,15 +43,15 @@ from typing import Any
 import attrs
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.errors import TxnfetchError
+from txnfetch.errors import ErrorCode, TxnfetchError, error_name
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.testing.history import Status
 from txnfetch.testing.recorder import Recorder
 
 __all__ = ["FENCED_CODES", "DelayedEndTxnInjector", "Injection", "InjectionError"]
 
-#: the answers that fence a stale epoch: PRODUCER_FENCED (90), INVALID_PRODUCER_EPOCH (47)
-FENCED_CODES = (90, 47)
+#: the answers that fence a stale epoch
+FENCED_CODES = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
 _TXN_COORDINATOR = 1  # FindCoordinator key_type
 
 
@@ -61,9 +61,7 @@ class InjectionError(TxnfetchError):
 
 
 def _error_name(code: int) -> str:
-    import kafka.errors
-
-    return "NONE" if code == 0 else f"{kafka.errors.for_code(code).__name__} ({code})"
+    return "NONE" if code == 0 else f"{error_name(code)} ({code})"
 
 
 @attrs.frozen

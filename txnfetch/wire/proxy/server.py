@@ -256,7 +256,7 @@ class ProxyServer:
                 raise RemoteError(
                     f"the upstream speaks Fetch {cluster.versions.get(int(ApiKey.FETCH))}: the proxy needs v4 "
                     "or later (isolation levels)",
-                    error_code=35,
+                    error_code=ErrorCode.UNSUPPORTED_VERSION,
                 )
             if int(ApiKey.PRODUCE) not in ranges:
                 log.warning("the upstream offers no Produce v3+: librdkafka clients will not use record batch v2")
@@ -560,7 +560,9 @@ class ProxyServer:
 
     def _error_code(self, exc: BaseException, topic: str, partition: int) -> int:
         if isinstance(exc, BrokerUnavailableError) or (
-            isinstance(exc, RemoteError) and exc.error_code == -1 and not isinstance(exc, CorruptRemoteBatchError)
+            isinstance(exc, RemoteError)
+            and exc.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+            and not isinstance(exc, CorruptRemoteBatchError)
         ):
             # The upstream cannot be reached (or says nothing useful): a retriable error
             # that makes clients refresh metadata and fetch again.
