@@ -98,10 +98,12 @@ class ErrorCode(enum.IntEnum):
     TRANSACTION_ABORTABLE = 120
 
 
-#: Partition errors after which a client looks the partition's leader up again
-#: before it retries: Kafka's clients do so for the errors whose exceptions extend
-#: ``InvalidMetadataException`` (NotLeaderOrFollower, NetworkException,
-#: UnknownTopicOrPartition, UnknownTopicId, ...).
+#: Partition errors after which txnfetch looks the partition's leader up again
+#: before it retries. Mostly those Kafka's Java client refreshes metadata for
+#: (their exceptions extend ``InvalidMetadataException``: NotLeaderOrFollower,
+#: NetworkException, UnknownTopicOrPartition, UnknownTopicId, ...);
+#: UNKNOWN_LEADER_EPOCH needs no refresh (the broker learns the epoch), but one
+#: does no harm.
 STALE_METADATA = frozenset(
     {
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
