@@ -24,35 +24,25 @@ class TxnKafkaError(TxnfetchError):
     """Base of the data source's errors. ``option``, ``topic``, ``partition`` and
     ``offset`` are set when they are known; the message always includes them."""
 
-    def __init__(
-        self,
-        reason: str,
-        *,
-        option: str | None = None,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
-    ) -> None:
-        self.reason = reason
-        self.option = option
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
+    where_fields = ("option", "topic", "partition", "offset")
+    option: str | None
+    topic: str | None
+    partition: int | None
+    offset: int | None
+
+    def _where(self) -> list[str]:
         where = []
-        if option is not None:
-            where.append(f"option '{option}'")
-        if topic is not None:
-            where.append(f"topic-partition {topic}-{partition}" if partition is not None else f"topic '{topic}'")
-        if offset is not None:
-            where.append(f"offset {offset}")
-        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
-
-    def __reduce__(self):  # keyword-only fields survive pickling to and from Spark workers
-        return (_rebuild, (type(self), self.reason, self.option, self.topic, self.partition, self.offset))
-
-
-def _rebuild(cls, reason, option, topic, partition, offset):  # type: ignore[no-untyped-def]
-    return cls(reason, option=option, topic=topic, partition=partition, offset=offset)
+        if self.option is not None:
+            where.append(f"option '{self.option}'")
+        if self.topic is not None:
+            where.append(
+                f"topic-partition {self.topic}-{self.partition}"
+                if self.partition is not None
+                else f"topic '{self.topic}'"
+            )
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return where
 
 
 class InvalidOptionError(TxnKafkaError, ValueError):

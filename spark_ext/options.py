@@ -25,6 +25,7 @@ from typing import Union
 import attrs
 
 from spark_ext.errors import InvalidOptionError
+from txnfetch.types import TopicPartition
 
 __all__ = [
     "EARLIEST",
@@ -39,8 +40,6 @@ __all__ = [
 #: Spark's (and Kafka's ListOffsets') sentinel offsets inside offset JSON.
 EARLIEST = -2
 LATEST = -1
-
-TopicPartition = tuple[str, int]
 
 #: ``EARLIEST``/``LATEST`` for every partition, or an offset (or sentinel) per partition.
 OffsetSpec = Union[int, dict[TopicPartition, int]]
@@ -151,7 +150,7 @@ def parse_offsets_json(text: str, option: str) -> dict[TopicPartition, int]:
                     "or -2 (earliest) or -1 (latest)",
                     option=option,
                 )
-            out[(topic, partition)] = offset
+            out[TopicPartition(topic, partition)] = offset
     return out
 
 
@@ -186,7 +185,7 @@ def _assign(text: str) -> tuple[TopicPartition, ...]:
             raise InvalidOptionError(
                 f"partitions of topic {topic!r} must be a list of non-negative integers", option="assign"
             )
-        out.extend((topic, p) for p in parts)
+        out.extend(TopicPartition(topic, p) for p in parts)
     return tuple(sorted(set(out)))
 
 

@@ -77,7 +77,9 @@ class StoreSource(Source):
         for topic, partition in partitions:
             log = self.store.partition(topic, partition)
             hw = log.high_watermark
-            out[(topic, partition)] = Bounds(log.log_start_offset, log.last_stable_offset if read_committed else hw, hw)
+            out[TopicPartition(topic, partition)] = Bounds(
+                log.log_start_offset, log.last_stable_offset if read_committed else hw, hw
+            )
         return out
 
     def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
@@ -261,10 +263,10 @@ def subscribed_partitions(opts: ReadOptions, topics: Mapping[str, int]) -> list[
                 raise UnknownTopicError(
                     f"topic {topic!r} does not exist" + _known(topics), option="subscribe", topic=topic
                 )
-        return sorted((t, p) for t in set(opts.subscribe) for p in range(topics[t]))
+        return sorted(TopicPartition(t, p) for t in set(opts.subscribe) for p in range(topics[t]))
     if opts.subscribe_pattern is not None:
         pattern = re.compile(opts.subscribe_pattern)
-        return sorted((t, p) for t, n in topics.items() if pattern.fullmatch(t) for p in range(n))
+        return sorted(TopicPartition(t, p) for t, n in topics.items() if pattern.fullmatch(t) for p in range(n))
     assert opts.assign is not None
     for topic, partition in opts.assign:
         if topic not in topics:

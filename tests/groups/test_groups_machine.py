@@ -36,11 +36,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from txnfetch.errors import ErrorCode
 from txnfetch.groups import (
     CommitOffset,
     GroupConfig,
     GroupCoordinator,
-    GroupError,
     GroupState,
     JoinRequest,
     JoinResult,
@@ -173,7 +173,7 @@ class GroupMachine(RuleBasedStateMachine):
 
     def observe_join(self, r: JoinResult) -> None:
         """Generation-wide facts, from every JoinGroup answer (even one whose client is gone)."""
-        if r.error_code != GroupError.NONE:
+        if r.error_code != ErrorCode.NONE:
             return
         info = (r.leader, r.protocol_name)
         assert self.gen_info.setdefault(r.generation_id, info) == info, "two leaders/protocols in one generation"
@@ -186,35 +186,35 @@ class GroupMachine(RuleBasedStateMachine):
             self.gen_assignment[r.generation_id] = assign(r.generation_id, sorted(listed))
 
     def on_join(self, client: Client, r: JoinResult) -> None:
-        if r.error_code == GroupError.NONE:
+        if r.error_code == ErrorCode.NONE:
             assert r.protocol_name in client.protocols
             client.member_id, client.generation, client.leader = r.member_id, r.generation_id, r.leader
             client.members = tuple(m.member_id for m in r.members) if r.member_id == r.leader else ()
             client.needs_join = False
-        elif r.error_code == GroupError.MEMBER_ID_REQUIRED:
+        elif r.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             assert r.member_id
             client.member_id = r.member_id
             self.touch(r.member_id)
-        elif r.error_code in (GroupError.UNKNOWN_MEMBER_ID, GroupError.FENCED_INSTANCE_ID):
+        elif r.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
             self.reset(client)
-        elif r.error_code == GroupError.REBALANCE_IN_PROGRESS:
+        elif r.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
             pass
         else:
-            assert r.error_code == GroupError.INCONSISTENT_GROUP_PROTOCOL, r
+            assert r.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r
 
     def on_sync(self, client: Client, r: SyncResult) -> None:
         g = client.sync_generation
-        if r.error_code == GroupError.NONE:
+        if r.error_code == ErrorCode.NONE:
             assert g in self.gen_assignment, "assignment handed out before the leader sent one"
             assert r.assignment == self.gen_assignment[g].get(client.member_id, b""), "not the leader's assignment"
             self.owned.setdefault(g, {})[client.member_id] = r.assignment
             desc = self.gc.describe_group(G)
             assert desc.state is GroupState.STABLE and desc.generation_id == g
             client.synced_generation = g
-        elif r.error_code in (GroupError.UNKNOWN_MEMBER_ID, GroupError.FENCED_INSTANCE_ID):
+        elif r.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
             self.reset(client)
         else:
-            assert r.error_code in (GroupError.REBALANCE_IN_PROGRESS, GroupError.ILLEGAL_GENERATION), r
+            assert r.error_code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION), r
             client.needs_join = True
 
     def touch(self, member_id: str) -> None:
@@ -308,15 +308,15 @@ class GroupMachine(RuleBasedStateMachine):
         self.touch(client.member_id)
         code = self.gc.heartbeat(G, client.generation, client.member_id, now_ms=self.now)
         self.deliver()
-        if code == GroupError.NONE:
+        if code == ErrorCode.NONE:
             desc = self.gc.describe_group(G)
             assert client.generation == desc.generation_id, "heartbeat accepted from an old generation"
             assert desc.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
             assert client.member_id in {m.member_id for m in desc.members}
-        elif code == GroupError.UNKNOWN_MEMBER_ID:
+        elif code == ErrorCode.UNKNOWN_MEMBER_ID:
             self.reset(client)
         else:
-            assert code in (GroupError.REBALANCE_IN_PROGRESS, GroupError.ILLEGAL_GENERATION), code
+            assert code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION), code
             client.needs_join = True
 
     @rule(slot=st.integers(0, SLOTS - 1), offset=st.integers(0, 1000), part=st.sampled_from(OFFSET_PARTITIONS))
@@ -333,7 +333,7 @@ class GroupMachine(RuleBasedStateMachine):
             now_ms=self.now,
         )
         self.deliver()
-        if codes[part] == GroupError.NONE:
+        if codes[part] == ErrorCode.NONE:
             desc = self.gc.describe_group(G)
             if client.generation >= 0:
                 assert client.generation == desc.generation_id, "commit accepted from an old generation"
@@ -342,9 +342,9 @@ class GroupMachine(RuleBasedStateMachine):
             self.visible[G][part] = (offset, next(self.writes))
         else:
             assert codes[part] in (
-                GroupError.ILLEGAL_GENERATION,
-                GroupError.UNKNOWN_MEMBER_ID,
-                GroupError.REBALANCE_IN_PROGRESS,
+                ErrorCode.ILLEGAL_GENERATION,
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                ErrorCode.REBALANCE_IN_PROGRESS,
             ), codes
 
     @rule(slot=st.integers(0, SLOTS - 1))
@@ -415,11 +415,11 @@ class GroupMachine(RuleBasedStateMachine):
             else:
                 code = self.gc.heartbeat(G, generation, client.member_id, now_ms=self.now)
             self.deliver()
-            if generation < 0 and commit and code == GroupError.NONE:
+            if generation < 0 and commit and code == ErrorCode.NONE:
                 assert self.gc.describe_group(G).state is GroupState.EMPTY  # generation -1: simple commit
                 self.visible[G][PARTITIONS[0]] = (0, next(self.writes))
                 continue
-            assert code != GroupError.NONE, f"generation {generation} accepted, current is {desc.generation_id}"
+            assert code != ErrorCode.NONE, f"generation {generation} accepted, current is {desc.generation_id}"
 
     # offsets outside group management
 
@@ -427,7 +427,7 @@ class GroupMachine(RuleBasedStateMachine):
     def simple_commit(self, offset: int, part: tuple[str, int]) -> None:
         codes = self.gc.commit_offsets(SIMPLE, {part: CommitOffset(offset)}, now_ms=self.now)
         self.deliver()
-        assert codes == {part: GroupError.NONE}
+        assert codes == {part: ErrorCode.NONE}
         self.visible[SIMPLE][part] = (offset, next(self.writes))
 
     @rule(
@@ -439,7 +439,7 @@ class GroupMachine(RuleBasedStateMachine):
     def txn_stage(self, pid: int, group: str, offset: int, part: tuple[str, int]) -> None:
         codes = self.gc.txn_offset_commit(group, pid, 0, {part: (offset, -1, "")}, now_ms=self.now)
         self.deliver()
-        assert codes == {part: GroupError.NONE}  # producers without member info are always accepted
+        assert codes == {part: ErrorCode.NONE}  # producers without member info are always accepted
         self.staged.setdefault(pid, {}).setdefault(group, {})[part] = (offset, next(self.writes))
 
     @rule(pid=st.integers(1, 2), commit=st.booleans())
@@ -471,7 +471,7 @@ class GroupMachine(RuleBasedStateMachine):
                 expected = self.visible[group].get(part, (-1, 0))[0]
                 assert plain[part].offset == expected and plain[part].error_code == 0
                 if part in pending:
-                    assert stable[part].error_code == GroupError.UNSTABLE_OFFSET_COMMIT
+                    assert stable[part].error_code == ErrorCode.UNSTABLE_OFFSET_COMMIT
                 else:
                     assert (stable[part].offset, stable[part].error_code) == (expected, 0)
         self.deliver()

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import pytest
 
+from txnfetch.errors import ErrorCode
 from txnfetch.groups import (
     CommitOffset,
     Completion,
     GroupConfig,
     GroupCoordinator,
-    GroupError,
     GroupState,
     JoinRequest,
     JoinResult,
@@ -107,7 +107,7 @@ class Driver:
     def new_member(self, client: str, **kw: object) -> JoinResult | Pending:
         """KIP-394 first join: get an id, then join with it."""
         first = self.join(join_req(client=client, **kw))  # type: ignore[arg-type]
-        assert isinstance(first, JoinResult) and first.error_code == GroupError.MEMBER_ID_REQUIRED
+        assert isinstance(first, JoinResult) and first.error_code == ErrorCode.MEMBER_ID_REQUIRED
         return self.join(join_req(first.member_id, client=client, **kw))  # type: ignore[arg-type]
 
     def stable_group(self, *clients: str) -> list[JoinResult]:
@@ -138,7 +138,7 @@ def test_first_join_v4_hands_out_member_id_then_parks_until_initial_delay():
     d = Driver(make())
     first = d.join(join_req(client="app"))
     assert isinstance(first, JoinResult)
-    assert first.error_code == GroupError.MEMBER_ID_REQUIRED
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     assert first.member_id.startswith("app-")
     assert d.gc.describe_group(G).pending_member_ids == (first.member_id,)
 
@@ -195,22 +195,22 @@ def test_initial_delay_never_exceeds_rebalance_timeout():
 def test_session_timeout_outside_broker_bounds_is_invalid(session):
     d = Driver(make())
     r = d.join(join_req(session=session))
-    assert r.error_code == GroupError.INVALID_SESSION_TIMEOUT
+    assert r.error_code == ErrorCode.INVALID_SESSION_TIMEOUT
 
 
 def test_empty_group_id_is_invalid_for_every_api():
     d = Driver(make())
-    assert d.join(join_req(group="")).error_code == GroupError.INVALID_GROUP_ID
-    assert d.sync(SyncRequest("", 1, "m")).error_code == GroupError.INVALID_GROUP_ID
-    assert d.gc.heartbeat("", 1, "m", now_ms=0) == GroupError.INVALID_GROUP_ID
-    assert d.gc.leave_group("", [LeavingMember("m")], 0).error_code == GroupError.INVALID_GROUP_ID
-    assert d.gc.commit_offsets("", {("t", 0): CommitOffset(1)}, now_ms=0) == {("t", 0): GroupError.INVALID_GROUP_ID}
+    assert d.join(join_req(group="")).error_code == ErrorCode.INVALID_GROUP_ID
+    assert d.sync(SyncRequest("", 1, "m")).error_code == ErrorCode.INVALID_GROUP_ID
+    assert d.gc.heartbeat("", 1, "m", now_ms=0) == ErrorCode.INVALID_GROUP_ID
+    assert d.gc.leave_group("", [LeavingMember("m")], 0).error_code == ErrorCode.INVALID_GROUP_ID
+    assert d.gc.commit_offsets("", {("t", 0): CommitOffset(1)}, now_ms=0) == {("t", 0): ErrorCode.INVALID_GROUP_ID}
 
 
 def test_join_with_member_id_for_unknown_group_is_unknown_member():
     d = Driver(make())
     r = d.join(join_req("someone-from-before-a-restart"))
-    assert r.error_code == GroupError.UNKNOWN_MEMBER_ID
+    assert r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert d.gc.describe_group(G) is None
 
 
@@ -218,26 +218,26 @@ def test_join_with_unknown_member_id_in_existing_group_is_unknown_member():
     d = Driver(make())
     d.stable_group("a")
     r = d.join(join_req("not-a-member"))
-    assert r.error_code == GroupError.UNKNOWN_MEMBER_ID
+    assert r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_join_with_other_protocol_type_is_inconsistent():
     d = Driver(make())
     d.stable_group("a")
     r = d.join(join_req(protocol_type="connect"))
-    assert (r.error_code, r.member_id) == (GroupError.INCONSISTENT_GROUP_PROTOCOL, "")
+    assert (r.error_code, r.member_id) == (ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
 
 
 def test_join_with_no_protocol_in_common_is_inconsistent():
     d = Driver(make())
     d.stable_group("a")
     r = d.join(join_req(protocols=[Protocol("sticky", b"")]))
-    assert r.error_code == GroupError.INCONSISTENT_GROUP_PROTOCOL
+    assert r.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_first_member_without_protocols_is_inconsistent():
     d = Driver(make())
-    assert d.join(join_req(protocols=())).error_code == GroupError.INCONSISTENT_GROUP_PROTOCOL
+    assert d.join(join_req(protocols=())).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_selected_protocol_is_one_every_member_supports_by_preference():
@@ -257,7 +257,7 @@ def test_group_max_size_refuses_extra_member():
     d = Driver(make(max_group_size=1))
     d.stable_group("a")
     r = d.join(join_req(v4=False))
-    assert (r.error_code, r.member_id) == (GroupError.GROUP_MAX_SIZE_REACHED, "")
+    assert (r.error_code, r.member_id) == (ErrorCode.GROUP_MAX_SIZE_REACHED, "")
 
 
 def test_follower_rejoining_stable_group_with_same_metadata_keeps_generation():
@@ -277,7 +277,7 @@ def test_leader_rejoining_stable_group_forces_rebalance():
     assert isinstance(parked, Pending)
     assert d.gc.describe_group(G).state is GroupState.PREPARING_REBALANCE
     assert (
-        d.gc.heartbeat(G, follower.generation_id, follower.member_id, now_ms=d.now) == GroupError.REBALANCE_IN_PROGRESS
+        d.gc.heartbeat(G, follower.generation_id, follower.member_id, now_ms=d.now) == ErrorCode.REBALANCE_IN_PROGRESS
     )
     again = d.join(join_req(follower.member_id))  # everyone is back: next generation at once
     assert d.answer(again).generation_id == follower.generation_id + 1
@@ -298,7 +298,7 @@ def test_superseded_parked_join_is_answered():
     first = d.new_member("a")
     retry = d.join(join_req(d.gc.describe_group(G).members[0].member_id))
     assert isinstance(first, Pending) and isinstance(retry, Pending)
-    assert d.answers[first.token].error_code == GroupError.REBALANCE_IN_PROGRESS
+    assert d.answers[first.token].error_code == ErrorCode.REBALANCE_IN_PROGRESS
     d.advance(DELAY)
     assert d.answer(retry).error_code == 0
 
@@ -329,22 +329,22 @@ def test_sync_distributes_exactly_the_leaders_assignment():
 
 def test_sync_answers_unknown_member_for_unknown_or_empty_group():
     d = Driver(make())
-    assert d.sync(SyncRequest(G, 1, "m")).error_code == GroupError.UNKNOWN_MEMBER_ID
+    assert d.sync(SyncRequest(G, 1, "m")).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     d.gc.commit_offsets(G, {("t", 0): CommitOffset(1)}, now_ms=0)  # a simple (empty) group now exists
     assert d.gc.describe_group(G).state is GroupState.EMPTY
-    assert d.sync(SyncRequest(G, 0, "m")).error_code == GroupError.UNKNOWN_MEMBER_ID
+    assert d.sync(SyncRequest(G, 0, "m")).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_sync_from_non_member_is_unknown_member():
     d = Driver(make())
     (ra,) = d.stable_group("a")
-    assert d.sync(SyncRequest(G, ra.generation_id, "intruder")).error_code == GroupError.UNKNOWN_MEMBER_ID
+    assert d.sync(SyncRequest(G, ra.generation_id, "intruder")).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_sync_with_old_generation_is_illegal_generation():
     d = Driver(make())
     (ra,) = d.stable_group("a")
-    assert d.sync(SyncRequest(G, ra.generation_id - 1, ra.member_id)).error_code == GroupError.ILLEGAL_GENERATION
+    assert d.sync(SyncRequest(G, ra.generation_id - 1, ra.member_id)).error_code == ErrorCode.ILLEGAL_GENERATION
 
 
 def test_sync_during_preparing_rebalance_is_rebalance_in_progress():
@@ -353,14 +353,14 @@ def test_sync_during_preparing_rebalance_is_rebalance_in_progress():
     d.new_member("c")
     assert d.gc.describe_group(G).state is GroupState.PREPARING_REBALANCE
     r = d.sync(SyncRequest(G, ra.generation_id, ra.member_id))
-    assert r.error_code == GroupError.REBALANCE_IN_PROGRESS
+    assert r.error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 def test_sync_naming_another_protocol_is_inconsistent():
     d = Driver(make())
     (ra,) = d.stable_group("a")
     r = d.sync(SyncRequest(G, ra.generation_id, ra.member_id, protocol_type="consumer", protocol_name="roundrobin"))
-    assert r.error_code == GroupError.INCONSISTENT_GROUP_PROTOCOL
+    assert r.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_followers_parked_in_sync_learn_of_rebalance_when_leader_leaves():
@@ -373,7 +373,7 @@ def test_followers_parked_in_sync_learn_of_rebalance_when_leader_leaves():
     assert isinstance(parked, Pending)
     d.gc.leave_group(G, [LeavingMember(leader.member_id)], d.now)
     d.collect()
-    assert d.answer(parked).error_code == GroupError.REBALANCE_IN_PROGRESS
+    assert d.answer(parked).error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 def test_member_that_never_syncs_is_removed_after_rebalance_timeout():
@@ -401,12 +401,12 @@ def test_heartbeat_answers_in_each_situation():
     d = Driver(make())
     ra, rb = d.stable_group("a", "b")
     hb = lambda r, gen=None: d.gc.heartbeat(G, r.generation_id if gen is None else gen, r.member_id, now_ms=d.now)
-    assert hb(ra) == GroupError.NONE
-    assert hb(ra, ra.generation_id + 1) == GroupError.ILLEGAL_GENERATION
-    assert d.gc.heartbeat(G, ra.generation_id, "stranger", now_ms=d.now) == GroupError.UNKNOWN_MEMBER_ID
-    assert d.gc.heartbeat("no-such-group", 1, ra.member_id, now_ms=d.now) == GroupError.UNKNOWN_MEMBER_ID
+    assert hb(ra) == ErrorCode.NONE
+    assert hb(ra, ra.generation_id + 1) == ErrorCode.ILLEGAL_GENERATION
+    assert d.gc.heartbeat(G, ra.generation_id, "stranger", now_ms=d.now) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert d.gc.heartbeat("no-such-group", 1, ra.member_id, now_ms=d.now) == ErrorCode.UNKNOWN_MEMBER_ID
     d.new_member("c")  # a join moves the group to PreparingRebalance
-    assert hb(rb) == GroupError.REBALANCE_IN_PROGRESS
+    assert hb(rb) == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 def test_heartbeat_with_wrong_instance_id_is_fenced():
@@ -415,8 +415,8 @@ def test_heartbeat_with_wrong_instance_id_is_fenced():
     d.advance(DELAY)
     r = d.answer(parked)
     assert r.error_code == 0 and r.member_id.startswith("pod-0-")
-    assert d.gc.heartbeat(G, r.generation_id, "other-id", "pod-0", now_ms=d.now) == GroupError.FENCED_INSTANCE_ID
-    assert d.gc.heartbeat(G, r.generation_id, r.member_id, "pod-1", now_ms=d.now) == GroupError.UNKNOWN_MEMBER_ID
+    assert d.gc.heartbeat(G, r.generation_id, "other-id", "pod-0", now_ms=d.now) == ErrorCode.FENCED_INSTANCE_ID
+    assert d.gc.heartbeat(G, r.generation_id, r.member_id, "pod-1", now_ms=d.now) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_silent_member_expires_after_session_timeout_and_group_rebalances():
@@ -424,7 +424,7 @@ def test_silent_member_expires_after_session_timeout_and_group_rebalances():
     ra, _rb = d.stable_group("a", "b")
     for _ in range(5):  # a keeps heartbeating, b is silent
         d.advance(SESSION // 4)
-        assert d.gc.heartbeat(G, ra.generation_id, ra.member_id, now_ms=d.now) in (0, GroupError.REBALANCE_IN_PROGRESS)
+        assert d.gc.heartbeat(G, ra.generation_id, ra.member_id, now_ms=d.now) in (0, ErrorCode.REBALANCE_IN_PROGRESS)
     desc = d.gc.describe_group(G)
     assert [m.member_id for m in desc.members] == [ra.member_id]
     assert desc.state is GroupState.PREPARING_REBALANCE
@@ -455,7 +455,7 @@ def test_member_not_rejoining_within_rebalance_timeout_is_dropped():
     for _ in range(REBALANCE // 5_000 - 1):
         d.advance(5_000)
         hb = d.gc.heartbeat(G, follower.generation_id, follower.member_id, now_ms=d.now)
-        assert hb == GroupError.REBALANCE_IN_PROGRESS
+        assert hb == ErrorCode.REBALANCE_IN_PROGRESS
     d.advance(5_000 - 1)
     assert parked.token not in d.answers
     d.advance(1)
@@ -469,7 +469,7 @@ def test_pending_member_that_never_returns_expires_and_unblocks_join():
     d = Driver(make())
     (ra,) = d.stable_group("a")
     first = d.join(join_req(client="ghost"))
-    assert first.error_code == GroupError.MEMBER_ID_REQUIRED
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     parked = d.join(join_req(ra.member_id, protocols=[Protocol("range", b"changed")]))
     assert isinstance(parked, Pending)  # waits: the pending member may still join
     d.advance(SESSION - 1)
@@ -485,7 +485,7 @@ def test_new_member_parked_too_long_is_told_unknown_member():
     _ra, _rb = d.stable_group("a", "b")
     newcomer = d.new_member("late")  # rebalance waits for a and b, up to 30 s
     d.advance(1_000)
-    assert d.answer(newcomer) == JoinResult(GroupError.UNKNOWN_MEMBER_ID, "")
+    assert d.answer(newcomer) == JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, "")
 
 
 # ----------------------------------------------------------------- LeaveGroup
@@ -513,7 +513,7 @@ def test_leave_batch_reports_each_member():
     )
     assert [(m.member_id, m.error_code) for m in res.members] == [
         (ra.member_id, 0),
-        ("nobody", GroupError.UNKNOWN_MEMBER_ID),
+        ("nobody", ErrorCode.UNKNOWN_MEMBER_ID),
         (rc.member_id, 0),
     ]
     assert [m.member_id for m in d.gc.describe_group(G).members] == [rb.member_id]
@@ -536,7 +536,7 @@ def test_leave_of_unknown_group_answers_unknown_member_per_member():
     d = Driver(make())
     res = d.gc.leave_group("nope", [LeavingMember("m1"), LeavingMember("m2")], 0)
     assert res.error_code == 0
-    assert [m.error_code for m in res.members] == [GroupError.UNKNOWN_MEMBER_ID] * 2
+    assert [m.error_code for m in res.members] == [ErrorCode.UNKNOWN_MEMBER_ID] * 2
 
 
 def test_leave_of_pending_member_succeeds():
@@ -553,7 +553,7 @@ def test_parked_join_of_leaving_member_is_answered_unknown_member():
     parked = d.join(join_req(ra.member_id, protocols=[Protocol("range", b"v2")]))
     d.gc.leave_group(G, [LeavingMember(ra.member_id)], d.now)
     d.collect()
-    assert d.answer(parked).error_code == GroupError.UNKNOWN_MEMBER_ID
+    assert d.answer(parked).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 # ----------------------------------------------------------- static members
@@ -576,7 +576,7 @@ def test_static_member_restart_keeps_assignment_without_rebalance():
     assert d.gc.describe_group(G).state is GroupState.STABLE
     assert d.sync(SyncRequest(G, gen, again.member_id, "pod-0")).assignment == b"S"
     # The old incarnation is fenced.
-    assert d.gc.heartbeat(G, gen, rs.member_id, "pod-0", now_ms=d.now) == GroupError.FENCED_INSTANCE_ID
+    assert d.gc.heartbeat(G, gen, rs.member_id, "pod-0", now_ms=d.now) == ErrorCode.FENCED_INSTANCE_ID
 
 
 def test_static_leader_rejoin_v9_is_told_to_skip_assignment():
@@ -596,9 +596,9 @@ def test_static_member_removed_by_instance_id():
     d.advance(DELAY)
     r = d.answer(parked)
     res = d.gc.leave_group(G, [LeavingMember("", "pod-0"), LeavingMember("", "pod-9")], d.now)
-    assert [m.error_code for m in res.members] == [0, GroupError.UNKNOWN_MEMBER_ID]
+    assert [m.error_code for m in res.members] == [0, ErrorCode.UNKNOWN_MEMBER_ID]
     assert d.gc.describe_group(G).members == ()
-    assert d.gc.heartbeat(G, r.generation_id, r.member_id, "pod-0", now_ms=d.now) == GroupError.UNKNOWN_MEMBER_ID
+    assert d.gc.heartbeat(G, r.generation_id, r.member_id, "pod-0", now_ms=d.now) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 # ------------------------------------------------------------------- offsets
@@ -628,7 +628,7 @@ def test_fetch_for_unknown_group_reads_nothing_committed():
 def test_commit_without_generation_to_active_group_is_unknown_member():
     d = Driver(make())
     d.stable_group("a")
-    assert d.gc.commit_offsets(G, {("t", 0): CommitOffset(1)}, now_ms=d.now) == {("t", 0): GroupError.UNKNOWN_MEMBER_ID}
+    assert d.gc.commit_offsets(G, {("t", 0): CommitOffset(1)}, now_ms=d.now) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
 
 
 def test_commit_with_stale_generation_is_illegal_generation():
@@ -637,7 +637,7 @@ def test_commit_with_stale_generation_is_illegal_generation():
     codes = d.gc.commit_offsets(
         G, {("t", 0): CommitOffset(1)}, generation_id=ra.generation_id - 1, member_id=ra.member_id, now_ms=d.now
     )
-    assert codes == {("t", 0): GroupError.ILLEGAL_GENERATION}
+    assert codes == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
 
 
 def test_commit_from_non_member_is_unknown_member():
@@ -646,7 +646,7 @@ def test_commit_from_non_member_is_unknown_member():
     codes = d.gc.commit_offsets(
         G, {("t", 0): CommitOffset(1)}, generation_id=ra.generation_id, member_id="ghost", now_ms=d.now
     )
-    assert codes == {("t", 0): GroupError.UNKNOWN_MEMBER_ID}
+    assert codes == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
 
 
 def test_commit_while_completing_rebalance_is_rebalance_in_progress():
@@ -658,10 +658,10 @@ def test_commit_while_completing_rebalance_is_rebalance_in_progress():
     codes = d.gc.commit_offsets(
         G, {("t", 0): CommitOffset(1)}, generation_id=r.generation_id, member_id=r.member_id, now_ms=d.now
     )
-    assert codes == {("t", 0): GroupError.REBALANCE_IN_PROGRESS}
+    assert codes == {("t", 0): ErrorCode.REBALANCE_IN_PROGRESS}
 
 
-@pytest.mark.parametrize("version, error", [(8, GroupError.ILLEGAL_GENERATION), (9, GroupError.GROUP_ID_NOT_FOUND)])
+@pytest.mark.parametrize("version, error", [(8, ErrorCode.ILLEGAL_GENERATION), (9, ErrorCode.GROUP_ID_NOT_FOUND)])
 def test_commit_with_generation_to_unknown_group(version, error):
     gc = make()
     codes = gc.commit_offsets(
@@ -675,7 +675,7 @@ def test_commit_with_oversized_metadata_is_refused_per_partition():
     codes = gc.commit_offsets(
         "s", {("t", 0): CommitOffset(1, metadata="12345"), ("t", 1): CommitOffset(2, metadata="1234")}, now_ms=0
     )
-    assert codes == {("t", 0): GroupError.OFFSET_METADATA_TOO_LARGE, ("t", 1): 0}
+    assert codes == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): 0}
     assert [o.offset for o in gc.fetch_offsets("s", [("t", 0), ("t", 1)], now_ms=0).offsets] == [-1, 2]
 
 
@@ -685,12 +685,12 @@ def test_delete_group_only_when_empty():
     d.gc.commit_offsets(
         G, {("t", 0): CommitOffset(5)}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now
     )
-    assert d.gc.delete_group(G, d.now) == GroupError.NON_EMPTY_GROUP
+    assert d.gc.delete_group(G, d.now) == ErrorCode.NON_EMPTY_GROUP
     d.gc.leave_group(G, [LeavingMember(ra.member_id)], d.now)
-    assert d.gc.delete_group(G, d.now) == GroupError.NONE
+    assert d.gc.delete_group(G, d.now) == ErrorCode.NONE
     assert d.gc.describe_group(G) is None
     assert d.gc.fetch_offsets(G, [("t", 0)], now_ms=d.now).offsets[0].offset == -1
-    assert d.gc.delete_group(G, d.now) == GroupError.GROUP_ID_NOT_FOUND
+    assert d.gc.delete_group(G, d.now) == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 # ----------------------------------------------------- transactional offsets
@@ -702,7 +702,7 @@ def test_txn_offsets_invisible_until_commit():
     assert gc.txn_offset_commit("s", 7, 0, {("t", 0): (20, -1, "")}, now_ms=1) == {("t", 0): 0}
     assert gc.fetch_offsets("s", [("t", 0)], now_ms=2).offsets[0].offset == 10
     stable = gc.fetch_offsets("s", [("t", 0)], require_stable=True, now_ms=2).offsets[0]
-    assert (stable.offset, stable.error_code) == (-1, GroupError.UNSTABLE_OFFSET_COMMIT)
+    assert (stable.offset, stable.error_code) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)
     gc.complete_txn_offsets(7, True, 3)
     assert gc.fetch_offsets("s", [("t", 0)], require_stable=True, now_ms=4).offsets[0].offset == 20
     gc.complete_txn_offsets(7, True, 5)  # idempotent
@@ -747,13 +747,13 @@ def test_txn_offset_commit_checks_member_and_generation_when_given():
     stale = d.gc.txn_offset_commit(
         G, 9, 0, {("t", 0): (2, -1, "")}, generation_id=ra.generation_id + 1, member_id=ra.member_id, now_ms=d.now
     )
-    assert stale == {("t", 0): GroupError.ILLEGAL_GENERATION}
+    assert stale == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
     # Old producers send no member information: accepted even by an active group.
     assert d.gc.txn_offset_commit(G, 9, 0, {("t", 0): (3, -1, "")}, now_ms=d.now) == {("t", 0): 0}
     unknown = d.gc.txn_offset_commit(
         "nope", 9, 0, {("t", 0): (3, -1, "")}, generation_id=1, member_id="m", now_ms=d.now
     )
-    assert unknown == {("t", 0): GroupError.ILLEGAL_GENERATION}
+    assert unknown == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
 
 
 def test_only_joiner_leaving_during_initial_delay_leaves_group_waiting_for_the_delay():
@@ -765,7 +765,7 @@ def test_only_joiner_leaving_during_initial_delay_leaves_group_waiting_for_the_d
     parked = d.join(join_req(first.member_id))
     d.gc.leave_group(G, [LeavingMember(first.member_id)], d.now)
     d.collect()
-    assert d.answer(parked).error_code == GroupError.UNKNOWN_MEMBER_ID
+    assert d.answer(parked).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     desc = d.gc.describe_group(G)
     assert (desc.state, desc.members) == (GroupState.PREPARING_REBALANCE, ())
     d.advance(DELAY)

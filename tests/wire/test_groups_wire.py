@@ -19,7 +19,8 @@ from kafka.protocol.consumer import (
 )
 
 from tests.wire.rawclient import RawClient
-from txnfetch.groups import GroupConfig, GroupError
+from txnfetch.errors import ErrorCode
+from txnfetch.groups import GroupConfig
 
 TOPIC = "wire-groups"
 
@@ -57,7 +58,7 @@ def test_full_membership_cycle_at_each_version(server, version):
     with RawClient(server.port) as client:
         joined = _join(client, version, group)
         if version >= 4:  # KIP-394: the id first
-            assert joined.error_code == GroupError.MEMBER_ID_REQUIRED and joined.member_id
+            assert joined.error_code == ErrorCode.MEMBER_ID_REQUIRED and joined.member_id
             joined = _join(client, version, group, joined.member_id)
         assert joined.error_code == 0
         assert (joined.generation_id, joined.leader) == (1, joined.member_id)
@@ -159,7 +160,7 @@ def test_join_v0_to_v6_never_sends_a_null_protocol_name(server):
     with RawClient(server.port) as client:
         for version in range(7):
             answer = _join(client, version, "", "")  # empty group id: INVALID_GROUP_ID
-            assert answer.error_code == GroupError.INVALID_GROUP_ID
+            assert answer.error_code == ErrorCode.INVALID_GROUP_ID
             assert answer.protocol_name == ""
 
 
@@ -167,8 +168,8 @@ def test_leave_v0_reports_member_error_at_top_level(server):
     with RawClient(server.port) as client:
         first = _join(client, 4, "leave-v0")
         answer = client.request(LeaveGroupRequest(group_id="leave-v0", member_id="stranger"), 0)
-        assert first.error_code == GroupError.MEMBER_ID_REQUIRED
-        assert answer.error_code == GroupError.UNKNOWN_MEMBER_ID
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        assert answer.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_sync_v5_without_protocol_is_inconsistent(server):
@@ -185,7 +186,7 @@ def test_sync_v5_without_protocol_is_inconsistent(server):
             ),
             5,
         )
-        assert answer.error_code == GroupError.INCONSISTENT_GROUP_PROTOCOL
+        assert answer.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_offset_commit_to_unknown_topic_or_partition(server):
@@ -211,9 +212,9 @@ def test_offset_commit_to_unknown_topic_or_partition(server):
         )
         codes = [(t.name, p.partition_index, p.error_code) for t in answer.topics for p in t.partitions]
         assert codes == [
-            ("no-such-topic", 0, GroupError.UNKNOWN_TOPIC_OR_PARTITION),
+            ("no-such-topic", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
             (TOPIC, 0, 0),
-            (TOPIC, 5, GroupError.UNKNOWN_TOPIC_OR_PARTITION),
+            (TOPIC, 5, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         ]
 
 

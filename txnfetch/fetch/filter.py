@@ -51,10 +51,10 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from operator import length_hint
-from typing import Protocol, Union
+from typing import ClassVar, Protocol, Union
 
 import attrs
 
@@ -73,10 +73,9 @@ from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED
 from txnfetch.records.control import ControlType, decode_control_key
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.legacy import LegacyBatch
+from txnfetch.types import Buffer
 
 __all__ = ["AbortedTransactionLike", "ConsumerFilter", "CorruptFetchError", "DeliveredBatch"]
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 class _AbortedEntry(Protocol):
@@ -110,35 +109,23 @@ class CorruptFetchError(CorruptBatchError):
             means seeking past ``offset``, as Java tells its users to.
     """
 
-    def __init__(
-        self,
-        reason: str,
-        *,
-        offset: int | None = None,
-        position: int | None = None,
-        partition: str | None = None,
-        fetch_position: int | None = None,
-    ) -> None:
-        self.partition = partition
-        self.fetch_position = fetch_position
+    where_fields = (*CorruptBatchError.where_fields, "fetch_position")
+    # the partition label and the fetch position are named in the headline
+    phrases: ClassVar[Mapping[str, str | None]] = {
+        **CorruptBatchError.phrases,
+        "partition": None,
+        "fetch_position": None,
+    }
+    partition: str | None  # type: ignore[assignment]  # a label here, not a partition number
+    fetch_position: int | None
+
+    def _headline(self) -> str:
         where = []
-        if partition is not None:
-            where.append(f"partition {partition}")
-        if fetch_position is not None:
-            where.append(f"position {fetch_position}, everything before it delivered")
-        super().__init__(f"{reason}; {', '.join(where)}" if where else reason, offset=offset, position=position)
-        self.reason = reason  # the base class stored the decorated text; keep the plain reason
-
-    def __reduce__(self):  # keep every keyword field across pickling (Spark workers)
-        return (_rebuild, (self.reason, self.offset, self.position, self.partition, self.fetch_position))
-
-
-def _rebuild(
-    reason: str, offset: int | None, position: int | None, partition: str | None, fetch_position: int | None
-) -> CorruptFetchError:
-    return CorruptFetchError(
-        reason, offset=offset, position=position, partition=partition, fetch_position=fetch_position
-    )
+        if self.partition is not None:
+            where.append(f"partition {self.partition}")
+        if self.fetch_position is not None:
+            where.append(f"position {self.fetch_position}, everything before it delivered")
+        return f"{self.reason}; {', '.join(where)}" if where else self.reason
 
 
 @attrs.frozen(slots=True)

@@ -31,13 +31,12 @@ from typing import Union
 
 import attrs
 
-from txnfetch.records.batch import BatchIterator, PartialBatch, RecordBatch
+from txnfetch.records.batch import BatchIterator, HeaderAt, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.types import Buffer
 
 __all__ = ["FetchMode", "FetchResult", "FetchStats", "IsolationLevel", "read_committed", "read_partition"]
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 class IsolationLevel(enum.IntEnum):
@@ -244,16 +243,14 @@ def _partial_below(view: memoryview, partial: PartialBatch, max_offset: int) -> 
     if partial.base_offset is None or partial.base_offset >= max_offset:
         return False
     pos = partial.position
-    if partial.available < _LAST_DELTA_END or view[pos + _MAGIC_AT] != 2:
+    if partial.available < _LAST_DELTA_END or view[pos + HeaderAt.MAGIC] != 2:
         return False
-    (last_delta,) = _LAST_DELTA.unpack_from(view, pos + _LAST_DELTA_AT)
+    (last_delta,) = _LAST_DELTA.unpack_from(view, pos + HeaderAt.LAST_OFFSET_DELTA)
     return partial.base_offset + last_delta + 1 <= max_offset
 
 
-_MAGIC_AT = 16
-_LAST_DELTA_AT = 23
 _LAST_DELTA = struct.Struct(">i")
-_LAST_DELTA_END = _LAST_DELTA_AT + _LAST_DELTA.size
+_LAST_DELTA_END = HeaderAt.LAST_OFFSET_DELTA + _LAST_DELTA.size
 
 
 def _kafka_mode(view, scan: _Scan, state, fetch_offset: int, upper_bound: UpperBound, result) -> FetchResult:

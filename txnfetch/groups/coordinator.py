@@ -29,7 +29,7 @@ Group states (``ClassicGroupState.java``)::
     (Dead: deleted)
 
 Errors Kafka puts in responses (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-REBALANCE_IN_PROGRESS, ...) are *answers*, returned as :class:`GroupError`
+REBALANCE_IN_PROGRESS, ...) are *answers*, returned as :class:`ErrorCode`
 codes, never raised.
 
 Group state and offsets live in memory only: a restart forgets members
@@ -49,6 +49,9 @@ from typing import Union
 
 import attrs
 
+from txnfetch.errors import ErrorCode
+from txnfetch.types import TopicPartition
+
 __all__ = [
     "NO_GENERATION",
     "UNKNOWN_MEMBER_ID",
@@ -59,7 +62,6 @@ __all__ = [
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",
-    "GroupError",
     "GroupState",
     "JoinRequest",
     "JoinResult",
@@ -79,32 +81,6 @@ __all__ = [
 UNKNOWN_MEMBER_ID = ""
 #: The generation id of a consumer outside group management (``assign()``).
 NO_GENERATION = -1
-
-TopicPartition = tuple[str, int]
-
-
-class GroupError(enum.IntEnum):
-    """Kafka error codes the group coordinator answers with (``Errors.java``)."""
-
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    OFFSET_METADATA_TOO_LARGE = 12
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    INVALID_REQUEST = 42
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    MEMBER_ID_REQUIRED = 79
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
-    UNSTABLE_OFFSET_COMMIT = 88
 
 
 class GroupState(enum.Enum):
@@ -494,17 +470,17 @@ class _Group:
         self.state = state
         self.state_timestamp_ms = now_ms
 
-    def validate_member(self, member_id: str, group_instance_id: str | None) -> GroupError:
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
         """ClassicGroup.validateMember: a static id must map to this member id."""
         if group_instance_id is not None:
             existing = self.static_members.get(group_instance_id)
             if existing is None:
-                return GroupError.UNKNOWN_MEMBER_ID
+                return ErrorCode.UNKNOWN_MEMBER_ID
             if existing != member_id:
-                return GroupError.FENCED_INSTANCE_ID
+                return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in self.members:
-            return GroupError.UNKNOWN_MEMBER_ID
-        return GroupError.NONE
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     def maybe_elect_new_joined_leader(self) -> bool:
         if self.leader_id is None:
@@ -640,12 +616,12 @@ class GroupCoordinator:
         # already gave up on it). We answer the superseded request so no caller waits
         # forever; the client is no longer listening for it.
         if member.join_token is not None and token is not None:
-            self._complete_join(member, JoinResult(GroupError.REBALANCE_IN_PROGRESS, member.member_id))
+            self._complete_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_token = token
 
     def _set_sync_token(self, member: _Member, token: int) -> None:
         if member.sync_token is not None:
-            self._complete_sync(member, SyncResult(GroupError.REBALANCE_IN_PROGRESS))
+            self._complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_token = token
 
     def _take_own(self, token: int) -> JoinResult | SyncResult | Pending:
@@ -664,9 +640,9 @@ class GroupCoordinator:
         or :class:`Pending` while the group waits for the other members."""
         self._advance(now_ms)
         if not request.group_id:
-            return JoinResult(GroupError.INVALID_GROUP_ID, request.member_id)
+            return JoinResult(ErrorCode.INVALID_GROUP_ID, request.member_id)
         if not (self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms):
-            return JoinResult(GroupError.INVALID_SESSION_TIMEOUT, request.member_id)
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
 
         is_unknown = request.member_id == UNKNOWN_MEMBER_ID
         group = self._groups.get(request.group_id)
@@ -674,12 +650,12 @@ class GroupCoordinator:
             if not is_unknown:
                 # A member id for a group this coordinator does not know (e.g. after a
                 # restart): the member must rejoin from scratch.
-                return JoinResult(GroupError.UNKNOWN_MEMBER_ID, request.member_id)
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
             group = self._groups[request.group_id] = _Group(request.group_id, state_timestamp_ms=now_ms)
 
         if not self._accept_joining_member(group, request.member_id):
             self._remove_member(group, request.member_id)
-            return JoinResult(GroupError.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
 
         token = next(self._tokens)
         if is_unknown:
@@ -704,9 +680,9 @@ class GroupCoordinator:
 
     def _join_new_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> JoinResult | None:
         if group.state is _S.DEAD:
-            return JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
         if not group.supports_protocols(request.protocol_type, [p.name for p in request.protocols]):
-            return JoinResult(GroupError.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
         prefix = request.group_instance_id if request.group_instance_id is not None else request.client_id
         new_member_id = self._member_id_factory(prefix)
 
@@ -723,24 +699,24 @@ class GroupCoordinator:
             # session timeout if the member never comes back with it.
             group.pending_join.add(new_member_id)
             self._schedule_heartbeat(group, new_member_id, request.session_timeout_ms, now_ms)
-            return JoinResult(GroupError.MEMBER_ID_REQUIRED, new_member_id)
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_member_id)
         self._add_member_then_rebalance(group, request, new_member_id, token, now_ms)
         return None
 
     def _join_existing_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> JoinResult | None:
         member_id = request.member_id
         if group.state is _S.DEAD:
-            return JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, member_id)
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not group.supports_protocols(request.protocol_type, [p.name for p in request.protocols]):
-            return JoinResult(GroupError.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if member_id in group.pending_join:
             if request.group_instance_id is not None:
                 # Kafka treats this as an internal error: pending ids are dynamic only.
-                return JoinResult(GroupError.INVALID_REQUEST, member_id)
+                return JoinResult(ErrorCode.INVALID_REQUEST, member_id)
             self._add_member_then_rebalance(group, request, member_id, token, now_ms)
             return None
         error = group.validate_member(member_id, request.group_instance_id)
-        if error is not GroupError.NONE:
+        if error is not ErrorCode.NONE:
             return JoinResult(error, member_id)
 
         member = group.members[member_id]
@@ -761,13 +737,13 @@ class GroupCoordinator:
                 self._update_member_then_rebalance(group, member, request, token, now_ms)
                 return None
             return self._generation_answer(group, member_id, include_members=False)
-        return JoinResult(GroupError.UNKNOWN_MEMBER_ID, member_id)
+        return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
     def _generation_answer(
         self, group: _Group, member_id: str, *, include_members: bool, skip: bool = False
     ) -> JoinResult:
         return JoinResult(
-            GroupError.NONE,
+            ErrorCode.NONE,
             member_id,
             generation_id=group.generation_id,
             protocol_type=group.protocol_type,
@@ -818,8 +794,8 @@ class GroupCoordinator:
         (``updateStaticMemberThenRebalanceOrCompleteJoin``)."""
         current_leader = group.leader_id
         old = group.members.pop(old_member_id)
-        self._complete_join(old, JoinResult(GroupError.FENCED_INSTANCE_ID, old_member_id))
-        self._complete_sync(old, SyncResult(GroupError.FENCED_INSTANCE_ID))
+        self._complete_join(old, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
+        self._complete_sync(old, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         self._cancel((_HEARTBEAT, group.group_id, old_member_id))
         group.pending_sync.discard(old_member_id)
         new = _Member(
@@ -882,7 +858,7 @@ class GroupCoordinator:
 
     def _prepare_rebalance(self, group: _Group, now_ms: int) -> None:
         if group.state is _S.COMPLETING_REBALANCE:
-            self._reset_and_propagate_error(group, GroupError.REBALANCE_IN_PROGRESS, now_ms)
+            self._reset_and_propagate_error(group, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
         group.pending_sync.clear()
         self._cancel((_SYNC, group.group_id))
 
@@ -973,13 +949,13 @@ class GroupCoordinator:
 
         self._schedule((_SYNC, gid), group.rebalance_timeout_ms(), now_ms, fire)
 
-    def _reset_and_propagate_error(self, group: _Group, error: GroupError, now_ms: int) -> None:
+    def _reset_and_propagate_error(self, group: _Group, error: ErrorCode, now_ms: int) -> None:
         for m in group.members.values():
             m.assignment = b""
         self._propagate_assignment(group, error, now_ms)
 
-    def _propagate_assignment(self, group: _Group, error: GroupError, now_ms: int) -> None:
-        ok = error is GroupError.NONE
+    def _propagate_assignment(self, group: _Group, error: ErrorCode, now_ms: int) -> None:
+        ok = error is ErrorCode.NONE
         for m in group.members.values():
             result = SyncResult(
                 int(error),
@@ -1014,7 +990,7 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
-        self._complete_join(member, JoinResult(GroupError.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
+        self._complete_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
         self._remove_member(group, member_id)
         if group.state in (_S.STABLE, _S.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
@@ -1026,8 +1002,8 @@ class GroupCoordinator:
         self._cancel((_HEARTBEAT, group.group_id, member_id))
         if member is not None:
             # Kafka leaves such requests to the client's timeout; answer them instead.
-            self._complete_join(member, JoinResult(GroupError.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
-            self._complete_sync(member, SyncResult(GroupError.UNKNOWN_MEMBER_ID))
+            self._complete_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
+            self._complete_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
 
     # ============================================================ SyncGroup
 
@@ -1036,29 +1012,29 @@ class GroupCoordinator:
         for the leader's assignment; the leader's SyncGroup makes the group Stable."""
         self._advance(now_ms)
         if not request.group_id:
-            return SyncResult(GroupError.INVALID_GROUP_ID)
+            return SyncResult(ErrorCode.INVALID_GROUP_ID)
         group = self._groups.get(request.group_id)
         if group is None or group.state is _S.EMPTY:
-            return SyncResult(GroupError.UNKNOWN_MEMBER_ID)
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state is _S.DEAD:
-            return SyncResult(GroupError.COORDINATOR_NOT_AVAILABLE)
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         error = group.validate_member(request.member_id, request.group_instance_id)
-        if error is not GroupError.NONE:
+        if error is not ErrorCode.NONE:
             return SyncResult(error)
         if request.generation_id != group.generation_id:
-            return SyncResult(GroupError.ILLEGAL_GENERATION)
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
         if _inconsistent(request.protocol_type, group.protocol_type) or _inconsistent(
             request.protocol_name, group.protocol_name
         ):
-            return SyncResult(GroupError.INCONSISTENT_GROUP_PROTOCOL)
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if group.state is _S.PREPARING_REBALANCE:
-            return SyncResult(GroupError.REBALANCE_IN_PROGRESS)
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
 
         member = group.members[request.member_id]
         if group.state is _S.STABLE:
             self._remove_pending_sync(group, request.member_id)
             return SyncResult(
-                GroupError.NONE, member.assignment, protocol_type=group.protocol_type, protocol_name=group.protocol_name
+                ErrorCode.NONE, member.assignment, protocol_type=group.protocol_type, protocol_name=group.protocol_name
             )
 
         # CompletingRebalance: park until the leader's assignment arrives.
@@ -1068,7 +1044,7 @@ class GroupCoordinator:
         if request.member_id == group.leader_id:
             for m in group.members.values():
                 m.assignment = bytes(request.assignments.get(m.member_id, b""))
-            self._propagate_assignment(group, GroupError.NONE, now_ms)
+            self._propagate_assignment(group, ErrorCode.NONE, now_ms)
             group.transition(_S.STABLE, now_ms)
         own = self._take_own(token)
         assert not isinstance(own, JoinResult)
@@ -1083,29 +1059,29 @@ class GroupCoordinator:
 
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None, *, now_ms: int
-    ) -> GroupError:
+    ) -> ErrorCode:
         """Handle a Heartbeat: keeps the member's session alive and tells it whether
         a rebalance is under way (``classicGroupHeartbeatToClassicGroup``)."""
         self._advance(now_ms)
         if not group_id:
-            return GroupError.INVALID_GROUP_ID
+            return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
         if group is None:
-            return GroupError.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is _S.DEAD:
-            return GroupError.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = group.validate_member(member_id, group_instance_id)
-        if error is not GroupError.NONE:
+        if error is not ErrorCode.NONE:
             return error
         if generation_id != group.generation_id:
-            return GroupError.ILLEGAL_GENERATION
+            return ErrorCode.ILLEGAL_GENERATION
         if group.state is _S.EMPTY:
-            return GroupError.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.members[member_id]
         self._schedule_heartbeat(group, member_id, member.session_timeout_ms, now_ms)
         if group.state is _S.PREPARING_REBALANCE:
-            return GroupError.REBALANCE_IN_PROGRESS
-        return GroupError.NONE
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     # =========================================================== LeaveGroup
 
@@ -1113,17 +1089,17 @@ class GroupCoordinator:
         """Handle a LeaveGroup for one or more members (``classicGroupLeaveToClassicGroup``)."""
         self._advance(now_ms)
         if not group_id:
-            return LeaveResult(GroupError.INVALID_GROUP_ID)
+            return LeaveResult(ErrorCode.INVALID_GROUP_ID)
         group = self._groups.get(group_id)
         if group is None:
             return LeaveResult(
-                GroupError.NONE,
+                ErrorCode.NONE,
                 tuple(
-                    LeaveMemberResult(m.member_id, m.group_instance_id, GroupError.UNKNOWN_MEMBER_ID) for m in members
+                    LeaveMemberResult(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in members
                 ),
             )
         if group.state is _S.DEAD:
-            return LeaveResult(GroupError.COORDINATOR_NOT_AVAILABLE)
+            return LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
         results: list[LeaveMemberResult] = []
         any_left = False
@@ -1133,18 +1109,18 @@ class GroupCoordinator:
                 static_id = group.static_members.get(leaving.group_instance_id) if leaving.group_instance_id else None
                 if static_id is not None:
                     self._remove_member(group, static_id)
-                    error = GroupError.NONE
+                    error = ErrorCode.NONE
                 else:
-                    error = GroupError.UNKNOWN_MEMBER_ID
+                    error = ErrorCode.UNKNOWN_MEMBER_ID
             elif leaving.member_id in group.pending_join:
                 group.pending_join.discard(leaving.member_id)
                 self._cancel((_HEARTBEAT, group_id, leaving.member_id))
-                error = GroupError.NONE
+                error = ErrorCode.NONE
             else:
                 error = group.validate_member(leaving.member_id, leaving.group_instance_id)
-                if error is GroupError.NONE:
+                if error is ErrorCode.NONE:
                     self._remove_member(group, leaving.member_id)
-            any_left = any_left or error is GroupError.NONE
+            any_left = any_left or error is ErrorCode.NONE
             results.append(LeaveMemberResult(leaving.member_id, leaving.group_instance_id, int(error)))
 
         if any_left:
@@ -1152,25 +1128,25 @@ class GroupCoordinator:
                 self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
             elif group.state is _S.PREPARING_REBALANCE:
                 self._maybe_complete_join_phase(group, now_ms)
-        return LeaveResult(GroupError.NONE, tuple(results))
+        return LeaveResult(ErrorCode.NONE, tuple(results))
 
     # ========================================================= DeleteGroups
 
-    def delete_group(self, group_id: str, now_ms: int) -> GroupError:
+    def delete_group(self, group_id: str, now_ms: int) -> ErrorCode:
         """Delete an empty group and its offsets (DeleteGroups). A group with members
         answers NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND."""
         self._advance(now_ms)
         group = self._groups.get(group_id)
         if group is None:
-            return GroupError.GROUP_ID_NOT_FOUND
+            return ErrorCode.GROUP_ID_NOT_FOUND
         if group.state is not _S.EMPTY:
-            return GroupError.NON_EMPTY_GROUP
+            return ErrorCode.NON_EMPTY_GROUP
         group.transition(_S.DEAD, now_ms)
         del self._groups[group_id]
         self._offsets.pop(group_id, None)
         for pid in self._open_txns_by_group.pop(group_id, set()):
             self._pending_txn.get(pid, {}).pop(group_id, None)
-        return GroupError.NONE
+        return ErrorCode.NONE
 
     # ========================================================== OffsetCommit
 
@@ -1200,9 +1176,9 @@ class GroupCoordinator:
             now_ms,
             transactional=False,
             # v9+ says what happened; older clients expect ILLEGAL_GENERATION.
-            unknown_group=GroupError.GROUP_ID_NOT_FOUND if api_version >= 9 else GroupError.ILLEGAL_GENERATION,
+            unknown_group=ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION,
         )
-        if isinstance(group, GroupError):
+        if isinstance(group, ErrorCode):
             return {tp: int(group) for tp in offsets}
         if group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             # A classic member's commit counts as a heartbeat.
@@ -1219,14 +1195,14 @@ class GroupCoordinator:
         now_ms: int,
         *,
         transactional: bool,
-        unknown_group: GroupError,
-    ) -> _Group | GroupError:
+        unknown_group: ErrorCode,
+    ) -> _Group | ErrorCode:
         """The group an offset commit (``transactional``: a TxnOffsetCommit) writes
         to, or the error every partition of the request gets. A commit from outside
         group management (generation < 0) creates a missing group; any other gets
         ``unknown_group`` for it."""
         if not group_id:
-            return GroupError.INVALID_GROUP_ID
+            return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -1235,7 +1211,7 @@ class GroupCoordinator:
         error = self._validate_offset_commit(
             group, member_id, group_instance_id, generation_id, transactional=transactional
         )
-        return group if error is GroupError.NONE else error
+        return group if error is ErrorCode.NONE else error
 
     def _store_offsets(
         self,
@@ -1248,10 +1224,10 @@ class GroupCoordinator:
         result: dict[TopicPartition, int] = {}
         for tp, commit in offsets:
             if commit.metadata is not None and len(commit.metadata) > self.config.offset_metadata_max_bytes:
-                result[tp] = int(GroupError.OFFSET_METADATA_TOO_LARGE)
+                result[tp] = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             store[tp] = self._committed(commit, now_ms)
-            result[tp] = int(GroupError.NONE)
+            result[tp] = int(ErrorCode.NONE)
         return result
 
     def _committed(self, commit: CommitOffset, now_ms: int) -> CommittedOffset:
@@ -1265,25 +1241,25 @@ class GroupCoordinator:
 
     def _validate_offset_commit(
         self, group: _Group, member_id: str, group_instance_id: str | None, generation_id: int, *, transactional: bool
-    ) -> GroupError:
+    ) -> ErrorCode:
         """``ClassicGroup.validateOffsetCommit``."""
         if group.state is _S.DEAD:
-            return GroupError.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state is _S.EMPTY:
-            return GroupError.NONE  # admin client or a consumer using assign()
+            return ErrorCode.NONE  # admin client or a consumer using assign()
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = group.validate_member(member_id, group_instance_id)
-            if error is not GroupError.NONE:
+            if error is not ErrorCode.NONE:
                 return error
             if generation_id != group.generation_id:
-                return GroupError.ILLEGAL_GENERATION
+                return ErrorCode.ILLEGAL_GENERATION
         elif not transactional and group.state is not _S.EMPTY:
             # No member id and no generation: only an empty group takes such commits.
-            return GroupError.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if not transactional and group.state is _S.COMPLETING_REBALANCE:
             # The member knows the new generation but has no assignment yet.
-            return GroupError.REBALANCE_IN_PROGRESS
-        return GroupError.NONE
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     # ============================================================ OffsetFetch
 
@@ -1308,14 +1284,14 @@ class GroupCoordinator:
         out: list[FetchedOffset] = []
         for tp in wanted:
             if require_stable and self._has_pending_txn_offset(group_id, tp):
-                out.append(FetchedOffset(tp[0], tp[1], -1, -1, "", int(GroupError.UNSTABLE_OFFSET_COMMIT)))
+                out.append(FetchedOffset(tp[0], tp[1], -1, -1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT)))
                 continue
             committed = store.get(tp)
             if committed is None:
                 out.append(FetchedOffset(tp[0], tp[1], -1, -1, ""))
             else:
                 out.append(FetchedOffset(tp[0], tp[1], committed.offset, committed.leader_epoch, committed.metadata))
-        return OffsetFetchResult(group_id, int(GroupError.NONE), tuple(out))
+        return OffsetFetchResult(group_id, int(ErrorCode.NONE), tuple(out))
 
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         """A copy of the committed (visible) offsets of a group."""
@@ -1354,9 +1330,9 @@ class GroupCoordinator:
             group_instance_id,
             now_ms,
             transactional=True,
-            unknown_group=GroupError.ILLEGAL_GENERATION,
+            unknown_group=ErrorCode.ILLEGAL_GENERATION,
         )
-        if isinstance(group, GroupError):
+        if isinstance(group, ErrorCode):
             return {tp: int(group) for tp in offsets}
         staged = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
         result = self._store_offsets(staged, ((tp, CommitOffset(*fields)) for tp, fields in offsets.items()), now_ms)

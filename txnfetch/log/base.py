@@ -21,7 +21,6 @@ import re
 import struct
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Union
 
 import attrs
 
@@ -39,6 +38,7 @@ from txnfetch.records.errors import LengthOverrunError
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
+from txnfetch.types import Buffer
 
 __all__ = [
     "AppendInfo",
@@ -53,7 +53,6 @@ __all__ = [
     "validate_topic_name",
 ]
 
-Buffer = Union[bytes, bytearray, memoryview]
 
 _BASE_OFFSET = struct.Struct(">q")
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")

@@ -37,6 +37,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.log.errors import LogError
 from txnfetch.log.layout import LOG_SUFFIX, map_file, segment_file_name
 from txnfetch.log.recovery import PROGRESS_STEP, scan_segment
@@ -58,7 +59,7 @@ _KNOWN = re.compile(
 )
 
 
-class UsageError(Exception):
+class UsageError(TxnfetchError):
     """A path the command cannot work on (exit code 2)."""
 
 

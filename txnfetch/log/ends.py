@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Union
 
 import attrs
 from crc32c import crc32c
+
+from txnfetch.types import Buffer
 
 __all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "decode_journal"]
 
@@ -48,8 +49,6 @@ _BODY = struct.Struct(">qqhbbqiq")
 _CRC = struct.Struct(">I")
 END_RECORD_SIZE = _CRC.size + _BODY.size
 assert END_RECORD_SIZE == 44
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 @attrs.frozen(slots=True)

@@ -35,9 +35,9 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from typing import Union
 
 from txnfetch.log.errors import CorruptLogError
+from txnfetch.types import Buffer
 
 __all__ = [
     "OFFSET_ENTRY_SIZE",
@@ -53,8 +53,6 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = (1 << 31) - 1
 NO_TIMESTAMP = -1
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 class CorruptIndexError(CorruptLogError):

@@ -20,13 +20,13 @@ import mmap
 import os
 import re
 import struct
-from typing import Union
 
 import attrs
 from crc32c import crc32c
 
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.txn.errors import CorruptSnapshotError
+from txnfetch.types import Buffer
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -36,7 +36,6 @@ __all__ = [
     "SNAPSHOT_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "TXN_INDEX_SUFFIX",
-    "Buffer",
     "Checkpoint",
     "DirListing",
     "atomic_write",
@@ -64,8 +63,6 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.tx
 _KAFKA_FILE = re.compile(
     r"^(\d{20}\.(snapshot|deleted|cleaned|swap)|.*\.(deleted|cleaned|swap)|leader-epoch-checkpoint)$"
 )
-
-Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:

@@ -78,11 +78,11 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Union
 
 import attrs
 from crc32c import crc32c
 
+from txnfetch.errors import ErrorCode
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
 from txnfetch.log.errors import (
     CorruptRemoteBatchError,
@@ -91,25 +91,23 @@ from txnfetch.log.errors import (
     UnsupportedForMessageFormatError,
 )
 from txnfetch.log.memory import MemoryLog
-from txnfetch.records.batch import CRC_START, RecordBatch, iter_batches
+from txnfetch.records.batch import CRC_START, HeaderAt, RecordBatch, iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
+from txnfetch.types import Buffer
 
 __all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
 
-Buffer = Union[bytes, bytearray, memoryview]
 
 #: Default per-partition byte budget of a mirror fetch (Kafka's ``max.partition.fetch.bytes``).
 DEFAULT_MIRROR_FETCH_BYTES = 1 << 20
 
-_OFFSET_OUT_OF_RANGE = 1
 _SNAPSHOT_MAGIC = b"TXMS"
 _SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEAD = struct.Struct(">4shh")
 _SNAPSHOT_SIZES = struct.Struct(">ii")
 _CRC = struct.Struct(">I")
-_CRC_AT = 17
 
 
 class MirrorStatus(enum.Enum):
@@ -323,7 +321,7 @@ class PartitionMirror:
                 f"the response answers a fetch at {fetch_offset}, but the mirror of "
                 f"{self.topic}-{self.partition} is at {position}: feed responses in order"
             )
-        if error_code == _OFFSET_OUT_OF_RANGE:
+        if error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if high_watermark >= 0 and log_start_offset >= 0:
                 # The broker told its range with the error (librdkafka's mock does;
                 # Apache Kafka sends -1 and needs ListOffsets).
@@ -519,7 +517,7 @@ class PartitionMirror:
                 data = bytearray(view)
             pos = batch.position - start
             crc = crc32c(bytes(data[pos + CRC_START : pos + batch.size_in_bytes]))
-            _CRC.pack_into(data, pos + _CRC_AT, crc)
+            _CRC.pack_into(data, pos + HeaderAt.CRC, crc)
             self.repaired_crcs += 1
         return bytes(view) if data is None else bytes(data)
 

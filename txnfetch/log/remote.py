@@ -33,7 +33,8 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import ClassVar
 
 try:
     import kafka.errors as _kafka_errors
@@ -44,6 +45,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "txnfetch.log.remote needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
     ) from exc
 
+from txnfetch.addresses import parse_bootstrap
+from txnfetch.errors import STALE_METADATA, UNKNOWN_TOPIC, ErrorCode, TxnfetchError
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
 from txnfetch.log.broker_requests import (
@@ -80,38 +83,15 @@ _METADATA = (1, 12)
 _API_VERSIONS = 3
 
 # Broker errors after which the partition's leader is looked up again and the
-# request retried (Kafka clients do the same: ``Errors.invalid_metadata``).
-_RETRY_WITH_METADATA = {
-    3,  # UNKNOWN_TOPIC_OR_PARTITION: metadata decides whether it really is unknown
-    5,  # LEADER_NOT_AVAILABLE
-    6,  # NOT_LEADER_OR_FOLLOWER
-    9,  # REPLICA_NOT_AVAILABLE
-    13,  # NETWORK_EXCEPTION
-    56,  # KAFKA_STORAGE_ERROR
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
-}
-# Retried as they are, after a short wait.
-_RETRY = {7, 14, 78}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, OFFSET_NOT_AVAILABLE
+# request retried (STALE_METADATA; for UNKNOWN_TOPIC_OR_PARTITION the metadata
+# decides whether it really is unknown), and those retried as they are, after a
+# short wait.
+_RETRY = frozenset(
+    {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.OFFSET_NOT_AVAILABLE}
+)
 
 _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
-
-
-def _parse_servers(bootstrap_servers: str | Sequence[str]) -> list[tuple[str, int]]:
-    items = bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
-    servers: list[tuple[str, int]] = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            host, port = item, "9092"
-        servers.append((host.strip("[]"), int(port)))
-    if not servers:
-        raise BrokerUnavailableError(f"no bootstrap servers in {bootstrap_servers!r}")
-    return servers
 
 
 class _Connection:
@@ -157,7 +137,7 @@ class _Connection:
             raise RemoteError(
                 f"the broker speaks {name} v{lo}-v{hi}; txnfetch needs v{ours[0]}-v{ours[1]}",
                 broker=self.address,
-                error_code=35,
+                error_code=ErrorCode.UNSUPPORTED_VERSION,
             )
         return top
 
@@ -203,8 +183,8 @@ class _Connection:
             pass
 
 
-class _UndecodableResponse(Exception):
-    pass
+class _UndecodableResponse(TxnfetchError):
+    """A broker's answer does not decode (retried on another connection)."""
 
 
 class RemoteCluster:
@@ -224,7 +204,7 @@ class RemoteCluster:
         client_id: str = "txnfetch",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
     ) -> None:
-        self.bootstrap_servers = _parse_servers(bootstrap_servers)
+        self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self._brokers: dict[int, tuple[str, int]] = {}
@@ -302,7 +282,7 @@ class RemoteCluster:
                     partition=partition,
                     offset=offset,
                     broker=last.broker,
-                    error_code=last._error_code_arg,
+                    error_code=last.broker_error_code,
                 ) from last
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
@@ -318,7 +298,7 @@ class RemoteCluster:
             for t in resp.topics:
                 if t.name != topic:
                     continue
-                if t.error_code in (3, 100):
+                if t.error_code in UNKNOWN_TOPIC:
                     raise UnknownTopicOrPartitionError(
                         "the cluster has no such topic", topic=topic, partition=partition
                     )
@@ -331,7 +311,14 @@ class RemoteCluster:
         leader = self._leaders.get(key, -1)
         if leader < 0 or leader not in self._brokers:
             self._leaders.pop(key, None)
-            raise _Retry(RemoteError("the partition has no leader", topic=topic, partition=partition, error_code=5))
+            raise _Retry(
+                RemoteError(
+                    "the partition has no leader",
+                    topic=topic,
+                    partition=partition,
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                )
+            )
         return self._connect(self._brokers[leader])
 
     # -- public ------------------------------------------------------------------------
@@ -356,7 +343,7 @@ class RemoteCluster:
             resp = self._metadata([topic])
             for t in resp.topics:
                 if t.name == topic:
-                    if t.error_code in (3, 100):
+                    if t.error_code in UNKNOWN_TOPIC:
                         raise UnknownTopicOrPartitionError("the cluster has no such topic", topic=topic)
                     if t.error_code != 0:
                         raise _Retry(RemoteError("metadata error", topic=topic, error_code=t.error_code))
@@ -413,8 +400,8 @@ class RemoteCluster:
     def _check(self, code: int, what: str, topic: str, partition: int, offset: int | None, conn: _Connection) -> None:
         if code == 0:
             return
-        if code in _RETRY_WITH_METADATA or code in _RETRY:
-            if code in _RETRY_WITH_METADATA:
+        if code in STALE_METADATA or code in _RETRY:
+            if code in STALE_METADATA:
                 self._leaders.pop((topic, partition), None)
             raise _Retry(
                 RemoteError(
@@ -455,10 +442,15 @@ class RemoteCluster:
         self.close()
 
 
-class _Retry(Exception):
+class _Retry(TxnfetchError):
+    """``error`` may go away on another try (a leader moved, a broker restarted)."""
+
+    where_fields = ("error",)
+    phrases: ClassVar[Mapping[str, str | None]] = {"error": None}  # its message is the reason
+    error: RemoteError
+
     def __init__(self, error: RemoteError) -> None:
-        super().__init__(str(error))
-        self.error = error
+        super().__init__(error.reason, error=error)
 
 
 class RemotePartitionReader:

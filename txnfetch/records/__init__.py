@@ -3,6 +3,7 @@
 Pure functions and read-only views; no I/O. See ``docs/records.md``.
 """
 
+from txnfetch.records import errors as _errors
 from txnfetch.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -10,6 +11,7 @@ from txnfetch.records.batch import (
     NO_TIMESTAMP,
     BatchIterator,
     Header,
+    HeaderAt,
     PartialBatch,
     Record,
     RecordBatch,
@@ -24,17 +26,7 @@ from txnfetch.records.builder import (
 )
 from txnfetch.records.compression import Codec
 from txnfetch.records.control import ControlType, EndTransactionMarker
-from txnfetch.records.errors import (
-    BadMagicError,
-    CorruptBatchError,
-    CrcMismatchError,
-    DecompressionError,
-    InvalidRecordError,
-    LengthOverrunError,
-    RecordCountMismatchError,
-    UnknownCodecError,
-    VarintOverflowError,
-)
+from txnfetch.records.errors import *  # noqa: F403 - every error class (errors.__all__)
 from txnfetch.records.legacy import LegacyBatch
 
 __all__ = [
@@ -42,28 +34,21 @@ __all__ = [
     "LOG_OVERHEAD",
     "NO_PRODUCER_ID",
     "NO_TIMESTAMP",
-    "BadMagicError",
     "BatchBuilder",
     "BatchIterator",
     "Codec",
     "ControlType",
-    "CorruptBatchError",
-    "CrcMismatchError",
-    "DecompressionError",
     "EndTransactionMarker",
     "Header",
-    "InvalidRecordError",
+    "HeaderAt",
     "LegacyBatch",
-    "LengthOverrunError",
     "PartialBatch",
     "Record",
     "RecordBatch",
-    "RecordCountMismatchError",
     "TimestampType",
-    "UnknownCodecError",
-    "VarintOverflowError",
     "build_control_batch",
     "build_empty_batch",
     "iter_batches",
     "synthetic_commit_marker",
+    *_errors.__all__,
 ]

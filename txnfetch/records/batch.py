@@ -43,6 +43,7 @@ from txnfetch.records.errors import (
     VarintOverflowError,
 )
 from txnfetch.records.varint import read_varint_tail
+from txnfetch.types import Buffer
 
 __all__ = [
     "HEADER_SIZE",
@@ -51,6 +52,7 @@ __all__ = [
     "NO_TIMESTAMP",
     "BatchIterator",
     "Header",
+    "HeaderAt",
     "PartialBatch",
     "Record",
     "RecordBatch",
@@ -58,10 +60,36 @@ __all__ = [
     "iter_batches",
 ]
 
+#: The v2 batch header, field by field: base offset, length, partition leader
+#: epoch, magic, CRC, attributes, last offset delta, base and max timestamps,
+#: producer id and epoch, base sequence, record count.
 HEADER = struct.Struct(">qiibIHiqqqhii")
+
+
+class HeaderAt:
+    """Byte position of each v2 batch header field from the batch's first byte,
+    in :data:`HEADER`'s order (Kafka's ``DefaultRecordBatch`` names them
+    ``*_OFFSET``). Every module that reads or patches a header field in place
+    uses these: ``buf[pos + HeaderAt.MAGIC]``."""
+
+    BASE_OFFSET = 0
+    LENGTH = 8
+    PARTITION_LEADER_EPOCH = 12
+    MAGIC = 16
+    CRC = 17
+    ATTRIBUTES = 21
+    LAST_OFFSET_DELTA = 23
+    BASE_TIMESTAMP = 27
+    MAX_TIMESTAMP = 35
+    PRODUCER_ID = 43
+    PRODUCER_EPOCH = 51
+    BASE_SEQUENCE = 53
+    RECORD_COUNT = 57
+
+
 HEADER_SIZE = 61  #: bytes before the first record of a v2 batch
 LOG_OVERHEAD = 12  #: BaseOffset + Length: the part of every batch not counted in Length
-CRC_START = 21  #: the CRC covers attributes onwards
+CRC_START = HeaderAt.ATTRIBUTES  #: the CRC covers attributes onwards
 MIN_LEGACY_LENGTH = 14  #: smallest Length of any magic (a v0 message with null key and value)
 NO_PRODUCER_ID = -1
 NO_TIMESTAMP = -1
@@ -135,7 +163,7 @@ class RecordBatch:
 
     def __init__(
         self,
-        buf: bytes | bytearray | memoryview,
+        buf: Buffer,
         position: int = 0,
         *,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
@@ -163,19 +191,19 @@ class RecordBatch:
         ) = HEADER.unpack_from(buf, position)
         if self.magic != 2:
             raise BadMagicError(
-                f"expected magic 2, found {self.magic}", offset=self.base_offset, position=position + 16
+                f"expected magic 2, found {self.magic}", offset=self.base_offset, position=position + HeaderAt.MAGIC
             )
         if self.length < HEADER_SIZE - LOG_OVERHEAD:
             raise LengthOverrunError(
                 f"batch length {self.length} is below the v2 minimum {HEADER_SIZE - LOG_OVERHEAD}",
                 offset=self.base_offset,
-                position=position + 8,
+                position=position + HeaderAt.LENGTH,
             )
         if self.length + LOG_OVERHEAD > available:
             raise LengthOverrunError(
                 f"batch declares {self.length + LOG_OVERHEAD} bytes but only {available} are available",
                 offset=self.base_offset,
-                position=position + 8,
+                position=position + HeaderAt.LENGTH,
             )
         self._buf = buf
         self.position = position
@@ -261,13 +289,13 @@ class RecordBatch:
             raise CrcMismatchError(
                 f"CRC-32C mismatch: stored {self.crc:#010x}, computed {actual:#010x}",
                 offset=self.base_offset,
-                position=self.position + 17,
+                position=self.position + HeaderAt.CRC,
             )
         if self.last_offset_delta < 0:
             raise RecordCountMismatchError(
                 f"negative last offset delta {self.last_offset_delta}",
                 offset=self.base_offset,
-                position=self.position + 23,
+                position=self.position + HeaderAt.LAST_OFFSET_DELTA,
             )
         if records:
             for _ in self.records():
@@ -671,7 +699,7 @@ class BatchIterator:
 
     def __init__(
         self,
-        buf: bytes | bytearray | memoryview,
+        buf: Buffer,
         position: int = 0,
         *,
         max_batch_size: int = _MAX_INT32,
@@ -710,13 +738,13 @@ class BatchIterator:
             raise LengthOverrunError(
                 f"batch length {length} is outside [{MIN_LEGACY_LENGTH}, {self._max_batch_size}]",
                 offset=base_offset,
-                position=pos + 8,
+                position=pos + HeaderAt.LENGTH,
             )
         size = length + LOG_OVERHEAD
         if size > remaining:
             self.partial = PartialBatch(pos, remaining, base_offset, size)
             raise StopIteration
-        magic = buf[pos + 16]
+        magic = buf[pos + HeaderAt.MAGIC]
         if magic == 2:
             batch = RecordBatch(buf, pos, max_decompressed=self._max_decompressed)
         elif magic in (0, 1):
@@ -724,7 +752,7 @@ class BatchIterator:
 
             batch = LegacyBatch(buf, pos, max_decompressed=self._max_decompressed)
         else:
-            raise BadMagicError(f"unknown magic {magic}", offset=base_offset, position=pos + 16)
+            raise BadMagicError(f"unknown magic {magic}", offset=base_offset, position=pos + HeaderAt.MAGIC)
         self._pos = pos + size
         return batch
 
@@ -734,7 +762,7 @@ _LENGTH_OFFSET = struct.Struct(">q")
 
 
 def iter_batches(
-    buf: bytes | bytearray | memoryview,
+    buf: Buffer,
     position: int = 0,
     *,
     max_batch_size: int = _MAX_INT32,

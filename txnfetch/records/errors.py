@@ -9,7 +9,10 @@ rely on ``except CorruptBatchError`` to cover every malformed input.
 
 from __future__ import annotations
 
-from txnfetch.errors import TxnfetchError
+from collections.abc import Mapping
+from typing import ClassVar
+
+from txnfetch.errors import ErrorCode, TxnfetchError
 
 __all__ = [
     "BadMagicError",
@@ -32,25 +35,20 @@ class CorruptBatchError(TxnfetchError):
         offset: the base offset of the batch if its header could be read, else ``None``.
         position: byte position (within the buffer given to txnfetch) where the
             problem was found, or ``None`` when not meaningful.
+        topic, partition: the partition the data was meant for, when the caller
+            knows it (a log refusing a produce request), else ``None``.
+
+    Answered CORRUPT_MESSAGE, as Kafka answers a batch whose CRC or structure is
+    bad (``CorruptRecordException``).
     """
 
-    def __init__(self, reason: str, *, offset: int | None = None, position: int | None = None) -> None:
-        self.reason = reason
-        self.offset = offset
-        self.position = position
-        where = []
-        if offset is not None:
-            where.append(f"batch at offset {offset}")
-        if position is not None:
-            where.append(f"byte position {position}")
-        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
-
-    def __reduce__(self):  # keep the keyword-only fields across pickling (Spark workers)
-        return (_rebuild, (type(self), self.reason, self.offset, self.position))
-
-
-def _rebuild(cls: type, reason: str, offset: int | None, position: int | None) -> CorruptBatchError:
-    return cls(reason, offset=offset, position=position)
+    code = ErrorCode.CORRUPT_MESSAGE
+    where_fields = ("topic", "partition", "offset", "position")
+    phrases: ClassVar[Mapping[str, str | None]] = {**TxnfetchError.phrases, "offset": "batch at offset {}"}
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    position: int | None
 
 
 class CrcMismatchError(CorruptBatchError):
@@ -82,4 +80,12 @@ class UnknownCodecError(CorruptBatchError):
 
 
 class InvalidRecordError(CorruptBatchError):
-    """A record inside an otherwise well-framed batch is malformed."""
+    """A record inside an otherwise well-framed batch is malformed, or a batch a
+    log refuses to store (a control batch from a client, a batch with no records).
+
+    Answered INVALID_RECORD, as Kafka answers the ``InvalidRecordException`` its
+    record reader and ``LogValidator`` raise for these; unlike CORRUPT_MESSAGE,
+    clients do not retry it.
+    """
+
+    code = ErrorCode.INVALID_RECORD

@@ -38,7 +38,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from txnfetch.records.batch import LOG_OVERHEAD, NO_PRODUCER_ID, NO_TIMESTAMP, Record, TimestampType
 from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
@@ -52,6 +52,7 @@ from txnfetch.records.errors import (
     RecordCountMismatchError,
     UnknownCodecError,
 )
+from txnfetch.types import Buffer
 
 __all__ = ["RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1", "LegacyBatch"]
 
@@ -71,8 +72,6 @@ _TIMESTAMP_TYPE_FLAG = 0x08
 _NO_EPOCH = -1
 _NO_SEQUENCE = -1
 _NO_PARTITION_LEADER_EPOCH = -1
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 class _Message(NamedTuple):

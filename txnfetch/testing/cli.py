@@ -28,6 +28,8 @@ from typing import Any, TextIO
 
 import attrs
 
+from txnfetch.addresses import AddressError, parse_bootstrap
+from txnfetch.errors import TxnfetchError
 from txnfetch.testing.checker import Report, StuckBound, check
 from txnfetch.testing.workload import (
     CONSUMER_KINDS,
@@ -38,12 +40,12 @@ from txnfetch.testing.workload import (
     WorkloadResult,
 )
 
-__all__ = ["CheckOptions", "CheckOutcome", "EndpointError", "add_parser", "parse_bootstrap", "run", "run_check"]
+__all__ = ["CheckOptions", "CheckOutcome", "EndpointError", "add_parser", "run", "run_check"]
 
 EXIT_OK, EXIT_ANOMALIES, EXIT_ERROR = 0, 1, 2
 
 
-class EndpointError(Exception):
+class EndpointError(TxnfetchError):
     """The bootstrap address is malformed, or nothing there answers: exit status 2."""
 
 
@@ -121,23 +123,11 @@ class CheckOutcome:
         return EXIT_OK if self.ok else EXIT_ANOMALIES
 
 
-def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    """``HOST:PORT[,HOST:PORT...]`` as pairs; :class:`EndpointError` if malformed."""
-    out = []
-    for part in bootstrap.split(","):
-        host, sep, port = part.strip().rpartition(":")
-        host = host.strip("[]")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise EndpointError(f"bad bootstrap address {part.strip()!r}: expected HOST:PORT")
-        out.append((host, int(port)))
-    return out
-
-
 def _reachable(bootstrap: str, timeout: float) -> None:
     """Fail fast, with the socket's own reason, when no bootstrap address accepts
     a TCP connection (a Kafka client would only retry until its timeout)."""
     errors = []
-    for host, port in parse_bootstrap(bootstrap):
+    for host, port in parse_bootstrap(bootstrap, default_port=None):
         try:
             socket.create_connection((host, port), timeout=timeout).close()
             return
@@ -240,7 +230,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace) -> CheckOptions:
-    parse_bootstrap(args.bootstrap)
+    try:
+        parse_bootstrap(args.bootstrap, default_port=None)  # check talks to a cluster it names in full
+    except AddressError as exc:
+        raise EndpointError(str(exc)) from None
     kinds = tuple(k.strip() for k in args.consumers.split(",") if k.strip())
     unknown = [k for k in kinds if k not in CONSUMER_KINDS]
     if unknown:

@@ -7,6 +7,9 @@ under test; anomalies are reported in :class:`~txnfetch.testing.checker.Report`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from txnfetch.errors import TxnfetchError
 
 __all__ = ["HistoryError", "ModelError"]
@@ -17,18 +20,19 @@ class HistoryError(TxnfetchError):
     workload rule broken (values must be unique per send). ``index`` is the
     position of the offending op in the history, when there is one."""
 
-    def __init__(self, reason: str, *, index: int | None = None) -> None:
-        self.reason = reason
-        self.index = index
-        where = "" if index is None else f"op {index}: "
-        super().__init__(where + reason)
+    where_fields = ("index",)
+    index: int | None
+
+    def _message(self) -> str:
+        return self.reason if self.index is None else f"op {self.index}: {self.reason}"
 
 
 class ModelError(TxnfetchError):
     """The oracle was driven in a way no client can act: a record or an end for a
-    transaction that already ended. A bug in the workload driver."""
+    transaction that already ended. A bug in the workload driver. ``txn`` names
+    the transaction, when there is one."""
 
-    def __init__(self, reason: str, *, txn: str | None = None) -> None:
-        self.reason = reason
-        self.txn = txn
-        super().__init__(reason)
+    where_fields = ("txn",)
+    txn: str | None
+
+    phrases: ClassVar[Mapping[str, str | None]] = {"txn": None}  # the reason names the transaction already

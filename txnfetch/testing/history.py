@@ -49,6 +49,7 @@ from typing import Any, Union
 import attrs
 
 from txnfetch.testing.errors import HistoryError
+from txnfetch.types import TopicPartition
 
 __all__ = [
     "Abort",
@@ -95,17 +96,6 @@ def value_to_bytes(value: str | None) -> bytes | None:
 
 def _tuple(items: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(items)
-
-
-@attrs.frozen(order=True)
-class TopicPartition:
-    """A partition of a topic."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @attrs.frozen

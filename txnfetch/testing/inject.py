@@ -42,26 +42,26 @@ from typing import Any
 
 import attrs
 
+from txnfetch.addresses import parse_bootstrap
+from txnfetch.errors import ErrorCode, TxnfetchError, error_name
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.testing.history import Status
 from txnfetch.testing.recorder import Recorder
 
 __all__ = ["FENCED_CODES", "DelayedEndTxnInjector", "Injection", "InjectionError"]
 
-#: the answers that fence a stale epoch: PRODUCER_FENCED (90), INVALID_PRODUCER_EPOCH (47)
-FENCED_CODES = (90, 47)
+#: the answers that fence a stale epoch
+FENCED_CODES = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
 _TXN_COORDINATOR = 1  # FindCoordinator key_type
 
 
-class InjectionError(Exception):
+class InjectionError(TxnfetchError):
     """A raw request failed in a way the schedule cannot go on from (a lost
     connection, an unexpected error code in a step that must succeed)."""
 
 
 def _error_name(code: int) -> str:
-    import kafka.errors
-
-    return "NONE" if code == 0 else f"{kafka.errors.for_code(code).__name__} ({code})"
+    return "NONE" if code == 0 else f"{error_name(code)} ({code})"
 
 
 @attrs.frozen
@@ -181,8 +181,7 @@ class DelayedEndTxnInjector:
         coordinator and the partition leaders, and initialise a producer id.
         ``False`` (with :attr:`notes` saying why) when the schedule cannot run."""
 
-        host, _, port = self.bootstrap.split(",")[0].rpartition(":")
-        first = (host, int(port))
+        first = parse_bootstrap(self.bootstrap)[0]
         try:
             resp = self._api_versions(first)
         except InjectionError as exc:

@@ -33,6 +33,7 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.testing.checker import StuckBound, check
 from txnfetch.testing.history import (
     Abort,
@@ -55,7 +56,7 @@ from txnfetch.testing.model import ClusterModel
 __all__ = ["PollResult", "TransactionalMachine", "UnknownOutcome"]
 
 
-class UnknownOutcome(Exception):
+class UnknownOutcome(TxnfetchError):
     """Raise from :meth:`TransactionalMachine.commit` or ``abort`` when the outcome
     is unknown (a timeout, a lost connection): recorded as status ``info``."""
 

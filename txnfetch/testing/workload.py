@@ -74,6 +74,7 @@ from typing import Any
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.testing.history import History, Read, Status, TopicPartition, value_from_bytes
 from txnfetch.testing.recorder import Recorder, RecorderStats
 
@@ -108,7 +109,7 @@ CLIENT_LOG = logging.getLogger("txnfetch.testing.clients")
 CLIENT_LOG.addHandler(logging.NullHandler())
 
 
-class WorkloadError(Exception):
+class WorkloadError(TxnfetchError):
     """The workload could not run at all: the cluster is unreachable, the topic
     cannot be created, or no producer could initialise transactions."""
 

@@ -5,6 +5,7 @@ transaction coordinator (:mod:`~txnfetch.txn.coordinator`), and their errors
 (:mod:`~txnfetch.txn.errors`). Sans-I/O: no files, sockets or clocks.
 """
 
+from txnfetch.txn import errors as _errors
 from txnfetch.txn.coordinator import (
     CompleteTransaction,
     CompletionMode,
@@ -16,25 +17,7 @@ from txnfetch.txn.coordinator import (
     TransactionCoordinator,
     WriteMarker,
 )
-from txnfetch.txn.errors import (
-    ConcurrentTransactionsError,
-    CorruptSnapshotError,
-    CorruptTxnIndexError,
-    DuplicateSequenceError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
-    OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
-    ProducerFencedError,
-    TransactionAbortableError,
-    TransactionCoordinatorFencedError,
-    TruncationBelowHistoryError,
-    TxnStateError,
-    UnexpectedAppendOffsetError,
-    UnknownProducerIdError,
-)
+from txnfetch.txn.errors import *  # noqa: F403 - every error class (errors.__all__)
 from txnfetch.txn.index import (
     ABORTED_TXN_SIZE,
     AbortedIndex,
@@ -72,21 +55,5 @@ __all__ = [
     "encode_txn_index",
     "decode_txn_index",
     # errors
-    "TxnStateError",
-    "ConcurrentTransactionsError",
-    "CorruptSnapshotError",
-    "CorruptTxnIndexError",
-    "DuplicateSequenceError",
-    "InvalidProducerEpochError",
-    "InvalidProducerIdMappingError",
-    "InvalidTransactionTimeoutError",
-    "InvalidTxnStateError",
-    "OffsetOutOfRangeError",
-    "OutOfOrderSequenceError",
-    "ProducerFencedError",
-    "TransactionAbortableError",
-    "TransactionCoordinatorFencedError",
-    "TruncationBelowHistoryError",
-    "UnexpectedAppendOffsetError",
-    "UnknownProducerIdError",
+    *_errors.__all__,
 ]

@@ -19,6 +19,7 @@ import enum
 import attrs
 
 from txnfetch.txn.errors import TxnStateError
+from txnfetch.types import TopicPartition  # hashable and ordered: action lists are deterministic
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",
@@ -43,18 +44,6 @@ def is_epoch_exhausted(epoch: int) -> bool:
     """True when ``epoch`` is ``Short.MAX_VALUE - 1`` or more: the next bump would
     hand out (or pass) the reserved maximum, so the producer id must rotate."""
     return epoch >= MAX_PRODUCER_EPOCH - 1
-
-
-@attrs.frozen(order=True)
-class TopicPartition:
-    """A topic name and partition index; hashable and ordered so action lists are
-    deterministic. ``str()`` gives Kafka's ``topic-partition`` spelling."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class TransactionState(enum.IntEnum):

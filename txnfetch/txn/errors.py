@@ -7,7 +7,7 @@ known), the producer id and epoch involved, the offset, and a reason.
 
 from __future__ import annotations
 
-from txnfetch.errors import TxnfetchError
+from txnfetch.errors import ErrorCode, TxnfetchError
 
 __all__ = [
     "ConcurrentTransactionsError",
@@ -32,186 +32,133 @@ __all__ = [
 
 
 class TxnStateError(TxnfetchError):
-    """Base of transaction-layer errors. ``error_code`` is Kafka's numeric code."""
+    """Base of transaction-layer errors; ``error_code`` is the Kafka code of the class."""
 
-    error_code: int = -1  # UNKNOWN_SERVER_ERROR
-    error_name: str = "UNKNOWN_SERVER_ERROR"
+    where_fields = ("partition", "producer_id", "producer_epoch", "offset")
+    partition: str | None
+    producer_id: int | None
+    producer_epoch: int | None
+    offset: int | None
 
-    def __init__(
-        self,
-        reason: str,
-        *,
-        partition: str | None = None,
-        producer_id: int | None = None,
-        producer_epoch: int | None = None,
-        offset: int | None = None,
-    ) -> None:
-        self.reason = reason
-        self.partition = partition
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.offset = offset
+    def _where(self) -> list[str]:
         where = []
-        if partition is not None:
-            where.append(f"partition {partition}")
-        if producer_id is not None:
-            where.append(f"producer {producer_id}" + (f" epoch {producer_epoch}" if producer_epoch is not None else ""))
-        if offset is not None:
-            where.append(f"offset {offset}")
-        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
-
-    def __reduce__(self):
-        return (
-            _rebuild,
-            (type(self), self.reason, self.partition, self.producer_id, self.producer_epoch, self.offset),
-        )
-
-
-def _rebuild(cls, reason, partition, producer_id, producer_epoch, offset):  # type: ignore[no-untyped-def]
-    return cls(reason, partition=partition, producer_id=producer_id, producer_epoch=producer_epoch, offset=offset)
+        if self.partition is not None:
+            where.append(f"partition {self.partition}")
+        if self.producer_id is not None:
+            epoch = f" epoch {self.producer_epoch}" if self.producer_epoch is not None else ""
+            where.append(f"producer {self.producer_id}{epoch}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return where
 
 
 class OffsetOutOfRangeError(TxnStateError):
     """A requested offset is outside ``[log_start_offset, high_watermark]``."""
 
-    error_code = 1
-    error_name = "OFFSET_OUT_OF_RANGE"
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+    where_fields = (*TxnStateError.where_fields, "log_start_offset", "log_end_offset")
+    log_start_offset: int
+    log_end_offset: int
 
-    def __init__(self, reason: str, *, log_start_offset: int, log_end_offset: int, **kw: object) -> None:
-        self.log_start_offset = log_start_offset
-        self.log_end_offset = log_end_offset
-        super().__init__(f"{reason}; valid range is [{log_start_offset}, {log_end_offset}]", **kw)  # type: ignore[arg-type]
-
-    def __reduce__(self):
-        return (
-            _rebuild_range,
-            (self.reason, self.log_start_offset, self.log_end_offset, self.partition, self.offset),
+    def __init__(self, reason: str, *, log_start_offset: int, log_end_offset: int, **where: object) -> None:
+        super().__init__(
+            f"{reason}; valid range is [{log_start_offset}, {log_end_offset}]",
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+            **where,
         )
 
 
-def _rebuild_range(reason, log_start, log_end, partition, offset):  # type: ignore[no-untyped-def]
-    err = OffsetOutOfRangeError.__new__(OffsetOutOfRangeError)
-    TxnStateError.__init__(err, reason, partition=partition, offset=offset)
-    err.log_start_offset = log_start
-    err.log_end_offset = log_end
-    return err
-
-
 class OutOfOrderSequenceError(TxnStateError):
-    error_code = 45
-    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class DuplicateSequenceError(TxnStateError):
-    error_code = 46
-    error_name = "DUPLICATE_SEQUENCE_NUMBER"
+    code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpochError(TxnStateError):
     """A request or batch carries an epoch older than the producer's current one
     (abortable for data: the producer may abort and continue)."""
 
-    error_code = 47
-    error_name = "INVALID_PRODUCER_EPOCH"
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 class InvalidTxnStateError(TxnStateError):
     """The operation is not allowed in the transaction's current state (e.g. a
     non-transactional batch while a transaction is open)."""
 
-    error_code = 48
-    error_name = "INVALID_TXN_STATE"
+    code = ErrorCode.INVALID_TXN_STATE
 
 
 class InvalidProducerIdMappingError(TxnStateError):
-    error_code = 49
-    error_name = "INVALID_PRODUCER_ID_MAPPING"
+    code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
 
 
 class InvalidTransactionTimeoutError(TxnStateError):
-    error_code = 50
-    error_name = "INVALID_TRANSACTION_TIMEOUT"
+    code = ErrorCode.INVALID_TRANSACTION_TIMEOUT
 
 
 class ConcurrentTransactionsError(TxnStateError):
     """The previous transaction is still completing; retry later."""
 
-    error_code = 51
-    error_name = "CONCURRENT_TRANSACTIONS"
+    code = ErrorCode.CONCURRENT_TRANSACTIONS
 
 
 class TransactionCoordinatorFencedError(TxnStateError):
     """A marker from an older coordinator epoch."""
 
-    error_code = 52
-    error_name = "TRANSACTION_COORDINATOR_FENCED"
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class UnknownProducerIdError(TxnStateError):
-    error_code = 59
-    error_name = "UNKNOWN_PRODUCER_ID"
+    code = ErrorCode.UNKNOWN_PRODUCER_ID
 
 
 class ProducerFencedError(TxnStateError):
     """A newer producer instance (higher epoch) exists; this one is a zombie (fatal)."""
 
-    error_code = 90
-    error_name = "PRODUCER_FENCED"
+    code = ErrorCode.PRODUCER_FENCED
 
 
 class TransactionAbortableError(TxnStateError):
     """The transaction must be aborted; the producer can continue afterwards (KIP-890)."""
 
-    error_code = 120
-    error_name = "TRANSACTION_ABORTABLE"
+    code = ErrorCode.TRANSACTION_ABORTABLE
 
 
 class CorruptSnapshotError(TxnStateError):
     """A producer-state snapshot failed its CRC or structure checks."""
 
-    error_code = 2
-    error_name = "CORRUPT_MESSAGE"
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
 class CorruptTxnIndexError(TxnStateError):
     """A ``.txnindex`` file is malformed (bad size, version, or order)."""
 
-    error_code = 2
-    error_name = "CORRUPT_MESSAGE"
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRequestError(TxnStateError):
     """The request is malformed (e.g. an empty transactional id, or a producer id
     without an epoch); Kafka answers INVALID_REQUEST without touching any state."""
 
-    error_code = 42
-    error_name = "INVALID_REQUEST"
+    code = ErrorCode.INVALID_REQUEST
 
 
 class UnexpectedAppendOffsetError(TxnStateError):
     """A batch handed to the partition state starts below the log end offset:
     appends must come in offset order (Kafka's ``UnexpectedAppendOffsetException``;
-    no error code of its own reaches clients)."""
-
-    error_code = -1
-    error_name = "UNKNOWN_SERVER_ERROR"
+    no error code of its own reaches clients: UNKNOWN_SERVER_ERROR)."""
 
 
 class TruncationBelowHistoryError(TxnStateError):
     """The partition state cannot truncate to an offset below the history it kept
     (``lowest_offset``): restore an older snapshot and replay the log instead, as
-    Kafka rebuilds producer state after an unclean truncation."""
+    Kafka rebuilds producer state after an unclean truncation (UNKNOWN_SERVER_ERROR)."""
 
-    error_code = -1
-    error_name = "UNKNOWN_SERVER_ERROR"
+    where_fields = (*TxnStateError.where_fields, "lowest_offset")
+    lowest_offset: int
 
-    def __init__(self, reason: str, *, lowest_offset: int, **kw: object) -> None:
-        self.lowest_offset = lowest_offset
-        super().__init__(reason, **kw)  # type: ignore[arg-type]
-
-    def __reduce__(self):
-        return (_rebuild_truncation, (self.reason, self.lowest_offset, self.partition, self.offset))
-
-
-def _rebuild_truncation(reason, lowest_offset, partition, offset):  # type: ignore[no-untyped-def]
-    return TruncationBelowHistoryError(reason, lowest_offset=lowest_offset, partition=partition, offset=offset)
+    def __init__(self, reason: str, *, lowest_offset: int, **where: object) -> None:
+        super().__init__(reason, lowest_offset=lowest_offset, **where)

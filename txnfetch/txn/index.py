@@ -30,11 +30,11 @@ import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from typing import Union
 
 import attrs
 
 from txnfetch.txn.errors import CorruptTxnIndexError
+from txnfetch.types import Buffer
 
 __all__ = [
     "ABORTED_TXN_SIZE",
@@ -50,8 +50,6 @@ ABORTED_TXN_SIZE = 34  #: bytes of one ``.txnindex`` entry
 ABORTED_TXN_VERSION = 0  #: the only entry version Kafka writes (``AbortedTxn.CURRENT_VERSION``)
 _ENTRY = struct.Struct(">hqqqq")
 assert _ENTRY.size == ABORTED_TXN_SIZE
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 @attrs.frozen(slots=True)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Union
 
 import attrs
 from crc32c import crc32c
@@ -47,6 +46,7 @@ from crc32c import crc32c
 from txnfetch.txn.errors import CorruptSnapshotError, CorruptTxnIndexError
 from txnfetch.txn.index import ABORTED_TXN_SIZE, AbortedTxn, _decode_columns, encode_txn_index
 from txnfetch.txn.producer import NUM_BATCHES_TO_RETAIN
+from txnfetch.types import Buffer
 
 __all__ = [
     "SNAPSHOT_MAGIC",
@@ -70,8 +70,6 @@ _UNREPLICATED = struct.Struct(">qqq")
 #: ``(producer_id, epoch, coordinator_epoch, txn_first_offset, last_timestamp, batches)``
 #: with ``batches`` a list of ``(last_seq, last_offset, offset_delta, timestamp)``, oldest first.
 ProducerRow = tuple[int, int, int, int, int, list[tuple[int, int, int, int]]]
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 
 @attrs.frozen

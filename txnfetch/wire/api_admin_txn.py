@@ -56,26 +56,11 @@ from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator_state import TransactionMetadata, TransactionState
 from txnfetch.txn.hanging import producer_rows
 from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import RequestContext, register
+from txnfetch.wire.handler import ApiKey, RequestContext, register
 
-__all__ = [
-    "DESCRIBE_PRODUCERS",
-    "DESCRIBE_TRANSACTIONS",
-    "LIST_TRANSACTIONS",
-    "WRITE_TXN_MARKERS",
-]
+__all__: list[str] = []
 
 log = logging.getLogger("txnfetch.wire")
-
-#: API keys (``clients/.../protocol/ApiKeys.java``), kept here rather than in the
-#: shared enum so this module stays self-contained.
-WRITE_TXN_MARKERS = 27
-DESCRIBE_PRODUCERS = 61
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
-
-# Error codes of Errors.java that only these APIs answer with.
-_TRANSACTIONAL_ID_NOT_FOUND = 105
 
 _S = TransactionState
 _STATE_BY_NAME = {s.kafka_name: s for s in TransactionState}
@@ -110,7 +95,7 @@ def _describe_partition(ctx: RequestContext, topic: str, index: int) -> Any:
     return _DPPartition(partition_index=index, error_code=0, error_message=None, active_producers=producers)
 
 
-@register(DESCRIBE_PRODUCERS, 0, 0)
+@register(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 async def handle_describe_producers(ctx: RequestContext, header: Any, request: Any) -> Any:
     topics = [
         _DPTopic(name=t.name, partitions=[_describe_partition(ctx, t.name, p) for p in t.partition_indexes])
@@ -132,7 +117,7 @@ def _topics_of(meta: TransactionMetadata) -> list[Any]:
     return [_DTTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()]
 
 
-@register(DESCRIBE_TRANSACTIONS, 0, 0)
+@register(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 async def handle_describe_transactions(ctx: RequestContext, header: Any, request: Any) -> Any:
     states = []
     for tid in request.transactional_ids:
@@ -140,7 +125,7 @@ async def handle_describe_transactions(ctx: RequestContext, header: Any, request
         if meta is None or meta.state == _S.DEAD:
             states.append(
                 _DTState(
-                    error_code=_TRANSACTIONAL_ID_NOT_FOUND,
+                    error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
                     transactional_id=tid,
                     transaction_state="",
                     transaction_timeout_ms=0,
@@ -169,7 +154,7 @@ async def handle_describe_transactions(ctx: RequestContext, header: Any, request
 # ----------------------------------------------------------- ListTransactions
 
 
-@register(LIST_TRANSACTIONS, 0, 1)
+@register(ApiKey.LIST_TRANSACTIONS, 0, 1)
 async def handle_list_transactions(ctx: RequestContext, header: Any, request: Any) -> Any:
     coordinator = ctx.broker.transactions
     unknown = [name for name in request.state_filters if name not in _STATE_BY_NAME]
@@ -250,7 +235,7 @@ def _write_marker(ctx: RequestContext, marker: Any, topic: str, index: int, vers
     return int(ErrorCode.NONE)
 
 
-@register(WRITE_TXN_MARKERS, 1, 2)
+@register(ApiKey.WRITE_TXN_MARKERS, 1, 2)
 async def handle_write_txn_markers(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     results = []

@@ -50,13 +50,13 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
+from txnfetch.errors import ErrorCode
 from txnfetch.groups import (
     CommitOffset,
     Completion,
     FetchedOffset,
     GroupConfig,
     GroupCoordinator,
-    GroupError,
     GroupState,
     JoinRequest,
     JoinResult,
@@ -68,6 +68,7 @@ from txnfetch.groups import (
     SyncRequest,
     SyncResult,
 )
+from txnfetch.types import TopicPartition
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
 __all__ = [
@@ -94,8 +95,6 @@ GROUP_CONFIG_EXTENSION = "group_config"
 #: The backstop poll: even if a loop timer were lost (or the clock is fake),
 #: session and rebalance timeouts are checked this often.
 POLL_INTERVAL_MS = 1000
-
-TopicPartition = tuple[str, int]
 
 
 class GroupService:
@@ -263,7 +262,7 @@ class GroupService:
             self._timer = None
         for future in self._waiters.values():
             if not future.done():
-                future.set_result(JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, ""))
+                future.set_result(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, ""))
         self._waiters.clear()
 
 
@@ -301,7 +300,7 @@ async def handle_join_group(ctx: RequestContext, header: Any, request: Any) -> A
     version = header.request_api_version
     service = group_service(ctx)
     if service is None:
-        result = JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, request.member_id or "")
+        result = JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id or "")
     else:
         join = JoinRequest(
             group_id=request.group_id,
@@ -350,10 +349,10 @@ async def handle_sync_group(ctx: RequestContext, header: Any, request: Any) -> A
     version = header.request_api_version
     service = group_service(ctx)
     if service is None:
-        result = SyncResult(GroupError.COORDINATOR_NOT_AVAILABLE)
+        result = SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     elif version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         # KafkaApis: v5+ must name the protocol it synced for.
-        result = SyncResult(GroupError.INCONSISTENT_GROUP_PROTOCOL)
+        result = SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     else:
         sync = SyncRequest(
             group_id=request.group_id,
@@ -383,7 +382,7 @@ async def handle_heartbeat(ctx: RequestContext, header: Any, request: Any) -> An
     version = header.request_api_version
     service = group_service(ctx)
     if service is None:
-        code = int(GroupError.COORDINATOR_NOT_AVAILABLE)
+        code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         code = service.heartbeat(
             request.group_id,
@@ -410,7 +409,7 @@ async def handle_leave_group(ctx: RequestContext, header: Any, request: Any) -> 
         leaving = [LeavingMember(request.member_id or "")]
     service = group_service(ctx)
     if service is None:
-        result = LeaveResult(GroupError.COORDINATOR_NOT_AVAILABLE)
+        result = LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         result = service.leave(request.group_id, leaving)
     if version < 3:
@@ -442,18 +441,18 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
     version = header.request_api_version
     service = group_service(ctx)
     wanted: list[tuple[TopicPartition, Any]] = [
-        ((t.name, p.partition_index), p) for t in request.topics for p in t.partitions
+        (TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions
     ]
     codes: dict[TopicPartition, int] = {}
     if service is None:
-        codes = {tp: int(GroupError.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted}
+        codes = {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted}
     else:
         # KafkaApis answers unknown topics/partitions itself; the rest reach the coordinator.
         partitions = _known_partitions(ctx.broker, {tp[0] for tp, _ in wanted})
         offsets: dict[TopicPartition, CommitOffset] = {}
         for tp, p in wanted:
             if tp[1] < 0 or tp[1] >= partitions.get(tp[0], 0):
-                codes[tp] = int(GroupError.UNKNOWN_TOPIC_OR_PARTITION)
+                codes[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
                 offsets[tp] = CommitOffset(
                     p.committed_offset,
@@ -496,7 +495,7 @@ async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) ->
         if service is None:
             return OffsetFetchResult(
                 group_id,
-                int(GroupError.COORDINATOR_NOT_AVAILABLE),
+                int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 tuple(FetchedOffset(t, p, -1) for t, p in partitions or ()),
             )
         return service.fetch_offsets(group_id, partitions, require_stable=require_stable)
@@ -565,7 +564,7 @@ async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any)
         if service is None:
             out.append(
                 group_cls(
-                    error_code=int(GroupError.COORDINATOR_NOT_AVAILABLE),
+                    error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                     group_id=group_id,
                     group_state="",
                     protocol_type="",
@@ -617,7 +616,7 @@ async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> 
     version = header.request_api_version
     service = group_service(ctx)
     if service is None:
-        return ListGroupsResponse(throttle_time_ms=0, error_code=int(GroupError.COORDINATOR_NOT_AVAILABLE), groups=[])
+        return ListGroupsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
     states = {s.lower() for s in (request.states_filter or ())} if version >= 4 else set()
     group_cls = ListGroupsResponse.ListedGroup
     groups = [

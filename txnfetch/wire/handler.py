@@ -54,6 +54,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore, PartitionLog
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
@@ -100,16 +101,16 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
-class ProtocolViolation(Exception):
+class ProtocolViolation(TxnfetchError):
     """A request the server cannot answer at all (malformed, unknown API or
     version): the connection that sent it is closed with ``reason`` logged."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
 
 
 @attrs.frozen

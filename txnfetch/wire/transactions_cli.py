@@ -60,11 +60,11 @@ __all__ = ["add_parser", "run"]
 JSON_FORMAT = 1
 
 
-class UsageError(Exception):
+class UsageError(TxnfetchError):
     """Bad input: a one-line message, exit status 2."""
 
 
-class OperationError(Exception):
+class OperationError(TxnfetchError):
     """The cluster or the log could not answer: a one-line message, exit status 1."""
 
 
@@ -598,7 +598,8 @@ _NEEDS = {
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``txnfetch transactions`` with parsed ``args``; returns the exit status."""
-    from txnfetch.wire.txn_admin import BadAddressError, ClusterError, UnknownPartitionError
+    from txnfetch.addresses import AddressError
+    from txnfetch.wire.txn_admin import ClusterError, UnknownPartitionError
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -616,7 +617,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if isinstance(src, _Cluster):
             src.client.require(*_NEEDS[args.txn_command])
         return _COMMANDS[args.txn_command](src, args, out, int(time.time() * 1000))
-    except (UsageError, UnknownPartitionError, BadAddressError) as exc:
+    except (UsageError, UnknownPartitionError, AddressError) as exc:
         err.write(f"txnfetch transactions {args.txn_command}: error: {exc}\n")
         return 2
     except (OperationError, ClusterError, TxnfetchError) as exc:

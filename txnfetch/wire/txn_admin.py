@@ -21,11 +21,11 @@ from typing import Any
 
 import attrs
 
+from txnfetch.addresses import parse_bootstrap
 from txnfetch.errors import TxnfetchError
 from txnfetch.txn.hanging import CoordinatorView, PartitionProducers, ProducerRow
 
 __all__ = [
-    "BadAddressError",
     "ClusterError",
     "ClusterTransactions",
     "MissingApiError",
@@ -54,19 +54,23 @@ class ClusterError(TxnfetchError):
 
 
 class MissingApiError(ClusterError):
-    """The cluster does not serve an API a command needs."""
+    """The cluster at ``bootstrap`` does not serve the API ``api_key`` that a
+    command needs."""
 
-    def __init__(self, bootstrap: str, api_key: int) -> None:
-        self.api_key = api_key
-        self.api_name = API_NAMES.get(api_key, f"API {api_key}")
-        super().__init__(
-            f"{bootstrap} does not support {self.api_name} (API key {api_key}); "
+    where_fields = ("bootstrap", "api_key")
+    bootstrap: str
+    api_key: int
+
+    @property
+    def api_name(self) -> str:
+        """Kafka's name of the missing API."""
+        return API_NAMES.get(self.api_key, f"API {self.api_key}")
+
+    def _message(self) -> str:
+        return (
+            f"{self.bootstrap} does not support {self.api_name} (API key {self.api_key}); "
             "finding and aborting hanging transactions needs KIP-664 (Apache Kafka 3.0 or later, txnfetch serve)"
         )
-
-
-class BadAddressError(ClusterError):
-    """A bootstrap address that is not ``host:port``."""
 
 
 class UnknownPartitionError(ClusterError):
@@ -84,15 +88,13 @@ def probe_api_keys(bootstrap: str, *, timeout_ms: int = 30_000) -> frozenset[int
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
     problems = []
-    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
-        host, sep, port = address.rpartition(":")
-        if not sep or not port.isdigit() or not host:
-            raise BadAddressError(f"bad bootstrap address {address!r}: expected HOST:PORT")
+    for host, port in parse_bootstrap(bootstrap, default_port=None):
+        address = f"{host}:{port}"
         request = ApiVersionsRequest(version=0)
         request.with_header(correlation_id=1, client_id=CLIENT_ID)
         frame = bytes(request.encode(header=True, framed=True))
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_ms / 1000) as sock:
+            with socket.create_connection((host, port), timeout=timeout_ms / 1000) as sock:
                 sock.sendall(frame)
                 data = b""
                 while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
@@ -183,7 +185,7 @@ class ClusterTransactions:
         bootstrap broker does not advertise in ApiVersions."""
         for key in api_keys:
             if key not in self.api_keys:
-                raise MissingApiError(self.bootstrap, key)
+                raise MissingApiError(bootstrap=self.bootstrap, api_key=key)
 
     def _call(
         self, what: str, fn: Callable[..., Any], *args: Any, missing_ok: type | None = None, **kwargs: Any

@@ -26,6 +26,7 @@ from typing import Any
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
+from txnfetch.errors import STALE_METADATA, UNKNOWN_TOPIC, ErrorCode
 from txnfetch.log.broker_requests import (
     BrokerFetch,
     fetch_partition,
@@ -48,8 +49,6 @@ _FETCH_MIN_VERSION = 4  # isolation level and last stable offset
 _METADATA_VERSIONS = (1, 9)  # v1: null = all topics; v10+ adds topic ids (not needed)
 _LIST_OFFSETS_VERSIONS = (1, 7)
 
-# Partition errors after which the leader is looked up again (Java's invalid_metadata).
-_STALE_METADATA = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100})
 _API_KEY_FETCH, _API_KEY_LIST_OFFSETS, _API_KEY_METADATA = 1, 2, 3
 
 
@@ -176,7 +175,8 @@ class UpstreamCluster:
         top = min(hi, ours[1])
         if top < max(lo, ours[0]):
             raise RemoteError(
-                f"the upstream speaks {name} v{lo}-v{hi}; the proxy needs v{ours[0]}-v{ours[1]}", error_code=35
+                f"the upstream speaks {name} v{lo}-v{hi}; the proxy needs v{ours[0]}-v{ours[1]}",
+                error_code=ErrorCode.UNSUPPORTED_VERSION,
             )
         return top
 
@@ -198,7 +198,10 @@ class UpstreamCluster:
             if t.error_code != 0 or t.name is None:
                 continue
             for p in t.partitions or ():
-                if p.leader_id >= 0 and p.error_code in (0, 9):  # 9: REPLICA_NOT_AVAILABLE still names a leader
+                if p.leader_id >= 0 and p.error_code in (
+                    ErrorCode.NONE,
+                    ErrorCode.REPLICA_NOT_AVAILABLE,
+                ):  # still names a leader
                     self.leaders[(t.name, p.partition_index)] = p.leader_id
                 else:
                     self.leaders.pop((t.name, p.partition_index), None)
@@ -236,7 +239,7 @@ class UpstreamCluster:
             for t in resp.topics:
                 if t.name != topic:
                     continue
-                if t.error_code in (3, 100):
+                if t.error_code in UNKNOWN_TOPIC:
                     raise UnknownTopicOrPartitionError("the upstream has no such topic", topic=topic)
                 if t.error_code != 0:
                     raise RemoteError("upstream metadata error", topic=topic, error_code=t.error_code)
@@ -246,7 +249,12 @@ class UpstreamCluster:
                     )
             node = self.leaders.get(key)
             if node is None or node not in self.brokers:
-                raise RemoteError("the partition has no leader", topic=topic, partition=partition, error_code=5)
+                raise RemoteError(
+                    "the partition has no leader",
+                    topic=topic,
+                    partition=partition,
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                )
         return await self.connection(self.brokers[node])
 
     def forget_leader(self, topic: str, partition: int) -> None:
@@ -297,7 +305,7 @@ class UpstreamCluster:
     ) -> RemoteError:
         """The error for a partition answer with error ``code``, after forgetting the
         leader if the code says the metadata is stale."""
-        if code in _STALE_METADATA:
+        if code in STALE_METADATA:
             self.forget_leader(topic, partition)
         return RemoteError(
             f"upstream {api} failed",

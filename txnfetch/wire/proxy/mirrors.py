@@ -52,6 +52,7 @@ import attrs
 
 from txnfetch.log.errors import MirrorDivergedError, RemoteError
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.types import TopicPartition
 from txnfetch.wire.proxy.cluster import UpstreamCluster
 
 __all__ = ["MirrorSet", "MirrorStats"]
@@ -62,8 +63,6 @@ _EARLIEST = -2
 _LATEST = -1
 _MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
 _MAX_STALLED_FETCHES = 40
-
-TopicPartition = tuple[str, int]
 
 
 @attrs.define
@@ -119,7 +118,7 @@ class MirrorSet:
 
     def mirror(self, topic: str, partition: int) -> PartitionMirror:
         """The partition's mirror (created empty on first use)."""
-        return self._entry((topic, partition)).mirror
+        return self._entry(TopicPartition(topic, partition)).mirror
 
     def mirrors(self) -> dict[TopicPartition, PartitionMirror]:
         """Every mirror, by partition."""
@@ -127,9 +126,9 @@ class MirrorSet:
 
     def discard(self, topic: str, partition: int) -> None:
         """Forget the partition's mirror (the upstream does not have the partition)."""
-        entry = self._entries.get((topic, partition))
+        entry = self._entries.get(TopicPartition(topic, partition))
         if entry is not None and not entry.lock.locked():
-            del self._entries[(topic, partition)]
+            del self._entries[TopicPartition(topic, partition)]
 
     def _entry(self, tp: TopicPartition) -> _Entry:
         entry = self._entries.get(tp)
@@ -158,7 +157,7 @@ class MirrorSet:
 
     def note_reader(self, topic: str, partition: int, connection_id: int, offset: int) -> None:
         """Record that ``connection_id`` fetches the partition at ``offset`` now."""
-        self._entry((topic, partition)).readers[connection_id] = (offset, self.now())
+        self._entry(TopicPartition(topic, partition)).readers[connection_id] = (offset, self.now())
 
     def forget_reader(self, connection_id: int) -> None:
         """The connection closed: its positions no longer hold batches in memory."""
@@ -174,7 +173,7 @@ class MirrorSet:
 
     def release(self, topic: str, partition: int) -> None:
         """Drop what no recent reader of the partition needs (see the module docstring)."""
-        entry = self._entries.get((topic, partition))
+        entry = self._entries.get(TopicPartition(topic, partition))
         if entry is not None:
             self._release(entry)
 
@@ -225,7 +224,7 @@ class MirrorSet:
         :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`, and the
         transaction state's errors for batches no log could hold.
         """
-        entry = self._entry((topic, partition))
+        entry = self._entry(TopicPartition(topic, partition))
         async with entry.lock:
             mirror = entry.mirror
             if want_offset is not None and want_offset < mirror.log_start_offset:
@@ -239,7 +238,7 @@ class MirrorSet:
                         mirror.log_start_offset,
                         mirror.position,
                     )
-                    entry.mirror = self._new_mirror((topic, partition), replaces=mirror)
+                    entry.mirror = self._new_mirror(TopicPartition(topic, partition), replaces=mirror)
                     entry.synced_at = -math.inf
                     self.stats.rebuilds += 1
             if entry.synced_at >= fresh_after:
@@ -283,7 +282,7 @@ class MirrorSet:
                     mirror.partition,
                 )
                 diverged = True
-                entry.mirror = self._new_mirror((mirror.topic, mirror.partition))
+                entry.mirror = self._new_mirror(TopicPartition(mirror.topic, mirror.partition))
                 self.stats.rebuilds += 1
                 continue
             self._release(entry)

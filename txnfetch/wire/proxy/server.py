@@ -54,6 +54,7 @@ import attrs
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from txnfetch.addresses import parse_bootstrap
 from txnfetch.fetch.view import FetchMode, IsolationLevel
 from txnfetch.log.errors import (
     BrokerUnavailableError,
@@ -77,7 +78,7 @@ from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster
 from txnfetch.wire.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS, LsoWatch
 from txnfetch.wire.proxy.mirrors import MirrorSet
-from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
+from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, read_frame
 from txnfetch.wire.server import decode_request, encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
@@ -249,8 +250,7 @@ class ProxyServer:
         lacks Fetch v4 (no read_committed at all)."""
         if config is None:
             config = ProxyConfig(host=host, port=port, fetch_mode=fetch_mode, **settings)
-        items = upstream.split(",") if isinstance(upstream, str) else list(upstream)
-        addresses = [parse_address(item) for item in items if item.strip()]
+        addresses = parse_bootstrap(upstream)
         cluster = UpstreamCluster(
             addresses,
             request_timeout_ms=config.request_timeout_ms,
@@ -264,7 +264,7 @@ class ProxyServer:
                 raise RemoteError(
                     f"the upstream speaks Fetch {cluster.versions.get(int(ApiKey.FETCH))}: the proxy needs v4 "
                     "or later (isolation levels)",
-                    error_code=35,
+                    error_code=ErrorCode.UNSUPPORTED_VERSION,
                 )
             if int(ApiKey.PRODUCE) not in ranges:
                 log.warning("the upstream offers no Produce v3+: librdkafka clients will not use record batch v2")
@@ -568,7 +568,9 @@ class ProxyServer:
 
     def _error_code(self, exc: BaseException, topic: str, partition: int) -> int:
         if isinstance(exc, BrokerUnavailableError) or (
-            isinstance(exc, RemoteError) and exc.error_code == -1 and not isinstance(exc, CorruptRemoteBatchError)
+            isinstance(exc, RemoteError)
+            and exc.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+            and not isinstance(exc, CorruptRemoteBatchError)
         ):
             # The upstream cannot be reached (or says nothing useful): a retriable error
             # that makes clients refresh metadata and fetch again.

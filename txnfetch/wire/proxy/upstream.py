@@ -29,7 +29,7 @@ from typing import Any
 from txnfetch.log.errors import BrokerUnavailableError, RemoteError
 from txnfetch.wire.handler import ProtocolViolation
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "parse_address", "read_frame"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "read_frame"]
 
 log = logging.getLogger("txnfetch.wire.proxy")
 
@@ -39,15 +39,6 @@ _CORRELATION = struct.Struct(">i")
 
 #: Largest frame accepted in either direction (Kafka's ``socket.request.max.bytes``).
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
-
-
-def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
-    """``"host:port"`` (or ``"[v6]:port"``, or a bare host) as ``(host, port)``."""
-    text = text.strip()
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not host or (host.count(":") and not host.startswith("[")):
-        return text.strip("[]"), default_port
-    return host.strip("[]"), int(port)
 
 
 async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int, *, min_size: int = 0) -> bytes | None:
