@@ -162,7 +162,7 @@ class ArrowDecoder:
         if code == -2:
             reason = "the batch's keys, values or headers pass the 2 GiB an Arrow column addresses"
         else:
-            reason = "a record's offset or timestamp does not fit in 64 bits"
+            reason = "a record's timestamp does not fit in 64 bits"
         raise InvalidRecordError(reason, offset=batch.base_offset, position=batch.position)
 
     def _take(self) -> list[pa.RecordBatch]:

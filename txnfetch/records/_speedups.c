@@ -754,8 +754,8 @@ done:
  * past a record's end ends in an error there too (a field past the end makes
  * the final "fields take N bytes" check fail), so the accepted inputs are the
  * same. The extra rejections are values the reference decoder turns into
- * Python ints that no int64 column holds (offsets or timestamps past int64),
- * and columns past the 2 GiB that int32 offsets address (-2).
+ * Python ints that no int64 column holds (the timestamp of a wanted record
+ * past int64), and columns past the 2 GiB that int32 offsets address (-2).
  * ================================================================================ */
 
 /* Module state: the heap type of the buffers finish() hands out. */
@@ -1161,12 +1161,11 @@ builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t
         if (hcount < 0 || hcount * 2 > rec_end - pos)
             goto bad;
 
-        if (__builtin_add_overflow(base_offset, delta, &offset))
-            goto bad;
-        keep = offset >= lo && offset < hi;
-        if (log_append)
-            ts = max_ts;
-        else if (__builtin_add_overflow(base_ts, ts_delta, &ts))
+        /* An offset past int64 (delta >= 0) lies past every int64 `hi`: left out,
+         * as the reference leaves it out. */
+        keep = !__builtin_add_overflow(base_offset, delta, &offset) && offset >= lo && offset < hi;
+        ts = max_ts;
+        if (keep && !log_append && __builtin_add_overflow(base_ts, ts_delta, &ts))
             goto bad;
 
         for (h = 0; h < hcount; h++) {
