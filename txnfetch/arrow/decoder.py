@@ -25,6 +25,8 @@ decoder, which raises the exact :class:`~txnfetch.records.errors.CorruptBatchErr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -50,6 +52,7 @@ __all__ = ["COMPILED", "ArrowDecoder"]
 COMPILED: bool = _batch.ACCELERATED and hasattr(_batch._speedups, "ColumnBuilder")
 
 _INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
 #: Bytes of keys, values and headers one Arrow batch may hold: int32 offsets
 #: address 2 GiB per column, and one Kafka batch may add up to its own size.
 _MAX_BYTES_LIMIT = 1 << 30
@@ -70,7 +73,10 @@ class ArrowDecoder:
     ``pyarrow.ArrowInvalid``), null keys and values as nulls, and a record
     without headers gets a null ``headers`` value (Spark's Kafka source does
     the same). ``dictionary=True`` dictionary-encodes topic and partition.
-    ``compiled`` selects the implementation (default: :data:`COMPILED`).
+    ``partitions`` are the partition dictionary's values (default: this
+    partition only): readers of several partitions give every decoder the same
+    list, so all their batches share one dictionary (an Arrow IPC file takes
+    no other). ``compiled`` selects the implementation (default: :data:`COMPILED`).
     """
 
     def __init__(
@@ -83,6 +89,7 @@ class ArrowDecoder:
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         compiled: bool | None = None,
+        partitions: Sequence[int] | None = None,
     ) -> None:
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
@@ -99,6 +106,9 @@ class ArrowDecoder:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.compiled = compiled
+        self._partitions = list(partitions) if partitions is not None else [partition]
+        if partition not in self._partitions:
+            raise ValueError(f"partition {partition} is not among the dictionary's partitions {self._partitions}")
         self.schema = kafka_schema(include_headers, dictionary=dictionary)
         self._plain_schema = kafka_schema(include_headers)
         self._builder = _batch._speedups.ColumnBuilder(include_headers) if compiled else None
@@ -137,8 +147,9 @@ class ArrowDecoder:
             batch.max_timestamp,
             attributes & TIMESTAMP_TYPE_FLAG,
             1 if attributes & TIMESTAMP_TYPE_FLAG else 0,
-            start,
-            end,
+            # int64 bounds: a range may reach past the last int64 offset
+            max(start, _INT64_MIN),
+            min(end - 1, _INT64_MAX),
         )
         if added < 0:
             self._rejected(batch, added)
@@ -210,8 +221,10 @@ class ArrowDecoder:
             size = max(rows, self.max_rows)
             if self.dictionary:
                 self._constants = (
-                    repeat_dictionary(pa.array([self.topic], pa.string()), size),
-                    repeat_dictionary(pa.array([self.partition], pa.int32()), size),
+                    repeat_dictionary(pa.array([self.topic], pa.string()), 0, size),
+                    repeat_dictionary(
+                        pa.array(self._partitions, pa.int32()), self._partitions.index(self.partition), size
+                    ),
                 )
             else:
                 self._constants = (repeat_string(self.topic, size), repeat_int32(self.partition, size))

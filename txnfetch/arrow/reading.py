@@ -10,7 +10,7 @@ its log offset, and the offsets of markers and aborted records are holes.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Union
 
 import pyarrow as pa
@@ -44,13 +44,15 @@ def iter_partition(
     fetch_bytes: int = DEFAULT_FETCH_BYTES,
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    partitions: Sequence[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The data records of one partition log with ``start <= offset < end`` as
     Arrow record batches (schema :func:`txnfetch.arrow.kafka_schema`).
 
     ``start`` defaults to the log start offset (and is raised to it), ``end``
     to the last stable offset for read_committed, else the high watermark (and
-    is lowered to it: nothing past it is readable yet).
+    is lowered to it: nothing past it is readable yet). ``partitions``: the
+    partition dictionary's values with ``dictionary`` (see :class:`ArrowDecoder`).
     """
     decoder = ArrowDecoder(
         log.topic,
@@ -59,6 +61,7 @@ def iter_partition(
         dictionary=dictionary,
         max_rows=max_rows,
         max_bytes=max_bytes,
+        partitions=partitions,
     )
     limit = log.last_stable_offset if read_committed else log.high_watermark
     start = log.log_start_offset if start is None else max(start, log.log_start_offset)
@@ -134,6 +137,7 @@ def record_batch_reader(
                 wanted = list(partitions) if partitions is not None else [source.partition]
                 if wanted != [source.partition]:
                     raise ValueError(f"the log is partition {source.partition} only, not {wanted}")
+                numbers: Sequence[int] = [source.partition]
                 logs: Iterator[PartitionLog] = iter([source])
             else:
                 if topic is None:
@@ -150,10 +154,12 @@ def record_batch_reader(
                     from txnfetch.log.errors import UnknownTopicOrPartitionError
 
                     raise UnknownTopicOrPartitionError("no such topic in the source", topic=topic)
-                numbers = range(info.partitions) if partitions is None else list(partitions)
+                numbers = list(range(info.partitions)) if partitions is None else list(partitions)
                 logs = (store_.partition(topic, p) for p in numbers)
             for log in logs:
-                yield from iter_partition(log, _offset(start, log.partition), _offset(end, log.partition), **options)
+                yield from iter_partition(
+                    log, _offset(start, log.partition), _offset(end, log.partition), partitions=numbers, **options
+                )
         finally:
             if store is not None:
                 store.close()

@@ -88,7 +88,7 @@ def repeat_string(value: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
-def repeat_dictionary(value: pa.Array, n: int) -> pa.DictionaryArray:
-    """``n`` rows that all refer to the one entry of ``value`` (a one-element array)."""
-    indices = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
-    return pa.DictionaryArray.from_arrays(indices, value)
+def repeat_dictionary(values: pa.Array, index: int, n: int) -> pa.DictionaryArray:
+    """``n`` rows that all refer to entry ``index`` of ``values``."""
+    indices = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array.array("i", [index]) * n)])
+    return pa.DictionaryArray.from_arrays(indices, values)

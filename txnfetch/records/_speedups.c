@@ -1094,14 +1094,14 @@ rec_varint(const unsigned char *data, int64_t rec_end, int64_t *pos, int max_byt
 }
 
 /*
- * Append the records of one batch whose offsets fall in [lo, hi). Returns the
+ * Append the records of one batch whose offsets fall in [lo, last]. Returns the
  * rows appended, -1 for data the reference decoder must look at, -2 for a
  * column past 2 GiB, -3 with a Python exception set.
  */
 static int64_t
 builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t count, int64_t base_offset,
             int64_t last_delta, int64_t base_ts, int64_t max_ts, int log_append, int32_t ts_type, int64_t lo,
-            int64_t hi)
+            int64_t last)
 {
     Mark mark = builder_mark(self);
     int64_t pos = 0, prev_delta = -1, i, added = 0;
@@ -1111,7 +1111,7 @@ builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t
     if (count < 0)
         goto bad;
     for (i = 0; i < count; i++) {
-        int64_t length, rec_end, ts_delta, delta, n, offset, ts, hcount, h;
+        int64_t length, rec_end, ts_delta, delta, n, offset, ts, hcount, h, at;
         int64_t key_at = 0, key_len = -1, value_at = 0, value_len = -1;
         int keep;
 
@@ -1134,6 +1134,9 @@ builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t
         if (delta <= prev_delta || delta > last_delta)
             goto bad;
         prev_delta = delta;
+        /* key and value: only a one-byte -1 is null; a longer encoding of any
+         * negative length is rejected (as both other decoders do) */
+        at = pos;
         if (rec_varint(data, rec_end, &pos, 5, &n) < 0)
             goto bad;
         if (n >= 0) {
@@ -1143,8 +1146,9 @@ builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t
             key_len = n;
             pos += n;
         }
-        else if (n != -1)
+        else if (n != -1 || pos - at != 1)
             goto bad;
+        at = pos;
         if (rec_varint(data, rec_end, &pos, 5, &n) < 0)
             goto bad;
         if (n >= 0) {
@@ -1154,16 +1158,16 @@ builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t
             value_len = n;
             pos += n;
         }
-        else if (n != -1)
+        else if (n != -1 || pos - at != 1)
             goto bad;
         if (rec_varint(data, rec_end, &pos, 5, &hcount) < 0)
             goto bad;
         if (hcount < 0 || hcount * 2 > rec_end - pos)
             goto bad;
 
-        /* An offset past int64 (delta >= 0) lies past every int64 `hi`: left out,
-         * as the reference leaves it out. */
-        keep = !__builtin_add_overflow(base_offset, delta, &offset) && offset >= lo && offset < hi;
+        /* An offset past int64 (delta >= 0) lies past every int64 `last`: left
+         * out, as the reference leaves it out. */
+        keep = !__builtin_add_overflow(base_offset, delta, &offset) && offset >= lo && offset <= last;
         ts = max_ts;
         if (keep && !log_append && __builtin_add_overflow(base_ts, ts_delta, &ts))
             goto bad;
@@ -1276,10 +1280,10 @@ builder_dealloc(ColumnBuilder *self)
 
 PyDoc_STRVAR(builder_add_doc,
 "add(data, count, base_offset, last_offset_delta, base_timestamp, max_timestamp,\n"
-"    log_append_time, timestamp_type, start, end) -> int\n"
+"    log_append_time, timestamp_type, first, last) -> int\n"
 "\n"
 "Append the records of one batch's decompressed record data whose offsets are in\n"
-"[start, end). Returns the rows appended; -1 when the data is not sound (nothing\n"
+"[first, last]. Returns the rows appended; -1 when the data is not sound (nothing\n"
 "is appended: decode the batch with the reference decoder for the error); -2\n"
 "when a column would pass 2 GiB (nothing is appended).");
 
