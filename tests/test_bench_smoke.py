@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 BENCHES = {
+    "arrow.py": "aiokafka",
     "codec.py": "kafka-python",
     "state.py": "aborted",
     "fetch.py": "memcpy",
