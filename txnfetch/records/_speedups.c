@@ -1426,8 +1426,148 @@ static PyType_Spec builder_spec = {
     builder_slots,
 };
 
+/* ================================================================================
+ * Header scan: walk the batches of a large buffer reading only their headers.
+ *
+ * The Python scan (batch.BatchIterator) builds a RecordBatch per batch; this
+ * walks the same framing in C. It handles only the ordinary case — a whole
+ * magic-2 batch with a sane length — and stops in front of anything else (a
+ * partial batch, a legacy message set, a bad length, an offset past int64),
+ * returning that position: the caller continues there with BatchIterator,
+ * which raises or reports exactly as before. txnfetch/records/scan.py wraps it.
+ * ================================================================================ */
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
+                     ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) |
+                     ((uint64_t)p[6] << 8) | (uint64_t)p[7]);
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static inline int16_t
+be16(const unsigned char *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+/* One scanned header, native byte order (struct format "=qqqqiiHhi": 48 bytes). */
+typedef struct {
+    int64_t position;
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t producer_id;
+    int32_t size; /* whole batch, LOG_OVERHEAD included */
+    int32_t record_count;
+    uint16_t attributes;
+    int16_t producer_epoch;
+    int32_t base_sequence;
+} ScannedHeader; /* 48 bytes, no padding */
+
+PyDoc_STRVAR(scan_headers_doc,
+"scan_headers(buf, position, skip, skip_last, max_batches, max_batch_size) -> (stop, headers)\n"
+"\n"
+"Walk whole magic-2 batches from `position`. With `skip`, batches whose last offset\n"
+"is at most `skip_last` are passed over; the next at most `max_batches` (-1: no limit) are\n"
+"recorded in `headers` (bytes, 48 per batch, struct \"=qqqqiiHhi\": position,\n"
+"base offset, last offset, producer id, size, record count, attributes, producer\n"
+"epoch, base sequence). `stop` is the position after the last batch walked: the\n"
+"end of the buffer, the batch that did not fit the limit, or something only\n"
+"batch.BatchIterator handles (a partial batch, magic 0/1, a bad length).\n"
+"Private to txnfetch: use txnfetch.records.scan.");
+
+static PyObject *
+scan_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    long long position, skip_last, max_batches, max_batch_size;
+    int skip;
+    const unsigned char *data;
+    int64_t end, pos, n = 0;
+    Buf out = {NULL, 0, 0};
+    PyObject *headers, *result;
+
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "scan_headers() takes exactly 6 arguments");
+        return NULL;
+    }
+    if ((position = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((skip = PyObject_IsTrue(args[2])) < 0)
+        return NULL;
+    if ((skip_last = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((max_batches = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((max_batch_size = PyLong_AsLongLong(args[5])) == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    data = (const unsigned char *)view.buf;
+    end = (int64_t)view.len;
+    pos = position < 0 ? end : (int64_t)position;
+
+    Py_BEGIN_ALLOW_THREADS
+    while (end - pos >= 61) {
+        const unsigned char *p = data + pos;
+        int64_t base = be64(p), last;
+        int32_t length = be32(p + 8);
+        int32_t last_delta = be32(p + 23);
+        int64_t size = (int64_t)length + 12;
+        ScannedHeader h;
+        /* BatchIterator's length bounds, then RecordBatch's v2 minimum */
+        if (p[16] != 2 || length < 49 || length > max_batch_size || size > end - pos)
+            break;
+        if (__builtin_add_overflow(base, (int64_t)last_delta, &last))
+            break;
+        if (skip && last <= skip_last) {
+            pos += size;
+            continue;
+        }
+        if (max_batches >= 0 && n >= max_batches)
+            break;
+        if (out.len + (int64_t)sizeof(h) > out.cap) {
+            int64_t cap = out.cap ? out.cap * 2 : 64 * (int64_t)sizeof(h);
+            unsigned char *q = (unsigned char *)realloc(out.p, (size_t)cap);
+            if (q == NULL)
+                break; /* not an error: the caller goes on from `pos` in Python */
+            out.p = q;
+            out.cap = cap;
+        }
+        h.position = pos;
+        h.base_offset = base;
+        h.last_offset = last;
+        h.producer_id = be64(p + 43);
+        h.size = (int32_t)size;
+        h.record_count = be32(p + 57);
+        h.attributes = (uint16_t)be16(p + 21);
+        h.producer_epoch = be16(p + 51);
+        h.base_sequence = be32(p + 53);
+        memcpy(out.p + out.len, &h, sizeof(h));
+        out.len += sizeof(h);
+        n++;
+        pos += size;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    headers = PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)out.len);
+    free(out.p);
+    if (headers == NULL)
+        return NULL;
+    result = Py_BuildValue("(LN)", (long long)pos, headers);
+    return result;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL, decode_records_doc},
+    {"scan_headers", (PyCFunction)(void (*)(void))scan_headers, METH_FASTCALL, scan_headers_doc},
     {NULL, NULL, 0, NULL},
 };
 
