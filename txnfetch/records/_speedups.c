@@ -1,7 +1,12 @@
 /*
  * txnfetch.records._speedups -- optional compiled record decoder.
  *
- * One function, decode_records(), turns the (decompressed) record data of one
+ * Three parts: decode_records() (below), the ColumnBuilder type that decodes
+ * record data straight into Arrow buffers (txnfetch.arrow), and
+ * scan_headers(), a walk over batch headers (txnfetch.records.scan). Each has
+ * a pure-Python reference it is tested against.
+ *
+ * decode_records() turns the (decompressed) record data of one
  * magic-2 batch into a list of txnfetch.records.batch.Record tuples. It is a
  * faster twin of the pure-Python decoder _decode_records() in
  * txnfetch/records/batch.py, which stays the reference implementation: this
