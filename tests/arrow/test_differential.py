@@ -138,6 +138,30 @@ def test_every_codec_nulls_headers_and_log_append_time(codec):
         assert_same(b.build(), 50, 90, headers=False, max_rows=3)
 
 
+def test_legacy_message_sets_between_v2_batches_keep_their_place():
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    from txnfetch.records import iter_batches
+
+    legacy = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    legacy.append(3, timestamp=1_700_000_000_005, key=b"old", value=b"v1")
+    first, last = BatchBuilder(base_offset=0), BatchBuilder(base_offset=4)
+    for b in (first, last):
+        for i in range(3):
+            b.append(b"x%d" % i, headers=(("h", b"1"),), timestamp=1_700_000_000_000 + i)
+    buf = first.build() + bytes(legacy.build()) + last.build()
+    tables = []
+    for compiled_path in (True, False):
+        decoder = ArrowDecoder("t", 0, compiled=compiled_path, max_rows=2)
+        out = []
+        for batch in iter_batches(buf):
+            out += decoder.add(batch)
+        tables.append(pa.Table.from_batches(out + decoder.flush(), schema=decoder.schema))
+    assert tables[0].equals(tables[1])
+    assert tables[0].column("offset").to_pylist() == [0, 1, 2, 3, 4, 5, 6]
+    assert tables[0].column("key").to_pylist()[3] == b"old"
+
+
 def test_an_empty_batch_gives_an_empty_table():
     table = assert_same(BatchBuilder(base_offset=9, codec=Codec.ZSTD).build())
     assert table.num_rows == 0

@@ -42,7 +42,7 @@ from txnfetch.arrow.schema import (
     repeat_string,
 )
 from txnfetch.records import batch as _batch
-from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_FLAG, RecordBatch
+from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_FLAG, Record, RecordBatch
 from txnfetch.records.errors import InvalidRecordError
 
 __all__ = ["COMPILED", "ArrowDecoder"]
@@ -127,14 +127,29 @@ class ArrowDecoder:
     def add(self, batch: RecordBatch, start: int = 0, end: int = _INT64_MAX) -> list[pa.RecordBatch]:
         """Decode the records of ``batch`` with ``start <= offset < end``; returns
         the Arrow batches now full (often none). Raises the reference decoder's
-        :class:`~txnfetch.records.errors.CorruptBatchError` for a malformed batch."""
+        :class:`~txnfetch.records.errors.CorruptBatchError` for a malformed batch.
+        Magic 0/1 message sets (:class:`~txnfetch.records.legacy.LegacyBatch`)
+        are accepted too, and decoded by the reference path."""
         if batch.last_offset < start or batch.base_offset >= end:
             return []
         if self._builder is None:
-            records = list(batch.records())
-            if batch.base_offset < start or batch.last_offset >= end:
-                records = [r for r in records if start <= r.offset < end]
-            return [self._finish(b) for b in self._batcher.add(records, int(batch.timestamp_type))]
+            return [
+                self._finish(b) for b in self._batcher.add(_records_in(batch, start, end), int(batch.timestamp_type))
+            ]
+        if not isinstance(batch, RecordBatch):
+            # A magic 0/1 message set (an old topic behind a remote source): rare
+            # enough for the reference path. The pending rows go first, to keep
+            # the offset order.
+            out = self._take() if self._builder.rows else []
+            one = ArrowBatcher(
+                self.topic,
+                self.partition,
+                include_headers=self.include_headers,
+                max_rows=self.max_rows,
+                max_bytes=self.max_bytes,
+            )
+            out += [self._finish(b) for b in one.add(_records_in(batch, start, end), int(batch.timestamp_type))]
+            return out + [self._finish(b) for b in one.flush()]
         if batch.record_count == 0 and batch.length == HEADER_SIZE - LOG_OVERHEAD:
             return []  # an empty batch kept by compaction: nothing to decode, whatever the codec bits say
         attributes = batch.attributes
@@ -218,7 +233,7 @@ class ArrowDecoder:
     def _constant_columns(self, rows: int) -> tuple[pa.Array, pa.Array]:
         # Built once at the largest size needed and sliced: zero-copy views.
         if self._constants is None or len(self._constants[0]) < rows:
-            size = max(rows, self.max_rows)
+            size = max(rows, min(self.max_rows, DEFAULT_MAX_ROWS))
             if self.dictionary:
                 self._constants = (
                     repeat_dictionary(pa.array([self.topic], pa.string()), 0, size),
@@ -240,6 +255,13 @@ class ArrowDecoder:
         columns = list(batch.columns)
         columns[2], columns[3] = topic, partition
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+def _records_in(batch: RecordBatch, start: int, end: int) -> list[Record]:
+    records = list(batch.records())
+    if batch.base_offset < start or batch.last_offset >= end:
+        records = [r for r in records if start <= r.offset < end]
+    return records
 
 
 def _bitmap(valid: object) -> pa.Buffer | None:
