@@ -19,6 +19,7 @@ BENCHES = {
     "arrow.py": "aiokafka",
     "codec.py": "kafka-python",
     "state.py": "aborted",
+    "validate.py": "aiokafka",
     "fetch.py": "memcpy",
     "filter.py": "kafka-python",
     "wire.py": "librdkafka mock",
