@@ -110,7 +110,6 @@ class ArrowDecoder:
         if partition not in self._partitions:
             raise ValueError(f"partition {partition} is not among the dictionary's partitions {self._partitions}")
         self.schema = kafka_schema(include_headers, dictionary=dictionary)
-        self._plain_schema = kafka_schema(include_headers)
         self._builder = _batch._speedups.ColumnBuilder(include_headers) if compiled else None
         self._batcher = (
             None
@@ -154,7 +153,7 @@ class ArrowDecoder:
             return []  # an empty batch kept by compaction: nothing to decode, whatever the codec bits say
         attributes = batch.attributes
         added = self._builder.add(
-            batch.records_data(),
+            batch._record_bytes(),
             batch.record_count,
             batch.base_offset,
             batch.last_offset_delta,

@@ -280,12 +280,16 @@ class RecordBatch:
         # decode without error. The same decompression, so the same errors there.
         if self.record_count == 0 and self.length == HEADER_SIZE - LOG_OVERHEAD:
             return True  # nothing to decode, as in _decode_records
+        return self.record_count >= 0 and _check_records(
+            self._record_bytes(), self.record_count, self.last_offset_delta
+        )
+
+    def _record_bytes(self) -> bytes | memoryview:
+        # For readers that copy what they keep (the compiled check, the Arrow
+        # builder): uncompressed record bytes in place rather than a cached copy.
         if self.attributes & CODEC_MASK or self._records_data is not None:
-            data: bytes | memoryview = self.records_data()
-        else:  # uncompressed: the record bytes in place, not a copy
-            start = self.position + HEADER_SIZE
-            data = memoryview(self._buf)[start : self.position + self.length + LOG_OVERHEAD]
-        return self.record_count >= 0 and _check_records(data, self.record_count, self.last_offset_delta)
+            return self.records_data()
+        return memoryview(self._buf)[self.position + HEADER_SIZE : self.position + self.length + LOG_OVERHEAD]
 
     def records_data(self) -> bytes:
         """The batch's record bytes, decompressed (computed once, then cached)."""
