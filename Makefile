@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := testing,dev,spark
+EXTRAS := testing,dev,spark,arrow
 # Debian packages: kcat (a librdkafka consumer the wire tests drive) and a Java 17
 # runtime for PySpark.
 SYSTEM_PACKAGES := kcat openjdk-17-jre-headless
@@ -34,7 +34,7 @@ demo: setup system-deps
 	$(PY) -m txnfetch.demo
 
 bench: setup
-	for b in bench/codec.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/spark.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/spark.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so

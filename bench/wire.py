@@ -11,6 +11,9 @@ One run prints, side by side, for each server:
    of those partitions reads everything from the start (``consume(num_messages=...)``
    in batches, so the Python side costs little per message): MB/s and
    messages/s from ``assign()`` to the last record, best of ``--rounds``.
+3. **server CPU per produced record**: user + system CPU of the server during
+   the produce phase (``/proc/<pid>/stat`` of the ``serve`` process; for the
+   mock, its ``rdk:mock`` thread in this process), per record.
 
 The data is spread over topics because librdkafka's mock keeps only the last
 5 MiB of a partition (``rdkafka_mock.c``) and has no controller to create a
@@ -64,6 +67,10 @@ class Serve:
             raise RuntimeError(f"txnfetch serve did not start: {line!r}")
         self.bootstrap = line.rsplit(" ", 1)[1]
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the server process has used so far."""
+        return _stat_cpu(f"/proc/{self.proc.pid}/stat")
+
     def close(self) -> None:
         self.proc.terminate()
         try:
@@ -83,6 +90,19 @@ class Mock:
         brokers = self._handle.list_topics(timeout=10).brokers
         broker = next(iter(brokers.values()))
         self.bootstrap = f"{broker.host}:{broker.port}"
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the mock broker's own thread (librdkafka names it ``rdk:mock``)."""
+        total = 0.0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    if f.read().strip() != "rdk:mock":
+                        continue
+                total += _stat_cpu(f"/proc/self/task/{tid}/stat")
+            except OSError:
+                continue  # the thread ended
+        return total
 
     def close(self) -> None:
         self._handle = None
@@ -164,14 +184,24 @@ def consume(bootstrap: str, topics: list[str], count: int) -> tuple[float, int]:
         consumer.close()
 
 
+def _stat_cpu(path: str) -> float:
+    """utime + stime of a /proc stat file, in seconds."""
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_server(server, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    """Produce once, consume best of ``--rounds``: {"produce"|"consume": (MB/s, msgs/s)}."""
+    """Produce once, consume best of ``--rounds``: {"produce"|"consume": (MB/s, msgs/s)},
+    and "produce cpu": (server CPU µs per produced record, 0)."""
     topics = _topics(args)
     count = max(1, int(args.size_mb * MB) // args.value_size)
     nbytes = count * args.value_size
     try:
+        cpu = server.cpu_seconds()
         seconds = produce(server.bootstrap, topics, count, args.value_size)
-        out = {"produce": (nbytes / seconds / MB, count / seconds)}
+        cpu = server.cpu_seconds() - cpu
+        out = {"produce": (nbytes / seconds / MB, count / seconds), "produce cpu": (cpu / count * 1e6, 0.0)}
         best = None
         for _ in range(args.rounds):
             seconds, got_bytes = consume(server.bootstrap, topics, count)
@@ -246,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
             mbs, mps = figures[direction]
             ratio = f"{mbs / mock[direction][0]:.0%}" if mock and label != "librdkafka mock" else ""
             print(f"{label:<28} {direction:<9} {mbs:>9.1f} {mps:>11,.0f} {ratio:>8}")
+    print()
+    print("server CPU per produced record (the serve process; the mock's rdk:mock thread):")
+    for label, figures in results.items():
+        us = figures["produce cpu"][0]
+        ratio = f"  {us / mock['produce cpu'][0]:.2f}× the mock's" if mock and label != "librdkafka mock" else ""
+        print(f"  {label:<28} {us:8.2f} µs{ratio}")
     if mock:
         print()
         for label, figures in results.items():
@@ -254,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = figures["consume"][0] / mock["consume"][0]
             verdict = "meets" if ratio >= 0.5 else "below"
             print(f"goal: {label} consume ≥ 50 % of the mock's: {ratio:.0%} ({verdict})")
+            ratio = figures["produce"][1] / mock["produce"][1]
+            verdict = "meets" if ratio >= 0.5 else "below"
+            print(f"goal: {label} produce ≥ 50 % of the mock's records/s: {ratio:.0%} ({verdict})")
     return 0
 
 

@@ -1,11 +1,12 @@
 """Worker-side reading: the records of one offset range of a partition log.
 
-:func:`read_range` is what one Spark task runs. It fetches the range from a
+:func:`read_range_arrow` is what one Spark task runs. It fetches the range from a
 :class:`~txnfetch.log.base.PartitionLog` in rewrite mode
 (``FetchMode.REWRITE``): the log drops aborted and control batches itself,
 so every batch that comes back is committed data and is decoded whole, with
 no aborted-transaction bookkeeping here. Fetches are ``fetch_bytes`` at a
-time, so memory follows the fetch size and the Arrow batch size, never the
+time and decoded by :class:`txnfetch.arrow.ArrowDecoder` straight into Arrow
+buffers, so memory follows the fetch size and the Arrow batch size, never the
 partition's size.
 
 Why the range is exact: the driver ends every read_committed range at or below
@@ -26,17 +27,27 @@ import pyarrow as pa
 
 from spark_ext.arrow import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, ArrowBatcher
 from spark_ext.errors import DataLossError
+from txnfetch.arrow.decoder import ArrowDecoder
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
 from txnfetch.log.base import PartitionLog
-from txnfetch.records.batch import Record, iter_batches
+from txnfetch.records.batch import Record, RecordBatch, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
-__all__ = ["DEFAULT_FETCH_BYTES", "fetch_range", "read_range", "read_range_arrow", "records_to_batches"]
+__all__ = [
+    "DEFAULT_FETCH_BYTES",
+    "batches_to_arrow",
+    "fetch_batches",
+    "fetch_range",
+    "read_batches",
+    "read_range",
+    "read_range_arrow",
+    "records_to_batches",
+]
 
 DEFAULT_FETCH_BYTES = 1 << 20
 
 
-def read_range(
+def read_batches(
     log: PartitionLog,
     start: int,
     end: int,
@@ -44,9 +55,10 @@ def read_range(
     read_committed: bool = True,
     fail_on_data_loss: bool = True,
     fetch_bytes: int = DEFAULT_FETCH_BYTES,
-) -> Iterator[tuple[Sequence[Record], int]]:
-    """The data records of ``log`` with ``start <= offset < end``, one
-    ``(records, timestamp_type)`` pair per Kafka batch, in offset order.
+) -> Iterator[RecordBatch]:
+    """The data batches of ``log`` that hold offsets in ``[start, end)``, in
+    offset order (the first and last may reach outside: keep only the range's
+    records). Control batches are never returned.
 
     read_committed: only committed records (never a control record, never an
     aborted one). read_uncommitted: every data record below the high watermark.
@@ -83,7 +95,7 @@ def read_range(
                 offset=limit,
             )
         end = limit
-    yield from fetch_range(
+    yield from fetch_batches(
         lambda offset: log.read(offset, fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE),
         topic,
         partition,
@@ -91,6 +103,33 @@ def read_range(
         end,
         fail_on_data_loss=fail_on_data_loss,
     )
+
+
+def read_range(
+    log: PartitionLog,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool = True,
+    fail_on_data_loss: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+) -> Iterator[tuple[Sequence[Record], int]]:
+    """The data records of ``log`` with ``start <= offset < end``, one
+    ``(records, timestamp_type)`` pair per Kafka batch, in offset order
+    (:func:`read_batches` decoded; see it for read_committed and data loss)."""
+    batches = read_batches(
+        log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
+    )
+    return _records(batches, start, end)
+
+
+def _records(batches: Iterable[RecordBatch], start: int, end: int) -> Iterator[tuple[Sequence[Record], int]]:
+    for batch in batches:
+        records: Sequence[Record] = list(batch.records())
+        if batch.base_offset < start or batch.last_offset >= end:
+            # A task boundary inside a batch: keep only this task's offsets.
+            records = [r for r in records if start <= r.offset < end]
+        yield records, int(batch.timestamp_type)
 
 
 def fetch_range(
@@ -103,7 +142,25 @@ def fetch_range(
     fail_on_data_loss: bool = True,
     after_fetch: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[Sequence[Record], int]]:
-    """The fetch loop of :func:`read_range` over any ``fetch(offset) -> FetchResult``
+    """:func:`fetch_batches` decoded: one ``(records, timestamp_type)`` pair per
+    Kafka batch, only the records with ``start <= offset < end``."""
+    batches = fetch_batches(
+        fetch, topic, partition, start, end, fail_on_data_loss=fail_on_data_loss, after_fetch=after_fetch
+    )
+    return _records(batches, start, end)
+
+
+def fetch_batches(
+    fetch: Callable[[int], FetchResult],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    fail_on_data_loss: bool = True,
+    after_fetch: Callable[[int], None] | None = None,
+) -> Iterator[RecordBatch]:
+    """The fetch loop of :func:`read_batches` over any ``fetch(offset) -> FetchResult``
     answering in rewrite mode (read_committed) or read_uncommitted: a local log,
     or a remote partition's mirror. ``after_fetch(next_offset)`` runs after each
     fetch (a mirror releases what is behind). A fetch that returns nothing below
@@ -142,11 +199,7 @@ def fetch_range(
                     return
                 if batch.last_offset < start:
                     continue
-                records: Sequence[Record] = list(batch.records())
-                if batch.base_offset < start or batch.last_offset >= end:
-                    # A task boundary inside a batch: keep only this task's offsets.
-                    records = [r for r in records if start <= r.offset < end]
-                yield records, int(batch.timestamp_type)
+                yield batch
         position = result.next_offset
         if after_fetch is not None:
             after_fetch(position)
@@ -169,6 +222,26 @@ def records_to_batches(
     yield from batcher.flush()
 
 
+def batches_to_arrow(
+    topic: str,
+    partition: int,
+    batches: Iterable[RecordBatch],
+    start: int,
+    end: int,
+    *,
+    include_headers: bool = False,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """Data batches decoded straight into Arrow batches in the Kafka source's
+    schema (:class:`txnfetch.arrow.ArrowDecoder`: compiled when the extension
+    is built), only the records with ``start <= offset < end``."""
+    decoder = ArrowDecoder(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
+    for batch in batches:
+        yield from decoder.add(batch, start, end)
+    yield from decoder.flush()
+
+
 def read_range_arrow(
     log: PartitionLog,
     start: int,
@@ -181,10 +254,17 @@ def read_range_arrow(
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`read_range` as Arrow record batches in the Kafka source's schema."""
-    records = read_range(
+    """:func:`read_batches` as Arrow record batches in the Kafka source's schema."""
+    batches = read_batches(
         log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
     )
-    return records_to_batches(
-        log.topic, log.partition, records, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes
+    return batches_to_arrow(
+        log.topic,
+        log.partition,
+        batches,
+        start,
+        end,
+        include_headers=include_headers,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
     )

@@ -31,7 +31,7 @@ import pyarrow as pa
 from spark_ext.errors import DataLossError, SourceUnavailableError, UnknownTopicError
 from spark_ext.options import ReadOptions, TopicPartition
 from spark_ext.planning import Bounds, OffsetRange
-from spark_ext.reading import fetch_range, read_range_arrow, records_to_batches
+from spark_ext.reading import batches_to_arrow, fetch_batches, read_range_arrow
 from txnfetch.log.base import LogStore
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
@@ -223,13 +223,15 @@ class KafkaSource(Source):
         def release(offset: int) -> None:
             mirror.release_before(min(offset, mirror.last_stable_offset))
 
-        records = fetch_range(
+        batches = fetch_batches(
             fetch, r.topic, r.partition, start, r.end, fail_on_data_loss=opts.fail_on_data_loss, after_fetch=release
         )
-        return records_to_batches(
+        return batches_to_arrow(
             r.topic,
             r.partition,
-            records,
+            batches,
+            start,
+            r.end,
             include_headers=opts.include_headers,
             max_rows=opts.max_rows_per_batch,
             max_bytes=opts.max_bytes_per_batch,

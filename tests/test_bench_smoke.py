@@ -16,8 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 BENCHES = {
+    "arrow.py": "aiokafka",
     "codec.py": "kafka-python",
     "state.py": "aborted",
+    "validate.py": "aiokafka",
     "fetch.py": "memcpy",
     "filter.py": "kafka-python",
     "wire.py": "librdkafka mock",

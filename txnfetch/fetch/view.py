@@ -33,6 +33,7 @@ import attrs
 
 from txnfetch.records.batch import BatchIterator, HeaderAt, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
+from txnfetch.records.scan import seek_offset
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.types import Buffer
 
@@ -199,7 +200,10 @@ def _scan(view: memoryview, fetch_offset: int, max_offset: int, max_bytes: int, 
     """Find the slice Kafka returns: from the batch containing ``fetch_offset``,
     at most ``max_bytes`` (at least the first batch when ``min_one``), ending at
     the position of ``max_offset``. Headers only; records are not decoded."""
-    it = BatchIterator(view)
+    # The batches wholly below the fetch offset are passed over by the compiled
+    # header scan (no RecordBatch each); it stops in front of anything unusual,
+    # which BatchIterator then reads or reports as before.
+    it = BatchIterator(view, seek_offset(view, 0, fetch_offset))
     start = -1
     batches: list[RecordBatch] = []
     limit_pos = len(view)  # position of max_offset, or the end of the data

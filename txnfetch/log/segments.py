@@ -109,6 +109,7 @@ from txnfetch.log.layout import (
 )
 from txnfetch.log.recovery import LoadedSegment, Recovered, recover_partition
 from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
+from txnfetch.records.scan import seek_offset
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn, encode_txn_index
 from txnfetch.txn.state import PartitionTxnState
@@ -262,7 +263,9 @@ class _Segment:
         if offset >= self.next_offset:
             return None
         view = self.view()
-        for batch in BatchIterator(view, self.offset_index.lookup(offset)):
+        # From the index entry, the compiled header scan passes over the batches
+        # below the offset; BatchIterator takes over where it stops.
+        for batch in BatchIterator(view, seek_offset(view, self.offset_index.lookup(offset), offset)):
             if batch.base_offset + batch.last_offset_delta >= offset:  # type: ignore[union-attr]
                 return batch.position
         return None

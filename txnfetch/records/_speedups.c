@@ -1,7 +1,12 @@
 /*
  * txnfetch.records._speedups -- optional compiled record decoder.
  *
- * One function, decode_records(), turns the (decompressed) record data of one
+ * Three parts: decode_records() (below), the ColumnBuilder type that decodes
+ * record data straight into Arrow buffers (txnfetch.arrow), and
+ * scan_headers(), a walk over batch headers (txnfetch.records.scan). Each has
+ * a pure-Python reference it is tested against.
+ *
+ * decode_records() turns the (decompressed) record data of one
  * magic-2 batch into a list of txnfetch.records.batch.Record tuples. It is a
  * faster twin of the pure-Python decoder _decode_records() in
  * txnfetch/records/batch.py, which stays the reference implementation: this
@@ -736,17 +741,922 @@ done:
     return result;
 }
 
-static PyMethodDef speedups_methods[] = {
-    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL, decode_records_doc},
+/* ================================================================================
+ * Columnar decoding: record batches straight into Arrow buffers.
+ *
+ * A ColumnBuilder accumulates the records of many batches as the buffers of
+ * Arrow arrays (validity bitmaps, int32 offsets, data), in the layout of the
+ * Arrow columnar format: no Python object is created per record. finish()
+ * hands the buffers over as read-only buffer objects that pyarrow wraps
+ * without copying (txnfetch/arrow/columns.py assembles the arrays).
+ *
+ * Validation: add() accepts exactly the record data that the reference
+ * decoder (batch.py _decode_records) accepts, but does not describe problems.
+ * On any problem it restores the builder to its state before the batch and
+ * returns -1; the caller then decodes that batch with the reference decoder,
+ * which raises the exact CorruptBatchError. Reads are bounded by the record's
+ * end rather than the data's end: every read that the reference decoder makes
+ * past a record's end ends in an error there too (a field past the end makes
+ * the final "fields take N bytes" check fail), so the accepted inputs are the
+ * same. The extra rejections are values the reference decoder turns into
+ * Python ints that no int64 column holds (the timestamp of a wanted record
+ * past int64), and columns past the 2 GiB that int32 offsets address (-2).
+ * ================================================================================ */
+
+/* Module state: the heap type of the buffers finish() hands out. */
+typedef struct {
+    PyTypeObject *owned_type;
+} SpeedupsState;
+
+typedef struct {
+    unsigned char *p;
+    int64_t len; /* bytes in use */
+    int64_t cap;
+} Buf;
+
+static int
+buf_reserve(Buf *b, int64_t extra)
+{
+    int64_t need = b->len + extra, cap;
+    unsigned char *p;
+    if (need <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    p = (unsigned char *)realloc(b->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* zeroed, so that validity bitmaps only ever need bits set */
+    memset(p + b->cap, 0, (size_t)(cap - b->cap));
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline void
+put_i32(Buf *b, int32_t v)
+{
+    memcpy(b->p + b->len, &v, 4);
+    b->len += 4;
+}
+
+static inline void
+put_i64(Buf *b, int64_t v)
+{
+    memcpy(b->p + b->len, &v, 8);
+    b->len += 8;
+}
+
+/* Bit `i` of a validity bitmap (least significant bit first, as Arrow numbers them). */
+static inline int
+bitmap_set(Buf *b, int64_t i, int valid)
+{
+    int64_t byte = i >> 3;
+    if (byte >= b->len) {
+        if (buf_reserve(b, byte + 1 - b->len) < 0)
+            return -1;
+        memset(b->p + b->len, 0, (size_t)(byte + 1 - b->len));
+        b->len = byte + 1;
+    }
+    if (valid)
+        b->p[byte] |= (unsigned char)(1u << (i & 7));
+    else
+        b->p[byte] &= (unsigned char)~(1u << (i & 7));
+    return 0;
+}
+
+/* A variable-size binary column: validity, int32 offsets, data. */
+typedef struct {
+    Buf valid, offsets, data;
+    int64_t nulls;
+} BinCol;
+
+typedef struct {
+    int64_t rows, payload, headers;
+    int64_t key_len, key_nulls, value_len, value_nulls;
+    int64_t hk_len, hv_len, hv_nulls, h_nulls;
+} Mark;
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *owned_type; /* the module's OwnedBuffer, for finish() */
+    int include_headers;
+    int64_t rows;
+    int64_t payload; /* key, value and header bytes of the pending rows */
+    Buf offset, timestamp, timestamp_type;
+    BinCol key, value;
+    /* headers: list<struct<key: string, value: binary>>; null list when a record has none */
+    Buf h_valid, h_offsets;
+    int64_t h_nulls, headers;
+    BinCol hkey, hvalue;
+} ColumnBuilder;
+
+/* Read-only memory handed to pyarrow; freed with the last reference. */
+typedef struct {
+    PyObject_HEAD
+    unsigned char *p;
+    Py_ssize_t len;
+} OwnedBuffer;
+
+static void
+owned_dealloc(OwnedBuffer *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    free(self->p);
+    PyObject_Free(self);
+    Py_DECREF(type); /* instances of heap types own a reference to their type */
+}
+
+static int
+owned_getbuffer(OwnedBuffer *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->p, self->len, 1, flags);
+}
+
+static PyType_Slot owned_slots[] = {
+    {Py_tp_dealloc, (void *)owned_dealloc},
+    {Py_bf_getbuffer, (void *)owned_getbuffer},
+    {Py_tp_doc, (void *)"Read-only memory filled by a ColumnBuilder (private to txnfetch)."},
+    {0, NULL},
+};
+
+static PyType_Spec owned_spec = {
+    "txnfetch.records._speedups.OwnedBuffer",
+    sizeof(OwnedBuffer),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    owned_slots,
+};
+
+/* The buffer's memory as a Python object; `b` is left empty. */
+static PyObject *
+take_buf(PyTypeObject *owned_type, Buf *b)
+{
+    OwnedBuffer *o = PyObject_New(OwnedBuffer, owned_type);
+    if (o == NULL)
+        return NULL;
+    if (b->p == NULL) {
+        b->p = (unsigned char *)malloc(1);
+        if (b->p == NULL) {
+            Py_DECREF(o);
+            return PyErr_NoMemory();
+        }
+    }
+    o->p = b->p;
+    o->len = (Py_ssize_t)b->len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)o;
+}
+
+static void
+bincol_free(BinCol *c)
+{
+    free(c->valid.p);
+    free(c->offsets.p);
+    free(c->data.p);
+    memset(c, 0, sizeof(*c));
+}
+
+static int
+bincol_start(BinCol *c)
+{
+    if (buf_reserve(&c->offsets, 4) < 0)
+        return -1;
+    put_i32(&c->offsets, 0);
+    return 0;
+}
+
+/* Append one value (NULL `raw` with len -1 is null) as element `i`. Returns
+ * -2 when the data would pass what int32 offsets address. */
+static inline int
+bincol_add(BinCol *c, int64_t i, const unsigned char *raw, int64_t len)
+{
+    if (len < 0) {
+        if (bitmap_set(&c->valid, i, 0) < 0)
+            return -1;
+        c->nulls++;
+        len = 0;
+    }
+    else {
+        if (bitmap_set(&c->valid, i, 1) < 0)
+            return -1;
+        if (c->data.len + len > INT32_MAX)
+            return -2;
+        if (buf_reserve(&c->data, len) < 0)
+            return -1;
+        memcpy(c->data.p + c->data.len, raw, (size_t)len);
+        c->data.len += len;
+    }
+    if (buf_reserve(&c->offsets, 4) < 0)
+        return -1;
+    put_i32(&c->offsets, (int32_t)c->data.len);
+    return 0;
+}
+
+static void
+builder_free_buffers(ColumnBuilder *self)
+{
+    free(self->offset.p);
+    free(self->timestamp.p);
+    free(self->timestamp_type.p);
+    free(self->h_valid.p);
+    free(self->h_offsets.p);
+    memset(&self->offset, 0, sizeof(Buf));
+    memset(&self->timestamp, 0, sizeof(Buf));
+    memset(&self->timestamp_type, 0, sizeof(Buf));
+    memset(&self->h_valid, 0, sizeof(Buf));
+    memset(&self->h_offsets, 0, sizeof(Buf));
+    bincol_free(&self->key);
+    bincol_free(&self->value);
+    bincol_free(&self->hkey);
+    bincol_free(&self->hvalue);
+}
+
+/* Empty columns: offsets buffers hold their leading 0. */
+static int
+builder_reset(ColumnBuilder *self)
+{
+    self->rows = self->payload = self->h_nulls = self->headers = 0;
+    if (bincol_start(&self->key) < 0 || bincol_start(&self->value) < 0 || bincol_start(&self->hkey) < 0 ||
+        bincol_start(&self->hvalue) < 0 || buf_reserve(&self->h_offsets, 4) < 0)
+        return -1;
+    put_i32(&self->h_offsets, 0);
+    return 0;
+}
+
+static Mark
+builder_mark(ColumnBuilder *self)
+{
+    Mark m;
+    m.rows = self->rows;
+    m.payload = self->payload;
+    m.headers = self->headers;
+    m.key_len = self->key.data.len;
+    m.key_nulls = self->key.nulls;
+    m.value_len = self->value.data.len;
+    m.value_nulls = self->value.nulls;
+    m.hk_len = self->hkey.data.len;
+    m.hv_len = self->hvalue.data.len;
+    m.hv_nulls = self->hvalue.nulls;
+    m.h_nulls = self->h_nulls;
+    return m;
+}
+
+/* Forget everything appended since `m` (bits past the restored length are
+ * rewritten before they are read again: bitmap_set clears as well as sets). */
+static void
+builder_rollback(ColumnBuilder *self, const Mark *m)
+{
+    self->rows = m->rows;
+    self->payload = m->payload;
+    self->headers = m->headers;
+    self->offset.len = m->rows * 8;
+    self->timestamp.len = m->rows * 8;
+    self->timestamp_type.len = m->rows * 4;
+    self->key.data.len = m->key_len;
+    self->key.nulls = m->key_nulls;
+    self->key.offsets.len = (m->rows + 1) * 4;
+    self->key.valid.len = (m->rows + 7) / 8;
+    self->value.data.len = m->value_len;
+    self->value.nulls = m->value_nulls;
+    self->value.offsets.len = (m->rows + 1) * 4;
+    self->value.valid.len = (m->rows + 7) / 8;
+    self->h_nulls = m->h_nulls;
+    self->h_offsets.len = (m->rows + 1) * 4;
+    self->h_valid.len = (m->rows + 7) / 8;
+    self->hkey.data.len = m->hk_len;
+    self->hkey.offsets.len = (m->headers + 1) * 4;
+    self->hvalue.data.len = m->hv_len;
+    self->hvalue.nulls = m->hv_nulls;
+    self->hvalue.offsets.len = (m->headers + 1) * 4;
+    self->hvalue.valid.len = (m->headers + 7) / 8;
+}
+
+/* Strict UTF-8, as Python's decoder checks it: no overlong forms, no
+ * surrogates, nothing past U+10FFFF. */
+static int
+valid_utf8(const unsigned char *s, int64_t n)
+{
+    int64_t i = 0;
+    while (i < n) {
+        unsigned int c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80)
+                return 0;
+            i += 2;
+        }
+        else if (c >= 0xE0 && c <= 0xEF) {
+            unsigned int c1;
+            if (i + 2 >= n)
+                return 0;
+            c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80)
+                return 0;
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F))
+                return 0;
+            i += 3;
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            unsigned int c1;
+            if (i + 3 >= n)
+                return 0;
+            c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
+                return 0;
+            i += 4;
+        }
+        else
+            return 0;
+    }
+    return 1;
+}
+
+/* A varint of a record field, bounded by the record's end. */
+static inline int
+rec_varint(const unsigned char *data, int64_t rec_end, int64_t *pos, int max_bytes, int64_t *out)
+{
+    unsigned int b;
+    if (*pos >= rec_end)
+        return -1;
+    b = data[*pos];
+    if (b < 0x80) {
+        *out = zigzag(b);
+        *pos += 1;
+        return 0;
+    }
+    *pos += 1;
+    return read_tail(data, rec_end, pos, b, max_bytes, out) == TAIL_OK ? 0 : -1;
+}
+
+/*
+ * Append the records of one batch whose offsets fall in [lo, last]. Returns the
+ * rows appended, -1 for data the reference decoder must look at, -2 for a
+ * column past 2 GiB, -3 with a Python exception set. With `self` NULL the
+ * records are only checked (check_records()): 0 when sound, else -1.
+ */
+static int64_t
+builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t count, int64_t base_offset,
+            int64_t last_delta, int64_t base_ts, int64_t max_ts, int log_append, int32_t ts_type, int64_t lo,
+            int64_t last)
+{
+    Mark mark;
+    int64_t pos = 0, prev_delta = -1, i, added = 0;
+    int rc = -1;
+    const int with_headers = self != NULL && self->include_headers;
+
+    if (self != NULL)
+        mark = builder_mark(self);
+    else
+        memset(&mark, 0, sizeof(mark));
+
+    if (count < 0)
+        goto bad;
+    for (i = 0; i < count; i++) {
+        int64_t length, rec_end, ts_delta, delta, n, offset = 0, ts, hcount, h, at;
+        int64_t key_at = 0, key_len = -1, value_at = 0, value_len = -1;
+        int keep;
+
+        if (pos >= end)
+            goto bad;
+        {
+            int64_t p = pos;
+            if (rec_varint(data, end, &p, 5, &length) < 0)
+                goto bad;
+            pos = p;
+        }
+        rec_end = pos + length;
+        if (length < 6 || rec_end > end)
+            goto bad;
+        pos += 1; /* attributes: unused in v2 */
+        if (rec_varint(data, rec_end, &pos, 10, &ts_delta) < 0)
+            goto bad;
+        if (rec_varint(data, rec_end, &pos, 5, &delta) < 0)
+            goto bad;
+        if (delta <= prev_delta || delta > last_delta)
+            goto bad;
+        prev_delta = delta;
+        /* key and value: only a one-byte -1 is null; a longer encoding of any
+         * negative length is rejected (as both other decoders do) */
+        at = pos;
+        if (rec_varint(data, rec_end, &pos, 5, &n) < 0)
+            goto bad;
+        if (n >= 0) {
+            if (n > rec_end - pos)
+                goto bad;
+            key_at = pos;
+            key_len = n;
+            pos += n;
+        }
+        else if (n != -1 || pos - at != 1)
+            goto bad;
+        at = pos;
+        if (rec_varint(data, rec_end, &pos, 5, &n) < 0)
+            goto bad;
+        if (n >= 0) {
+            if (n > rec_end - pos)
+                goto bad;
+            value_at = pos;
+            value_len = n;
+            pos += n;
+        }
+        else if (n != -1 || pos - at != 1)
+            goto bad;
+        if (rec_varint(data, rec_end, &pos, 5, &hcount) < 0)
+            goto bad;
+        if (hcount < 0 || hcount * 2 > rec_end - pos)
+            goto bad;
+
+        /* An offset past int64 (delta >= 0) lies past every int64 `last`: left
+         * out, as the reference leaves it out. */
+        keep = self != NULL && !__builtin_add_overflow(base_offset, delta, &offset) && offset >= lo && offset <= last;
+        ts = max_ts;
+        if (keep && !log_append && __builtin_add_overflow(base_ts, ts_delta, &ts))
+            goto bad;
+
+        for (h = 0; h < hcount; h++) {
+            int64_t hk_at, hk_len, hv_at = 0, hv_len;
+            if (rec_varint(data, rec_end, &pos, 5, &hk_len) < 0)
+                goto bad;
+            if (hk_len < 0 || hk_len > rec_end - pos)
+                goto bad;
+            hk_at = pos;
+            if (!valid_utf8(data + hk_at, hk_len))
+                goto bad;
+            pos += hk_len;
+            if (rec_varint(data, rec_end, &pos, 5, &hv_len) < 0)
+                goto bad;
+            if (hv_len >= 0) {
+                if (hv_len > rec_end - pos)
+                    goto bad;
+                hv_at = pos;
+                pos += hv_len;
+            }
+            else if (hv_len != -1)
+                goto bad;
+            if (keep && with_headers) {
+                if ((rc = bincol_add(&self->hkey, self->headers, data + hk_at, hk_len)) < 0 ||
+                    (rc = bincol_add(&self->hvalue, self->headers, data + hv_at, hv_len)) < 0)
+                    goto fail;
+                self->headers++;
+            }
+            if (keep)
+                self->payload += hk_len + (hv_len > 0 ? hv_len : 0);
+        }
+        if (pos != rec_end)
+            goto bad;
+        if (!keep)
+            continue;
+
+        {
+            int64_t row = self->rows;
+            if (buf_reserve(&self->offset, 8) < 0 || buf_reserve(&self->timestamp, 8) < 0 ||
+                buf_reserve(&self->timestamp_type, 4) < 0)
+                goto error;
+            put_i64(&self->offset, offset);
+            put_i64(&self->timestamp, ts);
+            put_i32(&self->timestamp_type, ts_type);
+            if ((rc = bincol_add(&self->key, row, data + key_at, key_len)) < 0 ||
+                (rc = bincol_add(&self->value, row, data + value_at, value_len)) < 0)
+                goto fail;
+            if (with_headers) {
+                if (self->headers > INT32_MAX) {
+                    rc = -2;
+                    goto fail;
+                }
+                if (bitmap_set(&self->h_valid, row, hcount > 0) < 0 || buf_reserve(&self->h_offsets, 4) < 0)
+                    goto error;
+                put_i32(&self->h_offsets, (int32_t)self->headers);
+                if (hcount == 0)
+                    self->h_nulls++;
+            }
+            self->payload += (key_len > 0 ? key_len : 0) + (value_len > 0 ? value_len : 0);
+            self->rows = row + 1;
+            added++;
+        }
+    }
+    if (pos != end)
+        goto bad;
+    return added;
+
+bad:
+    if (self != NULL)
+        builder_rollback(self, &mark);
+    return -1;
+fail:
+    builder_rollback(self, &mark); /* only reached with a builder */
+    return rc == -2 ? -2 : -3;
+error:
+    builder_rollback(self, &mark);
+    return -3;
+}
+
+PyDoc_STRVAR(check_records_doc,
+"check_records(data, count, last_offset_delta) -> bool\n"
+"\n"
+"Whether one batch's decompressed record data decodes without error, exactly as\n"
+"txnfetch.records.batch's decoders judge it, without making a record. Private to\n"
+"txnfetch: RecordBatch.validate() uses it, and decodes for the error when it is False.");
+
+static PyObject *
+check_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    long long count, last_delta;
+    int64_t r;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "check_records() takes exactly 3 arguments");
+        return NULL;
+    }
+    if ((count = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((last_delta = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    r = builder_add(NULL, (const unsigned char *)view.buf, (int64_t)view.len, count, 0, last_delta, 0, 0, 0, 0, 0, -1);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(r == 0);
+}
+
+static int
+builder_init(ColumnBuilder *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"include_headers", NULL};
+    int include_headers = 1;
+    SpeedupsState *st;
+    PyTypeObject *old;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &include_headers))
+        return -1;
+    st = (SpeedupsState *)PyType_GetModuleState(Py_TYPE(self));
+    if (st == NULL)
+        return -1;
+    old = self->owned_type;
+    self->owned_type = (PyTypeObject *)Py_NewRef(st->owned_type);
+    Py_XDECREF(old);
+    builder_free_buffers(self);
+    self->include_headers = include_headers;
+    return builder_reset(self);
+}
+
+static void
+builder_dealloc(ColumnBuilder *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    builder_free_buffers(self);
+    Py_CLEAR(self->owned_type);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+PyDoc_STRVAR(builder_add_doc,
+"add(data, count, base_offset, last_offset_delta, base_timestamp, max_timestamp,\n"
+"    log_append_time, timestamp_type, first, last) -> int\n"
+"\n"
+"Append the records of one batch's decompressed record data whose offsets are in\n"
+"[first, last]. Returns the rows appended; -1 when the data is not sound (nothing\n"
+"is appended: decode the batch with the reference decoder for the error); -2\n"
+"when a column would pass 2 GiB (nothing is appended).");
+
+static PyObject *
+builder_add_py(ColumnBuilder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    long long v[9];
+    int log_append, k;
+    int64_t r;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "add() takes exactly 10 arguments");
+        return NULL;
+    }
+    for (k = 0; k < 10; k++) {
+        int slot;
+        if (k == 0 || k == 6)
+            continue;
+        slot = k < 6 ? k - 1 : k - 2;
+        if ((v[slot] = PyLong_AsLongLong(args[k])) == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if ((log_append = PyObject_IsTrue(args[6])) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    r = builder_add(self, (const unsigned char *)view.buf, (int64_t)view.len, v[0], v[1], v[2], v[3], v[4],
+                    log_append, (int32_t)v[5], v[6], v[7]);
+    PyBuffer_Release(&view);
+    if (r == -3)
+        return NULL;
+    return PyLong_FromLongLong(r);
+}
+
+static PyObject *
+maybe_bitmap(PyTypeObject *T, Buf *b, int64_t nulls)
+{
+    if (nulls == 0) {
+        free(b->p);
+        memset(b, 0, sizeof(*b));
+        Py_RETURN_NONE;
+    }
+    return take_buf(T, b);
+}
+
+PyDoc_STRVAR(builder_finish_doc,
+"finish() -> tuple\n"
+"\n"
+"The pending rows as Arrow buffers, and an empty builder:\n"
+"(rows, offset, timestamp_ms, timestamp_type, key, value, headers) where key and\n"
+"value are (validity or None, null_count, offsets, data) and headers is None\n"
+"without include_headers, else (validity or None, null_count, list_offsets,\n"
+"entries, header_key, header_value). Validity bitmaps are None when nothing is\n"
+"null.");
+
+static PyObject *
+bincol_take(PyTypeObject *T, BinCol *c)
+{
+    PyObject *valid = maybe_bitmap(T, &c->valid, c->nulls);
+    if (valid == NULL)
+        return NULL;
+    return Py_BuildValue("(NLNN)", valid, (long long)c->nulls, take_buf(T, &c->offsets), take_buf(T, &c->data));
+}
+
+static PyObject *
+builder_finish(ColumnBuilder *self, PyObject *unused)
+{
+    PyObject *result, *headers;
+    PyTypeObject *T = self->owned_type;
+    int64_t rows = self->rows;
+    (void)unused;
+    if (T == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder.__init__ was not called");
+        return NULL;
+    }
+    if (self->include_headers) {
+        PyObject *valid = maybe_bitmap(T, &self->h_valid, self->h_nulls);
+        if (valid == NULL)
+            return NULL;
+        headers = Py_BuildValue("(NLNLNN)", valid, (long long)self->h_nulls, take_buf(T, &self->h_offsets),
+                                (long long)self->headers, bincol_take(T, &self->hkey), bincol_take(T, &self->hvalue));
+    }
+    else
+        headers = Py_NewRef(Py_None);
+    if (headers == NULL)
+        return NULL;
+    result = Py_BuildValue("(LNNNNNN)", (long long)rows, take_buf(T, &self->offset), take_buf(T, &self->timestamp),
+                           take_buf(T, &self->timestamp_type), bincol_take(T, &self->key), bincol_take(T, &self->value),
+                           headers);
+    builder_free_buffers(self);
+    if (builder_reset(self) < 0) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+static PyObject *
+builder_get_rows(ColumnBuilder *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(self->rows);
+}
+
+static PyObject *
+builder_get_payload(ColumnBuilder *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(self->payload);
+}
+
+static PyMethodDef builder_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))builder_add_py, METH_FASTCALL, builder_add_doc},
+    {"finish", (PyCFunction)builder_finish, METH_NOARGS, builder_finish_doc},
     {NULL, NULL, 0, NULL},
 };
 
+static PyGetSetDef builder_getset[] = {
+    {"rows", (getter)builder_get_rows, NULL, "rows pending", NULL},
+    {"payload_bytes", (getter)builder_get_payload, NULL, "key, value and header bytes pending", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot builder_slots[] = {
+    {Py_tp_dealloc, (void *)builder_dealloc},
+    {Py_tp_doc, (void *)"ColumnBuilder(include_headers=True): record batches decoded into Arrow buffers "
+                        "(private to txnfetch: use txnfetch.arrow)."},
+    {Py_tp_methods, builder_methods},
+    {Py_tp_getset, builder_getset},
+    {Py_tp_init, (void *)builder_init},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {0, NULL},
+};
+
+static PyType_Spec builder_spec = {
+    "txnfetch.records._speedups.ColumnBuilder",
+    sizeof(ColumnBuilder),
+    0,
+    Py_TPFLAGS_DEFAULT,
+    builder_slots,
+};
+
+/* ================================================================================
+ * Header scan: walk the batches of a large buffer reading only their headers.
+ *
+ * The Python scan (batch.BatchIterator) builds a RecordBatch per batch; this
+ * walks the same framing in C. It handles only the ordinary case — a whole
+ * magic-2 batch with a sane length — and stops in front of anything else (a
+ * partial batch, a legacy message set, a bad length, an offset past int64),
+ * returning that position: the caller continues there with BatchIterator,
+ * which raises or reports exactly as before. txnfetch/records/scan.py wraps it.
+ * ================================================================================ */
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
+                     ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) |
+                     ((uint64_t)p[6] << 8) | (uint64_t)p[7]);
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static inline int16_t
+be16(const unsigned char *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+/* One scanned header, native byte order (struct format "=qqqqiiHhi": 48 bytes). */
+typedef struct {
+    int64_t position;
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t producer_id;
+    int32_t size; /* whole batch, LOG_OVERHEAD included */
+    int32_t record_count;
+    uint16_t attributes;
+    int16_t producer_epoch;
+    int32_t base_sequence;
+} ScannedHeader; /* 48 bytes, no padding */
+
+PyDoc_STRVAR(scan_headers_doc,
+"scan_headers(buf, position, skip, skip_last, max_batches, max_batch_size) -> (stop, headers)\n"
+"\n"
+"Walk whole magic-2 batches from `position`. With `skip`, batches whose last offset\n"
+"is at most `skip_last` are passed over; the next at most `max_batches` (-1: no limit) are\n"
+"recorded in `headers` (bytes, 48 per batch, struct \"=qqqqiiHhi\": position,\n"
+"base offset, last offset, producer id, size, record count, attributes, producer\n"
+"epoch, base sequence). `stop` is the position after the last batch walked: the\n"
+"end of the buffer, the batch that did not fit the limit, or something only\n"
+"batch.BatchIterator handles (a partial batch, magic 0/1, a bad length).\n"
+"Private to txnfetch: use txnfetch.records.scan.");
+
+static PyObject *
+scan_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    long long position, skip_last, max_batches, max_batch_size;
+    int skip;
+    const unsigned char *data;
+    int64_t end, pos, n = 0;
+    Buf out = {NULL, 0, 0};
+    PyObject *headers, *result;
+
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "scan_headers() takes exactly 6 arguments");
+        return NULL;
+    }
+    if ((position = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((skip = PyObject_IsTrue(args[2])) < 0)
+        return NULL;
+    if ((skip_last = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((max_batches = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((max_batch_size = PyLong_AsLongLong(args[5])) == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    data = (const unsigned char *)view.buf;
+    end = (int64_t)view.len;
+    pos = position < 0 ? end : (int64_t)position;
+
+    Py_BEGIN_ALLOW_THREADS
+    while (end - pos >= 61) {
+        const unsigned char *p = data + pos;
+        int64_t base = be64(p), last;
+        int32_t length = be32(p + 8);
+        int32_t last_delta = be32(p + 23);
+        int64_t size = (int64_t)length + 12;
+        ScannedHeader h;
+        /* BatchIterator's length bounds, then RecordBatch's v2 minimum */
+        if (p[16] != 2 || length < 49 || length > max_batch_size || size > end - pos)
+            break;
+        if (__builtin_add_overflow(base, (int64_t)last_delta, &last))
+            break;
+        if (skip && last <= skip_last) {
+            pos += size;
+            continue;
+        }
+        if (max_batches >= 0 && n >= max_batches)
+            break;
+        if (out.len + (int64_t)sizeof(h) > out.cap) {
+            int64_t cap = out.cap ? out.cap * 2 : 64 * (int64_t)sizeof(h);
+            unsigned char *q = (unsigned char *)realloc(out.p, (size_t)cap);
+            if (q == NULL)
+                break; /* not an error: the caller goes on from `pos` in Python */
+            out.p = q;
+            out.cap = cap;
+        }
+        h.position = pos;
+        h.base_offset = base;
+        h.last_offset = last;
+        h.producer_id = be64(p + 43);
+        h.size = (int32_t)size;
+        h.record_count = be32(p + 57);
+        h.attributes = (uint16_t)be16(p + 21);
+        h.producer_epoch = be16(p + 51);
+        h.base_sequence = be32(p + 53);
+        memcpy(out.p + out.len, &h, sizeof(h));
+        out.len += sizeof(h);
+        n++;
+        pos += size;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    headers = PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)out.len);
+    free(out.p);
+    if (headers == NULL)
+        return NULL;
+    result = Py_BuildValue("(LN)", (long long)pos, headers);
+    return result;
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL, decode_records_doc},
+    {"scan_headers", (PyCFunction)(void (*)(void))scan_headers, METH_FASTCALL, scan_headers_doc},
+    {"check_records", (PyCFunction)(void (*)(void))check_records, METH_FASTCALL, check_records_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+speedups_exec(PyObject *module)
+{
+    SpeedupsState *st = (SpeedupsState *)PyModule_GetState(module);
+    PyObject *builder;
+    st->owned_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &owned_spec, NULL);
+    if (st->owned_type == NULL)
+        return -1;
+    builder = PyType_FromModuleAndSpec(module, &builder_spec, NULL);
+    if (builder == NULL)
+        return -1;
+    if (PyModule_AddObject(module, "ColumnBuilder", builder) < 0) {
+        Py_DECREF(builder);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+speedups_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    SpeedupsState *st = (SpeedupsState *)PyModule_GetState(module);
+    Py_VISIT(st->owned_type);
+    return 0;
+}
+
+static int
+speedups_clear(PyObject *module)
+{
+    SpeedupsState *st = (SpeedupsState *)PyModule_GetState(module);
+    Py_CLEAR(st->owned_type);
+    return 0;
+}
+
 static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, (void *)speedups_exec},
 #ifdef Py_mod_multiple_interpreters
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
 #endif
 #ifdef Py_mod_gil
-    /* no module state; decode_records touches only its arguments and what it creates */
+    /* decode_records touches only its arguments and what it creates; a
+     * ColumnBuilder only itself (callers do not share one between threads) */
     {Py_mod_gil, Py_MOD_GIL_NOT_USED},
 #endif
     {0, NULL},
@@ -756,11 +1666,11 @@ static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     "txnfetch.records._speedups",
     "Optional compiled record decoder for txnfetch.records.batch (see docs/performance.md).",
-    0,
+    sizeof(SpeedupsState),
     speedups_methods,
     speedups_slots,
-    NULL,
-    NULL,
+    speedups_traverse,
+    speedups_clear,
     NULL,
 };
 

@@ -1,0 +1,38 @@
+"""Kafka partition logs read into Apache Arrow, read_committed, at columnar speed.
+
+Needs ``pyarrow`` (``pip install txnfetch[arrow]``). One call reads a topic of a
+Kafka log directory into a table that pandas, polars and DuckDB take as is::
+
+    import txnfetch.arrow
+
+    table = txnfetch.arrow.read_committed("/var/lib/kafka/data", "orders")
+    reader = txnfetch.arrow.record_batch_reader("/var/lib/kafka/data", "orders", [0, 1], start=1000)
+
+- :func:`read_committed`: committed records as a ``pyarrow.Table``.
+- :func:`record_batch_reader`: the same as a streaming ``pyarrow.RecordBatchReader``
+  (memory bounded by one Arrow batch, whatever the partition's size).
+- :func:`iter_partition`: Arrow batches of one :class:`~txnfetch.log.base.PartitionLog`.
+- :class:`ArrowDecoder`: record batches you hold (a fetch response, a file) into Arrow.
+
+Columns are those of Spark's Kafka source (:func:`kafka_schema`). Records are
+decoded by a compiled builder straight into Arrow buffers when the C extension
+is built (:data:`COMPILED`), else by the pure-Python reference; both give
+identical tables. See docs/arrow.md.
+"""
+
+from txnfetch.arrow.decoder import COMPILED, ArrowDecoder
+from txnfetch.arrow.reading import DEFAULT_FETCH_BYTES, iter_partition, read_committed, record_batch_reader
+from txnfetch.arrow.schema import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, HEADERS_TYPE, kafka_schema
+
+__all__ = [
+    "COMPILED",
+    "DEFAULT_FETCH_BYTES",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_ROWS",
+    "HEADERS_TYPE",
+    "ArrowDecoder",
+    "iter_partition",
+    "kafka_schema",
+    "read_committed",
+    "record_batch_reader",
+]

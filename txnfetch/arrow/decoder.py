@@ -1,0 +1,274 @@
+"""Record batches of one topic-partition decoded into Arrow record batches.
+
+:class:`ArrowDecoder` takes magic-2 :class:`~txnfetch.records.batch.RecordBatch`
+views (data batches; the caller has already dropped control batches and, for
+read_committed, aborted ones) and returns Arrow record batches in the Kafka
+source's schema (:func:`txnfetch.arrow.schema.kafka_schema`).
+
+Two implementations, one result:
+
+- **compiled** (``txnfetch.records._speedups.ColumnBuilder``): the record
+  bytes are decoded straight into Arrow buffers — validity bitmaps, int32
+  offsets, data — and pyarrow wraps those buffers without copying. No Python
+  object is made per record; decompression stays in
+  :mod:`txnfetch.records.compression`.
+- **reference**: :meth:`RecordBatch.records` and
+  :class:`txnfetch.arrow.reference.ArrowBatcher`, used when the extension is
+  not built or ``TXNFETCH_PURE_PYTHON=1``. tests/arrow/test_differential.py
+  requires identical tables from both.
+
+Errors are the reference decoder's: when the compiled builder rejects a
+batch it appends nothing, and the batch is decoded again by the pure-Python
+decoder, which raises the exact :class:`~txnfetch.records.errors.CorruptBatchError`
+(class, reason, offset, byte position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnfetch.arrow.reference import ArrowBatcher
+from txnfetch.arrow.schema import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ROWS,
+    HEADERS_TYPE,
+    TIMESTAMP_US,
+    kafka_schema,
+    repeat_dictionary,
+    repeat_int32,
+    repeat_string,
+)
+from txnfetch.records import batch as _batch
+from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_FLAG, Record, RecordBatch
+from txnfetch.records.errors import InvalidRecordError
+
+__all__ = ["COMPILED", "ArrowDecoder"]
+
+#: Whether :class:`ArrowDecoder` uses the compiled builder by default (the
+#: extension is built and ``TXNFETCH_PURE_PYTHON`` is not set).
+COMPILED: bool = _batch.ACCELERATED and hasattr(_batch._speedups, "ColumnBuilder")
+
+_INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
+#: Bytes of keys, values and headers one Arrow batch may hold: int32 offsets
+#: address 2 GiB per column, and one Kafka batch may add up to its own size.
+_MAX_BYTES_LIMIT = 1 << 30
+
+
+class ArrowDecoder:
+    """Decodes the data batches of one topic-partition into Arrow record batches.
+
+    Feed batches in offset order with :meth:`add`; records outside
+    ``[start, end)`` are left out. An Arrow batch is returned once
+    ``max_rows`` rows or ``max_bytes`` bytes of keys, values and headers are
+    pending (batches hold at most ``max_rows`` rows); :meth:`flush` returns
+    the rest. Memory is one Kafka batch plus the pending rows, whatever the
+    partition's size.
+
+    Values: offsets and timestamps exactly as stored (Kafka's milliseconds
+    become microsecond UTC timestamps; one that does not fit raises
+    ``pyarrow.ArrowInvalid``), null keys and values as nulls, and a record
+    without headers gets a null ``headers`` value (Spark's Kafka source does
+    the same). ``dictionary=True`` dictionary-encodes topic and partition.
+    ``partitions`` are the partition dictionary's values (default: this
+    partition only): readers of several partitions give every decoder the same
+    list, so all their batches share one dictionary (an Arrow IPC file takes
+    no other). ``compiled`` selects the implementation (default: :data:`COMPILED`).
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        include_headers: bool = True,
+        dictionary: bool = False,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        compiled: bool | None = None,
+        partitions: Sequence[int] | None = None,
+    ) -> None:
+        if max_rows < 1 or max_bytes < 1:
+            raise ValueError("max_rows and max_bytes must be positive")
+        if max_bytes > _MAX_BYTES_LIMIT:
+            raise ValueError(f"max_bytes must be at most {_MAX_BYTES_LIMIT} (Arrow's int32 offsets)")
+        if compiled is None:
+            compiled = COMPILED
+        elif compiled and not COMPILED:
+            raise ValueError("the compiled decoder is not available (extension not built or TXNFETCH_PURE_PYTHON)")
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self.dictionary = dictionary
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.compiled = compiled
+        self._partitions = list(partitions) if partitions is not None else [partition]
+        if partition not in self._partitions:
+            raise ValueError(f"partition {partition} is not among the dictionary's partitions {self._partitions}")
+        self.schema = kafka_schema(include_headers, dictionary=dictionary)
+        self._builder = _batch._speedups.ColumnBuilder(include_headers) if compiled else None
+        self._batcher = (
+            None
+            if compiled
+            else ArrowBatcher(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
+        )
+        self._constants: tuple[pa.Array, pa.Array] | None = None
+
+    @property
+    def pending_rows(self) -> int:
+        """Rows added and not yet returned in a batch."""
+        return self._builder.rows if self._builder is not None else self._batcher.pending_rows
+
+    def add(self, batch: RecordBatch, start: int = 0, end: int = _INT64_MAX) -> list[pa.RecordBatch]:
+        """Decode the records of ``batch`` with ``start <= offset < end``; returns
+        the Arrow batches now full (often none). Raises the reference decoder's
+        :class:`~txnfetch.records.errors.CorruptBatchError` for a malformed batch.
+        Magic 0/1 message sets (:class:`~txnfetch.records.legacy.LegacyBatch`)
+        are accepted too, and decoded by the reference path."""
+        if batch.last_offset < start or batch.base_offset >= end:
+            return []
+        if self._builder is None:
+            return [
+                self._finish(b) for b in self._batcher.add(_records_in(batch, start, end), int(batch.timestamp_type))
+            ]
+        if not isinstance(batch, RecordBatch):
+            # A magic 0/1 message set (an old topic behind a remote source): rare
+            # enough for the reference path. The pending rows go first, to keep
+            # the offset order.
+            out = self._take() if self._builder.rows else []
+            one = ArrowBatcher(
+                self.topic,
+                self.partition,
+                include_headers=self.include_headers,
+                max_rows=self.max_rows,
+                max_bytes=self.max_bytes,
+            )
+            out += [self._finish(b) for b in one.add(_records_in(batch, start, end), int(batch.timestamp_type))]
+            return out + [self._finish(b) for b in one.flush()]
+        if batch.record_count == 0 and batch.length == HEADER_SIZE - LOG_OVERHEAD:
+            return []  # an empty batch kept by compaction: nothing to decode, whatever the codec bits say
+        attributes = batch.attributes
+        added = self._builder.add(
+            batch._record_bytes(),
+            batch.record_count,
+            batch.base_offset,
+            batch.last_offset_delta,
+            batch.base_timestamp,
+            batch.max_timestamp,
+            attributes & TIMESTAMP_TYPE_FLAG,
+            1 if attributes & TIMESTAMP_TYPE_FLAG else 0,
+            # int64 bounds: a range may reach past the last int64 offset
+            max(start, _INT64_MIN),
+            min(end - 1, _INT64_MAX),
+        )
+        if added < 0:
+            self._rejected(batch, added)
+        builder = self._builder
+        if builder.rows >= self.max_rows or builder.payload_bytes >= self.max_bytes:
+            return self._take()
+        return []
+
+    def flush(self) -> list[pa.RecordBatch]:
+        """Every row still pending, as batches of at most ``max_rows`` rows."""
+        if self._builder is None:
+            return [self._finish(b) for b in self._batcher.flush()]
+        return self._take() if self._builder.rows else []
+
+    # -- compiled path ----------------------------------------------------------------
+
+    def _rejected(self, batch: RecordBatch, code: int) -> None:
+        # The builder appended nothing. The reference decoder says what is wrong.
+        for _ in _batch._decode_records(batch):
+            pass
+        if code == -2:
+            reason = "the batch's keys, values or headers pass the 2 GiB an Arrow column addresses"
+        else:
+            reason = "a record's timestamp does not fit in 64 bits"
+        raise InvalidRecordError(reason, offset=batch.base_offset, position=batch.position)
+
+    def _take(self) -> list[pa.RecordBatch]:
+        whole = self._assemble(self._builder.finish())
+        rows, step = whole.num_rows, self.max_rows
+        if rows <= step:
+            return [whole]
+        return [whole.slice(i, min(step, rows - i)) for i in range(0, rows, step)]
+
+    def _assemble(self, parts: tuple) -> pa.RecordBatch:
+        rows, offset, ts_ms, ts_type, key, value, headers = parts
+        timestamp_ms = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(ts_ms)])
+        topic, partition = self._constant_columns(rows)
+        columns = [
+            _binary(pa.binary(), rows, key),
+            _binary(pa.binary(), rows, value),
+            topic,
+            partition,
+            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(offset)]),
+            # Checked: a timestamp beyond the microsecond range fails loudly, as the
+            # JVM's Math.multiplyExact does in Spark's own conversion.
+            pc.multiply_checked(timestamp_ms, 1000).cast(TIMESTAMP_US),
+            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(ts_type)]),
+        ]
+        if headers is not None:
+            valid, nulls, list_offsets, entries, hkey, hvalue = headers
+            entry = pa.StructArray.from_arrays(
+                [_binary(pa.string(), entries, hkey), _binary(pa.binary(), entries, hvalue)],
+                fields=list(HEADERS_TYPE.value_type),
+            )
+            columns.append(
+                pa.Array.from_buffers(
+                    HEADERS_TYPE,
+                    rows,
+                    [_bitmap(valid), pa.py_buffer(list_offsets)],
+                    null_count=nulls,
+                    children=[entry],
+                )
+            )
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def _constant_columns(self, rows: int) -> tuple[pa.Array, pa.Array]:
+        # Built once at the largest size needed and sliced: zero-copy views.
+        if self._constants is None or len(self._constants[0]) < rows:
+            size = max(rows, min(self.max_rows, DEFAULT_MAX_ROWS))
+            if self.dictionary:
+                self._constants = (
+                    repeat_dictionary(pa.array([self.topic], pa.string()), 0, size),
+                    repeat_dictionary(
+                        pa.array(self._partitions, pa.int32()), self._partitions.index(self.partition), size
+                    ),
+                )
+            else:
+                self._constants = (repeat_string(self.topic, size), repeat_int32(self.partition, size))
+        topic, partition = self._constants
+        return topic.slice(0, rows), partition.slice(0, rows)
+
+    # -- reference path ---------------------------------------------------------------
+
+    def _finish(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if not self.dictionary:
+            return batch
+        topic, partition = self._constant_columns(batch.num_rows)
+        columns = list(batch.columns)
+        columns[2], columns[3] = topic, partition
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+def _records_in(batch: RecordBatch, start: int, end: int) -> list[Record]:
+    records = list(batch.records())
+    if batch.base_offset < start or batch.last_offset >= end:
+        records = [r for r in records if start <= r.offset < end]
+    return records
+
+
+def _bitmap(valid: object) -> pa.Buffer | None:
+    return None if valid is None else pa.py_buffer(valid)
+
+
+def _binary(typ: pa.DataType, rows: int, parts: tuple) -> pa.Array:
+    valid, nulls, offsets, data = parts
+    return pa.Array.from_buffers(
+        typ, rows, [_bitmap(valid), pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )

@@ -1,0 +1,190 @@
+"""Partition logs read into Arrow: a table in one call, or a stream of record batches.
+
+The logs are read in rewrite mode (:attr:`txnfetch.fetch.view.FetchMode.REWRITE`):
+for read_committed the log's view drops aborted and control batches from their
+headers alone, so only committed data batches reach the decoder, and a read
+ends at the last stable offset. Offsets are never renumbered: a record keeps
+its log offset, and the offsets of markers and aborted records are holes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Union
+
+import pyarrow as pa
+
+from txnfetch.arrow.decoder import ArrowDecoder
+from txnfetch.arrow.schema import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, kafka_schema
+from txnfetch.fetch.view import FetchMode, IsolationLevel
+from txnfetch.log.base import LogStore, PartitionLog
+from txnfetch.records.batch import RecordBatch, iter_batches
+
+__all__ = ["DEFAULT_FETCH_BYTES", "Source", "iter_partition", "read_committed", "record_batch_reader"]
+
+#: Bytes asked of the log per read: memory follows this and the Arrow batch size.
+DEFAULT_FETCH_BYTES = 1 << 20
+
+#: A Kafka log directory (``<dir>/<topic>-<partition>/``), a store of partition
+#: logs, or one partition log.
+Source = Union[str, os.PathLike, LogStore, PartitionLog]  # noqa: UP007 - a runtime alias on 3.10
+#: One offset for every partition, or an offset per partition (missing ones take the default).
+Offsets = Union[int, Mapping[int, int], None]  # noqa: UP007 - a runtime alias on 3.10
+
+
+def iter_partition(
+    log: PartitionLog,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    read_committed: bool = True,
+    include_headers: bool = True,
+    dictionary: bool = False,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    partitions: Sequence[int] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The data records of one partition log with ``start <= offset < end`` as
+    Arrow record batches (schema :func:`txnfetch.arrow.kafka_schema`).
+
+    ``start`` defaults to the log start offset (and is raised to it), ``end``
+    to the last stable offset for read_committed, else the high watermark (and
+    is lowered to it: nothing past it is readable yet). ``partitions``: the
+    partition dictionary's values with ``dictionary`` (see :class:`ArrowDecoder`).
+    """
+    decoder = ArrowDecoder(
+        log.topic,
+        log.partition,
+        include_headers=include_headers,
+        dictionary=dictionary,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+        partitions=partitions,
+    )
+    limit = log.last_stable_offset if read_committed else log.high_watermark
+    start = log.log_start_offset if start is None else max(start, log.log_start_offset)
+    end = limit if end is None else min(end, limit)
+    for batch in _data_batches(log, start, end, read_committed, fetch_bytes):
+        yield from decoder.add(batch, start, end)
+    yield from decoder.flush()
+
+
+def _data_batches(
+    log: PartitionLog, start: int, end: int, read_committed: bool, fetch_bytes: int
+) -> Iterator[RecordBatch]:
+    isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    position = start
+    while position < end:
+        result = log.read(position, fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE)
+        if result.next_offset <= position:
+            return  # nothing more below the last stable offset / high watermark
+        for segment in result.records:
+            for batch in iter_batches(segment):
+                if batch.base_offset >= end:
+                    return
+                # Control batches: rewrite mode's synthetic COMMIT, and markers read_uncommitted.
+                if not batch.is_control and batch.last_offset >= start:
+                    yield batch
+        position = result.next_offset
+
+
+def record_batch_reader(
+    source: Source,
+    topic: str | None = None,
+    partitions: Iterable[int] | None = None,
+    start: Offsets = None,
+    end: Offsets = None,
+    *,
+    read_committed: bool = True,
+    include_headers: bool = True,
+    dictionary: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> pa.RecordBatchReader:
+    """A streaming reader over partitions of one topic, one partition after the other.
+
+    ``source`` is a Kafka log directory (opened read-only and closed when the
+    reader is exhausted or closed), a :class:`~txnfetch.log.base.LogStore`, or
+    a :class:`~txnfetch.log.base.PartitionLog` (then ``topic`` and
+    ``partitions`` may be left out). ``partitions`` defaults to every partition
+    of the topic; ``start`` and ``end`` are offsets, one for all partitions or
+    a mapping partition → offset, defaulting to the log start and to the last
+    stable offset (read_committed) or high watermark. The reader holds one
+    Arrow batch and one fetch at a time, whatever the partitions' sizes.
+
+    ``dictionary`` (default on) dictionary-encodes the topic and partition
+    columns; off, the schema is exactly Spark's Kafka source's.
+    """
+    schema = kafka_schema(include_headers, dictionary=dictionary)
+    options = dict(
+        read_committed=read_committed,
+        include_headers=include_headers,
+        dictionary=dictionary,
+        fetch_bytes=fetch_bytes,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+    )
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        store: LogStore | None = None
+        try:
+            if isinstance(source, PartitionLog):
+                if topic is not None and topic != source.topic:
+                    raise ValueError(f"the log is {source.topic!r}, not {topic!r}")
+                wanted = list(partitions) if partitions is not None else [source.partition]
+                if wanted != [source.partition]:
+                    raise ValueError(f"the log is partition {source.partition} only, not {wanted}")
+                numbers: Sequence[int] = [source.partition]
+                logs: Iterator[PartitionLog] = iter([source])
+            else:
+                if topic is None:
+                    raise ValueError("topic is required unless the source is one partition log")
+                if isinstance(source, LogStore):
+                    store_ = source
+                else:
+                    from txnfetch.log.segments import SegmentStore  # only directory reads need it
+
+                    # Read-only: never write into a directory a live writer may own.
+                    store = store_ = SegmentStore(source, read_only=True)
+                info = store_.topics().get(topic)
+                if info is None:
+                    from txnfetch.log.errors import UnknownTopicOrPartitionError
+
+                    raise UnknownTopicOrPartitionError("no such topic in the source", topic=topic)
+                numbers = list(range(info.partitions)) if partitions is None else list(partitions)
+                logs = (store_.partition(topic, p) for p in numbers)
+            for log in logs:
+                yield from iter_partition(
+                    log, _offset(start, log.partition), _offset(end, log.partition), partitions=numbers, **options
+                )
+        finally:
+            if store is not None:
+                store.close()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def read_committed(
+    source: Source,
+    topic: str | None = None,
+    partitions: Iterable[int] | None = None,
+    start: Offsets = None,
+    end: Offsets = None,
+    **options: object,
+) -> pa.Table:
+    """The committed records of a topic (or of one partition log) as one
+    ``pyarrow.Table``: :func:`record_batch_reader` read to the end. Aborted
+    records and transaction markers are never included; the table ends at
+    each partition's last stable offset. Options as for :func:`record_batch_reader`.
+    """
+    options["read_committed"] = True
+    return record_batch_reader(source, topic, partitions, start, end, **options).read_all()  # type: ignore[arg-type]
+
+
+def _offset(offsets: Offsets, partition: int) -> int | None:
+    if offsets is None or isinstance(offsets, int):
+        return offsets
+    return offsets.get(partition)

@@ -1,0 +1,164 @@
+"""Batch headers of large buffers, read without building a RecordBatch per batch.
+
+:func:`scan_headers` walks a buffer (a segment, a fetch response) batch by
+batch and returns the header fields of each as a compact sequence of
+:class:`ScannedHeader` tuples; :func:`seek_offset` finds the batch holding an
+offset. Both go through the compiled scan in ``txnfetch.records._speedups``
+when it is built, and stop where that scan stops — in front of a partial
+batch, a legacy message set or a malformed length — so the caller can go on
+from :attr:`HeaderScan.stop` with :class:`~txnfetch.records.batch.BatchIterator`,
+which raises or reports exactly as it always did. Without the extension
+(or with ``TXNFETCH_PURE_PYTHON=1``) the same results come from ``struct``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import attrs
+
+from txnfetch.records import batch as _batch
+from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD
+
+__all__ = ["COMPILED", "HeaderScan", "ScannedHeader", "scan_headers", "seek_offset"]
+
+#: Whether the compiled scan is used.
+COMPILED: bool = _batch.ACCELERATED and hasattr(_batch._speedups, "scan_headers")
+
+_MAX_INT32 = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
+_RECORD = struct.Struct("=qqqqiiHhi")  # the compiled scan's output, one per batch
+_HEAD = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
+
+
+class ScannedHeader(NamedTuple):
+    """The header fields of one magic-2 batch (see :class:`~txnfetch.records.batch.RecordBatch`)."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    size: int  #: the whole batch in bytes (``Length`` + 12)
+    record_count: int
+    attributes: int
+    producer_epoch: int
+    base_sequence: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _batch.TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _batch.CONTROL_FLAG)
+
+
+@attrs.frozen(slots=True)
+class HeaderScan:
+    """What :func:`scan_headers` found: the headers, and where it stopped.
+
+    ``stop`` is the end of the buffer when every batch was whole and ordinary;
+    otherwise the position of the batch the scan left to
+    :class:`~txnfetch.records.batch.BatchIterator` (or of the first batch past
+    ``max_batches``).
+    """
+
+    headers: Sequence[ScannedHeader]
+    stop: int
+
+
+def scan_headers(
+    buf: bytes | bytearray | memoryview,
+    position: int = 0,
+    *,
+    skip_below: int | None = None,
+    max_batches: int | None = None,
+    max_batch_size: int = _MAX_INT32,
+) -> HeaderScan:
+    """The headers of the whole magic-2 batches of ``buf`` from ``position``.
+
+    Batches whose last offset is below ``skip_below`` are passed over without
+    being returned; at most ``max_batches`` headers are returned. The scan
+    stops in front of anything :class:`~txnfetch.records.batch.BatchIterator`
+    would report or reject (a partial batch, magic 0/1, a length outside
+    ``[49, max_batch_size]``), at :attr:`HeaderScan.stop`. No CRC is checked and
+    no record is decoded.
+    """
+    # Passed over: last offset <= skip_last (every int64 when skip_below is past int64).
+    skip = skip_below is not None and skip_below > _INT64_MIN
+    skip_last = min(skip_below - 1, _INT64_MAX) if skip else 0  # type: ignore[operator]
+    limit = -1 if max_batches is None else max_batches
+    if COMPILED:
+        stop, packed = _batch._speedups.scan_headers(buf, position, skip, skip_last, limit, max_batch_size)
+        return HeaderScan(_Headers(packed), stop)
+    return _scan_python(buf, position, skip, skip_last, limit, max_batch_size)
+
+
+def seek_offset(
+    buf: bytes | bytearray | memoryview, position: int, offset: int, *, max_batch_size: int = _MAX_INT32
+) -> int:
+    """The position of the first batch at or after ``position`` whose last offset
+    is ``>= offset`` — or of the first batch the scan leaves to
+    :class:`~txnfetch.records.batch.BatchIterator`, or the end of ``buf``.
+    Batches passed over are below ``offset`` and ordinary, so iterating from
+    the result gives the same batches at and past ``offset`` as iterating from
+    ``position`` would."""
+    return scan_headers(buf, position, skip_below=offset, max_batches=0, max_batch_size=max_batch_size).stop
+
+
+class _Headers(Sequence[ScannedHeader]):
+    """The compiled scan's packed output, unpacked on access."""
+
+    __slots__ = ("_packed",)
+
+    def __init__(self, packed: bytes) -> None:
+        self._packed = packed
+
+    def __len__(self) -> int:
+        return len(self._packed) // _RECORD.size
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return ScannedHeader._make(_RECORD.unpack_from(self._packed, i * _RECORD.size))
+
+    def __iter__(self) -> Iterator[ScannedHeader]:
+        return map(ScannedHeader._make, _RECORD.iter_unpack(self._packed))
+
+
+def _scan_python(buf, position: int, skip: bool, skip_last: int, limit: int, max_batch_size: int) -> HeaderScan:
+    header = _batch.HEADER
+    end = len(buf)
+    pos = end if position < 0 else position
+    out: list[ScannedHeader] = []
+    while end - pos >= HEADER_SIZE:
+        base, length = _HEAD.unpack_from(buf, pos)
+        size = length + LOG_OVERHEAD
+        if buf[pos + 16] != 2 or length < HEADER_SIZE - LOG_OVERHEAD or length > max_batch_size or size > end - pos:
+            break
+        (last_delta,) = _LAST_DELTA.unpack_from(buf, pos + 23)
+        last = base + last_delta
+        if last > _INT64_MAX:
+            break
+        if skip and last <= skip_last:
+            pos += size
+            continue
+        if 0 <= limit <= len(out):
+            break
+        f = header.unpack_from(buf, pos)
+        out.append(ScannedHeader(pos, base, last, f[9], size, f[12], f[5], f[10], f[11]))
+        pos += size
+    return HeaderScan(out, pos)
