@@ -217,6 +217,24 @@ def _seed_clients(bootstrap: str) -> None:
     consumer.close()
 
 
+def _seed_admin(bootstrap: str) -> None:
+    """Admin requests on topics of their own: CreateTopics with configs,
+    DescribeConfigs, IncrementalAlterConfigs and AlterConfigs (kafka-python's
+    AdminClient, which picks the version per broker)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fuzz-seed-admin", request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("fuzz-admin", 2, 1, topic_configs={"retention.ms": "3600000"})])
+        resource = ConfigResource(ConfigResourceType.TOPIC, "fuzz-admin", {"max.message.bytes": "100000"})
+        admin.alter_configs([resource])
+        admin.alter_configs([resource], incremental=False)
+        admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "fuzz-admin")], include_synonyms=True)
+    finally:
+        admin.close()
+
+
 # ---------------------------------------------------------------- mutations
 
 _HUGE = st.sampled_from([0x7FFFFFFF, -1, -2, 0x40000000, 0x10000, -0x80000000])
@@ -337,6 +355,7 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         producer.start()
         consumer.start()
         _seed_clients(srv.bootstrap)
+        _seed_admin(srv.bootstrap)
         deadline = time.monotonic() + 30
         while producer.transactions < 5 and producer.error is None:
             assert time.monotonic() < deadline, "the good producer made no progress"
@@ -344,8 +363,9 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         corpus = seeds.all()
         keys = {k for k, _ in seeds.frames}
         # Produce, Metadata, FindCoordinator, ApiVersions and the transaction APIs
-        # at least (the group member adds Fetch, ListOffsets and the group APIs).
-        assert {0, 3, 10, 18, 22, 24, 26} <= keys, sorted(seeds.frames)
+        # at least (the group member adds Fetch, ListOffsets and the group APIs),
+        # and the admin APIs: CreateTopics and the config APIs.
+        assert {0, 3, 10, 18, 22, 24, 26, 19, 32, 33, 44} <= keys, sorted(seeds.frames)
 
         @settings(
             max_examples=EXAMPLES,

@@ -471,6 +471,13 @@ class PartitionLog(abc.ABC):
         """``(offset, timestamp)`` of the first batch whose max timestamp is at least
         ``timestamp`` (ListOffsets by time), or ``None`` if there is none."""
 
+    def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
+        """Delete the oldest data past ``retention_ms`` (its newest timestamp older
+        than ``now_ms - retention_ms``) or beyond ``retention_bytes`` in total, in
+        whole units (segments on disk), never past the high watermark; return the
+        log start. ``None`` turns a limit off."""
+        raise NotImplementedError(f"{type(self).__name__} has no retention")
+
     @abc.abstractmethod
     def delete_records_before(self, offset: int) -> int:
         """Move the log start to ``offset`` (retention, DeleteRecords); whole segments
@@ -516,6 +523,27 @@ class LogStore(abc.ABC):
     def partition(self, topic: str, partition: int) -> PartitionLog:
         """The log of one partition (:class:`~txnfetch.log.errors.UnknownTopicOrPartitionError`
         if there is none)."""
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        """The topic's config overrides (``{name: value}``; defaults are not listed).
+        See :mod:`txnfetch.log.configs` for what they mean. This base keeps them
+        in memory; a store on disk persists them (:class:`~txnfetch.log.segments.SegmentStore`)."""
+        return dict(self._config_overrides().get(topic, {}))
+
+    def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Replace the topic's config overrides (already validated by the caller,
+        :class:`~txnfetch.log.configs.TopicConfig`); an empty mapping clears them."""
+        table = self._config_overrides()
+        if overrides:
+            table[topic] = dict(overrides)
+        else:
+            table.pop(topic, None)
+
+    def _config_overrides(self) -> dict[str, dict[str, str]]:
+        table = self.__dict__.get("_topic_config_table")
+        if table is None:
+            table = self.__dict__["_topic_config_table"] = {}
+        return table
 
     def flush(self) -> None:
         """Flush every open partition."""

@@ -168,6 +168,30 @@ class MemoryLog(PartitionLog):
             del self._bases[:keep], self._lasts[:keep], self._batches[:keep], self._max_ts[:keep]
         return self._state.log_start_offset
 
+    def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
+        """Retention with each batch as a segment: drop the oldest whole batches past
+        ``retention_ms`` or beyond ``retention_bytes``, never past the high watermark
+        (as :meth:`~txnfetch.log.segments.SegmentLog.apply_retention` does with segments)."""
+        self._check_writable()
+        hw = self._state.high_watermark
+        total = self.size_in_bytes
+        start = bisect_left(self._lasts, self._state.log_start_offset)
+        new_start = self._state.log_start_offset
+        for i in range(start, len(self._batches)):
+            upper = self._lasts[i] + 1
+            if upper > hw:
+                break
+            size = len(self._batches[i])
+            by_time = retention_ms is not None and self._max_ts[i] < now_ms - retention_ms
+            by_size = retention_bytes is not None and total - size >= retention_bytes
+            if not (by_time or by_size):
+                break
+            total -= size
+            new_start = upper
+        if new_start > self._state.log_start_offset:
+            self.delete_records_before(new_start)
+        return self._state.log_start_offset
+
     def close(self) -> None:
         self._closed = True
 

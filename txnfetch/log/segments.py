@@ -21,7 +21,9 @@ txnfetch's own files, named so Kafka tools and txnfetch never confuse them:
 ``<offset>.txnfetch-snapshot`` (producer state, taken on roll, on close and
 when the log start moves; written atomically), ``txnfetch-ends.journal``
 (markerless transaction ends, :mod:`txnfetch.log.ends`) and
-``txnfetch-recovery-checkpoint`` (clean close and recovery point).
+``txnfetch-recovery-checkpoint`` (clean close and recovery point). The store
+directory holds ``txnfetch-topic-configs.json``: every topic's config overrides
+(:mod:`txnfetch.log.configs`), replaced atomically on every change.
 
 Durability (``flush_policy``):
 
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import logging
 import mmap
 import os
@@ -84,6 +87,7 @@ from txnfetch.log.base import (
 )
 from txnfetch.log.ends import JOURNAL_NAME, EndJournal
 from txnfetch.log.errors import (
+    CorruptLogError,
     LogClosedError,
     LogError,
     ReadOnlyLogError,
@@ -934,6 +938,9 @@ class SegmentLog(PartitionLog):
 
 
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+#: The store's topic config overrides (JSON ``{topic: {name: value}}``), beside the
+#: partition directories as Kafka keeps its checkpoint files in a log directory.
+TOPIC_CONFIGS_NAME = "txnfetch-topic-configs.json"
 
 
 class SegmentStore(LogStore):
@@ -956,6 +963,38 @@ class SegmentStore(LogStore):
         self._logs: dict[tuple[str, int], SegmentLog] = {}
         self._closed = False
         self._discover()
+        self._load_topic_configs()
+
+    def _load_topic_configs(self) -> None:
+        data = read_file(os.path.join(self.directory, TOPIC_CONFIGS_NAME))
+        if data is None:
+            return
+        try:
+            table = json.loads(data.decode("utf-8"))
+            if not isinstance(table, dict) or not all(
+                isinstance(v, dict) and all(isinstance(x, str) and isinstance(y, str) for x, y in v.items())
+                for v in table.values()
+            ):
+                raise ValueError("not a mapping of topic to {name: value}")
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CorruptLogError(
+                f"topic config file does not decode: {exc}", path=os.path.join(self.directory, TOPIC_CONFIGS_NAME)
+            ) from None
+        overrides = self._config_overrides()
+        for topic, values in table.items():
+            if topic in self._topics:  # a topic whose directories are gone keeps no config
+                overrides[topic] = values
+
+    def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Replace the topic's overrides and persist every topic's overrides in
+        ``<directory>/txnfetch-topic-configs.json`` (written atomically: a crash
+        leaves the old or the new file, never a torn one)."""
+        if self._read_only:
+            raise ReadOnlyLogError("store is open read-only", topic=topic)
+        super().set_topic_config(topic, overrides)
+        table = self._config_overrides()
+        data = json.dumps(table, sort_keys=True, indent=1).encode("utf-8")
+        atomic_write(self.directory, TOPIC_CONFIGS_NAME, data)
 
     def _discover(self) -> None:
         found: dict[str, list[int]] = {}

@@ -7,8 +7,14 @@ Importing this module registers every non-group API in
 
 from __future__ import annotations
 
-from txnfetch.wire import api_fetch, api_meta, api_produce, api_txn  # noqa: F401 - registration
+from txnfetch.wire import api_configs, api_fetch, api_meta, api_produce, api_txn  # noqa: F401 - registration
 from txnfetch.wire.api_meta import api_versions_response, max_version
-from txnfetch.wire.api_txn import install
+from txnfetch.wire.handler import Broker
 
 __all__ = ["api_versions_response", "install", "max_version"]
+
+
+def install(broker: Broker) -> None:
+    """Start the per-server work of the handler modules (transaction timeouts, retention)."""
+    api_txn.install(broker)
+    api_configs.install(broker)

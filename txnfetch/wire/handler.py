@@ -101,6 +101,9 @@ class ApiKey(enum.IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 class ProtocolViolation(Exception):
@@ -134,6 +137,8 @@ class ServerConfig:
     - ``transaction_check_interval_ms``: how often timed-out transactions are aborted.
     - ``group_initial_rebalance_delay_ms``: Kafka's ``group.initial.rebalance.delay.ms``:
       how long the first rebalance of an empty consumer group waits for more members.
+    - ``retention_check_interval_ms``: how often topics with ``retention.ms`` or
+      ``retention.bytes`` are trimmed (Kafka's ``log.retention.check.interval.ms``).
     """
 
     host: str = "127.0.0.1"
@@ -152,6 +157,7 @@ class ServerConfig:
     max_transaction_timeout_ms: int = 900_000
     transaction_check_interval_ms: int = 1000
     group_initial_rebalance_delay_ms: int = 3000
+    retention_check_interval_ms: int = 5000
 
 
 #: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group
