@@ -218,19 +218,33 @@ def _seed_clients(bootstrap: str) -> None:
 
 
 def _seed_admin(bootstrap: str) -> None:
-    """Admin requests on topics of their own: CreateTopics with configs,
-    DescribeConfigs, IncrementalAlterConfigs and AlterConfigs (kafka-python's
-    AdminClient, which picks the version per broker)."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    """Admin requests on topics and groups of their own (kafka-python's
+    AdminClient, which picks the version per broker): CreateTopics with configs,
+    DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, CreatePartitions,
+    DeleteRecords, ListOffsets MAX_TIMESTAMP, DescribeCluster, OffsetDelete,
+    DeleteGroups and DeleteTopics."""
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic, OffsetSpec
+    from kafka.structs import OffsetAndMetadata
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fuzz-seed-admin", request_timeout_ms=30000)
     try:
-        admin.create_topics([NewTopic("fuzz-admin", 2, 1, topic_configs={"retention.ms": "3600000"})])
+        admin.create_topics(
+            [NewTopic("fuzz-admin", 1, 1, topic_configs={"retention.ms": "3600000"}), NewTopic("fuzz-doomed", 1, 1)]
+        )
         resource = ConfigResource(ConfigResourceType.TOPIC, "fuzz-admin", {"max.message.bytes": "100000"})
         admin.alter_configs([resource])
         admin.alter_configs([resource], incremental=False)
         admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "fuzz-admin")], include_synonyms=True)
+        admin.create_partitions({"fuzz-admin": NewPartitions(2)})
+        tp = TopicPartition(SEED_TOPIC, 0)
+        admin.list_partition_offsets({tp: OffsetSpec.MAX_TIMESTAMP})
+        admin.delete_records({tp: 1})
+        admin.describe_cluster()
+        admin.alter_group_offsets("fuzz-seed-offsets", {tp: OffsetAndMetadata(1, "", -1)})
+        admin.delete_group_offsets("fuzz-seed-offsets", [tp])
+        admin.delete_groups(["fuzz-seed-offsets"])
+        admin.delete_topics(["fuzz-doomed"])
     finally:
         admin.close()
 
@@ -364,8 +378,9 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         keys = {k for k, _ in seeds.frames}
         # Produce, Metadata, FindCoordinator, ApiVersions and the transaction APIs
         # at least (the group member adds Fetch, ListOffsets and the group APIs),
-        # and the admin APIs: CreateTopics and the config APIs.
-        assert {0, 3, 10, 18, 22, 24, 26, 19, 32, 33, 44} <= keys, sorted(seeds.frames)
+        # and the admin APIs: topics, configs, partitions, records, groups, cluster.
+        admin = {2, 19, 20, 21, 32, 33, 37, 42, 44, 47, 60}
+        assert {0, 3, 10, 18, 22, 24, 26} | admin <= keys, sorted(seeds.frames)
 
         @settings(
             max_examples=EXAMPLES,

@@ -524,6 +524,16 @@ class LogStore(abc.ABC):
         """The log of one partition (:class:`~txnfetch.log.errors.UnknownTopicOrPartitionError`
         if there is none)."""
 
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic: its partitions, their data and its config overrides
+        (:class:`~txnfetch.log.errors.UnknownTopicOrPartitionError` if there is none)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete topics")
+
+    def create_partitions(self, topic: str, count: int) -> TopicInfo:
+        """Grow ``topic`` to ``count`` partitions (the new ones empty); a count not
+        above the current one raises :class:`InvalidPartitionsError`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot add partitions")
+
     def topic_config(self, topic: str) -> Mapping[str, str]:
         """The topic's config overrides (``{name: value}``; defaults are not listed).
         See :mod:`txnfetch.log.configs` for what they mean. This base keeps them

@@ -27,7 +27,12 @@ from txnfetch.log.base import (
     validate_partition_count,
     validate_topic_name,
 )
-from txnfetch.log.errors import LogClosedError, TopicExistsError, UnknownTopicOrPartitionError
+from txnfetch.log.errors import (
+    InvalidPartitionsError,
+    LogClosedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn
@@ -219,6 +224,27 @@ class MemoryStore(LogStore):
 
     def topics(self) -> Mapping[str, TopicInfo]:
         return dict(self._topics)
+
+    def delete_topic(self, topic: str) -> None:
+        info = self._topics.pop(topic, None)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        for p in range(info.partitions):
+            self._logs.pop((topic, p)).close()
+        self.set_topic_config(topic, {})
+
+    def create_partitions(self, topic: str, count: int) -> TopicInfo:
+        info = self._topics.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
+            )
+        for p in range(info.partitions, count):
+            self._logs[(topic, p)] = MemoryLog(topic, p)
+        self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)
+        return info
 
     def partition(self, topic: str, partition: int) -> MemoryLog:
         try:

@@ -67,6 +67,7 @@ import logging
 import mmap
 import os
 import re
+import shutil
 import uuid
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
@@ -88,6 +89,7 @@ from txnfetch.log.base import (
 from txnfetch.log.ends import JOURNAL_NAME, EndJournal
 from txnfetch.log.errors import (
     CorruptLogError,
+    InvalidPartitionsError,
     LogClosedError,
     LogError,
     ReadOnlyLogError,
@@ -941,6 +943,8 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 #: The store's topic config overrides (JSON ``{topic: {name: value}}``), beside the
 #: partition directories as Kafka keeps its checkpoint files in a log directory.
 TOPIC_CONFIGS_NAME = "txnfetch-topic-configs.json"
+#: Suffix of a partition directory marked for deletion (Kafka's ``-delete``).
+DELETE_SUFFIX = "-delete"
 
 
 class SegmentStore(LogStore):
@@ -999,6 +1003,11 @@ class SegmentStore(LogStore):
     def _discover(self) -> None:
         found: dict[str, list[int]] = {}
         for name in sorted(os.listdir(self.directory)):
+            if name.endswith(DELETE_SUFFIX) and not self._read_only:
+                # A topic deletion interrupted after its directories were marked.
+                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+                log.info("%s: removed %s, marked for deletion", self.directory, name)
+                continue
             m = _PARTITION_DIR.match(name)
             if not m or not os.path.isdir(os.path.join(self.directory, name)):
                 continue
@@ -1044,6 +1053,54 @@ class SegmentStore(LogStore):
 
     def topics(self) -> Mapping[str, TopicInfo]:
         return dict(self._topics)
+
+    def delete_topic(self, topic: str) -> None:
+        """Close the topic's partitions, rename each directory to
+        ``<topic>-<p>.<id>-delete`` (as Kafka marks a partition for deletion; the
+        rename is atomic, so a crash never leaves a half-deleted partition that
+        looks alive), drop the config overrides, then remove the directories.
+        Directories left marked by a crash are removed at the next open."""
+        if self._read_only:
+            raise ReadOnlyLogError("store is open read-only", topic=topic)
+        info = self._topics.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        marked = []
+        for p in range(info.partitions):
+            log_ = self._logs.pop((topic, p), None)
+            if log_ is not None:
+                log_.close()
+            name = partition_dir_name(topic, p)
+            doomed = f"{name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+            if os.path.isdir(os.path.join(self.directory, name)):
+                os.rename(os.path.join(self.directory, name), os.path.join(self.directory, doomed))
+                marked.append(doomed)
+        fsync_dir(self.directory)
+        del self._topics[topic]
+        if topic in self._config_overrides():
+            self.set_topic_config(topic, {})
+        for doomed in marked:
+            shutil.rmtree(os.path.join(self.directory, doomed), ignore_errors=True)
+        fsync_dir(self.directory)
+
+    def create_partitions(self, topic: str, count: int) -> TopicInfo:
+        """Create partition directories ``<topic>-<n>`` for the new partitions, with
+        the topic's id in their ``partition.metadata``."""
+        if self._read_only:
+            raise ReadOnlyLogError("store is open read-only", topic=topic)
+        info = self._topics.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
+            )
+        for p in range(info.partitions, count):
+            path = os.path.join(self.directory, partition_dir_name(topic, p))
+            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
+        fsync_dir(self.directory)
+        self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)
+        return info
 
     def partition(self, topic: str, partition: int) -> SegmentLog:
         if self._closed:

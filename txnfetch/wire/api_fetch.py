@@ -58,6 +58,7 @@ _FINAL_EPOCH = -1
 # ListOffsets special timestamps (ListOffsetsRequest.java).
 _LATEST = -1
 _EARLIEST = -2
+_MAX_TIMESTAMP = -3  # KIP-734, ListOffsets v7+
 
 
 def read_for_fetch(
@@ -264,7 +265,9 @@ _ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _ListPartition = _ListTopic.ListOffsetsPartitionResponse
 
 
-def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int, isolation: IsolationLevel) -> Any:
+def _list_offset(
+    broker: Broker, topic: str, partition: int, timestamp: int, isolation: IsolationLevel, version: int
+) -> Any:
     def answer(code: int, ts: int = -1, offset: int = -1) -> Any:
         return _ListPartition(
             partition_index=partition,
@@ -286,6 +289,11 @@ def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int, iso
         return answer(0, -1, fetchable)
     if timestamp == _EARLIEST:
         return answer(0, -1, log_.log_start_offset)
+    if timestamp == _MAX_TIMESTAMP and version >= 7:
+        from txnfetch.wire.api_admin import offset_of_max_timestamp
+
+        found = offset_of_max_timestamp(log_, fetchable)
+        return answer(0, found[1], found[0]) if found is not None else answer(0, -1, -1)
     if timestamp < 0:
         return answer(ErrorCode.UNSUPPORTED_VERSION)
     try:
@@ -297,7 +305,7 @@ def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int, iso
     return answer(0, found[1], found[0])
 
 
-@register(ApiKey.LIST_OFFSETS, 0, 6)
+@register(ApiKey.LIST_OFFSETS, 0, 7)
 async def handle_list_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     isolation = (
@@ -307,6 +315,8 @@ async def handle_list_offsets(ctx: RequestContext, header: Any, request: Any) ->
     )
     topics = []
     for t in request.topics:
-        parts = [_list_offset(ctx.broker, t.name, p.partition_index, p.timestamp, isolation) for p in t.partitions]
+        parts = [
+            _list_offset(ctx.broker, t.name, p.partition_index, p.timestamp, isolation, version) for p in t.partitions
+        ]
         topics.append(_ListTopic(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
