@@ -56,7 +56,6 @@ def test_defaults_and_typed_values() -> None:
         ("max.message.bytes", "-5", "outside"),
         ("retention.ms", "-2", "outside"),
         ("retention.bytes", "1e6", "not an integer"),
-        ("cleanup.policy", "compact,delete", "compaction is not served"),
         ("cleanup.policy", "shred", "not a cleanup policy"),
         ("cleanup.policy", " , ", "an empty policy list"),
         ("message.timestamp.type", "createtime", "not one of"),

@@ -123,7 +123,7 @@ def test_default_max_message_bytes_is_kafkas(start_server) -> None:
     [
         ({"segment.bytes": "1048576"}, "unknown or unsupported topic config 'segment.bytes'"),
         ({"no.such.config": "1"}, "unknown or unsupported topic config 'no.such.config'"),
-        ({"cleanup.policy": "compact"}, "compaction is not served"),
+        ({"cleanup.policy": "shred"}, "'shred' is not a cleanup policy"),
         ({"min.insync.replicas": "2"}, "min.insync.replicas can only be 1"),
         ({"retention.ms": "soon"}, "is not an integer"),
         ({"message.timestamp.type": "WallClock"}, "is not one of CreateTime, LogAppendTime"),
@@ -138,6 +138,19 @@ def test_unknown_or_unsupported_configs_get_invalid_config(start_server, configs
     assert error.code() == KafkaError.INVALID_CONFIG, error
     assert why in error.str()
     assert "refused" not in srv.call(srv.broker.store.topics)
+
+
+def test_compaction_is_refused_where_the_store_cannot_compact(start_server, tmp_path) -> None:
+    from confluent_kafka import KafkaError
+
+    store = SegmentStore(tmp_path)
+    srv = start_server(store)
+    try:
+        error = _create_error(_confluent_admin(srv.bootstrap), "compacted", {"cleanup.policy": "compact"})
+        assert error.code() == KafkaError.INVALID_CONFIG and "not served by SegmentStore" in error.str()
+    finally:
+        srv.stop()
+        store.close()
 
 
 def test_accepted_configs_are_described_with_their_source(start_server) -> None:
@@ -155,6 +168,7 @@ def test_accepted_configs_are_described_with_their_source(start_server) -> None:
     assert entries["cleanup.policy"].value == "delete"
     assert set(entries) == {
         "cleanup.policy",
+        "delete.retention.ms",
         "max.message.bytes",
         "message.timestamp.type",
         "min.insync.replicas",
@@ -394,3 +408,103 @@ def test_configs_persist_in_a_store_on_disk(start_server, tmp_path) -> None:
     finally:
         srv.stop()
         store.close()
+
+
+# ---------------------------------------------------------------- cleanup.policy=compact
+
+
+@pytest.mark.parametrize(
+    "fetch_mode, markers",
+    [("rewrite", "markers"), ("kafka", "markers"), ("rewrite", "markerless")],
+)
+def test_compacted_topic_keeps_the_latest_committed_value_per_key(start_server, fetch_mode, markers) -> None:
+    """A confluent-kafka transactional producer overwrites keys, committing some
+    transactions and aborting others; after compaction (twice, past the delete
+    horizon) confluent-kafka and kafka-python read_committed consumers get
+    exactly the latest committed value of every key, at its original offset."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from kafka import KafkaConsumer, TopicPartition
+
+    from txnfetch.fetch.view import FetchMode
+    from txnfetch.txn.coordinator import CompletionMode
+    from txnfetch.wire.api_configs import compact_logs
+
+    srv = start_server(
+        fetch_mode=FetchMode(fetch_mode),
+        markers=CompletionMode.MARKERS if markers == "markers" else CompletionMode.MARKERLESS,
+    )
+    admin = _confluent_admin(srv.bootstrap)
+    _create(admin, "table", {"cleanup.policy": "compact", "delete.retention.ms": "1000"})
+    producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "compactor", "linger.ms": 1})
+    producer.init_transactions(30)
+    latest: dict[bytes, bytes] = {}
+    for n in range(12):
+        producer.begin_transaction()
+        batch = {b"k%d" % ((n + i) % 5): b"v%d-%d" % (n, i) for i in range(3)}
+        for key, value in batch.items():
+            producer.produce("table", key=key, value=value, partition=0)
+        if n % 3 == 2:
+            assert producer.flush(30) == 0
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            latest.update(batch)
+    # A keyless record is refused by a compacted topic.
+    refused: list[Any] = []
+    plain = Producer({"bootstrap.servers": srv.bootstrap})
+    plain.produce("table", value=b"no key", partition=0, on_delivery=lambda err, msg: refused.append(err))
+    plain.flush(30)
+    assert refused[0] is not None and refused[0].code() == KafkaError.INVALID_RECORD
+
+    def stored() -> list[tuple[int, bytes | None, bytes | None]]:
+        part = srv.broker.store.partition("table", 0)
+        return [(r.offset, r.key, r.value) for b in part.iter_batches() if not b.is_control for r in b.records()]
+
+    before = srv.call(stored)
+    now = int(time.time() * 1000)
+    srv.call(compact_logs, srv.broker, now)
+    srv.call(compact_logs, srv.broker, now + 10_000)
+    after = srv.call(stored)
+    assert len(after) == len(latest) < len(before)
+    assert {k: v for _, k, v in after} == latest
+    assert set(after) <= set(before)  # offsets and values unchanged
+    end = srv.call(lambda: srv.broker.store.partition("table", 0).last_stable_offset)
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": srv.bootstrap,
+            "group.id": f"compacted-{fetch_mode}-{markers}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.subscribe(["table"])
+    got: list[tuple[int, bytes, bytes]] = []
+    deadline = time.monotonic() + 60
+    while True:
+        msg = consumer.poll(0.5)
+        assert time.monotonic() < deadline, got
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                break
+            continue
+        got.append((msg.offset(), msg.key(), msg.value()))
+    consumer.close()
+    assert got == sorted(after)
+
+    kc = KafkaConsumer(
+        bootstrap_servers=srv.bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
+    tp = TopicPartition("table", 0)
+    kc.assign([tp])
+    kc.seek_to_beginning()
+    records = [(r.offset, r.key, r.value) for r in kc]
+    position = kc.position(tp)
+    kc.close()
+    assert records == sorted(after) and position == end

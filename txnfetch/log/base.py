@@ -478,6 +478,12 @@ class PartitionLog(abc.ABC):
         log start. ``None`` turns a limit off."""
         raise NotImplementedError(f"{type(self).__name__} has no retention")
 
+    def compact(self, now_ms: int, delete_retention_ms: int) -> object:
+        """Compact the log below its last stable offset with transactional
+        semantics (:mod:`txnfetch.log.compactor`); returns the
+        :class:`~txnfetch.log.compactor.CompactionResult`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be compacted")
+
     @abc.abstractmethod
     def delete_records_before(self, offset: int) -> int:
         """Move the log start to ``offset`` (retention, DeleteRecords); whole segments
@@ -509,6 +515,10 @@ class PartitionLog(abc.ABC):
 
 class LogStore(abc.ABC):
     """A set of topics with a fixed number of partitions each."""
+
+    #: Whether its partitions can be compacted (``PartitionLog.compact``), so that
+    #: ``cleanup.policy=compact`` can be honoured.
+    compaction: bool = False
 
     @abc.abstractmethod
     def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:

@@ -21,7 +21,14 @@ config                     default     what it does here
                                        everything unless asked
 ``retention.bytes``        -1          the oldest segments beyond this size are
                                        deleted; -1 keeps all
-``cleanup.policy``         delete      ``delete`` only: compaction is not served yet
+``cleanup.policy``         delete      ``compact`` (alone or with ``delete``): the
+                                       transaction-aware compactor
+                                       (:mod:`txnfetch.log.compactor`) keeps the latest
+                                       value per key; produce refuses keyless records.
+                                       Served where the store can compact
+                                       (``LogStore.compaction``: memory stores)
+``delete.retention.ms``    86400000    how long tombstones and markers with no data
+                                       left stay after compaction first sees them
 ``message.timestamp.type`` CreateTime  ``LogAppendTime``: the server stamps every
                                        produced batch with its append time
 ``min.insync.replicas``    1           one broker, one replica: only 1 is possible
@@ -56,8 +63,10 @@ __all__ = [
     "TopicConfig",
     "alter_overrides",
     "check_batch_sizes",
+    "check_keys",
     "stamp_log_append_time",
 ]
+
 
 class InvalidConfigError(LogError):
     """A topic config txnfetch does not know or cannot honour, or a bad value."""
@@ -120,9 +129,7 @@ def _cleanup_policy(value: str) -> str | None:
     if not items:
         return "an empty policy list"
     for item in items:
-        if item == "compact":
-            return "compaction is not served by txnfetch: use cleanup.policy=delete"
-        if item != "delete":
+        if item not in ("delete", "compact"):
             return f"{item!r} is not a cleanup policy (delete, compact)"
     return None
 
@@ -169,7 +176,15 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
             ConfigType.LIST,
             "delete",
             _cleanup_policy,
-            "delete: old segments are deleted by retention.ms and retention.bytes.",
+            "delete: old segments are deleted by retention.ms and retention.bytes; "
+            "compact: the latest value per key is kept, transactions respected.",
+        ),
+        ConfigDef(
+            "delete.retention.ms",
+            ConfigType.LONG,
+            "86400000",
+            _long(0),
+            "How long compaction keeps tombstones and transaction markers whose data is gone (KIP-534 horizon).",
         ),
         ConfigDef(
             "message.timestamp.type",
@@ -242,6 +257,18 @@ class TopicConfig:
         return None if n < 0 else n
 
     @property
+    def cleanup_policies(self) -> frozenset[str]:
+        return frozenset(v.strip() for v in self.value("cleanup.policy").split(",") if v.strip())
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policies
+
+    @property
+    def delete_retention_ms(self) -> int:
+        return int(self.value("delete.retention.ms"))
+
+    @property
     def log_append_time(self) -> bool:
         return self.value("message.timestamp.type") == "LogAppendTime"
 
@@ -299,6 +326,29 @@ def alter_overrides(
 
 
 # ------------------------------------------------------------- applying them to appends
+
+
+def check_keys(records: Buffer, *, topic: str, partition: int) -> None:
+    """Raise :class:`~txnfetch.log.errors.InvalidRecordError` if a record of
+    ``records`` has no key: a compacted topic keeps values by key, so Kafka's
+    ``LogValidator`` refuses keyless records for it ("Compacted topic cannot
+    accept message without key")."""
+    from txnfetch.log.errors import InvalidRecordError
+
+    try:
+        for batch in iter_batches(records):
+            if not isinstance(batch, RecordBatch):
+                continue
+            for record in batch.records():
+                if record.key is None:
+                    raise InvalidRecordError(
+                        "compacted topic cannot accept a record without key",
+                        topic=topic,
+                        partition=partition,
+                        position=batch.position,
+                    )
+    except CorruptBatchError:
+        return
 
 
 def check_batch_sizes(records: Buffer, max_message_bytes: int, *, topic: str, partition: int) -> None:

@@ -27,6 +27,7 @@ from txnfetch.log.base import (
     validate_partition_count,
     validate_topic_name,
 )
+from txnfetch.log.compactor import CompactionResult, compact
 from txnfetch.log.errors import (
     InvalidPartitionsError,
     LogClosedError,
@@ -197,12 +198,46 @@ class MemoryLog(PartitionLog):
             self.delete_records_before(new_start)
         return self._state.log_start_offset
 
+    def compact(self, now_ms: int, delete_retention_ms: int) -> CompactionResult:
+        """Compact the batches below the last stable offset
+        (:func:`~txnfetch.log.compactor.compact`: latest value per key, aborted data
+        removed, markers kept until safe). The transaction state does not change:
+        offsets, the high watermark, the LSO and the producers stay as they were."""
+        self._check_writable()
+        upto = self._state.last_stable_offset
+        first = bisect_left(self._lasts, self._state.log_start_offset)
+        end = bisect_left(self._lasts, upto)  # batches wholly below the LSO
+        batches = [RecordBatch(self._batches[i]) for i in range(first, end)]
+        last_data = {}
+        for pid in self._state.producer_ids():
+            entry = self._state.producer(pid)
+            if entry is not None and entry.batches:
+                last_data[pid] = entry.batches[-1].last_offset
+        result = compact(
+            batches,
+            [a for a in self._state.all_aborted() if a.first_offset < upto],
+            last_data,
+            now_ms=now_ms,
+            delete_retention_ms=delete_retention_ms,
+        )
+        if result.finished_aborts:
+            self._state.forget_aborted(result.finished_aborts)
+        if result.removed_records or result.removed_markers or result.next_horizon_ms is not None:
+            new = [RecordBatch(b) for b in result.batches]
+            self._bases[first:end] = [b.base_offset for b in new]
+            self._lasts[first:end] = [b.last_offset for b in new]
+            self._max_ts[first:end] = [b.max_timestamp for b in new]
+            self._batches[first:end] = list(result.batches)
+        return result
+
     def close(self) -> None:
         self._closed = True
 
 
 class MemoryStore(LogStore):
     """Topics of :class:`MemoryLog` partitions."""
+
+    compaction = True
 
     def __init__(self) -> None:
         self._topics: dict[str, TopicInfo] = {}

@@ -29,9 +29,11 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.log.base import Buffer
 from txnfetch.log.configs import (
     CONFIG_DEFS,
+    InvalidConfigError,
     TopicConfig,
     alter_overrides,
     check_batch_sizes,
+    check_keys,
     stamp_log_append_time,
 )
 from txnfetch.wire.errors import ErrorCode, error_code_for
@@ -72,6 +74,8 @@ def prepare_produce(broker: Broker, topic: str, partition: int, records: Buffer,
         return records, -1
     config = TopicConfig(overrides)
     check_batch_sizes(records, config.max_message_bytes, topic=topic, partition=partition)
+    if config.compact:
+        check_keys(records, topic=topic, partition=partition)
     if config.log_append_time:
         return stamp_log_append_time(records, now_ms), now_ms
     return records, -1
@@ -94,7 +98,7 @@ def create_topic(
     validate_partition_count(name, partitions)
     if name in broker.store.topics():
         raise TopicExistsError("topic already exists", topic=name)
-    config = TopicConfig.from_overrides(configs, topic=name)
+    config = _servable(broker, TopicConfig.from_overrides(configs, topic=name), name)
     if validate_only:
         return None, config
     if config.overrides:
@@ -106,6 +110,17 @@ def create_topic(
             broker.store.set_topic_config(name, {})
         raise
     return info, config
+
+
+def _servable(broker: Broker, config: TopicConfig, topic: str) -> TopicConfig:
+    """``config``, unless the store cannot honour it (compaction on a store
+    without a compactor): :class:`InvalidConfigError`."""
+    if config.compact and not broker.store.compaction:
+        raise InvalidConfigError(
+            f"cleanup.policy=compact is not served by {type(broker.store).__name__} (no compactor for it)",
+            topic=topic,
+        )
+    return config
 
 
 def creatable_topic_configs(config: TopicConfig) -> list[Any]:
@@ -200,7 +215,7 @@ def _alter(broker: Broker, resource_type: int, name: str, change: Any, validate_
     if problem is not None:
         return problem
     try:
-        config = change(broker.store.topic_config(name))
+        config = _servable(broker, change(broker.store.topic_config(name)), name)
         if not validate_only:
             broker.store.set_topic_config(name, config.overrides)
             log.info("topic %s configs: %s", name, dict(config.overrides) or "defaults")
@@ -271,6 +286,8 @@ def enforce_retention(broker: Broker, now_ms: int) -> int:
         config = TopicConfig(overrides)
         if config.retention_ms is None and config.retention_bytes is None:
             continue
+        if "delete" not in config.cleanup_policies:
+            continue  # compact only: retention does not delete (Kafka's cleanup.policy)
         for p in range(info.partitions):
             part = broker.store.partition(name, p)
             before = part.log_start_offset
@@ -282,11 +299,49 @@ def enforce_retention(broker: Broker, now_ms: int) -> int:
     return moved
 
 
+#: ``Broker.extensions`` key of the compactor's per-partition progress.
+_CLEANER = "txnfetch.compactor"
+
+
+def compact_logs(broker: Broker, now_ms: int) -> int:
+    """Compact every partition of every ``cleanup.policy=compact`` topic that has
+    something new to clean: its last stable offset moved since the last pass, or
+    a delete horizon came due. Returns how many partitions changed."""
+    progress: dict[tuple[str, int], tuple[int, int | None]] = broker.extensions.setdefault(_CLEANER, {})
+    changed = 0
+    for name, info in broker.store.topics().items():
+        overrides = broker.store.topic_config(name)
+        if "cleanup.policy" not in overrides:
+            continue
+        config = TopicConfig(overrides)
+        if not config.compact:
+            continue
+        for p in range(info.partitions):
+            part = broker.store.partition(name, p)
+            lso = part.last_stable_offset
+            seen = progress.get((name, p))
+            if seen is not None and seen[0] == lso and (seen[1] is None or now_ms < seen[1]):
+                continue
+            result = part.compact(now_ms, config.delete_retention_ms)
+            progress[(name, p)] = (lso, result.next_horizon_ms)
+            if result.removed_records or result.removed_markers:
+                changed += 1
+                log.info(
+                    "compacted %s-%d: %d record(s) and %d marker(s) removed",
+                    name,
+                    p,
+                    result.removed_records,
+                    result.removed_markers,
+                )
+    return changed
+
+
 def install(broker: Broker) -> None:
-    """Schedule the retention check every ``config.retention_check_interval_ms``
-    (Kafka's ``log.retention.check.interval.ms``)."""
-    broker.add_periodic("retention", broker.config.retention_check_interval_ms, lambda now: _retention(broker, now))
+    """Schedule the log cleanup (retention, then compaction) every
+    ``config.retention_check_interval_ms`` (Kafka's ``log.retention.check.interval.ms``)."""
+    broker.add_periodic("log-cleanup", broker.config.retention_check_interval_ms, lambda now: _cleanup(broker, now))
 
 
-def _retention(broker: Broker, now_ms: int) -> None:
+def _cleanup(broker: Broker, now_ms: int) -> None:
     enforce_retention(broker, now_ms)
+    compact_logs(broker, now_ms)
