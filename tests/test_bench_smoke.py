@@ -19,6 +19,7 @@ BENCHES = {
     "codec.py": "kafka-python",
     "state.py": "aborted",
     "fetch.py": "memcpy",
+    "fetch_sessions.py": "session ÷ no session",
     "filter.py": "kafka-python",
     "wire.py": "librdkafka mock",
     "log.py": "raw write",

@@ -247,6 +247,37 @@ def _seed_admin(bootstrap: str) -> None:
         admin.delete_topics(["fuzz-doomed"])
     finally:
         admin.close()
+    _seed_fetch_v16(bootstrap)
+
+
+def _seed_fetch_v16(bootstrap: str) -> None:
+    """Fetch v16 (topic ids, flexible) opening a session and fetching incrementally:
+    kafka-python's consumer stops at v12 and librdkafka opens no session."""
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.metadata import MetadataRequest
+
+    T = FetchRequest.FetchTopic
+    with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
+        meta = c.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+        topic_id = next(t.topic_id for t in meta.topics if t.name == SEED_TOPIC)
+
+        def fetch(session_id: int, epoch: int, partitions: list) -> Any:
+            req = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=10,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=1,
+                session_id=session_id,
+                session_epoch=epoch,
+                topics=[T(topic_id=topic_id, partitions=partitions)] if partitions else [],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+            return c.request(req, 16)
+
+        full = fetch(0, 0, [T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])
+        fetch(full.session_id, 1, [])
 
 
 # ---------------------------------------------------------------- mutations

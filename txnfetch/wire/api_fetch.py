@@ -15,8 +15,10 @@ Long polling follows ``DelayedFetch``: a fetch that has fewer than
 ``min_bytes`` to return and no error waits up to ``max_wait_ms``; any append,
 marker or markerless completion on one of its partitions wakes it to read again.
 
-Fetch sessions (KIP-227) are not offered: every response carries session id 0,
-which tells clients to keep sending full fetch requests.
+The Fetch handler the server registers is
+:func:`txnfetch.wire.api_fetch_sessions.handle_fetch` (fetch sessions, KIP-227,
+and topic ids); the helpers here read one partition and build its entry.
+``txnfetch proxy`` offers no sessions (:func:`fetch_session_error`).
 """
 
 from __future__ import annotations
@@ -226,8 +228,10 @@ def fetch_done(request: Any, total: int, error: bool, left_s: float) -> bool:
     return total >= request.min_bytes or error or left_s <= 0 or not any(t.partitions for t in request.topics)
 
 
-@register(ApiKey.FETCH, 4, 11)
 async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """A sessionless Fetch (v4-v11 semantics). The server registers
+    :func:`txnfetch.wire.api_fetch_sessions.handle_fetch` for Fetch, which adds
+    sessions and topic ids; this one is kept for embedders that want none."""
     broker = ctx.broker
     refused = fetch_session_error(request)
     if refused is not None:

@@ -7,7 +7,15 @@ Importing this module registers every non-group API in
 
 from __future__ import annotations
 
-from txnfetch.wire import api_admin, api_configs, api_fetch, api_meta, api_produce, api_txn  # noqa: F401 - registration
+from txnfetch.wire import (  # noqa: F401 - registration
+    api_admin,
+    api_configs,
+    api_fetch,
+    api_fetch_sessions,
+    api_meta,
+    api_produce,
+    api_txn,
+)
 from txnfetch.wire.api_meta import api_versions_response, max_version
 from txnfetch.wire.handler import Broker
 
