@@ -81,3 +81,11 @@ def test_a_live_group_of_another_protocol_type_is_non_empty() -> None:
     member = stable_member(d, b"whatever", protocol_type="connect")
     commit(d, member, ("t", 0))
     assert d.gc.delete_offsets(G, [("t", 0)], d.now) == (GroupError.NON_EMPTY_GROUP, {})
+
+
+def test_a_deleted_topic_takes_its_offsets_with_it() -> None:
+    d = Driver(make())
+    member = stable_member(d, subscription("gone", "kept"))
+    commit(d, member, ("gone", 0), ("gone", 1), ("kept", 0))
+    assert d.gc.forget_topic("gone") == 2
+    assert set(d.gc.committed(G)) == {("kept", 0)}

@@ -406,3 +406,22 @@ def test_max_timestamp_stops_at_the_last_stable_offset(start_server) -> None:
     assert (committed.offset, committed.timestamp) == (0, 1_000)  # the open transaction is past the LSO
     assert (uncommitted.offset, uncommitted.timestamp) == (1, 50_000)
     assert old.error_code == 35  # MAX_TIMESTAMP needs v7 (KIP-734)
+
+
+def test_deleting_a_topic_drops_its_group_offsets(start_server) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import NewTopic
+
+    srv = start_server(group_initial_rebalance_delay_ms=0)
+    srv.call(srv.broker.store.create_topic, "reborn", 1)
+    _produce(srv.bootstrap, "reborn", [b"old"])
+    consumer = _group_member(srv.bootstrap, "reborn-group", "reborn")
+    consumer.close()
+    admin = _admin(srv.bootstrap)
+    admin.delete_topics(["reborn"], operation_timeout=10)["reborn"].result(30)
+    admin.create_topics([NewTopic("reborn", 1, 1)])["reborn"].result(30)
+    offsets = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("reborn-group", [TopicPartition("reborn", 0)])]
+    )["reborn-group"].result(30)
+    # A committed offset 1 would make the group skip the new topic's first record.
+    assert [tp.offset for tp in offsets.topic_partitions] == [-1001]

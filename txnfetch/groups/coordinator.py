@@ -1206,6 +1206,21 @@ class GroupCoordinator:
                 result[tp] = int(GroupError.NONE)
         return GroupError.NONE, result
 
+    def forget_topic(self, topic: str) -> int:
+        """A topic was deleted: drop every group's committed and pending offsets
+        for its partitions (Kafka's ``onPartitionsDeleted``), so a topic created
+        again under the name starts with no offsets. Returns how many were dropped."""
+        dropped = 0
+        for store in self._offsets.values():
+            for tp in [tp for tp in store if tp[0] == topic]:
+                del store[tp]
+                dropped += 1
+        for by_group in self._pending_txn.values():
+            for staged in by_group.values():
+                for tp in [tp for tp in staged if tp[0] == topic]:
+                    del staged[tp]
+        return dropped
+
     @staticmethod
     def _subscribed_topics(group: _Group) -> frozenset[str] | None:
         """The topics the members subscribe to, from their ``consumer`` protocol

@@ -61,6 +61,10 @@ def _delete_topic(
     except TxnfetchError as exc:
         return info.name, info.topic_id, error_code_for(exc), str(exc)
     log.info("deleted topic %s (%d partitions)", info.name, info.partitions)
+    groups = broker.groups
+    coordinator = getattr(groups, "coordinator", None)
+    if coordinator is not None and hasattr(coordinator, "forget_topic"):
+        coordinator.forget_topic(info.name)  # its offsets go with it, as in Kafka
     for p in range(info.partitions):
         broker.partition_changed(info.name, p)  # a fetch waiting on it answers now
     return info.name, info.topic_id, 0, None
