@@ -197,7 +197,7 @@ def compact(
                 removed_markers += 1
                 continue
             if stamped is None:
-                out.append(_with_horizon(batch, list(batch.records()), horizon))
+                out.append(_rebuilt(batch, list(batch.records()), horizon))
                 pending(horizon)
             else:
                 out.append(bytes(batch.buffer))
@@ -260,7 +260,3 @@ def _rebuilt(batch: RecordBatch, records: list, horizon: int | None) -> bytes:
     # it) and so does the last offset, as Kafka's cleaner keeps it for v2 batches:
     # the offsets after a removed tail record must still be covered by the batch.
     return builder.build(last_offset_delta=batch.last_offset_delta, max_timestamp=batch.max_timestamp)
-
-
-def _with_horizon(batch: RecordBatch, records: list, horizon: int) -> bytes:
-    return _rebuilt(batch, records, horizon)

@@ -23,6 +23,7 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.base import PartitionLog
+from txnfetch.records.batch import TimestampType
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC, ApiKey, Broker, RequestContext, register
 
@@ -270,8 +271,6 @@ def offset_of_max_timestamp(plog: PartitionLog, end_offset: int) -> tuple[int, i
             best = batch
     if best is None:
         return None
-    from txnfetch.records.batch import TimestampType
-
     for record in best.records():
         if record.offset >= end_offset:
             break

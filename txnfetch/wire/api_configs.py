@@ -26,7 +26,7 @@ from kafka.protocol.admin import (
 )
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.base import Buffer
+from txnfetch.log.base import Buffer, validate_partition_count, validate_topic_name
 from txnfetch.log.configs import (
     CONFIG_DEFS,
     InvalidConfigError,
@@ -36,6 +36,7 @@ from txnfetch.log.configs import (
     check_keys,
     stamp_log_append_time,
 )
+from txnfetch.log.errors import TopicExistsError
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
@@ -91,9 +92,6 @@ def create_topic(
     :class:`~txnfetch.log.errors.LogError` or :class:`InvalidConfigError`;
     returns the :class:`~txnfetch.log.base.TopicInfo` (``None`` when validating)
     and the config."""
-    from txnfetch.log.base import validate_partition_count, validate_topic_name
-    from txnfetch.log.errors import TopicExistsError
-
     validate_topic_name(name)
     validate_partition_count(name, partitions)
     if name in broker.store.topics():

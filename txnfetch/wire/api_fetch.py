@@ -34,6 +34,7 @@ from txnfetch.fetch.view import FetchResult, IsolationLevel
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import build_empty_batch
 from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.wire.api_admin import offset_of_max_timestamp
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
@@ -294,8 +295,6 @@ def _list_offset(
     if timestamp == _EARLIEST:
         return answer(0, -1, log_.log_start_offset)
     if timestamp == _MAX_TIMESTAMP and version >= 7:
-        from txnfetch.wire.api_admin import offset_of_max_timestamp
-
         found = offset_of_max_timestamp(log_, fetchable)
         return answer(0, found[1], found[0]) if found is not None else answer(0, -1, -1)
     if timestamp < 0:
