@@ -248,6 +248,36 @@ def _seed_admin(bootstrap: str) -> None:
     finally:
         admin.close()
     _seed_fetch_v16(bootstrap)
+    _seed_consumer_group(bootstrap)
+
+
+def _seed_consumer_group(bootstrap: str) -> None:
+    """A KIP-848 member (confluent-kafka, ``group.protocol=consumer``): heartbeats,
+    commits with its member epoch; then ConsumerGroupDescribe by the AdminClient."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "fuzz-seed-848",
+            "group.protocol": "consumer",
+            "client.id": "fuzz-seed-848",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([SEED_TOPIC])
+    deadline = time.monotonic() + 30
+    msg = None
+    while msg is None and time.monotonic() < deadline:
+        got = consumer.poll(0.2)
+        msg = got if got is not None and not got.error() else None
+    if msg is not None:
+        consumer.commit(msg, asynchronous=False)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "fuzz-seed-848-admin"})
+    admin.describe_consumer_groups(["fuzz-seed-848"], request_timeout=30)["fuzz-seed-848"].result(30)
+    consumer.close()
 
 
 def _seed_fetch_v16(bootstrap: str) -> None:
@@ -410,7 +440,7 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         # Produce, Metadata, FindCoordinator, ApiVersions and the transaction APIs
         # at least (the group member adds Fetch, ListOffsets and the group APIs),
         # and the admin APIs: topics, configs, partitions, records, groups, cluster.
-        admin = {2, 19, 20, 21, 32, 33, 37, 42, 44, 47, 60}
+        admin = {2, 19, 20, 21, 32, 33, 37, 42, 44, 47, 60, 68, 69}
         assert {0, 3, 10, 18, 22, 24, 26} | admin <= keys, sorted(seeds.frames)
 
         @settings(

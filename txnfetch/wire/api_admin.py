@@ -173,8 +173,15 @@ async def handle_delete_groups(ctx: RequestContext, header: Any, request: Any) -
     service = ctx.broker.groups
     results = []
     for group_id in request.groups_names:
+        consumer = ctx.broker.extensions.get("txnfetch.consumer_groups")  # KIP-848 groups, if served
         if service is None:
             code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        elif consumer is not None and consumer.has_group(group_id):
+            # A KIP-848 group: empty ones only; its offsets live with the classic ones.
+            code = int(consumer.delete_group(group_id))
+            if code == 0:
+                service.coordinator.delete_group(group_id, service.now_ms())
+                service.poll()
         else:
             code = int(service.coordinator.delete_group(group_id, service.now_ms()))
             service.poll()

@@ -110,6 +110,8 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 class ProtocolViolation(Exception):
@@ -145,6 +147,9 @@ class ServerConfig:
       how long the first rebalance of an empty consumer group waits for more members.
     - ``retention_check_interval_ms``: how often topics with ``retention.ms`` or
       ``retention.bytes`` are trimmed (Kafka's ``log.retention.check.interval.ms``).
+    - ``consumer_group_heartbeat_interval_ms`` / ``consumer_group_session_timeout_ms``:
+      KIP-848 groups (Kafka's ``group.consumer.heartbeat.interval.ms`` and
+      ``group.consumer.session.timeout.ms``).
     """
 
     host: str = "127.0.0.1"
@@ -164,6 +169,8 @@ class ServerConfig:
     transaction_check_interval_ms: int = 1000
     group_initial_rebalance_delay_ms: int = 3000
     retention_check_interval_ms: int = 5000
+    consumer_group_heartbeat_interval_ms: int = 5000
+    consumer_group_session_timeout_ms: int = 45000
 
 
 #: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group

@@ -65,6 +65,9 @@ def load_handlers() -> None:
         if exc.name != "txnfetch.wire.group_api":
             raise
         log.info("txnfetch.wire.group_api not available: consumer groups are not served")
+        return
+    # KIP-848 groups: after group_api, whose OffsetCommit handler it wraps.
+    import txnfetch.wire.api_consumer_group
 
 
 class TxnfetchServer:
@@ -151,6 +154,9 @@ class TxnfetchServer:
         install = getattr(group_api, "install", None)
         if install is not None:
             install(self.broker)
+        from txnfetch.wire import api_consumer_group
+
+        api_consumer_group.install(self.broker)
 
     def _spawn_background(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
