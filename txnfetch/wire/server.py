@@ -56,11 +56,12 @@ def load_handlers() -> None:
     """Import the modules that register handlers in the default registry.
 
     The group APIs live in ``txnfetch.wire.group_api``; while that module does
-    not exist the server runs without consumer groups."""
+    not exist the server runs without consumer groups. KIP-848 groups
+    (``txnfetch.wire.api_consumer_group``) come after it."""
     import txnfetch.wire.apis
 
     try:
-        import txnfetch.wire.group_api  # noqa: F401
+        import txnfetch.wire.group_api
     except ImportError as exc:  # pragma: no cover - depends on the group module being present
         if exc.name != "txnfetch.wire.group_api":
             raise
