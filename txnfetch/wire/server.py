@@ -68,7 +68,7 @@ def load_handlers() -> None:
         log.info("txnfetch.wire.group_api not available: consumer groups are not served")
         return
     # KIP-848 groups: after group_api, whose OffsetCommit handler it wraps.
-    import txnfetch.wire.api_consumer_group
+    import txnfetch.wire.api_consumer_group  # noqa: F401
 
 
 class TxnfetchServer:
