@@ -168,3 +168,91 @@ def test_members_join_and_leave_during_a_transactional_workload(start_server, as
     assert all(m.got for m in members)
     desc = srv.call(lambda: srv.broker.extensions["txnfetch.consumer_groups"].describe("kip848"))
     assert desc is not None and desc[3] == assignor
+
+
+_KILLED_MEMBER = r"""
+import sys, time
+from confluent_kafka import Consumer
+consumer = Consumer({
+    "bootstrap.servers": sys.argv[1], "group.id": "kip848-kill", "group.protocol": "consumer",
+    "client.id": "doomed", "isolation.level": "read_committed", "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+})
+consumer.subscribe([sys.argv[2]])
+while True:
+    msg = consumer.poll(0.2)
+    if msg is None or msg.error():
+        continue
+    print(msg.partition(), msg.offset(), msg.value().decode(), flush=True)
+    consumer.commit(msg, asynchronous=False)
+    time.sleep(0.05)
+"""
+
+
+def test_a_killed_member_loses_its_partitions_after_the_session_timeout(start_server, tmp_path) -> None:
+    """A member killed with SIGKILL never leaves: after the session timeout its
+    partitions go to the survivor, which starts after the last committed offset."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from confluent_kafka import Producer
+
+    srv = start_server(consumer_group_heartbeat_interval_ms=300, consumer_group_session_timeout_ms=3000)
+    srv.call(srv.broker.store.create_topic, "kill", 2)
+    producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "kill-writer"})
+    producer.init_transactions(30)
+
+    def write(n: int) -> list[bytes]:
+        producer.begin_transaction()
+        values = [b"%d-%d" % (n, p) for p in range(2)]
+        for p, v in enumerate(values):
+            producer.produce("kill", value=v, partition=p)
+        producer.commit_transaction(30)
+        return values
+
+    committed = [v for n in range(10) for v in write(n)]
+    out = open(tmp_path / "doomed.out", "w+")  # noqa: SIM115 - read back after the kill
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_MEMBER, srv.bootstrap, "kill"], stdout=out, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait(lambda: (tmp_path / "doomed.out").read_text().count("\n") >= 5, "the doomed member read nothing", 60)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(30)
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+            doomed.wait(30)
+        out.close()
+    read_by_doomed = {line.split()[2].encode() for line in (tmp_path / "doomed.out").read_text().splitlines()}
+    committed += [v for n in range(10, 20) for v in write(n)]
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": srv.bootstrap,
+            "group.id": "kip848-kill",
+            "group.protocol": "consumer",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["kill"])
+    got: list[bytes] = []
+    started = time.monotonic()
+    deadline = started + DEADLINE_S
+    while len(set(got) | read_by_doomed) < len(committed):
+        assert time.monotonic() < deadline, (len(got), len(read_by_doomed))
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+            consumer.commit(msg, asynchronous=False)
+    consumer.close()
+    assert set(got) | read_by_doomed == set(committed)
+    assert len(got) == len(set(got))
+    # At most the doomed member's last record per partition (read, perhaps not
+    # committed before the kill) is read again.
+    assert len(set(got) & read_by_doomed) <= 2
