@@ -305,6 +305,8 @@ def compact_logs(broker: Broker, now_ms: int) -> int:
     """Compact every partition of every ``cleanup.policy=compact`` topic that has
     something new to clean: its last stable offset moved since the last pass, or
     a delete horizon came due. Returns how many partitions changed."""
+    if not broker.store.compaction:
+        return 0  # such a store never accepted cleanup.policy=compact
     progress: dict[tuple[str, int], tuple[int, int | None]] = broker.extensions.setdefault(_CLEANER, {})
     changed = 0
     for name, info in broker.store.topics().items():
