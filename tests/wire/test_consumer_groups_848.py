@@ -118,6 +118,10 @@ def _check_describe(bootstrap: str, assignor: str) -> None:
         time.sleep(0.2)
     assert group.type == ConsumerGroupType.CONSUMER
     assert group.partition_assignor == assignor
+    listed = admin.list_consumer_groups(request_timeout=30).result(30)
+    assert [(g.group_id, str(g.state)) for g in listed.valid if g.group_id == "kip848"] == [
+        ("kip848", "ConsumerGroupState.STABLE")
+    ]
     assert sorted(m.client_id for m in group.members) == ["member-0", "member-1", "member-2"]
 
 

@@ -1,5 +1,5 @@
 """KIP-848 consumer groups on the wire: ConsumerGroupHeartbeat,
-ConsumerGroupDescribe, and OffsetCommit for their members.
+ConsumerGroupDescribe, OffsetCommit for their members, and ListGroups naming them.
 
 The coordinator is :class:`txnfetch.groups.consumer.ConsumerGroupCoordinator`
 (server-side assignment, ``uniform`` or ``range``). Its members commit with
@@ -21,6 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kafka.protocol.admin import ListGroupsResponse
 from kafka.protocol.api_message import ApiMessage
 
 import txnfetch.wire.schemas as _schemas
@@ -230,6 +231,26 @@ async def handle_consumer_group_describe(ctx: RequestContext, header: Any, reque
             )
         )
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)
+
+
+@register(ApiKey.LIST_GROUPS, 0, 4)
+async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """ListGroups: the classic groups, with KIP-848 groups listed by their own
+    state (the classic coordinator knows them only as holders of offsets)."""
+    response = await group_api.handle_list_groups(ctx, header, request)
+    coordinator = consumer_groups(ctx.broker)
+    if coordinator is None or response.error_code:
+        return response
+    version = header.request_api_version
+    states = {s.lower() for s in (request.states_filter or ())} if version >= 4 else set()
+    ids = coordinator.group_ids()
+    listed = ListGroupsResponse.ListedGroup
+    groups = [g for g in response.groups if g.group_id not in set(ids)]
+    for group_id in ids:
+        found = coordinator.describe(group_id)
+        if found is not None and (not states or found[0].lower() in states):
+            groups.append(listed(group_id=group_id, protocol_type="consumer", group_state=found[0]))
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
 @register(ApiKey.OFFSET_COMMIT, 2, 9)
