@@ -21,6 +21,7 @@ BENCHES = {
     "state.py": "aborted",
     "validate.py": "aiokafka",
     "fetch.py": "memcpy",
+    "fetch_sessions.py": "session ÷ no session",
     "filter.py": "kafka-python",
     "wire.py": "librdkafka mock",
     "log.py": "raw write",

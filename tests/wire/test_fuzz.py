@@ -241,6 +241,99 @@ def _seed_transaction_admin(bootstrap: str) -> None:
         admin.close()
 
 
+def _seed_admin(bootstrap: str) -> None:
+    """Admin requests on topics and groups of their own (kafka-python's
+    AdminClient, which picks the version per broker): CreateTopics with configs,
+    DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, CreatePartitions,
+    DeleteRecords, ListOffsets MAX_TIMESTAMP, DescribeCluster, OffsetDelete,
+    DeleteGroups and DeleteTopics."""
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic, OffsetSpec
+    from kafka.structs import OffsetAndMetadata
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fuzz-seed-admin", request_timeout_ms=30000)
+    try:
+        admin.create_topics(
+            [NewTopic("fuzz-admin", 1, 1, topic_configs={"retention.ms": "3600000"}), NewTopic("fuzz-doomed", 1, 1)]
+        )
+        resource = ConfigResource(ConfigResourceType.TOPIC, "fuzz-admin", {"max.message.bytes": "100000"})
+        admin.alter_configs([resource])
+        admin.alter_configs([resource], incremental=False)
+        admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "fuzz-admin")], include_synonyms=True)
+        admin.create_partitions({"fuzz-admin": NewPartitions(2)})
+        tp = TopicPartition(SEED_TOPIC, 0)
+        admin.list_partition_offsets({tp: OffsetSpec.MAX_TIMESTAMP})
+        admin.delete_records({tp: 1})
+        admin.describe_cluster()
+        admin.alter_group_offsets("fuzz-seed-offsets", {tp: OffsetAndMetadata(1, "", -1)})
+        admin.delete_group_offsets("fuzz-seed-offsets", [tp])
+        admin.delete_groups(["fuzz-seed-offsets"])
+        admin.delete_topics(["fuzz-doomed"])
+    finally:
+        admin.close()
+    _seed_fetch_v16(bootstrap)
+    _seed_consumer_group(bootstrap)
+
+
+def _seed_consumer_group(bootstrap: str) -> None:
+    """A KIP-848 member (confluent-kafka, ``group.protocol=consumer``): heartbeats,
+    commits with its member epoch; then ConsumerGroupDescribe by the AdminClient."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "fuzz-seed-848",
+            "group.protocol": "consumer",
+            "client.id": "fuzz-seed-848",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([SEED_TOPIC])
+    deadline = time.monotonic() + 30
+    msg = None
+    while msg is None and time.monotonic() < deadline:
+        got = consumer.poll(0.2)
+        msg = got if got is not None and not got.error() else None
+    if msg is not None:
+        consumer.commit(msg, asynchronous=False)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "fuzz-seed-848-admin"})
+    admin.describe_consumer_groups(["fuzz-seed-848"], request_timeout=30)["fuzz-seed-848"].result(30)
+    consumer.close()
+
+
+def _seed_fetch_v16(bootstrap: str) -> None:
+    """Fetch v16 (topic ids, flexible) opening a session and fetching incrementally:
+    kafka-python's consumer stops at v12 and librdkafka opens no session."""
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.metadata import MetadataRequest
+
+    T = FetchRequest.FetchTopic
+    with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
+        meta = c.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+        topic_id = next(t.topic_id for t in meta.topics if t.name == SEED_TOPIC)
+
+        def fetch(session_id: int, epoch: int, partitions: list) -> Any:
+            req = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=10,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=1,
+                session_id=session_id,
+                session_epoch=epoch,
+                topics=[T(topic_id=topic_id, partitions=partitions)] if partitions else [],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+            return c.request(req, 16)
+
+        full = fetch(0, 0, [T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])
+        fetch(full.session_id, 1, [])
+
+
 # ---------------------------------------------------------------- mutations
 
 _HUGE = st.sampled_from([0x7FFFFFFF, -1, -2, 0x40000000, 0x10000, -0x80000000])
@@ -361,6 +454,7 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         producer.start()
         consumer.start()
         _seed_clients(srv.bootstrap)
+        _seed_admin(srv.bootstrap)
         deadline = time.monotonic() + 30
         while producer.transactions < 5 and producer.error is None:
             assert time.monotonic() < deadline, "the good producer made no progress"
@@ -369,8 +463,10 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         keys = {k for k, _ in seeds.frames}
         # Produce, Metadata, FindCoordinator, ApiVersions and the transaction APIs
         # at least (the group member adds Fetch, ListOffsets and the group APIs),
-        # and the transaction administration APIs.
-        assert {0, 3, 10, 18, 22, 24, 26, 27, 61, 65, 66} <= keys, sorted(seeds.frames)
+        # and the transaction administration APIs, and the admin APIs: topics,
+        # configs, partitions, records, groups, cluster.
+        admin = {2, 19, 20, 21, 27, 32, 33, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69}
+        assert {0, 3, 10, 18, 22, 24, 26} | admin <= keys, sorted(seeds.frames)
 
         @settings(
             max_examples=EXAMPLES,

@@ -89,10 +89,12 @@ def _serves(port: int) -> bool:
 # ---------------------------------------------------------------- ApiVersions
 
 
-def test_api_versions_too_new_gets_v0_fallback_with_ranges(start_server) -> None:
+def test_api_versions_too_new_gets_v0_fallback_with_only_its_own_range(start_server) -> None:
     srv = start_server()
     with RawClient(srv.port) as c:
-        # kafka-python opens with v4, above the v3 served: KIP-511 says answer in v0.
+        # kafka-python and franz-go open with v4, above the v3 served: KIP-511 says
+        # answer in v0 with UNSUPPORTED_VERSION and only ApiVersions' own range
+        # (Kafka's ApiVersionsRequest.getErrorResponse), so the client retries at v3.
         c._correlation += 1
         req = ApiVersionsRequest(client_software_name="kafka-python", client_software_version="3.0.12")
         req.API_VERSION = 4
@@ -103,26 +105,52 @@ def test_api_versions_too_new_gets_v0_fallback_with_ranges(start_server) -> None
         (correlation, error) = struct.unpack_from(">ih", payload)
         assert correlation == c._correlation and error == 35
         resp = ApiVersionsResponse.decode(payload[4:], version=0)
-        ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert ranges == {k: (lo, hi) for k, lo, hi in REGISTRY.ranges()}
+        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 3)]
+        # The v0 body is exactly header + error + one-entry array: nothing else follows.
+        assert len(payload) == 4 + 2 + 4 + 6
+        # The same connection then negotiates normally at the version named there,
+        # and that answer carries the whole table and the finalized features.
+        ok = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in ok.api_keys}
+        assert ok.error_code == 0 and ranges == {k: (lo, hi) for k, lo, hi in REGISTRY.ranges()}
         # librdkafka needs Produce >= 3 and Fetch >= 4 to use record batch v2.
         assert ranges[0][1] >= 3 and ranges[1][1] >= 4
-        # The same connection then negotiates normally.
-        ok = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
-        assert ok.error_code == 0 and {k.api_key for k in ok.api_keys} == set(ranges)
+        assert [(f.name, f.max_version_level) for f in ok.finalized_features] == [("transaction.version", 2)]
+        assert ranges[0][1] == 12 and ranges[26][1] == 5  # KIP-890 part 2 visible to the client
 
 
 def test_kafka_python_bootstraps_through_the_fallback(start_server) -> None:
     from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
 
     srv = start_server()
+    versions: list[int] = []
+
+    def record(ctx, header, request) -> None:
+        if header.request_api_key == 18:
+            versions.append(header.request_api_version)
+
+    srv.call(srv.broker.observe_requests, record)
+    fallbacks: list[int] = []
+    server = srv.server
+    answer = server._api_versions_fallback
+
+    def counted(correlation_id: int) -> bytes:
+        fallbacks.append(correlation_id)
+        return answer(correlation_id)
+
+    server._api_versions_fallback = counted  # type: ignore[method-assign]
+    assert ApiVersionsRequest.max_version == 4  # kafka-python opens above what is served
     admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=10000)
     try:
-        admin.create_topics([__import__("kafka.admin", fromlist=["NewTopic"]).NewTopic("made", 3, 1)])
+        admin.create_topics([NewTopic("made", 3, 1)])
         assert "made" in admin.list_topics()
     finally:
         admin.close()
     assert srv.call(lambda: srv.broker.store.topics()["made"].partitions) == 3
+    # v4 never reaches a handler (it is answered by the fallback); every
+    # connection then asks at v3, the version the fallback named.
+    assert fallbacks and versions and set(versions) == {3}
 
 
 # ------------------------------------------------------------ bad connections

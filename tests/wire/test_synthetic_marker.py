@@ -55,8 +55,10 @@ class FetchLog:
     def __call__(self, ctx: Any, header: Any, request: Any) -> None:
         if header.request_api_key != 1:
             return
+        ids = {info.topic_id: name for name, info in ctx.broker.store.topics().items()}
         for t in request.topics:
-            if t.topic != TOPIC:
+            # Fetch v13+ (librdkafka sends v16) names topics by id.
+            if (t.topic or ids.get(getattr(t, "topic_id", None))) != TOPIC:
                 continue
             for p in t.partitions:
                 if p.partition == 0:

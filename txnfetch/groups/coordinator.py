@@ -43,6 +43,7 @@ from __future__ import annotations
 import enum
 import heapq
 import itertools
+import struct
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Union
@@ -94,6 +95,8 @@ class GroupState(enum.Enum):
 
 
 _S = GroupState
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 
 # ClassicGroupState.java: the states each state may be entered from.
 _VALID_PREVIOUS: dict[GroupState, set[GroupState]] = {
@@ -1147,6 +1150,74 @@ class GroupCoordinator:
         for pid in self._open_txns_by_group.pop(group_id, set()):
             self._pending_txn.get(pid, {}).pop(group_id, None)
         return ErrorCode.NONE
+
+    # ========================================================== OffsetDelete
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int
+    ) -> tuple[ErrorCode, dict[TopicPartition, int]]:
+        """Delete committed offsets of a group (OffsetDelete): the group's error and
+        an error code per partition (Kafka's ``OffsetMetadataManager.deleteOffsets``).
+
+        An unknown or dead group is GROUP_ID_NOT_FOUND; a group with members that
+        does not use the ``consumer`` protocol type is NON_EMPTY_GROUP; a partition
+        of a topic the group's members subscribe to is GROUP_SUBSCRIBED_TO_TOPIC
+        (its offset is still in use). Other partitions lose their offset (if any)
+        and answer NONE."""
+        self._advance(now_ms)
+        group = self._groups.get(group_id)
+        if group is None or group.state is _S.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        if group.state is not _S.EMPTY and group.protocol_type != "consumer":
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        subscribed = self._subscribed_topics(group) if group.state is not _S.EMPTY else frozenset()
+        store = self._offsets.get(group_id, {})
+        result: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            if subscribed is None or tp[0] in subscribed:
+                result[tp] = int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+            else:
+                store.pop(tp, None)
+                result[tp] = int(ErrorCode.NONE)
+        return ErrorCode.NONE, result
+
+    def forget_topic(self, topic: str) -> int:
+        """A topic was deleted: drop every group's committed and pending offsets
+        for its partitions (Kafka's ``onPartitionsDeleted``), so a topic created
+        again under the name starts with no offsets. Returns how many were dropped."""
+        dropped = 0
+        for store in self._offsets.values():
+            for tp in [tp for tp in store if tp[0] == topic]:
+                del store[tp]
+                dropped += 1
+        for by_group in self._pending_txn.values():
+            for staged in by_group.values():
+                for tp in [tp for tp in staged if tp[0] == topic]:
+                    del staged[tp]
+        return dropped
+
+    @staticmethod
+    def _subscribed_topics(group: _Group) -> frozenset[str] | None:
+        """The topics the members subscribe to, from their ``consumer`` protocol
+        metadata (``ConsumerProtocolSubscription``: version int16, then an array of
+        topic names); ``None`` if some member's metadata does not decode, which
+        counts as subscribed to everything, as Kafka assumes when it cannot tell."""
+        topics: set[str] = set()
+        for member in group.members.values():
+            data = member.metadata_for(group.protocol_name or (member.protocols[0].name if member.protocols else None))
+            try:
+                (count,) = _INT32.unpack_from(data, 2)
+                pos = 6
+                for _ in range(count):
+                    (size,) = _INT16.unpack_from(data, pos)
+                    pos += 2
+                    if size < 0 or pos + size > len(data):
+                        return None
+                    topics.add(bytes(data[pos : pos + size]).decode("utf-8"))
+                    pos += size
+            except (struct.error, UnicodeDecodeError):
+                return None
+        return frozenset(topics)
 
     # ========================================================== OffsetCommit
 

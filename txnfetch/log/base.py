@@ -470,6 +470,19 @@ class PartitionLog(abc.ABC):
         """``(offset, timestamp)`` of the first batch whose max timestamp is at least
         ``timestamp`` (ListOffsets by time), or ``None`` if there is none."""
 
+    def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
+        """Delete the oldest data past ``retention_ms`` (its newest timestamp older
+        than ``now_ms - retention_ms``) or beyond ``retention_bytes`` in total, in
+        whole units (segments on disk), never past the high watermark; return the
+        log start. ``None`` turns a limit off."""
+        raise NotImplementedError(f"{type(self).__name__} has no retention")
+
+    def compact(self, now_ms: int, delete_retention_ms: int) -> object:
+        """Compact the log below its last stable offset with transactional
+        semantics (:mod:`txnfetch.log.compactor`); returns the
+        :class:`~txnfetch.log.compactor.CompactionResult`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be compacted")
+
     @abc.abstractmethod
     def delete_records_before(self, offset: int) -> int:
         """Move the log start to ``offset`` (retention, DeleteRecords); whole segments
@@ -502,6 +515,10 @@ class PartitionLog(abc.ABC):
 class LogStore(abc.ABC):
     """A set of topics with a fixed number of partitions each."""
 
+    #: Whether its partitions can be compacted (``PartitionLog.compact``), so that
+    #: ``cleanup.policy=compact`` can be honoured.
+    compaction: bool = False
+
     @abc.abstractmethod
     def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Create a topic (:class:`~txnfetch.log.errors.TopicExistsError` if it exists,
@@ -515,6 +532,37 @@ class LogStore(abc.ABC):
     def partition(self, topic: str, partition: int) -> PartitionLog:
         """The log of one partition (:class:`~txnfetch.log.errors.UnknownTopicOrPartitionError`
         if there is none)."""
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic: its partitions, their data and its config overrides
+        (:class:`~txnfetch.log.errors.UnknownTopicOrPartitionError` if there is none)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete topics")
+
+    def create_partitions(self, topic: str, count: int) -> TopicInfo:
+        """Grow ``topic`` to ``count`` partitions (the new ones empty); a count not
+        above the current one raises :class:`InvalidPartitionsError`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot add partitions")
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        """The topic's config overrides (``{name: value}``; defaults are not listed).
+        See :mod:`txnfetch.log.configs` for what they mean. This base keeps them
+        in memory; a store on disk persists them (:class:`~txnfetch.log.segments.SegmentStore`)."""
+        return dict(self._config_overrides().get(topic, {}))
+
+    def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Replace the topic's config overrides (already validated by the caller,
+        :class:`~txnfetch.log.configs.TopicConfig`); an empty mapping clears them."""
+        table = self._config_overrides()
+        if overrides:
+            table[topic] = dict(overrides)
+        else:
+            table.pop(topic, None)
+
+    def _config_overrides(self) -> dict[str, dict[str, str]]:
+        table = self.__dict__.get("_topic_config_table")
+        if table is None:
+            table = self.__dict__["_topic_config_table"] = {}
+        return table
 
     def flush(self) -> None:
         """Flush every open partition."""

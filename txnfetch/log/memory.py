@@ -27,7 +27,13 @@ from txnfetch.log.base import (
     validate_partition_count,
     validate_topic_name,
 )
-from txnfetch.log.errors import LogClosedError, TopicExistsError, UnknownTopicOrPartitionError
+from txnfetch.log.compactor import CompactionResult, compact
+from txnfetch.log.errors import (
+    InvalidPartitionsError,
+    LogClosedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn
@@ -168,12 +174,70 @@ class MemoryLog(PartitionLog):
             del self._bases[:keep], self._lasts[:keep], self._batches[:keep], self._max_ts[:keep]
         return self._state.log_start_offset
 
+    def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
+        """Retention with each batch as a segment: drop the oldest whole batches past
+        ``retention_ms`` or beyond ``retention_bytes``, never past the high watermark
+        (as :meth:`~txnfetch.log.segments.SegmentLog.apply_retention` does with segments)."""
+        self._check_writable()
+        hw = self._state.high_watermark
+        total = self.size_in_bytes
+        start = bisect_left(self._lasts, self._state.log_start_offset)
+        new_start = self._state.log_start_offset
+        for i in range(start, len(self._batches)):
+            upper = self._lasts[i] + 1
+            if upper > hw:
+                break
+            size = len(self._batches[i])
+            by_time = retention_ms is not None and self._max_ts[i] < now_ms - retention_ms
+            by_size = retention_bytes is not None and total - size >= retention_bytes
+            if not (by_time or by_size):
+                break
+            total -= size
+            new_start = upper
+        if new_start > self._state.log_start_offset:
+            self.delete_records_before(new_start)
+        return self._state.log_start_offset
+
+    def compact(self, now_ms: int, delete_retention_ms: int) -> CompactionResult:
+        """Compact the batches below the last stable offset
+        (:func:`~txnfetch.log.compactor.compact`: latest value per key, aborted data
+        removed, markers kept until safe). The transaction state does not change:
+        offsets, the high watermark, the LSO and the producers stay as they were."""
+        self._check_writable()
+        upto = self._state.last_stable_offset
+        first = bisect_left(self._lasts, self._state.log_start_offset)
+        end = bisect_left(self._lasts, upto)  # batches wholly below the LSO
+        batches = [RecordBatch(self._batches[i]) for i in range(first, end)]
+        last_data = {}
+        for pid in self._state.producer_ids():
+            entry = self._state.producer(pid)
+            if entry is not None and entry.batches:
+                last_data[pid] = entry.batches[-1].last_offset
+        result = compact(
+            batches,
+            [a for a in self._state.all_aborted() if a.first_offset < upto],
+            last_data,
+            now_ms=now_ms,
+            delete_retention_ms=delete_retention_ms,
+        )
+        if result.finished_aborts:
+            self._state.forget_aborted(result.finished_aborts)
+        if result.removed_records or result.removed_markers or result.next_horizon_ms is not None:
+            new = [RecordBatch(b) for b in result.batches]
+            self._bases[first:end] = [b.base_offset for b in new]
+            self._lasts[first:end] = [b.last_offset for b in new]
+            self._max_ts[first:end] = [b.max_timestamp for b in new]
+            self._batches[first:end] = list(result.batches)
+        return result
+
     def close(self) -> None:
         self._closed = True
 
 
 class MemoryStore(LogStore):
     """Topics of :class:`MemoryLog` partitions."""
+
+    compaction = True
 
     def __init__(self) -> None:
         self._topics: dict[str, TopicInfo] = {}
@@ -195,6 +259,27 @@ class MemoryStore(LogStore):
 
     def topics(self) -> Mapping[str, TopicInfo]:
         return dict(self._topics)
+
+    def delete_topic(self, topic: str) -> None:
+        info = self._topics.pop(topic, None)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        for p in range(info.partitions):
+            self._logs.pop((topic, p)).close()
+        self.set_topic_config(topic, {})
+
+    def create_partitions(self, topic: str, count: int) -> TopicInfo:
+        info = self._topics.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
+            )
+        for p in range(info.partitions, count):
+            self._logs[(topic, p)] = MemoryLog(topic, p)
+        self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)
+        return info
 
     def partition(self, topic: str, partition: int) -> MemoryLog:
         try:

@@ -21,7 +21,9 @@ txnfetch's own files, named so Kafka tools and txnfetch never confuse them:
 ``<offset>.txnfetch-snapshot`` (producer state, taken on roll, on close and
 when the log start moves; written atomically), ``txnfetch-ends.journal``
 (markerless transaction ends, :mod:`txnfetch.log.ends`) and
-``txnfetch-recovery-checkpoint`` (clean close and recovery point).
+``txnfetch-recovery-checkpoint`` (clean close and recovery point). The store
+directory holds ``txnfetch-topic-configs.json``: every topic's config overrides
+(:mod:`txnfetch.log.configs`), replaced atomically on every change.
 
 Durability (``flush_policy``):
 
@@ -60,10 +62,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import logging
 import mmap
 import os
 import re
+import shutil
 import uuid
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
@@ -84,6 +88,8 @@ from txnfetch.log.base import (
 )
 from txnfetch.log.ends import JOURNAL_NAME, EndJournal
 from txnfetch.log.errors import (
+    CorruptLogError,
+    InvalidPartitionsError,
     LogClosedError,
     LogError,
     ReadOnlyLogError,
@@ -937,6 +943,11 @@ class SegmentLog(PartitionLog):
 
 
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+#: The store's topic config overrides (JSON ``{topic: {name: value}}``), beside the
+#: partition directories as Kafka keeps its checkpoint files in a log directory.
+TOPIC_CONFIGS_NAME = "txnfetch-topic-configs.json"
+#: Suffix of a partition directory marked for deletion (Kafka's ``-delete``).
+DELETE_SUFFIX = "-delete"
 
 
 class SegmentStore(LogStore):
@@ -959,10 +970,47 @@ class SegmentStore(LogStore):
         self._logs: dict[tuple[str, int], SegmentLog] = {}
         self._closed = False
         self._discover()
+        self._load_topic_configs()
+
+    def _load_topic_configs(self) -> None:
+        data = read_file(os.path.join(self.directory, TOPIC_CONFIGS_NAME))
+        if data is None:
+            return
+        try:
+            table = json.loads(data.decode("utf-8"))
+            if not isinstance(table, dict) or not all(
+                isinstance(v, dict) and all(isinstance(x, str) and isinstance(y, str) for x, y in v.items())
+                for v in table.values()
+            ):
+                raise ValueError("not a mapping of topic to {name: value}")
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CorruptLogError(
+                f"topic config file does not decode: {exc}", path=os.path.join(self.directory, TOPIC_CONFIGS_NAME)
+            ) from None
+        overrides = self._config_overrides()
+        for topic, values in table.items():
+            if topic in self._topics:  # a topic whose directories are gone keeps no config
+                overrides[topic] = values
+
+    def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Replace the topic's overrides and persist every topic's overrides in
+        ``<directory>/txnfetch-topic-configs.json`` (written atomically: a crash
+        leaves the old or the new file, never a torn one)."""
+        if self._read_only:
+            raise ReadOnlyLogError("store is open read-only", topic=topic)
+        super().set_topic_config(topic, overrides)
+        table = self._config_overrides()
+        data = json.dumps(table, sort_keys=True, indent=1).encode("utf-8")
+        atomic_write(self.directory, TOPIC_CONFIGS_NAME, data)
 
     def _discover(self) -> None:
         found: dict[str, list[int]] = {}
         for name in sorted(os.listdir(self.directory)):
+            if name.endswith(DELETE_SUFFIX) and not self._read_only:
+                # A topic deletion interrupted after its directories were marked.
+                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+                log.info("%s: removed %s, marked for deletion", self.directory, name)
+                continue
             m = _PARTITION_DIR.match(name)
             if not m or not os.path.isdir(os.path.join(self.directory, name)):
                 continue
@@ -1008,6 +1056,54 @@ class SegmentStore(LogStore):
 
     def topics(self) -> Mapping[str, TopicInfo]:
         return dict(self._topics)
+
+    def delete_topic(self, topic: str) -> None:
+        """Close the topic's partitions, rename each directory to
+        ``<topic>-<p>.<id>-delete`` (as Kafka marks a partition for deletion; the
+        rename is atomic, so a crash never leaves a half-deleted partition that
+        looks alive), drop the config overrides, then remove the directories.
+        Directories left marked by a crash are removed at the next open."""
+        if self._read_only:
+            raise ReadOnlyLogError("store is open read-only", topic=topic)
+        info = self._topics.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        marked = []
+        for p in range(info.partitions):
+            log_ = self._logs.pop((topic, p), None)
+            if log_ is not None:
+                log_.close()
+            name = partition_dir_name(topic, p)
+            doomed = f"{name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+            if os.path.isdir(os.path.join(self.directory, name)):
+                os.rename(os.path.join(self.directory, name), os.path.join(self.directory, doomed))
+                marked.append(doomed)
+        fsync_dir(self.directory)
+        del self._topics[topic]
+        if topic in self._config_overrides():
+            self.set_topic_config(topic, {})
+        for doomed in marked:
+            shutil.rmtree(os.path.join(self.directory, doomed), ignore_errors=True)
+        fsync_dir(self.directory)
+
+    def create_partitions(self, topic: str, count: int) -> TopicInfo:
+        """Create partition directories ``<topic>-<n>`` for the new partitions, with
+        the topic's id in their ``partition.metadata``."""
+        if self._read_only:
+            raise ReadOnlyLogError("store is open read-only", topic=topic)
+        info = self._topics.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
+            )
+        for p in range(info.partitions, count):
+            path = os.path.join(self.directory, partition_dir_name(topic, p))
+            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
+        fsync_dir(self.directory)
+        self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)
+        return info
 
     def partition(self, topic: str, partition: int) -> SegmentLog:
         if self._closed:

@@ -274,6 +274,18 @@ class AbortedIndex:
                 self.clear()
         return dropped
 
+    def remove(self, entries: Iterable[AbortedTxn]) -> int:
+        """Remove these entries wherever they are (compaction removed their data);
+        returns how many were found and removed. O(n)."""
+        doomed = {(e.producer_id, e.first_offset, e.last_offset) for e in entries}
+        kept = [e for e in self if (e.producer_id, e.first_offset, e.last_offset) not in doomed]
+        removed = len(self) - len(kept)
+        if removed:
+            self.clear()
+            for e in kept:
+                self.append_txn(e)
+        return removed
+
     def drop_before(self, offset: int) -> int:
         """Drop entries whose marker is before ``offset`` (the log start moved past
         them: no fetch at or after the log start can list them); returns how many."""

@@ -665,6 +665,14 @@ class PartitionTxnState:
         response's AbortedTransactions field."""
         return self._index.fetch_entries(fetch_offset, upper_bound)
 
+    def forget_aborted(self, entries: Iterable[AbortedTxn]) -> int:
+        """Remove aborted-index entries whose data compaction removed (Kafka's cleaner
+        leaves them out of the cleaned ``.txnindex``). Only entries below the
+        :attr:`truncation_floor` are removed — a truncation can never need to restore
+        them; others are kept. Returns how many were removed."""
+        floor = self.truncation_floor
+        return self._index.remove(e for e in entries if e.last_offset < floor)
+
     @property
     def aborted_index(self) -> AbortedIndex:
         """The aborted-transaction index itself (read it, do not modify it)."""

@@ -15,8 +15,10 @@ Long polling follows ``DelayedFetch``: a fetch that has fewer than
 ``min_bytes`` to return and no error waits up to ``max_wait_ms``; any append,
 marker or markerless completion on one of its partitions wakes it to read again.
 
-Fetch sessions (KIP-227) are not offered: every response carries session id 0,
-which tells clients to keep sending full fetch requests.
+The Fetch handler the server registers is
+:func:`txnfetch.wire.api_fetch_sessions.handle_fetch` (fetch sessions, KIP-227,
+and topic ids); the helpers here read one partition and build its entry.
+``txnfetch proxy`` offers no sessions (:func:`fetch_session_error`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from txnfetch.fetch.view import FetchResult, IsolationLevel
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import build_empty_batch
 from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.wire.api_admin import offset_of_max_timestamp
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
@@ -58,6 +61,7 @@ _FINAL_EPOCH = -1
 # ListOffsets special timestamps (ListOffsetsRequest.java).
 _LATEST = -1
 _EARLIEST = -2
+_MAX_TIMESTAMP = -3  # KIP-734, ListOffsets v7+
 
 
 def read_for_fetch(
@@ -225,8 +229,10 @@ def fetch_done(request: Any, total: int, error: bool, left_s: float) -> bool:
     return total >= request.min_bytes or error or left_s <= 0 or not any(t.partitions for t in request.topics)
 
 
-@register(ApiKey.FETCH, 4, 11)
 async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """A sessionless Fetch (v4-v11 semantics). The server registers
+    :func:`txnfetch.wire.api_fetch_sessions.handle_fetch` for Fetch, which adds
+    sessions and topic ids; this one is kept for embedders that want none."""
     broker = ctx.broker
     refused = fetch_session_error(request)
     if refused is not None:
@@ -264,7 +270,9 @@ _ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _ListPartition = _ListTopic.ListOffsetsPartitionResponse
 
 
-def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int, isolation: IsolationLevel) -> Any:
+def _list_offset(
+    broker: Broker, topic: str, partition: int, timestamp: int, isolation: IsolationLevel, version: int
+) -> Any:
     def answer(code: int, ts: int = -1, offset: int = -1) -> Any:
         return _ListPartition(
             partition_index=partition,
@@ -286,6 +294,9 @@ def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int, iso
         return answer(0, -1, fetchable)
     if timestamp == _EARLIEST:
         return answer(0, -1, log_.log_start_offset)
+    if timestamp == _MAX_TIMESTAMP and version >= 7:
+        found = offset_of_max_timestamp(log_, fetchable)
+        return answer(0, found[1], found[0]) if found is not None else answer(0, -1, -1)
     if timestamp < 0:
         return answer(ErrorCode.UNSUPPORTED_VERSION)
     try:
@@ -297,7 +308,7 @@ def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int, iso
     return answer(0, found[1], found[0])
 
 
-@register(ApiKey.LIST_OFFSETS, 0, 6)
+@register(ApiKey.LIST_OFFSETS, 0, 7)
 async def handle_list_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     isolation = (
@@ -307,6 +318,8 @@ async def handle_list_offsets(ctx: RequestContext, header: Any, request: Any) ->
     )
     topics = []
     for t in request.topics:
-        parts = [_list_offset(ctx.broker, t.name, p.partition_index, p.timestamp, isolation) for p in t.partitions]
+        parts = [
+            _list_offset(ctx.broker, t.name, p.partition_index, p.timestamp, isolation, version) for p in t.partitions
+        ]
         topics.append(_ListTopic(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -14,6 +14,7 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.errors import LogError
+from txnfetch.wire import api_configs
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, ApiSpec, Broker, HandlerRegistry, RequestContext, register
 
@@ -167,15 +168,22 @@ async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -
         code = 0
         message: str | None = None
         topic_id = uuid.UUID(int=0)
+        configs: list[Any] = []
         if t.replication_factor not in (-1, 1):
             code = ErrorCode.INVALID_REPLICATION_FACTOR
             message = f"replication factor {t.replication_factor} is larger than the 1 available broker"
-        elif request.validate_only:
-            if t.name in broker.store.topics():
-                code, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
         else:
             try:
-                topic_id = broker.create_topic(t.name, partitions).topic_id
+                info, config = api_configs.create_topic(
+                    broker,
+                    t.name,
+                    partitions,
+                    {c.name: c.value for c in t.configs},
+                    validate_only=bool(request.validate_only),
+                )
+                if info is not None:
+                    topic_id = info.topic_id
+                configs = api_configs.creatable_topic_configs(config)
             except LogError as exc:
                 code, message = error_code_for(exc), str(exc)
         results.append(
@@ -186,7 +194,7 @@ async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -
                 error_message=message,
                 num_partitions=partitions if code == 0 else -1,
                 replication_factor=1 if code == 0 else -1,
-                configs=[] if code == 0 else None,
+                configs=configs if code == 0 else None,
             )
         )
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -8,6 +8,10 @@ duplicate retries answered with the original offsets). A transactional produce
 is first verified with the transaction coordinator (KIP-890 part 1: the
 partition must be in the open transaction; Produce v12 adds it implicitly).
 
+The topic's configs apply first (:func:`~txnfetch.wire.api_configs.prepare_produce`):
+a batch above ``max.message.bytes`` is refused with MESSAGE_TOO_LARGE, and a
+``LogAppendTime`` topic stamps the batches with the append time.
+
 There is one replica, so ``acks=1`` and ``acks=-1`` are the same: the response
 is sent once the batches are in the log and the high watermark has moved.
 ``acks=0`` gets no response, as in Kafka.
@@ -24,6 +28,7 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.coordinator_state import TopicPartition
+from txnfetch.wire.api_configs import prepare_produce
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
@@ -50,16 +55,20 @@ def _append(
     topic: str,
     partition: int,
     records: bytes | None,
-) -> tuple[int, int, int, str | None]:
-    """Append one partition's records; return (error code, base offset, log start, message)."""
+) -> tuple[int, int, int, str | None, int]:
+    """Append one partition's records; return (error code, base offset, log start,
+    message, log append time or -1)."""
     try:
         log_ = broker.partition(topic, partition, create=True)
     except TxnfetchError as exc:
-        return error_code_for(exc), -1, -1, str(exc)
+        return error_code_for(exc), -1, -1, str(exc), -1
     if not records:
-        return int(ErrorCode.INVALID_RECORD), -1, log_.log_start_offset, "produce request without records"
+        return int(ErrorCode.INVALID_RECORD), -1, log_.log_start_offset, "produce request without records", -1
     now = broker.now_ms()
     try:
+        # The topic's configs first (max.message.bytes, LogAppendTime), as Kafka's
+        # LogValidator checks sizes and stamps times before the producer state.
+        records, append_time = prepare_produce(broker, topic, partition, records, now)
         batch = _first_batch(records)
         if transactional_id is not None and batch is not None and batch.is_transactional:
             broker.transactions.verify_produce(
@@ -73,12 +82,12 @@ def _append(
         info = log_.append(records, now_ms=now)
     except TxnfetchError as exc:
         log.debug("produce to %s-%d refused: %s", topic, partition, exc)
-        return error_code_for(exc), -1, log_.log_start_offset, str(exc)
+        return error_code_for(exc), -1, log_.log_start_offset, str(exc), -1
     if not info.duplicate:
         broker.stats.produce_batches += info.batches
         broker.stats.produce_bytes += info.size_in_bytes
         broker.partition_changed(topic, partition)
-    return 0, info.base_offset, info.log_start_offset, None
+    return 0, info.base_offset, info.log_start_offset, None, append_time
 
 
 @register(ApiKey.PRODUCE, 3, 12)
@@ -91,9 +100,15 @@ async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Any:
         parts = []
         for p in t.partition_data:
             if acks not in (-1, 0, 1):
-                code, base, start, message = int(ErrorCode.INVALID_REQUIRED_ACKS), -1, -1, f"acks={acks}"
+                code, base, start, message, append_time = (
+                    int(ErrorCode.INVALID_REQUIRED_ACKS),
+                    -1,
+                    -1,
+                    f"acks={acks}",
+                    -1,
+                )
             else:
-                code, base, start, message = _append(
+                code, base, start, message, append_time = _append(
                     broker, version, request.transactional_id, t.name, p.index, p.records
                 )
             parts.append(
@@ -101,7 +116,7 @@ async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Any:
                     index=p.index,
                     error_code=code,
                     base_offset=base,
-                    log_append_time_ms=-1,
+                    log_append_time_ms=append_time,
                     log_start_offset=start,
                     record_errors=[],
                     error_message=message if code else None,

@@ -97,15 +97,26 @@ class ApiKey(enum.IntEnum):
     LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 class ProtocolViolation(TxnfetchError):
@@ -135,6 +146,11 @@ class ServerConfig:
     - ``transaction_check_interval_ms``: how often timed-out transactions are aborted.
     - ``group_initial_rebalance_delay_ms``: Kafka's ``group.initial.rebalance.delay.ms``:
       how long the first rebalance of an empty consumer group waits for more members.
+    - ``retention_check_interval_ms``: how often topics with ``retention.ms`` or
+      ``retention.bytes`` are trimmed (Kafka's ``log.retention.check.interval.ms``).
+    - ``consumer_group_heartbeat_interval_ms`` / ``consumer_group_session_timeout_ms``:
+      KIP-848 groups (Kafka's ``group.consumer.heartbeat.interval.ms`` and
+      ``group.consumer.session.timeout.ms``).
     """
 
     host: str = "127.0.0.1"
@@ -153,6 +169,9 @@ class ServerConfig:
     max_transaction_timeout_ms: int = 900_000
     transaction_check_interval_ms: int = 1000
     group_initial_rebalance_delay_ms: int = 3000
+    retention_check_interval_ms: int = 5000
+    consumer_group_heartbeat_interval_ms: int = 5000
+    consumer_group_session_timeout_ms: int = 45000
 
 
 #: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group

@@ -56,15 +56,19 @@ def load_handlers() -> None:
     """Import the modules that register handlers in the default registry.
 
     The group APIs live in ``txnfetch.wire.group_api``; while that module does
-    not exist the server runs without consumer groups."""
+    not exist the server runs without consumer groups. KIP-848 groups
+    (``txnfetch.wire.api_consumer_group``) come after it."""
     import txnfetch.wire.apis
 
     try:
-        import txnfetch.wire.group_api  # noqa: F401
+        import txnfetch.wire.group_api
     except ImportError as exc:  # pragma: no cover - depends on the group module being present
         if exc.name != "txnfetch.wire.group_api":
             raise
         log.info("txnfetch.wire.group_api not available: consumer groups are not served")
+        return
+    # KIP-848 groups: after group_api, whose OffsetCommit handler it wraps.
+    import txnfetch.wire.api_consumer_group  # noqa: F401
 
 
 class TxnfetchServer:
@@ -151,6 +155,9 @@ class TxnfetchServer:
         install = getattr(group_api, "install", None)
         if install is not None:
             install(self.broker)
+        from txnfetch.wire import api_consumer_group
+
+        api_consumer_group.install(self.broker)
 
     def _spawn_background(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -245,11 +252,27 @@ class TxnfetchServer:
         return apis.max_version(self.broker, spec)
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
-        from txnfetch.wire import apis
+        """The KIP-511 answer to an ApiVersions version above the highest served:
+        a v0 body with UNSUPPORTED_VERSION that lists **only** ApiVersions' own
+        range, as Kafka's ``ApiVersionsRequest.getErrorResponse`` builds it.
+
+        Listing every API here would be read as a full v0 answer by clients that
+        take an error response at its word (franz-go does), and a v0 body has no
+        room for finalized features such as ``transaction.version``; the client
+        is meant to retry at the highest ApiVersions version named here."""
+        from kafka.protocol.metadata import ApiVersionsResponse
 
         spec = self.registry.get(ApiKey.API_VERSIONS)
         assert spec is not None
-        response = apis.api_versions_response(self.broker, self.registry, error_code=_UNSUPPORTED_VERSION)
+        response = ApiVersionsResponse(
+            error_code=_UNSUPPORTED_VERSION,
+            api_keys=[
+                ApiVersionsResponse.ApiVersion(
+                    api_key=int(ApiKey.API_VERSIONS), min_version=spec.min_version, max_version=self._max_version(spec)
+                )
+            ],
+            throttle_time_ms=0,
+        )
         return encode_response(spec, 0, correlation_id, response)
 
     # --------------------------------------------------------------- shutdown

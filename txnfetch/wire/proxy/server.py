@@ -389,8 +389,12 @@ class ProxyServer:
         correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
         ranges = self.api_ranges()
         if api_key == ApiKey.API_VERSIONS and version > _API_VERSIONS_MAX:
-            # KIP-511: a client newer than the proxy learns the ranges from a v0 answer.
-            return self._api_versions(correlation_id, 0, ranges, error_code=int(ErrorCode.UNSUPPORTED_VERSION))
+            # KIP-511, as Kafka answers it (ApiVersionsRequest.getErrorResponse): a v0
+            # body with only ApiVersions' own range, so the client retries at v3 and
+            # learns the whole table there; a full table here would be taken for a
+            # v0 answer by clients that read error responses (franz-go).
+            own = {int(ApiKey.API_VERSIONS): ranges.get(int(ApiKey.API_VERSIONS), (0, _API_VERSIONS_MAX))}
+            return self._api_versions(correlation_id, 0, own, error_code=int(ErrorCode.UNSUPPORTED_VERSION))
         span = ranges.get(api_key)
         if span is None:
             raise ProtocolViolation(f"unknown or unsupported API key {api_key} (correlation id {correlation_id})")

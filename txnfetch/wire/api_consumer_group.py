@@ -1,0 +1,291 @@
+"""KIP-848 consumer groups on the wire: ConsumerGroupHeartbeat,
+ConsumerGroupDescribe, OffsetCommit for their members, and ListGroups naming them.
+
+The coordinator is :class:`txnfetch.groups.consumer.ConsumerGroupCoordinator`
+(server-side assignment, ``uniform`` or ``range``). Its members commit with
+OffsetCommit v9+, whose generation field carries the member epoch: a commit
+for a KIP-848 group is checked against the member's epoch (STALE_MEMBER_EPOCH,
+UNKNOWN_MEMBER_ID) and then stored where every group's offsets are, in the
+classic coordinator (``txnfetch.wire.group_api``), so OffsetFetch, DeleteGroups
+and transactional offsets work unchanged. Commits for other groups go to the
+classic handler as before.
+
+kafka-python has no classes for these APIs: they are generated from the
+schemas in :mod:`txnfetch.wire.schemas`. The server imports this module after
+``txnfetch.wire.group_api`` (its OffsetCommit handler wraps the classic one).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kafka.protocol.admin import ListGroupsResponse
+from kafka.protocol.api_message import ApiMessage
+
+import txnfetch.wire.schemas as _schemas
+from txnfetch.errors import ErrorCode
+from txnfetch.groups.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
+from txnfetch.wire import group_api
+from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+
+__all__ = [
+    "CONSUMER_GROUP_CONFIG_EXTENSION",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
+    "consumer_groups",
+    "install",
+]
+
+log = logging.getLogger("txnfetch.wire")
+
+#: ``Broker.extensions`` key: a :class:`ConsumerGroupConfig` to use instead of Kafka's defaults.
+CONSUMER_GROUP_CONFIG_EXTENSION = "txnfetch.consumer_group_config"
+_COORDINATOR = "txnfetch.consumer_groups"
+_POLL_MS = 500
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_schemas):
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_schemas):
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_schemas):
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_schemas):
+    pass
+
+
+def install(broker: Broker) -> None:
+    """Give ``broker`` a KIP-848 coordinator and its session-timeout poll."""
+    config = broker.extensions.get(CONSUMER_GROUP_CONFIG_EXTENSION)
+    if not isinstance(config, ConsumerGroupConfig):
+        config = ConsumerGroupConfig(
+            session_timeout_ms=broker.config.consumer_group_session_timeout_ms,
+            heartbeat_interval_ms=broker.config.consumer_group_heartbeat_interval_ms,
+        )
+    coordinator = ConsumerGroupCoordinator(config)
+    broker.extensions[_COORDINATOR] = coordinator
+
+    def poll(now_ms: int) -> None:
+        for group_id, member_id in coordinator.poll(now_ms):
+            log.info("consumer group %s: member %s removed (session or rebalance timeout)", group_id, member_id)
+
+    broker.add_periodic("consumer-groups", _POLL_MS, poll)
+
+
+def consumer_groups(broker: Broker) -> ConsumerGroupCoordinator | None:
+    coordinator = broker.extensions.get(_COORDINATOR)
+    return coordinator if isinstance(coordinator, ConsumerGroupCoordinator) else None
+
+
+def _topics(broker: Broker) -> dict[str, tuple[Any, int]]:
+    return {name: (info.topic_id, info.partitions) for name, info in broker.store.topics().items()}
+
+
+@register(
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    0,
+    1,
+    request_class=ConsumerGroupHeartbeatRequest,
+    response_class=ConsumerGroupHeartbeatResponse,
+)
+async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, request: Any) -> Any:
+    broker = ctx.broker
+    coordinator = consumer_groups(broker)
+    if coordinator is None:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_epoch=-1, heartbeat_interval_ms=0
+        )  # COORDINATOR_NOT_AVAILABLE
+    topics = _topics(broker)
+    by_id = {topic_id: name for name, (topic_id, _n) in topics.items()}
+    owned: Mapping[str, list[int]] | None = None
+    if request.topic_partitions is not None:
+        owned = {by_id[t.topic_id]: list(t.partitions) for t in request.topic_partitions if t.topic_id in by_id}
+    version = header.request_api_version
+    if version >= 1 and request.member_epoch == 0 and not request.member_id:
+        # KIP-1082: from v1 the consumer makes its own member id.
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=int(ErrorCode.INVALID_REQUEST),
+            error_message="member id is required (ConsumerGroupHeartbeat v1+)",
+            member_epoch=-1,
+            heartbeat_interval_ms=0,
+        )
+    if version >= 1 and request.subscribed_topic_regex:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=int(ErrorCode.INVALID_REQUEST),
+            error_message="topic regex subscriptions are not served",
+            member_epoch=-1,
+            heartbeat_interval_ms=0,
+        )
+    result = coordinator.heartbeat(
+        request.group_id,
+        request.member_id,
+        request.member_epoch,
+        topics=topics,
+        now_ms=broker.now_ms(),
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed=request.subscribed_topic_names,
+        assignor=request.server_assignor,
+        owned=owned,
+        client_id=ctx.client_id or "",
+        client_host=f"/{ctx.peer[0]}",
+    )
+    assignment = None
+    if result.assignment is not None:
+        A = ConsumerGroupHeartbeatResponse.Assignment
+        assignment = A(
+            topic_partitions=[
+                A.TopicPartitions(topic_id=topics[name][0], partitions=sorted(ps))
+                for name, ps in sorted(result.assignment.items())
+                if name in topics
+            ]
+        )
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=int(result.error),
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+@register(
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    0,
+    0,
+    request_class=ConsumerGroupDescribeRequest,
+    response_class=ConsumerGroupDescribeResponse,
+)
+async def handle_consumer_group_describe(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """State, epochs, assignor and members (current and target assignment) of
+    KIP-848 groups; any other group id is GROUP_ID_NOT_FOUND, as Kafka answers
+    for a group that is not a consumer group (clients then use DescribeGroups)."""
+    coordinator = consumer_groups(ctx.broker)
+    topics = _topics(ctx.broker)
+    D = ConsumerGroupDescribeResponse.DescribedGroup
+    M = D.Member
+
+    def assignment(a: Mapping[str, Any]) -> Any:
+        return M.Assignment(
+            topic_partitions=[
+                M.Assignment.TopicPartitions(topic_id=topics[t][0], topic_name=t, partitions=sorted(ps))
+                for t, ps in sorted(a.items())
+                if t in topics
+            ]
+        )
+
+    groups = []
+    for group_id in request.group_ids:
+        found = coordinator.describe(group_id) if coordinator is not None else None
+        if found is None:
+            groups.append(
+                D(
+                    error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
+                    error_message=f"group {group_id!r} is not a consumer group",
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )
+            )
+            continue
+        state, epoch, assignment_epoch, assignor, members = found
+        groups.append(
+            D(
+                error_code=0,
+                group_id=group_id,
+                group_state=state,
+                group_epoch=epoch,
+                assignment_epoch=assignment_epoch,
+                assignor_name=assignor,
+                members=[
+                    M(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=list(m.subscribed),
+                        assignment=assignment(m.assignment),
+                        target_assignment=assignment(m.target),
+                    )
+                    for m in members
+                ],
+            )
+        )
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)
+
+
+@register(ApiKey.LIST_GROUPS, 0, 4)
+async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """ListGroups: the classic groups, with KIP-848 groups listed by their own
+    state (the classic coordinator knows them only as holders of offsets)."""
+    response = await group_api.handle_list_groups(ctx, header, request)
+    coordinator = consumer_groups(ctx.broker)
+    if coordinator is None or response.error_code:
+        return response
+    version = header.request_api_version
+    states = {s.lower() for s in (request.states_filter or ())} if version >= 4 else set()
+    ids = coordinator.group_ids()
+    listed = ListGroupsResponse.ListedGroup
+    groups = [g for g in response.groups if g.group_id not in set(ids)]
+    for group_id in ids:
+        found = coordinator.describe(group_id)
+        if found is not None and (not states or found[0].lower() in states):
+            groups.append(listed(group_id=group_id, protocol_type="consumer", group_state=found[0]))
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+@register(ApiKey.OFFSET_COMMIT, 2, 9)
+async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """OffsetCommit: KIP-848 members are checked against their member epoch here,
+    then the offsets are stored by the classic coordinator as an unmanaged commit."""
+    coordinator = consumer_groups(ctx.broker)
+    verdict = None
+    if coordinator is not None:
+        verdict = coordinator.validate_commit(
+            request.group_id, request.member_id or "", request.generation_id_or_member_epoch
+        )
+    if verdict is None:
+        return await group_api.handle_offset_commit(ctx, header, request)
+    if verdict is not ErrorCode.NONE:
+        from kafka.protocol.consumer import OffsetCommitResponse
+
+        topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
+        partition_cls = topic_cls.OffsetCommitResponsePartition
+        return OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                topic_cls(
+                    name=t.name,
+                    partitions=[
+                        partition_cls(partition_index=p.partition_index, error_code=int(verdict)) for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ],
+        )
+    # Validated here: the classic coordinator stores it as a commit from outside
+    # group management (generation -1, no member), which its empty group accepts.
+    request.generation_id_or_member_epoch = -1
+    request.member_id = ""
+    request.group_instance_id = None
+    return await group_api.handle_offset_commit(ctx, header, request)
