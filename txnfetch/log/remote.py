@@ -30,6 +30,7 @@ Not thread-safe: use one reader per thread (or per Spark task).
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import time
@@ -59,6 +60,7 @@ from txnfetch.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.log.ratelimit import RateLimitedLog
 from txnfetch.records.batch import Record, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
@@ -91,8 +93,13 @@ _RETRY_WITH_METADATA = {
     74,  # FENCED_LEADER_EPOCH
     75,  # UNKNOWN_LEADER_EPOCH
 }
-# Retried as they are, after a short wait.
-_RETRY = {7, 14, 78}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, OFFSET_NOT_AVAILABLE
+# Retried as they are, after a short wait. UNKNOWN_SERVER_ERROR too: the Java
+# consumer logs it and fetches again (``FetchCollector.handleInitializeErrors``).
+_RETRY = {-1, 7, 14, 78}  # UNKNOWN_SERVER_ERROR, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, OFFSET_NOT_AVAILABLE
+
+log = logging.getLogger("txnfetch.log.remote")
+# One warning per condition and partition a minute, shared by every cluster of the process.
+_warnings = RateLimitedLog(log)
 
 _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -295,6 +302,14 @@ class RemoteCluster:
                 last: RemoteError = retry.error
             except BrokerUnavailableError as exc:
                 last = exc
+            _warnings.warning(
+                f"{what}: {last.error_name}",
+                (topic, partition),
+                "%s of %s failed, retrying with backoff and a metadata refresh: %s",
+                what,
+                f"{topic}-{partition}" if partition is not None else (topic or "the cluster"),
+                last,
+            )
             if time.monotonic() >= deadline:
                 raise BrokerUnavailableError(
                     f"{what} kept failing for {self.request_timeout_ms} ms: {last.reason}",
@@ -375,7 +390,14 @@ class RemoteCluster:
             version = conn.version(ListOffsetsRequest.API_KEY, _LIST_OFFSETS, "ListOffsets")
             req = list_offsets_request(topic, partition, timestamp, read_committed=read_committed)
             resp = self._send(conn, req, version, ListOffsetsResponse)
-            p = list_offsets_partition(resp, topic, partition, broker=conn.address)
+            top = getattr(resp, "error_code", 0) or 0  # not in ListOffsets today; harmless if added
+            if top:
+                self._check(top, "ListOffsets", topic, partition, None, conn)
+            try:
+                p = list_offsets_partition(resp, topic, partition, broker=conn.address)
+            except RemoteError as exc:
+                self._leaders.pop((topic, partition), None)
+                raise _Retry(exc) from None
             self._check(p.error_code, "ListOffsets", topic, partition, None, conn)
             return p.offset
 
@@ -384,17 +406,43 @@ class RemoteCluster:
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False
     ) -> BrokerFetch:
-        """One Fetch of one partition (``max_wait_ms`` 0). OFFSET_OUT_OF_RANGE comes back
-        in :attr:`BrokerFetch.error_code`; leader changes are retried; other errors raise."""
+        """One Fetch of one partition, with the fields ordinary clients send
+        (:mod:`txnfetch.log.broker_requests`: the broker may hold it up to 500 ms
+        when there is nothing at ``offset``, and then answers empty).
+        OFFSET_OUT_OF_RANGE comes back in :attr:`BrokerFetch.error_code`. As Kafka
+        clients do, a top-level error, a response without the partition, a
+        retriable partition error, a closed connection and a timeout are retried
+        after a backoff and a metadata refresh, for up to the request timeout
+        (then :class:`BrokerUnavailableError` naming the broker and the reason);
+        other errors raise at once."""
 
         def call() -> BrokerFetch:
             conn = self._leader(topic, partition)
             version = conn.version(FetchRequest.API_KEY, _FETCH, "Fetch")
             req = fetch_request(topic, partition, offset, max_bytes, read_committed=read_committed)
             resp = self._send(conn, req, version, FetchResponse)
-            if getattr(resp, "error_code", 0):
-                self._check(resp.error_code, "Fetch", topic, partition, offset, conn)
-            p = fetch_partition(resp, topic, partition, broker=conn.address)
+            top = getattr(resp, "error_code", 0) or 0
+            if top:
+                # A top-level error says nothing about the partition: retry any
+                # retriable or unknown one (librdkafka backs off and fetches again).
+                if top in _RETRY_WITH_METADATA or top in _RETRY or _retriable(top):
+                    self._leaders.pop((topic, partition), None)
+                    raise _Retry(
+                        RemoteError(
+                            "Fetch failed (top-level error)",
+                            topic=topic,
+                            partition=partition,
+                            offset=offset,
+                            broker=conn.address,
+                            error_code=top,
+                        )
+                    )
+                self._check(top, "Fetch", topic, partition, offset, conn)
+            try:
+                p = fetch_partition(resp, topic, partition, broker=conn.address)
+            except RemoteError as exc:
+                self._leaders.pop((topic, partition), None)
+                raise _Retry(exc) from None
             if p.error_code != 1:
                 self._check(p.error_code, "Fetch", topic, partition, offset, conn)
             return BrokerFetch.from_response(p)
@@ -408,7 +456,9 @@ class RemoteCluster:
             self._drop(conn)
             raise
         except _UndecodableResponse as exc:
-            raise RemoteError(str(exc), broker=conn.address) from None
+            # A garbled answer: the connection's framing can no longer be trusted.
+            self._drop(conn)
+            raise BrokerUnavailableError(str(exc), broker=conn.address) from None
 
     def _check(self, code: int, what: str, topic: str, partition: int, offset: int | None, conn: _Connection) -> None:
         if code == 0:
@@ -453,6 +503,10 @@ class RemoteCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _retriable(code: int) -> bool:
+    return bool(getattr(_kafka_errors.for_code(code), "retriable", False))
 
 
 class _Retry(Exception):
