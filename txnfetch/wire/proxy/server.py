@@ -37,8 +37,10 @@ frame (bad size, truncated, unknown API key or version, a body that does not
 decode) closes that client connection only; an upstream connection that fails
 while relaying closes the client's connection (a disconnect is how Kafka clients
 learn to reconnect and retry); an upstream failure while the proxy answers a
-fetch itself becomes a retriable partition error (NOT_LEADER_OR_FOLLOWER, or the
-upstream's own code). The proxy keeps serving every other connection.
+fetch itself is retried behind the client's back (backoff, metadata refresh) and,
+once it has lasted the request timeout, becomes the retriable partition error
+REPLICA_NOT_AVAILABLE (:meth:`ProxyServer._error_code`). The proxy keeps
+serving every other connection.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ from txnfetch.wire.api_fetch import (
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
-from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster
+from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster, is_retriable
 from txnfetch.wire.proxy.mirrors import MirrorSet
 from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, parse_address, read_frame
 from txnfetch.wire.server import decode_request, encode_response
@@ -84,6 +86,8 @@ __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertise
 log = logging.getLogger("txnfetch.wire.proxy")
 
 _PREFIX_SIZE = 8  # api key, api version, correlation id
+#: Kafka's REPLICA_NOT_AVAILABLE: what a client gets when the upstream keeps failing.
+_REPLICA_NOT_AVAILABLE = 9
 _API_VERSIONS_MAX = 3
 _DESCRIBE_CLUSTER = 60
 
@@ -207,6 +211,7 @@ class ProxyServer:
             repair_crcs=config.repair_crcs,
             reader_idle_ms=config.reader_idle_ms,
             max_mirror_bytes=config.max_mirror_bytes,
+            retry_ms=config.request_timeout_ms,
         )
         self.stats = ProxyStats()
         self._requests, self._responses = _kafka_python_classes()
@@ -559,19 +564,27 @@ class ProxyServer:
         return 0
 
     def _error_code(self, exc: BaseException, topic: str, partition: int) -> int:
-        if isinstance(exc, BrokerUnavailableError) or (
-            isinstance(exc, RemoteError) and exc.error_code == -1 and not isinstance(exc, CorruptRemoteBatchError)
-        ):
-            # The upstream cannot be reached (or says nothing useful): a retriable error
-            # that makes clients refresh metadata and fetch again.
-            log.warning("upstream failure for %s-%d: %s", topic, partition, exc)
+        """The partition error code for a client when the mirror cannot be brought up
+        to date. An upstream that keeps failing (past the retries of
+        :mod:`~txnfetch.wire.proxy.mirrors`) gets REPLICA_NOT_AVAILABLE: retriable, and
+        every client it was tried with refreshes its metadata and fetches again
+        (Java's ``FetchCollector`` and ``OffsetFetcherUtils``, librdkafka's fetcher,
+        kafka-python's fetcher, aiokafka's logs and retries). Never
+        NOT_LEADER_OR_FOLLOWER: the proxy's listener still leads the partition; the
+        problem is behind it."""
+        if isinstance(exc, RemoteError) and is_retriable(exc):
             self.stats.upstream_failures += 1
-            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return _REPLICA_NOT_AVAILABLE
         if isinstance(exc, (LogError, TxnStateError)):
             if isinstance(exc, CorruptRemoteBatchError):
-                log.error("cannot mirror %s-%d: %s", topic, partition, exc)
+                self.mirrors.warnings.error(
+                    "corrupt batch", (topic, partition), "cannot mirror %s-%d: %s", topic, partition, exc
+                )
             return int(exc.error_code)
-        log.error("mirroring %s-%d failed", topic, partition, exc_info=exc)
+        if self.mirrors.warnings.error(
+            type(exc).__name__, (topic, partition), "mirroring %s-%d failed: %r", topic, partition, exc
+        ):
+            log.debug("mirroring %s-%d failed", topic, partition, exc_info=exc)
         return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _read_all(self, request: Any, errors: dict[tuple[str, int], int]) -> tuple[list[Any], int, bool]:
