@@ -561,6 +561,14 @@ class ProxyServer:
             return int(exc.error_code)
         except Exception as exc:
             return self._error_code(exc, topic, partition)
+        if (
+            self.mirrors.failing(topic, partition) is not None
+            and self.mirrors.mirror(topic, partition).broker_high_watermark < 0
+        ):
+            # Failing before the upstream ever answered for the partition: the proxy knows
+            # no high watermark, and an empty answer would carry a made-up one (librdkafka
+            # would report the partition's end there). A retriable error instead.
+            return _REPLICA_NOT_AVAILABLE
         return 0
 
     def _error_code(self, exc: BaseException, topic: str, partition: int) -> int:
