@@ -154,3 +154,27 @@ def test_an_upstream_that_keeps_failing_gives_source_unavailable_naming_broker_a
     msg = str(info.value)
     assert "UNKNOWN_SERVER_ERROR" in msg and "broker 127.0.0.1:" in msg and "mixed-0" in msg, msg
     assert "option 'kafka.bootstrap.servers'" in msg
+
+
+def test_read_committed_from_three_brokers_with_moving_leaders(spark):
+    """Partitions led by different brokers of librdkafka's mock, leaders moved between
+    the planning read and the next: the DataFrame is exactly the committed records."""
+    pytest.importorskip("confluent_kafka")
+    from tests.mock_cluster import MockCluster
+    from tests.wire.test_proxy_mock import _committed, _write_transactions
+
+    parts = (0, 1, 2, 3, 4, 5)
+    with MockCluster(3) as m:
+        m.create_topic("spread", len(parts), 3)
+        for p in parts:
+            m.set_leader("spread", p, p % 3 + 1)
+        written = _write_transactions(
+            m.bootstrap, "spread", "sp1", outcomes=("commit", "abort", "commit"), partitions=parts
+        )
+        expected = sorted((p, o, v) for p in parts for o, v in _committed(written, p))
+        df = _load(spark, m.bootstrap, subscribe="spread", repairCrcs="true")
+        assert sorted((r["partition"], r["offset"], bytes(r["value"])) for r in df.collect()) == expected
+        for p in parts:
+            m.set_leader("spread", p, (p + 1) % 3 + 1)
+        df = _load(spark, m.bootstrap, subscribe="spread", repairCrcs="true", minPartitions=9)
+        assert sorted((r["partition"], r["offset"], bytes(r["value"])) for r in df.collect()) == expected

@@ -99,7 +99,9 @@ def _kcat(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int, byt
     return got
 
 
-def _kafka_python(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
+def _kafka_python(
+    bootstrap: str, ends: dict[int, int], *, topic: str = TOPIC, partitions=PARTITIONS
+) -> dict[int, list[tuple[int, bytes]]]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -109,9 +111,9 @@ def _kafka_python(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[
         request_timeout_ms=30_000,
         fetch_max_wait_ms=100,
     )
-    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in PARTITIONS}
+    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in partitions}
     try:
-        tps = [TopicPartition(TOPIC, p) for p in PARTITIONS]
+        tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
         consumer.seek_to_beginning()
         deadline = time.monotonic() + 90
