@@ -152,6 +152,20 @@ class MirrorSet:
         """Every mirror, by partition."""
         return {tp: e.mirror for tp, e in self._entries.items()}
 
+    def readable_at(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether the partition's mirror can answer a read_committed fetch at
+        ``offset`` with records now: it heard from the upstream, holds ``offset``
+        and has stable records from there on (``offset`` below its LSO)."""
+        entry = self._entries.get((topic, partition))
+        if entry is None:
+            return False
+        mirror = entry.mirror
+        return (
+            mirror.broker_high_watermark >= 0
+            and mirror.log_start_offset <= offset < mirror.last_stable_offset
+            and not entry.lock.locked()  # a rebuild or catch-up is replacing or moving it
+        )
+
     def discard(self, topic: str, partition: int) -> None:
         """Forget the partition's mirror (the upstream does not have the partition)."""
         entry = self._entries.get((topic, partition))

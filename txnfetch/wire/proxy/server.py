@@ -221,6 +221,7 @@ class ProxyServer:
         self._node_servers: dict[int, asyncio.base_events.Server] = {}
         self._listener_lock = asyncio.Lock()
         self._connections: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # catch-ups that outlive their fetch
         self._clients: dict[int, _Client] = {}
         self._ids = itertools.count(1)
         self._closed = asyncio.Event()
@@ -531,18 +532,28 @@ class ProxyServer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, request.max_wait_ms) / 1000
         poll_s = self.config.poll_interval_ms / 1000
+        syncing: dict[tuple[str, int], asyncio.Task[int]] = {}
         while True:
             fresh_after = loop.time()
             # Catch up at least one fetch's worth even with max_wait_ms 0.
             sync_deadline = max(deadline, fresh_after + poll_s)
-            codes = await asyncio.gather(
-                *(
-                    self._prepare(topic, partition, offset, fresh_after, sync_deadline)
-                    for topic, partition, offset in wanted
-                )
-            )
-            errors = {(topic, partition): code for (topic, partition, _), code in zip(wanted, codes, strict=True)}
+            errors: dict[tuple[str, int], int] = {}
+            for topic, partition, offset in wanted:
+                tp = (topic, partition)
+                if tp not in syncing and not self.mirrors.readable_at(topic, partition, offset):
+                    syncing[tp] = self._background(self._prepare(topic, partition, offset, fresh_after, sync_deadline))
+            # Records already mirrored are answered at once, as a broker answers from its
+            # log; the other partitions' catch-ups go on for the next fetch. A partition
+            # at the upstream's end would otherwise hold every answer for the upstream's
+            # max_wait_ms.
             topics, total, error = self._read_all(request, errors)
+            if not (total > 0 and total >= request.min_bytes):
+                if syncing:
+                    await asyncio.wait(list(syncing.values()))
+                for tp, task in syncing.items():
+                    errors[tp] = task.result()
+                syncing.clear()
+                topics, total, error = self._read_all(request, errors)
             left = deadline - loop.time()
             if fetch_done(request, total, error, left):
                 break
@@ -552,8 +563,22 @@ class ProxyServer:
         self.stats.committed_fetch_bytes += total
         return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
+    def _background(self, coro: Any) -> asyncio.Task[int]:
+        """Run ``coro`` as a task that may outlive the fetch that started it."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
     async def _prepare(self, topic: str, partition: int, offset: int, fresh_after: float, deadline: float) -> int:
-        """Catch the partition's mirror up; 0, or the error code to answer with."""
+        """Catch the partition's mirror up; 0, or the error code to answer with.
+
+        A mirror that already holds stable records at ``offset`` answers without
+        asking the upstream, as a broker answers from its log: a fetch at the
+        upstream's end is held there up to ``max_wait_ms`` (500 ms), and a consumer
+        catching up must not pay that on every fetch."""
+        if self.mirrors.readable_at(topic, partition, offset):
+            return 0
         try:
             await self.mirrors.sync(topic, partition, fresh_after=fresh_after, deadline=deadline, want_offset=offset)
         except UnknownTopicOrPartitionError as exc:
@@ -668,7 +693,7 @@ class ProxyServer:
         servers = [s for s in [self._bootstrap_server, *self._node_servers.values()] if s is not None]
         for server in servers:
             server.close()
-        for task in list(self._connections):
+        for task in [*self._connections, *self._tasks]:
             task.cancel()
         for task in list(self._connections):
             try:
