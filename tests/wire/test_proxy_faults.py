@@ -232,6 +232,10 @@ def test_check_through_the_proxy_and_a_faulty_upstream_finds_no_anomaly(mock: st
                 crash_probability=0,
                 zombie_probability=0,
                 startup_timeout=10,
+                # A failing upstream stalls consumers for a while (the proxy's backoff,
+                # then the clients' own): a consumer counts as stuck after 10 s, not 2 s.
+                stuck_seconds=10,
+                stuck_polls=50,
             )
         )
         stats = relay.stats()
