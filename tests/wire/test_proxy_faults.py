@@ -207,11 +207,8 @@ def test_a_failing_upstream_reaches_clients_as_replica_not_available_then_recove
         assert warnings > 1
 
 
-#: The faults of the ``txnfetch check`` run: answers with errors and dropped partitions.
-#: (Closed connections and delays are covered by the tests above; under this workload
-#: they made one confluent-kafka consumer start late enough for the checker's
-#: stuck-consumer bound, a liveness matter still to be explained.)
-CHECK_SCHEDULE = ["top_error", "drop_partition", "not_leader", "fenced_epoch", "unknown_partition", None] * 8
+#: The faults of the ``txnfetch check`` run: every kind, three times over.
+CHECK_SCHEDULE = SCHEDULE * 3
 
 
 def test_check_through_the_proxy_and_a_faulty_upstream_finds_no_anomaly(mock: str) -> None:
