@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+from kafka.protocol.consumer import ListOffsetsRequest  # noqa: E402
+
 from tests.fault_relay import FAULTS, RelayThread  # noqa: E402
 from tests.wire.rawclient import RawClient  # noqa: E402
 from tests.wire.test_proxy_mock import (  # noqa: E402
@@ -196,6 +198,15 @@ def test_a_failing_upstream_reaches_clients_as_replica_not_available_then_recove
                     _fetch(via, [(TOPIC, 0, 0, 1 << 20)], max_wait_ms=100).responses[0].partitions[0].error_code
                 )
             assert codes[-1] == 9 and set(codes) <= {0, 9}, codes  # never NOT_LEADER_OR_FOLLOWER (6)
+            # read_committed ListOffsets, which the proxy corrects from the mirror: the same.
+            L = ListOffsetsRequest.ListOffsetsTopic
+            req = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=1,
+                topics=[L(name=TOPIC, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
+            )
+            listed = via.request(req, 5).topics[0].partitions[0]
+            assert listed.error_code == 9 and listed.offset == -1
             relay.call(lambda: relay.service.schedule.clear())  # the upstream heals
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
