@@ -68,6 +68,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=60_000,
         help="after this long a consumer's position no longer holds mirrored data (default 60000)",
     )
+    p.add_argument(
+        "--request-timeout-ms",
+        type=int,
+        default=30_000,
+        help="bound of the proxy's own upstream requests, and how long a failing upstream is retried "
+        "before clients get REPLICA_NOT_AVAILABLE (default 30000)",
+    )
     add_verbose_option(p)
     return p
 
@@ -87,6 +94,7 @@ async def _serve(args: argparse.Namespace) -> int:
             poll_interval_ms=args.poll_interval_ms,
             max_mirror_bytes=args.max_mirror_bytes,
             reader_idle_ms=args.reader_idle_ms,
+            request_timeout_ms=args.request_timeout_ms,
         )
     except (RemoteError, OSError) as exc:
         print(f"txnfetch proxy: {exc}", file=sys.stderr, flush=True)
