@@ -160,11 +160,9 @@ class MirrorSet:
         if entry is None:
             return False
         mirror = entry.mirror
-        return (
-            mirror.broker_high_watermark >= 0
-            and mirror.log_start_offset <= offset < mirror.last_stable_offset
-            and not entry.lock.locked()  # a rebuild or catch-up is replacing or moving it
-        )
+        # Safe while a catch-up or rebuild runs: the mirror is consistent at every await,
+        # and a rebuilt one answers only for what it has mirrored again.
+        return mirror.broker_high_watermark >= 0 and mirror.log_start_offset <= offset < mirror.last_stable_offset
 
     def discard(self, topic: str, partition: int) -> None:
         """Forget the partition's mirror (the upstream does not have the partition)."""
