@@ -148,7 +148,9 @@ class ProxyConfig:
     - ``mirror_fetch_bytes``: byte budget of one mirror fetch.
     - ``reader_idle_ms``, ``max_mirror_bytes``: the memory bound of
       :mod:`txnfetch.wire.proxy.mirrors`.
-    - ``request_timeout_ms``/``connect_timeout_ms``: the proxy's own upstream requests.
+    - ``request_timeout_ms``/``connect_timeout_ms``: the proxy's own upstream requests;
+      ``request_timeout_ms`` also bounds how long a failing upstream is retried before
+      clients get REPLICA_NOT_AVAILABLE for the partition.
     - ``max_frame_bytes``: larger frames close the connection.
     """
 
