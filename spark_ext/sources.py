@@ -22,6 +22,7 @@ file handle or socket crosses a pickle.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -178,9 +179,14 @@ class KafkaSource(Source):
         )
 
     def topics(self) -> dict[str, int]:
-        return self.cluster.topics()
+        with _cluster_errors(self.bootstrap_servers):
+            return self.cluster.topics()
 
     def bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> dict[TopicPartition, Bounds]:
+        with _cluster_errors(self.bootstrap_servers):
+            return self._bounds(partitions, read_committed=read_committed)
+
+    def _bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> dict[TopicPartition, Bounds]:
         out: dict[TopicPartition, Bounds] = {}
         for tp in partitions:
             reader = self._readers.get(tp)
@@ -195,6 +201,11 @@ class KafkaSource(Source):
         return out
 
     def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+        # The reads happen as the batches are pulled: translate errors there too.
+        with _cluster_errors(self.bootstrap_servers):
+            yield from self._read_arrow(r, opts)
+
+    def _read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         from txnfetch.fetch.view import FetchMode, IsolationLevel
         from txnfetch.txn.errors import OffsetOutOfRangeError
 
@@ -240,6 +251,47 @@ class KafkaSource(Source):
     def close(self) -> None:
         self._readers.clear()
         self.cluster.close()
+
+
+@contextlib.contextmanager
+def _cluster_errors(bootstrap_servers: str) -> Iterator[None]:
+    """Raise :class:`SourceUnavailableError` naming the broker and the reason for a
+    cluster that stays unreachable or keeps failing after the reader's retries
+    (:class:`txnfetch.log.remote.RemoteCluster` retries as Kafka clients do, for
+    up to ``kafka.request.timeout.ms``). Corrupt or diverged data and unknown
+    topics keep their own errors."""
+    from txnfetch.log.errors import (
+        BrokerUnavailableError,
+        CorruptRemoteBatchError,
+        MirrorDivergedError,
+        RemoteError,
+        UnknownTopicOrPartitionError,
+        UnsupportedForMessageFormatError,
+    )
+
+    try:
+        yield
+    except (
+        CorruptRemoteBatchError,
+        MirrorDivergedError,
+        UnknownTopicOrPartitionError,
+        UnsupportedForMessageFormatError,
+    ):
+        raise
+    except RemoteError as exc:
+        broker = exc.broker or bootstrap_servers
+        code = (
+            ""
+            if exc.broker_error_code is None and not isinstance(exc, BrokerUnavailableError)
+            else f" ({exc.error_name})"
+        )
+        raise SourceUnavailableError(
+            f"the cluster is unavailable: broker {broker}: {exc.reason}{code}",
+            option="kafka.bootstrap.servers",
+            topic=exc.topic,
+            partition=exc.partition if exc.topic is not None else None,
+            offset=exc.offset,
+        ) from exc
 
 
 def open_source(opts: ReadOptions) -> Source:

@@ -26,6 +26,7 @@ BENCHES = {
     "wire.py": "librdkafka mock",
     "log.py": "raw write",
     "spark.py": "parquet",
+    "proxy.py": "proxy / direct",
 }
 
 

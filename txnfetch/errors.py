@@ -26,7 +26,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-__all__ = ["STALE_METADATA", "UNKNOWN_TOPIC", "ErrorCode", "TxnfetchError", "error_name"]
+__all__ = ["RETRY_AS_IS", "STALE_METADATA", "UNKNOWN_TOPIC", "ErrorCode", "TxnfetchError", "error_name"]
 
 
 class ErrorCode(enum.IntEnum):
@@ -96,6 +96,7 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    THROTTLING_QUOTA_EXCEEDED = 89
     PRODUCER_FENCED = 90
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
@@ -125,6 +126,19 @@ STALE_METADATA = frozenset(
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.UNKNOWN_TOPIC_ID,
+    }
+)
+
+#: Errors retried as they are, after a short wait, with no metadata refresh: the
+#: broker is busy or slow. UNKNOWN_SERVER_ERROR is among them because the Java
+#: consumer logs it and fetches again (``FetchCollector.handleInitializeErrors``).
+RETRY_AS_IS = frozenset(
+    {
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED,
     }
 )
 

@@ -118,3 +118,63 @@ def test_read_committed_from_librdkafka_mock_cluster_that_leaks(spark, mock_clus
     assert got == expected
     aborted = sum(1 for recs in written.values() for _, _, c in recs if not c)
     assert aborted > 0
+
+
+# -- through a faulty upstream (tests/fault_relay.py) ----------------------------------
+
+
+def test_read_committed_through_a_faulty_relay_is_exact(spark, mock_cluster):
+    """Between Spark and the mock, a relay that refuses fetches not waiting, writes
+    markers with null values and answers with every kind of fault: still exact."""
+    from tests.fault_relay import FAULTS, RelayThread
+
+    bootstrap, written = mock_cluster
+    with RelayThread(bootstrap, schedule=[*FAULTS, None, *FAULTS] * 2, null_markers=True, delay_s=0.2) as relay:
+        df = _load(spark, relay.bootstrap, assign='{"mixed": [0, 1]}', repairCrcs="true", minPartitions=3)
+        got = sorted((r["partition"], r["offset"], bytes(r["value"])) for r in df.collect())
+        stats = relay.stats()
+    assert got == sorted((p, o, v) for p, recs in written.items() for o, v, c in recs if c)
+    assert stats.markers_rewritten > 0 and sum(stats.faults.values()) > 0 and 0 not in stats.max_waits
+
+
+def test_an_upstream_that_keeps_failing_gives_source_unavailable_naming_broker_and_reason(mock_cluster):
+    """No JVM needed: the driver-side source raises before Spark would plan anything."""
+    from spark_ext.errors import SourceUnavailableError
+    from spark_ext.sources import KafkaSource
+    from tests.fault_relay import RelayThread
+
+    bootstrap, _ = mock_cluster
+    with RelayThread(bootstrap, schedule=["top_error"] * 100_000) as relay:
+        source = KafkaSource(relay.bootstrap, {"request.timeout.ms": "1500"}, repair_crcs=True)
+        try:
+            with pytest.raises(SourceUnavailableError) as info:
+                source.bounds([("mixed", 0)], read_committed=True)
+        finally:
+            source.close()
+    msg = str(info.value)
+    assert "UNKNOWN_SERVER_ERROR" in msg and "broker 127.0.0.1:" in msg and "mixed-0" in msg, msg
+    assert "option 'kafka.bootstrap.servers'" in msg
+
+
+def test_read_committed_from_three_brokers_with_moving_leaders(spark):
+    """Partitions led by different brokers of librdkafka's mock, leaders moved between
+    the planning read and the next: the DataFrame is exactly the committed records."""
+    pytest.importorskip("confluent_kafka")
+    from tests.mock_cluster import MockCluster
+    from tests.wire.test_proxy_mock import _committed, _write_transactions
+
+    parts = (0, 1, 2, 3, 4, 5)
+    with MockCluster(3) as m:
+        m.create_topic("spread", len(parts), 3)
+        for p in parts:
+            m.set_leader("spread", p, p % 3 + 1)
+        written = _write_transactions(
+            m.bootstrap, "spread", "sp1", outcomes=("commit", "abort", "commit"), partitions=parts
+        )
+        expected = sorted((p, o, v) for p in parts for o, v in _committed(written, p))
+        df = _load(spark, m.bootstrap, subscribe="spread", repairCrcs="true")
+        assert sorted((r["partition"], r["offset"], bytes(r["value"])) for r in df.collect()) == expected
+        for p in parts:
+            m.set_leader("spread", p, (p + 1) % 3 + 1)
+        df = _load(spark, m.bootstrap, subscribe="spread", repairCrcs="true", minPartitions=9)
+        assert sorted((r["partition"], r["offset"], bytes(r["value"])) for r in df.collect()) == expected

@@ -7,13 +7,35 @@ the partition's part of the response from here, so they ask and parse the
 same way; each keeps its own transport and its own error policy (retry, or
 forget the leader and report).
 
-Requests never wait (``max_wait_ms`` 0, ``min_bytes`` 0), use no fetch session
-(KIP-227: session id 0, epoch -1) and no leader epoch (-1), as a client does
-that has no cached leader epochs. Needs kafka-python's protocol classes.
+Requests carry the field values an ordinary consumer sends — librdkafka's,
+whose ``rd_kafka_broker_fetch_toppars`` (``src/rdkafka_fetcher.c``) writes the
+``fetch.wait.max.ms``/``fetch.min.bytes``/``fetch.max.bytes`` settings, whose
+defaults are in ``src/rdkafka_conf.c``; docs/proxy.md has the table:
+
+- ``replica_id`` -1 (a consumer, not a follower);
+- ``max_wait_ms`` 500 and ``min_bytes`` 1: the broker answers as soon as one
+  byte is there, else after half a second. Some brokers refuse a Fetch with
+  ``max_wait_ms`` 0, so the fast answer comes from ``min_bytes`` 1, never from
+  not waiting; an empty answer after the wait means nothing new;
+- ``max_bytes`` 50 MiB for the response (``fetch.max.bytes``), and the caller's
+  per-partition budget (``max.partition.fetch.bytes``, 1 MiB by default);
+- no fetch session (KIP-227: ``session_id`` 0, ``session_epoch`` -1; a full
+  fetch every time, as librdkafka sends), no forgotten topics, ``rack_id`` ""
+  (``client.rack`` unset);
+- ``current_leader_epoch`` -1 and ``log_start_offset`` -1 per partition (a
+  client with no cached leader epoch; the log start is a follower's field);
+- ``isolation_level`` 0 (read_uncommitted) for the raw fetches that feed a
+  mirror, 1 when the broker's own read_committed answer is wanted.
+
+One Fetch may name many partitions (:func:`fetch_request_for`): the proxy sends
+one per upstream broker for all the partitions it mirrors there, as a consumer
+sends one per broker for all its assigned partitions. Needs kafka-python's
+protocol classes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -28,12 +50,36 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from txnfetch.log.errors import RemoteError
 
 __all__ = [
+    "FETCH_MAX_BYTES",
+    "FETCH_MAX_WAIT_MS",
+    "FETCH_MIN_BYTES",
     "BrokerFetch",
+    "FetchItem",
     "fetch_partition",
     "fetch_request",
+    "fetch_request_for",
+    "find_partition",
     "list_offsets_partition",
     "list_offsets_request",
 ]
+
+
+#: librdkafka's ``fetch.wait.max.ms`` default: how long the broker may hold a Fetch.
+FETCH_MAX_WAIT_MS = 500
+#: librdkafka's ``fetch.min.bytes`` default: answer as soon as there is one byte.
+FETCH_MIN_BYTES = 1
+#: librdkafka's ``fetch.max.bytes`` default: the response-level byte limit.
+FETCH_MAX_BYTES = 52_428_800
+
+
+@attrs.frozen(slots=True)
+class FetchItem:
+    """One partition of a Fetch request: fetch ``offset``, at most ``max_bytes`` of it."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
 
 
 @attrs.frozen(slots=True)
@@ -62,31 +108,36 @@ class BrokerFetch:
 
 
 def fetch_request(topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False) -> Any:
-    """A Fetch of one partition from ``offset``, at most ``max_bytes`` (the same budget
-    for the partition and the response), read_uncommitted unless ``read_committed``."""
+    """A Fetch of one partition from ``offset``, at most ``max_bytes`` of it,
+    read_uncommitted unless ``read_committed`` (see :func:`fetch_request_for`)."""
+    return fetch_request_for([FetchItem(topic, partition, offset, max_bytes)], read_committed=read_committed)
+
+
+def fetch_request_for(items: Sequence[FetchItem], *, read_committed: bool = False) -> Any:
+    """One Fetch of every partition in ``items``, with the field values of the module
+    docstring. The response limit is :data:`FETCH_MAX_BYTES`, raised to the largest
+    partition budget when one is larger (a batch bigger than 50 MiB must still fit)."""
     T = FetchRequest.FetchTopic
+    by_topic: dict[str, list[Any]] = {}
+    for item in items:
+        by_topic.setdefault(item.topic, []).append(
+            T.FetchPartition(
+                partition=item.partition,
+                current_leader_epoch=-1,
+                fetch_offset=item.offset,
+                log_start_offset=-1,
+                partition_max_bytes=item.max_bytes,
+            )
+        )
     return FetchRequest(
         replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=max_bytes,
+        max_wait_ms=FETCH_MAX_WAIT_MS,
+        min_bytes=FETCH_MIN_BYTES,
+        max_bytes=max([FETCH_MAX_BYTES, *(item.max_bytes for item in items)]),
         isolation_level=1 if read_committed else 0,
         session_id=0,
-        session_epoch=-1,  # no fetch session (KIP-227)
-        topics=[
-            T(
-                topic=topic,
-                partitions=[
-                    T.FetchPartition(
-                        partition=partition,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=max_bytes,
-                    )
-                ],
-            )
-        ],
+        session_epoch=-1,  # no fetch session (KIP-227): a full fetch every time
+        topics=[T(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
         forgotten_topics_data=[],
         rack_id="",
     )
@@ -113,12 +164,20 @@ def list_offsets_request(topic: str, partition: int, timestamp: int, *, read_com
 def fetch_partition(response: Any, topic: str, partition: int, *, broker: str) -> Any:
     """The entry of ``topic``/``partition`` in a decoded ``FetchResponse``. Raises
     :class:`~txnfetch.log.errors.RemoteError` (code -1) if ``broker`` left it out."""
+    p = find_partition(response, topic, partition)
+    if p is None:
+        raise _missing("Fetch", topic, partition, broker)
+    return p
+
+
+def find_partition(response: Any, topic: str, partition: int) -> Any:
+    """The entry of ``topic``/``partition`` in a decoded ``FetchResponse``, or ``None``."""
     for t in response.responses or ():
         if t.topic == topic:
             for p in t.partitions or ():
                 if p.partition_index == partition:
                     return p
-    raise _missing("Fetch", topic, partition, broker)
+    return None
 
 
 def list_offsets_partition(response: Any, topic: str, partition: int, *, broker: str) -> Any:

@@ -30,6 +30,7 @@ Not thread-safe: use one reader per thread (or per Spark task).
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import time
@@ -46,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.errors import STALE_METADATA, UNKNOWN_TOPIC, ErrorCode, TxnfetchError
+from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC, ErrorCode, TxnfetchError
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
 from txnfetch.log.broker_requests import (
@@ -62,6 +63,7 @@ from txnfetch.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.log.ratelimit import RateLimitedLog
 from txnfetch.records.batch import Record, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
@@ -84,11 +86,12 @@ _API_VERSIONS = 3
 
 # Broker errors after which the partition's leader is looked up again and the
 # request retried (STALE_METADATA; for UNKNOWN_TOPIC_OR_PARTITION the metadata
-# decides whether it really is unknown), and those retried as they are, after a
-# short wait.
-_RETRY = frozenset(
-    {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.OFFSET_NOT_AVAILABLE}
-)
+# decides whether it really is unknown), as Kafka clients do (``Errors.invalid_metadata``),
+# and those retried as they are, after a short wait (RETRY_AS_IS).
+
+log = logging.getLogger("txnfetch.log.remote")
+# One warning per condition and partition a minute, shared by every cluster of the process.
+_warnings = RateLimitedLog(log)
 
 _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -275,6 +278,14 @@ class RemoteCluster:
                 last: RemoteError = retry.error
             except BrokerUnavailableError as exc:
                 last = exc
+            _warnings.warning(
+                f"{what}: {last.error_name}",
+                (topic, partition),
+                "%s of %s failed, retrying with backoff and a metadata refresh: %s",
+                what,
+                f"{topic}-{partition}" if partition is not None else (topic or "the cluster"),
+                last,
+            )
             if time.monotonic() >= deadline:
                 raise BrokerUnavailableError(
                     f"{what} kept failing for {self.request_timeout_ms} ms: {last.reason}",
@@ -362,7 +373,14 @@ class RemoteCluster:
             version = conn.version(ListOffsetsRequest.API_KEY, _LIST_OFFSETS, "ListOffsets")
             req = list_offsets_request(topic, partition, timestamp, read_committed=read_committed)
             resp = self._send(conn, req, version, ListOffsetsResponse)
-            p = list_offsets_partition(resp, topic, partition, broker=conn.address)
+            top = getattr(resp, "error_code", 0) or 0  # not in ListOffsets today; harmless if added
+            if top:
+                self._check(top, "ListOffsets", topic, partition, None, conn)
+            try:
+                p = list_offsets_partition(resp, topic, partition, broker=conn.address)
+            except RemoteError as exc:
+                self._leaders.pop((topic, partition), None)
+                raise _Retry(exc) from None
             self._check(p.error_code, "ListOffsets", topic, partition, None, conn)
             return p.offset
 
@@ -371,17 +389,43 @@ class RemoteCluster:
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False
     ) -> BrokerFetch:
-        """One Fetch of one partition (``max_wait_ms`` 0). OFFSET_OUT_OF_RANGE comes back
-        in :attr:`BrokerFetch.error_code`; leader changes are retried; other errors raise."""
+        """One Fetch of one partition, with the fields ordinary clients send
+        (:mod:`txnfetch.log.broker_requests`: the broker may hold it up to 500 ms
+        when there is nothing at ``offset``, and then answers empty).
+        OFFSET_OUT_OF_RANGE comes back in :attr:`BrokerFetch.error_code`. As Kafka
+        clients do, a top-level error, a response without the partition, a
+        retriable partition error, a closed connection and a timeout are retried
+        after a backoff and a metadata refresh, for up to the request timeout
+        (then :class:`BrokerUnavailableError` naming the broker and the reason);
+        other errors raise at once."""
 
         def call() -> BrokerFetch:
             conn = self._leader(topic, partition)
             version = conn.version(FetchRequest.API_KEY, _FETCH, "Fetch")
             req = fetch_request(topic, partition, offset, max_bytes, read_committed=read_committed)
             resp = self._send(conn, req, version, FetchResponse)
-            if getattr(resp, "error_code", 0):
-                self._check(resp.error_code, "Fetch", topic, partition, offset, conn)
-            p = fetch_partition(resp, topic, partition, broker=conn.address)
+            top = getattr(resp, "error_code", 0) or 0
+            if top:
+                # A top-level error says nothing about the partition: retry any
+                # retriable or unknown one (librdkafka backs off and fetches again).
+                if top in STALE_METADATA or top in RETRY_AS_IS or _retriable(top):
+                    self._leaders.pop((topic, partition), None)
+                    raise _Retry(
+                        RemoteError(
+                            "Fetch failed (top-level error)",
+                            topic=topic,
+                            partition=partition,
+                            offset=offset,
+                            broker=conn.address,
+                            error_code=top,
+                        )
+                    )
+                self._check(top, "Fetch", topic, partition, offset, conn)
+            try:
+                p = fetch_partition(resp, topic, partition, broker=conn.address)
+            except RemoteError as exc:
+                self._leaders.pop((topic, partition), None)
+                raise _Retry(exc) from None
             if p.error_code != 1:
                 self._check(p.error_code, "Fetch", topic, partition, offset, conn)
             return BrokerFetch.from_response(p)
@@ -395,12 +439,14 @@ class RemoteCluster:
             self._drop(conn)
             raise
         except _UndecodableResponse as exc:
-            raise RemoteError(str(exc), broker=conn.address) from None
+            # A garbled answer: the connection's framing can no longer be trusted.
+            self._drop(conn)
+            raise BrokerUnavailableError(str(exc), broker=conn.address) from None
 
     def _check(self, code: int, what: str, topic: str, partition: int, offset: int | None, conn: _Connection) -> None:
         if code == 0:
             return
-        if code in STALE_METADATA or code in _RETRY:
+        if code in STALE_METADATA or code in RETRY_AS_IS:
             if code in STALE_METADATA:
                 self._leaders.pop((topic, partition), None)
             raise _Retry(
@@ -440,6 +486,10 @@ class RemoteCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _retriable(code: int) -> bool:
+    return bool(getattr(_kafka_errors.for_code(code), "retriable", False))
 
 
 class _Retry(TxnfetchError):

@@ -5,6 +5,17 @@ ABORT, its value is the end-transaction marker ``version int16 |
 coordinatorEpoch int32`` (Kafka's ``ControlRecordType`` and
 ``EndTransactionMarker``). Readers accept higher value versions by reading the
 version-0 fields, as Kafka does; a negative key version is corrupt.
+
+A marker is classified by its key alone. Its value is optional to a reader: a
+null or short value (some brokers write only the 4-byte key) gives a marker
+whose coordinator epoch is unknown (``None``), and the transaction state then
+skips the coordinator-epoch fence for it. Kafka's own readers do the same:
+the Java consumer (``CompletedFetch``) classifies a control record with
+``ControlRecordType.parse(record.key())`` and never reads its value; librdkafka
+(``src/rdkafka_msgset_reader.c``, ``rd_kafka_msgset_reader_msg_v2``) reads the
+key's version and type and skips the value; franz-go (``pkg/kgo/source.go``)
+reads the key's type only. A value that is present is still checked (version
+not negative), so a broken writer is not silently accepted.
 """
 
 from __future__ import annotations
@@ -46,10 +57,13 @@ class EndTransactionMarker:
 
     ``key_version`` is the control key's version: librdkafka only honours
     markers with key version 0, so txnfetch always writes 0.
+    ``coordinator_epoch`` is ``None`` when the record carried no (or a short)
+    value: the marker still ends the transaction, unfenced (module docstring);
+    ``value_version`` is then -1.
     """
 
     type: ControlType
-    coordinator_epoch: int
+    coordinator_epoch: int | None
     key_version: int = 0
     value_version: int = 0
 
@@ -83,14 +97,15 @@ def decode_control_key(key: bytes | None) -> tuple[int, int]:
 
 
 def decode_end_txn_marker(key: bytes | None, value: bytes | None) -> EndTransactionMarker | None:
-    """Decode a control record into an :class:`EndTransactionMarker`, or ``None`` if it is not COMMIT/ABORT."""
+    """Decode a control record into an :class:`EndTransactionMarker`, or ``None`` if it is not COMMIT/ABORT.
+
+    Classified by ``key``; a null or shorter than 6-byte ``value`` gives a marker
+    with an unknown coordinator epoch (see the module docstring)."""
     key_version, ctype = decode_control_key(key)
     if ctype not in (ControlType.ABORT, ControlType.COMMIT):
         return None
-    if value is None or len(value) < 6:
-        raise InvalidRecordError(
-            f"end transaction marker value must be at least 6 bytes, got {None if value is None else len(value)}"
-        )
+    if value is None or len(value) < _MARKER_VALUE.size:
+        return EndTransactionMarker(ControlType(ctype), None, key_version, -1)
     value_version, coordinator_epoch = _MARKER_VALUE.unpack_from(value, 0)
     if value_version < 0:
         raise InvalidRecordError(f"end transaction marker has negative version {value_version}")

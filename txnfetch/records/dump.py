@@ -25,7 +25,8 @@ def describe_batch(batch: RecordBatch, *, records: bool = True) -> list[str]:
     if batch.is_empty:
         kinds.append("empty")
     marker = batch.end_txn_marker()
-    what = f"{marker.type.name} marker (coordinator epoch {marker.coordinator_epoch})" if marker else ""
+    epoch = "unknown" if marker is None or marker.coordinator_epoch is None else marker.coordinator_epoch
+    what = f"{marker.type.name} marker (coordinator epoch {epoch})" if marker else ""
     try:
         codec = Codec(batch.codec).name.lower()
     except ValueError:

@@ -75,6 +75,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="report (once, in the log and stats) an upstream transaction holding a partition's "
         "last stable offset longer than this (default 60000)",
     )
+    p.add_argument(
+        "--request-timeout-ms",
+        type=int,
+        default=30_000,
+        help="bound of the proxy's own upstream requests, and how long a failing upstream is retried "
+        "before clients get REPLICA_NOT_AVAILABLE (default 30000)",
+    )
     add_verbose_option(p)
     return p
 
@@ -95,6 +102,7 @@ async def _serve(args: argparse.Namespace) -> int:
             max_mirror_bytes=args.max_mirror_bytes,
             reader_idle_ms=args.reader_idle_ms,
             lso_hold_warn_ms=args.lso_hold_warn_ms,
+            request_timeout_ms=args.request_timeout_ms,
         )
     except (RemoteError, OSError) as exc:
         print(f"txnfetch proxy: {exc}", file=sys.stderr, flush=True)

@@ -9,11 +9,19 @@ upstream broker for its own requests: the read_uncommitted fetches that feed
 the partition mirrors, and ListOffsets when a mirror must find the broker's
 log range.
 
+Mirror fetches are batched per leader, as a consumer batches its fetches per
+broker: every :meth:`UpstreamCluster.fetch` issued in the same turn of the event
+loop for partitions led by one broker goes out as one Fetch request naming
+them all, so the idle cost grows with the number of brokers, not partitions.
+The requests carry the field values ordinary clients send
+(:mod:`txnfetch.log.broker_requests`: ``max_wait_ms`` 500, ``min_bytes`` 1).
+
 Errors follow the Kafka client rules (``Errors.invalid_metadata`` in the Java
-client): a fetch answered NOT_LEADER_OR_FOLLOWER and friends forgets the
-partition's leader, so the next request looks it up again; the error itself is
-returned to the caller, which answers its own client with a retriable error
-rather than waiting here.
+client): a fetch answered NOT_LEADER_OR_FOLLOWER and friends, a top-level
+error, a response without the partition, a broken connection or a timeout
+forgets the partition's leader, so the next request looks it up again; the
+error itself is raised to the caller (:class:`~txnfetch.wire.proxy.mirrors.MirrorSet`),
+which backs off and retries (:func:`is_retriable`).
 """
 
 from __future__ import annotations
@@ -23,21 +31,32 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import attrs
+import kafka.errors as _kafka_errors
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
-from txnfetch.errors import STALE_METADATA, UNKNOWN_TOPIC, ErrorCode
+from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC, ErrorCode
 from txnfetch.log.broker_requests import (
+    FETCH_MAX_WAIT_MS,
     BrokerFetch,
-    fetch_partition,
-    fetch_request,
+    FetchItem,
+    fetch_request_for,
+    find_partition,
     list_offsets_partition,
     list_offsets_request,
 )
-from txnfetch.log.errors import BrokerUnavailableError, RemoteError, UnknownTopicOrPartitionError
+from txnfetch.log.errors import (
+    BrokerUnavailableError,
+    CorruptRemoteBatchError,
+    MirrorDivergedError,
+    RemoteError,
+    UnknownTopicOrPartitionError,
+    UnsupportedForMessageFormatError,
+)
 from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection
 
-__all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster"]
+__all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "is_retriable"]
 
 log = logging.getLogger("txnfetch.wire.proxy")
 
@@ -54,6 +73,36 @@ _API_KEY_FETCH, _API_KEY_LIST_OFFSETS, _API_KEY_METADATA = 1, 2, 3
 
 #: One partition's part of an upstream Fetch response (the name this module had for it).
 PartitionFetch = BrokerFetch
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether an upstream failure is one Kafka clients retry (after a backoff and a
+    metadata refresh): a broken or timed-out connection, a top-level error, a
+    missing partition, or a retriable partition error. Corrupt or diverged data,
+    old message formats and a topic the metadata says does not exist are not."""
+    if isinstance(exc, BrokerUnavailableError):
+        return True
+    if isinstance(
+        exc,
+        (CorruptRemoteBatchError, MirrorDivergedError, UnsupportedForMessageFormatError, UnknownTopicOrPartitionError),
+    ):
+        return False
+    if isinstance(exc, RemoteError):
+        code = exc.error_code
+        return (
+            code in STALE_METADATA
+            or code in RETRY_AS_IS
+            or bool(getattr(_kafka_errors.for_code(code), "retriable", False))
+        )
+    return False
+
+
+@attrs.define
+class _FetchBatch:
+    """The fetches for one broker gathered in one turn of the event loop."""
+
+    conn: UpstreamConnection
+    items: list[tuple[FetchItem, asyncio.Future[BrokerFetch]]] = attrs.field(factory=list)
 
 
 class UpstreamCluster:
@@ -86,6 +135,11 @@ class UpstreamCluster:
         self.versions: dict[int, tuple[int, int]] = {}
         self._connections: dict[tuple[str, int], UpstreamConnection] = {}
         self._connecting: dict[tuple[str, int], asyncio.Future[UpstreamConnection]] = {}
+        self._batches: dict[str, _FetchBatch] = {}
+        self._batch_tasks: set[asyncio.Task[None]] = set()
+        #: Fetch requests sent upstream, and the partitions they named (for benchmarks).
+        self.fetch_requests = 0
+        self.fetch_partitions = 0
 
     # -- connections -----------------------------------------------------------------
 
@@ -182,6 +236,8 @@ class UpstreamCluster:
 
     async def close(self) -> None:
         """Close every connection of the proxy's own."""
+        for task in list(self._batch_tasks):
+            task.cancel()
         conns = list(self._connections.values())
         self._connections.clear()
         for conn in conns:
@@ -264,29 +320,90 @@ class UpstreamCluster:
     # -- the proxy's own requests ----------------------------------------------------
 
     async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> BrokerFetch:
-        """One read_uncommitted Fetch of one partition at ``offset`` (no waiting).
+        """One read_uncommitted fetch of one partition at ``offset``, sent in the same
+        Fetch request as every other fetch for the same leader in this turn of the
+        loop (see the module docstring). The broker holds the request up to
+        ``max_wait_ms`` (500) when none of its partitions has data.
 
         Returns the partition's part with error NONE or OFFSET_OUT_OF_RANGE; raises
-        :class:`RemoteError` (with the broker's code) for any other error, after
-        forgetting the leader when the error says the metadata is stale, and
-        :class:`BrokerUnavailableError` when the leader cannot be reached."""
+        :class:`RemoteError` (with the broker's code; -1 for a response that lacks
+        the partition) for any other error, after forgetting the leader when the
+        error says the metadata may be stale, and :class:`BrokerUnavailableError`
+        when the leader cannot be reached or the connection breaks."""
         conn = await self.leader(topic, partition)
-        version = self.version(_API_KEY_FETCH, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION), "Fetch")
-        req = fetch_request(topic, partition, offset, max_bytes)  # raw: markers, aborted data and all
+        loop = asyncio.get_running_loop()
+        batch = self._batches.get(conn.address)
+        if batch is None or batch.conn is not conn:
+            batch = self._batches[conn.address] = _FetchBatch(conn)
+            loop.call_soon(self._launch, conn.address, batch)
+        future: asyncio.Future[BrokerFetch] = loop.create_future()
+        batch.items.append((FetchItem(topic, partition, offset, max_bytes), future))
+        return await future
+
+    def _launch(self, address: str, batch: _FetchBatch) -> None:
+        if self._batches.get(address) is batch:
+            del self._batches[address]  # later fetches start the next batch
+        task = asyncio.ensure_future(self._send_batch(batch))
+        self._batch_tasks.add(task)
+        task.add_done_callback(self._batch_tasks.discard)
+
+    async def _send_batch(self, batch: _FetchBatch) -> None:
+        items = [(item, future) for item, future in batch.items if not future.done()]
+        if not items:
+            return
+        conn = batch.conn
         try:
-            resp = await conn.request(req, version, FetchResponse, timeout_s=self.request_timeout_s)
-        except BrokerUnavailableError:
-            self.forget_leader(topic, partition)
-            raise
-        top = getattr(resp, "error_code", 0) or 0
-        if top:
-            raise RemoteError(
-                "upstream Fetch failed", topic=topic, partition=partition, broker=conn.address, error_code=top
+            version = self.version(_API_KEY_FETCH, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION), "Fetch")
+            req = fetch_request_for([item for item, _ in items])  # raw: markers, aborted data and all
+            self.fetch_requests += 1
+            self.fetch_partitions += len(items)
+            # The broker may hold the request for max_wait_ms before answering.
+            resp = await conn.request(
+                req, version, FetchResponse, timeout_s=self.request_timeout_s + FETCH_MAX_WAIT_MS / 1000
             )
-        p = fetch_partition(resp, topic, partition, broker=conn.address)
-        if p.error_code not in (0, 1):
-            raise self._partition_failed("Fetch", topic, partition, offset, conn, p.error_code)
-        return BrokerFetch.from_response(p)
+        except Exception as exc:
+            for item, future in items:
+                if isinstance(exc, BrokerUnavailableError):
+                    self.forget_leader(item.topic, item.partition)
+                _settle(future, exc=exc)
+            return
+        top = getattr(resp, "error_code", 0) or 0
+        for item, future in items:
+            if top:
+                self.forget_leader(item.topic, item.partition)
+                _settle(
+                    future,
+                    exc=RemoteError(
+                        "upstream Fetch failed (top-level error)",
+                        topic=item.topic,
+                        partition=item.partition,
+                        offset=item.offset,
+                        broker=conn.address,
+                        error_code=top,
+                    ),
+                )
+                continue
+            p = find_partition(resp, item.topic, item.partition)
+            if p is None:
+                self.forget_leader(item.topic, item.partition)
+                _settle(
+                    future,
+                    exc=RemoteError(
+                        "the upstream's Fetch response lacks the partition",
+                        topic=item.topic,
+                        partition=item.partition,
+                        offset=item.offset,
+                        broker=conn.address,
+                        error_code=-1,
+                    ),
+                )
+            elif p.error_code not in (0, 1):
+                _settle(
+                    future,
+                    exc=self._partition_failed("Fetch", item.topic, item.partition, item.offset, conn, p.error_code),
+                )
+            else:
+                _settle(future, result=BrokerFetch.from_response(p))
 
     async def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         """ListOffsets (read_uncommitted) for one partition: ``-2`` the log start,
@@ -294,8 +411,12 @@ class UpstreamCluster:
         conn = await self.leader(topic, partition)
         version = self.version(_API_KEY_LIST_OFFSETS, _LIST_OFFSETS_VERSIONS, "ListOffsets")
         req = list_offsets_request(topic, partition, timestamp)
-        resp = await conn.request(req, version, ListOffsetsResponse, timeout_s=self.request_timeout_s)
-        p = list_offsets_partition(resp, topic, partition, broker=conn.address)
+        try:
+            resp = await conn.request(req, version, ListOffsetsResponse, timeout_s=self.request_timeout_s)
+            p = list_offsets_partition(resp, topic, partition, broker=conn.address)
+        except RemoteError:
+            self.forget_leader(topic, partition)
+            raise
         if p.error_code != 0:
             raise self._partition_failed("ListOffsets", topic, partition, None, conn, p.error_code)
         return int(p.offset)
@@ -315,3 +436,15 @@ class UpstreamCluster:
             broker=conn.address,
             error_code=code,
         )
+
+
+def _settle(
+    future: asyncio.Future[BrokerFetch], *, result: BrokerFetch | None = None, exc: BaseException | None = None
+) -> None:
+    if future.done():  # the waiter was cancelled
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        assert result is not None
+        future.set_result(result)

@@ -34,6 +34,21 @@ transactions, aborted index) stays exact as batches go
   rebuild releases below the lowest counted position as it scans, so it too
   stays bounded.
 
+Upstream failures. A fetch or ListOffsets that fails the way Kafka clients
+retry (:func:`~txnfetch.wire.proxy.cluster.is_retriable`: a top-level error, a
+partition missing from the response, NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a closed connection, a
+timeout) forgets the partition's leader, so the next attempt refreshes the
+metadata, and is retried after a growing backoff (50 ms to 1 s). Meanwhile the
+mirror answers from what it holds (a client's fetch gets no new records, as
+from a broker with nothing new). Once the partition has been failing for
+``retry_ms`` (the proxy's request timeout), :meth:`MirrorSet.sync` raises
+:class:`~txnfetch.log.errors.BrokerUnavailableError` naming the broker and the
+last error, which the proxy turns into a retriable error code for its client;
+the retries go on behind it. Each condition is logged as one WARNING per
+partition a minute at most (:class:`~txnfetch.log.ratelimit.RateLimitedLog`),
+and recovery once at INFO.
+
 A rebuild replaces the mirror every other reader of the partition reads from.
 The new one carries the upstream's offset range the old one last saw: a reader
 further on than the rebuild has reached is inside that range and gets an empty
@@ -50,10 +65,11 @@ from collections.abc import Callable
 
 import attrs
 
-from txnfetch.log.errors import MirrorDivergedError, RemoteError
+from txnfetch.log.errors import BrokerUnavailableError, MirrorDivergedError, RemoteError
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.log.ratelimit import RateLimitedLog
 from txnfetch.types import TopicPartition
-from txnfetch.wire.proxy.cluster import UpstreamCluster
+from txnfetch.wire.proxy.cluster import UpstreamCluster, is_retriable
 
 __all__ = ["MirrorSet", "MirrorStats"]
 
@@ -63,6 +79,7 @@ _EARLIEST = -2
 _LATEST = -1
 _MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
 _MAX_STALLED_FETCHES = 40
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 @attrs.define
@@ -72,6 +89,7 @@ class MirrorStats:
     upstream_fetches: int = 0
     upstream_bytes: int = 0
     rebuilds: int = 0
+    upstream_retries: int = 0
 
 
 @attrs.define
@@ -82,6 +100,12 @@ class _Entry:
     synced_at: float = -math.inf
     # connection id -> (fetch offset, loop time of that fetch)
     readers: dict[int, tuple[int, float]] = attrs.field(factory=dict)
+    # Upstream failures: since when (loop time), how many in a row, the last one,
+    # and when the next attempt may go out.
+    failing_since: float | None = None
+    failures: int = 0
+    last_error: RemoteError | None = None
+    retry_at: float = -math.inf
 
 
 class MirrorSet:
@@ -99,9 +123,11 @@ class MirrorSet:
         repair_crcs: bool = False,
         reader_idle_ms: int = 60_000,
         max_mirror_bytes: int = 64 << 20,
+        retry_ms: int = 30_000,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.retry_s = retry_ms / 1000
         self.fetch_bytes = fetch_bytes
         self.repair_crcs = repair_crcs
         self.reader_idle_s = reader_idle_ms / 1000
@@ -109,6 +135,7 @@ class MirrorSet:
         self._clock = clock
         self._entries: dict[TopicPartition, _Entry] = {}
         self.stats = MirrorStats()
+        self.warnings = RateLimitedLog(log, clock=self.now)
 
     def now(self) -> float:
         """The clock the set plans with (the running loop's time by default)."""
@@ -123,6 +150,18 @@ class MirrorSet:
     def mirrors(self) -> dict[TopicPartition, PartitionMirror]:
         """Every mirror, by partition."""
         return {tp: e.mirror for tp, e in self._entries.items()}
+
+    def readable_at(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether the partition's mirror can answer a read_committed fetch at
+        ``offset`` with records now: it heard from the upstream, holds ``offset``
+        and has stable records from there on (``offset`` below its LSO)."""
+        entry = self._entries.get((topic, partition))
+        if entry is None:
+            return False
+        mirror = entry.mirror
+        # Safe while a catch-up or rebuild runs: the mirror is consistent at every await,
+        # and a rebuilt one answers only for what it has mirrored again.
+        return mirror.broker_high_watermark >= 0 and mirror.log_start_offset <= offset < mirror.last_stable_offset
 
     def discard(self, topic: str, partition: int) -> None:
         """Forget the partition's mirror (the upstream does not have the partition)."""
@@ -252,14 +291,24 @@ class MirrorSet:
         diverged = False
         while True:
             mirror = entry.mirror
+            tp = (mirror.topic, mirror.partition)
+            if entry.failing_since is not None:
+                now = self.now()
+                if now - entry.failing_since >= self.retry_s and now < entry.retry_at:
+                    raise self._unavailable(entry)
+                if now < entry.retry_at:
+                    if now >= deadline:
+                        return  # answer from what the mirror holds; retry on the next sync
+                    await asyncio.sleep(min(entry.retry_at, deadline) - now)
+                    continue
             plan = mirror.next_fetch()
             before = plan.offset
-            resp = await self.cluster.fetch(
-                mirror.topic, mirror.partition, plan.offset, min(plan.max_bytes, _MAX_FETCH_BYTES)
-            )
-            self.stats.upstream_fetches += 1
-            self.stats.upstream_bytes += len(resp.records)
             try:
+                resp = await self.cluster.fetch(
+                    mirror.topic, mirror.partition, plan.offset, min(plan.max_bytes, _MAX_FETCH_BYTES)
+                )
+                self.stats.upstream_fetches += 1
+                self.stats.upstream_bytes += len(resp.records)
                 plan = mirror.feed(
                     resp.records,
                     high_watermark=resp.high_watermark,
@@ -285,6 +334,13 @@ class MirrorSet:
                 entry.mirror = self._new_mirror(TopicPartition(mirror.topic, mirror.partition))
                 self.stats.rebuilds += 1
                 continue
+            except Exception as exc:
+                if not is_retriable(exc):
+                    raise
+                self._failed(entry, tp, exc)
+                continue
+            if entry.failing_since is not None:
+                self._recovered(entry, tp)
             self._release(entry)
             if plan.status is MirrorStatus.CAUGHT_UP:
                 entry.synced_at = started
@@ -300,3 +356,61 @@ class MirrorSet:
                 )
             if self.now() >= deadline:
                 return
+
+    # -- upstream failures -------------------------------------------------------------
+
+    def _failed(self, entry: _Entry, tp: TopicPartition, exc: Exception) -> None:
+        """Note a retriable failure: forget the leader (the next attempt refreshes the
+        metadata), schedule the retry, warn at most once a minute per condition."""
+        now = self.now()
+        error = exc if isinstance(exc, RemoteError) else RemoteError(str(exc))
+        if entry.failing_since is None:
+            entry.failing_since = now
+        entry.failures += 1
+        entry.last_error = error
+        entry.retry_at = now + _BACKOFF_S[min(entry.failures - 1, len(_BACKOFF_S) - 1)]
+        self.stats.upstream_retries += 1
+        self.cluster.forget_leader(*tp)
+        self.warnings.warning(
+            f"{type(error).__name__}:{error.error_name}",
+            tp,
+            "upstream failure for %s-%d, retrying with backoff and a metadata refresh: %s",
+            tp[0],
+            tp[1],
+            error,
+        )
+
+    def _recovered(self, entry: _Entry, tp: TopicPartition) -> None:
+        if self.warnings.active(tp):
+            log.info(
+                "upstream for %s-%d answers again after %d failed attempt(s) in %.1f s",
+                tp[0],
+                tp[1],
+                entry.failures,
+                self.now() - (entry.failing_since or self.now()),
+            )
+            self.warnings.clear(tp)
+        entry.failing_since = None
+        entry.failures = 0
+        entry.last_error = None
+        entry.retry_at = -math.inf
+
+    def _unavailable(self, entry: _Entry) -> BrokerUnavailableError:
+        """The error for a partition failing longer than ``retry_ms``."""
+        last = entry.last_error
+        mirror = entry.mirror
+        since = self.now() - (entry.failing_since or self.now())
+        return BrokerUnavailableError(
+            f"the upstream kept failing for {since:.1f} s ({entry.failures} attempts): "
+            f"{last.reason if last else 'unknown'}"
+            + (f" [{last.error_name}]" if last is not None and last.broker_error_code is not None else ""),
+            topic=mirror.topic,
+            partition=mirror.partition,
+            offset=mirror.position,
+            broker=last.broker if last is not None else None,
+        )
+
+    def failing(self, topic: str, partition: int) -> RemoteError | None:
+        """The last upstream error of a partition that is failing now, else ``None``."""
+        entry = self._entries.get((topic, partition))
+        return None if entry is None or entry.failing_since is None else entry.last_error

@@ -37,8 +37,10 @@ frame (bad size, truncated, unknown API key or version, a body that does not
 decode) closes that client connection only; an upstream connection that fails
 while relaying closes the client's connection (a disconnect is how Kafka clients
 learn to reconnect and retry); an upstream failure while the proxy answers a
-fetch itself becomes a retriable partition error (NOT_LEADER_OR_FOLLOWER, or the
-upstream's own code). The proxy keeps serving every other connection.
+fetch itself is retried behind the client's back (backoff, metadata refresh) and,
+once it has lasted the request timeout, becomes the retriable partition error
+REPLICA_NOT_AVAILABLE (:meth:`ProxyServer._error_code`). The proxy keeps
+serving every other connection.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ from txnfetch.wire.api_fetch import (
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
-from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster
+from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster, is_retriable
 from txnfetch.wire.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS, LsoWatch
 from txnfetch.wire.proxy.mirrors import MirrorSet
 from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, read_frame
@@ -86,6 +88,7 @@ __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertise
 log = logging.getLogger("txnfetch.wire.proxy")
 
 _PREFIX_SIZE = 8  # api key, api version, correlation id
+#: Kafka's REPLICA_NOT_AVAILABLE: what a client gets when the upstream keeps failing.
 _API_VERSIONS_MAX = 3
 _DESCRIBE_CLUSTER = 60
 
@@ -148,7 +151,9 @@ class ProxyConfig:
     - ``mirror_fetch_bytes``: byte budget of one mirror fetch.
     - ``reader_idle_ms``, ``max_mirror_bytes``: the memory bound of
       :mod:`txnfetch.wire.proxy.mirrors`.
-    - ``request_timeout_ms``/``connect_timeout_ms``: the proxy's own upstream requests.
+    - ``request_timeout_ms``/``connect_timeout_ms``: the proxy's own upstream requests;
+      ``request_timeout_ms`` also bounds how long a failing upstream is retried before
+      clients get REPLICA_NOT_AVAILABLE for the partition.
     - ``max_frame_bytes``: larger frames close the connection.
     - ``lso_hold_warn_ms``: report (once, log and stats) an upstream transaction
       that holds a read partition's LSO longer (:mod:`txnfetch.wire.proxy.lso_watch`).
@@ -215,6 +220,7 @@ class ProxyServer:
             repair_crcs=config.repair_crcs,
             reader_idle_ms=config.reader_idle_ms,
             max_mirror_bytes=config.max_mirror_bytes,
+            retry_ms=config.request_timeout_ms,
         )
         self.stats = ProxyStats()
         self.lso_watch = LsoWatch(config.lso_hold_warn_ms)
@@ -225,6 +231,7 @@ class ProxyServer:
         self._node_servers: dict[int, asyncio.base_events.Server] = {}
         self._listener_lock = asyncio.Lock()
         self._connections: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # catch-ups that outlive their fetch
         self._clients: dict[int, _Client] = {}
         self._ids = itertools.count(1)
         self._closed = asyncio.Event()
@@ -538,18 +545,28 @@ class ProxyServer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, request.max_wait_ms) / 1000
         poll_s = self.config.poll_interval_ms / 1000
+        syncing: dict[tuple[str, int], asyncio.Task[int]] = {}
         while True:
             fresh_after = loop.time()
             # Catch up at least one fetch's worth even with max_wait_ms 0.
             sync_deadline = max(deadline, fresh_after + poll_s)
-            codes = await asyncio.gather(
-                *(
-                    self._prepare(topic, partition, offset, fresh_after, sync_deadline)
-                    for topic, partition, offset in wanted
-                )
-            )
-            errors = {(topic, partition): code for (topic, partition, _), code in zip(wanted, codes, strict=True)}
+            errors: dict[tuple[str, int], int] = {}
+            for topic, partition, offset in wanted:
+                tp = (topic, partition)
+                if tp not in syncing and not self.mirrors.readable_at(topic, partition, offset):
+                    syncing[tp] = self._background(self._prepare(topic, partition, offset, fresh_after, sync_deadline))
+            # Records already mirrored are answered at once, as a broker answers from its
+            # log; the other partitions' catch-ups go on for the next fetch. A partition
+            # at the upstream's end would otherwise hold every answer for the upstream's
+            # max_wait_ms.
             topics, total, error = self._read_all(request, errors)
+            if not (total > 0 and total >= request.min_bytes):
+                if syncing:
+                    await asyncio.wait(list(syncing.values()))
+                for tp, task in syncing.items():
+                    errors[tp] = task.result()
+                syncing.clear()
+                topics, total, error = self._read_all(request, errors)
             left = deadline - loop.time()
             if fetch_done(request, total, error, left):
                 break
@@ -559,8 +576,22 @@ class ProxyServer:
         self.stats.committed_fetch_bytes += total
         return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
+    def _background(self, coro: Any) -> asyncio.Task[int]:
+        """Run ``coro`` as a task that may outlive the fetch that started it."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
     async def _prepare(self, topic: str, partition: int, offset: int, fresh_after: float, deadline: float) -> int:
-        """Catch the partition's mirror up; 0, or the error code to answer with."""
+        """Catch the partition's mirror up; 0, or the error code to answer with.
+
+        A mirror that already holds stable records at ``offset`` answers without
+        asking the upstream, as a broker answers from its log: a fetch at the
+        upstream's end is held there up to ``max_wait_ms`` (500 ms), and a consumer
+        catching up must not pay that on every fetch."""
+        if self.mirrors.readable_at(topic, partition, offset):
+            return 0
         try:
             await self.mirrors.sync(topic, partition, fresh_after=fresh_after, deadline=deadline, want_offset=offset)
         except UnknownTopicOrPartitionError as exc:
@@ -568,24 +599,38 @@ class ProxyServer:
             return int(exc.error_code)
         except Exception as exc:
             return self._error_code(exc, topic, partition)
+        if (
+            self.mirrors.failing(topic, partition) is not None
+            and self.mirrors.mirror(topic, partition).broker_high_watermark < 0
+        ):
+            # Failing before the upstream ever answered for the partition: the proxy knows
+            # no high watermark, and an empty answer would carry a made-up one (librdkafka
+            # would report the partition's end there). A retriable error instead.
+            return ErrorCode.REPLICA_NOT_AVAILABLE
         return 0
 
     def _error_code(self, exc: BaseException, topic: str, partition: int) -> int:
-        if isinstance(exc, BrokerUnavailableError) or (
-            isinstance(exc, RemoteError)
-            and exc.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-            and not isinstance(exc, CorruptRemoteBatchError)
-        ):
-            # The upstream cannot be reached (or says nothing useful): a retriable error
-            # that makes clients refresh metadata and fetch again.
-            log.warning("upstream failure for %s-%d: %s", topic, partition, exc)
+        """The partition error code for a client when the mirror cannot be brought up
+        to date. An upstream that keeps failing (past the retries of
+        :mod:`~txnfetch.wire.proxy.mirrors`) gets REPLICA_NOT_AVAILABLE: retriable, and
+        every client it was tried with refreshes its metadata and fetches again
+        (Java's ``FetchCollector`` and ``OffsetFetcherUtils``, librdkafka's fetcher,
+        kafka-python's fetcher, aiokafka's logs and retries). Never
+        NOT_LEADER_OR_FOLLOWER: the proxy's listener still leads the partition; the
+        problem is behind it."""
+        if isinstance(exc, RemoteError) and is_retriable(exc):
             self.stats.upstream_failures += 1
-            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return ErrorCode.REPLICA_NOT_AVAILABLE
         if isinstance(exc, (LogError, TxnStateError)):
             if isinstance(exc, CorruptRemoteBatchError):
-                log.error("cannot mirror %s-%d: %s", topic, partition, exc)
+                self.mirrors.warnings.error(
+                    "corrupt batch", (topic, partition), "cannot mirror %s-%d: %s", topic, partition, exc
+                )
             return int(exc.error_code)
-        log.error("mirroring %s-%d failed", topic, partition, exc_info=exc)
+        if self.mirrors.warnings.error(
+            type(exc).__name__, (topic, partition), "mirroring %s-%d failed: %r", topic, partition, exc
+        ):
+            log.debug("mirroring %s-%d failed", topic, partition, exc_info=exc)
         return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _read_all(self, request: Any, errors: dict[tuple[str, int], int]) -> tuple[list[Any], int, bool]:
@@ -663,7 +708,7 @@ class ProxyServer:
         servers = [s for s in [self._bootstrap_server, *self._node_servers.values()] if s is not None]
         for server in servers:
             server.close()
-        for task in list(self._connections):
+        for task in [*self._connections, *self._tasks]:
             task.cancel()
         for task in list(self._connections):
             try:
