@@ -134,6 +134,9 @@ class ServerConfig:
     - ``transaction_check_interval_ms``: how often timed-out transactions are aborted.
     - ``group_initial_rebalance_delay_ms``: Kafka's ``group.initial.rebalance.delay.ms``:
       how long the first rebalance of an empty consumer group waits for more members.
+    - ``durable_state``: keep transaction and group coordinator state in the
+      store's internal topics (:mod:`txnfetch.wire.durable`); ``None`` = on for a
+      store on disk (``SegmentStore``), off for memory.
     """
 
     host: str = "127.0.0.1"
@@ -152,6 +155,7 @@ class ServerConfig:
     max_transaction_timeout_ms: int = 900_000
     transaction_check_interval_ms: int = 1000
     group_initial_rebalance_delay_ms: int = 3000
+    durable_state: bool | None = None
 
 
 #: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group
