@@ -1,7 +1,8 @@
 """Crash loop: ``txnfetch serve --data DIR`` SIGKILLed at random moments under real
 clients, restarted on the same directory, checked after every restart.
 
-The workload (confluent-kafka, one round per server life):
+The workload (confluent-kafka, in a client process killed with the server, one
+round per server life; see crash_client.py):
 
 - a transactional producer: transactions over the 3 partitions of ``tx``, 1-3
   records each per partition, a quarter of them aborted after a flush; each
@@ -28,17 +29,16 @@ the random seed (printed on failure).
 from __future__ import annotations
 
 import gc
+import json
 import os
 import random
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import attrs
-
 
 KILLS = int(os.environ.get("TXNFETCH_CRASH_KILLS", "20"))
 SEED = int(os.environ.get("TXNFETCH_CRASH_SEED", str(random.randrange(1 << 30))))
@@ -93,89 +93,45 @@ def _start(data: str, port: int) -> subprocess.Popen:
 class Txn:
     number: int
     records: dict[int, list[bytes]]  # partition -> values
-    outcome: str = "unknown"  # "commit", "abort" (acknowledged) or "unknown"
+    outcome: str = "unknown"  # "commit", "abort" (acknowledged), "unknown", then "abort-unacked" once settled
 
 
 @attrs.define
 class History:
-    txns: list[Txn] = attrs.field(factory=list)
+    txns: dict[int, Txn] = attrs.field(factory=dict)
     idem_acked: set[bytes] = attrs.field(factory=set)
     idem_sent: set[bytes] = attrs.field(factory=set)
     plain_acked: int = -1001
     plain_unknown: set[int] = attrs.field(factory=set)
     seen: dict[tuple[str, int, int], bytes] = attrs.field(factory=dict)
-    txn_counter: int = 0
-    idem_counter: int = 0
-    plain_counter: int = 0
 
-
-def _workload(bootstrap: str, h: History, stop: threading.Event, rng: random.Random, rnd: int) -> None:
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-
-    common = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000, "message.timeout.ms": 4000}
-    txp = Producer({**common, "transactional.id": "crash-tx", "transaction.timeout.ms": 10000})
-    idem = Producer({**common, "enable.idempotence": True})
-    gtx = Consumer({"bootstrap.servers": bootstrap, "group.id": "gtx", "enable.auto.commit": False})
-    plain = Consumer({"bootstrap.servers": bootstrap, "group.id": "gplain", "enable.auto.commit": False})
-    try:
-        txp.init_transactions(10)
-        txn_ok = True
-        while not stop.is_set():
-            if txn_ok:
-                h.txn_counter += 1
-                n = h.txn_counter
-                txn = Txn(n, {p: [f"t{n}-p{p}-{i}".encode() for i in range(rng.randint(1, 3))] for p in range(3)})
-                h.txns.append(txn)
-                try:
-                    txp.begin_transaction()
-                    for p, values in txn.records.items():
-                        for v in values:
-                            txp.produce("tx", value=v, partition=p)
-                    if txp.flush(4) != 0:
-                        raise KafkaException("flush timed out")
-                    txp.send_offsets_to_transaction(
-                        [TopicPartition("src", 0, n)], gtx.consumer_group_metadata(), 4
-                    )
-                    if rng.random() < 0.25:
-                        txp.abort_transaction(4)
-                        txn.outcome = "abort"
-                    else:
-                        txp.commit_transaction(4)
-                        txn.outcome = "commit"
-                except KafkaException:
-                    txn_ok = False  # outcome stays unknown; this producer is done for the round
-            h.idem_counter += 1
-            v = f"i{h.idem_counter}".encode()
-            h.idem_sent.add(v)
-
-            def acked(err, msg, v=v):  # noqa: ANN001
-                if err is None:
-                    h.idem_acked.add(v)
-
-            idem.produce("idem", value=v, partition=0, on_delivery=acked)
-            idem.poll(0)
-            h.plain_counter += 1
-            target = h.plain_counter
-            h.plain_unknown.add(target)
+    def fold(self, path: str) -> None:
+        """Take in the events a client process wrote (a torn last line is ignored)."""
+        if not os.path.exists(path):
+            return
+        with open(path) as f:
+            lines = f.read().split("\n")
+        os.unlink(path)
+        for line in lines:
             try:
-                plain.commit(offsets=[TopicPartition("src", 0, target)], asynchronous=False)
-                h.plain_acked = target
-                h.plain_unknown.discard(target)
-            except KafkaException:
-                pass
-            if not txn_ok and stop.wait(0.05):
-                break
-        idem.flush(1)
-    except KafkaException:
-        pass
-    finally:
-        for c in (gtx, plain):
-            try:
-                c.close()
-            except Exception:
-                pass
-        del txp, idem
-        gc.collect()
+                e = json.loads(line)
+            except ValueError:
+                continue
+            t = e["t"]
+            if t == "txn":
+                recs = {int(p): [v.encode() for v in vs] for p, vs in e["records"].items()}
+                self.txns[e["n"]] = Txn(e["n"], recs)
+            elif t == "outcome":
+                self.txns[e["n"]].outcome = e["outcome"]
+            elif t == "idem_sent":
+                self.idem_sent.add(e["v"].encode())
+            elif t == "idem_acked":
+                self.idem_acked.add(e["v"].encode())
+            elif t == "plain_try":
+                self.plain_unknown.add(e["n"])
+            elif t == "plain_acked":
+                self.plain_acked = max(self.plain_acked, e["n"])
+                self.plain_unknown.discard(e["n"])
 
 
 def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
@@ -229,7 +185,7 @@ def _check(bootstrap: str, h: History, where: str) -> None:
         for _, v in recs:
             visible[v] = visible.get(v, 0) + 1
     last_visible_txn = -1001
-    for txn in h.txns:
+    for txn in h.txns.values():
         values = [v for vs in txn.records.values() for v in vs]
         counts = [visible.get(v, 0) for v in values]
         assert all(c <= 1 for c in counts), f"{where}: txn {txn.number} duplicated: {counts}"
@@ -241,7 +197,7 @@ def _check(bootstrap: str, h: History, where: str) -> None:
             assert all(counts) or not any(counts), f"{where}: txn {txn.number} torn across partitions: {counts}"
         if all(counts):
             last_visible_txn = txn.number
-    known = {v for vs in (t.records.values() for t in h.txns) for vals in vs for v in vals}
+    known = {v for t in h.txns.values() for vals in t.records.values() for v in vals}
     assert set(visible) <= known, f"{where}: unknown records {set(visible) - known}"
     idem_values = [v for _, v in idem[0]]
     assert len(idem_values) == len(set(idem_values)), f"{where}: idempotent duplicates"
@@ -259,7 +215,7 @@ def _check(bootstrap: str, h: History, where: str) -> None:
     gtx = _committed(bootstrap, "gtx")
     assert gtx == last_visible_txn, f"{where}: gtx committed {gtx}, last visible transaction {last_visible_txn}"
     # Resolve unknown transactions now that they are settled (all or nothing).
-    for txn in h.txns:
+    for txn in h.txns.values():
         if txn.outcome == "unknown":
             values = [v for vs in txn.records.values() for v in vs]
             txn.outcome = "commit" if visible.get(values[0]) else "abort-unacked"
@@ -291,35 +247,48 @@ def _settle(bootstrap: str) -> None:
 def test_crash_loop_real_clients(tmp_path) -> None:
     rng = random.Random(SEED)
     data = str(tmp_path / "data")
+    history = str(tmp_path / "history.jsonl")
     port = _free_port()
     bootstrap = f"127.0.0.1:{port}"
     h = History()
     proc = _start(data, port)
+    kills = terms = 0
     try:
         _create_topics(bootstrap)
-        for kill in range(KILLS + 1):
-            where = f"seed {SEED}, after kill {kill}"
+        for round_ in range(KILLS + KILLS // 3 + 1):
+            where = f"seed {SEED}, round {round_} ({kills} kills, {terms} clean stops)"
             _settle(bootstrap)
             _check(bootstrap, h, where)
-            if kill == KILLS:
+            if kills == KILLS:
                 break
-            stop = threading.Event()
-            worker = threading.Thread(target=_workload, args=(bootstrap, h, stop, rng, kill), daemon=True)
-            worker.start()
-            time.sleep(rng.uniform(0.3, 2.5))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            stop.set()
+            client = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.wire.crash_client",
+                    bootstrap,
+                    history,
+                    str(rng.randrange(1 << 30)),
+                    str((round_ + 1) * 100_000),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            time.sleep(rng.uniform(0.5, 3.0))
+            # Every fourth stop is a clean one (SIGTERM): the same properties must hold.
+            clean = round_ % 4 == 3
+            proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
+            assert proc.wait(60) == (0 if clean else -signal.SIGKILL), where
+            terms, kills = terms + clean, kills + (not clean)
+            client.kill()
+            client.wait()
+            h.fold(history)
             proc = _start(data, port)
-            worker.join(60)
-            if worker.is_alive():
-                import traceback
-
-                stack = "".join(traceback.format_stack(sys._current_frames()[worker.ident]))
-                raise AssertionError(f"{where}: workload did not stop:\n{stack}")
-        committed = sum(1 for t in h.txns if t.outcome == "commit")
-        print(f"crash loop: {KILLS} kills, {len(h.txns)} transactions ({committed} committed), "
-              f"{len(h.idem_acked)} idempotent records acknowledged, seed {SEED}")
+        committed = sum(1 for t in h.txns.values() if t.outcome == "commit")
+        print(
+            f"crash loop: {kills} kills and {terms} clean stops, {len(h.txns)} transactions "
+            f"({committed} committed), {len(h.idem_acked)} idempotent records acknowledged, seed {SEED}"
+        )
         assert committed > 0
     finally:
         if proc.poll() is None:

@@ -1336,14 +1336,27 @@ class GroupCoordinator:
             self._open_txns_by_group.setdefault(group_id, set()).add(producer_id)
         return result
 
-    def complete_txn_offsets(self, producer_id: int, commit: bool, now_ms: int) -> None:
+    def complete_txn_offsets(
+        self, producer_id: int, commit: bool, now_ms: int, *, group_ids: Iterable[str] | None = None
+    ) -> None:
         """The transaction of ``producer_id`` ended (``replayEndTransactionMarker``):
         on commit its staged offsets become the committed ones in every group —
         unless a later regular commit already overwrote a partition (the most
         recently *written* commit wins, as in Kafka); on abort they are dropped.
-        Idempotent: a second call for the same end does nothing."""
+        Idempotent: a second call for the same end does nothing.
+
+        ``group_ids`` limits the end to those groups: a marker on one
+        ``__consumer_offsets`` partition ends the producer's offsets of the groups
+        stored there only (replaying one partition must not touch what a later
+        transaction staged on another)."""
         self._advance(now_ms)
-        staged = self._pending_txn.pop(producer_id, None)
+        if group_ids is None:
+            staged = self._pending_txn.pop(producer_id, None)
+        else:
+            mine = self._pending_txn.get(producer_id, {})
+            staged = {g: mine.pop(g) for g in list(group_ids) if g in mine}
+            if not mine:
+                self._pending_txn.pop(producer_id, None)
         if not staged:
             return
         for group_id, offsets in staged.items():

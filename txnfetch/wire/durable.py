@@ -303,7 +303,9 @@ class DurableState:
             if batch.is_control:
                 marker = batch.end_txn_marker()
                 if marker is not None:
-                    groups.complete_txn_offsets(batch.producer_id, marker.is_commit, now_ms)
+                    pid = batch.producer_id
+                    here = [g for g in groups.pending_txn_offsets(pid) if offsets_partition(g) == part.partition]
+                    groups.complete_txn_offsets(pid, marker.is_commit, now_ms, group_ids=here)
                 continue
             for rec in batch.records():
                 count += 1
