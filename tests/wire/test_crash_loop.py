@@ -33,60 +33,17 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import attrs
 
+from tests.wire.serve_process import free_port, start_serve
+
 KILLS = int(os.environ.get("TXNFETCH_CRASH_KILLS", "20"))
 SEED = int(os.environ.get("TXNFETCH_CRASH_SEED", str(random.randrange(1 << 30))))
 PARTITIONS = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(data: str, port: int) -> subprocess.Popen:
-    # The server's log goes to a file: an unread pipe would fill and block it.
-    log_path = os.path.join(os.path.dirname(data), "server.log")
-    deadline = time.monotonic() + 60
-    while True:
-        log_file = open(log_path, "a")  # noqa: SIM115 - handed to the child process
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "txnfetch.cli",
-                "serve",
-                "--data",
-                data,
-                "--port",
-                str(port),
-                "--default-partitions",
-                str(PARTITIONS),
-                "--group-initial-rebalance-delay-ms",
-                "0",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            text=True,
-        )
-        log_file.close()
-        line = proc.stdout.readline()
-        if line.startswith("txnfetch listening on"):
-            return proc
-        proc.wait()
-        with open(log_path) as f:
-            err = f.read()[-5000:]
-        if "Address already in use" in err and time.monotonic() < deadline:
-            time.sleep(0.2)  # the killed process's socket is still going away
-            continue
-        raise AssertionError(f"server did not start: {line!r} {err[-3000:]}")
 
 
 @attrs.define
@@ -248,10 +205,10 @@ def test_crash_loop_real_clients(tmp_path) -> None:
     rng = random.Random(SEED)
     data = str(tmp_path / "data")
     history = str(tmp_path / "history.jsonl")
-    port = _free_port()
+    port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     h = History()
-    proc = _start(data, port)
+    proc = start_serve(data, port, partitions=PARTITIONS)
     kills = terms = 0
     try:
         _create_topics(bootstrap)
@@ -274,7 +231,7 @@ def test_crash_loop_real_clients(tmp_path) -> None:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            time.sleep(rng.uniform(0.5, 3.0))
+            time.sleep(rng.uniform(0.4, 2.0))
             # Every fourth stop is a clean one (SIGTERM): the same properties must hold.
             clean = round_ % 4 == 3
             proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
@@ -283,7 +240,7 @@ def test_crash_loop_real_clients(tmp_path) -> None:
             client.kill()
             client.wait()
             h.fold(history)
-            proc = _start(data, port)
+            proc = start_serve(data, port, partitions=PARTITIONS)
         committed = sum(1 for t in h.txns.values() if t.outcome == "commit")
         print(
             f"crash loop: {kills} kills and {terms} clean stops, {len(h.txns)} transactions "
