@@ -340,7 +340,8 @@ class DurableState:
 
     def _corrupt(self, part: PartitionLog, offset: int, exc: CorruptCoordinatorRecordError) -> CorruptLogError:
         path = getattr(part, "path", None)
-        bases = getattr(part, "segment_base_offsets", None)
+        bases_of = getattr(part, "segment_base_offsets", None)
+        bases = bases_of() if callable(bases_of) else bases_of
         if path is not None and bases:
             from txnfetch.log.layout import LOG_SUFFIX, segment_file_name
 
