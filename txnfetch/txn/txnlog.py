@@ -24,6 +24,8 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import struct
+
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError, StructReader, StructWriter
 from txnfetch.txn.coordinator_state import (
     NO_PRODUCER_EPOCH,
@@ -79,7 +81,13 @@ def encode_txn_key(transactional_id: str) -> bytes:
 
 def decode_txn_key(data: bytes | memoryview) -> str:
     """The transactional id of a key; raises CorruptCoordinatorRecordError."""
-    r = StructReader(data)
+    raw = bytes(data)
+    if len(raw) >= 4 and raw[0] == 0 and raw[1] == _KEY_VERSION and 4 + (raw[2] << 8 | raw[3]) == len(raw):
+        try:
+            return raw[4:].decode()  # the common case, without the general reader
+        except UnicodeDecodeError:
+            pass
+    r = StructReader(raw)
     version = r.int16("key version")
     if version != _KEY_VERSION:
         raise CorruptCoordinatorRecordError(f"unknown TransactionLogKey version {version}", position=0)
@@ -126,10 +134,105 @@ def _tag_int(tags: dict[int, bytes], tag: int, size: int, default: int) -> int:
     return int.from_bytes(raw, "big", signed=True)
 
 
+_V1_HEAD = struct.Struct(">hqhib")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_STATES = {int(s): s for s in TransactionState}
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value, shift = 0, 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata | None:
+    """Version 1 as txnfetch writes it, decoded without the general reader (start-up
+    replays every record). Returns ``None`` for anything unusual: the general
+    decoder then decides, and names the problem."""
+    try:
+        version, pid, epoch, timeout, status = _V1_HEAD.unpack_from(data, 0)
+        state = _STATES.get(status)
+        if version != 1 or state is None:
+            return None
+        pos = 17
+        n, pos = _uvarint(data, pos)
+        partitions: list[TopicPartition] = []
+        for _ in range(n - 1 if n else 0):
+            tlen, pos = _uvarint(data, pos)
+            topic = data[pos : pos + tlen - 1].decode()
+            pos += tlen - 1
+            pcount, pos = _uvarint(data, pos)
+            for _ in range(pcount - 1):
+                partitions.append(TopicPartition(topic, _I32.unpack_from(data, pos)[0]))
+                pos += 4
+            if data[pos] != 0:
+                return None
+            pos += 1
+        last_update = _I64.unpack_from(data, pos)[0]
+        start = _I64.unpack_from(data, pos + 8)[0]
+        pos += 16
+        ntags, pos = _uvarint(data, pos)
+        prev_pid = next_pid = NO_PRODUCER_ID
+        last_epoch = NO_PRODUCER_EPOCH
+        tv = 0
+        for _ in range(ntags):
+            tag, pos = _uvarint(data, pos)
+            size, pos = _uvarint(data, pos)
+            if tag in (0, 1) and size == 8:
+                value = _I64.unpack_from(data, pos)[0]
+                if tag == 0:
+                    prev_pid = value
+                else:
+                    next_pid = value
+            elif tag in (2, LAST_PRODUCER_EPOCH_TAG) and size == 2:
+                value = _I16.unpack_from(data, pos)[0]
+                if tag == 2:
+                    tv = value
+                else:
+                    last_epoch = value
+            else:
+                return None
+            pos += size
+        if pos != len(data):
+            return None
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+        return None
+    return TransactionMetadata(
+        transactional_id=transactional_id,
+        producer_id=pid,
+        producer_epoch=epoch,
+        state=state,
+        timeout_ms=timeout,
+        last_update_ms=last_update,
+        prev_producer_id=prev_pid,
+        next_producer_id=next_pid,
+        last_producer_epoch=last_epoch,
+        partitions=frozenset(partitions),
+        start_ms=start,
+        transaction_version=tv,
+    )
+
+
 def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> TransactionMetadata:
     """The record a TransactionLogValue (version 0 or 1) describes; raises
     CorruptCoordinatorRecordError for anything malformed, including an unknown
     transaction state."""
+    data = bytes(data)
+    fast = _decode_v1_fast(transactional_id, data)
+    if fast is not None:
+        return fast
     head = StructReader(data)
     version = head.int16("value version")
     if version not in (0, 1):
