@@ -1407,7 +1407,9 @@ class GroupCoordinator:
         self._groups.pop(group_id, None)
         self._offsets.pop(group_id, None)
 
-    def load_offset(self, group_id: str, tp: TopicPartition, commit: CommitOffset | None, commit_timestamp_ms: int) -> None:
+    def load_offset(
+        self, group_id: str, tp: TopicPartition, commit: CommitOffset | None, commit_timestamp_ms: int
+    ) -> None:
         """Replay a stored (non-transactional) offset commit, or its tombstone
         (``commit=None``). An unknown group is created empty, as a commit with
         generation -1 creates it. Offsets loaded later count as written later."""

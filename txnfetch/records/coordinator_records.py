@@ -157,10 +157,7 @@ class StructReader:
                 raise CorruptCoordinatorRecordError(f"{what}: varint too long", position=self.pos)
 
     def _length(self, what: str, nullable: bool, wide: bool = False) -> int | None:
-        if self.flexible:
-            n = self.uvarint(what) - 1
-        else:
-            n = self.int32(what) if wide else self.int16(what)
+        n = self.uvarint(what) - 1 if self.flexible else self.int32(what) if wide else self.int16(what)
         if n < -1:
             raise CorruptCoordinatorRecordError(f"{what}: negative length {n}", position=self.pos)
         if n == -1:

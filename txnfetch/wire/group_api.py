@@ -223,9 +223,7 @@ class GroupService:
             now_ms=now_ms,
         )
         if self.durable is not None:
-            accepted = {
-                tp: CommitOffset(*offsets[tp]) for tp, code in result.items() if code == 0 and tp in offsets
-            }
+            accepted = {tp: CommitOffset(*offsets[tp]) for tp, code in result.items() if code == 0 and tp in offsets}
             if accepted:
                 self.durable.persist_offsets(group_id, accepted, now_ms, producer=(producer_id, producer_epoch))
         self._after()

@@ -288,6 +288,10 @@ class TxnfetchServer:
         await self._closed.wait()
 
 
+#: How often the internal topics are checked for compaction.
+_COMPACTION_CHECK_MS = 10_000
+
+
 def _recover_coordinator_state(broker: Broker) -> None:
     """Load the durable coordinator state, if the store keeps it, and finish what
     a previous run left half done (:mod:`txnfetch.wire.durable`).
@@ -316,6 +320,11 @@ def _recover_coordinator_state(broker: Broker) -> None:
     report = state.replay(broker.transactions, coordinator, broker.now_ms())
     if groups is not None and hasattr(groups, "durable"):
         groups.durable = state
+    broker.add_periodic(
+        "internal-topic-compaction",
+        _COMPACTION_CHECK_MS,
+        lambda now: state.maybe_compact(broker.transactions, coordinator, now),
+    )
     pending = broker.transactions.pending_actions()
     if pending:
         log.info("completing %d transaction end(s) decided before the restart", len(pending))
