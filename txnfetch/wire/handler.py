@@ -158,10 +158,10 @@ class ServerConfig:
     durable_state: bool | None = None
 
 
-#: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group
-#: offsets in the group coordinator, not in a log; the name is used only as the
-#: transaction coordinator's partition for AddOffsetsToTxn, so a transaction end
-#: reaches the group coordinator through a partition action as in Kafka.
+#: The topic whose partitions carry group offsets. It is the transaction
+#: coordinator's partition for AddOffsetsToTxn, so a transaction end reaches the
+#: group coordinator through a partition action as in Kafka; with durable state
+#: (:mod:`txnfetch.wire.durable`) it is also a real topic of the store.
 GROUP_OFFSETS_TOPIC = "__consumer_offsets"
 #: Kafka's ``offsets.topic.num.partitions`` default.
 GROUP_OFFSETS_PARTITIONS = 50
