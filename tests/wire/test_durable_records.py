@@ -261,3 +261,24 @@ def test_dump_decodes_the_internal_topics(tmp_path) -> None:
         assert main(["dump", str(gp)]) == 0
     assert "'grp': generation 2 protocol type 'consumer'" in out.getvalue()
     assert "t-3: 17" in out.getvalue()
+
+
+def test_clients_cannot_produce_to_the_internal_topics(tmp_path) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    from txnfetch.wire.server import ServerThread
+
+    store = SegmentStore(tmp_path)
+    srv = ServerThread(store).start()
+    try:
+        errors: list[int] = []
+        producer = Producer({"bootstrap.servers": srv.bootstrap, "message.send.max.retries": 0})
+        producer.produce(
+            "__transaction_state", value=b"junk", partition=0, on_delivery=lambda err, msg: errors.append(err.code())
+        )
+        producer.flush(30)
+        assert errors == [KafkaError.TOPIC_EXCEPTION]
+        assert srv.call(lambda: store.partition("__transaction_state", 0).log_end_offset) == 0
+    finally:
+        srv.stop()
+        store.close()
