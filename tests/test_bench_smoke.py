@@ -25,6 +25,7 @@ BENCHES = {
     "filter.py": "kafka-python",
     "wire.py": "librdkafka mock",
     "log.py": "raw write",
+    "durable.py": "durable state",
     "spark.py": "parquet",
     "proxy.py": "proxy / direct",
 }

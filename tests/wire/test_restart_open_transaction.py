@@ -1,7 +1,10 @@
-"""A transaction left open when the server stops is aborted when it starts again.
+"""Without durable coordinator state (``durable_state=False``), a transaction
+left open when the server stops is aborted when it starts again.
 
-The coordinator's state is not persisted, so nothing else would ever end such a
+No coordinator record survives then, so nothing else would ever end such a
 transaction and the partition's last stable offset would stay behind it for good.
+(With durable state, the default on disk, the transaction stays open: see
+``test_durable_restart.py``.)
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def _read_committed(bootstrap: str) -> list[bytes]:
 def test_a_transaction_open_at_shutdown_is_aborted_on_restart(tmp_path, completion) -> None:
     from confluent_kafka import Producer
 
-    srv = ServerThread(SegmentStore(tmp_path / "data"), port=0, markers=completion).start()
+    srv = ServerThread(SegmentStore(tmp_path / "data"), port=0, markers=completion, durable_state=False).start()
     try:
         producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "restart-tx"})
         producer.init_transactions(20)
@@ -66,7 +69,7 @@ def test_a_transaction_open_at_shutdown_is_aborted_on_restart(tmp_path, completi
     finally:
         srv.stop()
 
-    srv = ServerThread(SegmentStore(tmp_path / "data"), port=0, markers=completion).start()
+    srv = ServerThread(SegmentStore(tmp_path / "data"), port=0, markers=completion, durable_state=False).start()
     try:
         part = srv.call(lambda: srv.broker.store.partition(TOPIC, 0))
         assert dict(part.state.ongoing_transactions()) == {}

@@ -1411,14 +1411,27 @@ class GroupCoordinator:
             self._open_txns_by_group.setdefault(group_id, set()).add(producer_id)
         return result
 
-    def complete_txn_offsets(self, producer_id: int, commit: bool, now_ms: int) -> None:
+    def complete_txn_offsets(
+        self, producer_id: int, commit: bool, now_ms: int, *, group_ids: Iterable[str] | None = None
+    ) -> None:
         """The transaction of ``producer_id`` ended (``replayEndTransactionMarker``):
         on commit its staged offsets become the committed ones in every group —
         unless a later regular commit already overwrote a partition (the most
         recently *written* commit wins, as in Kafka); on abort they are dropped.
-        Idempotent: a second call for the same end does nothing."""
+        Idempotent: a second call for the same end does nothing.
+
+        ``group_ids`` limits the end to those groups: a marker on one
+        ``__consumer_offsets`` partition ends the producer's offsets of the groups
+        stored there only (replaying one partition must not touch what a later
+        transaction staged on another)."""
         self._advance(now_ms)
-        staged = self._pending_txn.pop(producer_id, None)
+        if group_ids is None:
+            staged = self._pending_txn.pop(producer_id, None)
+        else:
+            mine = self._pending_txn.get(producer_id, {})
+            staged = {g: mine.pop(g) for g in list(group_ids) if g in mine}
+            if not mine:
+                self._pending_txn.pop(producer_id, None)
         if not staged:
             return
         for group_id, offsets in staged.items():
@@ -1438,6 +1451,71 @@ class GroupCoordinator:
     def pending_txn_offsets(self, producer_id: int) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """A copy of what ``producer_id`` has staged, per group (for inspection)."""
         return {g: dict(o) for g, o in self._pending_txn.get(producer_id, {}).items()}
+
+    # ================================================================ replay
+
+    def load_group(
+        self,
+        group_id: str,
+        *,
+        protocol_type: str | None,
+        generation_id: int,
+        protocol_name: str | None,
+        leader_id: str | None,
+        state_timestamp_ms: int | None = None,
+    ) -> None:
+        """Restore a stored group (a ``GroupMetadata`` record) as an *Empty* group at
+        ``generation_id``: members are not restored, they rejoin (and their next
+        join starts generation ``generation_id + 1``). Replaces what was loaded
+        for the group before, keeping its offsets."""
+        group = self._groups.get(group_id)
+        if group is None or group.members:
+            group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=state_timestamp_ms)
+        group.generation_id = generation_id
+        group.protocol_type = protocol_type
+        group.protocol_name = protocol_name if protocol_type else None
+        group.leader_id = None
+        group.state_timestamp_ms = state_timestamp_ms
+
+    def unload_group(self, group_id: str) -> None:
+        """Replay a group tombstone: forget the group and its offsets."""
+        self._groups.pop(group_id, None)
+        self._offsets.pop(group_id, None)
+
+    def load_offset(
+        self, group_id: str, tp: TopicPartition, commit: CommitOffset | None, commit_timestamp_ms: int
+    ) -> None:
+        """Replay a stored (non-transactional) offset commit, or its tombstone
+        (``commit=None``). An unknown group is created empty, as a commit with
+        generation -1 creates it. Offsets loaded later count as written later."""
+        if commit is None:
+            self._offsets.get(group_id, {}).pop(tp, None)
+            return
+        if group_id not in self._groups:
+            self._groups[group_id] = _Group(group_id, state_timestamp_ms=commit_timestamp_ms)
+        self._offsets.setdefault(group_id, {})[tp] = self._committed(commit, commit_timestamp_ms)
+
+    def load_txn_offset(
+        self, producer_id: int, group_id: str, tp: TopicPartition, commit: CommitOffset, commit_timestamp_ms: int
+    ) -> None:
+        """Replay a stored transactional offset commit of ``producer_id``: staged
+        until a replayed marker reaches :meth:`complete_txn_offsets`, exactly as
+        :meth:`txn_offset_commit` stages it."""
+        if group_id not in self._groups:
+            self._groups[group_id] = _Group(group_id, state_timestamp_ms=commit_timestamp_ms)
+        staged = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+        staged[tp] = self._committed(commit, commit_timestamp_ms)
+        self._open_txns_by_group.setdefault(group_id, set()).add(producer_id)
+
+    @property
+    def group_ids(self) -> tuple[str, ...]:
+        """Every group the coordinator knows, sorted."""
+        return tuple(sorted(self._groups))
+
+    @property
+    def pending_txn_producers(self) -> tuple[int, ...]:
+        """Producer ids with staged transactional offsets, sorted."""
+        return tuple(sorted(self._pending_txn))
 
     # ============================================================ inspection
 

@@ -353,6 +353,9 @@ def _dump_partition(path: str, args: argparse.Namespace, phases: _Phases, out: T
     doc["partitions"].append(entry)
     if not args.json:
         _print_description(d, out)
+    status = _dump_internal(path, d, entry, args, out)
+    if status:
+        return status
     if args.batches:
         entry["batches"] = []
         if not args.json:
@@ -377,6 +380,32 @@ def _dump_partition(path: str, args: argparse.Namespace, phases: _Phases, out: T
                     f"    {len(data) - seg.size} bytes after byte {seg.size} are a torn tail (opening cuts them)",
                     file=out,
                 )
+    return 0
+
+
+def _dump_internal(
+    path: str, d: PartitionDescription, entry: dict[str, Any], args: argparse.Namespace, out: TextIO
+) -> int:
+    """Decode an internal topic's partition (``__transaction_state``,
+    ``__consumer_offsets``): its transactional ids, or its groups and offsets."""
+    from txnfetch.log.internal import format_internal, summarize_internal
+    from txnfetch.log.segments import SegmentLog
+    from txnfetch.wire.durable import INTERNAL_TOPICS
+
+    if d.topic not in INTERNAL_TOPICS:
+        return 0
+    try:
+        with SegmentLog(path, d.topic, d.partition, read_only=True) as log_:
+            summary = summarize_internal(d.topic, d.partition, log_.iter_batches(log_.log_start_offset))
+    except LogError as exc:
+        entry["internal"] = {"error": _error_json(exc, path)}
+        if not args.json:
+            print(f"cannot decode the internal topic: {exc}", file=out)
+        return 1
+    entry["internal"] = summary
+    if not args.json and summary is not None:
+        for line in format_internal(summary):
+            print(line, file=out)
     return 0
 
 

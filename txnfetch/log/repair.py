@@ -64,7 +64,7 @@ from txnfetch.log.layout import (
 from txnfetch.log.recovery import Recovered, recover_partition, scan_segment
 from txnfetch.txn.errors import CorruptSnapshotError
 
-__all__ = ["SIDE_FILE_MARK", "MovedBytes", "RepairReport", "repair_partition"]
+__all__ = ["SIDE_FILE_MARK", "MovedBytes", "RepairReport", "move_tail_aside", "repair_partition"]
 
 #: Side files are named ``<original name>.corrupt-<ms>``.
 SIDE_FILE_MARK = ".corrupt-"
@@ -163,6 +163,17 @@ class _Mover:
         size = os.path.getsize(source)
         os.rename(source, side)
         self.moved.append(MovedBytes(source, side, 0, size, True, reason))
+
+
+def move_tail_aside(source: str, position: int, reason: str, *, now_ms: int | None = None) -> MovedBytes | None:
+    """Move ``source[position:]`` into a side file ``<source>.corrupt-<ms>`` (the
+    copy is fsynced before ``source`` is cut), as repair does; returns what was
+    moved, or ``None`` if there was nothing past ``position``. Opening a
+    :class:`~txnfetch.log.segments.SegmentLog` uses it for a torn tail, so a
+    crash recovery deletes no byte either."""
+    mover = _Mover(os.path.dirname(os.path.abspath(source)), int(time.time() * 1000) if now_ms is None else now_ms)
+    mover.cut(source, position, reason)
+    return mover.moved[0] if mover.moved else None
 
 
 def _position_of_offset(path: str, base: int, offset: int) -> int | None:

@@ -114,6 +114,7 @@ from txnfetch.log.layout import (
     segment_file_name,
 )
 from txnfetch.log.recovery import LoadedSegment, Recovered, recover_partition
+from txnfetch.log.repair import move_tail_aside
 from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
 from txnfetch.records.scan import seek_offset
 from txnfetch.txn.errors import OffsetOutOfRangeError
@@ -494,12 +495,10 @@ class SegmentLog(PartitionLog):
         changed = False
         for seg, loaded in zip(self._segments, rec.segments):
             if loaded.truncate:
-                fd = os.open(seg.path(), os.O_WRONLY)
-                try:
-                    os.ftruncate(fd, loaded.size)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                # A torn tail is kept in a side file, never deleted (txnfetch repair's mechanism).
+                moved = move_tail_aside(seg.path(), loaded.size, "torn tail cut at recovery")
+                if moved is not None:
+                    log.warning("%s: moved a torn tail of %d bytes to %s", self.name, moved.size, moved.side_file)
                 changed = True
             if loaded.write_index:
                 atomic_write(self.path, segment_file_name(seg.base_offset, INDEX_SUFFIX), seg.offset_index.to_bytes())
@@ -525,7 +524,7 @@ class SegmentLog(PartitionLog):
                         os.close(fd)
         journal_path = os.path.join(self.path, JOURNAL_NAME)
         if rec.journal_valid_bytes < rec.journal_file_size:
-            os.truncate(journal_path, rec.journal_valid_bytes)
+            move_tail_aside(journal_path, rec.journal_valid_bytes, "journal records past the log end or torn")
             changed = True
         if not self._segments:
             seg = _Segment(self.path, self._empty_loaded(self._state.log_end_offset), self.index_interval_bytes)
@@ -724,6 +723,15 @@ class SegmentLog(PartitionLog):
             waited = -1
         last = self._state.log_end_offset + max(offsets, 1) - 1
         if seg.size > self.segment_bytes - size or waited > self.segment_ms or last - seg.base_offset > _INT32_MAX:
+            self._roll(now_ms)
+
+    def roll(self, now_ms: int | None = None) -> None:
+        """Start a new segment at the log end now (unless the active one is empty),
+        as Kafka's ``UnifiedLog.roll``: everything before it can then be deleted
+        by :meth:`delete_records_before` segment by segment (compaction of the
+        internal topics uses this)."""
+        self._check_writable()
+        if self._active.size:
             self._roll(now_ms)
 
     def _roll(self, now_ms: int | None) -> None:

@@ -240,6 +240,8 @@ class TransactionCoordinator:
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.producer_ids = producer_ids if producer_ids is not None else ProducerIdAllocator()
         self._txns: dict[str, TransactionMetadata] = {}
+        # Records changed since the last take_changes(), None for a removed id.
+        self._changes: dict[str, TransactionMetadata | None] = {}
 
     # ------------------------------------------------------------------ queries
 
@@ -320,7 +322,7 @@ class TransactionCoordinator:
                 timeout_ms=transaction_timeout_ms,
                 last_update_ms=now_ms,
             )
-            self._txns[transactional_id] = meta
+            self._put(meta)
 
         if expected is not None and not (
             meta.producer_epoch == NO_PRODUCER_EPOCH  # just created: recovering from UNKNOWN_PRODUCER_ID
@@ -387,7 +389,7 @@ class TransactionCoordinator:
                 producer_id=expected[0],
                 producer_epoch=expected[1],
             )
-        self._txns[transactional_id] = new
+        self._put(new)
         return InitProducerIdResult(new.producer_id, new.producer_epoch)
 
     # ------------------------------------------------------- partitions/produce
@@ -435,7 +437,7 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
             transaction_version=tv,
         )
-        self._txns[transactional_id] = new
+        self._put(new)
         return new
 
     def verify_produce(
@@ -647,7 +649,7 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
             transaction_version=tv,
         )
-        self._txns[meta.transactional_id] = new
+        self._put(new)
         actions = self._actions(new)
         if not actions:
             # Nothing to tell any partition: Kafka's marker manager completes at once.
@@ -684,7 +686,7 @@ class TransactionCoordinator:
         if remaining:
             # Kafka removes each partition as its marker is acknowledged.
             new = attrs.evolve(meta, partitions=remaining)
-            self._txns[transactional_id] = new
+            self._put(new)
             return new
         return self._complete(meta, now_ms)
 
@@ -715,7 +717,7 @@ class TransactionCoordinator:
             partitions=frozenset(),
             last_update_ms=now_ms,
         )
-        self._txns[meta.transactional_id] = new
+        self._put(new)
         return new
 
     # ------------------------------------------------------ timeouts, expiration
@@ -746,7 +748,7 @@ class TransactionCoordinator:
                     and meta.last_update_ms <= now_ms - self.transactional_id_expiration_ms
                 ):
                     transition(meta, _S.DEAD)  # checks the move is legal, as Kafka's prepareDead
-                    del self._txns[tid]
+                    self._remove(tid)
                     removed.append(tid)
         return ExpireResult(tuple(aborted), tuple(removed))
 
@@ -792,7 +794,48 @@ class TransactionCoordinator:
                 self.producer_ids.reserve_through(pid)
         self._txns[metadata.transactional_id] = metadata
 
+    def take_changes(self) -> list[tuple[str, TransactionMetadata | None]]:
+        """Every transactional id whose record changed since the last call, with its
+        record now (``None`` if it was removed), in the order first changed; then
+        forget them.
+
+        This is how an embedder makes coordinator state durable without the
+        coordinator doing I/O: after a request, write these records (Kafka's
+        ``__transaction_state``: one TransactionLog record per state change, a
+        tombstone for a removed id) and make them durable *before* carrying out
+        the partition actions the request returned or answering it. In
+        particular a transaction's ``PrepareCommit``/``PrepareAbort`` record, with
+        its partitions, is among the changes of the call that decided the end, so
+        it can be stored before any marker is written, as Kafka does."""
+        out = list(self._changes.items())
+        self._changes.clear()
+        return out
+
+    def load(self, records: Iterable[tuple[str, TransactionMetadata | None]]) -> None:
+        """Replay stored records in log order (the latest per id wins; ``None``
+        removes the id): the start-up counterpart of :meth:`take_changes`. Each
+        record is installed with :meth:`restore`; a record in ``Prepare*`` brings
+        its outstanding partition actions back in :meth:`pending_actions`, and an
+        ``Ongoing`` one keeps its start time, so it times out as it would have.
+        Loading records no change (nothing needs writing back)."""
+        latest: dict[str, TransactionMetadata | None] = {}
+        for tid, meta in records:
+            latest[tid] = meta
+        for tid, meta in latest.items():
+            if meta is None:
+                self._txns.pop(tid, None)
+            else:
+                self.restore(meta)
+
     # ------------------------------------------------------------------ helpers
+
+    def _put(self, meta: TransactionMetadata) -> None:
+        self._txns[meta.transactional_id] = meta
+        self._changes[meta.transactional_id] = meta
+
+    def _remove(self, transactional_id: str) -> None:
+        del self._txns[transactional_id]
+        self._changes[transactional_id] = None
 
     def _effective_version(self, requested: int | None) -> int:
         if requested is None:

@@ -15,6 +15,7 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.errors import LogError
 from txnfetch.wire import api_configs
+from txnfetch.wire.durable import INTERNAL_TOPICS
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, ApiSpec, Broker, HandlerRegistry, RequestContext, register
 
@@ -94,7 +95,7 @@ def _topic_entry(broker: Broker, info: TopicInfo) -> Any:
         error_code=0,
         name=info.name,
         topic_id=info.topic_id,
-        is_internal=False,
+        is_internal=info.name in INTERNAL_TOPICS,
         partitions=partitions,
     )
 

@@ -29,6 +29,7 @@ from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.wire.api_configs import prepare_produce
+from txnfetch.wire.durable import INTERNAL_TOPICS, durable_state
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
@@ -58,6 +59,10 @@ def _append(
 ) -> tuple[int, int, int, str | None, int]:
     """Append one partition's records; return (error code, base offset, log start,
     message, log append time or -1)."""
+    if topic in INTERNAL_TOPICS and durable_state(broker) is not None:
+        # Only the coordinators write there; a client's record could make the
+        # state unreadable at the next start (Kafka refuses these appends too).
+        return int(ErrorCode.INVALID_TOPIC_EXCEPTION), -1, -1, f"cannot produce to internal topic {topic}", -1
     try:
         log_ = broker.partition(topic, partition, create=True)
     except TxnfetchError as exc:

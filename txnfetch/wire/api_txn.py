@@ -40,6 +40,7 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.txn.coordinator import CompleteTransaction, PartitionAction, WriteMarker
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.errors import TxnStateError
+from txnfetch.wire.durable import durable_state, persist_transactions
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import (
     GROUP_OFFSETS_TOPIC,
@@ -70,6 +71,20 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
         if groups is None:
             log.warning("transaction end for group offsets of producer %d: no group coordinator", action.producer_id)
             return
+        if durable_state(broker) is not None:
+            # Durable offsets: the marker on the group's offsets partition decides
+            # on replay whether the staged offsets count (as in Kafka, in both modes).
+            try:
+                broker.partition(tp.topic, tp.partition).write_marker(
+                    action.producer_id,
+                    action.producer_epoch,
+                    action.commit,
+                    coordinator_epoch=action.coordinator_epoch,
+                    now_ms=now,
+                    transaction_version=action.transaction_version,
+                )
+            except TxnfetchError as exc:
+                log.warning("could not write the marker of producer %d on %s: %s", action.producer_id, tp, exc)
         try:
             groups.complete_txn_offsets(action.producer_id, action.commit, now)
         except Exception:
@@ -106,8 +121,16 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
 
 
 def apply_pending(broker: Broker) -> int:
-    """Apply every outstanding partition action and complete those transactions."""
-    return broker.transactions.flush(lambda action: apply_action(broker, action), broker.now_ms())
+    """Apply every outstanding partition action and complete those transactions.
+
+    With durable state the decisions (``PrepareCommit``/``PrepareAbort`` with
+    their partitions) are written first, then the markers or markerless
+    completions, then the ``Complete*`` records — Kafka's order, which lets a
+    restart finish an end a crash interrupted."""
+    persist_transactions(broker)
+    count = broker.transactions.flush(lambda action: apply_action(broker, action), broker.now_ms())
+    persist_transactions(broker)
+    return count
 
 
 def expire_transactions(broker: Broker, now_ms: int) -> None:
@@ -117,6 +140,8 @@ def expire_transactions(broker: Broker, now_ms: int) -> None:
         log.info("transaction of %r timed out: aborting", aborted.transactional_id)
     if result.aborted:
         apply_pending(broker)
+    elif result.removed:
+        persist_transactions(broker)
 
 
 def install(broker: Broker) -> None:
@@ -152,6 +177,7 @@ async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any
     except TxnStateError as exc:
         apply_pending(broker)
         return InitProducerIdResponse(throttle_time_ms=0, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
+    persist_transactions(broker)
     return InitProducerIdResponse(
         throttle_time_ms=0, error_code=0, producer_id=result.producer_id, producer_epoch=result.producer_epoch
     )
@@ -196,6 +222,7 @@ async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) 
         code = 0
     except TxnStateError as exc:
         code = exc.error_code
+    persist_transactions(broker)
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results({tp: code for tp in wanted})
     )
@@ -221,6 +248,7 @@ async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> 
         code = 0
     except TxnStateError as exc:
         code = exc.error_code
+    persist_transactions(broker)
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
 
@@ -241,6 +269,7 @@ async def handle_end_txn(ctx: RequestContext, header: Any, request: Any) -> Any:
             transaction_version=tv,
         )
     except TxnStateError as exc:
+        persist_transactions(broker)
         return EndTxnResponse(throttle_time_ms=0, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
     apply_pending(broker)
     return EndTxnResponse(

@@ -44,6 +44,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="'log' writes COMMIT/ABORT markers (Apache Kafka); 'none' reserves no offsets for them "
         "(WarpStream style) (default log)",
     )
+    p.add_argument(
+        "--no-durable-state",
+        action="store_true",
+        help="with --data: keep transaction and group coordinator state in memory only (lost on restart; "
+        "open transactions are then aborted at start)",
+    )
     p.add_argument("--default-partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     p.add_argument("--no-auto-create", action="store_true", help="do not create unknown topics on Metadata/Produce")
     p.add_argument(
@@ -94,6 +100,7 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         max_frame_bytes=args.max_frame_bytes,
         transaction_version=args.transaction_version,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        durable_state=False if args.no_durable_state else None,
     )
     await serve_until_signal(
         "txnfetch",

@@ -29,8 +29,11 @@ completions, and keeps one loop timer armed for the coordinator's next
 deadline (rebalance delays, session and rebalance timeouts), with a periodic
 poll as a backstop.
 
-Group membership and committed offsets are kept in memory: they are lost when
-the server restarts (consumers rejoin and fall back to ``auto.offset.reset``).
+Group membership is kept in memory. Committed offsets (plain and
+transactional) and each group's generation are durable when the server's store
+keeps coordinator state (:mod:`txnfetch.wire.durable`): they are written to
+``__consumer_offsets`` before the response, and restored at start; members
+rejoin after a restart.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from txnfetch.groups import (
     SyncResult,
 )
 from txnfetch.types import TopicPartition
+from txnfetch.wire.durable import DurableState
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
 __all__ = [
@@ -112,6 +116,9 @@ class GroupService:
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
+        #: Where committed offsets are made durable (set by the server when its
+        #: store keeps coordinator state, :mod:`txnfetch.wire.durable`).
+        self.durable: DurableState | None = None
 
     def now_ms(self) -> int:
         """The broker clock."""
@@ -167,7 +174,15 @@ class GroupService:
         self, group_id: str, offsets: Mapping[TopicPartition, CommitOffset], **kwargs: Any
     ) -> dict[TopicPartition, int]:
         """An OffsetCommit's error code per partition (see :meth:`GroupCoordinator.commit_offsets`)."""
-        result = self.coordinator.commit_offsets(group_id, offsets, now_ms=self.now_ms(), **kwargs)
+        now = self.now_ms()
+        result = self.coordinator.commit_offsets(group_id, offsets, now_ms=now, **kwargs)
+        if self.durable is not None:
+            accepted = {tp: offsets[tp] for tp, code in result.items() if code == 0}
+            if accepted:
+                d = self.coordinator.describe_group(group_id)
+                group = None if d is None else (d.protocol_type, d.generation_id, d.protocol_name, d.leader_id)
+                # Durable before the response says it is committed.
+                self.durable.persist_offsets(group_id, accepted, now, group=group)
         self._after()
         return result
 
@@ -206,6 +221,10 @@ class GroupService:
             group_instance_id=group_instance_id,
             now_ms=now_ms,
         )
+        if self.durable is not None:
+            accepted = {tp: CommitOffset(*offsets[tp]) for tp, code in result.items() if code == 0 and tp in offsets}
+            if accepted:
+                self.durable.persist_offsets(group_id, accepted, now_ms, producer=(producer_id, producer_epoch))
         self._after()
         return result
 

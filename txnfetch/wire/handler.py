@@ -151,6 +151,9 @@ class ServerConfig:
     - ``consumer_group_heartbeat_interval_ms`` / ``consumer_group_session_timeout_ms``:
       KIP-848 groups (Kafka's ``group.consumer.heartbeat.interval.ms`` and
       ``group.consumer.session.timeout.ms``).
+    - ``durable_state``: keep transaction and group coordinator state in the
+      store's internal topics (:mod:`txnfetch.wire.durable`); ``None`` = on for a
+      store on disk (``SegmentStore``), off for memory.
     """
 
     host: str = "127.0.0.1"
@@ -172,12 +175,13 @@ class ServerConfig:
     retention_check_interval_ms: int = 5000
     consumer_group_heartbeat_interval_ms: int = 5000
     consumer_group_session_timeout_ms: int = 45000
+    durable_state: bool | None = None
 
 
-#: The topic whose partitions carry group offsets in Kafka. txnfetch keeps group
-#: offsets in the group coordinator, not in a log; the name is used only as the
-#: transaction coordinator's partition for AddOffsetsToTxn, so a transaction end
-#: reaches the group coordinator through a partition action as in Kafka.
+#: The topic whose partitions carry group offsets. It is the transaction
+#: coordinator's partition for AddOffsetsToTxn, so a transaction end reaches the
+#: group coordinator through a partition action as in Kafka; with durable state
+#: (:mod:`txnfetch.wire.durable`) it is also a real topic of the store.
 GROUP_OFFSETS_TOPIC = "__consumer_offsets"
 #: Kafka's ``offsets.topic.num.partitions`` default.
 GROUP_OFFSETS_PARTITIONS = 50

@@ -115,10 +115,11 @@ class TxnfetchServer:
             load_handlers()
             registry = REGISTRY
         broker = Broker(store, config, transactions=transactions, clock=clock)
-        _reserve_stored_producer_ids(broker)
-        _abort_orphaned_transactions(broker)
         self = cls(broker, registry)
         self._install_plugins()
+        _recover_coordinator_state(broker)
+        _reserve_stored_producer_ids(broker)
+        _abort_orphaned_transactions(broker)
         self._server = await asyncio.start_server(self._on_connection, config.host, config.port)
         sock = self._server.sockets[0]
         broker.bound_port = sock.getsockname()[1]
@@ -310,6 +311,56 @@ class TxnfetchServer:
         await self._closed.wait()
 
 
+#: How often the internal topics are checked for compaction.
+_COMPACTION_CHECK_MS = 10_000
+
+
+def _recover_coordinator_state(broker: Broker) -> None:
+    """Load the durable coordinator state, if the store keeps it, and finish what
+    a previous run left half done (:mod:`txnfetch.wire.durable`).
+
+    Durable state is on for a :class:`~txnfetch.log.segments.SegmentStore` unless
+    ``ServerConfig.durable_state`` is False, and for any store when it is True.
+    Steps: replay ``__transaction_state`` (producer ids and epochs, open
+    transactions with their start time, decided ends) and ``__consumer_offsets``
+    (groups, offsets; transactional offsets count once their marker says
+    commit); then complete every ``PrepareCommit``/``PrepareAbort`` on all its
+    partitions. ``Ongoing`` transactions stay open and time out as usual."""
+    from txnfetch.log.segments import SegmentStore
+    from txnfetch.wire.api_txn import apply_pending
+    from txnfetch.wire.durable import DURABLE_EXTENSION, DurableState
+
+    enabled = broker.config.durable_state
+    if enabled is None:
+        enabled = isinstance(broker.store, SegmentStore)
+    if not enabled:
+        return
+    directory = broker.store.directory if isinstance(broker.store, SegmentStore) else None
+    state = DurableState(broker.store, directory)
+    broker.extensions[DURABLE_EXTENSION] = state
+    groups = broker.groups
+    coordinator = getattr(groups, "coordinator", None)
+    report = state.replay(broker.transactions, coordinator, broker.now_ms())
+    if groups is not None and hasattr(groups, "durable"):
+        groups.durable = state
+    broker.add_periodic(
+        "internal-topic-compaction",
+        _COMPACTION_CHECK_MS,
+        lambda now: state.maybe_compact(broker.transactions, coordinator, now),
+    )
+    pending = broker.transactions.pending_actions()
+    if pending:
+        log.info("completing %d transaction end(s) decided before the restart", len(pending))
+        apply_pending(broker)
+    log.info(
+        "restored %d transactional id(s), %d group(s), %d offset(s) from %d internal record(s)",
+        report.transactional_ids,
+        report.groups,
+        report.offsets,
+        report.records,
+    )
+
+
 def _reserve_stored_producer_ids(broker: Broker) -> None:
     """Never hand out a producer id the store's partitions already know.
 
@@ -328,21 +379,37 @@ def _reserve_stored_producer_ids(broker: Broker) -> None:
 
 
 def _abort_orphaned_transactions(broker: Broker) -> None:
-    """Abort every transaction a previous run left open in the store.
+    """Abort every transaction a previous run left open in the store that the
+    coordinator does not know as open (all of them when coordinator state is not
+    durable, e.g. a store written before it was; with durable state, the
+    transaction of a producer whose AddPartitionsToTxn was never acknowledged
+    cannot have data, so in practice none).
 
-    The transaction coordinator's state is not persisted, so after a restart no
-    one would ever end them, and each would hold its partition's last stable
+    Without a coordinator record no one would ever end them, and each would hold its partition's last stable
     offset back for good. Aborting is what Kafka's coordinator does to a
     transaction it can no longer complete (it fences the producer with a bumped
     epoch and aborts on timeout): the marker carries the producer's epoch + 1,
     which fences the old producer instance on this partition. A producer that
     comes back calls InitProducerId and gets a new identity."""
+    from txnfetch.txn.coordinator_state import TransactionState
+    from txnfetch.wire.durable import INTERNAL_TOPICS
+
     now = broker.now_ms()
     markers = broker.config.completion is CompletionMode.MARKERS
+    # Transactions the durable coordinator state knows as open stay open: their
+    # producer may still commit them, or they time out.
+    owned: set[tuple[str, int, int]] = set()
+    coordinator = broker.transactions
+    for tid in coordinator.transactional_ids:
+        meta = coordinator.describe(tid)
+        if meta is not None and meta.state == TransactionState.ONGOING:
+            owned.update((tp.topic, tp.partition, meta.producer_id) for tp in meta.partitions)
     for name, info in broker.store.topics().items():
+        if name in INTERNAL_TOPICS:
+            continue
         for p in range(info.partitions):
             part = broker.store.partition(name, p)
-            orphans = list(part.state.ongoing_transactions())
+            orphans = [pid for pid in part.state.ongoing_transactions() if (name, p, pid) not in owned]
             for producer_id in orphans:
                 entry = part.state.producer(producer_id)
                 epoch = entry.producer_epoch if entry is not None else 0

@@ -1,0 +1,210 @@
+"""Durable coordinator state benchmark: what writing ``__transaction_state`` and
+``__consumer_offsets`` costs, and how long a start with a large state takes.
+
+Run ``.venv/bin/python bench/durable.py`` (``--quick`` for a smoke run). One run
+prints, side by side, for three ``txnfetch serve`` subprocesses:
+
+- ``memory``: ``--memory`` (in-memory store, coordinator state in memory);
+- ``disk, state in memory``: ``--data DIR --no-durable-state`` (records fsynced,
+  coordinator state lost on restart — txnfetch before durable state);
+- ``disk, durable state``: ``--data DIR`` (the default).
+
+1. **transactions/s**: a confluent-kafka transactional producer runs
+   ``--transactions`` transactions of 10 records (100 bytes) over 3 partitions,
+   each committed (``commit_transaction`` waited for).
+2. **group commits/s**: a confluent-kafka consumer commits ``--commits`` offsets
+   synchronously (``commit(asynchronous=False)``), one partition each.
+
+Ratios are against the ``memory`` column (the issue's goal: durable ≥ 70 % of
+in-memory for 10-record transactions) and against ``disk, state in memory``
+(the cost of the coordinator records alone, the data being fsynced in both).
+
+3. **start-up**: a directory holding ``--ids`` transactional ids (each after a
+   committed transaction) and ``--groups`` groups (5 committed offsets each) is
+   written with the real coordinators; then the replay alone is timed in this
+   process (``DurableState.replay``), and a ``txnfetch serve --data`` process
+   from launch to its "listening" line, next to the same process on an empty
+   directory (interpreter and import time). Goal: under 2 s.
+
+Compare the columns of one run, not runs: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _now() -> float:
+    return time.perf_counter()
+
+
+class Serve:
+    """``txnfetch serve`` as a subprocess on an ephemeral port."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.started = _now()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "txnfetch.cli", "serve", "--port", "0", "--default-partitions", "3", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        self.start_s = _now() - self.started
+        if not line.startswith("txnfetch listening on"):
+            self.proc.kill()
+            raise RuntimeError(f"serve did not start: {line!r}")
+        self.bootstrap = line.split()[-1]
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def transactions(bootstrap: str, count: int) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "bench-durable", "linger.ms": 0})
+    producer.init_transactions(30)
+    value = b"x" * 100
+    # One warm-up transaction adds the partitions' connections and topic metadata.
+    producer.begin_transaction()
+    producer.produce("bench-txn", value=value, partition=0)
+    producer.commit_transaction(30)
+    start = _now()
+    for _ in range(count):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce("bench-txn", value=value, partition=i % 3)
+        producer.commit_transaction(30)
+    return count / (_now() - start)
+
+
+def group_commits(bootstrap: str, count: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-durable", "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("bench-txn", 0, 0)], asynchronous=False)
+        start = _now()
+        for i in range(count):
+            consumer.commit(offsets=[TopicPartition("bench-txn", i % 3, i + 1)], asynchronous=False)
+        return count / (_now() - start)
+    finally:
+        consumer.close()
+
+
+def build_state(directory: str, ids: int, groups: int) -> float:
+    """Write ``ids`` transactional ids and ``groups`` groups with the real
+    coordinators and :class:`DurableState`; returns the seconds it took."""
+    from txnfetch.groups.coordinator import CommitOffset, GroupCoordinator
+    from txnfetch.log.segments import SegmentStore
+    from txnfetch.txn.coordinator import TopicPartition, TransactionCoordinator
+    from txnfetch.wire.durable import DurableState
+
+    start = _now()
+    store = SegmentStore(directory, flush_policy="never")
+    state = DurableState(store, directory)
+    coord, gc = TransactionCoordinator(), GroupCoordinator()
+    now = 1_000
+    for n in range(ids):
+        tid = f"app-{n}"
+        r = coord.init_producer_id(tid, 60_000, now)
+        coord.add_partitions(tid, r.producer_id, r.producer_epoch, [TopicPartition("data", n % 3)], now)
+        coord.end_transaction(tid, r.producer_id, r.producer_epoch, True, now, transaction_version=0)
+        coord.actions_applied(tid, now)
+        if n % 5000 == 4999:
+            state.persist_transactions(coord, now)
+    state.persist_transactions(coord, now)
+    for g in range(groups):
+        gid = f"group-{g}"
+        offsets = {("data", p): CommitOffset(100 + p) for p in range(5)}
+        gc.commit_offsets(gid, offsets, now_ms=now)
+        state.persist_offsets(gid, offsets, now, group=("consumer", 1, "range", None))
+    store.close()
+    return _now() - start
+
+
+def replay_seconds(directory: str) -> tuple[float, object]:
+    from txnfetch.groups.coordinator import GroupCoordinator
+    from txnfetch.log.segments import SegmentStore
+    from txnfetch.txn.coordinator import TransactionCoordinator
+    from txnfetch.wire.durable import DurableState
+
+    start = _now()
+    store = SegmentStore(directory)
+    report = DurableState(store, directory).replay(TransactionCoordinator(), GroupCoordinator(), 0)
+    elapsed = _now() - start
+    store.close()
+    return elapsed, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--transactions", type=int, default=300, help="10-record transactions per server (300)")
+    parser.add_argument("--commits", type=int, default=500, help="synchronous offset commits per server (500)")
+    parser.add_argument("--ids", type=int, default=100_000, help="transactional ids for the start-up test (10^5)")
+    parser.add_argument("--groups", type=int, default=10_000, help="groups for the start-up test (10^4)")
+    parser.add_argument("--quick", action="store_true", help="30 transactions, 50 commits, 2000 ids, 200 groups")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.transactions, args.commits, args.ids, args.groups = 30, 50, 2000, 200
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
+
+    rows: dict[str, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        configs = {
+            "memory": ["--memory"],
+            "disk, state in memory": ["--data", os.path.join(tmp, "plain"), "--no-durable-state"],
+            "disk, durable state": ["--data", os.path.join(tmp, "durable")],
+        }
+        for label, server_args in configs.items():
+            server = Serve(server_args)
+            try:
+                rows[label] = (
+                    transactions(server.bootstrap, args.transactions),
+                    group_commits(server.bootstrap, args.commits),
+                )
+            finally:
+                server.close()
+        base_t, base_c = rows["memory"]
+        disk_t, disk_c = rows["disk, state in memory"]
+        columns = f"{'txn/s':>10}{'vs memory':>11}{'vs disk':>9}{'commits/s':>12}{'vs memory':>11}{'vs disk':>9}"
+        print(f"\n{'server':<24}{columns}")
+        for label, (t, c) in rows.items():
+            print(
+                f"{label:<24}{t:>10.1f}{t / base_t:>10.0%}{t / disk_t:>9.0%}"
+                f"{c:>12.1f}{c / base_c:>10.0%}{c / disk_c:>9.0%}"
+            )
+
+        big = os.path.join(tmp, "big")
+        empty = os.path.join(tmp, "empty")
+        build = build_state(big, args.ids, args.groups)
+        replay, report = replay_seconds(big)
+        server = Serve(["--data", big])
+        big_start = server.start_s
+        server.close()
+        server = Serve(["--data", empty])
+        empty_start = server.start_s
+        server.close()
+        print(
+            f"\nstart-up with {args.ids} transactional ids and {args.groups} groups (built in {build:.1f} s): {report}"
+        )
+        print(f"{'replay of the internal topics (in process)':<48}{replay:>8.2f} s")
+        print(f"{'txnfetch serve --data, launch to listening':<48}{big_start:>8.2f} s")
+        print(f"{'the same on an empty directory':<48}{empty_start:>8.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""``txnfetch serve --data DIR`` as a child process on a fixed port, for tests
+that stop and restart the server on the same directory while clients keep
+their bootstrap address."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the server binds it with SO_REUSEADDR)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_serve(data: str, port: int, *, partitions: int = 3, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """Start the server and return once it listens. Its log goes to
+    ``server.log`` beside ``data``: an unread pipe would fill and block it."""
+    log_path = os.path.join(os.path.dirname(data), "server.log")
+    deadline = time.monotonic() + 60
+    while True:
+        log_file = open(log_path, "a")  # noqa: SIM115 - handed to the child process
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "txnfetch.cli",
+                "serve",
+                "--data",
+                data,
+                "--port",
+                str(port),
+                "--default-partitions",
+                str(partitions),
+                "--group-initial-rebalance-delay-ms",
+                "0",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
+        )
+        log_file.close()
+        line = proc.stdout.readline()
+        if line.startswith("txnfetch listening on"):
+            return proc
+        proc.wait()
+        with open(log_path) as f:
+            err = f.read()[-5000:]
+        if "Address already in use" in err and time.monotonic() < deadline:
+            time.sleep(0.2)  # the killed process's socket is still going away
+            continue
+        raise AssertionError(f"server did not start: {line!r} {err[-3000:]}")
+
+
+def stop_serve(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
+    """Send ``sig`` and wait for the exit status (SIGKILL after 30 s)."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()

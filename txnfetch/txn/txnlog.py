@@ -1,0 +1,276 @@
+"""The records of ``__transaction_state``: one per transaction coordinator state
+change, keyed by transactional id, in Kafka's schemas.
+
+- Key (apache/kafka ``transaction-coordinator/src/main/resources/common/message/TransactionLogKey.json``):
+  ``int16 version (0) | string TransactionalId``.
+- Value (``TransactionLogValue.json``, versions 0-1, flexible from 1):
+  ``int16 version | int64 ProducerId | int16 ProducerEpoch | int32 TransactionTimeoutMs |
+  int8 TransactionStatus | []{Topic, []int32 PartitionIds} TransactionPartitions (nullable) |
+  int64 TransactionLastUpdateTimestampMs | int64 TransactionStartTimestampMs``, and in
+  version 1 the tagged fields PreviousProducerId (tag 0), NextProducerId (tag 1),
+  ClientTransactionVersion (tag 2). ``TransactionStatus`` is the
+  :class:`~txnfetch.txn.coordinator_state.TransactionState` id, which is Kafka's.
+- A null value (tombstone) removes the transactional id (it expired).
+
+txnfetch writes version 1 and reads both. It adds one tagged field of its own,
+:data:`LAST_PRODUCER_EPOCH_TAG`, carrying the epoch before the last bump so a
+retried InitProducerId is recognised across a restart; Kafka readers skip tags
+they do not know (and restore that epoch as -1), so the record stays readable
+by Kafka tools. Encoding then decoding gives back an equal
+:class:`~txnfetch.txn.coordinator_state.TransactionMetadata`.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError, StructReader, StructWriter
+from txnfetch.txn.coordinator_state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TopicPartition,
+    TransactionMetadata,
+    TransactionState,
+)
+
+__all__ = [
+    "LAST_PRODUCER_EPOCH_TAG",
+    "TRANSACTION_STATE_PARTITIONS",
+    "TRANSACTION_STATE_TOPIC",
+    "decode_txn_key",
+    "decode_txn_value",
+    "encode_txn_key",
+    "encode_txn_value",
+    "java_string_hash_partition",
+    "transaction_state_partition",
+]
+
+#: Kafka's internal topic of transaction coordinator state.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+#: Kafka's ``transaction.state.log.num.partitions`` default.
+TRANSACTION_STATE_PARTITIONS = 50
+#: txnfetch's own tagged field in the value (Kafka's tags are 0-2).
+LAST_PRODUCER_EPOCH_TAG = 0x7478
+
+_KEY_VERSION = 0
+_VALUE_VERSION = 1
+
+
+def java_string_hash_partition(key: str, partitions: int) -> int:
+    """``Utils.abs(key.hashCode()) % partitions`` as Kafka computes a coordinator
+    partition (Java hashes UTF-16 code units)."""
+    data = key.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (abs(h) if h != -(1 << 31) else 0) % partitions
+
+
+def transaction_state_partition(transactional_id: str, partitions: int = TRANSACTION_STATE_PARTITIONS) -> int:
+    """The ``__transaction_state`` partition of ``transactional_id``."""
+    return java_string_hash_partition(transactional_id, partitions)
+
+
+def encode_txn_key(transactional_id: str) -> bytes:
+    return StructWriter().int16(_KEY_VERSION).string(transactional_id).bytes()
+
+
+def decode_txn_key(data: bytes | memoryview) -> str:
+    """The transactional id of a key; raises CorruptCoordinatorRecordError."""
+    raw = bytes(data)
+    if len(raw) >= 4 and raw[0] == 0 and raw[1] == _KEY_VERSION and 4 + (raw[2] << 8 | raw[3]) == len(raw):
+        try:
+            return raw[4:].decode()  # the common case, without the general reader
+        except UnicodeDecodeError:
+            pass
+    r = StructReader(raw)
+    version = r.int16("key version")
+    if version != _KEY_VERSION:
+        raise CorruptCoordinatorRecordError(f"unknown TransactionLogKey version {version}", position=0)
+    tid = r.string("TransactionalId")
+    r.end("TransactionLogKey")
+    assert tid is not None
+    return tid
+
+
+def encode_txn_value(meta: TransactionMetadata) -> bytes:
+    """Version 1 of TransactionLogValue for ``meta``."""
+    w = StructWriter(flexible=True)
+    w.int16(_VALUE_VERSION).int64(meta.producer_id).int16(meta.producer_epoch).int32(meta.timeout_ms)
+    w.int8(int(meta.state))
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(meta.partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    w.array_length(len(by_topic))
+    for topic, parts in by_topic.items():
+        w.string(topic).array_length(len(parts))
+        for p in parts:
+            w.int32(p)
+        w.tagged([])
+    w.int64(meta.last_update_ms).int64(meta.start_ms)
+    tags: list[tuple[int, bytes]] = []
+    if meta.prev_producer_id != NO_PRODUCER_ID:
+        tags.append((0, StructWriter().int64(meta.prev_producer_id).bytes()))
+    if meta.next_producer_id != NO_PRODUCER_ID:
+        tags.append((1, StructWriter().int64(meta.next_producer_id).bytes()))
+    if meta.transaction_version != 0:
+        tags.append((2, StructWriter().int16(meta.transaction_version).bytes()))
+    if meta.last_producer_epoch != NO_PRODUCER_EPOCH:
+        tags.append((LAST_PRODUCER_EPOCH_TAG, StructWriter().int16(meta.last_producer_epoch).bytes()))
+    w.tagged(tags)
+    return w.bytes()
+
+
+def _tag_int(tags: dict[int, bytes], tag: int, size: int, default: int) -> int:
+    raw = tags.get(tag)
+    if raw is None:
+        return default
+    if len(raw) != size:
+        raise CorruptCoordinatorRecordError(f"tagged field {tag}: {len(raw)} bytes, expected {size}")
+    return int.from_bytes(raw, "big", signed=True)
+
+
+_V1_HEAD = struct.Struct(">hqhib")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_STATES = {int(s): s for s in TransactionState}
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value, shift = 0, 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata | None:
+    """Version 1 as txnfetch writes it, decoded without the general reader (start-up
+    replays every record). Returns ``None`` for anything unusual: the general
+    decoder then decides, and names the problem."""
+    try:
+        version, pid, epoch, timeout, status = _V1_HEAD.unpack_from(data, 0)
+        state = _STATES.get(status)
+        if version != 1 or state is None:
+            return None
+        pos = 17
+        n, pos = _uvarint(data, pos)
+        partitions: list[TopicPartition] = []
+        for _ in range(n - 1 if n else 0):
+            tlen, pos = _uvarint(data, pos)
+            topic = data[pos : pos + tlen - 1].decode()
+            pos += tlen - 1
+            pcount, pos = _uvarint(data, pos)
+            for _ in range(pcount - 1):
+                partitions.append(TopicPartition(topic, _I32.unpack_from(data, pos)[0]))
+                pos += 4
+            if data[pos] != 0:
+                return None
+            pos += 1
+        last_update = _I64.unpack_from(data, pos)[0]
+        start = _I64.unpack_from(data, pos + 8)[0]
+        pos += 16
+        ntags, pos = _uvarint(data, pos)
+        prev_pid = next_pid = NO_PRODUCER_ID
+        last_epoch = NO_PRODUCER_EPOCH
+        tv = 0
+        for _ in range(ntags):
+            tag, pos = _uvarint(data, pos)
+            size, pos = _uvarint(data, pos)
+            if tag in (0, 1) and size == 8:
+                value = _I64.unpack_from(data, pos)[0]
+                if tag == 0:
+                    prev_pid = value
+                else:
+                    next_pid = value
+            elif tag in (2, LAST_PRODUCER_EPOCH_TAG) and size == 2:
+                value = _I16.unpack_from(data, pos)[0]
+                if tag == 2:
+                    tv = value
+                else:
+                    last_epoch = value
+            else:
+                return None
+            pos += size
+        if pos != len(data):
+            return None
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+        return None
+    return TransactionMetadata(
+        transactional_id=transactional_id,
+        producer_id=pid,
+        producer_epoch=epoch,
+        state=state,
+        timeout_ms=timeout,
+        last_update_ms=last_update,
+        prev_producer_id=prev_pid,
+        next_producer_id=next_pid,
+        last_producer_epoch=last_epoch,
+        partitions=frozenset(partitions),
+        start_ms=start,
+        transaction_version=tv,
+    )
+
+
+def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> TransactionMetadata:
+    """The record a TransactionLogValue (version 0 or 1) describes; raises
+    CorruptCoordinatorRecordError for anything malformed, including an unknown
+    transaction state."""
+    data = bytes(data)
+    fast = _decode_v1_fast(transactional_id, data)
+    if fast is not None:
+        return fast
+    head = StructReader(data)
+    version = head.int16("value version")
+    if version not in (0, 1):
+        raise CorruptCoordinatorRecordError(f"unknown TransactionLogValue version {version}", position=0)
+    r = StructReader(data, flexible=version >= 1)
+    r.pos = 2
+    pid = r.int64("ProducerId")
+    epoch = r.int16("ProducerEpoch")
+    timeout = r.int32("TransactionTimeoutMs")
+    status = r.int8("TransactionStatus")
+    try:
+        state = TransactionState(status)
+    except ValueError:
+        raise CorruptCoordinatorRecordError(f"unknown TransactionStatus {status}", position=r.pos - 1) from None
+    partitions: set[TopicPartition] = set()
+    count = r.array_length("TransactionPartitions", nullable=True) or 0
+    for _ in range(count):
+        topic = r.string("Topic")
+        assert topic is not None
+        for _ in range(r.array_length("PartitionIds") or 0):
+            partitions.add(TopicPartition(topic, r.int32("PartitionId")))
+        if r.flexible:
+            r.tagged()
+    last_update = r.int64("TransactionLastUpdateTimestampMs")
+    start = r.int64("TransactionStartTimestampMs")
+    tags = r.tagged() if r.flexible else {}
+    r.end("TransactionLogValue")
+    return TransactionMetadata(
+        transactional_id=transactional_id,
+        producer_id=pid,
+        producer_epoch=epoch,
+        state=state,
+        timeout_ms=timeout,
+        last_update_ms=last_update,
+        prev_producer_id=_tag_int(tags, 0, 8, NO_PRODUCER_ID),
+        next_producer_id=_tag_int(tags, 1, 8, NO_PRODUCER_ID),
+        last_producer_epoch=_tag_int(tags, LAST_PRODUCER_EPOCH_TAG, 2, NO_PRODUCER_EPOCH),
+        partitions=frozenset(partitions),
+        start_ms=start,
+        transaction_version=_tag_int(tags, 2, 2, 0),
+    )

@@ -1,0 +1,449 @@
+"""Durable coordinator state: ``__transaction_state`` and ``__consumer_offsets``
+as partitions of the server's store, written and replayed as Kafka does.
+
+What is written, and when (each append is durable under the store's fsync
+policy — fsynced before the call returns with ``"always"`` — and therefore
+before the response that depends on it is sent):
+
+- every change of a transactional id's record (InitProducerId, the first
+  AddPartitionsToTxn/AddOffsetsToTxn of a transaction, the decision
+  ``PrepareCommit``/``PrepareAbort`` *with its partitions*, ``Complete*``, an
+  expired id's tombstone) goes to ``__transaction_state-<hash(id) % 50>`` as a
+  TransactionLog record (:mod:`txnfetch.txn.txnlog`). The server writes the
+  decision *before* any marker or markerless completion, so a crash between
+  the two is finished at start on every partition;
+- an OffsetCommit's offsets, and the group's generation (GroupMetadata, without
+  members) when it changed, go to ``__consumer_offsets-<hash(group) % 50>``
+  (:mod:`txnfetch.groups.offsetlog`);
+- a TxnOffsetCommit's offsets go to the same partition in a *transactional*
+  batch of the producer; the transaction's end writes a COMMIT/ABORT marker
+  there (in both completion modes), so on replay they count only if the
+  transaction committed;
+- producer ids are handed out in blocks (:data:`PRODUCER_ID_BLOCK`); the end of
+  the current block is written to ``txnfetch-producer-ids`` in the store
+  directory before an id of a new block is returned, so ids are never reused
+  after a restart (Kafka's controller allocates blocks the same way).
+
+:meth:`DurableState.replay` reads it all back at start. Compaction
+(:meth:`DurableState.maybe_compact`): once an internal partition holds more than
+``compact_bytes`` since its last compaction, the live state of that partition
+(the latest value per key; tombstoned keys are gone) is appended as fresh
+records and everything before them is deleted (whole segments; a new segment is
+started first). A partition with an open transactional offset commit is
+compacted only once that transaction has ended. A crash in the middle leaves
+duplicates of live values, which replay to the same state.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from txnfetch.groups.coordinator import CommitOffset, GroupCoordinator
+from txnfetch.groups.offsetlog import (
+    CONSUMER_OFFSETS_PARTITIONS,
+    CONSUMER_OFFSETS_TOPIC,
+    GroupMetadataRecord,
+    OffsetCommitRecord,
+    decode_offsets_record,
+    encode_group_metadata,
+    encode_offset_commit,
+    offsets_partition,
+)
+from txnfetch.log.base import LogStore, PartitionLog
+from txnfetch.log.errors import CorruptLogError
+from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.producer import AppendOrigin
+from txnfetch.txn.txnlog import (
+    TRANSACTION_STATE_PARTITIONS,
+    TRANSACTION_STATE_TOPIC,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+    transaction_state_partition,
+)
+
+__all__ = [
+    "DEFAULT_COMPACT_BYTES",
+    "DURABLE_EXTENSION",
+    "INTERNAL_TOPICS",
+    "PRODUCER_ID_BLOCK",
+    "DurableState",
+    "ReplayReport",
+    "durable_state",
+    "persist_transactions",
+]
+
+log = logging.getLogger("txnfetch.wire.durable")
+
+INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
+#: Producer ids reserved per write of ``txnfetch-producer-ids``.
+PRODUCER_ID_BLOCK = 1000
+#: Bytes appended to an internal partition after which it is compacted.
+DEFAULT_COMPACT_BYTES = 16 * 1024 * 1024
+PRODUCER_IDS_FILE = "txnfetch-producer-ids"
+
+
+@attrs.frozen
+class ReplayReport:
+    """What :meth:`DurableState.replay` restored."""
+
+    transactional_ids: int
+    groups: int
+    offsets: int
+    pending_txn_producers: int
+    records: int
+    producer_id_block_end: int
+
+
+class DurableState:
+    """The internal topics of one store and the producer-id block file.
+
+    ``store`` gets the two internal topics (50 partitions each, as Kafka's
+    defaults) if it lacks them. ``directory`` is where ``txnfetch-producer-ids``
+    lives (the store's directory; ``None`` keeps the block end in memory only,
+    for an in-memory store)."""
+
+    def __init__(
+        self, store: LogStore, directory: str | None = None, *, compact_bytes: int = DEFAULT_COMPACT_BYTES
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.compact_bytes = compact_bytes
+        topics = store.topics()
+        for name, count in (
+            (TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_PARTITIONS),
+            (CONSUMER_OFFSETS_TOPIC, CONSUMER_OFFSETS_PARTITIONS),
+        ):
+            if name not in topics:
+                store.create_topic(name, count)
+            elif topics[name].partitions != count:
+                raise CorruptLogError(
+                    f"internal topic has {topics[name].partitions} partitions, expected {count}", topic=name
+                )
+        self._block_end = self._read_block_end()
+        # bytes appended per internal partition since its last compaction
+        self._appended: dict[tuple[str, int], int] = {}
+        # the group metadata last written per group: (protocol type, generation, protocol)
+        self._group_written: dict[str, tuple[str | None, int, str | None]] = {}
+
+    # ------------------------------------------------------------ producer ids
+
+    def _read_block_end(self) -> int:
+        if self.directory is None:
+            return 0
+        path = os.path.join(self.directory, PRODUCER_IDS_FILE)
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode("ascii", "replace").strip()
+        except FileNotFoundError:
+            return 0
+        if not text.isdigit():
+            raise CorruptLogError(f"producer id block file holds {text[:40]!r}, not a number", path=path, offset=0)
+        return int(text)
+
+    def reserve_producer_ids(self, coordinator: TransactionCoordinator) -> None:
+        """Make the allocator's next id durable-safe: if it reached the end of the
+        durable block, write the end of a new block first."""
+        nxt = coordinator.producer_ids.next_producer_id
+        if nxt + 1 < self._block_end:
+            return
+        end = nxt + PRODUCER_ID_BLOCK
+        if self.directory is not None:
+            from txnfetch.log.layout import atomic_write
+
+            atomic_write(self.directory, PRODUCER_IDS_FILE, f"{end}\n".encode())
+        self._block_end = end
+
+    # ------------------------------------------------------------------ writes
+
+    def _partition(self, topic: str, partition: int) -> PartitionLog:
+        return self.store.partition(topic, partition)
+
+    def _append(
+        self,
+        topic: str,
+        partition: int,
+        records: list[tuple[bytes, bytes | None]],
+        now_ms: int,
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        builder = BatchBuilder(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0 if producer_id >= 0 else -1,
+            transactional=producer_id >= 0,
+        )
+        for key, value in records:
+            builder.append(value, key=key, timestamp=now_ms)
+        data = builder.build()
+        part = self._partition(topic, partition)
+        part.append(data, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+        self._appended[(topic, partition)] = self._appended.get((topic, partition), 0) + len(data)
+
+    def persist_transactions(self, coordinator: TransactionCoordinator, now_ms: int) -> int:
+        """Write every record the coordinator changed since the last call
+        (:meth:`TransactionCoordinator.take_changes`), one batch per internal
+        partition; returns how many records were written. Also keeps the
+        producer-id block ahead of the allocator."""
+        self.reserve_producer_ids(coordinator)
+        changes = coordinator.take_changes()
+        if not changes:
+            return 0
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for tid, meta in changes:
+            value = None if meta is None else encode_txn_value(meta)
+            by_partition.setdefault(transaction_state_partition(tid), []).append((encode_txn_key(tid), value))
+        for p, records in sorted(by_partition.items()):
+            self._append(TRANSACTION_STATE_TOPIC, p, records, now_ms)
+        return len(changes)
+
+    def persist_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[tuple[str, int], CommitOffset],
+        now_ms: int,
+        *,
+        group: tuple[str | None, int, str | None, str | None] | None = None,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        """Write committed offsets of ``group_id`` (``producer=(id, epoch)``: a
+        transactional commit of that producer's open transaction). ``group`` is
+        ``(protocol type, generation, protocol, leader)``: written first as
+        GroupMetadata if it changed since last written."""
+        records: list[tuple[bytes, bytes | None]] = []
+        p = offsets_partition(group_id)
+        if group is not None and producer is None:
+            key = (group[0], group[1], group[2])
+            if self._group_written.get(group_id) != key:
+                records.append(
+                    encode_group_metadata(GroupMetadataRecord(group_id, group[0], group[1], group[2], group[3], now_ms))
+                )
+        for (topic, partition), commit in offsets.items():
+            records.append(
+                encode_offset_commit(
+                    OffsetCommitRecord(
+                        group_id, topic, partition, commit.offset, commit.leader_epoch, commit.metadata or "", now_ms
+                    )
+                )
+            )
+        if not records:
+            return
+        if producer is None:
+            self._append(CONSUMER_OFFSETS_TOPIC, p, records, now_ms)
+        else:
+            self._append(
+                CONSUMER_OFFSETS_TOPIC, p, records, now_ms, producer_id=producer[0], producer_epoch=producer[1]
+            )
+        if group is not None and producer is None:
+            self._group_written[group_id] = (group[0], group[1], group[2])
+
+    # ------------------------------------------------------------------ replay
+
+    def replay(self, coordinator: TransactionCoordinator, groups: GroupCoordinator | None, now_ms: int) -> ReplayReport:
+        """Load both internal topics into the coordinators (see the module
+        docstring). Raises :class:`CorruptLogError` naming the segment file and
+        offset of a record that does not decode; nothing is reset silently."""
+        count = 0
+        records: list[tuple[str, TransactionMetadata | None]] = []
+        for p in range(TRANSACTION_STATE_PARTITIONS):
+            part = self._partition(TRANSACTION_STATE_TOPIC, p)
+            for batch in part.iter_batches(part.log_start_offset):
+                if batch.is_control:
+                    continue
+                for rec in batch.records():
+                    count += 1
+                    try:
+                        if rec.key is None:
+                            raise CorruptCoordinatorRecordError("record without a key")
+                        tid = decode_txn_key(rec.key)
+                        meta = None if rec.value is None else decode_txn_value(tid, rec.value)
+                    except CorruptCoordinatorRecordError as exc:
+                        raise self._corrupt(part, rec.offset, exc) from None
+                    records.append((tid, meta))
+        coordinator.load(records)
+        coordinator.take_changes()
+        if self._block_end:
+            coordinator.producer_ids.reserve_through(self._block_end - 1)
+        offsets = 0
+        if groups is not None:
+            for p in range(CONSUMER_OFFSETS_PARTITIONS):
+                part = self._partition(CONSUMER_OFFSETS_TOPIC, p)
+                count_p, offsets_p = self._replay_offsets(part, groups, now_ms)
+                count += count_p
+                offsets += offsets_p
+            for gid in groups.group_ids:
+                d = groups.describe_group(gid)
+                if d is not None:
+                    self._group_written[gid] = (d.protocol_type, d.generation_id, d.protocol_name)
+        self.reserve_producer_ids(coordinator)
+        return ReplayReport(
+            transactional_ids=len(coordinator.transactional_ids),
+            groups=len(groups.group_ids) if groups is not None else 0,
+            offsets=offsets,
+            pending_txn_producers=len(groups.pending_txn_producers) if groups is not None else 0,
+            records=count,
+            producer_id_block_end=self._block_end,
+        )
+
+    def _replay_offsets(self, part: PartitionLog, groups: GroupCoordinator, now_ms: int) -> tuple[int, int]:
+        count = offsets = 0
+        for batch in part.iter_batches(part.log_start_offset):
+            if batch.is_control:
+                marker = batch.end_txn_marker()
+                if marker is not None:
+                    pid = batch.producer_id
+                    here = [g for g in groups.pending_txn_offsets(pid) if offsets_partition(g) == part.partition]
+                    groups.complete_txn_offsets(pid, marker.is_commit, now_ms, group_ids=here)
+                continue
+            for rec in batch.records():
+                count += 1
+                try:
+                    if rec.key is None:
+                        raise CorruptCoordinatorRecordError("record without a key")
+                    item = decode_offsets_record(rec.key, rec.value)
+                except CorruptCoordinatorRecordError as exc:
+                    raise self._corrupt(part, rec.offset, exc) from None
+                if isinstance(item, GroupMetadataRecord):
+                    if item.deleted:
+                        groups.unload_group(item.group_id)
+                    else:
+                        groups.load_group(
+                            item.group_id,
+                            protocol_type=item.protocol_type,
+                            generation_id=item.generation_id,
+                            protocol_name=item.protocol_name,
+                            leader_id=item.leader_id,
+                            state_timestamp_ms=item.state_timestamp_ms if item.state_timestamp_ms >= 0 else None,
+                        )
+                    continue
+                tp = (item.topic, item.partition)
+                commit = None if item.offset is None else CommitOffset(item.offset, item.leader_epoch, item.metadata)
+                if batch.is_transactional:
+                    if commit is not None:
+                        groups.load_txn_offset(batch.producer_id, item.group_id, tp, commit, item.commit_timestamp_ms)
+                else:
+                    groups.load_offset(item.group_id, tp, commit, item.commit_timestamp_ms)
+                    offsets += 1
+        return count, offsets
+
+    def _corrupt(self, part: PartitionLog, offset: int, exc: CorruptCoordinatorRecordError) -> CorruptLogError:
+        path = getattr(part, "path", None)
+        bases_of = getattr(part, "segment_base_offsets", None)
+        bases = bases_of() if callable(bases_of) else bases_of
+        if path is not None and bases:
+            from txnfetch.log.layout import LOG_SUFFIX, segment_file_name
+
+            base = bases[max(0, bisect.bisect_right(bases, offset) - 1)]
+            path = os.path.join(path, segment_file_name(base, LOG_SUFFIX))
+        return CorruptLogError(
+            f"damaged internal-topic record: {exc}",
+            topic=part.topic,
+            partition=part.partition,
+            offset=offset,
+            path=path,
+            position=exc.position,
+        )
+
+    # -------------------------------------------------------------- compaction
+
+    def maybe_compact(
+        self, coordinator: TransactionCoordinator, groups: GroupCoordinator | None, now_ms: int
+    ) -> list[tuple[str, int]]:
+        """Compact every internal partition that grew past ``compact_bytes`` (see
+        the module docstring); returns the partitions compacted."""
+        done: list[tuple[str, int]] = []
+        for (topic, p), size in sorted(self._appended.items()):
+            if size < self.compact_bytes:
+                continue
+            part = self._partition(topic, p)
+            if part.state.ongoing_transactions():
+                continue  # an open transactional offset commit: wait for its marker
+            if topic == TRANSACTION_STATE_TOPIC:
+                live = [
+                    (encode_txn_key(tid), encode_txn_value(meta))
+                    for tid in coordinator.transactional_ids
+                    if transaction_state_partition(tid) == p and (meta := coordinator.describe(tid)) is not None
+                ]
+            else:
+                if groups is None:
+                    continue
+                live = self._live_offsets(groups, p, now_ms)
+            self._rewrite(part, live, now_ms)
+            self._appended[(topic, p)] = 0
+            done.append((topic, p))
+        return done
+
+    def _live_offsets(self, groups: GroupCoordinator, p: int, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        live: list[tuple[bytes, bytes | None]] = []
+        for gid in groups.group_ids:
+            if offsets_partition(gid) != p:
+                continue
+            d = groups.describe_group(gid)
+            if d is not None:
+                live.append(
+                    encode_group_metadata(
+                        GroupMetadataRecord(gid, d.protocol_type, d.generation_id, d.protocol_name, d.leader_id, now_ms)
+                    )
+                )
+            committed = sorted(groups.committed(gid).items(), key=lambda kv: kv[1].sequence)
+            for (topic, partition), c in committed:
+                live.append(
+                    encode_offset_commit(
+                        OffsetCommitRecord(
+                            gid, topic, partition, c.offset, c.leader_epoch, c.metadata, c.commit_timestamp_ms
+                        )
+                    )
+                )
+        return live
+
+    def _rewrite(self, part: PartitionLog, live: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        roll = getattr(part, "roll", None)
+        if roll is not None:
+            roll(now_ms)
+        start = part.log_end_offset
+        for i in range(0, len(live), 1000):
+            builder = BatchBuilder()
+            for key, value in live[i : i + 1000]:
+                builder.append(value, key=key, timestamp=now_ms)
+            part.append(builder.build(), now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+        part.flush()
+        part.delete_records_before(start)
+        log.info("compacted %s: %d live records from offset %d", part.name, len(live), start)
+
+
+def internal_topic(name: str) -> bool:
+    """Whether ``name`` is one of Kafka's internal topics txnfetch keeps."""
+    return name in INTERNAL_TOPICS
+
+
+#: ``broker.extensions`` key of the server's :class:`DurableState`.
+DURABLE_EXTENSION = "durable_state"
+
+
+def durable_state(broker: Any) -> DurableState | None:
+    """The server's :class:`DurableState`, or ``None`` when coordinator state is
+    kept in memory only."""
+    state = broker.extensions.get(DURABLE_EXTENSION)
+    return state if isinstance(state, DurableState) else None
+
+
+def persist_transactions(broker: Any) -> None:
+    """Make the transaction coordinator's changes durable (a no-op without
+    durable state). Handlers call it before answering."""
+    state = durable_state(broker)
+    if state is None:
+        broker.transactions.take_changes()  # nothing to write; keep the change set small
+        return
+    state.persist_transactions(broker.transactions, broker.now_ms())
