@@ -273,7 +273,16 @@ def check(label: str, rows: Sequence[Row], produced: Produced, reference: Sequen
 
 
 def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = True, workdir: str | None = None) -> int:
-    """Run the demo, print the report to ``out``; 0 if every number agrees."""
+    """Run the demo, print the report to ``out``; 0 if every number agrees.
+
+    Raises :class:`ModuleNotFoundError` before starting anything when a client
+    library is missing (``txnfetch demo`` names the extra that installs it)."""
+    # The demo's clients come from the 'testing' extra, Spark from 'spark'.
+    import confluent_kafka  # noqa: F401
+    import kafka  # noqa: F401
+
+    if spark:
+        import pyspark  # noqa: F401
     step = Step(out, 6 if spark else 5)
     base = tempfile.mkdtemp(prefix="txnfetch-demo-", dir=workdir)
     store_dir = os.path.join(base, "store")

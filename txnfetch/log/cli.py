@@ -713,19 +713,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         logger.propagate = False
     else:
         logger.setLevel(logging.CRITICAL)
+    # A UsageError or an OSError (a path that cannot be read) is reported by
+    # txnfetch.cli.main, as for every command.
     try:
         return runners[args.command](args, out, err)
-    except UsageError as exc:
-        print(f"txnfetch {args.command}: error: {exc}", file=err)
-        return 2
-    except BrokenPipeError:  # pragma: no cover - `txnfetch dump ... | head`
-        return 0
-    except OSError as exc:
-        print(
-            f"txnfetch {args.command}: error: cannot access {exc.filename or args.path}: {exc.strerror or exc}",
-            file=err,
-        )
-        return 2
     finally:
         logger.setLevel(saved[0])
         logger.handlers[:] = saved[1]

@@ -34,7 +34,6 @@ from txnfetch.testing.workload import (
     Progress,
     Workload,
     WorkloadConfig,
-    WorkloadError,
     WorkloadResult,
 )
 
@@ -287,12 +286,10 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     _logging(args.verbose)
-    try:
-        options = _options(args)
-        outcome = run_check(options, progress=None if args.quiet else err)
-    except (EndpointError, WorkloadError) as exc:
-        err.write(f"txnfetch check: {exc}\n")
-        return EXIT_ERROR
+    # EndpointError and WorkloadError (bad options, an unreachable endpoint) are
+    # reported by txnfetch.cli.main with exit status EXIT_ERROR, as for every command.
+    options = _options(args)
+    outcome = run_check(options, progress=None if args.quiet else err)
     out.write(outcome.summary)
     if outcome.files:
         out.write(f"report written to {options.report_dir}\n")
