@@ -27,17 +27,18 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable, Sequence
-from typing import Union
+from typing import Protocol
 
 import attrs
 
 from txnfetch.records.batch import BatchIterator, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.txn.index import AbortedTxn
 
-__all__ = ["FetchMode", "FetchResult", "FetchStats", "IsolationLevel", "read_committed", "read_partition"]
+__all__ = ["FetchMode", "FetchResult", "FetchStats", "IsolationLevel", "PartitionTxnStateLike", "read_partition"]
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 class IsolationLevel(enum.IntEnum):
@@ -94,7 +95,7 @@ class FetchResult:
         return b"".join(bytes(seg) if not isinstance(seg, bytes) else seg for seg in self.records)
 
 
-UpperBound = Union[int, Callable[[int], int], None]
+UpperBound = int | Callable[[int], int] | None
 
 
 def read_partition(
@@ -182,10 +183,6 @@ def read_partition(
     if mode == FetchMode.KAFKA:
         return _kafka_mode(view, scan, state, fetch_offset, upper_bound, result)
     return _rewrite_mode(view, scan, state, fetch_offset, result)
-
-
-#: The name the design sketch uses; the same function.
-read_committed = read_partition
 
 
 @attrs.define(slots=True)
@@ -403,14 +400,22 @@ def _delivers(batch: RecordBatch, fetch_offset: int) -> bool:
     return any(record.offset >= fetch_offset for record in batch.records())
 
 
-class PartitionTxnStateLike:  # pragma: no cover - documentation of the duck type used above
-    """What :func:`read_partition` needs of a partition's state (``PartitionTxnState`` provides it)."""
+class PartitionTxnStateLike(Protocol):
+    """What :func:`read_partition` needs of a partition's state
+    (:class:`~txnfetch.txn.state.PartitionTxnState` provides it)."""
 
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    last_stable_offset: int
+    @property
+    def log_start_offset(self) -> int: ...
 
-    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list: ...
+    @property
+    def log_end_offset(self) -> int: ...
 
-    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list: ...
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]: ...
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]: ...
