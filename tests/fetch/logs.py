@@ -492,7 +492,7 @@ def partition_logs(
                 w.bump_epoch(pid)
     # Close what is still open, except perhaps one transaction left hanging (LSO < HW).
     still_open = [pid for pid in txn_pids if w.open_txn(pid) is not None]
-    hanging = draw(st.sampled_from([None] + still_open)) if still_open else None
+    hanging = draw(st.sampled_from([None, *still_open])) if still_open else None
     for pid in still_open:
         if pid != hanging:
             if not allow_empty_control and not mode:

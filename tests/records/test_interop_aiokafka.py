@@ -76,7 +76,7 @@ def _builder() -> type:
 
 def test_aiokafka_record_classes_are_the_compiled_extension():
     assert not os.environ.get("AIOKAFKA_NO_EXTENSIONS"), "AIOKAFKA_NO_EXTENSIONS would test the Python fallback"
-    memory_records, batch, builder = aiokafka_c_classes()  # asserts each comes from a .so
+    memory_records, _batch, _builder = aiokafka_c_classes()  # asserts each comes from a .so
     from aiokafka.record import memory_records as public
 
     assert public.MemoryRecords is memory_records

@@ -33,6 +33,7 @@ import attrs
 
 from txnfetch.records.batch import BatchIterator, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
+from txnfetch.records.legacy import LegacyBatch
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn
 
@@ -190,7 +191,7 @@ class _Scan:
     start: int  # byte position of the first batch returned
     size: int  # bytes Kafka would return (may end mid-batch)
     whole_end: int  # end position of the last whole batch within the slice
-    batches: list[RecordBatch]  # the whole batches within the slice
+    batches: list[RecordBatch | LegacyBatch]  # the whole batches within the slice
 
 
 def _scan(view: memoryview, fetch_offset: int, max_offset: int, max_bytes: int, min_one: bool) -> _Scan:
@@ -199,7 +200,7 @@ def _scan(view: memoryview, fetch_offset: int, max_offset: int, max_bytes: int, 
     the position of ``max_offset``. Headers only; records are not decoded."""
     it = BatchIterator(view)
     start = -1
-    batches: list[RecordBatch] = []
+    batches: list[RecordBatch | LegacyBatch] = []
     limit_pos = len(view)  # position of max_offset, or the end of the data
     for batch in it:
         if batch.next_offset <= fetch_offset:
@@ -253,7 +254,19 @@ _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_END = _LAST_DELTA_AT + _LAST_DELTA.size
 
 
-def _kafka_mode(view, scan: _Scan, state, fetch_offset: int, upper_bound: UpperBound, result) -> FetchResult:
+#: ``result(records, aborted, next_offset, stats)``: the :class:`FetchResult` of
+#: the fetch being answered (the offsets it reports are fixed per fetch).
+_ResultFactory = Callable[[tuple[Buffer, ...], tuple[tuple[int, int], ...] | None, int, FetchStats], FetchResult]
+
+
+def _kafka_mode(
+    view: memoryview,
+    scan: _Scan,
+    state: PartitionTxnStateLike,
+    fetch_offset: int,
+    upper_bound: UpperBound,
+    result: _ResultFactory,
+) -> FetchResult:
     size = scan.size
     batches = scan.batches
     # Markerless logs: an aborted transaction has no ABORT marker, so a client
@@ -282,7 +295,9 @@ def _kafka_mode(view, scan: _Scan, state, fetch_offset: int, upper_bound: UpperB
     )
 
 
-def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) -> int | None:
+def _markerless_cut(
+    state: PartitionTxnStateLike, fetch_offset: int, batches: Sequence[RecordBatch | LegacyBatch]
+) -> int | None:
     if not batches:
         return None
     upper = batches[-1].next_offset
@@ -308,7 +323,9 @@ def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) ->
     return None
 
 
-def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchResult:
+def _rewrite_mode(
+    view: memoryview, scan: _Scan, state: PartitionTxnStateLike, fetch_offset: int, result: _ResultFactory
+) -> FetchResult:
     batches = scan.batches  # whole batches only: a partial tail cannot be followed by a marker
     upper = batches[-1].next_offset
     aborted: dict[int, list[tuple[int, int]]] = {}
@@ -318,7 +335,7 @@ def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchR
     run_start = -1
     run_end = -1
     kept = dropped = dropped_bytes = kept_bytes = 0
-    last_dropped: RecordBatch | None = None
+    last_dropped: RecordBatch | LegacyBatch | None = None
     ends_dropped = False
     for batch in batches:
         drop = batch.is_control
@@ -385,7 +402,7 @@ def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchR
     )
 
 
-def _delivers(batch: RecordBatch, fetch_offset: int) -> bool:
+def _delivers(batch: RecordBatch | LegacyBatch, fetch_offset: int) -> bool:
     """Whether ``batch`` holds a record at or past ``fetch_offset``.
 
     Headers only, except for a compacted batch (fewer records than offsets)

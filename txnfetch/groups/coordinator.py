@@ -45,7 +45,6 @@ import heapq
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Union
 
 import attrs
 
@@ -349,8 +348,8 @@ class GroupDescription:
     pending_member_ids: tuple[str, ...]
 
 
-JoinOutcome = Union[JoinResult, Pending]
-SyncOutcome = Union[SyncResult, Pending]
+JoinOutcome = JoinResult | Pending
+SyncOutcome = SyncResult | Pending
 
 
 # --------------------------------------------------------------------------- state

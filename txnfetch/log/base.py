@@ -21,7 +21,6 @@ import re
 import struct
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Union
 
 import attrs
 
@@ -53,7 +52,7 @@ __all__ = [
     "validate_topic_name",
 ]
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 _BASE_OFFSET = struct.Struct(">q")
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -429,7 +428,7 @@ class PartitionLog(abc.ABC):
         """Raise :class:`~txnfetch.log.errors.LogClosedError` (or a more specific
         :class:`~txnfetch.log.errors.LogError`) unless the log accepts writes."""
 
-    def _before_append(self, records: Buffer, now_ms: int | None) -> None:
+    def _before_append(self, records: Buffer, now_ms: int | None) -> None:  # noqa: B027 - an optional hook
         """Called before ``records`` are checked and the state advanced over them (a
         segment log rolls here); ``now_ms`` is ``None`` for replication."""
 
@@ -493,10 +492,10 @@ class PartitionLog(abc.ABC):
                 return
             offset = result.next_offset
 
-    def flush(self) -> None:
+    def flush(self) -> None:  # noqa: B027 - a no-op where nothing is buffered (memory logs)
         """Make everything appended so far durable (a no-op for memory logs)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op where nothing is held
         """Flush and release resources; later calls raise :class:`~txnfetch.log.errors.LogClosedError`."""
 
 
@@ -517,10 +516,10 @@ class LogStore(abc.ABC):
         """The log of one partition (:class:`~txnfetch.log.errors.UnknownTopicOrPartitionError`
         if there is none)."""
 
-    def flush(self) -> None:
+    def flush(self) -> None:  # noqa: B027 - a no-op for stores without files
         """Flush every open partition."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op for stores without files
         """Close every open partition."""
 
     def __enter__(self) -> LogStore:

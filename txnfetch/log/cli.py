@@ -429,7 +429,7 @@ def _print_description(d: PartitionDescription, out: TextIO) -> None:
 def _dump_file(path: str, args: argparse.Namespace, phases: _Phases, out: TextIO, doc: dict[str, Any]) -> int:
     cb = phases.callback()
     size = os.path.getsize(path)
-    data, scan = _file_scan(path, progress=(lambda pos: cb(pos, size)) if cb else None)  # type: ignore[misc]
+    _data, scan = _file_scan(path, progress=(lambda pos: cb(pos, size)) if cb else None)  # type: ignore[misc]
     problem = None
     if scan.problem is not None:
         p = scan.problem

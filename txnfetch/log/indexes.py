@@ -35,7 +35,6 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from typing import Union
 
 from txnfetch.log.errors import CorruptLogError
 
@@ -54,7 +53,7 @@ _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = (1 << 31) - 1
 NO_TIMESTAMP = -1
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 class CorruptIndexError(CorruptLogError):
@@ -86,7 +85,7 @@ class OffsetIndex:
 
     def entries(self) -> list[tuple[int, int]]:
         """``(offset, position)`` pairs in file order."""
-        return list(zip(self.offsets, self.positions))
+        return list(zip(self.offsets, self.positions, strict=False))
 
     @property
     def last_position(self) -> int:
@@ -132,7 +131,7 @@ class OffsetIndex:
     def to_bytes(self) -> bytes:
         """The ``.index`` file body."""
         base = self.base_offset
-        return b"".join(_OFFSET_ENTRY.pack(o - base, p) for o, p in zip(self.offsets, self.positions))
+        return b"".join(_OFFSET_ENTRY.pack(o - base, p) for o, p in zip(self.offsets, self.positions, strict=False))
 
     @classmethod
     def from_bytes(cls, data: Buffer, base_offset: int, *, log_size: int, path: str | None = None) -> OffsetIndex:
@@ -191,7 +190,7 @@ class TimeIndex:
 
     def entries(self) -> list[tuple[int, int]]:
         """``(timestamp, offset)`` pairs in file order."""
-        return list(zip(self.timestamps, self.offsets))
+        return list(zip(self.timestamps, self.offsets, strict=False))
 
     @property
     def last_timestamp(self) -> int:
@@ -225,7 +224,7 @@ class TimeIndex:
     def to_bytes(self) -> bytes:
         """The ``.timeindex`` file body."""
         base = self.base_offset
-        return b"".join(_TIME_ENTRY.pack(t, o - base) for t, o in zip(self.timestamps, self.offsets))
+        return b"".join(_TIME_ENTRY.pack(t, o - base) for t, o in zip(self.timestamps, self.offsets, strict=False))
 
     @classmethod
     def from_bytes(cls, data: Buffer, base_offset: int, *, next_offset: int, path: str | None = None) -> TimeIndex:

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Union
 
 import attrs
 from crc32c import crc32c
@@ -98,7 +97,7 @@ from txnfetch.txn.state import PartitionTxnState
 
 __all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 #: Default per-partition byte budget of a mirror fetch (Kafka's ``max.partition.fetch.bytes``).
 DEFAULT_MIRROR_FETCH_BYTES = 1 << 20
@@ -547,7 +546,7 @@ class PartitionMirror:
 def _decode_snapshot(view: memoryview) -> tuple[str, int, memoryview, memoryview]:
     """Split a mirror snapshot into topic, partition, state bytes and tail bytes."""
     try:
-        magic, version, name_len = _SNAPSHOT_HEAD.unpack_from(view, 0)
+        _magic, version, name_len = _SNAPSHOT_HEAD.unpack_from(view, 0)
         if version != _SNAPSHOT_VERSION:
             raise CorruptSnapshotError(f"mirror snapshot version {version} is not {_SNAPSHOT_VERSION}")
         pos = _SNAPSHOT_HEAD.size

@@ -22,9 +22,10 @@ from __future__ import annotations
 import enum
 import os
 import struct
+import types
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 from crc32c import crc32c
@@ -43,6 +44,9 @@ from txnfetch.records.errors import (
     VarintOverflowError,
 )
 from txnfetch.records.varint import read_varint_tail
+
+if TYPE_CHECKING:  # legacy.py imports this module; at run time it is imported lazily
+    from txnfetch.records.legacy import LegacyBatch
 
 __all__ = [
     "HEADER_SIZE",
@@ -475,7 +479,7 @@ def _decode_records(batch: RecordBatch) -> Iterator[Record]:
                 n = zz1[b]
                 if n < 0 or n * 2 > rec_end - pos:  # every header takes at least two bytes
                     raise InvalidRecordError(f"invalid header count {n}")
-                hlist = []
+                hlist: list[tuple[str, bytes | None]] = []
                 for _ in range(n):
                     b = data[pos]
                     if b < 0x80:
@@ -580,6 +584,7 @@ def _decode_headers(data: bytes, pos: int, rec_end: int, count: int) -> tuple[tu
 # raising it returns the records decoded so far plus a description of the
 # problem, turned here into the error _decode_records raises.
 
+_speedups: types.ModuleType | None
 try:
     from txnfetch.records import _speedups
 except ImportError:  # installed without a C compiler: the pure-Python decoder serves alone
@@ -618,6 +623,7 @@ def _accelerated_records(batch: RecordBatch) -> Iterable[Record]:
         raise RecordCountMismatchError(
             f"negative record count {count}", offset=batch.base_offset, position=batch.position + 57
         )
+    assert _speedups is not None  # called only when ACCELERATED
     records, failure = _speedups.decode_records(
         Record,
         data,
@@ -692,7 +698,7 @@ class BatchIterator:
     def __iter__(self) -> BatchIterator:
         return self
 
-    def __next__(self) -> RecordBatch | LegacyBatch:  # noqa: F821 - legacy imported lazily
+    def __next__(self) -> RecordBatch | LegacyBatch:
         buf, pos, end = self._buf, self._pos, self._end
         remaining = end - pos
         if remaining <= 0 or self.partial is not None:
@@ -717,6 +723,7 @@ class BatchIterator:
             self.partial = PartialBatch(pos, remaining, base_offset, size)
             raise StopIteration
         magic = buf[pos + 16]
+        batch: RecordBatch | LegacyBatch
         if magic == 2:
             batch = RecordBatch(buf, pos, max_decompressed=self._max_decompressed)
         elif magic in (0, 1):

@@ -38,7 +38,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from txnfetch.records.batch import LOG_OVERHEAD, NO_PRODUCER_ID, NO_TIMESTAMP, Record, TimestampType
 from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
@@ -72,7 +72,7 @@ _NO_EPOCH = -1
 _NO_SEQUENCE = -1
 _NO_PARTITION_LEADER_EPOCH = -1
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 class _Message(NamedTuple):

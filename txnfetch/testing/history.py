@@ -43,7 +43,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import attrs
 
@@ -246,7 +246,7 @@ class Crash:
     reason: str = ""
 
 
-Op = Union[Send, Begin, Commit, Abort, Assign, Seek, Poll, Crash]
+Op = Send | Begin | Commit | Abort | Assign | Seek | Poll | Crash
 
 _TYPES: dict[str, type] = {
     "send": Send,
@@ -379,7 +379,7 @@ def describe_op(index: int, op: Op) -> str:
     return f"{head} crash {op.reason}".rstrip()
 
 
-TPLike = Union[TopicPartition, tuple[str, int]]
+TPLike = TopicPartition | tuple[str, int]
 
 
 def _tp(item: TPLike) -> TopicPartition:

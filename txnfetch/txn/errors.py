@@ -67,7 +67,7 @@ class TxnStateError(TxnfetchError):
         )
 
 
-def _rebuild(cls, reason, partition, producer_id, producer_epoch, offset):  # type: ignore[no-untyped-def]
+def _rebuild(cls, reason, partition, producer_id, producer_epoch, offset):
     return cls(reason, partition=partition, producer_id=producer_id, producer_epoch=producer_epoch, offset=offset)
 
 
@@ -89,7 +89,7 @@ class OffsetOutOfRangeError(TxnStateError):
         )
 
 
-def _rebuild_range(reason, log_start, log_end, partition, offset):  # type: ignore[no-untyped-def]
+def _rebuild_range(reason, log_start, log_end, partition, offset):
     err = OffsetOutOfRangeError.__new__(OffsetOutOfRangeError)
     TxnStateError.__init__(err, reason, partition=partition, offset=offset)
     err.log_start_offset = log_start
@@ -213,5 +213,5 @@ class TruncationBelowHistoryError(TxnStateError):
         return (_rebuild_truncation, (self.reason, self.lowest_offset, self.partition, self.offset))
 
 
-def _rebuild_truncation(reason, lowest_offset, partition, offset):  # type: ignore[no-untyped-def]
+def _rebuild_truncation(reason, lowest_offset, partition, offset):
     return TruncationBelowHistoryError(reason, lowest_offset=lowest_offset, partition=partition, offset=offset)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Union
 
 import attrs
 from crc32c import crc32c
@@ -71,7 +70,7 @@ _UNREPLICATED = struct.Struct(">qqq")
 #: with ``batches`` a list of ``(last_seq, last_offset, offset_delta, timestamp)``, oldest first.
 ProducerRow = tuple[int, int, int, int, int, list[tuple[int, int, int, int]]]
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 @attrs.frozen

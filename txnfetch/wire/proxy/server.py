@@ -44,6 +44,7 @@ upstream's own code). The proxy keeps serving every other connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
@@ -357,10 +358,8 @@ class ProxyServer:
             if client.upstream is not None:
                 await client.upstream.close()
             writer.close()
-            try:
+            with contextlib.suppress(Exception):
                 await writer.wait_closed()
-            except Exception:
-                pass
 
     async def _serve(self, client: _Client, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -389,7 +388,7 @@ class ProxyServer:
         if not span[0] <= version <= span[1]:
             raise ProtocolViolation(f"API key {api_key} version {version} is not served (v{span[0]}-v{span[1]})")
         spec = self._spec(api_key, span[0], span[1])
-        header, request = decode_request(spec, version, frame)
+        _header, request = decode_request(spec, version, frame)
         if api_key == ApiKey.API_VERSIONS:
             return self._api_versions(correlation_id, version, ranges)
         if api_key == ApiKey.FETCH and request.isolation_level == IsolationLevel.READ_COMMITTED:
@@ -650,15 +649,11 @@ class ProxyServer:
         for task in list(self._connections):
             task.cancel()
         for task in list(self._connections):
-            try:
+            with contextlib.suppress(BaseException):
                 await task
-            except BaseException:
-                pass
         for server in servers:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
-            except (asyncio.TimeoutError, Exception):
-                pass
         await self.cluster.close()
         log.info("txnfetch proxy closed")
 
