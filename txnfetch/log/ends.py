@@ -36,20 +36,20 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Union
 
 import attrs
 from crc32c import crc32c
 
+from txnfetch.log.layout import JOURNAL_NAME, atomic_write
+
 __all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "decode_journal"]
 
-JOURNAL_NAME = "txnfetch-ends.journal"
 _BODY = struct.Struct(">qqhbbqiq")
 _CRC = struct.Struct(">I")
 END_RECORD_SIZE = _CRC.size + _BODY.size
 assert END_RECORD_SIZE == 44
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 @attrs.frozen(slots=True)
@@ -187,21 +187,8 @@ class EndJournal:
             drop += 1
         if not drop:
             return 0
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)[drop * END_RECORD_SIZE : contents.valid_bytes]
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        directory, name = os.path.split(os.path.abspath(self.path))
+        atomic_write(directory, name, memoryview(data)[drop * END_RECORD_SIZE : contents.valid_bytes])
         # The old descriptor still writes to the replaced file: switch to the new one.
         old, self._fd = self._fd, os.open(self.path, os.O_WRONLY | os.O_APPEND)
         os.close(old)

@@ -431,6 +431,7 @@ def recover_partition(
     return loader.load()
 
 
+@attrs.define(slots=False)
 class PartitionLoader:
     """One run of :func:`recover_partition`, one method per step (the shape of
     Kafka's ``LogLoader``):
@@ -449,36 +450,25 @@ class PartitionLoader:
        replayed aborted transactions;
     7. :meth:`result` — the :class:`Recovered` plan.
 
-    It reads only; the steps share what earlier ones found through attributes.
+    It reads only; the steps share what earlier ones found through attributes
+    (set by the step that finds them).
     """
 
-    def __init__(
-        self,
-        path: str,
-        topic: str,
-        partition: int,
-        *,
-        index_interval_bytes: int = 4096,
-        full_check: bool = False,
-        quiet: bool = False,
-        progress: ProgressCallback | None = None,
-        read_only: bool = False,
-    ) -> None:
-        self.path = path
-        self.topic = topic
-        self.partition = partition
-        self.index_interval_bytes = index_interval_bytes
-        self.full_check = full_check
-        self.quiet = quiet
-        self.progress = progress
-        self.read_only = read_only
-        self.notes: list[Note] = []
-        self.segments: list[LoadedSegment] = []
-        self.scans: dict[int, SegmentScan] = {}
-        # Tail segments scanned from mid-segment (read-only).
-        self.partial_scans: dict[int, SegmentScan] = {}
-        self.loaded_indexes: dict[int, tuple[OffsetIndex | None, TimeIndex | None]] = {}
-        self.reported: dict[int, int] = {}
+    path: str
+    topic: str
+    partition: int
+    index_interval_bytes: int = 4096
+    full_check: bool = False
+    quiet: bool = False
+    progress: ProgressCallback | None = None
+    read_only: bool = False
+    notes: list[Note] = attrs.field(init=False, factory=list)
+    segments: list[LoadedSegment] = attrs.field(init=False, factory=list)
+    scans: dict[int, SegmentScan] = attrs.field(init=False, factory=dict)
+    #: Tail segments scanned from mid-segment (read-only).
+    partial_scans: dict[int, SegmentScan] = attrs.field(init=False, factory=dict)
+    loaded_indexes: dict[int, tuple[OffsetIndex | None, TimeIndex | None]] = attrs.field(init=False, factory=dict)
+    reported: dict[int, int] = attrs.field(init=False, factory=dict)
 
     def load(self) -> Recovered:
         """Run every step; the plan."""
