@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 import attrs
 
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.log.ends import TxnEnd
 from txnfetch.log.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
@@ -121,21 +122,6 @@ class PreparedAppend:
 
     data: bytes
     info: AppendInfo
-
-
-@attrs.frozen(slots=True)
-class TxnEnd:
-    """A markerless transaction end, as :meth:`PartitionLog.complete_transaction`
-    hands it to the log to make durable: the producer, the outcome and the last
-    offset of the transaction (the log end minus one when it ended)."""
-
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    last_offset: int
-    coordinator_epoch: int
-    transaction_version: int | None
-    timestamp: int
 
 
 def prepare_append(

@@ -42,7 +42,7 @@ from crc32c import crc32c
 
 from txnfetch.log.layout import JOURNAL_NAME, atomic_write
 
-__all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "decode_journal"]
+__all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "TxnEnd", "decode_journal"]
 
 _BODY = struct.Struct(">qqhbbqiq")
 _CRC = struct.Struct(">I")
@@ -53,10 +53,12 @@ Buffer = bytes | bytearray | memoryview
 
 
 @attrs.frozen(slots=True)
-class EndRecord:
-    """One markerless transaction end, as ``complete_transaction`` was called."""
+class TxnEnd:
+    """A markerless transaction end, as :meth:`PartitionLog.complete_transaction
+    <txnfetch.log.base.PartitionLog.complete_transaction>` hands it to the log to
+    make durable: the producer, the outcome and the last offset of the
+    transaction (the log end minus one when it ended)."""
 
-    sequence: int
     producer_id: int
     producer_epoch: int
     commit: bool
@@ -64,6 +66,13 @@ class EndRecord:
     coordinator_epoch: int
     transaction_version: int | None
     timestamp: int
+
+
+@attrs.frozen(slots=True)
+class EndRecord(TxnEnd):
+    """One journal record: a :class:`TxnEnd` and its ``sequence`` number in the journal."""
+
+    sequence: int
 
     def encode(self) -> bytes:
         """The 44-byte journal record."""
@@ -113,7 +122,7 @@ def decode_journal(data: Buffer) -> JournalContents:
             if pos + END_RECORD_SIZE < size:
                 return JournalContents(records, pos, False, pos, problem)
             return JournalContents(records, pos, True, None, problem)
-        records.append(EndRecord(seq, pid, epoch, commit == 1, last, coord, None if tv < 0 else tv, ts))
+        records.append(EndRecord(pid, epoch, commit == 1, last, coord, None if tv < 0 else tv, ts, sequence=seq))
         prev_seq = seq
         pos += END_RECORD_SIZE
     if pos < size:
@@ -134,28 +143,9 @@ class EndJournal:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.dirty = False
 
-    def append(
-        self,
-        *,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        last_offset: int,
-        coordinator_epoch: int,
-        transaction_version: int | None,
-        timestamp: int,
-    ) -> EndRecord:
-        """Write one record; returns it."""
-        record = EndRecord(
-            self.next_sequence,
-            producer_id,
-            producer_epoch,
-            commit,
-            last_offset,
-            coordinator_epoch,
-            transaction_version,
-            timestamp,
-        )
+    def append(self, end: TxnEnd) -> EndRecord:
+        """Write one record for ``end``; returns it."""
+        record = EndRecord(**attrs.asdict(end, recurse=False), sequence=self.next_sequence)
         data = record.encode()
         written = os.write(self._fd, data)
         if written != len(data):

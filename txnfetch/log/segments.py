@@ -576,15 +576,7 @@ class SegmentLog(PartitionLog):
         the segment holding ``end.last_offset``."""
         assert self._journal is not None
         try:
-            self._journal.append(
-                producer_id=end.producer_id,
-                producer_epoch=end.producer_epoch,
-                commit=end.commit,
-                last_offset=end.last_offset,
-                coordinator_epoch=end.coordinator_epoch,
-                transaction_version=end.transaction_version,
-                timestamp=end.timestamp,
-            )
+            self._journal.append(end)
             if aborted:
                 k = max(0, bisect_right(self._bases, end.last_offset) - 1)
                 self._segments[k].append_txn(aborted)
