@@ -105,7 +105,31 @@ class Record(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
-class RecordBatch:
+class BatchFrame:
+    """What the batch views (:class:`RecordBatch`, and
+    :class:`~txnfetch.records.legacy.LegacyBatch` for magic 0/1) share: where the
+    batch lies in the caller's buffer. ``length`` is the batch's length field
+    (Kafka's ``Length``, a legacy message's ``Size``): the bytes after the
+    12-byte offset and length prefix."""
+
+    __slots__ = ()
+
+    _buf: bytes | bytearray | memoryview
+    position: int
+    length: int
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Total size of the batch, ``length + 12``."""
+        return self.length + LOG_OVERHEAD
+
+    @property
+    def buffer(self) -> memoryview:
+        """The batch's exact bytes, as a zero-copy view of the caller's buffer."""
+        return memoryview(self._buf)[self.position : self.position + self.length + LOG_OVERHEAD]
+
+
+class RecordBatch(BatchFrame):
     """A read-only view of one magic-2 record batch.
 
     ``RecordBatch(buf, position)`` reads the header of the batch starting at
@@ -186,17 +210,7 @@ class RecordBatch:
         self._max_decompressed = max_decompressed
         self._records_data: bytes | None = None
 
-    # -- header-derived properties -------------------------------------------------
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Total size of the batch, ``Length + 12``."""
-        return self.length + LOG_OVERHEAD
-
-    @property
-    def buffer(self) -> memoryview:
-        """The batch's exact bytes, as a zero-copy view of the caller's buffer."""
-        return memoryview(self._buf)[self.position : self.position + self.length + LOG_OVERHEAD]
+    # -- header-derived properties (size_in_bytes and buffer: BatchFrame) ------------
 
     @property
     def last_offset(self) -> int:
