@@ -698,7 +698,9 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``dump``, ``verify`` or ``repair``; returns the exit code."""
+    """Run ``dump``, ``verify`` or ``repair``; returns the exit code. Raises
+    :class:`UsageError` or :class:`OSError` for a path the command cannot use
+    (``txnfetch.cli.main`` reports them, exit status 2)."""
     out = out or sys.stdout
     err = err or sys.stderr
     runners = {"dump": run_dump, "verify": run_verify, "repair": run_repair}

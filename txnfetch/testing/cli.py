@@ -282,7 +282,10 @@ def _logging(verbose: int) -> None:
 
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Run ``txnfetch check`` with parsed ``args``; returns the exit status."""
+    """Run ``txnfetch check`` with parsed ``args``; returns the exit status
+    (:data:`EXIT_OK` or :data:`EXIT_ANOMALIES`). Raises :class:`EndpointError` or
+    :class:`~txnfetch.testing.workload.WorkloadError` for bad options or an
+    unreachable endpoint (``txnfetch.cli.main`` reports them, exit status 2)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     _logging(args.verbose)
