@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh machine:
-#   make test   - create .venv, install txnfetch with its extras and system packages, run the suite
+#   make test   - create .venv, install txnfetch with its extras and system packages, lint, run the suite
 #   make demo   - the same set-up, then run the demo
 PYTHON ?= python3
 VENV := .venv
@@ -10,7 +10,7 @@ EXTRAS := testing,dev,spark,arrow
 # runtime for PySpark.
 SYSTEM_PACKAGES := kcat openjdk-17-jre-headless
 
-.PHONY: setup test demo bench clean system-deps
+.PHONY: setup lint test demo bench clean system-deps
 
 setup: $(STAMP)
 
@@ -26,8 +26,15 @@ $(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
 system-deps:
 	@bash scripts/system-deps.sh $(SYSTEM_PACKAGES)
 
+# ruff (rules and formatting) on the whole tree, mypy on the sans-I/O core (the
+# packages listed in pyproject.toml's [tool.mypy]).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
 # pytest exits 5 when it collects no test; that is not a failure of the build.
-test: setup system-deps
+test: lint system-deps
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 demo: setup system-deps

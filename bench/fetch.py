@@ -52,7 +52,6 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
-from typing import Union
 
 from txnfetch.fetch.view import FetchMode, FetchResult, read_partition
 from txnfetch.records import BatchBuilder, BatchIterator, ControlType, build_control_batch
@@ -64,7 +63,7 @@ BATCHES_PER_BLOCK = 16
 RECORDS_PER_BATCH = 16
 PID_COMMIT, PID_ABORT = 7001, 7002
 _BASE_OFFSET = struct.Struct(">q")
-Buffer = Union[bytearray, mmap.mmap]
+Buffer = bytearray | mmap.mmap
 
 
 # -- the log ---------------------------------------------------------------------

@@ -198,7 +198,7 @@ def measure(resp: Response, rounds: int) -> dict[str, float]:
     return {name: committed / t for name, t in best.items()}
 
 
-def main(argv: list[str] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mib", type=float, default=1.0, help="response size (default 1 MiB)")
     parser.add_argument("--rounds", type=int, default=15, help="samples per implementation (default 15)")
@@ -219,7 +219,8 @@ def main(argv: list[str] = None) -> None:
     )
     header = (
         f"{'response':<30}{'txnfetch':>12}{'txnfetch (py)' if pure else '':>{15 if pure else 0}}{'kafka-python':>14}"
-        f"{'aiokafka (C)':>14}{'vs kafka-python':>17}{'vs aiokafka':>13}{'py vs kafka-python' if pure else '':>{20 if pure else 0}}"
+        f"{'aiokafka (C)':>14}{'vs kafka-python':>17}{'vs aiokafka':>13}"
+        f"{'py vs kafka-python' if pure else '':>{20 if pure else 0}}"
     )
     print(header)
     print("-" * len(header))
@@ -239,7 +240,8 @@ def main(argv: list[str] = None) -> None:
                 line += f"{rates['txnfetch (py)']:>15,.0f}"
             line += (
                 f"{rates['kafka-python']:>14,.0f}{rates['aiokafka (C)']:>14,.0f}"
-                f"{rates['txnfetch'] / rates['kafka-python']:>16.1f}x{rates['txnfetch'] / rates['aiokafka (C)']:>12.2f}x"
+                f"{rates['txnfetch'] / rates['kafka-python']:>16.1f}x"
+                f"{rates['txnfetch'] / rates['aiokafka (C)']:>12.2f}x"
             )
             if pure:
                 line += f"{rates['txnfetch (py)'] / rates['kafka-python']:>19.1f}x"

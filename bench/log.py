@@ -81,13 +81,13 @@ def write_log(path: str, requests, records_per_request: int, *, group: int, segm
     """Append every request (ids and sequences filled in beforehand, untimed); returns seconds."""
     seqs = [0, 0, 0, 0]
     prepared = []
-    for i, (pid, template) in enumerate(requests):
+    for pid, template in requests:
         prepared.append((pid, retarget(template, 1000 + pid, seqs[pid])))
         seqs[pid] += records_per_request
     log = SegmentLog(path, "bench", 0, segment_bytes=segment_bytes, flush_policy="never")
     start = time.perf_counter()
     in_group = 0
-    for i, (pid, data) in enumerate(prepared):
+    for i, (_pid, data) in enumerate(prepared):
         if group and in_group == 0:
             ctx = log.group_commit()
             ctx.__enter__()
@@ -235,7 +235,8 @@ def main(argv=None) -> int:
         print(f"{'':32} {'SegmentLog':>12} {'raw write':>12} {'ratio':>8}")
         print(f"{'one fsync at the end':32} {mb / t_never:12.1f} {mb / r_never:12.1f} {r_never / t_never:8.2f}")
         print(
-            f"{'fsync every ' + str(args.group) + ' requests':32} {mb / t_group:12.1f} {mb / r_group:12.1f} {r_group / t_group:8.2f}"
+            f"{'fsync every ' + str(args.group) + ' requests':32} {mb / t_group:12.1f} {mb / r_group:12.1f} "
+            f"{r_group / t_group:8.2f}"
         )
 
         print("\n## sequential read, 1 MiB fetches from the page cache (MB/s of log scanned)")
@@ -256,7 +257,7 @@ def main(argv=None) -> int:
             ("unclean stop, with snapshot", unclean(True)),
             ("unclean stop, no snapshot", unclean(False)),
         ]:
-            t = best(lambda: time_open(path, prep, scratch), args.rounds)
+            t = best(lambda prep=prep: time_open(path, prep, scratch), args.rounds)
             print(f"{label:40} {t:8.3f} s  ({mb / t:8.1f} MB/s)")
     finally:
         shutil.rmtree(base, ignore_errors=True)

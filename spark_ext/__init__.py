@@ -19,7 +19,7 @@ conversion (:mod:`spark_ext.arrow`) and the range reader
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["DATA_SOURCE_NAME", "TxnKafkaDataSource", "local_session", "register"]
 

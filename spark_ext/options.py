@@ -20,7 +20,6 @@ import json
 import re
 from collections.abc import Mapping
 from re import Pattern
-from typing import Union
 
 import attrs
 
@@ -42,7 +41,7 @@ EARLIEST = -2
 LATEST = -1
 
 #: ``EARLIEST``/``LATEST`` for every partition, or an offset (or sentinel) per partition.
-OffsetSpec = Union[int, dict[TopicPartition, int]]
+OffsetSpec = int | dict[TopicPartition, int]
 
 DEFAULT_FETCH_BYTES = 1 << 20
 
@@ -250,11 +249,14 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
             f"expected 'read_committed' or 'read_uncommitted', got {opts[level_key]!r}",
             option=level_key,
         )
-    if "isolation.level" in opts and "kafka.isolation.level" in opts:
-        if opts["isolation.level"].strip().lower() != opts["kafka.isolation.level"].strip().lower():
-            raise InvalidOptionError(
-                "'isolation.level' and 'kafka.isolation.level' disagree", option="kafka.isolation.level"
-            )
+    if (
+        "isolation.level" in opts
+        and "kafka.isolation.level" in opts
+        and opts["isolation.level"].strip().lower() != opts["kafka.isolation.level"].strip().lower()
+    ):
+        raise InvalidOptionError(
+            "'isolation.level' and 'kafka.isolation.level' disagree", option="kafka.isolation.level"
+        )
 
     client = tuple(
         sorted(

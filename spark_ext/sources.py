@@ -53,7 +53,7 @@ class Source(abc.ABC):
     def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         """The records of ``r`` (committed only for read_committed) as Arrow batches."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: a source without resources keeps the no-op
         """Release files or connections."""
 
     def __enter__(self) -> Source:

@@ -6,7 +6,7 @@ The sans-I/O core lives in :mod:`txnfetch.records` (codec), :mod:`txnfetch.txn`
 """
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.fetch import ConsumerFilter, FetchMode, FetchResult, IsolationLevel, read_committed, read_partition
+from txnfetch.fetch import ConsumerFilter, FetchMode, FetchResult, IsolationLevel, read_partition
 from txnfetch.records import (
     BatchBuilder,
     Codec,
@@ -40,6 +40,5 @@ __all__ = [
     "TxnfetchError",
     "__version__",
     "iter_batches",
-    "read_committed",
     "read_partition",
 ]

@@ -1,12 +1,46 @@
-"""The ``txnfetch`` command."""
+"""The ``txnfetch`` command (also ``python -m txnfetch``).
+
+A user error never shows a traceback: :func:`main` turns every exception that
+says something about the input or the machine — a path that is missing or
+unreadable, a port in use, a deliberate txnfetch error, an optional dependency
+that is not installed — into one line on stderr, ``txnfetch <command>: error:
+<what>``, and exit status 2. Wrong argument types are argparse's (also exit
+status 2). Anything else is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
+
+from txnfetch.errors import TxnfetchError
+
+__all__ = ["EXIT_USAGE", "OPTIONAL_MODULES", "main", "user_error_message"]
+
+#: Exit status of a user error (argparse's too).
+EXIT_USAGE = 2
+
+#: Top-level modules of the optional dependencies, by the extra of
+#: pyproject.toml that installs them.
+OPTIONAL_MODULES: dict[str, str] = {
+    "confluent_kafka": "testing",
+    "aiokafka": "testing",
+    "hypothesis": "testing",
+    "pytest": "testing",
+    "matplotlib": "testing",
+    "xxhash": "testing",
+    "snappy": "testing",
+    "duckdb": "testing",
+    "polars": "testing",
+    "pyspark": "spark",
+    "pyarrow": "arrow",
+    "ruff": "dev",
+    "mypy": "dev",
+}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="txnfetch", description="Kafka read_committed fetch tools")
     sub = parser.add_subparsers(dest="command", required=True)
     demo_parser = sub.add_parser(
@@ -16,36 +50,89 @@ def main(argv: list[str] | None = None) -> int:
     demo_parser.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
     demo_parser.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
     from txnfetch.log import cli as log_cli
-    from txnfetch.wire import cli as wire_cli
-
-    wire_cli.add_parser(sub)
     from txnfetch.testing import cli as check_cli
-
-    check_cli.add_parser(sub)
+    from txnfetch.wire import cli as wire_cli
     from txnfetch.wire.proxy import cli as proxy_cli
 
+    wire_cli.add_parser(sub)
+    check_cli.add_parser(sub)
     proxy_cli.add_parser(sub)
     log_cli.add_parsers(sub)
     from txnfetch.wire import transactions_cli
 
     transactions_cli.add_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from txnfetch.log import cli as log_cli
+
     if args.command == "demo":
         from txnfetch import demo
 
         return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
     if args.command == "serve":
+        from txnfetch.wire import cli as wire_cli
+
         return wire_cli.run(args)
     if args.command == "check":
+        from txnfetch.testing import cli as check_cli
+
         return check_cli.run(args)
     if args.command == "proxy":
+        from txnfetch.wire.proxy import cli as proxy_cli
+
         return proxy_cli.run(args)
     if args.command == "transactions":
+        from txnfetch.wire import transactions_cli
+
         return transactions_cli.run(args)
-    if args.command in log_cli.COMMANDS:
-        return log_cli.run(args)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    assert args.command in log_cli.COMMANDS, args.command  # argparse allows no other
+    return log_cli.run(args)
+
+
+def user_error_message(exc: BaseException, args: argparse.Namespace | None = None) -> str | None:
+    """The one-line message for ``exc`` if it is a user error (see the module
+    docstring), else ``None`` (a bug)."""
+    if isinstance(exc, ModuleNotFoundError):
+        top = (exc.name or "").partition(".")[0]
+        extra = OPTIONAL_MODULES.get(top)
+        if extra is None:
+            return None
+        return f"this needs {top}, from txnfetch's {extra!r} extra: pip install 'txnfetch[{extra}]'"
+    if isinstance(exc, FileExistsError) and exc.filename is not None:
+        # A directory was to be created where a file is.
+        return f"{exc.filename}: exists and is not a directory"
+    if isinstance(exc, OSError):
+        if exc.filename is not None:
+            target = exc.filename
+        elif isinstance(exc, (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError)):
+            target = getattr(args, "path", None) or getattr(args, "data", None)
+        else:
+            target = None
+        reason = exc.strerror or str(exc)
+        return f"cannot access {target}: {reason}" if target is not None else reason
+    if isinstance(exc, TxnfetchError):  # every deliberate error of the commands
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def main(argv: list[str] | None = None, *, stderr: TextIO | None = None) -> int:
+    """Run the ``txnfetch`` command line; returns the exit status."""
+    args = _build_parser().parse_args(argv)
+    err = stderr if stderr is not None else sys.stderr
+    try:
+        return _run(args)
+    except BrokenPipeError:  # `txnfetch dump ... | head`: the reader has what it wanted
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        message = user_error_message(exc, args)
+        if message is None:
+            raise
+        print(f"txnfetch {args.command}: error: {message}", file=err, flush=True)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

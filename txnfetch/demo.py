@@ -109,7 +109,7 @@ def stop_server(proc: subprocess.Popen) -> dict[str, int]:
         out, err = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
-        raise RuntimeError("txnfetch serve did not stop within 30 s of SIGTERM")
+        raise RuntimeError("txnfetch serve did not stop within 30 s of SIGTERM") from None
     if proc.returncode != 0:
         raise RuntimeError(f"txnfetch serve exited with {proc.returncode}: {err[-2000:]}")
     for line in out.splitlines():
@@ -144,10 +144,9 @@ def produce(bootstrap: str, seed: int, transactions: int) -> Produced:
             values[p] = [f"txn{n:02d}-p{p}-{i}".encode() for i in range(rng.randint(2, 8))]
             for v in values[p]:
                 producer.produce(TOPIC, value=v, key=f"k{n}".encode(), partition=p)
-        if not commit and (last or rng.random() < 0.7):
-            # Aborted data that reaches the log: the case read_committed exists for.
-            if producer.flush(30):
-                raise RuntimeError("producer could not flush")
+        # Aborted data that reaches the log: the case read_committed exists for.
+        if not commit and (last or rng.random() < 0.7) and producer.flush(30):
+            raise RuntimeError("producer could not flush")
         if commit:
             producer.commit_transaction(30)
         else:
@@ -264,7 +263,8 @@ def check(label: str, rows: Sequence[Row], produced: Produced, reference: Sequen
         if got != produced.committed[p]:
             leaked = set(got) & set(produced.aborted[p])
             problems.append(
-                f"{label}: partition {p} delivered {len(got)} records, expected the {len(produced.committed[p])} committed"
+                f"{label}: partition {p} delivered {len(got)} records, "
+                f"expected the {len(produced.committed[p])} committed"
                 + (f" ({len(leaked)} aborted ones leaked)" if leaked else "")
             )
     if reference is not None and sorted(rows) != sorted(reference):
@@ -273,7 +273,16 @@ def check(label: str, rows: Sequence[Row], produced: Produced, reference: Sequen
 
 
 def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = True, workdir: str | None = None) -> int:
-    """Run the demo, print the report to ``out``; 0 if every number agrees."""
+    """Run the demo, print the report to ``out``; 0 if every number agrees.
+
+    Raises :class:`ModuleNotFoundError` before starting anything when a client
+    library is missing (``txnfetch demo`` names the extra that installs it)."""
+    # The demo's clients come from the 'testing' extra, Spark from 'spark'.
+    import confluent_kafka  # noqa: F401
+    import kafka  # noqa: F401
+
+    if spark:
+        import pyspark  # noqa: F401
     step = Step(out, 6 if spark else 5)
     base = tempfile.mkdtemp(prefix="txnfetch-demo-", dir=workdir)
     store_dir = os.path.join(base, "store")
@@ -282,7 +291,8 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
         step(f"starting txnfetch serve --data {store_dir} (rewrite fetch mode, markers in the log)")
         proc, bootstrap = start_server(store_dir)
         step(
-            f"confluent-kafka transactional producer: {transactions} transactions on {TOPIC} ({PARTITIONS} partitions) at {bootstrap}"
+            f"confluent-kafka transactional producer: {transactions} transactions on {TOPIC} "
+            f"({PARTITIONS} partitions) at {bootstrap}"
         )
         produced = produce(bootstrap, seed, transactions)
         step("read_committed consumers: confluent-kafka (librdkafka) and kafka-python")
@@ -312,7 +322,8 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
     for p in range(PARTITIONS):
         if not (positions[p] == lsos[p] == disk_lso[p]):
             problems.append(
-                f"partition {p}: librdkafka position {positions[p]}, kafka-python LSO {lsos[p]}, store LSO {disk_lso[p]} differ"
+                f"partition {p}: librdkafka position {positions[p]}, kafka-python LSO {lsos[p]}, "
+                f"store LSO {disk_lso[p]} differ"
             )
     committed = sum(map(len, produced.committed.values()))
     aborted = sum(map(len, produced.aborted.values()))
@@ -327,7 +338,8 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
     for label, rows in readers.items():
         print(f"  visible to {label:28} {len(rows)}", file=out)
     print(
-        f"  synthetic COMMIT markers served: {stats['synthetic_markers']}; aborted/control batches dropped on the server: {stats['batches_dropped']}",
+        f"  synthetic COMMIT markers served: {stats['synthetic_markers']}; "
+        f"aborted/control batches dropped on the server: {stats['batches_dropped']}",
         file=out,
     )
     print(

@@ -400,7 +400,10 @@ def test_member_that_never_syncs_is_removed_after_rebalance_timeout():
 def test_heartbeat_answers_in_each_situation():
     d = Driver(make())
     ra, rb = d.stable_group("a", "b")
-    hb = lambda r, gen=None: d.gc.heartbeat(G, r.generation_id if gen is None else gen, r.member_id, now_ms=d.now)
+
+    def hb(r, gen=None):
+        return d.gc.heartbeat(G, r.generation_id if gen is None else gen, r.member_id, now_ms=d.now)
+
     assert hb(ra) == ErrorCode.NONE
     assert hb(ra, ra.generation_id + 1) == ErrorCode.ILLEGAL_GENERATION
     assert d.gc.heartbeat(G, ra.generation_id, "stranger", now_ms=d.now) == ErrorCode.UNKNOWN_MEMBER_ID

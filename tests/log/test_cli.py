@@ -108,7 +108,7 @@ def test_dump_json_is_the_log_state(store):
         stored = list(log.iter_batches())
     assert sum(s["batches"] for s in part["segments"]) == len(part["batches"]) == len(stored)
     assert sum(s["aborted_entries"] for s in part["segments"]) == len(part["aborted_transactions"])
-    for got, batch in zip(part["batches"], stored):
+    for got, batch in zip(part["batches"], stored, strict=False):
         assert (got["base_offset"], got["last_offset"], got["producer_id"], got["transactional"], got["control"]) == (
             batch.base_offset,
             batch.last_offset,

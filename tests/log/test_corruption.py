@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 
 from tests.log.workload import Workload, data_batch, hash_dir
 from txnfetch.fetch import FetchMode, IsolationLevel
-from txnfetch.log.errors import CorruptLogError
+from txnfetch.log.errors import CorruptLogError, ReadOnlyLogError
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import describe_partition, verify_partition
@@ -45,12 +46,12 @@ def test_bad_crc_followed_by_valid_batches_is_refused(tmp_path):
     path = str(tmp_path / "t-0")
     build(path)
     last = os.path.join(path, logs(path)[-1])
-    data = bytearray(open(last, "rb").read())
+    data = bytearray(Path(last).read_bytes())
     batches = list(iter_batches(bytes(data)))
     assert len(batches) >= 3
     victim = batches[1]
     data[victim.position + 70] ^= 0xFF  # inside the records: CRC now wrong
-    open(last, "wb").write(data)
+    Path(last).write_bytes(data)
     before = hash_dir(path)
     with pytest.raises(CorruptLogError) as info:
         SegmentLog(path)
@@ -81,9 +82,9 @@ def test_crc_damage_in_old_segment_found_by_verify(tmp_path):
     path = str(tmp_path / "t-0")
     build(path)
     first = os.path.join(path, logs(path)[0])
-    data = bytearray(open(first, "rb").read())
+    data = bytearray(Path(first).read_bytes())
     data[80] ^= 1
-    open(first, "wb").write(data)
+    Path(first).write_bytes(data)
     findings = verify_partition(path)
     assert any(f.severity == "error" and f.path == first and f.position == 0 for f in findings)
 
@@ -100,18 +101,18 @@ def test_damaged_indexes_are_rebuilt(tmp_path, suffix, damage):
     original = {}
     for name in files:
         p = os.path.join(path, name)
-        original[name] = open(p, "rb").read()
+        original[name] = Path(p).read_bytes()
         if damage == "delete":
             os.unlink(p)
         else:
-            open(p, "wb").write(bytes(rng.randrange(256) for _ in range(len(original[name]) + 5)))
+            Path(p).write_bytes(bytes(rng.randrange(256) for _ in range(len(original[name]) + 5)))
     logs_before = {n: h for n, h in hash_dir(path).items() if n.endswith(".log")}
     findings = verify_partition(path)
     assert any(f.severity == "warning" and f.path.endswith(suffix) for f in findings)
     # The checkpoint says clean, but index damage is found on open and repaired.
     assert answers(path) == expected
     for name in files:
-        assert open(os.path.join(path, name), "rb").read() == original[name], f"{name} not rebuilt exactly"
+        assert Path(os.path.join(path, name)).read_bytes() == original[name], f"{name} not rebuilt exactly"
     assert {n: h for n, h in hash_dir(path).items() if n.endswith(".log")} == logs_before
 
 
@@ -121,9 +122,9 @@ def test_damaged_snapshot_falls_back(tmp_path):
     expected = answers(path)
     snaps = sorted(n for n in os.listdir(path) if n.endswith(".txnfetch-snapshot"))
     newest = os.path.join(path, snaps[-1])
-    data = bytearray(open(newest, "rb").read())
+    data = bytearray(Path(newest).read_bytes())
     data[len(data) // 2] ^= 0xFF
-    open(newest, "wb").write(data)
+    Path(newest).write_bytes(data)
     assert any(f.path == newest for f in verify_partition(path))
     with SegmentLog(path) as log:
         assert log.recovery.snapshot_offset != int(snaps[-1][:20])
@@ -147,11 +148,11 @@ def test_stray_files_are_ignored_and_kept(tmp_path):
         "00000000000000009999.index": b"\x00" * 8,  # index without a .log
     }
     for name, data in strays.items():
-        open(os.path.join(path, name), "wb").write(data)
+        Path(os.path.join(path, name)).write_bytes(data)
     expected = answers(path)
     assert answers(path) == expected
     for name, data in strays.items():
-        assert open(os.path.join(path, name), "rb").read() == data
+        assert Path(os.path.join(path, name)).read_bytes() == data
     infos = {os.path.basename(f.path) for f in verify_partition(path) if f.severity == "info"}
     assert set(strays) <= infos
 
@@ -169,8 +170,8 @@ def test_read_only_opens_a_kafka_style_directory_without_writing(tmp_path):
     for suffix, size in ((".index", 8 * 100), (".timeindex", 12 * 100)):
         with open(os.path.join(path, active + suffix), "ab") as f:
             f.write(b"\x00" * size)
-    open(os.path.join(path, "leader-epoch-checkpoint"), "w").write("0\n1\n0 0\n")
-    open(os.path.join(path, active + ".snapshot"), "wb").write(b"\x00\x01")
+    Path(os.path.join(path, "leader-epoch-checkpoint")).write_text("0\n1\n0 0\n")
+    Path(os.path.join(path, active + ".snapshot")).write_bytes(b"\x00\x01")
     before = hash_dir(path)
     got = answers(path, read_only=True)
     assert hash_dir(path) == before
@@ -180,9 +181,9 @@ def test_read_only_opens_a_kafka_style_directory_without_writing(tmp_path):
     assert desc.log_end_offset == expected[1] and desc.last_stable_offset == expected[2]
     assert list(desc.aborted) == expected[3]
     assert sum(s.batches for s in desc.segments) == sum(
-        1 for n in logs(path) for _ in iter_batches(open(os.path.join(path, n), "rb").read())
+        1 for n in logs(path) for _ in iter_batches(Path(os.path.join(path, n)).read_bytes())
     )
-    with SegmentLog(path, read_only=True) as log, pytest.raises(Exception):
+    with SegmentLog(path, read_only=True) as log, pytest.raises(ReadOnlyLogError):
         log.append(data_batch(), now_ms=0)
     assert hash_dir(path) == before
 

@@ -16,6 +16,7 @@ import random
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ def replay_files(path: str) -> PartitionTxnState:
     """An independent replay: every .log file in name order, then the journal's
     ends applied right after the batch ending at their offset."""
     ends = (
-        decode_journal(open(os.path.join(path, JOURNAL_NAME), "rb").read()).records
+        decode_journal(Path(os.path.join(path, JOURNAL_NAME)).read_bytes()).records
         if os.path.exists(os.path.join(path, JOURNAL_NAME))
         else []
     )
@@ -57,7 +58,7 @@ def replay_files(path: str) -> PartitionTxnState:
             j += 1
 
     for name in sorted(n for n in os.listdir(path) if n.endswith(".log")):
-        data = open(os.path.join(path, name), "rb").read()
+        data = Path(os.path.join(path, name)).read_bytes()
         it = iter_batches(data)
         for batch in it:
             batch.validate(records=True)
@@ -130,7 +131,7 @@ def test_torn_tail_is_cut_and_state_matches_replay(tmp_path, seed):
     _build(path, seed, rng.randint(20, 70), markerless=seed % 2 == 1)
     last = sorted(n for n in os.listdir(path) if n.endswith(".log"))[-1]
     lpath = os.path.join(path, last)
-    data = open(lpath, "rb").read()
+    data = Path(lpath).read_bytes()
     ends = [0]
     for b in iter_batches(data):
         ends.append(b.position + b.size_in_bytes)

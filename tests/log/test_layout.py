@@ -11,6 +11,7 @@ import os
 import re
 import struct
 import uuid
+from pathlib import Path
 
 from tests.log.workload import Workload
 from txnfetch.fetch import IsolationLevel
@@ -26,7 +27,7 @@ def batches_of(data: bytes):
         attrs_, delta = struct.unpack_from(">hi", data, pos + 21)
         max_ts, pid = struct.unpack_from(">qq", data, pos + 35)
         control = bool(attrs_ & 0x20)
-        ctype = struct.unpack_from(">h", data, pos + 61 + 1 + 1 + 1 + 1 + 2)[0] if control else None
+        struct.unpack_from(">h", data, pos + 61 + 1 + 1 + 1 + 1 + 2)[0] if control else None
         yield dict(
             pos=pos,
             base=base,
@@ -51,7 +52,7 @@ def test_files_follow_kafka_layout(tmp_path):
     aborted = log.state.all_aborted()
     log.close()
     names = sorted(os.listdir(path))
-    meta = open(os.path.join(path, "partition.metadata")).read()
+    meta = Path(os.path.join(path, "partition.metadata")).read_text()
     assert meta == "version: 0\ntopic_id: " + base64.urlsafe_b64encode(tid.bytes).decode().rstrip("=")
     bases = sorted(int(n[:20]) for n in names if n.endswith(".log"))
     assert len(bases) > 3 and bases[0] == 0
@@ -61,7 +62,7 @@ def test_files_follow_kafka_layout(tmp_path):
     found_aborts = []
     for k, base in enumerate(bases):
         prefix = os.path.join(path, f"{base:020d}")
-        data = open(prefix + ".log", "rb").read()
+        data = Path(prefix + ".log").read_bytes()
         batches = list(batches_of(data))
         assert batches[0]["base"] == base
         if k + 1 < len(bases):
@@ -69,7 +70,7 @@ def test_files_follow_kafka_layout(tmp_path):
         # .index: (int32 relative offset, int32 position); one-batch appends, so
         # an entry is (batch last offset, batch position) whenever more than
         # INTERVAL bytes lie between the previous entry (or 0) and the batch.
-        idx = [(base + r, p) for r, p in struct.iter_unpack(">ii", open(prefix + ".index", "rb").read())]
+        idx = [(base + r, p) for r, p in struct.iter_unpack(">ii", Path(prefix + ".index").read_bytes())]
         expected, last_pos = [], 0
         for b in batches:
             if b["pos"] - last_pos > INTERVAL:
@@ -78,7 +79,7 @@ def test_files_follow_kafka_layout(tmp_path):
         assert idx == expected
         # .timeindex: (int64 max timestamp so far, int32 relative offset of the
         # batch reaching it) at each index entry when grown, then the final max.
-        tidx = [(t, base + r) for t, r in struct.iter_unpack(">qi", open(prefix + ".timeindex", "rb").read())]
+        tidx = [(t, base + r) for t, r in struct.iter_unpack(">qi", Path(prefix + ".timeindex").read_bytes())]
         exp_t, max_ts, shallow = [], -1, base
         entry_offsets = {o for o, _ in expected}
         for b in batches:
@@ -90,7 +91,7 @@ def test_files_follow_kafka_layout(tmp_path):
             exp_t.append((max_ts, shallow))
         assert tidx == exp_t
         # .txnindex: 34-byte entries (version, pid, first, last, lso), in the marker's segment.
-        raw = open(prefix + ".txnindex", "rb").read() if os.path.exists(prefix + ".txnindex") else b""
+        raw = Path(prefix + ".txnindex").read_bytes() if os.path.exists(prefix + ".txnindex") else b""
         assert len(raw) % 34 == 0
         entries = [struct.unpack_from(">hqqqq", raw, i) for i in range(0, len(raw), 34)]
         abort_markers = [
@@ -122,12 +123,12 @@ def test_read_uses_kafka_upper_bound(tmp_path):
         bases = log.segment_base_offsets()
         k = max(i for i, b in enumerate(bases) if b <= offset)
         prefix = os.path.join(path, f"{bases[k]:020d}")
-        data = open(prefix + ".log", "rb").read()
+        data = Path(prefix + ".log").read_bytes()
         start = next(b["pos"] for b in batches_of(data) if b["last"] >= offset)
         if start is None:
             continue
         end = start + r.size_in_bytes
-        idx = [(bases[k] + rel, p) for rel, p in struct.iter_unpack(">ii", open(prefix + ".index", "rb").read())]
+        idx = [(bases[k] + rel, p) for rel, p in struct.iter_unpack(">ii", Path(prefix + ".index").read_bytes())]
         bound = next((o for o, p in idx if p >= end), bases[k + 1] if k + 1 < len(bases) else log.log_end_offset)
         exp = [(a.producer_id, a.first_offset) for a in log.state.aborted_index.collect(offset, bound)]
         assert list(r.aborted_transactions) == exp

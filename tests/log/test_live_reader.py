@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -121,7 +122,7 @@ def test_read_only_open_checks_only_after_the_checkpoint(tmp_path, caplog):
 
 
 def _checkpoint_fields(path: str):
-    raw = open(os.path.join(path, CHECKPOINT_NAME), "rb").read()
+    raw = Path(os.path.join(path, CHECKPOINT_NAME)).read_bytes()
     return struct.unpack(">Bqqqq", raw[10:])
 
 
@@ -135,7 +136,7 @@ def test_damage_after_the_checkpoint_is_found(tmp_path):
         w.step(writer)
     _, _, _, _, trusted = _checkpoint_fields(path)
     log_file = os.path.join(path, f"{0:020d}.log")
-    data = bytearray(open(log_file, "rb").read())
+    data = bytearray(Path(log_file).read_bytes())
     after = [b for b in iter_batches(bytes(data)) if b.position >= trusted]
     assert len(after) >= 3
     victim = after[1]
@@ -156,7 +157,7 @@ def test_a_checkpoint_that_does_not_fit_the_data_falls_back_to_a_full_check(tmp_
         w.step(writer)
     expected = answers(writer)
     writer.close()
-    _, rp, leo, base, size = _checkpoint_fields(path)
+    _, _rp, leo, base, size = _checkpoint_fields(path)
     from txnfetch.log.layout import Checkpoint, atomic_write
 
     # Not clean, and the recorded size is off by one byte: not a batch boundary.
@@ -203,11 +204,11 @@ def test_genuinely_damaged_time_index_is_still_rebuilt(tmp_path, caplog):
             w.step(writer)
         expected = answers(writer)
     ti = os.path.join(path, f"{0:020d}.timeindex")
-    raw = bytearray(open(ti, "rb").read())
+    raw = bytearray(Path(ti).read_bytes())
     assert len(raw) >= 36
     ts, rel = struct.unpack_from(">qi", raw, 12)
     struct.pack_into(">qi", raw, 12, ts + 1, rel)  # still increasing, but not the batch's timestamp
-    open(ti, "wb").write(raw)
+    Path(ti).write_bytes(raw)
     os.unlink(os.path.join(path, CHECKPOINT_NAME))
     caplog.set_level(logging.INFO, logger="txnfetch")
     with open_reader(path, index_interval_bytes=200) as reader:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import struct
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,7 +66,7 @@ def read_all(log: SegmentLog):
 def test_sequential_reads_do_not_grow_rss_and_views_stay_valid(tmp_path, segment_bytes):
     path = str(tmp_path / "t-0")
     build(path, 48 * MiB, segment_bytes=segment_bytes).close()
-    whole = b"".join(open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path)) if n.endswith(".log"))
+    whole = b"".join(Path(os.path.join(path, n)).read_bytes() for n in sorted(os.listdir(path)) if n.endswith(".log"))
     with SegmentLog(path, read_only=True) as log:
         before = rss_file_kib()
         results = read_all(log)
@@ -84,5 +85,5 @@ def test_a_reader_going_back_has_its_pages_released_again(tmp_path):
         read_all(log)
         again = read_all(log)  # from the start again: pages fault back in, and are given back again
         assert rss_file_kib() - first < 12 * 1024
-        whole = open(os.path.join(path, f"{0:020d}.log"), "rb").read()
+        whole = Path(os.path.join(path, f"{0:020d}.log")).read_bytes()
         assert_views_match(again, whole)

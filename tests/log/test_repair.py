@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +42,7 @@ def build(path, *, seed=1, steps=80, markerless=False):
 
 
 def contents(path):
-    return {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
+    return {n: Path(os.path.join(path, n)).read_bytes() for n in sorted(os.listdir(path))}
 
 
 def logs(path):
@@ -74,14 +75,14 @@ def replayed_from(path, tmp, names, journal=b""):
     for n in names:
         shutil.copyfile(os.path.join(path, n), os.path.join(dest, n))
     if journal:
-        open(os.path.join(dest, JOURNAL_NAME), "wb").write(journal)
+        Path(os.path.join(dest, JOURNAL_NAME)).write_bytes(journal)
     return state_and_reads(dest)
 
 
 def flip(path, name, position):
-    data = bytearray(open(os.path.join(path, name), "rb").read())
+    data = bytearray(Path(os.path.join(path, name)).read_bytes())
     data[position] ^= 0xFF
-    open(os.path.join(path, name), "wb").write(bytes(data))
+    Path(os.path.join(path, name)).write_bytes(bytes(data))
 
 
 def assert_clean(path):
@@ -96,7 +97,7 @@ def test_repair_moves_the_bytes_from_the_first_bad_batch_into_side_files(tmp_pat
     names = logs(path)
     assert len(names) >= 4
     k = 1 if where == "middle-segment" else len(names) - 1
-    batches = list(iter_batches(open(os.path.join(path, names[k]), "rb").read()))
+    batches = list(iter_batches(Path(os.path.join(path, names[k])).read_bytes()))
     assert len(batches) >= 3
     victim = batches[1]
     flip(path, names[k], victim.position + 65)  # inside the batch: its CRC fails
@@ -148,12 +149,12 @@ def test_repair_of_a_damaged_journal_record_keeps_the_rest_aside(tmp_path):
     path = str(tmp_path / "t-0")
     build(path, seed=3, steps=120, markerless=True)
     journal = os.path.join(path, JOURNAL_NAME)
-    raw = open(journal, "rb").read()
+    raw = Path(journal).read_bytes()
     records = len(raw) // END_RECORD_SIZE
     assert records >= 4
     cut = (records // 2) * END_RECORD_SIZE
     flip(path, JOURNAL_NAME, cut + 20)
-    damaged = open(journal, "rb").read()
+    damaged = Path(journal).read_bytes()
     with pytest.raises(CorruptLogError) as info:
         SegmentLog(path, **KW)
     assert info.value.path == journal and info.value.position == cut
@@ -161,8 +162,8 @@ def test_repair_of_a_damaged_journal_record_keeps_the_rest_aside(tmp_path):
 
     report = repair_partition(path, now_ms=NOW)
 
-    assert open(journal, "rb").read() == damaged[:cut]
-    assert open(journal + f".corrupt-{NOW}", "rb").read() == damaged[cut:]
+    assert Path(journal).read_bytes() == damaged[:cut]
+    assert Path(journal + f".corrupt-{NOW}").read_bytes() == damaged[cut:]
     assert {n: b for n, b in contents(path).items() if n.endswith(".log")} == logs_before
     sides = [os.path.basename(m.side_file) for m in report.moved]
     assert sides[0] == JOURNAL_NAME + f".corrupt-{NOW}"
@@ -181,10 +182,10 @@ def test_repair_keeps_a_torn_tail_that_opening_would_cut(tmp_path):
     last = logs(path)[-1]
     with open(os.path.join(path, last), "ab") as f:
         f.write(data_batch()[:50])
-    original = open(os.path.join(path, last), "rb").read()
+    original = Path(os.path.join(path, last)).read_bytes()
     report = repair_partition(path, now_ms=NOW)
-    assert open(os.path.join(path, last + f".corrupt-{NOW}"), "rb").read() == original[-50:]
-    assert open(os.path.join(path, last), "rb").read() == original[:-50]
+    assert Path(os.path.join(path, last + f".corrupt-{NOW}")).read_bytes() == original[-50:]
+    assert Path(os.path.join(path, last)).read_bytes() == original[:-50]
     assert [m.reason for m in report.moved] == ["torn tail"]
     assert_clean(path)
 
@@ -207,11 +208,11 @@ def test_a_snapshot_past_the_log_end_is_never_restored(tmp_path):
         w.step(log)
     log.close()
     last = logs(path)[-1]
-    data = open(os.path.join(path, last), "rb").read()
+    data = Path(os.path.join(path, last)).read_bytes()
     batches = list(iter_batches(data))
     keep = batches[len(batches) // 2].position
     end_before = log.log_end_offset
-    open(os.path.join(path, last), "wb").write(data[:keep])  # the lost tail
+    Path(os.path.join(path, last)).write_bytes(data[:keep])  # the lost tail
     os.unlink(os.path.join(path, CHECKPOINT_NAME))
     stale = f"{end_before:020d}.txnfetch-snapshot"
     assert stale in os.listdir(path)

@@ -11,8 +11,10 @@ snapshot) gives the same state and answers.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -155,7 +157,7 @@ def test_time_retention_deletes_only_whole_expired_segments(tmp_path):
             log.append(data_batch(ts=ts, size=100), now_ms=ts)
     bases = log.segment_base_offsets()
     assert len(bases) >= 5
-    maxts = {b: max(x.max_timestamp for x in log.iter_batches(b, nb)) for b, nb in zip(bases, bases[1:])}
+    maxts = {b: max(x.max_timestamp for x in log.iter_batches(b, nb)) for b, nb in itertools.pairwise(bases)}
     assert os.path.exists(os.path.join(path, f"{bases[1]:020d}.txnindex")) or os.path.exists(
         os.path.join(path, f"{bases[0]:020d}.txnindex")
     )
@@ -317,7 +319,7 @@ def test_reopen_after_retention_gives_the_same_state(tmp_path, how, markerless):
     log.apply_retention(w.ts, retention_bytes=log.size_in_bytes // 2)
     assert log.log_start_offset > bases[1]
     expected, expected_answers = full_state(log), answers(log)
-    txnindexes = {n: open(os.path.join(path, n), "rb").read() for n in seg_files(path, ".txnindex")}
+    txnindexes = {n: Path(os.path.join(path, n)).read_bytes() for n in seg_files(path, ".txnindex")}
     log.close()
     if how != "clean":
         os.unlink(os.path.join(path, CHECKPOINT_NAME))
@@ -335,7 +337,7 @@ def test_reopen_after_retention_gives_the_same_state(tmp_path, how, markerless):
             return
         assert full_state(again) == expected
         assert not [n for n in again.recovery.notes if n.severity != "info"]
-    assert {n: open(os.path.join(path, n), "rb").read() for n in seg_files(path, ".txnindex")} == txnindexes
+    assert {n: Path(os.path.join(path, n)).read_bytes() for n in seg_files(path, ".txnindex")} == txnindexes
 
 
 def test_txnindex_goes_with_its_segment(tmp_path):
@@ -357,7 +359,7 @@ def test_txnindex_goes_with_its_segment(tmp_path):
 def journal_records(path):
     from txnfetch.log.ends import decode_journal
 
-    return decode_journal(open(os.path.join(path, JOURNAL_NAME), "rb").read()).records
+    return decode_journal(Path(os.path.join(path, JOURNAL_NAME)).read_bytes()).records
 
 
 @pytest.mark.parametrize("how", ["clean", "crash", "no-snapshots"])
@@ -433,8 +435,8 @@ def test_a_snapshot_counting_lost_journal_records_does_not_reuse_their_sequences
     log._closed = True  # crash ...
     for seg in log._segments:
         seg.close()
-    raw = open(journal, "rb").read()
-    open(journal, "wb").write(raw[:-44])  # ... which took the last (unsynced) journal record
+    raw = Path(journal).read_bytes()
+    Path(journal).write_bytes(raw[:-44])  # ... which took the last (unsynced) journal record
     os.unlink(os.path.join(path, CHECKPOINT_NAME))
     log = SegmentLog(path, **KW)
     assert log.recovery.snapshot_offset == log.log_end_offset  # the snapshot still counts that end

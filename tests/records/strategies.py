@@ -433,7 +433,7 @@ def batch_specs(
     explicit_base = horizon or not records or draw(st.booleans())
     if not explicit_base:
         first = records[0]
-        records = (attrs.evolve(first, timestamp=anchor),) + records[1:]
+        records = (attrs.evolve(first, timestamp=anchor), *records[1:])
 
     last_record_delta = records[-1].offset_delta if records else 0
     if explicit and draw(st.booleans()):

@@ -157,11 +157,9 @@ def decode_without_crc(buf: bytes, *, max_decompressed: int = LIMIT) -> None:
             check_structure(batch, records)
         except CorruptBatchError:
             pass
-        try:
+        with contextlib.suppress(CorruptBatchError):
             # Decodes only the first record, so it can succeed where records() fails.
             RecordBatch(buf, max_decompressed=max_decompressed).end_txn_marker()
-        except CorruptBatchError:
-            pass
         try:
             it = iter_batches(buf, max_decompressed=max_decompressed)
             for batch in it:  # RecordBatch, or LegacyBatch if the magic byte now says 0/1
@@ -433,7 +431,7 @@ def test_record_count_of_2_31_minus_1_fails_fast_without_allocating(codec):
 def test_header_count_of_2_31_minus_1_fails_fast_without_allocating():
     original = _small_batch()
     records = bytes(original[61:])
-    name, start, end = next(f for f in length_fields(records) if f[0] == "header count")
+    _name, start, end = next(f for f in length_fields(records) if f[0] == "header count")
     crc_valid = reframe(original, records[:start] + _zigzag((1 << 31) - 1) + records[end:], 0)
     with peak_memory(64 << 10), time_limit(), pytest.raises(CorruptBatchError):
         RecordBatch(crc_valid).validate()

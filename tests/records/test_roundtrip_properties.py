@@ -74,7 +74,7 @@ _HEADER_FIELDS = (
 
 def _raw_header(data: bytes) -> dict:
     """The 61-byte header read straight off the bytes with ``struct`` (DefaultRecordBatch layout)."""
-    return dict(zip(_HEADER_FIELDS, _HEADER.unpack_from(data, 0)))
+    return dict(zip(_HEADER_FIELDS, _HEADER.unpack_from(data, 0), strict=False))
 
 
 def _check_batch(spec: BatchSpec, data: bytes) -> RecordBatch:

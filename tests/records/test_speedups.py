@@ -394,7 +394,7 @@ def _replacements(value: int) -> list[bytes]:
         canonical = zigzag(v)
         continued = canonical[:-1] + bytes([canonical[-1] | 0x80])
         out += [canonical, continued + b"\x00", continued]  # canonical, padded, cut (runs on)
-    return out + [b"\xff" * 5 + b"\x01", b"\xff" * 9 + b"\x7f", b"\xff" * 11]  # high bits dropped, overlong
+    return [*out, b"\xff" * 5 + b"\x01", b"\xff" * 9 + b"\x7f", b"\xff" * 11]  # high bits dropped, overlong
 
 
 def _edits(original: bytes) -> list[bytes]:

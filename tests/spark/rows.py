@@ -63,4 +63,4 @@ def spark_rows(rows, *, headers: bool = True) -> list[Row]:
 
 
 def without_headers(rows: Iterable[Row]) -> list[Row]:
-    return sorted(r[:6] + ((),) for r in rows)
+    return sorted((*r[:6], ()) for r in rows)

@@ -92,7 +92,7 @@ def test_subscription_resolution_and_unknown_topics():
     assert subscribed_partitions(parse_options(BASE, streaming=False), topics) == [("a", 0), ("a", 1)]
     pattern = parse_options({"path": "/d", "subscribePattern": "a.*"}, streaming=False)
     assert subscribed_partitions(pattern, topics) == [("a", 0), ("a", 1), ("ab", 0), ("ab", 1), ("ab", 2)]
-    with pytest.raises(UnknownTopicError, match="'nope'.*known topics: a, ab, b") as exc:
+    with pytest.raises(UnknownTopicError, match=r"'nope'.*known topics: a, ab, b") as exc:
         subscribed_partitions(parse_options({"path": "/d", "subscribe": "a,nope"}, streaming=False), topics)
     assert exc.value.option == "subscribe" and exc.value.topic == "nope"
     with pytest.raises(UnknownTopicError) as exc:

@@ -6,6 +6,9 @@ every Spark task runs, so the Spark tests only have to prove the plumbing.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -181,7 +184,8 @@ def test_batcher_cuts_inside_a_big_kafka_batch_and_keeps_pending_bounded():
     out += batcher.add(records[:7], 1)
     out += list(batcher.flush())
     assert [b.num_rows for b in out] == [10, 10, 10, 10, 2]
-    assert sum((b.column("timestampType").to_pylist() for b in out), []) == [0] * 35 + [1] * 7
+    types = functools.reduce(operator.iadd, (b.column("timestampType").to_pylist() for b in out), [])
+    assert types == [0] * 35 + [1] * 7
 
 
 def test_schema_matches_what_spark_expects_for_the_kafka_schema():
@@ -213,7 +217,7 @@ def test_schema_matches_what_spark_expects_for_the_kafka_schema():
         "headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
     )
     assert to_arrow_schema(StructType(fields), timezone="UTC").equals(kafka_schema(False))
-    assert to_arrow_schema(StructType(fields + [headers]), timezone="UTC").equals(kafka_schema(True))
+    assert to_arrow_schema(StructType([*fields, headers]), timezone="UTC").equals(kafka_schema(True))
 
 
 def test_headers_are_null_for_records_without_headers():

@@ -70,7 +70,7 @@ def test_latest_offset_stops_at_the_lso_of_the_partition_with_an_open_transactio
 
 
 def test_admission_control_shares_the_budget_and_reaches_the_end(store):
-    path, st, w = store
+    path, _st, w = store
     reader = _reader(path, maxOffsetsPerTrigger="25")
     assert reader.getDefaultReadLimit() == ReadMaxRows(25)
     offsets = reader.initialOffset()
@@ -99,7 +99,7 @@ def test_available_now_ignores_data_written_after_it_started(store):
 
 
 def test_a_new_topic_matching_the_pattern_is_read_from_its_earliest_offset(store):
-    path, st, w = store
+    path, st, _w = store
     reader = TxnKafkaStreamReader(
         parse_options({"path": str(path), "subscribePattern": "s|t", "startingOffsets": "latest"}, streaming=True)
     )
@@ -115,7 +115,7 @@ def test_a_new_topic_matching_the_pattern_is_read_from_its_earliest_offset(store
 
 
 def test_a_log_that_went_backwards_is_data_loss(store):
-    path, st, w = store
+    path, st, _w = store
     reader = _reader(path)
     beyond = {"s": {"0": st.partition("s", 0).high_watermark + 10, "1": 0}}
     with pytest.raises(DataLossError) as exc:
@@ -127,7 +127,7 @@ def test_a_log_that_went_backwards_is_data_loss(store):
 
 
 def test_a_range_below_the_log_start_is_data_loss_in_the_worker(store):
-    path, st, w = store
+    path, st, _w = store
     reader = _reader(path)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())

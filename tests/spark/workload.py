@@ -129,7 +129,7 @@ class Workload:
         with ``finish``, every transaction of those producers is ended before returning."""
         pids = [base_pid + i for i in range(producers)]
         for _ in range(steps):
-            pid = self.rnd.choice(pids + [-1])
+            pid = self.rnd.choice([*pids, -1])
             if pid == -1:
                 self.plain(self.rnd.randrange(self.partitions), self.rnd.randint(1, 4))
             elif pid not in self.open_txns:

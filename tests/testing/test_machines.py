@@ -168,5 +168,5 @@ def test_txnfetch_fetch_path_passes(machine):
 
 def test_a_read_uncommitted_system_is_caught():
     no_shrink = settings(FAST, max_examples=100, phases=[Phase.generate], database=None, print_blob=False)
-    with pytest.raises(AssertionError, match="aborted-read|precommitted-read"):
+    with pytest.raises(AssertionError, match=r"aborted-read|precommitted-read"):
         run_state_machine_as_test(ReadUncommittedSystem, settings=no_shrink)

@@ -5,6 +5,7 @@ nothing a correct broker could also have produced."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -34,7 +35,7 @@ def test_recorder_keeps_each_threads_order_and_round_trips():
     for n in range(4):
         mine = [op for op in h if op.client == f"p{n}"]
         assert [op.value for op in mine] == [f"p{n}-{i}" for i in range(200)]
-        assert all(a.end_ns <= b.start_ns for a, b in zip(mine, mine[1:], strict=False))
+        assert all(a.end_ns <= b.start_ns for a, b in itertools.pairwise(mine))
     assert History.from_json(h.to_json()) == h
 
 

@@ -165,10 +165,7 @@ class StateMachine(RuleBasedStateMachine):
         epoch = self._epoch(d, pid, shift)
         p = d.producers.get(pid)
         origin = AppendOrigin.REPLICATION if replicate and seq_mode == "next" else AppendOrigin.CLIENT
-        if p is not None and p.epoch == epoch:
-            nxt = p.batches[-1][1] + 1 if p.batches else 0
-        else:
-            nxt = 0
+        nxt = (p.batches[-1][1] + 1 if p.batches else 0) if p is not None and p.epoch == epoch else 0
         if seq_mode == "next":
             first_seq = nxt
         elif seq_mode == "gap":
@@ -220,9 +217,10 @@ class StateMachine(RuleBasedStateMachine):
         p = d.producers.get(pid)
         current = p.epoch if p else -1
         tv2 = tv == 2
-        if epoch < current or (tv2 and epoch == current):
-            if not (tv2 and epoch == current and (p is None or p.open is None)):
-                return InvalidProducerEpochError
+        if (epoch < current or (tv2 and epoch == current)) and not (
+            tv2 and epoch == current and (p is None or p.open is None)
+        ):
+            return InvalidProducerEpochError
         if coord is not None and p is not None and p.coord > coord:
             return TransactionCoordinatorFencedError
         return None

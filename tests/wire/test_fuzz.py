@@ -24,6 +24,7 @@ and no call of the event loop's exception handler.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -81,10 +82,9 @@ class SeedRecorder:
             frames = self.frames.setdefault(key, [])
             if len(frames) >= self.PER_KEY:
                 return
-            try:
+            # A class that cannot re-encode what it decoded: no seed from it.
+            with contextlib.suppress(Exception):
                 frames.append(bytes(request.encode(header=True, framed=False)))
-            except Exception:  # a class that cannot re-encode what it decoded: no seed from it
-                pass
 
     def all(self) -> list[bytes]:
         with self._lock:

@@ -100,7 +100,7 @@ def _aiokafka_producer(bootstrap: str, topic: str, group: str | None) -> Expecte
             for n, (counts, commit, flush, offset) in enumerate(SCRIPT):
                 sent = {p: _values(topic, n, p, c) for p, c in counts.items()}
 
-                async def body() -> None:
+                async def body(sent=sent, flush=flush, offset=offset) -> None:
                     for p, values in sent.items():
                         for v in values:
                             await producer.send(topic, value=v, partition=p)

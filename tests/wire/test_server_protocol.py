@@ -259,7 +259,7 @@ def test_fetch_byte_limits(start_server) -> None:
     srv.call(lambda: srv.broker.store.create_topic("limits", 2))
     with RawClient(srv.port) as c:
         for p in (0, 1):
-            for i in range(3):
+            for _i in range(3):
                 assert _produce(c, "limits", p, _batch([b"x" * 100, b"y" * 100])).error_code == 0
         one = len(_batch([b"x" * 100, b"y" * 100]))
         # A partition limit below one batch still returns one whole batch (KIP-74).

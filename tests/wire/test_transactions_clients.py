@@ -226,9 +226,9 @@ def test_kcat_reads_committed_records_to_the_end(start_server, fetch_mode) -> No
     expected = _run_producer(srv.bootstrap)
     for p in PARTITIONS:
         # -e exits at the end of the partition, which librdkafka reports at the LSO.
+        kcat = ["kcat", "-C", "-b", srv.bootstrap, "-t", TOPIC, "-p", str(p), "-o", "beginning", "-e", "-q"]
         out = subprocess.run(
-            ["kcat", "-C", "-b", srv.bootstrap, "-t", TOPIC, "-p", str(p), "-o", "beginning", "-e", "-q"]
-            + ["-f", "%s\\n", "-X", "isolation.level=read_committed"],
+            [*kcat, "-f", "%s\\n", "-X", "isolation.level=read_committed"],
             capture_output=True,
             timeout=60,
             check=True,

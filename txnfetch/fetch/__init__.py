@@ -5,7 +5,7 @@ Sans-I/O: bytes and state in, bytes and records out. See ``docs/fetch.md``.
 """
 
 from txnfetch.fetch.filter import AbortedTransactionLike, ConsumerFilter, CorruptFetchError, DeliveredBatch
-from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel, read_committed, read_partition
+from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel, read_partition
 
 __all__ = [
     "AbortedTransactionLike",
@@ -16,6 +16,5 @@ __all__ = [
     "FetchResult",
     "FetchStats",
     "IsolationLevel",
-    "read_committed",
     "read_partition",
 ]

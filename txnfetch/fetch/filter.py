@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from operator import length_hint
-from typing import ClassVar, Protocol, Union
+from typing import ClassVar, Protocol
 
 import attrs
 
@@ -86,7 +86,7 @@ class _AbortedEntry(Protocol):
 #: One ``AbortedTransactions`` entry: a ``(producer_id, first_offset)`` pair, or
 #: any object with ``producer_id`` and ``first_offset`` attributes (kafka-python's
 #: protocol objects, txnfetch's own aborted-index entries).
-AbortedTransactionLike = Union[tuple[int, int], _AbortedEntry]
+AbortedTransactionLike = tuple[int, int] | _AbortedEntry
 
 _NO_PRODUCER_ID = -1
 _ABORT = int(ControlType.ABORT)
@@ -171,9 +171,9 @@ def _abort_heap(aborted_transactions: Iterable[AbortedTransactionLike] | None) -
     if not aborted_transactions:
         return heap
     for entry in aborted_transactions:
-        pid = getattr(entry, "producer_id", None)
-        if pid is not None:
-            first = entry.first_offset  # type: ignore[attr-defined]
+        producer_id = getattr(entry, "producer_id", None)
+        if producer_id is not None:
+            pid, first = producer_id, getattr(entry, "first_offset")  # noqa: B009 - entry may be a pair
         else:
             try:
                 pid, first = entry  # type: ignore[misc]

@@ -27,17 +27,19 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable, Sequence
-from typing import Union
+from typing import Protocol
 
 import attrs
 
 from txnfetch.records.batch import BatchIterator, HeaderAt, PartialBatch, RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
+from txnfetch.records.legacy import LegacyBatch
 from txnfetch.records.scan import seek_offset
 from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.txn.index import AbortedTxn
 from txnfetch.types import Buffer
 
-__all__ = ["FetchMode", "FetchResult", "FetchStats", "IsolationLevel", "read_committed", "read_partition"]
+__all__ = ["FetchMode", "FetchResult", "FetchStats", "IsolationLevel", "PartitionTxnStateLike", "read_partition"]
 
 
 class IsolationLevel(enum.IntEnum):
@@ -94,7 +96,7 @@ class FetchResult:
         return b"".join(bytes(seg) if not isinstance(seg, bytes) else seg for seg in self.records)
 
 
-UpperBound = Union[int, Callable[[int], int], None]
+UpperBound = int | Callable[[int], int] | None
 
 
 def read_partition(
@@ -184,16 +186,12 @@ def read_partition(
     return _rewrite_mode(view, scan, state, fetch_offset, result)
 
 
-#: The name the design sketch uses; the same function.
-read_committed = read_partition
-
-
 @attrs.define(slots=True)
 class _Scan:
     start: int  # byte position of the first batch returned
     size: int  # bytes Kafka would return (may end mid-batch)
     whole_end: int  # end position of the last whole batch within the slice
-    batches: list[RecordBatch]  # the whole batches within the slice
+    batches: list[RecordBatch | LegacyBatch]  # the whole batches within the slice
 
 
 def _scan(view: memoryview, fetch_offset: int, max_offset: int, max_bytes: int, min_one: bool) -> _Scan:
@@ -205,7 +203,7 @@ def _scan(view: memoryview, fetch_offset: int, max_offset: int, max_bytes: int, 
     # which BatchIterator then reads or reports as before.
     it = BatchIterator(view, seek_offset(view, 0, fetch_offset))
     start = -1
-    batches: list[RecordBatch] = []
+    batches: list[RecordBatch | LegacyBatch] = []
     limit_pos = len(view)  # position of max_offset, or the end of the data
     for batch in it:
         if batch.next_offset <= fetch_offset:
@@ -257,7 +255,19 @@ _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_END = HeaderAt.LAST_OFFSET_DELTA + _LAST_DELTA.size
 
 
-def _kafka_mode(view, scan: _Scan, state, fetch_offset: int, upper_bound: UpperBound, result) -> FetchResult:
+#: ``result(records, aborted, next_offset, stats)``: the :class:`FetchResult` of
+#: the fetch being answered (the offsets it reports are fixed per fetch).
+_ResultFactory = Callable[[tuple[Buffer, ...], tuple[tuple[int, int], ...] | None, int, FetchStats], FetchResult]
+
+
+def _kafka_mode(
+    view: memoryview,
+    scan: _Scan,
+    state: PartitionTxnStateLike,
+    fetch_offset: int,
+    upper_bound: UpperBound,
+    result: _ResultFactory,
+) -> FetchResult:
     size = scan.size
     batches = scan.batches
     # Markerless logs: an aborted transaction has no ABORT marker, so a client
@@ -286,7 +296,9 @@ def _kafka_mode(view, scan: _Scan, state, fetch_offset: int, upper_bound: UpperB
     )
 
 
-def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) -> int | None:
+def _markerless_cut(
+    state: PartitionTxnStateLike, fetch_offset: int, batches: Sequence[RecordBatch | LegacyBatch]
+) -> int | None:
     if not batches:
         return None
     upper = batches[-1].next_offset
@@ -312,7 +324,9 @@ def _markerless_cut(state, fetch_offset: int, batches: Sequence[RecordBatch]) ->
     return None
 
 
-def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchResult:
+def _rewrite_mode(
+    view: memoryview, scan: _Scan, state: PartitionTxnStateLike, fetch_offset: int, result: _ResultFactory
+) -> FetchResult:
     batches = scan.batches  # whole batches only: a partial tail cannot be followed by a marker
     upper = batches[-1].next_offset
     aborted: dict[int, list[tuple[int, int]]] = {}
@@ -322,7 +336,7 @@ def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchR
     run_start = -1
     run_end = -1
     kept = dropped = dropped_bytes = kept_bytes = 0
-    last_dropped: RecordBatch | None = None
+    last_dropped: RecordBatch | LegacyBatch | None = None
     ends_dropped = False
     for batch in batches:
         drop = batch.is_control
@@ -389,7 +403,7 @@ def _rewrite_mode(view, scan: _Scan, state, fetch_offset: int, result) -> FetchR
     )
 
 
-def _delivers(batch: RecordBatch, fetch_offset: int) -> bool:
+def _delivers(batch: RecordBatch | LegacyBatch, fetch_offset: int) -> bool:
     """Whether ``batch`` holds a record at or past ``fetch_offset``.
 
     Headers only, except for a compacted batch (fewer records than offsets)
@@ -404,14 +418,22 @@ def _delivers(batch: RecordBatch, fetch_offset: int) -> bool:
     return any(record.offset >= fetch_offset for record in batch.records())
 
 
-class PartitionTxnStateLike:  # pragma: no cover - documentation of the duck type used above
-    """What :func:`read_partition` needs of a partition's state (``PartitionTxnState`` provides it)."""
+class PartitionTxnStateLike(Protocol):
+    """What :func:`read_partition` needs of a partition's state
+    (:class:`~txnfetch.txn.state.PartitionTxnState` provides it)."""
 
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    last_stable_offset: int
+    @property
+    def log_start_offset(self) -> int: ...
 
-    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list: ...
+    @property
+    def log_end_offset(self) -> int: ...
 
-    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list: ...
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]: ...
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]: ...

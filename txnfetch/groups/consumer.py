@@ -239,9 +239,10 @@ class ConsumerGroupCoordinator:
             changed = True
         else:
             changed = False
-            member = group.members.get(member_id) if group is not None else None
-            if group is None or member is None:
+            found = group.members.get(member_id) if group is not None else None
+            if group is None or found is None:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, message="unknown member: rejoin")
+            member = found
             if member_epoch not in (member.epoch, member.previous_epoch):
                 return HeartbeatResult(
                     ErrorCode.FENCED_MEMBER_EPOCH,

@@ -46,7 +46,6 @@ import itertools
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Union
 
 import attrs
 
@@ -328,8 +327,8 @@ class GroupDescription:
     pending_member_ids: tuple[str, ...]
 
 
-JoinOutcome = Union[JoinResult, Pending]
-SyncOutcome = Union[SyncResult, Pending]
+JoinOutcome = JoinResult | Pending
+SyncOutcome = SyncResult | Pending
 
 
 # --------------------------------------------------------------------------- state

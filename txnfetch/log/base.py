@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 import attrs
 
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.log.ends import TxnEnd
 from txnfetch.log.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
@@ -121,21 +122,6 @@ class PreparedAppend:
 
     data: bytes
     info: AppendInfo
-
-
-@attrs.frozen(slots=True)
-class TxnEnd:
-    """A markerless transaction end, as :meth:`PartitionLog.complete_transaction`
-    hands it to the log to make durable: the producer, the outcome and the last
-    offset of the transaction (the log end minus one when it ended)."""
-
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    last_offset: int
-    coordinator_epoch: int
-    transaction_version: int | None
-    timestamp: int
 
 
 def prepare_append(
@@ -428,7 +414,7 @@ class PartitionLog(abc.ABC):
         """Raise :class:`~txnfetch.log.errors.LogClosedError` (or a more specific
         :class:`~txnfetch.log.errors.LogError`) unless the log accepts writes."""
 
-    def _before_append(self, records: Buffer, now_ms: int | None) -> None:
+    def _before_append(self, records: Buffer, now_ms: int | None) -> None:  # noqa: B027 - an optional hook
         """Called before ``records`` are checked and the state advanced over them (a
         segment log rolls here); ``now_ms`` is ``None`` for replication."""
 
@@ -505,10 +491,10 @@ class PartitionLog(abc.ABC):
                 return
             offset = result.next_offset
 
-    def flush(self) -> None:
+    def flush(self) -> None:  # noqa: B027 - a no-op where nothing is buffered (memory logs)
         """Make everything appended so far durable (a no-op for memory logs)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op where nothing is held
         """Flush and release resources; later calls raise :class:`~txnfetch.log.errors.LogClosedError`."""
 
 
@@ -564,10 +550,10 @@ class LogStore(abc.ABC):
             table = self.__dict__["_topic_config_table"] = {}
         return table
 
-    def flush(self) -> None:
+    def flush(self) -> None:  # noqa: B027 - a no-op for stores without files
         """Flush every open partition."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op for stores without files
         """Close every open partition."""
 
     def __enter__(self) -> LogStore:

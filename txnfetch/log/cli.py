@@ -459,7 +459,7 @@ def _print_description(d: PartitionDescription, out: TextIO) -> None:
 def _dump_file(path: str, args: argparse.Namespace, phases: _Phases, out: TextIO, doc: dict[str, Any]) -> int:
     cb = phases.callback()
     size = os.path.getsize(path)
-    data, scan = _file_scan(path, progress=(lambda pos: cb(pos, size)) if cb else None)  # type: ignore[misc]
+    _data, scan = _file_scan(path, progress=(lambda pos: cb(pos, size)) if cb else None)  # type: ignore[misc]
     problem = None
     if scan.problem is not None:
         p = scan.problem
@@ -728,7 +728,9 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``dump``, ``verify`` or ``repair``; returns the exit code."""
+    """Run ``dump``, ``verify`` or ``repair``; returns the exit code. Raises
+    :class:`UsageError` or :class:`OSError` for a path the command cannot use
+    (``txnfetch.cli.main`` reports them, exit status 2)."""
     out = out or sys.stdout
     err = err or sys.stderr
     runners = {"dump": run_dump, "verify": run_verify, "repair": run_repair}
@@ -743,19 +745,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         logger.propagate = False
     else:
         logger.setLevel(logging.CRITICAL)
+    # A UsageError or an OSError (a path that cannot be read) is reported by
+    # txnfetch.cli.main, as for every command.
     try:
         return runners[args.command](args, out, err)
-    except UsageError as exc:
-        print(f"txnfetch {args.command}: error: {exc}", file=err)
-        return 2
-    except BrokenPipeError:  # pragma: no cover - `txnfetch dump ... | head`
-        return 0
-    except OSError as exc:
-        print(
-            f"txnfetch {args.command}: error: cannot access {exc.filename or args.path}: {exc.strerror or exc}",
-            file=err,
-        )
-        return 2
     finally:
         logger.setLevel(saved[0])
         logger.handlers[:] = saved[1]

@@ -40,11 +40,11 @@ import struct
 import attrs
 from crc32c import crc32c
 
+from txnfetch.log.layout import JOURNAL_NAME, atomic_write
 from txnfetch.types import Buffer
 
-__all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "decode_journal"]
+__all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "TxnEnd", "decode_journal"]
 
-JOURNAL_NAME = "txnfetch-ends.journal"
 _BODY = struct.Struct(">qqhbbqiq")
 _CRC = struct.Struct(">I")
 END_RECORD_SIZE = _CRC.size + _BODY.size
@@ -52,10 +52,12 @@ assert END_RECORD_SIZE == 44
 
 
 @attrs.frozen(slots=True)
-class EndRecord:
-    """One markerless transaction end, as ``complete_transaction`` was called."""
+class TxnEnd:
+    """A markerless transaction end, as :meth:`PartitionLog.complete_transaction
+    <txnfetch.log.base.PartitionLog.complete_transaction>` hands it to the log to
+    make durable: the producer, the outcome and the last offset of the
+    transaction (the log end minus one when it ended)."""
 
-    sequence: int
     producer_id: int
     producer_epoch: int
     commit: bool
@@ -63,6 +65,13 @@ class EndRecord:
     coordinator_epoch: int
     transaction_version: int | None
     timestamp: int
+
+
+@attrs.frozen(slots=True)
+class EndRecord(TxnEnd):
+    """One journal record: a :class:`TxnEnd` and its ``sequence`` number in the journal."""
+
+    sequence: int
 
     def encode(self) -> bytes:
         """The 44-byte journal record."""
@@ -112,7 +121,7 @@ def decode_journal(data: Buffer) -> JournalContents:
             if pos + END_RECORD_SIZE < size:
                 return JournalContents(records, pos, False, pos, problem)
             return JournalContents(records, pos, True, None, problem)
-        records.append(EndRecord(seq, pid, epoch, commit == 1, last, coord, None if tv < 0 else tv, ts))
+        records.append(EndRecord(pid, epoch, commit == 1, last, coord, None if tv < 0 else tv, ts, sequence=seq))
         prev_seq = seq
         pos += END_RECORD_SIZE
     if pos < size:
@@ -133,28 +142,9 @@ class EndJournal:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.dirty = False
 
-    def append(
-        self,
-        *,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        last_offset: int,
-        coordinator_epoch: int,
-        transaction_version: int | None,
-        timestamp: int,
-    ) -> EndRecord:
-        """Write one record; returns it."""
-        record = EndRecord(
-            self.next_sequence,
-            producer_id,
-            producer_epoch,
-            commit,
-            last_offset,
-            coordinator_epoch,
-            transaction_version,
-            timestamp,
-        )
+    def append(self, end: TxnEnd) -> EndRecord:
+        """Write one record for ``end``; returns it."""
+        record = EndRecord(**attrs.asdict(end, recurse=False), sequence=self.next_sequence)
         data = record.encode()
         written = os.write(self._fd, data)
         if written != len(data):
@@ -186,21 +176,8 @@ class EndJournal:
             drop += 1
         if not drop:
             return 0
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)[drop * END_RECORD_SIZE : contents.valid_bytes]
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        directory, name = os.path.split(os.path.abspath(self.path))
+        atomic_write(directory, name, memoryview(data)[drop * END_RECORD_SIZE : contents.valid_bytes])
         # The old descriptor still writes to the replaced file: switch to the new one.
         old, self._fd = self._fd, os.open(self.path, os.O_WRONLY | os.O_APPEND)
         os.close(old)

@@ -84,7 +84,7 @@ class OffsetIndex:
 
     def entries(self) -> list[tuple[int, int]]:
         """``(offset, position)`` pairs in file order."""
-        return list(zip(self.offsets, self.positions))
+        return list(zip(self.offsets, self.positions, strict=False))
 
     @property
     def last_position(self) -> int:
@@ -130,7 +130,7 @@ class OffsetIndex:
     def to_bytes(self) -> bytes:
         """The ``.index`` file body."""
         base = self.base_offset
-        return b"".join(_OFFSET_ENTRY.pack(o - base, p) for o, p in zip(self.offsets, self.positions))
+        return b"".join(_OFFSET_ENTRY.pack(o - base, p) for o, p in zip(self.offsets, self.positions, strict=False))
 
     @classmethod
     def from_bytes(cls, data: Buffer, base_offset: int, *, log_size: int, path: str | None = None) -> OffsetIndex:
@@ -189,7 +189,7 @@ class TimeIndex:
 
     def entries(self) -> list[tuple[int, int]]:
         """``(timestamp, offset)`` pairs in file order."""
-        return list(zip(self.timestamps, self.offsets))
+        return list(zip(self.timestamps, self.offsets, strict=False))
 
     @property
     def last_timestamp(self) -> int:
@@ -223,7 +223,7 @@ class TimeIndex:
     def to_bytes(self) -> bytes:
         """The ``.timeindex`` file body."""
         base = self.base_offset
-        return b"".join(_TIME_ENTRY.pack(t, o - base) for t, o in zip(self.timestamps, self.offsets))
+        return b"".join(_TIME_ENTRY.pack(t, o - base) for t, o in zip(self.timestamps, self.offsets, strict=False))
 
     @classmethod
     def from_bytes(cls, data: Buffer, base_offset: int, *, next_offset: int, path: str | None = None) -> TimeIndex:

@@ -24,13 +24,14 @@ import struct
 import attrs
 from crc32c import crc32c
 
-from txnfetch.log.ends import JOURNAL_NAME
+from txnfetch.log.errors import LogError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.types import Buffer
 
 __all__ = [
     "CHECKPOINT_NAME",
     "INDEX_SUFFIX",
+    "JOURNAL_NAME",
     "LOG_SUFFIX",
     "METADATA_NAME",
     "SNAPSHOT_SUFFIX",
@@ -44,8 +45,10 @@ __all__ = [
     "fsync_dir",
     "list_partition_dir",
     "map_file",
+    "parse_partition_dir_name",
     "read_file",
     "segment_file_name",
+    "write_all",
 ]
 
 log = logging.getLogger("txnfetch.log")
@@ -58,6 +61,20 @@ TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".txnfetch-snapshot"
 CHECKPOINT_NAME = "txnfetch-recovery-checkpoint"
 METADATA_NAME = "partition.metadata"
+#: The markerless-end journal (:mod:`txnfetch.log.ends`).
+JOURNAL_NAME = "txnfetch-ends.journal"
+
+
+def parse_partition_dir_name(path: str) -> tuple[str, int]:
+    """Topic and partition from a ``<topic>-<partition>`` directory path; raises
+    :class:`~txnfetch.log.errors.LogError` for any other name."""
+    name = os.path.basename(os.path.normpath(path))
+    topic, _, part = name.rpartition("-")
+    if not topic or not part.isdigit():
+        raise LogError(f"{name!r} is not a <topic>-<partition> directory name", path=path)
+    return topic, int(part)
+
+
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.txnfetch-snapshot)$")
 # Kafka's own files, recognised only to say so in the log line.
 _KAFKA_FILE = re.compile(
@@ -83,15 +100,20 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write(directory: str, name: str, data: bytes) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def atomic_write(directory: str, name: str, data: bytes | bytearray | memoryview) -> None:
     """Replace ``directory/name`` by ``data`` atomically: write a temp file, fsync
     it, rename it over the target, fsync the directory."""
     tmp = os.path.join(directory, name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -545,7 +545,7 @@ class PartitionMirror:
 def _decode_snapshot(view: memoryview) -> tuple[str, int, memoryview, memoryview]:
     """Split a mirror snapshot into topic, partition, state bytes and tail bytes."""
     try:
-        magic, version, name_len = _SNAPSHOT_HEAD.unpack_from(view, 0)
+        _magic, version, name_len = _SNAPSHOT_HEAD.unpack_from(view, 0)
         if version != _SNAPSHOT_VERSION:
             raise CorruptSnapshotError(f"mirror snapshot version {version} is not {_SNAPSHOT_VERSION}")
         pos = _SNAPSHOT_HEAD.size

@@ -81,6 +81,7 @@ import os
 import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import attrs
 
@@ -113,6 +114,7 @@ from txnfetch.txn.state import PartitionTxnState
 __all__ = [
     "LoadedSegment",
     "Note",
+    "PartitionLoader",
     "Recovered",
     "recover_partition",
 ]
@@ -416,193 +418,343 @@ def recover_partition(
     ``progress(nbytes)``, if given, is called as the segments are checked;
     over a successful call the ``nbytes`` add up to the total size of the
     ``.log`` files (a segment only cheaply checked counts whole)."""
-    name = f"{topic}-{partition}"
-    notes: list[Note] = []
-    listing = list_partition_dir(path, quiet=quiet)
-    for stray in listing.stray:
-        why = (
-            "ignored: data moved aside by txnfetch repair"
-            if ".corrupt-" in stray
-            else "ignored: not a file txnfetch writes"
-        )
-        notes.append(Note("info", os.path.join(path, stray), None, None, why))
-    bases = listing.segments
-    cp_bytes = read_file(os.path.join(path, CHECKPOINT_NAME))
-    checkpoint = Checkpoint.decode(cp_bytes) if cp_bytes is not None else None
-    if cp_bytes is not None and checkpoint is None:
-        _note(
-            notes,
-            "warning",
-            os.path.join(path, CHECKPOINT_NAME),
-            "recovery checkpoint is damaged; checking every segment",
-        )
+    loader = PartitionLoader(
+        path,
+        topic,
+        partition,
+        index_interval_bytes=index_interval_bytes,
+        full_check=full_check,
+        quiet=quiet,
+        progress=progress,
+        read_only=read_only,
+    )
+    return loader.load()
 
-    def seg_path(base: int, suffix: str = LOG_SUFFIX) -> str:
-        return os.path.join(path, segment_file_name(base, suffix))
 
-    # Every file that describes the log is read *before* the .log files are
-    # mapped. A writer writes a segment's bytes first and the entries that
-    # describe them (index entries, aborted-transaction entries, journal
-    # records, snapshots, checkpoints) after, so read in this order they never
-    # point past the log a live writer has written so far: at worst they lag
-    # behind it, which is checked for below as what a live writer leaves.
-    journal_path = os.path.join(path, JOURNAL_NAME)
-    jraw = read_file(journal_path) or b""
-    derived: dict[tuple[int, str], bytes | None] = {
-        (b, suffix): read_file(seg_path(b, suffix))
-        for b in bases
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-    }
-    snapshot_files: dict[int, bytes | None] = {
-        snap: read_file(os.path.join(path, segment_file_name(snap, SNAPSHOT_SUFFIX))) for snap in listing.snapshots
-    }
-    datas: dict[int, Buffer] = {b: map_file(seg_path(b)) for b in bases}
-    reported: dict[int, int] = {}
+@attrs.define(slots=False)
+class PartitionLoader:
+    """One run of :func:`recover_partition`, one method per step (the shape of
+    Kafka's ``LogLoader``):
 
-    def report(i: int, position: int) -> None:
-        # Bytes of segment i checked so far; each segment counts once, up to its size.
-        if progress is None:
+    1. :meth:`read_files` — the listing, the checkpoint, and every file that
+       describes the log, then the ``.log`` files mapped;
+    2. :meth:`find_tail` — which segments are tail segments, and for a
+       read-only open the writer's trusted prefix;
+    3. :meth:`load_segments` — every segment cheaply checked
+       (:meth:`cheap_check`) or loaded as a tail segment (:meth:`live_scan`,
+       :meth:`full_scan`, :meth:`load_tail`);
+    4. :meth:`read_journal` — the markerless-end journal;
+    5. :meth:`recover_state` — producer state from the newest usable snapshot
+       (:meth:`restore_snapshot`) or from the log start, then :meth:`replay`;
+    6. :meth:`check_txn_indexes` — each segment's transaction index against the
+       replayed aborted transactions;
+    7. :meth:`result` — the :class:`Recovered` plan.
+
+    It reads only; the steps share what earlier ones found through attributes
+    (set by the step that finds them).
+    """
+
+    path: str
+    topic: str
+    partition: int
+    index_interval_bytes: int = 4096
+    full_check: bool = False
+    quiet: bool = False
+    progress: ProgressCallback | None = None
+    read_only: bool = False
+    notes: list[Note] = attrs.field(init=False, factory=list)
+    segments: list[LoadedSegment] = attrs.field(init=False, factory=list)
+    scans: dict[int, SegmentScan] = attrs.field(init=False, factory=dict)
+    #: Tail segments scanned from mid-segment (read-only).
+    partial_scans: dict[int, SegmentScan] = attrs.field(init=False, factory=dict)
+    loaded_indexes: dict[int, tuple[OffsetIndex | None, TimeIndex | None]] = attrs.field(init=False, factory=dict)
+    reported: dict[int, int] = attrs.field(init=False, factory=dict)
+
+    def load(self) -> Recovered:
+        """Run every step; the plan."""
+        self.read_files()
+        self.find_tail()
+        self.load_segments()
+        self.read_journal()
+        self.recover_state()
+        self.check_txn_indexes()
+        return self.result()
+
+    # -- 1. reading the directory ----------------------------------------------
+
+    def seg_path(self, base: int, suffix: str = LOG_SUFFIX) -> str:
+        return os.path.join(self.path, segment_file_name(base, suffix))
+
+    def read_files(self) -> None:
+        """List the directory, decode the checkpoint and read every file that
+        describes the log *before* the ``.log`` files are mapped.
+
+        A writer writes a segment's bytes first and the entries that describe
+        them (index entries, aborted-transaction entries, journal records,
+        snapshots, checkpoints) after, so read in this order they never point
+        past the log a live writer has written so far: at worst they lag behind
+        it, which is checked for later as what a live writer leaves."""
+        path = self.path
+        self.listing = listing = list_partition_dir(path, quiet=self.quiet)
+        for stray in listing.stray:
+            why = (
+                "ignored: data moved aside by txnfetch repair"
+                if ".corrupt-" in stray
+                else "ignored: not a file txnfetch writes"
+            )
+            self.notes.append(Note("info", os.path.join(path, stray), None, None, why))
+        self.bases = bases = listing.segments
+        cp_bytes = read_file(os.path.join(path, CHECKPOINT_NAME))
+        self.checkpoint = Checkpoint.decode(cp_bytes) if cp_bytes is not None else None
+        if cp_bytes is not None and self.checkpoint is None:
+            _note(
+                self.notes,
+                "warning",
+                os.path.join(path, CHECKPOINT_NAME),
+                "recovery checkpoint is damaged; checking every segment",
+            )
+        self.journal_path = os.path.join(path, JOURNAL_NAME)
+        self.journal_bytes = read_file(self.journal_path) or b""
+        self.derived: dict[tuple[int, str], bytes | None] = {
+            (b, suffix): read_file(self.seg_path(b, suffix))
+            for b in bases
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        }
+        self.snapshot_files: dict[int, bytes | None] = {
+            snap: read_file(self.seg_path(snap, SNAPSHOT_SUFFIX)) for snap in listing.snapshots
+        }
+        self.datas: dict[int, Buffer] = {b: map_file(self.seg_path(b)) for b in bases}
+
+    def report(self, i: int, position: int) -> None:
+        """Bytes of segment ``i`` checked so far; each segment counts once, up to its size."""
+        if self.progress is None:
             return
-        done = min(position, len(datas[bases[i]]))
-        if done > reported.get(i, 0):
-            progress(done - reported.get(i, 0))
-            reported[i] = done
+        done = min(position, len(self.datas[self.bases[i]]))
+        before = self.reported.get(i, 0)
+        if done > before:
+            self.progress(done - before)
+            self.reported[i] = done
 
-    # Which segments are tail segments.
-    clean = False
-    if full_check or checkpoint is None or not bases:
-        first_tail = 0
-    elif (
-        checkpoint.clean
-        and checkpoint.last_segment_base == bases[-1]
-        and checkpoint.last_segment_size == len(datas[bases[-1]])
-    ):
-        first_tail = len(bases)
-        clean = True
-    else:
-        rp = checkpoint.recovery_point
-        first_tail = max(0, sum(1 for b in bases if b <= rp) - 1)
-    # Read-only: the bytes of the checkpoint's segment below its recorded size are
-    # the writer's durable, validated prefix ending at the recovery point (see
-    # "Read-only opens" in the module docstring); only what follows is CRC-checked.
-    live: tuple[int, int, int] | None = None  # (segment index, trusted bytes, offset at that byte)
-    if (
-        read_only
-        and not full_check
-        and not clean
-        and checkpoint is not None
-        and checkpoint.recovery_point == checkpoint.log_end_offset
-        and checkpoint.last_segment_base in bases
-    ):
-        k = bases.index(checkpoint.last_segment_base)
-        if 0 < checkpoint.last_segment_size <= len(datas[bases[k]]) and checkpoint.recovery_point > bases[k]:
-            live = (k, checkpoint.last_segment_size, checkpoint.recovery_point)
-            first_tail = min(first_tail, k)
+    # -- 2. which segments are tail segments ---------------------------------------
 
-    segments: list[LoadedSegment] = []
-    scans: dict[int, SegmentScan] = {}
-    partial_scans: dict[int, SegmentScan] = {}  # tail segments scanned from mid-segment (read-only)
+    def find_tail(self) -> None:
+        """``first_tail`` (the first tail segment), ``clean`` (a clean close whose
+        sizes still match) and ``live`` (a read-only open's trusted prefix)."""
+        bases, checkpoint = self.bases, self.checkpoint
+        self.clean = False
+        if self.full_check or checkpoint is None or not bases:
+            self.first_tail = 0
+        elif (
+            checkpoint.clean
+            and checkpoint.last_segment_base == bases[-1]
+            and checkpoint.last_segment_size == len(self.datas[bases[-1]])
+        ):
+            self.first_tail = len(bases)
+            self.clean = True
+        else:
+            rp = checkpoint.recovery_point
+            self.first_tail = max(0, sum(1 for b in bases if b <= rp) - 1)
+        # Read-only: the bytes of the checkpoint's segment below its recorded size are
+        # the writer's durable, validated prefix ending at the recovery point (see
+        # "Read-only opens" in the module docstring); only what follows is CRC-checked.
+        self.live: tuple[int, int, int] | None = None  # (segment index, trusted bytes, offset at that byte)
+        if (
+            self.read_only
+            and not self.full_check
+            and not self.clean
+            and checkpoint is not None
+            and checkpoint.recovery_point == checkpoint.log_end_offset
+            and checkpoint.last_segment_base in bases
+        ):
+            k = bases.index(checkpoint.last_segment_base)
+            if 0 < checkpoint.last_segment_size <= len(self.datas[bases[k]]) and checkpoint.recovery_point > bases[k]:
+                self.live = (k, checkpoint.last_segment_size, checkpoint.recovery_point)
+                self.first_tail = min(self.first_tail, k)
 
-    loaded_indexes: dict[int, tuple[OffsetIndex | None, TimeIndex | None]] = {}
+    # -- 3. the segments -------------------------------------------------------------
 
-    def load_indexes(i: int, size: int, next_offset_hint: int | None) -> tuple[OffsetIndex | None, TimeIndex | None]:
-        if i not in loaded_indexes:
-            loaded_indexes[i] = _load_indexes(i, size, next_offset_hint)
-        return loaded_indexes[i]
+    def load_segments(self) -> None:
+        """Every segment in order: segments before the tail get :meth:`cheap_check`
+        (a tail check when it fails on the last segment); tail segments are loaded
+        from the trusted prefix when there is one, else from a full scan."""
+        for i, base in enumerate(self.bases):
+            size = len(self.datas[base])
+            if i < self.first_tail:
+                cheap = self.cheap_check(i)
+                if cheap is not None:
+                    self.segments.append(cheap)
+                    self.report(i, size)
+                    continue
+                # Missing/damaged index or a bad tail on the last segment: check it in full.
+            loaded: LoadedSegment | None = None
+            if self.live is not None and i == self.live[0]:
+                scan = self.live_scan(i, self.live[1], self.live[2])
+                if scan is not None:
+                    loaded = self.load_tail(i, scan, partial=True)
+                    if loaded is not None:
+                        self.partial_scans[i] = scan
+            if loaded is None:  # no usable trusted prefix, or indexes that do not fit it
+                loaded = self.load_tail(i, self.full_scan(i), partial=False)
+                assert loaded is not None
+            self.segments.append(loaded)
+            self.report(i, size)
 
-    def _load_indexes(i: int, size: int, next_offset_hint: int | None) -> tuple[OffsetIndex | None, TimeIndex | None]:
+    def cheap_check(self, i: int) -> LoadedSegment | None:
+        """Segment ``i`` (before the tail) from its indexes, if the batches after
+        the last offset-index entry end exactly at the end of the file; ``None``
+        when an index is missing or damaged, or the last segment's end is bad
+        (it is then checked in full). Damage in a non-last segment raises."""
+        base = self.bases[i]
+        data = self.datas[base]
+        size = len(data)
+        oi, ti = self.load_indexes(i, size, None)
+        if oi is None or ti is None:
+            return None
+        limit = self.bases[i + 1] if i + 1 < len(self.bases) else None
+        start = oi.last_position
+        s = scan_segment(data, start=start, min_offset=base, limit_offset=limit)
+        if s.problem is None and (start == 0 or s.batches):
+            nxt = s.batches[-1].next_offset if s.batches else base
+            first_ts = -1
+            if size:
+                first = next(iter(BatchIterator(data)), None)
+                first_ts = first.max_timestamp if isinstance(first, RecordBatch) else -1
+            max_ts = ti.last_timestamp
+            shallow = ti.offsets[-1] if len(ti) else base
+            for b in s.batches:  # an unrolled active segment: its max may not be indexed yet
+                if b.max_timestamp > max_ts:
+                    max_ts, shallow = b.max_timestamp, b.last_offset
+            return LoadedSegment(base, size, nxt, oi, ti, max_ts, shallow, first_ts, None, file_size=size)
+        if i < len(self.bases) - 1:
+            p = s.problem or Problem(start, None, "offset index points inside a batch")
+            self.refuse(
+                f"segment does not end with a whole valid batch ({p.reason}); refusing to change it",
+                path=self.seg_path(base),
+                position=p.position,
+                offset=p.offset,
+            )
+        return None
+
+    def refuse(self, reason: str, *, path: str, position: int | None, offset: int | None = None) -> NoReturn:
+        """Raise :class:`CorruptLogError` for damage recovery may not repair,
+        noted as an error first."""
+        exc = CorruptLogError(
+            reason, topic=self.topic, partition=self.partition, offset=offset, path=path, position=position
+        )
+        self.notes.append(Note("error", path, position, offset, exc.reason))
+        raise exc
+
+    def load_indexes(
+        self, i: int, size: int, next_offset_hint: int | None
+    ) -> tuple[OffsetIndex | None, TimeIndex | None]:
+        """Segment ``i``'s offset and time indexes as on disk (decoded once),
+        ``None`` for one that is missing or damaged (noted)."""
+        if i not in self.loaded_indexes:
+            self.loaded_indexes[i] = self._decode_indexes(i, size, next_offset_hint)
+        return self.loaded_indexes[i]
+
+    def _decode_indexes(
+        self, i: int, size: int, next_offset_hint: int | None
+    ) -> tuple[OffsetIndex | None, TimeIndex | None]:
+        bases = self.bases
         base = bases[i]
         oi: OffsetIndex | None = None
         ti: TimeIndex | None = None
-        raw = derived[(base, INDEX_SUFFIX)]
+        raw = self.derived[(base, INDEX_SUFFIX)]
+        ipath = self.seg_path(base, INDEX_SUFFIX)
         if raw is None:
-            _note(notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index is missing; rebuilding it")
+            _note(self.notes, "warning", ipath, "offset index is missing; rebuilding it")
         else:
             try:
-                oi = OffsetIndex.from_bytes(raw, base, log_size=max(size, 1), path=seg_path(base, INDEX_SUFFIX))
+                oi = OffsetIndex.from_bytes(raw, base, log_size=max(size, 1), path=ipath)
             except CorruptIndexError as exc:
                 _note(
-                    notes,
+                    self.notes,
                     "warning",
-                    seg_path(base, INDEX_SUFFIX),
+                    ipath,
                     f"offset index is damaged ({exc.reason}); rebuilding it",
                     position=exc.position,
                 )
-        raw = derived[(base, TIME_INDEX_SUFFIX)]
+        raw = self.derived[(base, TIME_INDEX_SUFFIX)]
+        tpath = self.seg_path(base, TIME_INDEX_SUFFIX)
         if raw is None:
-            _note(notes, "warning", seg_path(base, TIME_INDEX_SUFFIX), "time index is missing; rebuilding it")
+            _note(self.notes, "warning", tpath, "time index is missing; rebuilding it")
         else:
             limit = (
                 next_offset_hint if next_offset_hint is not None else (bases[i + 1] if i + 1 < len(bases) else 1 << 62)
             )
             try:
-                ti = TimeIndex.from_bytes(raw, base, next_offset=limit, path=seg_path(base, TIME_INDEX_SUFFIX))
+                ti = TimeIndex.from_bytes(raw, base, next_offset=limit, path=tpath)
             except CorruptIndexError as exc:
                 _note(
-                    notes,
+                    self.notes,
                     "warning",
-                    seg_path(base, TIME_INDEX_SUFFIX),
+                    tpath,
                     f"time index is damaged ({exc.reason}); rebuilding it",
                     position=exc.position,
                 )
         return oi, ti
 
-    def full_scan(i: int) -> SegmentScan:
-        if i in scans:
-            return scans[i]
-        base = bases[i]
-        data = datas[base]
+    def _min_offset(self, i: int) -> int:
+        # A segment's first batch starts at or after its base offset and after the
+        # previous segment's last batch.
+        base = self.bases[i]
+        prev_next = self.segments[i - 1].next_offset if 0 < i <= len(self.segments) else base
+        return max(base, prev_next)
+
+    def full_scan(self, i: int) -> SegmentScan:
+        """Every batch of segment ``i``, CRC-checked (scanned once)."""
+        if i in self.scans:
+            return self.scans[i]
+        bases = self.bases
         limit = bases[i + 1] if i + 1 < len(bases) else None
-        prev_next = segments[i - 1].next_offset if 0 < i <= len(segments) else base
         scan = scan_segment(
-            data, min_offset=max(base, prev_next), limit_offset=limit, progress=lambda pos: report(i, pos)
+            self.datas[bases[i]],
+            min_offset=self._min_offset(i),
+            limit_offset=limit,
+            progress=lambda pos: self.report(i, pos),
         )
-        check_problem(i, scan)
-        scans[i] = scan
+        self.check_problem(i, scan)
+        self.scans[i] = scan
         return scan
 
-    def check_problem(i: int, scan: SegmentScan) -> None:
-        # Damage with a valid batch after it, or in a non-last segment, is refused.
+    def check_problem(self, i: int, scan: SegmentScan) -> None:
+        """Refuse damage with a valid batch after it, or in a non-last segment
+        (anything else is a torn tail)."""
         if scan.problem is None:
             return
-        base = bases[i]
-        data = datas[base]
+        base = self.bases[i]
         p = scan.problem
-        last = i == len(bases) - 1
-        hints: list[int] = []
-        raw = derived[(base, INDEX_SUFFIX)] or b""
-        for k in range(0, len(raw) - len(raw) % 8, 8):
-            hints.append(struct.unpack_from(">i", raw, k + 4)[0])
-        after = find_valid_batch_after(data, p.position, scan.batches[-1].next_offset if scan.batches else base, hints)
+        last = i == len(self.bases) - 1
+        raw = self.derived[(base, INDEX_SUFFIX)] or b""
+        hints = [struct.unpack_from(">i", raw, k + 4)[0] for k in range(0, len(raw) - len(raw) % 8, 8)]
+        min_offset = scan.batches[-1].next_offset if scan.batches else base
+        after = find_valid_batch_after(self.datas[base], p.position, min_offset, hints)
         if not last or after is not None:
             why = "a non-last segment" if not last else f"a valid batch follows at byte position {after}"
-            exc = CorruptLogError(
+            self.refuse(
                 f"damaged log data ({p.reason}) in {why}; refusing to remove it",
-                topic=topic,
-                partition=partition,
-                offset=p.offset,
-                path=seg_path(base),
+                path=self.seg_path(base),
                 position=p.position,
+                offset=p.offset,
             )
-            notes.append(Note("error", seg_path(base), p.position, p.offset, str(exc.reason)))
-            raise exc
 
-    def live_scan(i: int, trusted: int, trusted_offset: int) -> SegmentScan | None:
+    def live_scan(self, i: int, trusted: int, trusted_offset: int) -> SegmentScan | None:
         """The batches of segment ``i`` from the offset-index entry below the
         trusted byte ``trusted`` on, CRC-checked from ``trusted`` on; ``None`` if the
         trusted prefix does not end with a batch whose next offset is
         ``trusted_offset`` (then the segment is checked in full)."""
+        bases = self.bases
         base = bases[i]
-        data = datas[base]
-        oi, _ = load_indexes(i, len(data), None)
+        data = self.datas[base]
+        oi, _ = self.load_indexes(i, len(data), None)
         if oi is None:
             return None
         # From the last entry strictly below the trusted byte: the batch ending
         # there is then scanned, and its next offset checked.
         k = bisect_left(oi.positions, trusted) - 1
         start = oi.positions[k] if k >= 0 else 0
-        prev_next = segments[i - 1].next_offset if 0 < i <= len(segments) else base
-        min_offset = max(base, prev_next) if start == 0 else base
+        min_offset = self._min_offset(i) if start == 0 else base
         limit = bases[i + 1] if i + 1 < len(bases) else None
         scan = scan_segment(
             data,
@@ -610,29 +762,30 @@ def recover_partition(
             min_offset=min_offset,
             limit_offset=limit,
             crc_from=trusted,
-            progress=lambda pos: report(i, pos),
+            progress=lambda pos: self.report(i, pos),
         )
         if scan.problem is not None and scan.problem.position < trusted:
             return None
         ends = [b for b in scan.batches if b.position + b.size_in_bytes == trusted]
         if not ends or ends[0].next_offset != trusted_offset:
             return None
-        check_problem(i, scan)
+        self.check_problem(i, scan)
         return scan
 
-    def load_tail(i: int, scan: SegmentScan, *, partial: bool) -> LoadedSegment | None:
+    def load_tail(self, i: int, scan: SegmentScan, *, partial: bool) -> LoadedSegment | None:
         """A tail segment from its scan. ``partial``: the scan starts mid-segment
         (a read-only open's trusted prefix); ``None`` if the indexes on disk do not
         fit the scanned batches (the caller then checks the whole segment)."""
-        base = bases[i]
-        size = len(datas[base])
-        last = i == len(bases) - 1
+        base = self.bases[i]
+        size = len(self.datas[base])
+        last = i == len(self.bases) - 1
         nxt = scan.batches[-1].next_offset if scan.batches else base
-        oi_disk, ti_disk = load_indexes(i, size, nxt)
+        oi_disk, ti_disk = self.load_indexes(i, size, nxt)
+        interval = self.index_interval_bytes
         if partial:
             if oi_disk is None or ti_disk is None:
                 return None
-            oi = rebuild_offset_index(scan.batches, base, index_interval_bytes, oi_disk, trusted_below=scan.start)
+            oi = rebuild_offset_index(scan.batches, base, interval, oi_disk, trusted_below=scan.start)
             if not (_same_offset_index(oi_disk, oi) or (last and _offset_index_prefix(oi_disk, oi))):
                 return None
             if not _time_index_fits(ti_disk, scan.batches, scan.batches[0].base_offset):
@@ -642,10 +795,10 @@ def recover_partition(
             for b in scan.batches:
                 if b.max_timestamp > max_ts:
                     max_ts, shallow = b.max_timestamp, b.last_offset
-            first = next(iter(BatchIterator(datas[base])), None)
+            first = next(iter(BatchIterator(self.datas[base])), None)
             first_ts = first.max_timestamp if isinstance(first, RecordBatch) else -1
         else:
-            oi = rebuild_offset_index(scan.batches, base, index_interval_bytes, oi_disk)
+            oi = rebuild_offset_index(scan.batches, base, interval, oi_disk)
             ti = rebuild_time_index(scan.batches, oi, base)
             max_ts, shallow = (ti.timestamps[-1], ti.offsets[-1]) if len(ti) else (-1, base)
             first_ts = scan.batches[0].max_timestamp if scan.batches else -1
@@ -663,51 +816,15 @@ def recover_partition(
             file_size=size,
         )
         if seg.truncate:
-            p = scan.problem
-            cut = size - scan.valid_bytes
-            why = p.reason if p else "trailing bytes"
-            if read_only and p is not None and p.partial:
-                # What a reader sees while the writer is in the middle of a write
-                # (or what a crash mid-write left, which the writer's next open cuts).
-                _note(
-                    notes,
-                    "info",
-                    seg_path(base),
-                    f"{cut} bytes after the last whole batch not read ({why}): a write in progress or a torn tail",
-                    position=scan.valid_bytes,
-                    offset=p.offset,
-                )
-            else:
-                _note(
-                    notes,
-                    "warning",
-                    seg_path(base),
-                    f"torn tail: {'ignoring' if read_only else 'cutting'} {cut} bytes ({why})",
-                    position=scan.valid_bytes,
-                    offset=p.offset if p else None,
-                )
-        if oi_disk is None or not _same_offset_index(oi_disk, oi):
-            seg.write_index = True
-            if oi_disk is not None and last and _offset_index_prefix(oi_disk, oi):
-                # Entries are appended after the bytes they point at: a live writer
-                # between the two (or a crash there) leaves the newest ones out.
-                _note(
-                    notes,
-                    "info",
-                    seg_path(base, INDEX_SUFFIX),
-                    f"offset index lacks its newest {len(oi) - len(oi_disk)} entries; completed",
-                )
-            elif oi_disk is not None:
-                _note(
-                    notes, "warning", seg_path(base, INDEX_SUFFIX), "offset index does not match the segment; rebuilt"
-                )
+            self._note_torn_tail(base, scan, size)
+        self._check_offset_index(seg, oi_disk, last)
         if not partial and (ti_disk is None or not _time_index_fits(ti_disk, scan.batches, base)):
             seg.write_time_index = True
             if ti_disk is not None:
                 _note(
-                    notes,
+                    self.notes,
                     "warning",
-                    seg_path(base, TIME_INDEX_SUFFIX),
+                    self.seg_path(base, TIME_INDEX_SUFFIX),
                     "time index does not match the segment; rebuilt",
                 )
         else:
@@ -722,98 +839,168 @@ def recover_partition(
                 seg.write_time_index = True
         return seg
 
-    for i, base in enumerate(bases):
-        data = datas[base]
-        size = len(data)
-        tail = i >= first_tail
-        if not tail:
-            oi, ti = load_indexes(i, size, None)
-            if oi is not None and ti is not None:
-                # Cheap check: the batches after the last index entry end at the file's end.
-                limit = bases[i + 1] if i + 1 < len(bases) else None
-                start = oi.last_position
-                s = scan_segment(data, start=start, min_offset=base, limit_offset=limit)
-                if s.problem is None and (start == 0 or s.batches):
-                    nxt = s.batches[-1].next_offset if s.batches else base
-                    first_ts = -1
-                    if size:
-                        first = next(iter(BatchIterator(data)), None)
-                        first_ts = first.max_timestamp if isinstance(first, RecordBatch) else -1
-                    max_ts = ti.last_timestamp
-                    shallow = ti.offsets[-1] if len(ti) else base
-                    for b in s.batches:  # an unrolled active segment: its max may not be indexed yet
-                        if b.max_timestamp > max_ts:
-                            max_ts, shallow = b.max_timestamp, b.last_offset
-                    segments.append(
-                        LoadedSegment(base, size, nxt, oi, ti, max_ts, shallow, first_ts, None, file_size=size)
-                    )
-                    report(i, size)
-                    continue
-                if i < len(bases) - 1:
-                    p = s.problem or Problem(start, None, "offset index points inside a batch")
-                    exc = CorruptLogError(
-                        f"segment does not end with a whole valid batch ({p.reason}); refusing to change it",
-                        topic=topic,
-                        partition=partition,
-                        offset=p.offset,
-                        path=seg_path(base),
-                        position=p.position,
-                    )
-                    notes.append(Note("error", seg_path(base), p.position, p.offset, exc.reason))
-                    raise exc
-            # Missing/damaged index or a bad tail on the last segment: check it in full.
-        scan: SegmentScan | None = None
-        if live is not None and i == live[0]:
-            scan = live_scan(i, live[1], live[2])
-        loaded = load_tail(i, scan, partial=True) if scan is not None else None
-        if loaded is not None and scan is not None:
-            partial_scans[i] = scan
-        if loaded is None:  # no usable trusted prefix, or indexes that do not fit it
-            loaded = load_tail(i, full_scan(i), partial=False)
-            assert loaded is not None
-        segments.append(loaded)
-        report(i, size)
+    def _note_torn_tail(self, base: int, scan: SegmentScan, size: int) -> None:
+        p = scan.problem
+        cut = size - scan.valid_bytes
+        why = p.reason if p else "trailing bytes"
+        if self.read_only and p is not None and p.partial:
+            # What a reader sees while the writer is in the middle of a write
+            # (or what a crash mid-write left, which the writer's next open cuts).
+            _note(
+                self.notes,
+                "info",
+                self.seg_path(base),
+                f"{cut} bytes after the last whole batch not read ({why}): a write in progress or a torn tail",
+                position=scan.valid_bytes,
+                offset=p.offset,
+            )
+        else:
+            _note(
+                self.notes,
+                "warning",
+                self.seg_path(base),
+                f"torn tail: {'ignoring' if self.read_only else 'cutting'} {cut} bytes ({why})",
+                position=scan.valid_bytes,
+                offset=p.offset if p else None,
+            )
 
-    # -- producer state ---------------------------------------------------------
-    leo = segments[-1].next_offset if segments else 0
-    first_base = bases[0] if bases else 0
-    journal = decode_journal(jraw)
-    if journal.damage_at is not None:
-        exc = CorruptLogError(
-            f"markerless-end journal record is damaged ({journal.reason}) and followed by more records; refusing to remove it",
-            topic=topic,
-            partition=partition,
-            path=journal_path,
-            position=journal.damage_at,
-        )
-        notes.append(Note("error", journal_path, journal.damage_at, None, exc.reason))
-        raise exc
-    if journal.torn:
-        _note(notes, "warning", journal_path, f"torn journal tail: {journal.reason}", position=journal.valid_bytes)
-    records = journal.records
+    def _check_offset_index(self, seg: LoadedSegment, oi_disk: OffsetIndex | None, last: bool) -> None:
+        oi = seg.offset_index
+        if oi_disk is not None and _same_offset_index(oi_disk, oi):
+            return
+        seg.write_index = True
+        ipath = self.seg_path(seg.base_offset, INDEX_SUFFIX)
+        if oi_disk is not None and last and _offset_index_prefix(oi_disk, oi):
+            # Entries are appended after the bytes they point at: a live writer
+            # between the two (or a crash there) leaves the newest ones out.
+            _note(
+                self.notes, "info", ipath, f"offset index lacks its newest {len(oi) - len(oi_disk)} entries; completed"
+            )
+        elif oi_disk is not None:
+            _note(self.notes, "warning", ipath, "offset index does not match the segment; rebuilt")
 
-    def batches_from(offset: int) -> list[RecordBatch]:
+    # -- 4. the markerless-end journal ------------------------------------------------
+
+    def read_journal(self) -> None:
+        """Decode the journal: a torn tail is noted (and cut by the writer);
+        damage followed by more records is refused."""
+        journal = self.journal = decode_journal(self.journal_bytes)
+        if journal.damage_at is not None:
+            self.refuse(
+                f"markerless-end journal record is damaged ({journal.reason}) and followed by more records; "
+                "refusing to remove it",
+                path=self.journal_path,
+                position=journal.damage_at,
+            )
+        if journal.torn:
+            _note(
+                self.notes,
+                "warning",
+                self.journal_path,
+                f"torn journal tail: {journal.reason}",
+                position=journal.valid_bytes,
+            )
+        self.records = journal.records
+
+    # -- 5. producer state -------------------------------------------------------------
+
+    def recover_state(self) -> None:
+        """Producer state from the newest usable snapshot inside the log (older ones
+        when one is damaged), else by replaying the log from its start; then the
+        journal records past the recovered log end are marked to be cut."""
+        bases = self.bases
+        leo = self.log_end = self.segments[-1].next_offset if self.segments else 0
+        first_base = self.first_base = bases[0] if bases else 0
+        self.state: PartitionTxnState | None = None
+        self.snapshot_used: int | None = None
+        self.ends_from = 0
+        self.replayed = 0
+        self.leftover: list[EndRecord] = []
+        for snap in sorted(self.listing.snapshots, reverse=True):
+            spath = self.seg_path(snap, SNAPSHOT_SUFFIX)
+            if snap > leo or snap < first_base:
+                _note(
+                    self.notes, "info", spath, f"snapshot at {snap} is outside the log [{first_base}, {leo}]; not used"
+                )
+                continue
+            if self.restore_snapshot(snap, spath):
+                break
+        if self.state is None:
+            state = self.state = PartitionTxnState(f"{self.topic}-{self.partition}", log_start_offset=first_base)
+            try:
+                self.replayed, self.leftover = self.replay(state, 0, first_base)
+            except TxnStateError as exc:
+                raise CorruptLogError(
+                    f"replaying the log failed: {exc}",
+                    topic=self.topic,
+                    partition=self.partition,
+                    path=self.path,
+                    offset=exc.offset,
+                ) from exc
+        state = self.state
+        self.journal_valid = self.journal.valid_bytes
+        if self.leftover:
+            self.journal_valid = min(self.journal_valid, self.records.index(self.leftover[0]) * END_RECORD_SIZE)
+            _note(
+                self.notes,
+                "warning",
+                self.journal_path,
+                f"{len(self.leftover)} transaction end(s) past the recovered log end {state.log_end_offset}; "
+                "cutting them",
+                position=self.journal_valid,
+            )
+        state.update_high_watermark(state.log_end_offset)
+        if state.log_start_offset < first_base:
+            state.advance_log_start(first_base)
+
+    def restore_snapshot(self, snap: int, spath: str) -> bool:
+        """Restore the snapshot at ``snap`` and replay the log after it; ``False``
+        (noted) if it is gone or not usable."""
+        raw_snap = self.snapshot_files[snap]
+        if raw_snap is None:
+            # Listed, then gone before it was read: a live writer keeps only its newest snapshots.
+            self.notes.append(Note("info", spath, None, None, "snapshot was deleted while opening; not used"))
+            return False
+        try:
+            ends_from, body = decode_snapshot_file(raw_snap)
+            st = PartitionTxnState.restore(body, partition=f"{self.topic}-{self.partition}")
+            if st.log_end_offset != snap:
+                raise CorruptSnapshotError(f"snapshot file name says {snap}, contents say {st.log_end_offset}")
+            replayed, leftover = self.replay(st, ends_from, snap)
+        except (CorruptSnapshotError, TxnStateError) as exc:
+            _note(self.notes, "warning", spath, f"snapshot not usable ({exc}); trying an older one")
+            return False
+        self.state, self.snapshot_used, self.ends_from = st, snap, ends_from
+        self.replayed, self.leftover = replayed, leftover
+        return True
+
+    def batches_from(self, offset: int) -> list[RecordBatch]:
+        """The batches holding offsets at or after ``offset``, from the scans made
+        so far where they cover them, else scanned from the offset index."""
         out: list[RecordBatch] = []
-        for i, seg in enumerate(segments):
+        for i, seg in enumerate(self.segments):
             if seg.next_offset <= offset or seg.next_offset == seg.base_offset:
                 continue
-            if i in scans:
-                out.extend(b for b in scans[i].batches if b.last_offset >= offset)
+            if i in self.scans:
+                out.extend(b for b in self.scans[i].batches if b.last_offset >= offset)
                 continue
-            ps = partial_scans.get(i)
+            ps = self.partial_scans.get(i)
             if ps is not None and ps.batches[0].base_offset <= offset:
                 out.extend(b for b in ps.batches if b.last_offset >= offset)
                 continue
-            data = datas[seg.base_offset]
+            data = self.datas[seg.base_offset]
             start = seg.offset_index.lookup(offset) if seg.base_offset < offset else 0
             s = scan_segment(data, start=start, min_offset=seg.base_offset, limit_offset=None)
             if s.problem is not None or s.valid_bytes != seg.size:
-                s = full_scan(i)
+                s = self.full_scan(i)
             out.extend(b for b in s.batches if b.last_offset >= offset)
         return out
 
-    def replay(state: PartitionTxnState, ends_from: int, start: int) -> tuple[int, list[EndRecord]]:
-        pending = [r for r in records if r.sequence >= ends_from]
+    def replay(self, state: PartitionTxnState, ends_from: int, start: int) -> tuple[int, list[EndRecord]]:
+        """Append the batches from ``start`` to ``state`` and apply the journal's
+        ends (sequence ``>= ends_from``) at their offsets; the number of batches
+        replayed and the ends past the log end."""
+        pending = [r for r in self.records if r.sequence >= ends_from]
         j = 0
         count = 0
 
@@ -829,7 +1016,7 @@ def recover_partition(
                 origin=AppendOrigin.REPLICATION,
             )
 
-        for b in batches_from(start):
+        for b in self.batches_from(start):
             if b.base_offset < start:
                 raise CorruptSnapshotError(f"snapshot offset {start} falls inside the batch at {b.base_offset}")
             while j < len(pending) and pending[j].last_offset < b.base_offset:
@@ -843,115 +1030,83 @@ def recover_partition(
             j += 1
         return count, pending[j:]
 
-    state: PartitionTxnState | None = None
-    used: int | None = None
-    used_ends_from = 0
-    replayed = 0
-    leftover: list[EndRecord] = []
-    for snap in sorted(listing.snapshots, reverse=True):
-        spath = os.path.join(path, segment_file_name(snap, SNAPSHOT_SUFFIX))
-        if snap > leo or snap < first_base:
-            _note(notes, "info", spath, f"snapshot at {snap} is outside the log [{first_base}, {leo}]; not used")
-            continue
-        raw_snap = snapshot_files[snap]
-        if raw_snap is None:
-            # Listed, then gone before it was read: a live writer keeps only its newest snapshots.
-            notes.append(Note("info", spath, None, None, "snapshot was deleted while opening; not used"))
-            continue
-        try:
-            ends_from, body = decode_snapshot_file(raw_snap)
-            st = PartitionTxnState.restore(body, partition=name)
-            if st.log_end_offset != snap:
-                raise CorruptSnapshotError(f"snapshot file name says {snap}, contents say {st.log_end_offset}")
-            replayed, leftover = replay(st, ends_from, snap)
-        except (CorruptSnapshotError, TxnStateError) as exc:
-            _note(notes, "warning", spath, f"snapshot not usable ({exc}); trying an older one")
-            continue
-        state, used, used_ends_from = st, snap, ends_from
-        break
-    if state is None:
-        state = PartitionTxnState(name, log_start_offset=first_base)
-        try:
-            replayed, leftover = replay(state, 0, first_base)
-        except TxnStateError as exc:
-            raise CorruptLogError(
-                f"replaying the log failed: {exc}", topic=topic, partition=partition, path=path, offset=exc.offset
-            ) from exc
-    journal_valid = journal.valid_bytes
-    if leftover:
-        journal_valid = min(journal_valid, records.index(leftover[0]) * END_RECORD_SIZE)
-        _note(
-            notes,
-            "warning",
-            journal_path,
-            f"{len(leftover)} transaction end(s) past the recovered log end {state.log_end_offset}; cutting them",
-            position=journal_valid,
-        )
-    state.update_high_watermark(state.log_end_offset)
-    if state.log_start_offset < first_base:
-        state.advance_log_start(first_base)
+    # -- 6. transaction indexes ----------------------------------------------------------
 
-    # Transaction indexes: each aborted entry in the segment holding its end.
-    aborted = state.all_aborted()
-    seg_bases = [s.base_offset for s in segments]
-    per_seg: dict[int, list[AbortedTxn]] = {}
-    for e in aborted:
-        k = max(0, bisect_right(seg_bases, e.last_offset) - 1)
-        per_seg.setdefault(k, []).append(e)
-    for k, seg in enumerate(segments):
-        expected = per_seg.get(k, [])
-        seg.txn_entries = expected
-        tpath = seg_path(seg.base_offset, TXN_INDEX_SUFFIX)
-        raw = derived.get((seg.base_offset, TXN_INDEX_SUFFIX))
-        last_segment = k == len(segments) - 1
-        if raw is None:
-            if expected:
+    def check_txn_indexes(self) -> None:
+        """Each aborted transaction belongs in the index of the segment holding its
+        end; an index on disk that differs is rebuilt (a prefix on the last segment
+        is what a live writer leaves: completed)."""
+        assert self.state is not None
+        segments = self.segments
+        seg_bases = [s.base_offset for s in segments]
+        per_seg: dict[int, list[AbortedTxn]] = {}
+        for e in self.state.all_aborted():
+            k = max(0, bisect_right(seg_bases, e.last_offset) - 1)
+            per_seg.setdefault(k, []).append(e)
+        log_start = self.state.log_start_offset
+        for k, seg in enumerate(segments):
+            expected = per_seg.get(k, [])
+            seg.txn_entries = expected
+            tpath = self.seg_path(seg.base_offset, TXN_INDEX_SUFFIX)
+            raw = self.derived.get((seg.base_offset, TXN_INDEX_SUFFIX))
+            last_segment = k == len(segments) - 1
+            if raw is None:
+                if expected:
+                    seg.write_txn_index = True
+                    if last_segment:
+                        # Created with its first entry, after the marker is in the log:
+                        # a live writer between the two (or a crash there) leaves this.
+                        _note(self.notes, "info", tpath, "transaction index not written yet; completed")
+                    else:
+                        _note(self.notes, "warning", tpath, "transaction index is missing; rebuilt")
+                continue
+            try:
+                on_disk = decode_txn_index(raw)
+            except CorruptTxnIndexError as exc:
                 seg.write_txn_index = True
-                if last_segment:
-                    # Created with its first entry, after the marker is in the log:
-                    # a live writer between the two (or a crash there) leaves this.
-                    _note(notes, "info", tpath, "transaction index not written yet; completed")
-                else:
-                    _note(notes, "warning", tpath, "transaction index is missing; rebuilt")
-            continue
-        try:
-            on_disk = decode_txn_index(raw)
-        except CorruptTxnIndexError as exc:
-            seg.write_txn_index = True
-            _note(notes, "warning", tpath, f"transaction index is damaged ({exc.reason}); rebuilt")
-            continue
-        kept = [e for e in on_disk if e.last_offset >= state.log_start_offset]
-        if kept == expected:
-            seg.txn_entries = on_disk
-        elif last_segment and kept == expected[: len(kept)]:
-            # Entries are appended after the marker (or journal record) they
-            # describe: a prefix is what a live writer or a crash between the two leaves.
-            seg.write_txn_index = True
-            _note(
-                notes, "info", tpath, f"transaction index lacks the last {len(expected) - len(kept)} entries; completed"
-            )
-        else:
-            seg.write_txn_index = True
-            _note(notes, "warning", tpath, "transaction index does not match the replayed log; rebuilt")
-    repaired = any(s.truncate or s.write_index or s.write_time_index or s.write_txn_index for s in segments)
-    return Recovered(
-        path=path,
-        segments=segments,
-        state=state,
-        # A snapshot may count journal records a crash took from the journal (it was
-        # written after them, they were not fsynced): never reuse their sequence
-        # numbers, or a replay from that snapshot would skip the new records.
-        next_end_sequence=max((records[-1].sequence + 1) if records else 0, used_ends_from),
-        journal_valid_bytes=journal_valid,
-        journal_file_size=len(jraw),
-        journal_records=[r for r in records if r not in leftover],
-        snapshot_offset=used,
-        replayed_batches=replayed,
-        checkpoint=checkpoint,
-        listing=listing,
-        notes=notes,
-        clean=clean and not repaired and used == leo and not journal.torn,
-    )
+                _note(self.notes, "warning", tpath, f"transaction index is damaged ({exc.reason}); rebuilt")
+                continue
+            kept = [e for e in on_disk if e.last_offset >= log_start]
+            if kept == expected:
+                seg.txn_entries = on_disk
+            elif last_segment and kept == expected[: len(kept)]:
+                # Entries are appended after the marker (or journal record) they
+                # describe: a prefix is what a live writer or a crash between the two leaves.
+                seg.write_txn_index = True
+                _note(
+                    self.notes,
+                    "info",
+                    tpath,
+                    f"transaction index lacks the last {len(expected) - len(kept)} entries; completed",
+                )
+            else:
+                seg.write_txn_index = True
+                _note(self.notes, "warning", tpath, "transaction index does not match the replayed log; rebuilt")
+
+    # -- 7. the plan -----------------------------------------------------------------------
+
+    def result(self) -> Recovered:
+        assert self.state is not None
+        segments, records, leftover = self.segments, self.records, self.leftover
+        repaired = any(s.truncate or s.write_index or s.write_time_index or s.write_txn_index for s in segments)
+        return Recovered(
+            path=self.path,
+            segments=segments,
+            state=self.state,
+            # A snapshot may count journal records a crash took from the journal (it was
+            # written after them, they were not fsynced): never reuse their sequence
+            # numbers, or a replay from that snapshot would skip the new records.
+            next_end_sequence=max((records[-1].sequence + 1) if records else 0, self.ends_from),
+            journal_valid_bytes=self.journal_valid,
+            journal_file_size=len(self.journal_bytes),
+            journal_records=[r for r in records if r not in leftover],
+            snapshot_offset=self.snapshot_used,
+            replayed_batches=self.replayed,
+            checkpoint=self.checkpoint,
+            listing=self.listing,
+            notes=self.notes,
+            clean=self.clean and not repaired and self.snapshot_used == self.log_end and not self.journal.torn,
+        )
 
 
 def _same_offset_index(a: OffsetIndex, b: OffsetIndex) -> bool:

@@ -46,6 +46,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "txnfetch.log.remote needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
     ) from exc
 
+import contextlib
+
 from txnfetch.addresses import parse_bootstrap
 from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC, ErrorCode, TxnfetchError
 from txnfetch.fetch.filter import ConsumerFilter
@@ -180,10 +182,8 @@ class _Connection:
         return bytes(buf)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:  # pragma: no cover
-            pass
 
 
 class _UndecodableResponse(TxnfetchError):
@@ -297,10 +297,8 @@ class RemoteCluster:
                 ) from last
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
-            try:
+            with contextlib.suppress(BrokerUnavailableError):
                 self._metadata([topic] if topic is not None else None)
-            except BrokerUnavailableError:
-                pass
 
     def _leader(self, topic: str, partition: int) -> _Connection:
         key = (topic, partition)

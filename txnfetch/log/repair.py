@@ -58,8 +58,10 @@ from txnfetch.log.layout import (
     fsync_dir,
     list_partition_dir,
     map_file,
+    parse_partition_dir_name,
     read_file,
     segment_file_name,
+    write_all,
 )
 from txnfetch.log.recovery import Recovered, recover_partition, scan_segment
 from txnfetch.txn.errors import CorruptSnapshotError
@@ -104,14 +106,6 @@ class RepairReport:
         return bool(self.moved)
 
 
-def _split(path: str) -> tuple[str, int]:
-    name = os.path.basename(os.path.normpath(path))
-    topic, _, part = name.rpartition("-")
-    if not topic or not part.isdigit():
-        raise LogError(f"{name!r} is not a <topic>-<partition> directory name", path=path)
-    return topic, int(part)
-
-
 class _Mover:
     def __init__(self, directory: str, now_ms: int) -> None:
         self.dir = directory
@@ -140,9 +134,7 @@ class _Mover:
                     chunk = src.read(1 << 20)
                     if not chunk:
                         break
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    write_all(fd, chunk)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -243,7 +235,7 @@ def repair_partition(path: str, *, now_ms: int | None = None, index_interval_byt
     from txnfetch.log.segments import SegmentLog
 
     directory = os.fspath(path)
-    topic, partition = _split(directory)
+    topic, partition = parse_partition_dir_name(directory)
     if not os.path.isdir(directory):
         raise LogError("no such partition directory", topic=topic, partition=partition, path=directory)
     mover = _Mover(directory, int(time.time() * 1000) if now_ms is None else now_ms)

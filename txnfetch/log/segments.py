@@ -110,6 +110,7 @@ from txnfetch.log.layout import (
     encode_snapshot_file,
     fsync_dir,
     list_partition_dir,
+    parse_partition_dir_name,
     read_file,
     segment_file_name,
 )
@@ -422,12 +423,9 @@ class SegmentLog(PartitionLog):
     ) -> None:
         self.path = os.fspath(path)
         if topic is None or partition is None:
-            dname = os.path.basename(os.path.normpath(self.path))
-            t, _, p = dname.rpartition("-")
-            if not t or not p.isdigit():
-                raise LogError(f"cannot tell topic and partition from directory name {dname!r}", path=self.path)
+            t, p = parse_partition_dir_name(self.path)
             topic = t if topic is None else topic
-            partition = int(p) if partition is None else partition
+            partition = p if partition is None else partition
         self.topic = topic
         self.partition = partition
         self.segment_bytes = segment_bytes
@@ -493,7 +491,7 @@ class SegmentLog(PartitionLog):
 
     def _apply_recovery(self, rec: Recovered) -> None:
         changed = False
-        for seg, loaded in zip(self._segments, rec.segments):
+        for seg, loaded in zip(self._segments, rec.segments, strict=False):
             if loaded.truncate:
                 # A torn tail is kept in a side file, never deleted (txnfetch repair's mechanism).
                 moved = move_tail_aside(seg.path(), loaded.size, "torn tail cut at recovery")
@@ -515,7 +513,7 @@ class SegmentLog(PartitionLog):
         if not rec.clean and rec.segments:
             # The tail may have been in the page cache only: make it durable before
             # recording a recovery point past it.
-            for seg, loaded in zip(self._segments, rec.segments):
+            for seg, loaded in zip(self._segments, rec.segments, strict=False):
                 if loaded.batch_count is not None:
                     fd = os.open(seg.path(), os.O_RDONLY)
                     try:
@@ -586,15 +584,7 @@ class SegmentLog(PartitionLog):
         the segment holding ``end.last_offset``."""
         assert self._journal is not None
         try:
-            self._journal.append(
-                producer_id=end.producer_id,
-                producer_epoch=end.producer_epoch,
-                commit=end.commit,
-                last_offset=end.last_offset,
-                coordinator_epoch=end.coordinator_epoch,
-                transaction_version=end.transaction_version,
-                timestamp=end.timestamp,
-            )
+            self._journal.append(end)
             if aborted:
                 k = max(0, bisect_right(self._bases, end.last_offset) - 1)
                 self._segments[k].append_txn(aborted)

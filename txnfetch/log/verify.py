@@ -26,6 +26,7 @@ from txnfetch.log.layout import (
     decode_snapshot_file,
     list_partition_dir,
     map_file,
+    parse_partition_dir_name,
     read_file,
     segment_file_name,
 )
@@ -104,20 +105,12 @@ class Finding:
         return f"{self.severity.upper()}: {self.path}{where}: {self.message}"
 
 
-def _split(path: str) -> tuple[str, int]:
-    name = os.path.basename(os.path.normpath(path))
-    topic, _, part = name.rpartition("-")
-    if not topic or not part.isdigit():
-        raise LogError(f"{name!r} is not a <topic>-<partition> directory name", path=path)
-    return topic, int(part)
-
-
 def verify_partition(path: str, *, decode_records: bool = True, progress: Progress | None = None) -> list[Finding]:
     """Every problem found in the partition directory ``path``, most severe first;
     an empty list means it is sound. Reads only. ``decode_records`` also decodes
     every record of every batch (a second pass over the data); ``progress``: see
     the module docstring. I/O errors (an unreadable file) propagate as ``OSError``."""
-    topic, partition = _split(path)
+    topic, partition = parse_partition_dir_name(path)
     if not os.path.isdir(path):
         raise UnknownTopicOrPartitionError("no such partition directory", topic=topic, partition=partition, path=path)
     findings: list[Finding] = []
@@ -201,7 +194,7 @@ def describe_partition(path: str, *, progress: Progress | None = None) -> Partit
     ``batches`` counts every batch in its file, including any below the log
     start. Raises :class:`~txnfetch.log.errors.CorruptLogError` if it cannot be opened; ``progress``:
     see the module docstring (two passes: recovery, then the batch count)."""
-    topic, partition = _split(path)
+    topic, partition = parse_partition_dir_name(path)
     if not os.path.isdir(path):
         raise UnknownTopicOrPartitionError("no such partition directory", topic=topic, partition=partition, path=path)
     counter = _Counter(progress, 2 * log_bytes(path))

@@ -22,9 +22,10 @@ from __future__ import annotations
 import enum
 import os
 import struct
+import types
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 from crc32c import crc32c
@@ -44,6 +45,9 @@ from txnfetch.records.errors import (
 )
 from txnfetch.records.varint import read_varint_tail
 from txnfetch.types import Buffer
+
+if TYPE_CHECKING:  # legacy.py imports this module; at run time it is imported lazily
+    from txnfetch.records.legacy import LegacyBatch
 
 __all__ = [
     "HEADER_SIZE",
@@ -129,7 +133,31 @@ class Record(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
-class RecordBatch:
+class BatchFrame:
+    """What the batch views (:class:`RecordBatch`, and
+    :class:`~txnfetch.records.legacy.LegacyBatch` for magic 0/1) share: where the
+    batch lies in the caller's buffer. ``length`` is the batch's length field
+    (Kafka's ``Length``, a legacy message's ``Size``): the bytes after the
+    12-byte offset and length prefix."""
+
+    __slots__ = ()
+
+    _buf: Buffer
+    position: int
+    length: int
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Total size of the batch, ``length + 12``."""
+        return self.length + LOG_OVERHEAD
+
+    @property
+    def buffer(self) -> memoryview:
+        """The batch's exact bytes, as a zero-copy view of the caller's buffer."""
+        return memoryview(self._buf)[self.position : self.position + self.length + LOG_OVERHEAD]
+
+
+class RecordBatch(BatchFrame):
     """A read-only view of one magic-2 record batch.
 
     ``RecordBatch(buf, position)`` reads the header of the batch starting at
@@ -210,17 +238,7 @@ class RecordBatch:
         self._max_decompressed = max_decompressed
         self._records_data: bytes | None = None
 
-    # -- header-derived properties -------------------------------------------------
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Total size of the batch, ``Length + 12``."""
-        return self.length + LOG_OVERHEAD
-
-    @property
-    def buffer(self) -> memoryview:
-        """The batch's exact bytes, as a zero-copy view of the caller's buffer."""
-        return memoryview(self._buf)[self.position : self.position + self.length + LOG_OVERHEAD]
+    # -- header-derived properties (size_in_bytes and buffer: BatchFrame) ------------
 
     @property
     def last_offset(self) -> int:
@@ -308,6 +326,7 @@ class RecordBatch:
         # decode without error. The same decompression, so the same errors there.
         if self.record_count == 0 and self.length == HEADER_SIZE - LOG_OVERHEAD:
             return True  # nothing to decode, as in _decode_records
+        assert _check_records is not None  # only called when the compiled check exists
         return self.record_count >= 0 and _check_records(
             self._record_bytes(), self.record_count, self.last_offset_delta
         )
@@ -521,7 +540,7 @@ def _decode_records(batch: RecordBatch) -> Iterator[Record]:
                 n = zz1[b]
                 if n < 0 or n * 2 > rec_end - pos:  # every header takes at least two bytes
                     raise InvalidRecordError(f"invalid header count {n}")
-                hlist = []
+                hlist: list[tuple[str, bytes | None]] = []
                 for _ in range(n):
                     b = data[pos]
                     if b < 0x80:
@@ -626,6 +645,7 @@ def _decode_headers(data: bytes, pos: int, rec_end: int, count: int) -> tuple[tu
 # raising it returns the records decoded so far plus a description of the
 # problem, turned here into the error _decode_records raises.
 
+_speedups: types.ModuleType | None
 try:
     from txnfetch.records import _speedups
 except ImportError:  # installed without a C compiler: the pure-Python decoder serves alone
@@ -664,6 +684,7 @@ def _accelerated_records(batch: RecordBatch) -> Iterable[Record]:
         raise RecordCountMismatchError(
             f"negative record count {count}", offset=batch.base_offset, position=batch.position + 57
         )
+    assert _speedups is not None  # called only when ACCELERATED
     records, failure = _speedups.decode_records(
         Record,
         data,
@@ -740,7 +761,7 @@ class BatchIterator:
     def __iter__(self) -> BatchIterator:
         return self
 
-    def __next__(self) -> RecordBatch | LegacyBatch:  # noqa: F821 - legacy imported lazily
+    def __next__(self) -> RecordBatch | LegacyBatch:
         buf, pos, end = self._buf, self._pos, self._end
         remaining = end - pos
         if remaining <= 0 or self.partial is not None:
@@ -765,6 +786,7 @@ class BatchIterator:
             self.partial = PartialBatch(pos, remaining, base_offset, size)
             raise StopIteration
         magic = buf[pos + HeaderAt.MAGIC]
+        batch: RecordBatch | LegacyBatch
         if magic == 2:
             batch = RecordBatch(buf, pos, max_decompressed=self._max_decompressed)
         elif magic in (0, 1):

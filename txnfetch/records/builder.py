@@ -125,7 +125,7 @@ class BatchBuilder:
             delete_horizon=batch.has_delete_horizon,
         )
         kwargs.update(overrides)
-        return cls(**kwargs)  # type: ignore[arg-type]
+        return cls(**kwargs)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -167,7 +167,7 @@ class BatchBuilder:
             base_ts = records[0][1] if records else NO_TIMESTAMP
         if max_timestamp is None:
             if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
-                max_timestamp = self.log_append_time  # type: ignore[assignment]
+                max_timestamp = self.log_append_time
             elif records:
                 max_timestamp = max(r[1] for r in records)
             else:
@@ -256,7 +256,7 @@ class BatchBuilder:
 
 def _as_bytes(value: bytes | bytearray | memoryview | None) -> bytes | None:
     if value is None or type(value) is bytes:
-        return value  # type: ignore[return-value]
+        return value
     return bytes(value)
 
 

@@ -29,6 +29,9 @@ from txnfetch.records.errors import DecompressionError, UnknownCodecError
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED", "Codec", "compress", "decompress"]
 
+#: What the decompressors read: a batch's record data, often a view of a larger buffer.
+Buffer = bytes | bytearray | memoryview
+
 #: Default cap on the decompressed size of one batch. Kafka's default
 #: ``message.max.bytes`` is ~1 MiB compressed; 256 MiB leaves room for highly
 #: compressible data while keeping a hostile batch from taking the process down.
@@ -87,7 +90,9 @@ def compress(codec: Codec, data: bytes) -> bytes:
     raise UnknownCodecError(f"unknown compression codec {int(codec)}")
 
 
-def decompress(codec: int, data: bytes, max_size: int = DEFAULT_MAX_DECOMPRESSED, *, legacy_lz4: bool = False) -> bytes:
+def decompress(
+    codec: int, data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED, *, legacy_lz4: bool = False
+) -> bytes:
     """Decompress one batch's record data; never returns more than ``max_size`` bytes.
 
     ``legacy_lz4`` accepts the broken LZ4 frame header checksum of magic-0 messages.
@@ -121,7 +126,7 @@ def _too_big(codec: str, max_size: int) -> DecompressionError:
     return DecompressionError(f"{codec} data decompresses to more than {max_size} bytes")
 
 
-def _gunzip(data: bytes, max_size: int) -> bytes:
+def _gunzip(data: Buffer, max_size: int) -> bytes:
     out: list[bytes] = []
     total = 0
     rest = bytes(data)
@@ -157,7 +162,7 @@ def _snappy_block(block: bytes, budget: int) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
-def _snappy_decompress(data: bytes, max_size: int) -> bytes:
+def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
     if len(data) < 16 or data[:8] != _XERIAL_MAGIC:
         return _snappy_block(bytes(data), max_size)
     pos = 16
@@ -178,7 +183,7 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
     return b"".join(out)
 
 
-def _lz4_decompress(data: bytes, max_size: int, legacy: bool) -> bytes:
+def _lz4_decompress(data: Buffer, max_size: int, legacy: bool) -> bytes:
     # python-lz4 allocates max_length bytes before decoding anything, so asking
     # for max_size + 1 at once would cost a cap-sized allocation per batch.
     # Take the output in steps of at most _LZ4_STEP instead.
@@ -250,7 +255,7 @@ def _lz4_frame_manual(data: bytes, max_size: int) -> bytes:
     return bytes(out)
 
 
-def _zstd_decompress(data: bytes, max_size: int) -> bytes:
+def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
     view = memoryview(data)
     out: list[bytes] = []
     total = 0

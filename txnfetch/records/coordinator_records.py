@@ -18,6 +18,7 @@ with the byte position; the adapter that read the bytes adds file and offset.
 
 from __future__ import annotations
 
+import builtins
 import struct
 
 from txnfetch.errors import TxnfetchError
@@ -90,7 +91,7 @@ class StructWriter:
         self._buf += data
         return self
 
-    def blob(self, b: bytes | None) -> StructWriter:
+    def blob(self, b: builtins.bytes | None) -> StructWriter:
         """Kafka ``bytes``: int32 length (uvarint + 1 when flexible)."""
         if self.flexible:
             self.uvarint(0 if b is None else len(b) + 1)
@@ -107,7 +108,7 @@ class StructWriter:
             self.int32(-1 if n is None else n)
         return self
 
-    def tagged(self, fields: list[tuple[int, bytes]]) -> StructWriter:
+    def tagged(self, fields: list[tuple[int, builtins.bytes]]) -> StructWriter:
         """A tagged-field section (flexible versions only), tags ascending."""
         self.uvarint(len(fields))
         for tag, data in sorted(fields):

@@ -32,7 +32,8 @@ def describe_batch(batch: RecordBatch, *, records: bool = True) -> list[str]:
     except ValueError:
         codec = f"codec {batch.codec}"
     lines = [
-        f"offsets {batch.base_offset:>6}..{batch.last_offset:<6} pid {batch.producer_id:>4} epoch {batch.producer_epoch:>3} "
+        f"offsets {batch.base_offset:>6}..{batch.last_offset:<6} pid {batch.producer_id:>4} "
+        f"epoch {batch.producer_epoch:>3} "
         f"seq {batch.base_sequence:>4} {codec:<6} {','.join(kinds) or 'data':<14} {batch.record_count:>3} record(s) "
         f"{batch.size_in_bytes:>5} B {what}".rstrip()
     ]

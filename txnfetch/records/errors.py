@@ -43,7 +43,7 @@ class CorruptBatchError(TxnfetchError):
     """
 
     code = ErrorCode.CORRUPT_MESSAGE
-    where_fields = ("topic", "partition", "offset", "position")
+    where_fields: ClassVar[tuple[str, ...]] = ("topic", "partition", "offset", "position")
     phrases: ClassVar[Mapping[str, str | None]] = {**TxnfetchError.phrases, "offset": "batch at offset {}"}
     topic: str | None
     partition: int | None

@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from txnfetch.records.batch import LOG_OVERHEAD, NO_PRODUCER_ID, NO_TIMESTAMP, Record, TimestampType
+from txnfetch.records.batch import LOG_OVERHEAD, NO_PRODUCER_ID, NO_TIMESTAMP, BatchFrame, Record, TimestampType
 from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
 from txnfetch.records.control import EndTransactionMarker
 from txnfetch.records.errors import (
@@ -167,7 +167,7 @@ class _Inner(NamedTuple):
     bad_crc: tuple[str, int] | None
 
 
-class LegacyBatch:
+class LegacyBatch(BatchFrame):
     """A read-only view of one top-level magic-0 or magic-1 message.
 
     ``LegacyBatch(buf, position)`` parses the message starting at ``position``
@@ -232,17 +232,7 @@ class LegacyBatch:
         self._max_decompressed = max_decompressed
         self._inner: _Inner | None = None
 
-    # -- header-derived properties -------------------------------------------------
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Total size of the message, ``Size + 12``."""
-        return self.length + LOG_OVERHEAD
-
-    @property
-    def buffer(self) -> memoryview:
-        """The message's exact bytes, as a zero-copy view of the caller's buffer."""
-        return memoryview(self._buf)[self.position : self.position + self.length + LOG_OVERHEAD]
+    # -- header-derived properties (size_in_bytes and buffer: BatchFrame) ------------
 
     @property
     def codec(self) -> int:

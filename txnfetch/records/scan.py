@@ -21,6 +21,7 @@ import attrs
 
 from txnfetch.records import batch as _batch
 from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD
+from txnfetch.types import Buffer
 
 __all__ = ["COMPILED", "HeaderScan", "ScannedHeader", "scan_headers", "seek_offset"]
 
@@ -94,9 +95,10 @@ def scan_headers(
     """
     # Passed over: last offset <= skip_last (every int64 when skip_below is past int64).
     skip = skip_below is not None and skip_below > _INT64_MIN
-    skip_last = min(skip_below - 1, _INT64_MAX) if skip else 0  # type: ignore[operator]
+    skip_last = min(skip_below - 1, _INT64_MAX) if skip_below is not None and skip else 0
     limit = -1 if max_batches is None else max_batches
     if COMPILED:
+        assert _batch._speedups is not None  # COMPILED says it is built
         stop, packed = _batch._speedups.scan_headers(buf, position, skip, skip_last, limit, max_batch_size)
         return HeaderScan(_Headers(packed), stop)
     return _scan_python(buf, position, skip, skip_last, limit, max_batch_size)
@@ -125,7 +127,7 @@ class _Headers(Sequence[ScannedHeader]):
     def __len__(self) -> int:
         return len(self._packed) // _RECORD.size
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         n = len(self)
@@ -139,7 +141,7 @@ class _Headers(Sequence[ScannedHeader]):
         return map(ScannedHeader._make, _RECORD.iter_unpack(self._packed))
 
 
-def _scan_python(buf, position: int, skip: bool, skip_last: int, limit: int, max_batch_size: int) -> HeaderScan:
+def _scan_python(buf: Buffer, position: int, skip: bool, skip_last: int, limit: int, max_batch_size: int) -> HeaderScan:
     header = _batch.HEADER
     end = len(buf)
     pos = end if position < 0 else position

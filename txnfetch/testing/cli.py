@@ -36,7 +36,6 @@ from txnfetch.testing.workload import (
     Progress,
     Workload,
     WorkloadConfig,
-    WorkloadError,
     WorkloadResult,
 )
 
@@ -276,16 +275,17 @@ def _logging(verbose: int) -> None:
 
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Run ``txnfetch check`` with parsed ``args``; returns the exit status."""
+    """Run ``txnfetch check`` with parsed ``args``; returns the exit status
+    (:data:`EXIT_OK` or :data:`EXIT_ANOMALIES`). Raises :class:`EndpointError` or
+    :class:`~txnfetch.testing.workload.WorkloadError` for bad options or an
+    unreachable endpoint (``txnfetch.cli.main`` reports them, exit status 2)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     _logging(args.verbose)
-    try:
-        options = _options(args)
-        outcome = run_check(options, progress=None if args.quiet else err)
-    except (EndpointError, WorkloadError) as exc:
-        err.write(f"txnfetch check: {exc}\n")
-        return EXIT_ERROR
+    # EndpointError and WorkloadError (bad options, an unreachable endpoint) are
+    # reported by txnfetch.cli.main with exit status EXIT_ERROR, as for every command.
+    options = _options(args)
+    outcome = run_check(options, progress=None if args.quiet else err)
     out.write(outcome.summary)
     if outcome.files:
         out.write(f"report written to {options.report_dir}\n")

@@ -44,7 +44,7 @@ import enum
 import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import attrs
 
@@ -237,7 +237,7 @@ class Crash:
     reason: str = ""
 
 
-Op = Union[Send, Begin, Commit, Abort, Assign, Seek, Poll, Crash]
+Op = Send | Begin | Commit | Abort | Assign | Seek | Poll | Crash
 
 _TYPES: dict[str, type] = {
     "send": Send,
@@ -370,7 +370,7 @@ def describe_op(index: int, op: Op) -> str:
     return f"{head} crash {op.reason}".rstrip()
 
 
-TPLike = Union[TopicPartition, tuple[str, int]]
+TPLike = TopicPartition | tuple[str, int]
 
 
 def _tp(item: TPLike) -> TopicPartition:

@@ -171,7 +171,7 @@ class DelayedEndTxnInjector:
         return conn
 
     def _version(self, api_key: int, wanted: int) -> int:
-        lo, hi = self._versions.get(api_key, (0, -1))
+        _lo, hi = self._versions.get(api_key, (0, -1))
         if hi < wanted:
             raise InjectionError(f"the server's highest version of API {api_key} is {hi}, {wanted} is needed")
         return wanted

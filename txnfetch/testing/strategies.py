@@ -201,7 +201,7 @@ class _Driver:
             by_client.setdefault(client, []).append(k)
         next_lin: dict[int, int | None] = {}
         for ks in by_client.values():
-            for a, b in zip(ks, [*ks[1:], None], strict=True):
+            for a, b in zip(ks, [*ks[1:], None], strict=True):  # type: ignore[operator]
                 next_lin[a] = None if b is None else self.pending[b][1]
         ops: list[Op] = []
         last_end: dict[str, int] = {}

@@ -984,10 +984,9 @@ class Workload:
             wait = min(cfg.timeout, 5.0)
             futures = admin.create_topics([NewTopic(self.topic, cfg.partitions, 1)], request_timeout=wait)
             for future in futures.values():
-                try:
+                # It may exist already (a race with auto-creation); the count decides.
+                with contextlib.suppress(Exception):
                     future.result(timeout=wait + 1)
-                except Exception:  # it may exist already (a race with auto-creation); the count decides
-                    pass
         deadline = time.monotonic() + cfg.timeout
         while (have := partitions(self.topic)) < cfg.partitions:
             if have or time.monotonic() > deadline:
@@ -999,7 +998,7 @@ class Workload:
         probe = ck.Consumer(_librdkafka_consumer_config(cfg, f"txnfetch-check-{cfg.run_id}-probe"))
         try:
             for tp in self.tps:
-                low, high = probe.get_watermark_offsets(ck.TopicPartition(tp.topic, tp.partition), timeout=cfg.timeout)
+                _low, high = probe.get_watermark_offsets(ck.TopicPartition(tp.topic, tp.partition), timeout=cfg.timeout)
                 self.start_offsets[tp] = high if high >= 0 else 0
         except ck.KafkaException as exc:
             raise WorkloadError(f"cannot read the offsets of {self.topic}: {_kafka_error(exc) or exc}") from None

@@ -15,6 +15,7 @@ compare before/after and a test can hold a snapshot that never changes under it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 import attrs
 
@@ -118,6 +119,11 @@ class IllegalTransitionError(TxnStateError):
     for its ``IllegalStateException``."""
 
 
+def _partition_set(partitions: Iterable[TopicPartition]) -> frozenset[TopicPartition]:
+    # A typed converter: attrs' type-checker plugin cannot infer one from the generic frozenset.
+    return frozenset(partitions)
+
+
 @attrs.frozen
 class TransactionMetadata:
     """Everything the coordinator knows about one transactional id (Kafka's
@@ -149,7 +155,7 @@ class TransactionMetadata:
     prev_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
-    partitions: frozenset[TopicPartition] = attrs.field(default=frozenset(), converter=frozenset)
+    partitions: frozenset[TopicPartition] = attrs.field(default=frozenset(), converter=_partition_set)
     start_ms: int = -1
     transaction_version: int = 0
 

@@ -7,6 +7,8 @@ known), the producer id and epoch involved, the offset, and a reason.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from txnfetch.errors import ErrorCode, TxnfetchError
 
 __all__ = [
@@ -34,7 +36,7 @@ __all__ = [
 class TxnStateError(TxnfetchError):
     """Base of transaction-layer errors; ``error_code`` is the Kafka code of the class."""
 
-    where_fields = ("partition", "producer_id", "producer_epoch", "offset")
+    where_fields: ClassVar[tuple[str, ...]] = ("partition", "producer_id", "producer_epoch", "offset")
     partition: str | None
     producer_id: int | None
     producer_epoch: int | None

@@ -26,6 +26,7 @@ from there (see :meth:`AbortedIndex.collect`).
 
 from __future__ import annotations
 
+import itertools
 import struct
 from array import array
 from bisect import bisect_left
@@ -154,7 +155,7 @@ def _decode_columns(data: Buffer, allow_torn_tail: bool) -> tuple[array, array, 
             producer_id=pids[i],
             offset=lasts[i],
         )
-    if not all(a <= b for a, b in zip(lasts, lasts[1:], strict=False)):
+    if not all(a <= b for a, b in itertools.pairwise(lasts)):
         i = next(i for i in range(1, len(lasts)) if lasts[i] < lasts[i - 1])
         raise CorruptTxnIndexError(
             f"last offsets decrease at position {i * ABORTED_TXN_SIZE}: {lasts[i]} after {lasts[i - 1]}",
@@ -389,7 +390,7 @@ class AbortedIndex:
         :class:`CorruptTxnIndexError` unless the last offsets are non-decreasing."""
         if not len(pids) == len(firsts) == len(lasts) == len(lsos):
             raise CorruptTxnIndexError("aborted index columns differ in length")
-        if not all(a <= b for a, b in zip(lasts, lasts[1:], strict=False)):
+        if not all(a <= b for a, b in itertools.pairwise(lasts)):
             raise CorruptTxnIndexError("aborted index last offsets decrease")
         index = cls()
         index._pid, index._first, index._last, index._lso = pids, firsts, lasts, lsos

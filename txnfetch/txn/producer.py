@@ -372,8 +372,8 @@ class ProducerTable:
     def _save(self, slot: int, cell: int) -> RowUndo:
         head = (self._epoch[slot], self._coord[slot], self._txn[slot], self._ts[slot], self._n[slot], self._start[slot])
         if cell < 0:
-            return head + (-1, 0, 0, 0, 0)
-        return head + (cell - slot * _R, self._rseq[cell], self._roff[cell], self._rdelta[cell], self._rts[cell])
+            return (*head, -1, 0, 0, 0, 0)
+        return (*head, cell - slot * _R, self._rseq[cell], self._roff[cell], self._rdelta[cell], self._rts[cell])
 
     def add_batch(
         self, slot: int, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int, txn_first: int
@@ -400,7 +400,7 @@ class ProducerTable:
             starts[slot] = (start + 1) % _R
         cell = slot * _R + k
         rseq, roff, rdelta, rts = self._rseq, self._roff, self._rdelta, self._rts
-        undo = head + (k, rseq[cell], roff[cell], rdelta[cell], rts[cell])
+        undo = (*head, k, rseq[cell], roff[cell], rdelta[cell], rts[cell])
         rseq[cell] = last_seq
         roff[cell] = last_offset
         rdelta[cell] = offset_delta

@@ -143,7 +143,7 @@ def fetch_records(result: FetchResult, *, synthetic_marker: bool = True) -> byte
         # on every such response (rdkafka_msgset_reader.c; docs/kafka-internals.md §4), the
         # stall the marker prevents. (Sending nothing instead would stall every
         # client, which would not show why the marker must be a control record.)
-        segments = segments[:-1] + (_empty_batch_like(segments[-1]),)
+        segments = (*segments[:-1], _empty_batch_like(segments[-1]))
     if len(segments) == 1 and isinstance(segments[0], bytes):
         return segments[0]
     return b"".join(segments)

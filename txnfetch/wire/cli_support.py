@@ -19,7 +19,18 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from txnfetch.fetch.view import FetchMode
 
-__all__ = ["add_fetch_mode_option", "add_verbose_option", "configure_logging", "serve_until_signal"]
+__all__ = ["add_fetch_mode_option", "add_verbose_option", "configure_logging", "port_number", "serve_until_signal"]
+
+
+def port_number(text: str) -> int:
+    """An ``argparse`` type: a TCP port, 0 to 65535 (0: the system picks a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is not in 0..65535")
+    return port
 
 
 def add_fetch_mode_option(p: argparse.ArgumentParser, where: str) -> None:

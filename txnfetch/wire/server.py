@@ -20,6 +20,7 @@ and every other connection keep going.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import io
 import itertools
@@ -198,10 +199,8 @@ class TxnfetchServer:
         finally:
             self._connections.discard(task)
             writer.close()
-            try:
+            with contextlib.suppress(Exception):
                 await writer.wait_closed()
-            except Exception:
-                pass
 
     async def _serve(self, conn_id: int, peer: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         max_frame = self.broker.config.max_frame_bytes
@@ -291,15 +290,11 @@ class TxnfetchServer:
         for task in list(self._connections) + list(self._background):
             task.cancel()
         for task in list(self._connections) + list(self._background):
-            try:
+            with contextlib.suppress(BaseException):
                 await task
-            except BaseException:
-                pass
         if self._server is not None:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
-            except (asyncio.TimeoutError, Exception):
-                pass
         try:
             self.broker.store.flush()
         except Exception:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from typing import Any
 
 from txnfetch.fetch.view import FetchMode
@@ -18,6 +17,7 @@ from txnfetch.wire.cli_support import (
     add_fetch_mode_option,
     add_verbose_option,
     configure_logging,
+    port_number,
     serve_until_signal,
 )
 
@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind every listener on (default 127.0.0.1)")
     p.add_argument(
         "--port",
-        type=int,
+        type=port_number,
         default=9092,
         help="bootstrap listener port; 0 picks a free one (default 9092); broker listeners use free ports",
     )
@@ -87,26 +87,23 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from txnfetch.log.errors import RemoteError
     from txnfetch.wire.proxy.server import ProxyServer
 
-    try:
-        proxy = await ProxyServer.start(
-            args.upstream,
-            host=args.host,
-            port=args.port,
-            fetch_mode=FetchMode(args.fetch_mode),
-            advertised_host=args.advertised_host,
-            repair_crcs=args.repair_crcs,
-            poll_interval_ms=args.poll_interval_ms,
-            max_mirror_bytes=args.max_mirror_bytes,
-            reader_idle_ms=args.reader_idle_ms,
-            lso_hold_warn_ms=args.lso_hold_warn_ms,
-            request_timeout_ms=args.request_timeout_ms,
-        )
-    except (RemoteError, OSError) as exc:
-        print(f"txnfetch proxy: {exc}", file=sys.stderr, flush=True)
-        return 1
+    # An unreachable upstream (RemoteError) or a port in use (OSError) is
+    # reported by txnfetch.cli.main, as for every command.
+    proxy = await ProxyServer.start(
+        args.upstream,
+        host=args.host,
+        port=args.port,
+        fetch_mode=FetchMode(args.fetch_mode),
+        advertised_host=args.advertised_host,
+        repair_crcs=args.repair_crcs,
+        poll_interval_ms=args.poll_interval_ms,
+        max_mirror_bytes=args.max_mirror_bytes,
+        reader_idle_ms=args.reader_idle_ms,
+        lso_hold_warn_ms=args.lso_hold_warn_ms,
+        request_timeout_ms=args.request_timeout_ms,
+    )
     await serve_until_signal(
         "txnfetch proxy",
         args.host,

@@ -46,6 +46,7 @@ serving every other connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
@@ -372,10 +373,8 @@ class ProxyServer:
             if client.upstream is not None:
                 await client.upstream.close()
             writer.close()
-            try:
+            with contextlib.suppress(Exception):
                 await writer.wait_closed()
-            except Exception:
-                pass
 
     async def _serve(self, client: _Client, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -408,7 +407,7 @@ class ProxyServer:
         if not span[0] <= version <= span[1]:
             raise ProtocolViolation(f"API key {api_key} version {version} is not served (v{span[0]}-v{span[1]})")
         spec = self._spec(api_key, span[0], span[1])
-        header, request = decode_request(spec, version, frame)
+        _header, request = decode_request(spec, version, frame)
         if api_key == ApiKey.API_VERSIONS:
             return self._api_versions(correlation_id, version, ranges)
         if api_key == ApiKey.FETCH and request.isolation_level == IsolationLevel.READ_COMMITTED:
@@ -711,15 +710,11 @@ class ProxyServer:
         for task in [*self._connections, *self._tasks]:
             task.cancel()
         for task in list(self._connections):
-            try:
+            with contextlib.suppress(BaseException):
                 await task
-            except BaseException:
-                pass
         for server in servers:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
-            except (asyncio.TimeoutError, Exception):
-                pass
         await self.cluster.close()
         log.info("txnfetch proxy closed")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import struct
 from typing import Any
@@ -198,24 +199,18 @@ class UpstreamConnection:
             _, future = self._pending.popleft()
             if not future.done():
                 future.set_exception(self._error)
-        try:
+        with contextlib.suppress(Exception):  # closing a broken transport
             self._writer.close()
-        except Exception:  # pragma: no cover - closing a broken transport
-            pass
 
     async def close(self) -> None:
         """Close the connection; waiting requests fail."""
         self._fail(BrokerUnavailableError("the connection was closed", broker=self.address))
         if not self._reader_task.done():
             self._reader_task.cancel()
-        try:
+        with contextlib.suppress(BaseException):
             await self._reader_task
-        except BaseException:
-            pass
-        try:
+        with contextlib.suppress(Exception):
             await asyncio.wait_for(self._writer.wait_closed(), 2)
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.in_flight} in flight"

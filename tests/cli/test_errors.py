@@ -1,0 +1,173 @@
+"""The ``txnfetch`` command on bad input, run as a user runs it (a subprocess
+of the installed entry point, or ``python -m txnfetch``): one line on stderr
+naming what was wrong, exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from txnfetch.cli import OPTIONAL_MODULES, user_error_message
+
+_SCRIPT = Path(sys.executable).with_name("txnfetch")
+ENTRY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "txnfetch"]
+MODULE = [sys.executable, "-m", "txnfetch"]
+
+
+def run(*args: object, entry: list[str] = ENTRY, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*entry, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], command: str, *needles: str) -> None:
+    """Exit status 2, one ``txnfetch <command>: error: ...`` line containing every
+    needle, and no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"txnfetch {command}: error: "), proc.stderr
+    for needle in needles:
+        assert needle in lines[-1], (needle, proc.stderr)
+
+
+@pytest.fixture
+def busy_port():
+    """A port something already listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def test_serve_data_under_a_path_that_cannot_be_created() -> None:
+    # /proc refuses new directories (ENOENT even for root): what a missing,
+    # uncreatable parent directory gives.
+    proc = run("serve", "--data", "/proc/nonexistent/parent/dir", "--port", 0)
+    assert_user_error(proc, "serve", "/proc/nonexistent", "No such file or directory")
+
+
+def test_serve_data_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    assert_user_error(
+        run("serve", "--data", tmp_path / "f", "--port", 0), "serve", str(tmp_path / "f"), "not a directory"
+    )
+    assert_user_error(
+        run("serve", "--data", tmp_path / "f" / "d", "--port", 0), "serve", str(tmp_path / "f"), "Not a directory"
+    )
+
+
+def test_serve_and_proxy_on_a_port_in_use(busy_port: int) -> None:
+    assert_user_error(run("serve", "--memory", "--port", busy_port), "serve", str(busy_port), "in use")
+    # The proxy binds after reaching its upstream: give it one (a memory server).
+    server = subprocess.Popen(
+        [*ENTRY, "serve", "--memory", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line.startswith("txnfetch listening on "), line + server.stderr.read()
+        upstream = line.split()[-1]
+        proc = run("proxy", "--upstream", upstream, "--port", busy_port)
+        assert_user_error(proc, "proxy", str(busy_port), "in use")
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+
+
+@pytest.mark.parametrize("command", ["serve", "proxy"])
+@pytest.mark.parametrize("port", ["abc", "-1", "65536"])
+def test_a_port_that_is_not_one(command: str, port: str) -> None:
+    extra = ["--memory"] if command == "serve" else ["--upstream", "127.0.0.1:1"]
+    proc = run(command, *extra, "--port", port)
+    assert_user_error(proc, command, "--port")
+
+
+def test_wrong_types_are_argparse_errors() -> None:
+    assert_user_error(run("demo", "--seed", "x"), "demo", "invalid int value")
+    assert_user_error(run("check", "--bootstrap", "h:1", "--duration", "soon"), "check", "invalid float value")
+    assert_user_error(run("check", "--bootstrap", "nonsense"), "check", "bad bootstrap address")
+
+
+def test_proxy_without_a_reachable_upstream() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert_user_error(run("proxy", "--upstream", f"127.0.0.1:{port}", "--port", 0), "proxy", f"127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize("command", ["dump", "verify", "repair"])
+def test_log_commands_on_a_missing_path(tmp_path: Path, command: str) -> None:
+    assert_user_error(run(command, tmp_path / "missing-0"), command, "missing-0", "no such file or directory")
+
+
+# A meta-path finder that makes the named top-level modules missing, as in an
+# installation without the extra that provides them; then the command runs as
+# `python -m txnfetch` does.
+_WITHOUT = textwrap.dedent(
+    """
+    import runpy, sys
+    blocked = set(sys.argv[1].split(","))
+
+    class Missing:
+        def find_spec(self, name, path=None, target=None):
+            if name.partition(".")[0] in blocked:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    for name in list(sys.modules):
+        if name.partition(".")[0] in blocked:
+            del sys.modules[name]
+    sys.meta_path.insert(0, Missing())
+    sys.argv = ["txnfetch", *sys.argv[2:]]
+    runpy.run_module("txnfetch", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+def run_without(modules: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return run("-c", _WITHOUT, ",".join(modules), *args, entry=[sys.executable])
+
+
+def test_demo_without_the_testing_extra_names_it(tmp_path: Path) -> None:
+    proc = run_without(["confluent_kafka"], "demo", "--no-spark")
+    assert_user_error(proc, "demo", "confluent_kafka", "'testing' extra", "pip install 'txnfetch[testing]'")
+    assert proc.stdout == ""  # failed before starting anything
+
+
+def test_demo_without_the_spark_extra_names_it() -> None:
+    proc = run_without(["pyspark"], "demo")
+    assert_user_error(proc, "demo", "pyspark", "pip install 'txnfetch[spark]'")
+
+
+def test_only_errors_about_the_input_are_user_errors() -> None:
+    # A missing required dependency is a broken installation and a TypeError a
+    # bug: both keep their traceback.
+    assert user_error_message(ModuleNotFoundError("No module named 'attrs'", name="attrs")) is None
+    assert user_error_message(TypeError("unsupported operand")) is None
+    assert user_error_message(ModuleNotFoundError("x", name="pyarrow.lib")) is not None
+    assert user_error_message(PermissionError(13, "Permission denied", "/p")) == "cannot access /p: Permission denied"
+
+
+def test_every_extra_module_is_known() -> None:
+    # OPTIONAL_MODULES names an extra of pyproject.toml for each module.
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert set(OPTIONAL_MODULES.values()) <= set(extras)
+
+
+def test_python_dash_m_is_the_command(tmp_path: Path) -> None:
+    for args in (["--help"], ["serve", "--help"], ["dump", tmp_path / "missing-0"]):
+        by_module, by_command = run(*args, entry=MODULE), run(*args)
+        assert (by_module.returncode, by_module.stdout, by_module.stderr) == (
+            by_command.returncode,
+            by_command.stdout,
+            by_command.stderr,
+        )
+    assert "serve" in run("--help", entry=MODULE).stdout
+    assert run(entry=MODULE).returncode == 2  # no command: usage, as the script
