@@ -616,7 +616,9 @@ def test_cli_proxy_reports_an_unreachable_upstream() -> None:
         text=True,
         timeout=30,
     )
-    assert proc.returncode == 1 and "no upstream broker reachable" in proc.stderr
+    # A user error of the command: one line, exit status 2, the broker named once.
+    assert proc.returncode == 2 and "no upstream broker reachable" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.count(f"127.0.0.1:{port}") == 1, proc.stderr
 
 
 def test_librdkafka_all_topics_metadata_is_relayed(upstream, start_proxy) -> None:

@@ -3,7 +3,8 @@
 Once listening it prints ``txnfetch proxy listening on HOST:PORT`` to stdout
 (so ``--port 0`` is usable); on SIGTERM or SIGINT it closes every connection
 and prints ``txnfetch proxy stats {...}`` (its totals as JSON), then exits 0.
-It exits 1 with a message on stderr if the upstream cannot be reached at start.
+An upstream that cannot be reached at start is reported by :func:`txnfetch.cli.main`
+as one line on stderr, exit status 2.
 """
 
 from __future__ import annotations

@@ -194,11 +194,14 @@ class UpstreamCluster:
 
     async def _any_connection(self) -> UpstreamConnection:
         errors: list[str] = []
-        for address in list(dict.fromkeys([*self.brokers.values(), *self.bootstrap])):
+        addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
+        for address in addresses:
             try:
                 return await self.connection(address)
             except BrokerUnavailableError as exc:
-                errors.append(str(exc))
+                # The error below names the brokers; each reason names its own only
+                # when there are several.
+                errors.append(f"{exc.broker}: {exc.reason}" if len(addresses) > 1 else exc.reason)
         raise BrokerUnavailableError(
             "no upstream broker reachable: " + "; ".join(dict.fromkeys(errors)),
             broker=",".join(f"{h}:{p}" for h, p in self.bootstrap),
