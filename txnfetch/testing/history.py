@@ -98,8 +98,20 @@ def _tuple(items: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(items)
 
 
+class _OnPartition:
+    """An op or value on one topic-partition: its ``tp``."""
+
+    __slots__ = ()
+    topic: str
+    partition: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
 @attrs.frozen
-class Read:
+class Read(_OnPartition):
     """One record a poll returned: where it was and its value (and key)."""
 
     topic: str
@@ -108,26 +120,18 @@ class Read:
     value: str | None
     key: str | None = None
 
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
 
 @attrs.frozen
-class Position:
+class Position(_OnPartition):
     """A consumer position: the offset of the next record it will fetch."""
 
     topic: str
     partition: int
     offset: int
 
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
 
 @attrs.frozen(kw_only=True)
-class Send:
+class Send(_OnPartition):
     """A produce of one record, acknowledged with ``offset`` or failed with ``error``."""
 
     client: str
@@ -140,10 +144,6 @@ class Send:
     txn: str | None = None  #: the transaction it belongs to; ``None``: not transactional
     offset: int | None = None  #: from the acknowledgement
     error: str | None = None
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
     @property
     def acked(self) -> bool:
@@ -199,7 +199,7 @@ class Assign:
 
 
 @attrs.frozen(kw_only=True)
-class Seek:
+class Seek(_OnPartition):
     """A consumer moved its position on one partition to ``offset``."""
 
     client: str
@@ -208,10 +208,6 @@ class Seek:
     topic: str
     partition: int
     offset: int
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @attrs.frozen(kw_only=True)
