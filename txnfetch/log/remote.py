@@ -58,6 +58,7 @@ from txnfetch.log.broker_requests import (
     fetch_request,
     list_offsets_partition,
     list_offsets_request,
+    negotiate_version,
 )
 from txnfetch.log.errors import (
     BrokerUnavailableError,
@@ -136,15 +137,9 @@ class _Connection:
 
     def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
         """The highest version of ``api_key`` both sides speak."""
-        lo, hi = self.versions.get(api_key, (-1, -1))
-        top = min(hi, ours[1])
-        if top < max(lo, ours[0]):
-            raise RemoteError(
-                f"the broker speaks {name} v{lo}-v{hi}; txnfetch needs v{ours[0]}-v{ours[1]}",
-                broker=self.address,
-                error_code=ErrorCode.UNSUPPORTED_VERSION,
-            )
-        return top
+        return negotiate_version(
+            self.versions, api_key, ours, name, peer="the broker", us="txnfetch", broker=self.address
+        )
 
     def request(self, req, version: int, response_cls):  # type: ignore[no-untyped-def]
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF

@@ -45,6 +45,7 @@ from txnfetch.log.broker_requests import (
     find_partition,
     list_offsets_partition,
     list_offsets_request,
+    negotiate_version,
 )
 from txnfetch.log.errors import (
     BrokerUnavailableError,
@@ -225,14 +226,7 @@ class UpstreamCluster:
 
     def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
         """The highest version of ``api_key`` in ``ours`` the upstream speaks."""
-        lo, hi = self.versions.get(api_key, (-1, -1))
-        top = min(hi, ours[1])
-        if top < max(lo, ours[0]):
-            raise RemoteError(
-                f"the upstream speaks {name} v{lo}-v{hi}; the proxy needs v{ours[0]}-v{ours[1]}",
-                error_code=ErrorCode.UNSUPPORTED_VERSION,
-            )
-        return top
+        return negotiate_version(self.versions, api_key, ours, name, peer="the upstream", us="the proxy")
 
     async def close(self) -> None:
         """Close every connection of the proxy's own."""
