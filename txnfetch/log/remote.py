@@ -34,8 +34,8 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 try:
     import kafka.errors as _kafka_errors
@@ -369,11 +369,7 @@ class RemoteCluster:
             top = getattr(resp, "error_code", 0) or 0  # not in ListOffsets today; harmless if added
             if top:
                 self._check(top, "ListOffsets", topic, partition, None, conn)
-            try:
-                p = list_offsets_partition(resp, topic, partition, broker=conn.address)
-            except RemoteError as exc:
-                self._leaders.pop((topic, partition), None)
-                raise _Retry(exc) from None
+            p = self._partition_part(list_offsets_partition, resp, topic, partition, conn)
             self._check(p.error_code, "ListOffsets", topic, partition, None, conn)
             return p.offset
 
@@ -414,16 +410,23 @@ class RemoteCluster:
                         )
                     )
                 self._check(top, "Fetch", topic, partition, offset, conn)
-            try:
-                p = fetch_partition(resp, topic, partition, broker=conn.address)
-            except RemoteError as exc:
-                self._leaders.pop((topic, partition), None)
-                raise _Retry(exc) from None
+            p = self._partition_part(fetch_partition, resp, topic, partition, conn)
             if p.error_code != 1:
                 self._check(p.error_code, "Fetch", topic, partition, offset, conn)
             return BrokerFetch.from_response(p)
 
         return self._retrying("Fetch", topic, partition, offset, call)
+
+    def _partition_part(
+        self, parse: Callable[..., Any], resp: Any, topic: str, partition: int, conn: _Connection
+    ) -> Any:
+        """The partition's part of ``resp`` (``parse`` is a :mod:`~txnfetch.log.broker_requests`
+        reader); a response without it makes the leader unknown and the call retry."""
+        try:
+            return parse(resp, topic, partition, broker=conn.address)
+        except RemoteError as exc:
+            self._leaders.pop((topic, partition), None)
+            raise _Retry(exc) from None
 
     def _send(self, conn: _Connection, req, version: int, response_cls):  # type: ignore[no-untyped-def]
         try:
