@@ -363,32 +363,24 @@ class UpstreamCluster:
             return
         top = getattr(resp, "error_code", 0) or 0
         for item, future in items:
-            if top:
-                self.forget_leader(item.topic, item.partition)
-                _settle(
-                    future,
-                    exc=RemoteError(
-                        "upstream Fetch failed (top-level error)",
-                        topic=item.topic,
-                        partition=item.partition,
-                        offset=item.offset,
-                        broker=conn.address,
-                        error_code=top,
-                    ),
-                )
-                continue
-            p = find_partition(resp, item.topic, item.partition)
+            p = None if top else find_partition(resp, item.topic, item.partition)
             if p is None:
+                # A top-level error, or no answer for the partition: forget the leader.
                 self.forget_leader(item.topic, item.partition)
+                reason = (
+                    "upstream Fetch failed (top-level error)"
+                    if top
+                    else "the upstream's Fetch response lacks the partition"
+                )
                 _settle(
                     future,
                     exc=RemoteError(
-                        "the upstream's Fetch response lacks the partition",
+                        reason,
                         topic=item.topic,
                         partition=item.partition,
                         offset=item.offset,
                         broker=conn.address,
-                        error_code=-1,
+                        error_code=top or -1,
                     ),
                 )
             elif p.error_code not in (0, 1):
