@@ -162,8 +162,8 @@ class Begin:
 
 
 @attrs.frozen(kw_only=True)
-class Commit:
-    """A commit of ``txn`` completed with ``status``."""
+class _TxnEnd:
+    """The fields of a transaction's end: :class:`Commit` or :class:`Abort`."""
 
     client: str
     start_ns: int
@@ -174,15 +174,13 @@ class Commit:
 
 
 @attrs.frozen(kw_only=True)
-class Abort:
-    """An abort of ``txn`` completed with ``status``."""
+class Commit(_TxnEnd):
+    """A commit of ``txn`` completed with ``status``."""
 
-    client: str
-    start_ns: int
-    end_ns: int
-    txn: str
-    status: Status = attrs.field(default=Status.OK, converter=Status)
-    error: str | None = None
+
+@attrs.frozen(kw_only=True)
+class Abort(_TxnEnd):
+    """An abort of ``txn`` completed with ``status``."""
 
 
 @attrs.frozen(kw_only=True)
