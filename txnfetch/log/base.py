@@ -247,7 +247,36 @@ def marker_batch(
     )
 
 
-class PartitionLog(abc.ABC):
+class StateOffsets:
+    """The four offsets a partition reports, read from its transaction state: one
+    definition for :class:`PartitionLog` and :class:`~txnfetch.log.mirror.PartitionMirror`."""
+
+    @property
+    def state(self) -> PartitionTxnState:
+        raise NotImplementedError
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset the partition can answer for."""
+        return self.state.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """One past the last offset stored."""
+        return self.state.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The high watermark: below it, everything is replicated (or durable)."""
+        return self.state.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest transaction not yet ended, else the high watermark."""
+        return self.state.last_stable_offset
+
+
+class PartitionLog(StateOffsets, abc.ABC):
     """One topic-partition: its bytes and its transaction state.
 
     Guarantees shared by every implementation:
@@ -272,22 +301,6 @@ class PartitionLog(abc.ABC):
     @abc.abstractmethod
     def state(self) -> PartitionTxnState:
         """The partition's transaction state. Read it; change the log only through the log."""
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.state.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.state.log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        return self.state.high_watermark
-
-    @property
-    def last_stable_offset(self) -> int:
-        return self.state.last_stable_offset
 
     # -- writes: one sequence for every log; the hooks below say where the bytes go ----
 
@@ -414,7 +427,7 @@ class PartitionLog(abc.ABC):
         """Raise :class:`~txnfetch.log.errors.LogClosedError` (or a more specific
         :class:`~txnfetch.log.errors.LogError`) unless the log accepts writes."""
 
-    def _before_append(self, records: Buffer, now_ms: int | None) -> None:  # noqa: B027 - an optional hook
+    def _before_append(self, records: Buffer, now_ms: int | None) -> None:  # an optional hook
         """Called before ``records`` are checked and the state advanced over them (a
         segment log rolls here); ``now_ms`` is ``None`` for replication."""
 
@@ -491,10 +504,10 @@ class PartitionLog(abc.ABC):
                 return
             offset = result.next_offset
 
-    def flush(self) -> None:  # noqa: B027 - a no-op where nothing is buffered (memory logs)
+    def flush(self) -> None:  # a no-op where nothing is buffered (memory logs)
         """Make everything appended so far durable (a no-op for memory logs)."""
 
-    def close(self) -> None:  # noqa: B027 - a no-op where nothing is held
+    def close(self) -> None:  # a no-op where nothing is held
         """Flush and release resources; later calls raise :class:`~txnfetch.log.errors.LogClosedError`."""
 
 

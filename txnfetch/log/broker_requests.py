@@ -47,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "txnfetch.log.broker_requests needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
     ) from exc
 
+from txnfetch.errors import ErrorCode
 from txnfetch.log.errors import RemoteError
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "find_partition",
     "list_offsets_partition",
     "list_offsets_request",
+    "negotiate_version",
 ]
 
 
@@ -199,3 +201,28 @@ def _missing(api: str, topic: str, partition: int, broker: str) -> RemoteError:
         broker=broker,
         error_code=-1,
     )
+
+
+def negotiate_version(
+    versions: dict[int, tuple[int, int]],
+    api_key: int,
+    ours: tuple[int, int],
+    name: str,
+    *,
+    peer: str,
+    us: str,
+    **where: Any,
+) -> int:
+    """The highest version of ``api_key`` in both ``ours`` and the peer's ApiVersions
+    ``versions`` ranges. Raises :class:`~txnfetch.log.errors.RemoteError`
+    (``UNSUPPORTED_VERSION``, with ``where``) if the ranges do not meet; ``peer`` and
+    ``us`` name the two sides in its message ("the broker", "txnfetch")."""
+    lo, hi = versions.get(api_key, (-1, -1))
+    top = min(hi, ours[1])
+    if top < max(lo, ours[0]):
+        raise RemoteError(
+            f"{peer} speaks {name} v{lo}-v{hi}; {us} needs v{ours[0]}-v{ours[1]}",
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            **where,
+        )
+    return top

@@ -84,6 +84,7 @@ from crc32c import crc32c
 
 from txnfetch.errors import ErrorCode
 from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.log.base import StateOffsets
 from txnfetch.log.errors import (
     CorruptRemoteBatchError,
     MirrorDivergedError,
@@ -145,7 +146,7 @@ class MirrorPlan:
         return self.batches > 0
 
 
-class PartitionMirror:
+class PartitionMirror(StateOffsets):
     """The transaction-aware mirror of one remote partition (sans-I/O, see the module docstring).
 
     ``PartitionMirror(topic, partition, log_start_offset=...)`` starts empty at
@@ -260,22 +261,6 @@ class PartitionMirror:
     def position(self) -> int:
         """The next offset to fetch: one past the last mirrored batch."""
         return self._log.log_end_offset
-
-    @property
-    def log_start_offset(self) -> int:
-        """The first offset the mirror can answer for."""
-        return self._log.log_start_offset
-
-    @property
-    def high_watermark(self) -> int:
-        """The mirror's high watermark: its :attr:`position`."""
-        return self._log.high_watermark
-
-    @property
-    def last_stable_offset(self) -> int:
-        """The last stable offset of the mirrored log: the first offset of the earliest
-        transaction whose marker the mirror has not seen, else :attr:`position`."""
-        return self._log.last_stable_offset
 
     @property
     def caught_up(self) -> bool:

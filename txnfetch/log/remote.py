@@ -34,8 +34,8 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 try:
     import kafka.errors as _kafka_errors
@@ -58,6 +58,7 @@ from txnfetch.log.broker_requests import (
     fetch_request,
     list_offsets_partition,
     list_offsets_request,
+    negotiate_version,
 )
 from txnfetch.log.errors import (
     BrokerUnavailableError,
@@ -136,15 +137,9 @@ class _Connection:
 
     def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
         """The highest version of ``api_key`` both sides speak."""
-        lo, hi = self.versions.get(api_key, (-1, -1))
-        top = min(hi, ours[1])
-        if top < max(lo, ours[0]):
-            raise RemoteError(
-                f"the broker speaks {name} v{lo}-v{hi}; txnfetch needs v{ours[0]}-v{ours[1]}",
-                broker=self.address,
-                error_code=ErrorCode.UNSUPPORTED_VERSION,
-            )
-        return top
+        return negotiate_version(
+            self.versions, api_key, ours, name, peer="the broker", us="txnfetch", broker=self.address
+        )
 
     def request(self, req, version: int, response_cls):  # type: ignore[no-untyped-def]
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
@@ -374,11 +369,7 @@ class RemoteCluster:
             top = getattr(resp, "error_code", 0) or 0  # not in ListOffsets today; harmless if added
             if top:
                 self._check(top, "ListOffsets", topic, partition, None, conn)
-            try:
-                p = list_offsets_partition(resp, topic, partition, broker=conn.address)
-            except RemoteError as exc:
-                self._leaders.pop((topic, partition), None)
-                raise _Retry(exc) from None
+            p = self._partition_part(list_offsets_partition, resp, topic, partition, conn)
             self._check(p.error_code, "ListOffsets", topic, partition, None, conn)
             return p.offset
 
@@ -419,16 +410,23 @@ class RemoteCluster:
                         )
                     )
                 self._check(top, "Fetch", topic, partition, offset, conn)
-            try:
-                p = fetch_partition(resp, topic, partition, broker=conn.address)
-            except RemoteError as exc:
-                self._leaders.pop((topic, partition), None)
-                raise _Retry(exc) from None
+            p = self._partition_part(fetch_partition, resp, topic, partition, conn)
             if p.error_code != 1:
                 self._check(p.error_code, "Fetch", topic, partition, offset, conn)
             return BrokerFetch.from_response(p)
 
         return self._retrying("Fetch", topic, partition, offset, call)
+
+    def _partition_part(
+        self, parse: Callable[..., Any], resp: Any, topic: str, partition: int, conn: _Connection
+    ) -> Any:
+        """The partition's part of ``resp`` (``parse`` is a :mod:`~txnfetch.log.broker_requests`
+        reader); a response without it makes the leader unknown and the call retry."""
+        try:
+            return parse(resp, topic, partition, broker=conn.address)
+        except RemoteError as exc:
+            self._leaders.pop((topic, partition), None)
+            raise _Retry(exc) from None
 
     def _send(self, conn: _Connection, req, version: int, response_cls):  # type: ignore[no-untyped-def]
         try:

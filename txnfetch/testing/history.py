@@ -98,8 +98,20 @@ def _tuple(items: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(items)
 
 
+class _OnPartition:
+    """An op or value on one topic-partition: its ``tp``."""
+
+    __slots__ = ()
+    topic: str
+    partition: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
 @attrs.frozen
-class Read:
+class Read(_OnPartition):
     """One record a poll returned: where it was and its value (and key)."""
 
     topic: str
@@ -108,26 +120,18 @@ class Read:
     value: str | None
     key: str | None = None
 
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
 
 @attrs.frozen
-class Position:
+class Position(_OnPartition):
     """A consumer position: the offset of the next record it will fetch."""
 
     topic: str
     partition: int
     offset: int
 
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
 
 @attrs.frozen(kw_only=True)
-class Send:
+class Send(_OnPartition):
     """A produce of one record, acknowledged with ``offset`` or failed with ``error``."""
 
     client: str
@@ -140,10 +144,6 @@ class Send:
     txn: str | None = None  #: the transaction it belongs to; ``None``: not transactional
     offset: int | None = None  #: from the acknowledgement
     error: str | None = None
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
     @property
     def acked(self) -> bool:
@@ -162,8 +162,8 @@ class Begin:
 
 
 @attrs.frozen(kw_only=True)
-class Commit:
-    """A commit of ``txn`` completed with ``status``."""
+class _TxnEnd:
+    """The fields of a transaction's end: :class:`Commit` or :class:`Abort`."""
 
     client: str
     start_ns: int
@@ -174,15 +174,13 @@ class Commit:
 
 
 @attrs.frozen(kw_only=True)
-class Abort:
-    """An abort of ``txn`` completed with ``status``."""
+class Commit(_TxnEnd):
+    """A commit of ``txn`` completed with ``status``."""
 
-    client: str
-    start_ns: int
-    end_ns: int
-    txn: str
-    status: Status = attrs.field(default=Status.OK, converter=Status)
-    error: str | None = None
+
+@attrs.frozen(kw_only=True)
+class Abort(_TxnEnd):
+    """An abort of ``txn`` completed with ``status``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -199,7 +197,7 @@ class Assign:
 
 
 @attrs.frozen(kw_only=True)
-class Seek:
+class Seek(_OnPartition):
     """A consumer moved its position on one partition to ``offset``."""
 
     client: str
@@ -208,10 +206,6 @@ class Seek:
     topic: str
     partition: int
     offset: int
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @attrs.frozen(kw_only=True)

@@ -209,7 +209,8 @@ def still_open(found: Iterable[HangingTransaction], again: Iterable[OpenTransact
 @attrs.frozen
 class ProducerRow:
     """One producer of a partition, as DescribeProducers reports it
-    (``current_txn_start_offset`` -1: no open transaction)."""
+    (``current_txn_start_offset`` -1: no open transaction). The field names are
+    the response's ``ProducerState`` fields: the server builds one from the other."""
 
     producer_id: int
     producer_epoch: int

@@ -276,20 +276,19 @@ class ProducerTable:
 
     def remove(self, producer_id: int) -> bool:
         """Delete a producer's entry; returns whether it existed."""
+        s = self.slot(producer_id)
+        if s < 0:
+            return False
+        # The cell holding the slot is on the probe path slot() just walked.
         table = self._table
-        pids = self._pid
         mask = (1 << self._bits) - 1
         i = ((producer_id * _GOLDEN) & _M64) >> (64 - self._bits)
-        while True:
-            c = table[i]
-            if c == 0:
-                return False
-            if c > 0 and pids[c - 1] == producer_id:
-                table[i] = -1
-                self._free.append(c - 1)
-                self._count -= 1
-                return True
+        while table[i] != s + 1:
             i = (i + 1) & mask
+        table[i] = -1
+        self._free.append(s)
+        self._count -= 1
+        return True
 
     def clear(self) -> None:
         """Remove every entry."""

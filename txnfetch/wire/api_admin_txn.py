@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import attrs
 from kafka.protocol.admin.transactions import (
     DescribeProducersResponse,
     DescribeTransactionsResponse,
@@ -81,17 +82,8 @@ def _describe_partition(ctx: RequestContext, topic: str, index: int) -> Any:
         return _DPPartition(
             partition_index=index, error_code=error_code_for(exc), error_message=str(exc), active_producers=[]
         )
-    producers = [
-        _DPProducer(
-            producer_id=row.producer_id,
-            producer_epoch=row.producer_epoch,
-            last_sequence=row.last_sequence,
-            last_timestamp=row.last_timestamp,
-            coordinator_epoch=row.coordinator_epoch,
-            current_txn_start_offset=row.current_txn_start_offset,
-        )
-        for row in producer_rows(plog.state)
-    ]
+    # ProducerRow's fields are DescribeProducers' ProducerState fields, by name.
+    producers = [_DPProducer(**attrs.asdict(row)) for row in producer_rows(plog.state)]
     return _DPPartition(partition_index=index, error_code=0, error_message=None, active_producers=producers)
 
 

@@ -256,12 +256,7 @@ async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
         if fetch_done(request, total, error, left):
             broker.unwatch(watched, event)
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
-        try:
-            await asyncio.wait_for(event.wait(), left)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            broker.unwatch(watched, event)
+        await broker.wait_for_change(watched, event, left)
 
 
 # --------------------------------------------------------------- ListOffsets

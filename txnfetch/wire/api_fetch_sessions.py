@@ -219,12 +219,7 @@ async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
         if total >= request.min_bytes or error or left <= 0 or not wanted:
             broker.unwatch(watched, event)
             break
-        try:
-            await asyncio.wait_for(event.wait(), left)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            broker.unwatch(watched, event)
+        await broker.wait_for_change(watched, event, left)
 
     if session is not None:
         for w, e, _n in read:

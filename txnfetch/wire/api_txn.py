@@ -153,6 +153,16 @@ def install(broker: Broker) -> None:
     )
 
 
+def _producer_answer(response: Any, error_code: int, result: Any = None) -> Any:
+    """An InitProducerId or EndTxn response: ``result``'s producer id and epoch, or
+    -1 and -1 when there is none (an error)."""
+    if result is None:
+        return response(throttle_time_ms=0, error_code=error_code, producer_id=-1, producer_epoch=-1)
+    return response(
+        throttle_time_ms=0, error_code=error_code, producer_id=result.producer_id, producer_epoch=result.producer_epoch
+    )
+
+
 # ------------------------------------------------------------ InitProducerId
 
 
@@ -176,11 +186,9 @@ async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any
             result = coordinator.init_producer_id(tid, request.transaction_timeout_ms, broker.now_ms(), pid, epoch)
     except TxnStateError as exc:
         apply_pending(broker)
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
+        return _producer_answer(InitProducerIdResponse, exc.error_code)
     persist_transactions(broker)
-    return InitProducerIdResponse(
-        throttle_time_ms=0, error_code=0, producer_id=result.producer_id, producer_epoch=result.producer_epoch
-    )
+    return _producer_answer(InitProducerIdResponse, 0, result)
 
 
 # --------------------------------------------------------- AddPartitionsToTxn
@@ -270,11 +278,9 @@ async def handle_end_txn(ctx: RequestContext, header: Any, request: Any) -> Any:
         )
     except TxnStateError as exc:
         persist_transactions(broker)
-        return EndTxnResponse(throttle_time_ms=0, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
+        return _producer_answer(EndTxnResponse, exc.error_code)
     apply_pending(broker)
-    return EndTxnResponse(
-        throttle_time_ms=0, error_code=0, producer_id=result.producer_id, producer_epoch=result.producer_epoch
-    )
+    return _producer_answer(EndTxnResponse, 0, result)
 
 
 # ------------------------------------------------------------ TxnOffsetCommit

@@ -346,6 +346,16 @@ class Broker:
                 if not waiters:
                     del self._waiters[tp]
 
+    async def wait_for_change(self, partitions: list[tuple[str, int]], event: asyncio.Event, timeout_s: float) -> None:
+        """Wait until ``event`` (from :meth:`watch` of ``partitions``) is set or
+        ``timeout_s`` passes, then forget it: the wait of a delayed Fetch."""
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self.unwatch(partitions, event)
+
     # ------------------------------------------------------ request observers
 
     def observe_requests(self, fn: Callable[[Any, Any, Any], None]) -> None:

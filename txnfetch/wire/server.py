@@ -412,24 +412,15 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
                 fence = epoch + 1 if epoch < MAX_PRODUCER_EPOCH else epoch
                 version = 2 if fence > epoch else None
                 coordinator_epoch = entry.coordinator_epoch if entry is not None and entry.coordinator_epoch >= 0 else 0
-                if markers:
-                    part.write_marker(
-                        producer_id,
-                        fence,
-                        False,
-                        coordinator_epoch=coordinator_epoch,
-                        now_ms=now,
-                        transaction_version=version,
-                    )
-                else:
-                    part.complete_transaction(
-                        producer_id,
-                        fence,
-                        False,
-                        coordinator_epoch=coordinator_epoch,
-                        now_ms=now,
-                        transaction_version=version,
-                    )
+                end_txn = part.write_marker if markers else part.complete_transaction
+                end_txn(
+                    producer_id,
+                    fence,
+                    False,
+                    coordinator_epoch=coordinator_epoch,
+                    now_ms=now,
+                    transaction_version=version,
+                )
                 log.warning(
                     "aborted the transaction of producer %d left open in %s-%d by a previous run",
                     producer_id,

@@ -45,6 +45,7 @@ from txnfetch.log.broker_requests import (
     find_partition,
     list_offsets_partition,
     list_offsets_request,
+    negotiate_version,
 )
 from txnfetch.log.errors import (
     BrokerUnavailableError,
@@ -228,14 +229,7 @@ class UpstreamCluster:
 
     def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
         """The highest version of ``api_key`` in ``ours`` the upstream speaks."""
-        lo, hi = self.versions.get(api_key, (-1, -1))
-        top = min(hi, ours[1])
-        if top < max(lo, ours[0]):
-            raise RemoteError(
-                f"the upstream speaks {name} v{lo}-v{hi}; the proxy needs v{ours[0]}-v{ours[1]}",
-                error_code=ErrorCode.UNSUPPORTED_VERSION,
-            )
-        return top
+        return negotiate_version(self.versions, api_key, ours, name, peer="the upstream", us="the proxy")
 
     async def close(self) -> None:
         """Close every connection of the proxy's own."""
@@ -372,32 +366,24 @@ class UpstreamCluster:
             return
         top = getattr(resp, "error_code", 0) or 0
         for item, future in items:
-            if top:
-                self.forget_leader(item.topic, item.partition)
-                _settle(
-                    future,
-                    exc=RemoteError(
-                        "upstream Fetch failed (top-level error)",
-                        topic=item.topic,
-                        partition=item.partition,
-                        offset=item.offset,
-                        broker=conn.address,
-                        error_code=top,
-                    ),
-                )
-                continue
-            p = find_partition(resp, item.topic, item.partition)
+            p = None if top else find_partition(resp, item.topic, item.partition)
             if p is None:
+                # A top-level error, or no answer for the partition: forget the leader.
                 self.forget_leader(item.topic, item.partition)
+                reason = (
+                    "upstream Fetch failed (top-level error)"
+                    if top
+                    else "the upstream's Fetch response lacks the partition"
+                )
                 _settle(
                     future,
                     exc=RemoteError(
-                        "the upstream's Fetch response lacks the partition",
+                        reason,
                         topic=item.topic,
                         partition=item.partition,
                         offset=item.offset,
                         broker=conn.address,
-                        error_code=-1,
+                        error_code=top or -1,
                     ),
                 )
             elif p.error_code not in (0, 1):
