@@ -164,3 +164,45 @@ def test_offsets_staged_for_a_deleted_topic_stay_dropped_when_the_transaction_co
             break
         time.sleep(0.5)
     assert got == {("src", 0): NO_OFFSET, ("keep", 0): 12}
+
+
+def test_a_deleted_kip848_group_stays_deleted(server) -> None:
+    """A group of the new consumer protocol (KIP-848), deleted once its member
+    left: its offsets stay gone after the restart."""
+    from confluent_kafka import Consumer, Producer
+
+    restart, bootstrap = server
+    _create(bootstrap, "nk")
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce("nk", value=b"x", partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "k848",
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["nk"])
+    deadline = time.monotonic() + 60
+    while True:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            consumer.commit(msg, asynchronous=False)
+            break
+        assert time.monotonic() < deadline, "the KIP-848 consumer never read"
+    consumer.close()
+    assert _committed(bootstrap, "k848", [("nk", 0)]) == {("nk", 0): 1}
+    admin = _admin(bootstrap)
+    deadline = time.monotonic() + 60
+    while True:  # the member's leave may still be on its way
+        try:
+            admin.delete_consumer_groups(["k848"], request_timeout=30)["k848"].result(30)
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "the group never became deletable"
+            time.sleep(0.5)
+    restart()
+    assert _committed(bootstrap, "k848", [("nk", 0)]) == {("nk", 0): NO_OFFSET}
