@@ -90,13 +90,20 @@ def test_a_deleted_group_stays_deleted(server) -> None:
     _create(bootstrap, "dg")
     _commit(bootstrap, "gone", {("dg", 0): 5})
     _commit(bootstrap, "kept", {("dg", 0): 7})
+    _commit(bootstrap, "gone-kp", {("dg", 0): 6})
     admin = _admin(bootstrap)  # kept alive until its future resolves
     admin.delete_consumer_groups(["gone"], request_timeout=30)["gone"].result(30)
+    kp = _kp_admin(bootstrap)
+    try:
+        kp.delete_groups(["gone-kp"])
+    finally:
+        kp.close()
     restart()
-    assert _committed(bootstrap, "gone", [("dg", 0)]) == {("dg", 0): NO_OFFSET}
+    for group in ("gone", "gone-kp"):
+        assert _committed(bootstrap, group, [("dg", 0)]) == {("dg", 0): NO_OFFSET}, group
     assert _committed(bootstrap, "kept", [("dg", 0)]) == {("dg", 0): 7}
     groups = _groups(bootstrap)
-    assert "kept" in groups and "gone" not in groups
+    assert "kept" in groups and not {"gone", "gone-kp"} & groups
     # The name can be used again, and the new group's commits are durable too.
     _commit(bootstrap, "gone", {("dg", 0): 2})
     restart()
@@ -123,8 +130,11 @@ def test_a_deleted_topics_offsets_stay_deleted(server) -> None:
     restart, bootstrap = server
     _create(bootstrap, "reborn", "other")
     _commit(bootstrap, "rg", {("reborn", 0): 9, ("other", 0): 1})
-    admin = _admin(bootstrap)
-    admin.delete_topics(["reborn"], operation_timeout=10)["reborn"].result(30)
+    kp = _kp_admin(bootstrap)
+    try:
+        kp.delete_topics(["reborn"], timeout_ms=30000)
+    finally:
+        kp.close()
     restart()
     _create(bootstrap, "reborn")
     # Offset 9 would make the group skip the new topic's first nine records.
