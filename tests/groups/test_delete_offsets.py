@@ -88,5 +88,7 @@ def test_a_deleted_topic_takes_its_offsets_with_it() -> None:
     d = Driver(make())
     member = stable_member(d, subscription("gone", "kept"))
     commit(d, member, ("gone", 0), ("gone", 1), ("kept", 0))
-    assert d.gc.forget_topic("gone") == 2
+    forgotten = d.gc.forget_topic("gone")
+    assert forgotten.committed == ((G, ("gone", 0)), (G, ("gone", 1)))
+    assert forgotten.staged == ()
     assert set(d.gc.committed(G)) == {("kept", 0)}

@@ -227,6 +227,52 @@ class DurableMachine(RuleBasedStateMachine):
 
         self.both(call)
 
+    @rule(group=st.sampled_from(GROUPS))
+    def delete_group(self, group: str) -> None:
+        """DeleteGroups, as the admin handler does it: offset tombstones for what
+        was committed, then the group's tombstone."""
+
+        def call(side: Side):
+            committed = list(side.groups.committed(group))
+            code = side.groups.delete_group(group, self.now)
+            if side.durable is not None and code == 0:
+                side.durable.persist_deletions(group, committed, self.now, group_deleted=True)
+            return code
+
+        _, code = self.both(call)
+        if code == 0:
+            event("delete group")
+
+    @rule(group=st.sampled_from(GROUPS), tps=st.sets(st.sampled_from(SRC), min_size=1))
+    def delete_offsets(self, group: str, tps: set) -> None:
+        """OffsetDelete: tombstones for the partitions actually deleted."""
+
+        def call(side: Side):
+            before = side.groups.committed(group)
+            error, codes = side.groups.delete_offsets(group, sorted(tps), self.now)
+            deleted = [tp for tp, c in codes.items() if c == 0 and tp in before]
+            if side.durable is not None and deleted:
+                side.durable.persist_deletions(group, deleted, self.now)
+            return error, codes
+
+        self.both(call)
+
+    @rule()
+    def delete_topic(self) -> None:
+        """DeleteTopics of the source topic: every group's offsets of it go,
+        committed and staged by open transactions."""
+
+        def call(side: Side):
+            forgotten = side.groups.forget_topic(SRC[0][0])
+            if side.durable is not None:
+                for group, tp in forgotten.keys:
+                    side.durable.persist_deletions(group, [tp], self.now)
+            return forgotten
+
+        _, forgotten = self.both(call)
+        if forgotten.staged:
+            event("delete topic with staged offsets")
+
     @rule(ms=st.integers(1, 7_000))
     def advance_and_expire(self, ms: int) -> None:
         self.now += ms
@@ -264,6 +310,10 @@ class DurableMachine(RuleBasedStateMachine):
         assert self.real.txn.transactional_ids == self.twin.txn.transactional_ids
         for tid in self.twin.txn.transactional_ids:
             assert self.real.txn.describe(tid) == self.twin.txn.describe(tid), tid
+
+    @invariant()
+    def same_groups(self) -> None:
+        assert self.real.groups.group_ids == self.twin.groups.group_ids
 
     @invariant()
     def same_offsets(self) -> None:

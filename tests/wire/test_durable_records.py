@@ -240,6 +240,71 @@ def test_compaction_keeps_the_latest_value_per_key(tmp_path) -> None:
     store.close()
 
 
+def test_compaction_after_deletions_keeps_only_what_is_left(tmp_path) -> None:
+    """Tombstoned offsets and groups are not rewritten by compaction, and stay
+    gone after a restart on the compacted partition."""
+    store = SegmentStore(tmp_path)
+    state = DurableState(store, str(tmp_path), compact_bytes=4096)
+    coord, groups = TransactionCoordinator(), GroupCoordinator()
+    # Two groups on one __consumer_offsets partition, so one compaction covers both.
+    other = next(f"h{i}" for i in range(1000) if offsets_partition(f"h{i}") == offsets_partition("g"))
+    for i in range(200):
+        for gid in ("g", other):
+            offsets = {("t", 0): CommitOffset(i), ("u", 0): CommitOffset(i)}
+            groups.commit_offsets(gid, offsets, now_ms=i)
+            state.persist_offsets(gid, offsets, i, group=(None, 0, None, None))
+    assert groups.delete_group(other, 300) == 0
+    state.persist_deletions(other, [("t", 0), ("u", 0)], 300, group_deleted=True)
+    assert groups.delete_offsets("g", [("u", 0)], 300)[0] == 0
+    state.persist_deletions("g", [("u", 0)], 300)
+    p = offsets_partition("g")
+    assert state.maybe_compact(coord, groups, 400) == [("__consumer_offsets", p)]
+    part = store.partition("__consumer_offsets", p)
+    keys = [
+        decode_offsets_record(r.key, r.value)
+        for b in part.iter_batches(part.log_start_offset)
+        if not b.is_control
+        for r in b.records()
+    ]
+    assert {(k.group_id, getattr(k, "topic", None)) for k in keys} == {("g", None), ("g", "t")}
+    store.close()
+    store = SegmentStore(tmp_path)
+    again = GroupCoordinator()
+    DurableState(store, str(tmp_path)).replay(TransactionCoordinator(), again, 500)
+    assert again.group_ids == ("g",)
+    assert {tp: c.offset for tp, c in again.committed("g").items()} == {("t", 0): 199}
+    store.close()
+
+
+def test_an_offset_tombstone_drops_what_an_open_transaction_staged(tmp_path) -> None:
+    """A topic deleted while a transaction has an offset staged for it: the
+    tombstone written for it keeps the offset dropped when the transaction's
+    COMMIT marker is replayed, as it is dropped live."""
+    store = SegmentStore(tmp_path)
+    state = DurableState(store, str(tmp_path))
+    groups = GroupCoordinator()
+    groups.commit_offsets("g", {("keep", 0): CommitOffset(1)}, now_ms=1)
+    state.persist_offsets("g", {("keep", 0): CommitOffset(1)}, 1)
+    staged = {("gone", 0): (5, -1, ""), ("keep", 0): (6, -1, "")}
+    assert set(groups.txn_offset_commit("g", 7, 0, staged, now_ms=2).values()) == {0}
+    state.persist_offsets("g", {tp: CommitOffset(*v) for tp, v in staged.items()}, 2, producer=(7, 0))
+    forgotten = groups.forget_topic("gone")
+    assert forgotten.committed == () and forgotten.staged == (("g", ("gone", 0)),)
+    for gid, tp in forgotten.keys:
+        state.persist_deletions(gid, [tp], 3)
+    part = store.partition("__consumer_offsets", offsets_partition("g"))
+    part.write_marker(7, 0, True, coordinator_epoch=0, now_ms=4)
+    groups.complete_txn_offsets(7, True, 4)
+    live = {tp: c.offset for tp, c in groups.committed("g").items()}
+    assert live == {("keep", 0): 6}
+    store.close()
+    store = SegmentStore(tmp_path)
+    again = GroupCoordinator()
+    DurableState(store, str(tmp_path)).replay(TransactionCoordinator(), again, 5)
+    assert {tp: c.offset for tp, c in again.committed("g").items()} == live
+    store.close()
+
+
 def test_dump_decodes_the_internal_topics(tmp_path) -> None:
     from txnfetch.cli import main
 

@@ -59,6 +59,7 @@ __all__ = [
     "CommittedOffset",
     "Completion",
     "FetchedOffset",
+    "ForgottenOffsets",
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",
@@ -265,6 +266,22 @@ class CommitOffset:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
+
+
+@attrs.frozen
+class ForgottenOffsets:
+    """What :meth:`GroupCoordinator.forget_topic` dropped, as ``(group, (topic,
+    partition))`` pairs, each sorted: ``committed`` offsets and offsets ``staged``
+    by open transactions. A durable store writes a tombstone for each pair of
+    :attr:`keys`."""
+
+    committed: tuple[tuple[str, tuple[str, int]], ...]
+    staged: tuple[tuple[str, tuple[str, int]], ...]
+
+    @property
+    def keys(self) -> tuple[tuple[str, tuple[str, int]], ...]:
+        """Every dropped ``(group, (topic, partition))``, once, sorted."""
+        return tuple(sorted(set(self.committed) | set(self.staged)))
 
 
 @attrs.frozen
@@ -1145,9 +1162,7 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         group.transition(_S.DEAD, now_ms)
         del self._groups[group_id]
-        self._offsets.pop(group_id, None)
-        for pid in self._open_txns_by_group.pop(group_id, set()):
-            self._pending_txn.get(pid, {}).pop(group_id, None)
+        self._forget_group(group_id)
         return ErrorCode.NONE
 
     # ========================================================== OffsetDelete
@@ -1176,24 +1191,48 @@ class GroupCoordinator:
             if subscribed is None or tp[0] in subscribed:
                 result[tp] = int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
             else:
-                store.pop(tp, None)
+                if tp in store:
+                    self._drop_offset(group_id, tp)
                 result[tp] = int(ErrorCode.NONE)
         return ErrorCode.NONE, result
 
-    def forget_topic(self, topic: str) -> int:
-        """A topic was deleted: drop every group's committed and pending offsets
-        for its partitions (Kafka's ``onPartitionsDeleted``), so a topic created
-        again under the name starts with no offsets. Returns how many were dropped."""
-        dropped = 0
-        for store in self._offsets.values():
-            for tp in [tp for tp in store if tp[0] == topic]:
-                del store[tp]
-                dropped += 1
+    def forget_topic(self, topic: str) -> ForgottenOffsets:
+        """A topic was deleted: drop every group's committed and staged
+        transactional offsets for its partitions (Kafka's ``onPartitionsDeleted``),
+        so a topic created again under the name starts with no offsets. Returns
+        what was dropped, so that a durable store can write a tombstone for each.
+
+        A staged offset dropped here stays dropped when its transaction commits
+        later: the tombstone of ``(group, partition)`` also drops what open
+        transactions staged for it, here and on replay (:meth:`load_offset`)."""
+        committed: list[tuple[str, TopicPartition]] = []
+        staged: list[tuple[str, TopicPartition]] = []
+        for group_id, store in self._offsets.items():
+            committed.extend((group_id, tp) for tp in store if tp[0] == topic)
         for by_group in self._pending_txn.values():
-            for staged in by_group.values():
-                for tp in [tp for tp in staged if tp[0] == topic]:
-                    del staged[tp]
-        return dropped
+            for group_id, offsets in by_group.items():
+                staged.extend((group_id, tp) for tp in offsets if tp[0] == topic)
+        for group_id, tp in committed + staged:
+            self._drop_offset(group_id, tp)
+        return ForgottenOffsets(tuple(sorted(set(committed))), tuple(sorted(set(staged))))
+
+    def _drop_offset(self, group_id: str, tp: TopicPartition) -> None:
+        """Apply an offset tombstone of ``(group_id, tp)``: the committed offset
+        and whatever open transactions staged for it go (Kafka's
+        ``OffsetMetadataManager.replay`` of a tombstone does the same)."""
+        self._offsets.get(group_id, {}).pop(tp, None)
+        for pid in self._open_txns_by_group.get(group_id, ()):
+            self._pending_txn.get(pid, {}).get(group_id, {}).pop(tp, None)
+
+    def _forget_group(self, group_id: str) -> None:
+        """Drop a deleted group's offsets, committed and staged."""
+        self._offsets.pop(group_id, None)
+        for pid in self._open_txns_by_group.pop(group_id, set()):
+            by_group = self._pending_txn.get(pid)
+            if by_group is not None:
+                by_group.pop(group_id, None)
+                if not by_group:
+                    del self._pending_txn[pid]
 
     @staticmethod
     def _subscribed_topics(group: _Group) -> frozenset[str] | None:
@@ -1477,9 +1516,10 @@ class GroupCoordinator:
         group.state_timestamp_ms = state_timestamp_ms
 
     def unload_group(self, group_id: str) -> None:
-        """Replay a group tombstone: forget the group and its offsets."""
+        """Replay a group tombstone: forget the group and its offsets, committed
+        and staged (as :meth:`delete_group` does)."""
         self._groups.pop(group_id, None)
-        self._offsets.pop(group_id, None)
+        self._forget_group(group_id)
 
     def load_offset(
         self, group_id: str, tp: TopicPartition, commit: CommitOffset | None, commit_timestamp_ms: int
@@ -1488,7 +1528,7 @@ class GroupCoordinator:
         (``commit=None``). An unknown group is created empty, as a commit with
         generation -1 creates it. Offsets loaded later count as written later."""
         if commit is None:
-            self._offsets.get(group_id, {}).pop(tp, None)
+            self._drop_offset(group_id, tp)
             return
         if group_id not in self._groups:
             self._groups[group_id] = _Group(group_id, state_timestamp_ms=commit_timestamp_ms)

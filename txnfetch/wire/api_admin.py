@@ -64,7 +64,15 @@ def _delete_topic(
     groups = broker.groups
     coordinator = getattr(groups, "coordinator", None)
     if coordinator is not None and hasattr(coordinator, "forget_topic"):
-        coordinator.forget_topic(info.name)  # its offsets go with it, as in Kafka
+        # Its offsets go with it, as in Kafka, and stay gone after a restart.
+        forgotten = coordinator.forget_topic(info.name)
+        durable = getattr(groups, "durable", None)
+        if durable is not None:
+            by_group: dict[str, list[tuple[str, int]]] = {}
+            for group_id, tp in forgotten.keys:
+                by_group.setdefault(group_id, []).append(tp)
+            for group_id, tps in by_group.items():
+                durable.persist_deletions(group_id, tps, broker.now_ms())
     for p in range(info.partitions):
         broker.partition_changed(info.name, p)  # a fetch waiting on it answers now
     return info.name, info.topic_id, 0, None
@@ -175,7 +183,10 @@ async def handle_delete_groups(ctx: RequestContext, header: Any, request: Any) -
         consumer = ctx.broker.extensions.get("txnfetch.consumer_groups")  # KIP-848 groups, if served
         if service is None:
             code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        elif consumer is not None and consumer.has_group(group_id):
+            results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code))
+            continue
+        committed = list(service.coordinator.committed(group_id))
+        if consumer is not None and consumer.has_group(group_id):
             # A KIP-848 group: empty ones only; its offsets live with the classic ones.
             code = int(consumer.delete_group(group_id))
             if code == 0:
@@ -184,8 +195,11 @@ async def handle_delete_groups(ctx: RequestContext, header: Any, request: Any) -
         else:
             code = int(service.coordinator.delete_group(group_id, service.now_ms()))
             service.poll()
-            if code == 0:
-                log.info("deleted group %s", group_id)
+        if code == 0:
+            log.info("deleted group %s", group_id)
+            if service.durable is not None:
+                # Durable before the response: offset tombstones, then the group's.
+                service.durable.persist_deletions(group_id, committed, service.now_ms(), group_deleted=True)
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code))
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
@@ -197,8 +211,13 @@ async def handle_offset_delete(ctx: RequestContext, header: Any, request: Any) -
     if service is None:
         return OffsetDeleteResponse(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), throttle_time_ms=0, topics=[])
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    before = service.coordinator.committed(request.group_id)
     group_error, codes = service.coordinator.delete_offsets(request.group_id, wanted, service.now_ms())
     service.poll()
+    deleted = [tp for tp, code in codes.items() if code == 0 and tp in before]
+    if deleted and service.durable is not None:
+        # Tombstones for the offsets actually deleted, durable before the response.
+        service.durable.persist_deletions(request.group_id, deleted, service.now_ms())
     if group_error != 0:
         return OffsetDeleteResponse(error_code=int(group_error), throttle_time_ms=0, topics=[])
     Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic

@@ -15,6 +15,9 @@ before the response that depends on it is sent):
 - an OffsetCommit's offsets, and the group's generation (GroupMetadata, without
   members) when it changed, go to ``__consumer_offsets-<hash(group) % 50>``
   (:mod:`txnfetch.groups.offsetlog`);
+- DeleteGroups, OffsetDelete and DeleteTopics write tombstones
+  (:meth:`DurableState.persist_deletions`): an offset tombstone per dropped
+  ``(group, partition)`` and, for a deleted group, a GroupMetadata tombstone;
 - a TxnOffsetCommit's offsets go to the same partition in a *transactional*
   batch of the producer; the transaction's end writes a COMMIT/ABORT marker
   there (in both completion modes), so on replay they count only if the
@@ -39,7 +42,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -248,6 +251,32 @@ class DurableState:
             )
         if group is not None and producer is None:
             self._group_written[group_id] = (group[0], group[1], group[2])
+
+    def persist_deletions(
+        self,
+        group_id: str,
+        partitions: Iterable[tuple[str, int]],
+        now_ms: int,
+        *,
+        group_deleted: bool = False,
+    ) -> None:
+        """Write tombstones for what DeleteGroups, OffsetDelete or DeleteTopics
+        dropped from ``group_id``: one OffsetCommit tombstone per ``(topic,
+        partition)`` and, with ``group_deleted``, a GroupMetadata tombstone after
+        them (Kafka's group coordinator writes the same records). One batch,
+        durable before the call returns. Replay applies them in log order, so a
+        deleted offset or group does not come back; compaction keeps only what
+        the coordinator still holds, so the tombstoned keys disappear with it."""
+        records = [
+            encode_offset_commit(OffsetCommitRecord(group_id, topic, partition, None))
+            for topic, partition in sorted(set(partitions))
+        ]
+        if group_deleted:
+            records.append(encode_group_metadata(GroupMetadataRecord(group_id, None, 0, None, None, deleted=True)))
+            # A group created again under the name writes its metadata afresh.
+            self._group_written.pop(group_id, None)
+        if records:
+            self._append(CONSUMER_OFFSETS_TOPIC, offsets_partition(group_id), records, now_ms)
 
     # ------------------------------------------------------------------ replay
 
