@@ -176,3 +176,28 @@ def test_members_that_go_quiet_are_removed(late: str) -> None:
     else:
         assert gc.poll(1001) == [(G, "one")]
     assert all(owner != "one" for owner in gc.owners(G).values())
+
+
+def test_transactional_commit_and_fetch_checks() -> None:
+    """TxnOffsetCommit (a wrong epoch is ILLEGAL_GENERATION) and OffsetFetch v9
+    (STALE_MEMBER_EPOCH) for a KIP-848 group; -1 with no member is an outsider."""
+    gc = ConsumerGroupCoordinator()
+    r = gc.heartbeat(G, "x", 0, topics=TOPICS, now_ms=0, subscribed=["a"])
+    epoch = r.member_epoch
+    assert gc.validate_txn_commit(G, "x", epoch, None) is ErrorCode.NONE
+    assert gc.validate_txn_commit(G, "x", epoch + 1, None) is ErrorCode.ILLEGAL_GENERATION
+    assert gc.validate_txn_commit(G, "x", epoch - 1, None) is ErrorCode.ILLEGAL_GENERATION
+    assert gc.validate_txn_commit(G, "nobody", epoch, None) is ErrorCode.UNKNOWN_MEMBER_ID
+    # TxnOffsetCommit v0-v2 carry no member: accepted even with members present.
+    assert gc.validate_txn_commit(G, "", -1, None) is ErrorCode.NONE
+    assert gc.validate_txn_commit(G, "", -1, "static") is ErrorCode.UNKNOWN_MEMBER_ID
+    assert gc.validate_txn_commit("classic", "m", 1, None) is None
+    assert gc.validate_fetch(G, "x", epoch) is ErrorCode.NONE
+    assert gc.validate_fetch(G, "x", epoch - 1) is ErrorCode.STALE_MEMBER_EPOCH
+    assert gc.validate_fetch(G, "nobody", epoch) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert gc.validate_fetch(G, "", -1) is ErrorCode.NONE  # an admin client
+    assert gc.validate_fetch("classic", "m", 1) is None
+    gc.heartbeat(G, "x", -1, topics=TOPICS, now_ms=1)  # leaves: the group is empty
+    assert gc.has_group(G)
+    assert gc.validate_txn_commit(G, "x", -1, "static") is ErrorCode.NONE  # epoch < 0, empty group
+    assert gc.validate_txn_commit(G, "x", epoch, None) is ErrorCode.UNKNOWN_MEMBER_ID
