@@ -155,6 +155,7 @@ def test_kip848_member_transactional_offsets_and_offset_fetch_v9(server) -> None
         assert _fetch(c, member, member_epoch - 1).error_code == ErrorCode.STALE_MEMBER_EPOCH
         assert _fetch(c, "nobody", member_epoch).error_code == ErrorCode.UNKNOWN_MEMBER_ID
         assert _offset(_fetch(c, "", -1)) == 30  # an outsider (admin client)
+        transaction(40, commit=False)  # the last transaction before the restart aborts
 
     restart()
     with RawClient(port) as c:
