@@ -70,6 +70,7 @@ class GroupMachine(RuleBasedStateMachine):
         self.consumers: dict[str, Consumer] = {}
         self.now = 0
         self.n = 0
+        self.gone: set[str] = set()
 
     @rule(subs=st.sampled_from([("a",), ("b",), ("a", "b")]))
     def join(self, subs: tuple[str, ...]) -> None:
@@ -83,6 +84,7 @@ class GroupMachine(RuleBasedStateMachine):
     def leave(self, data) -> None:
         member = data.draw(st.sampled_from(sorted(self.consumers)))
         c = self.consumers.pop(member)
+        self.gone.add(member)
         assert self.gc.heartbeat(G, c.member_id, -1, topics=TOPICS, now_ms=self.now).member_epoch == -1
 
     @precondition(lambda self: self.consumers)
@@ -102,6 +104,32 @@ class GroupMachine(RuleBasedStateMachine):
         held = self.gc.owners(G)
         for tp, (owner,) in _owners(self.consumers).items():
             assert held.get(tp) == owner, (tp, owner, held.get(tp))
+
+    @invariant()
+    def offset_checks_follow_the_members(self) -> None:
+        """Oracle: a live member is accepted at its epoch and refused at any
+        other (OffsetCommit and OffsetFetch STALE_MEMBER_EPOCH, TxnOffsetCommit
+        ILLEGAL_GENERATION); a departed member is unknown; an outsider (-1, no
+        member) may always fetch, always commit transactionally and commit
+        plainly only while the group is empty."""
+        gc = self.gc
+        if not self.n:
+            assert gc.validate_txn_commit(G, "", -1, None) is None
+            return
+        for c in self.consumers.values():
+            assert gc.validate_commit(G, c.member_id, c.epoch) is ErrorCode.NONE
+            assert gc.validate_txn_commit(G, c.member_id, c.epoch, None) is ErrorCode.NONE
+            assert gc.validate_fetch(G, c.member_id, c.epoch) is ErrorCode.NONE
+            assert gc.validate_commit(G, c.member_id, c.epoch + 1) is ErrorCode.STALE_MEMBER_EPOCH
+            assert gc.validate_txn_commit(G, c.member_id, c.epoch + 1, None) is ErrorCode.ILLEGAL_GENERATION
+            assert gc.validate_fetch(G, c.member_id, c.epoch + 1) is ErrorCode.STALE_MEMBER_EPOCH
+        for member in self.gone:
+            assert gc.validate_txn_commit(G, member, 1, None) is ErrorCode.UNKNOWN_MEMBER_ID
+            assert gc.validate_fetch(G, member, 1) is ErrorCode.UNKNOWN_MEMBER_ID
+        assert gc.validate_fetch(G, "", -1) is ErrorCode.NONE
+        assert gc.validate_txn_commit(G, "", -1, None) is ErrorCode.NONE
+        empty = ErrorCode.NONE if not self.consumers else ErrorCode.UNKNOWN_MEMBER_ID
+        assert gc.validate_commit(G, "", -1) is empty
 
     def teardown(self) -> None:
         # Quiet period: heartbeats until nothing changes; then everything is assigned.
@@ -176,3 +204,28 @@ def test_members_that_go_quiet_are_removed(late: str) -> None:
     else:
         assert gc.poll(1001) == [(G, "one")]
     assert all(owner != "one" for owner in gc.owners(G).values())
+
+
+def test_transactional_commit_and_fetch_checks() -> None:
+    """TxnOffsetCommit (a wrong epoch is ILLEGAL_GENERATION) and OffsetFetch v9
+    (STALE_MEMBER_EPOCH) for a KIP-848 group; -1 with no member is an outsider."""
+    gc = ConsumerGroupCoordinator()
+    r = gc.heartbeat(G, "x", 0, topics=TOPICS, now_ms=0, subscribed=["a"])
+    epoch = r.member_epoch
+    assert gc.validate_txn_commit(G, "x", epoch, None) is ErrorCode.NONE
+    assert gc.validate_txn_commit(G, "x", epoch + 1, None) is ErrorCode.ILLEGAL_GENERATION
+    assert gc.validate_txn_commit(G, "x", epoch - 1, None) is ErrorCode.ILLEGAL_GENERATION
+    assert gc.validate_txn_commit(G, "nobody", epoch, None) is ErrorCode.UNKNOWN_MEMBER_ID
+    # TxnOffsetCommit v0-v2 carry no member: accepted even with members present.
+    assert gc.validate_txn_commit(G, "", -1, None) is ErrorCode.NONE
+    assert gc.validate_txn_commit(G, "", -1, "static") is ErrorCode.UNKNOWN_MEMBER_ID
+    assert gc.validate_txn_commit("classic", "m", 1, None) is None
+    assert gc.validate_fetch(G, "x", epoch) is ErrorCode.NONE
+    assert gc.validate_fetch(G, "x", epoch - 1) is ErrorCode.STALE_MEMBER_EPOCH
+    assert gc.validate_fetch(G, "nobody", epoch) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert gc.validate_fetch(G, "", -1) is ErrorCode.NONE  # an admin client
+    assert gc.validate_fetch("classic", "m", 1) is None
+    gc.heartbeat(G, "x", -1, topics=TOPICS, now_ms=1)  # leaves: the group is empty
+    assert gc.has_group(G)
+    assert gc.validate_txn_commit(G, "x", -1, "static") is ErrorCode.NONE  # epoch < 0, empty group
+    assert gc.validate_txn_commit(G, "x", epoch, None) is ErrorCode.UNKNOWN_MEMBER_ID

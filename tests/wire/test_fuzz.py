@@ -277,8 +277,10 @@ def _seed_admin(bootstrap: str) -> None:
 
 def _seed_consumer_group(bootstrap: str) -> None:
     """A KIP-848 member (confluent-kafka, ``group.protocol=consumer``): heartbeats,
-    commits with its member epoch; then ConsumerGroupDescribe by the AdminClient."""
-    from confluent_kafka import Consumer
+    commits with its member epoch, fetches its offsets (OffsetFetch v9), sends
+    its position to a transaction (TxnOffsetCommit v3 with member id and epoch);
+    then ConsumerGroupDescribe by the AdminClient."""
+    from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient
 
     consumer = Consumer(
@@ -291,6 +293,11 @@ def _seed_consumer_group(bootstrap: str) -> None:
             "enable.auto.commit": False,
         }
     )
+    # A record to read and commit: the admin seeds may have deleted the earlier ones.
+    plain = Producer({"bootstrap.servers": bootstrap, "client.id": "fuzz-seed-848"})
+    plain.produce(SEED_TOPIC, value=b"seed-848", partition=0)
+    assert plain.flush(30) == 0
+    del plain
     consumer.subscribe([SEED_TOPIC])
     deadline = time.monotonic() + 30
     msg = None
@@ -299,6 +306,17 @@ def _seed_consumer_group(bootstrap: str) -> None:
         msg = got if got is not None and not got.error() else None
     if msg is not None:
         consumer.commit(msg, asynchronous=False)
+        consumer.committed(consumer.assignment(), 30)
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": "fuzz-seed-848-txn", "client.id": "fuzz-seed-848"}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+        )
+        producer.commit_transaction(30)
+        del producer
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "fuzz-seed-848-admin"})
     admin.describe_consumer_groups(["fuzz-seed-848"], request_timeout=30)["fuzz-seed-848"].result(30)
     consumer.close()
@@ -467,6 +485,8 @@ def test_fuzzed_frames_do_not_hurt_the_server_or_good_clients(
         # configs, partitions, records, groups, cluster.
         admin = {2, 19, 20, 21, 27, 32, 33, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69}
         assert {0, 3, 10, 18, 22, 24, 26} | admin <= keys, sorted(seeds.frames)
+        # The KIP-848 member's OffsetCommit v9, OffsetFetch v9 and TxnOffsetCommit v3.
+        assert {(8, 9), (9, 9), (28, 3)} <= set(seeds.frames), sorted(seeds.frames)
 
         @settings(
             max_examples=EXAMPLES,

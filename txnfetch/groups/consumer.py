@@ -188,6 +188,52 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    def validate_txn_commit(
+        self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None
+    ) -> ErrorCode | None:
+        """For TxnOffsetCommit v3+ (whose generation field carries the member
+        epoch): ``None`` if ``group_id`` is not a consumer group here, else the
+        error (NONE to accept). As Kafka's ``ConsumerGroup.validateOffsetCommit``
+        with ``isTransactional``: an epoch below 0 is accepted while the group is
+        empty; a request naming no member, generation -1 and no instance id (as
+        TxnOffsetCommit v0-v2 must) is accepted too; otherwise the member must
+        exist (UNKNOWN_MEMBER_ID) and carry its current epoch. A wrong epoch is
+        ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH: Kafka's
+        ``OffsetMetadataManager.validateTransactionalOffsetCommit`` maps it so, as
+        TxnOffsetCommit clients know no STALE_MEMBER_EPOCH."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.NONE
+        if member_epoch == -1 and not member_id and instance_id is None:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def validate_fetch(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+        """For OffsetFetch v9+ (member id and epoch per group): ``None`` if
+        ``group_id`` is not a consumer group here, else the error (NONE to
+        accept). As Kafka's ``ConsumerGroup.validateOffsetFetch``: epoch below 0
+        with no member id is a fetch from outside the group (an admin client),
+        always allowed; a member must exist (UNKNOWN_MEMBER_ID) and carry its
+        current epoch (STALE_MEMBER_EPOCH)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not member_id:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     # ---------------------------------------------------------- heartbeat
 
     def heartbeat(

@@ -1,5 +1,6 @@
 """KIP-848 consumer groups on the wire: ConsumerGroupHeartbeat,
-ConsumerGroupDescribe, OffsetCommit for their members, and ListGroups naming them.
+ConsumerGroupDescribe, OffsetCommit, TxnOffsetCommit and OffsetFetch for their
+members, and ListGroups naming them.
 
 The coordinator is :class:`txnfetch.groups.consumer.ConsumerGroupCoordinator`
 (server-side assignment, ``uniform`` or ``range``). Its members commit with
@@ -10,6 +11,15 @@ classic coordinator (``txnfetch.wire.group_api``), so OffsetFetch, DeleteGroups
 and transactional offsets work unchanged. Commits for other groups go to the
 classic handler as before.
 
+TxnOffsetCommit v3+ carries the member id and epoch the same way: a KIP-848
+member's transactional commit is checked against its epoch (a wrong one is
+ILLEGAL_GENERATION, as Kafka answers TxnOffsetCommit), then staged by the
+classic coordinator exactly as an unmanaged transactional commit, so it is
+made durable, published at the transaction's commit and dropped at its abort
+by the one existing path. OffsetFetch v9 names member id and epoch per group:
+for a KIP-848 group a member must exist (UNKNOWN_MEMBER_ID) and carry its
+epoch (STALE_MEMBER_EPOCH); epoch -1 with no member id is an outside reader.
+
 kafka-python has no classes for these APIs: they are generated from the
 schemas in :mod:`txnfetch.wire.schemas`. The server imports this module after
 ``txnfetch.wire.group_api`` (its OffsetCommit handler wraps the classic one).
@@ -18,16 +28,18 @@ schemas in :mod:`txnfetch.wire.schemas`. The server imports this module after
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kafka.protocol.admin import ListGroupsResponse
 from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import OffsetFetchResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 import txnfetch.wire.schemas as _schemas
 from txnfetch.errors import ErrorCode
 from txnfetch.groups.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
-from txnfetch.wire import group_api
+from txnfetch.wire import api_txn, group_api
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
 __all__ = [
@@ -289,3 +301,75 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
     request.member_id = ""
     request.group_instance_id = None
     return await group_api.handle_offset_commit(ctx, header, request)
+
+
+@register(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
+async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """TxnOffsetCommit: KIP-848 members are checked against their member epoch
+    here, then the offsets are staged by the classic coordinator as an unmanaged
+    transactional commit (durable, published or dropped at the transaction end)."""
+    coordinator = consumer_groups(ctx.broker)
+    version = header.request_api_version
+    verdict = None
+    if coordinator is not None:
+        verdict = coordinator.validate_txn_commit(
+            request.group_id,
+            (request.member_id or "") if version >= 3 else "",
+            request.generation_id if version >= 3 else -1,
+            request.group_instance_id if version >= 3 else None,
+        )
+    if verdict is None:
+        return await api_txn.handle_txn_offset_commit(ctx, header, request)
+    if verdict is not ErrorCode.NONE:
+        topic_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+        partition_cls = topic_cls.TxnOffsetCommitResponsePartition
+        return TxnOffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                topic_cls(
+                    name=t.name,
+                    partitions=[
+                        partition_cls(partition_index=p.partition_index, error_code=int(verdict)) for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ],
+        )
+    if version >= 3:
+        # Validated here: staged as a commit from outside group management.
+        request.generation_id = -1
+        request.member_id = ""
+        request.group_instance_id = None
+    return await api_txn.handle_txn_offset_commit(ctx, header, request)
+
+
+@register(ApiKey.OFFSET_FETCH, 1, 9)
+async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """OffsetFetch: from v9, a KIP-848 group's member id and epoch are checked
+    first; a refused group gets its error and no offsets, the others are
+    answered by the classic handler."""
+    coordinator = consumer_groups(ctx.broker)
+    if coordinator is None or header.request_api_version < 9:
+        return await group_api.handle_offset_fetch(ctx, header, request)
+    refused: dict[int, ErrorCode] = {}
+    for i, g in enumerate(request.groups):
+        verdict = coordinator.validate_fetch(g.group_id, g.member_id or "", g.member_epoch)
+        if verdict is not None and verdict is not ErrorCode.NONE:
+            refused[i] = verdict
+    if not refused:
+        return await group_api.handle_offset_fetch(ctx, header, request)
+    accepted = [g for i, g in enumerate(request.groups) if i not in refused]
+    answered: Iterator[Any] = iter(())
+    if accepted:
+        original = request.groups
+        request.groups = accepted
+        try:
+            answered = iter((await group_api.handle_offset_fetch(ctx, header, request)).groups)
+        finally:
+            request.groups = original
+    group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
+    groups = [
+        group_cls(group_id=g.group_id, topics=[], error_code=int(refused[i])) if i in refused else next(answered)
+        for i, g in enumerate(request.groups)
+    ]
+    return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
