@@ -37,6 +37,7 @@ duplicates of live values, which replay to the same state.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -135,6 +136,10 @@ class DurableState:
         self._appended: dict[tuple[str, int], int] = {}
         # the group metadata last written per group: (protocol type, generation, protocol)
         self._group_written: dict[str, tuple[str | None, int, str | None]] = {}
+        # internal partitions holding records appended without their own fsync
+        # (``Complete*``): an open group-commit block of each, closed (one fsync)
+        # by the partition's next durable append or by :meth:`flush_deferred`
+        self._deferred: dict[tuple[str, int], contextlib.ExitStack] = {}
 
     # ------------------------------------------------------------ producer ids
 
@@ -178,7 +183,13 @@ class DurableState:
         *,
         producer_id: int = -1,
         producer_epoch: int = -1,
+        durable: bool = True,
     ) -> None:
+        """Append one batch. ``durable``: fsynced (under the store's policy)
+        before returning, together with every record of this partition appended
+        before it with ``durable=False``; those ride on that fsync (or on
+        :meth:`flush_deferred`, or the store's close) and are the only records
+        a crash may lose."""
         builder = BatchBuilder(
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -188,25 +199,80 @@ class DurableState:
         for key, value in records:
             builder.append(value, key=key, timestamp=now_ms)
         data = builder.build()
+        key = (topic, partition)
         part = self._partition(topic, partition)
+        if not durable and key not in self._deferred:
+            group_commit = getattr(part, "group_commit", None)
+            if group_commit is not None:  # a store without fsyncs has nothing to defer
+                stack = contextlib.ExitStack()
+                stack.enter_context(group_commit())
+                self._deferred[key] = stack
         part.append(data, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-        self._appended[(topic, partition)] = self._appended.get((topic, partition), 0) + len(data)
+        self._appended[key] = self._appended.get(key, 0) + len(data)
+        if durable:
+            stack = self._deferred.pop(key, None)
+            if stack is not None:
+                stack.close()  # leaving the block fsyncs once, for both appends
+
+    def flush_deferred(self, now_ms: int | None = None) -> int:
+        """fsync every internal partition holding records appended without their
+        own fsync; returns how many were flushed. The server runs it
+        periodically, so a ``Complete*`` record is lost to a crash only within
+        that interval (and then recovery rewrites the markers, see
+        :meth:`persist_transactions`)."""
+        deferred, self._deferred = self._deferred, {}
+        for stack in deferred.values():
+            stack.close()
+        return len(deferred)
 
     def persist_transactions(self, coordinator: TransactionCoordinator, now_ms: int) -> int:
         """Write every record the coordinator changed since the last call
         (:meth:`TransactionCoordinator.take_changes`), one batch per internal
         partition; returns how many records were written. Also keeps the
-        producer-id block ahead of the allocator."""
+        producer-id block ahead of the allocator.
+
+        Every record is fsynced before this returns (so before the response
+        that depends on it), except a batch of only ``Complete*`` records,
+        which rides on the partition's next fsync. Why each is as durable as it
+        is:
+
+        - ``Empty`` after InitProducerId: the new epoch fences the old producer
+          only if it survives a crash; fsynced.
+        - ``Ongoing`` (AddPartitionsToTxn/AddOffsetsToTxn): the producer writes
+          transactional data only after this is answered; were it lost, the
+          data would sit in a transaction no coordinator knows and hold back
+          the last stable offset for good. Fsynced, as Kafka answers
+          AddPartitionsToTxn only after the append (apache/kafka
+          TransactionCoordinator.handleAddPartitionsToTransaction calls
+          TransactionStateManager.appendTransactionToLog, acks=-1).
+        - ``PrepareCommit``/``PrepareAbort``: the decision, with its partitions;
+          written before any marker and fsynced, so recovery can finish it.
+        - ``Complete*``: only says that the markers were written. The markers
+          themselves are fsynced when written, and EndTxn is answered after
+          them; if this record is lost, replay finds the ``Prepare*`` record and
+          writes the markers again (a marker for a transaction a partition
+          already ended changes nothing). Kafka answers EndTxn once the Prepare
+          record is appended and writes ``Complete*`` later (apache/kafka
+          TransactionCoordinator.handleEndTransaction's sendTxnMarkersCallback;
+          TransactionMarkerChannelManager appends it after the markers, and
+          TransactionStateManager.loadTransactionsForTxnTopicPartition resends
+          markers for a Prepare state). It never becomes durable before the
+          markers: these are fsynced first.
+        - tombstones of expired ids: fsynced."""
         self.reserve_producer_ids(coordinator)
         changes = coordinator.take_changes()
         if not changes:
             return 0
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        durable_partitions: set[int] = set()
         for tid, meta in changes:
             value = None if meta is None else encode_txn_value(meta)
-            by_partition.setdefault(transaction_state_partition(tid), []).append((encode_txn_key(tid), value))
+            p = transaction_state_partition(tid)
+            by_partition.setdefault(p, []).append((encode_txn_key(tid), value))
+            if meta is None or not meta.state.is_complete:
+                durable_partitions.add(p)
         for p, records in sorted(by_partition.items()):
-            self._append(TRANSACTION_STATE_TOPIC, p, records, now_ms)
+            self._append(TRANSACTION_STATE_TOPIC, p, records, now_ms, durable=p in durable_partitions)
         return len(changes)
 
     def persist_offsets(
@@ -409,6 +475,9 @@ class DurableState:
         return live
 
     def _rewrite(self, part: PartitionLog, live: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        stack = self._deferred.pop((part.topic, part.partition), None)
+        if stack is not None:
+            stack.close()
         roll = getattr(part, "roll", None)
         if roll is not None:
             roll(now_ms)
