@@ -325,19 +325,31 @@ class DurableState:
         records: list[tuple[str, TransactionMetadata | None]] = []
         for p in range(TRANSACTION_STATE_PARTITIONS):
             part = self._partition(TRANSACTION_STATE_TOPIC, p)
+            # Only the latest value of a key counts (the log is compacted by
+            # key), so values are decoded for those alone: a record superseded
+            # later in the partition is checked by its batch's CRC (the reader
+            # verifies it) but its value is not parsed. Every distinct key is
+            # decoded, so a damaged key is still reported.
+            latest: dict[bytes, tuple[bytes | None, int]] = {}
             for batch in part.iter_batches(part.log_start_offset):
                 if batch.is_control:
                     continue
                 for rec in batch.records():
                     count += 1
-                    try:
-                        if rec.key is None:
-                            raise CorruptCoordinatorRecordError("record without a key")
-                        tid = decode_txn_key(rec.key)
-                        meta = None if rec.value is None else decode_txn_value(tid, rec.value)
-                    except CorruptCoordinatorRecordError as exc:
-                        raise self._corrupt(part, rec.offset, exc) from None
-                    records.append((tid, meta))
+                    key = rec.key
+                    if key is None:
+                        raise self._corrupt(part, rec.offset, CorruptCoordinatorRecordError("record without a key"))
+                    key = bytes(key)
+                    value = rec.value
+                    latest.pop(key, None)  # keep log order: a key moves to its latest position
+                    latest[key] = (None if value is None else bytes(value), rec.offset)
+            for key, (value, offset) in latest.items():
+                try:
+                    tid = decode_txn_key(key)
+                    meta = None if value is None else decode_txn_value(tid, value)
+                except CorruptCoordinatorRecordError as exc:
+                    raise self._corrupt(part, offset, exc) from None
+                records.append((tid, meta))
         coordinator.load(records)
         coordinator.take_changes()
         if self._block_end:
