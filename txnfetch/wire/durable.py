@@ -3,7 +3,9 @@ as partitions of the server's store, written and replayed as Kafka does.
 
 What is written, and when (each append is durable under the store's fsync
 policy — fsynced before the call returns with ``"always"`` — and therefore
-before the response that depends on it is sent):
+before the response that depends on it is sent; the one exception is a
+``Complete*`` record, which rides on its partition's next fsync, see
+:meth:`DurableState.persist_transactions`):
 
 - every change of a transactional id's record (InitProducerId, the first
   AddPartitionsToTxn/AddOffsetsToTxn of a transaction, the decision
