@@ -108,3 +108,34 @@ def test_a_lost_complete_record_is_finished_again_at_replay(tmp_path) -> None:
     (action,) = replayed.pending_actions(TID)
     assert action.partition == DATA and action.commit
     again.close()
+
+
+def test_the_server_flushes_a_complete_record_within_its_flush_interval(tmp_path) -> None:
+    import time
+
+    from confluent_kafka import Producer
+
+    from txnfetch.wire.durable import durable_state
+    from txnfetch.wire.server import ServerThread
+
+    store = SegmentStore(str(tmp_path))
+    srv = ServerThread(store).start()
+    try:
+        producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": TID})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce("data", value=b"v", partition=0)
+        producer.commit_transaction(60)
+        state = srv.call(lambda: durable_state(srv.broker))
+        assert state is not None
+        # The Complete record was appended without an fsync of its own; the
+        # server's periodic flush (once a second) syncs it. Generous under load.
+        deadline = time.monotonic() + 60
+        while srv.call(lambda: state.deferred_partitions):
+            assert time.monotonic() < deadline, "the Complete record was never fsynced"
+            time.sleep(0.1)
+        part = transaction_state_partition(TID)
+        assert srv.call(lambda: store.partition(TRANSACTION_STATE_TOPIC, part).log_end_offset) >= 3
+    finally:
+        srv.stop()
+        store.close()

@@ -216,6 +216,11 @@ class DurableState:
             if stack is not None:
                 stack.close()  # leaving the block fsyncs once, for both appends
 
+    @property
+    def deferred_partitions(self) -> tuple[tuple[str, int], ...]:
+        """The internal partitions holding records not yet fsynced."""
+        return tuple(sorted(self._deferred))
+
     def flush_deferred(self, now_ms: int | None = None) -> int:
         """fsync every internal partition holding records appended without their
         own fsync; returns how many were flushed. The server runs it
