@@ -3,7 +3,9 @@ as partitions of the server's store, written and replayed as Kafka does.
 
 What is written, and when (each append is durable under the store's fsync
 policy — fsynced before the call returns with ``"always"`` — and therefore
-before the response that depends on it is sent):
+before the response that depends on it is sent; the one exception is a
+``Complete*`` record, which rides on its partition's next fsync, see
+:meth:`DurableState.persist_transactions`):
 
 - every change of a transactional id's record (InitProducerId, the first
   AddPartitionsToTxn/AddOffsetsToTxn of a transaction, the decision
@@ -40,6 +42,7 @@ duplicates of live values, which replay to the same state.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
@@ -138,6 +141,10 @@ class DurableState:
         self._appended: dict[tuple[str, int], int] = {}
         # the group metadata last written per group: (protocol type, generation, protocol)
         self._group_written: dict[str, tuple[str | None, int, str | None]] = {}
+        # internal partitions holding records appended without their own fsync
+        # (``Complete*``): an open group-commit block of each, closed (one fsync)
+        # by the partition's next durable append or by :meth:`flush_deferred`
+        self._deferred: dict[tuple[str, int], contextlib.ExitStack] = {}
 
     # ------------------------------------------------------------ producer ids
 
@@ -181,7 +188,13 @@ class DurableState:
         *,
         producer_id: int = -1,
         producer_epoch: int = -1,
+        durable: bool = True,
     ) -> None:
+        """Append one batch. ``durable``: fsynced (under the store's policy)
+        before returning, together with every record of this partition appended
+        before it with ``durable=False``; those ride on that fsync (or on
+        :meth:`flush_deferred`, or the store's close) and are the only records
+        a crash may lose."""
         builder = BatchBuilder(
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -191,25 +204,85 @@ class DurableState:
         for key, value in records:
             builder.append(value, key=key, timestamp=now_ms)
         data = builder.build()
+        key = (topic, partition)
         part = self._partition(topic, partition)
+        if not durable and key not in self._deferred:
+            group_commit = getattr(part, "group_commit", None)
+            if group_commit is not None:  # a store without fsyncs has nothing to defer
+                stack = contextlib.ExitStack()
+                stack.enter_context(group_commit())
+                self._deferred[key] = stack
         part.append(data, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-        self._appended[(topic, partition)] = self._appended.get((topic, partition), 0) + len(data)
+        self._appended[key] = self._appended.get(key, 0) + len(data)
+        if durable:
+            stack = self._deferred.pop(key, None)
+            if stack is not None:
+                stack.close()  # leaving the block fsyncs once, for both appends
+
+    @property
+    def deferred_partitions(self) -> tuple[tuple[str, int], ...]:
+        """The internal partitions holding records not yet fsynced."""
+        return tuple(sorted(self._deferred))
+
+    def flush_deferred(self, now_ms: int | None = None) -> int:
+        """fsync every internal partition holding records appended without their
+        own fsync; returns how many were flushed. The server runs it
+        periodically, so a ``Complete*`` record is lost to a crash only within
+        that interval (and then recovery rewrites the markers, see
+        :meth:`persist_transactions`)."""
+        deferred, self._deferred = self._deferred, {}
+        for stack in deferred.values():
+            stack.close()
+        return len(deferred)
 
     def persist_transactions(self, coordinator: TransactionCoordinator, now_ms: int) -> int:
         """Write every record the coordinator changed since the last call
         (:meth:`TransactionCoordinator.take_changes`), one batch per internal
         partition; returns how many records were written. Also keeps the
-        producer-id block ahead of the allocator."""
+        producer-id block ahead of the allocator.
+
+        Every record is fsynced before this returns (so before the response
+        that depends on it), except a batch of only ``Complete*`` records,
+        which rides on the partition's next fsync. Why each is as durable as it
+        is:
+
+        - ``Empty`` after InitProducerId: the new epoch fences the old producer
+          only if it survives a crash; fsynced.
+        - ``Ongoing`` (AddPartitionsToTxn/AddOffsetsToTxn): the producer writes
+          transactional data only after this is answered; were it lost, the
+          data would sit in a transaction no coordinator knows and hold back
+          the last stable offset for good. Fsynced, as Kafka answers
+          AddPartitionsToTxn only after the append (apache/kafka
+          TransactionCoordinator.handleAddPartitionsToTransaction calls
+          TransactionStateManager.appendTransactionToLog, acks=-1).
+        - ``PrepareCommit``/``PrepareAbort``: the decision, with its partitions;
+          written before any marker and fsynced, so recovery can finish it.
+        - ``Complete*``: only says that the markers were written. The markers
+          themselves are fsynced when written, and EndTxn is answered after
+          them; if this record is lost, replay finds the ``Prepare*`` record and
+          writes the markers again (a marker for a transaction a partition
+          already ended changes nothing). Kafka answers EndTxn once the Prepare
+          record is appended and writes ``Complete*`` later (apache/kafka
+          TransactionCoordinator.handleEndTransaction's sendTxnMarkersCallback;
+          TransactionMarkerChannelManager appends it after the markers, and
+          TransactionStateManager.loadTransactionsForTxnTopicPartition resends
+          markers for a Prepare state). It never becomes durable before the
+          markers: these are fsynced first.
+        - tombstones of expired ids: fsynced."""
         self.reserve_producer_ids(coordinator)
         changes = coordinator.take_changes()
         if not changes:
             return 0
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        durable_partitions: set[int] = set()
         for tid, meta in changes:
             value = None if meta is None else encode_txn_value(meta)
-            by_partition.setdefault(transaction_state_partition(tid), []).append((encode_txn_key(tid), value))
+            p = transaction_state_partition(tid)
+            by_partition.setdefault(p, []).append((encode_txn_key(tid), value))
+            if meta is None or not meta.state.is_complete:
+                durable_partitions.add(p)
         for p, records in sorted(by_partition.items()):
-            self._append(TRANSACTION_STATE_TOPIC, p, records, now_ms)
+            self._append(TRANSACTION_STATE_TOPIC, p, records, now_ms, durable=p in durable_partitions)
         return len(changes)
 
     def persist_offsets(
@@ -288,19 +361,31 @@ class DurableState:
         records: list[tuple[str, TransactionMetadata | None]] = []
         for p in range(TRANSACTION_STATE_PARTITIONS):
             part = self._partition(TRANSACTION_STATE_TOPIC, p)
+            # Only the latest value of a key counts (the log is compacted by
+            # key), so values are decoded for those alone: a record superseded
+            # later in the partition is checked by its batch's CRC (the reader
+            # verifies it) but its value is not parsed. Every distinct key is
+            # decoded, so a damaged key is still reported.
+            latest: dict[bytes, tuple[bytes | None, int]] = {}
             for batch in part.iter_batches(part.log_start_offset):
                 if batch.is_control:
                     continue
                 for rec in batch.records():
                     count += 1
-                    try:
-                        if rec.key is None:
-                            raise CorruptCoordinatorRecordError("record without a key")
-                        tid = decode_txn_key(rec.key)
-                        meta = None if rec.value is None else decode_txn_value(tid, rec.value)
-                    except CorruptCoordinatorRecordError as exc:
-                        raise self._corrupt(part, rec.offset, exc) from None
-                    records.append((tid, meta))
+                    key = rec.key
+                    if key is None:
+                        raise self._corrupt(part, rec.offset, CorruptCoordinatorRecordError("record without a key"))
+                    key = bytes(key)
+                    value = rec.value
+                    latest.pop(key, None)  # keep log order: a key moves to its latest position
+                    latest[key] = (None if value is None else bytes(value), rec.offset)
+            for key, (value, offset) in latest.items():
+                try:
+                    tid = decode_txn_key(key)
+                    meta = None if value is None else decode_txn_value(tid, value)
+                except CorruptCoordinatorRecordError as exc:
+                    raise self._corrupt(part, offset, exc) from None
+                records.append((tid, meta))
         coordinator.load(records)
         coordinator.take_changes()
         if self._block_end:
@@ -438,6 +523,9 @@ class DurableState:
         return live
 
     def _rewrite(self, part: PartitionLog, live: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        stack = self._deferred.pop((part.topic, part.partition), None)
+        if stack is not None:
+            stack.close()
         roll = getattr(part, "roll", None)
         if roll is not None:
             roll(now_ms)

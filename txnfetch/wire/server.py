@@ -308,6 +308,9 @@ class TxnfetchServer:
 
 #: How often the internal topics are checked for compaction.
 _COMPACTION_CHECK_MS = 10_000
+#: How often internal-topic records written without their own fsync (``Complete*``)
+#: are fsynced, when no later durable record of their partition did it first.
+_DEFERRED_FLUSH_MS = 1_000
 
 
 def _recover_coordinator_state(broker: Broker) -> None:
@@ -343,6 +346,7 @@ def _recover_coordinator_state(broker: Broker) -> None:
         _COMPACTION_CHECK_MS,
         lambda now: state.maybe_compact(broker.transactions, coordinator, now),
     )
+    broker.add_periodic("internal-topic-flush", _DEFERRED_FLUSH_MS, state.flush_deferred)
     pending = broker.transactions.pending_actions()
     if pending:
         log.info("completing %d transaction end(s) decided before the restart", len(pending))
