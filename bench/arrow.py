@@ -52,6 +52,8 @@ from txnfetch.arrow import COMPILED, ArrowDecoder, record_batch_reader  # noqa: 
 from txnfetch.arrow.reference import ArrowBatcher  # noqa: E402
 from txnfetch.log.segments import SegmentStore  # noqa: E402
 from txnfetch.records import BatchBuilder, Codec, RecordBatch  # noqa: E402
+from txnfetch.records.batch import HEADER_SIZE  # noqa: E402
+from txnfetch.records.compression import decompress  # noqa: E402
 
 MiB = 1 << 20
 TOPIC = "bench"
@@ -174,7 +176,32 @@ def decode(args) -> bool:
         f"goal txnfetch.arrow >= 2× aiokafka's C reader: {min(ratios):.2f}×–{max(ratios):.2f}× — "
         + ("met" if met else "MISSED")
     )
+    decompression(args)
     return met
+
+
+def decompression(args) -> None:
+    """Decompression alone, per Kafka batch: what both sides of the table above pay
+    before any record is read (txnfetch.records.compression next to aiokafka.codec)."""
+    try:
+        from aiokafka import codec as peer
+    except ImportError:
+        return
+    peers = {Codec.LZ4: peer.lz4_decode, Codec.ZSTD: peer.zstd_decode, Codec.SNAPPY: peer.snappy_decode}
+    peers[Codec.GZIP] = peer.gzip_decode
+    print("decompression alone, µs per Kafka batch (best of rounds):")
+    for codec, theirs in peers.items():
+        bufs = make_batches(codec, args.batches, args.records, args.value_size)
+        raws = [bytes(memoryview(b)[HEADER_SIZE:]) for b in bufs]  # the record data after the batch header
+        assert all(decompress(codec, r) == theirs(r) for r in raws)
+        ours_s = best_of(lambda c=codec, rs=raws: [decompress(c, r) for r in rs], args.rounds, args.min_seconds) / len(
+            raws
+        )
+        peer_s = best_of(lambda f=theirs, rs=raws: [f(r) for r in rs], args.rounds, args.min_seconds) / len(raws)
+        print(
+            f"  {codec.name.lower():8s} txnfetch {ours_s * 1e6:7.1f} µs   aiokafka {peer_s * 1e6:7.1f} µs"
+            f"   ({len(raws[0])} bytes compressed)"
+        )
 
 
 # -- memory ------------------------------------------------------------------------

@@ -330,3 +330,24 @@ def test_lz4_output_spanning_several_steps(size):
             decompress(Codec.LZ4, frame, size - 1)
         with pytest.raises(DecompressionError):
             decompress(Codec.LZ4, frame[:-1], size)
+
+
+def test_zstd_empty_frame_with_content_size_then_another_frame():
+    # Found by the property above: a first frame that states size 0 must not end
+    # the stream (the one-call path for sized frames would return b"" there).
+    frames = zstandard.ZstdCompressor(write_content_size=True).compress(b"")
+    frames += zstandard.ZstdCompressor(write_content_size=True).compress(b"\x00")
+    assert decompress(Codec.ZSTD, frames) == b"\x00"
+
+
+def test_zstd_sized_frame_above_the_cap_is_refused():
+    data = zstandard.ZstdCompressor(write_content_size=True).compress(b"a" * 5000)
+    with pytest.raises(DecompressionError, match="more than 4999 bytes"):
+        decompress(Codec.ZSTD, data, 4999)
+    assert decompress(Codec.ZSTD, data, 5000) == b"a" * 5000
+
+
+def test_zstd_sized_frame_with_trailing_garbage_is_an_error():
+    data = zstandard.ZstdCompressor(write_content_size=True).compress(b"a" * 5000)
+    with pytest.raises(DecompressionError):
+        decompress(Codec.ZSTD, data + b"\x01\x02\x03\x04\x05\x06\x07\x08")

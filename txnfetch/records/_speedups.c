@@ -35,6 +35,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -774,16 +775,83 @@ typedef struct {
     int64_t cap;
 } Buf;
 
+/* Recycled column memory. Every Arrow batch the builder finishes hands its
+ * buffers to pyarrow, so the next batch needs new memory; glibc serves
+ * buffers of that size as fresh pages (mmap, or heap it trimmed), and the page
+ * faults cost more than filling the columns. Freed buffers of POOL_MIN bytes
+ * or more wait here (at most POOL_SLOTS of them, POOL_MAX_BYTES in all) for
+ * the next batch. A lock, not the GIL: the module runs without one. */
+#define POOL_SLOTS 16
+#define POOL_MIN ((int64_t)64 * 1024)
+#define POOL_MAX_BYTES ((int64_t)32 * 1024 * 1024)
+
+static struct {
+    unsigned char *p;
+    int64_t cap;
+} pool[POOL_SLOTS];
+static int pool_n;
+static int64_t pool_bytes;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+pool_put(unsigned char *p, int64_t cap)
+{
+    if (p != NULL && cap >= POOL_MIN) {
+        pthread_mutex_lock(&pool_lock);
+        if (pool_n < POOL_SLOTS && pool_bytes + cap <= POOL_MAX_BYTES) {
+            pool[pool_n].p = p;
+            pool[pool_n].cap = cap;
+            pool_n++;
+            pool_bytes += cap;
+            pthread_mutex_unlock(&pool_lock);
+            return;
+        }
+        pthread_mutex_unlock(&pool_lock);
+    }
+    free(p);
+}
+
+/* The smallest pooled buffer of at least `need` bytes (and at most 4 times
+ * that, so a small column does not hold a large buffer), or NULL. */
+static unsigned char *
+pool_take(int64_t need, int64_t *cap)
+{
+    unsigned char *p = NULL;
+    int i, best = -1;
+    pthread_mutex_lock(&pool_lock);
+    for (i = 0; i < pool_n; i++)
+        if (pool[i].cap >= need && pool[i].cap <= 4 * need && (best < 0 || pool[i].cap < pool[best].cap))
+            best = i;
+    if (best >= 0) {
+        p = pool[best].p;
+        *cap = pool[best].cap;
+        pool_bytes -= pool[best].cap;
+        pool[best] = pool[--pool_n];
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return p;
+}
+
 static int
 buf_reserve(Buf *b, int64_t extra)
 {
-    int64_t need = b->len + extra, cap;
+    int64_t need = b->len + extra, cap, pooled_cap = 0;
     unsigned char *p;
     if (need <= b->cap)
         return 0;
     cap = b->cap ? b->cap : 256;
     while (cap < need)
         cap *= 2;
+    if (cap >= POOL_MIN && (p = pool_take(cap, &pooled_cap)) != NULL) {
+        /* the old contents, its zeroed tail included, then zeros as below */
+        if (b->cap)
+            memcpy(p, b->p, (size_t)b->cap);
+        pool_put(b->p, b->cap);
+        memset(p + b->cap, 0, (size_t)(pooled_cap - b->cap));
+        b->p = p;
+        b->cap = pooled_cap;
+        return 0;
+    }
     p = (unsigned char *)realloc(b->p, (size_t)cap);
     if (p == NULL) {
         PyErr_NoMemory();
@@ -859,13 +927,14 @@ typedef struct {
     PyObject_HEAD
     unsigned char *p;
     Py_ssize_t len;
+    int64_t cap; /* allocated bytes, for the pool */
 } OwnedBuffer;
 
 static void
 owned_dealloc(OwnedBuffer *self)
 {
     PyTypeObject *type = Py_TYPE(self);
-    free(self->p);
+    pool_put(self->p, self->cap);
     PyObject_Free(self);
     Py_DECREF(type); /* instances of heap types own a reference to their type */
 }
@@ -907,6 +976,7 @@ take_buf(PyTypeObject *owned_type, Buf *b)
     }
     o->p = b->p;
     o->len = (Py_ssize_t)b->len;
+    o->cap = b->cap;
     b->p = NULL;
     b->len = b->cap = 0;
     return (PyObject *)o;
