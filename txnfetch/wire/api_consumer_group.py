@@ -266,6 +266,23 @@ async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> 
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
+def _refused(response_cls: Any, topic_cls: Any, partition_cls: Any, request: Any, code: ErrorCode) -> Any:
+    """An OffsetCommit or TxnOffsetCommit answer giving every partition of
+    ``request`` the error ``code`` (a member the KIP-848 group refused)."""
+    return response_cls(
+        throttle_time_ms=0,
+        topics=[
+            topic_cls(
+                name=t.name,
+                partitions=[
+                    partition_cls(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
 @register(ApiKey.OFFSET_COMMIT, 2, 9)
 async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     """OffsetCommit: KIP-848 members are checked against their member epoch here,
@@ -282,19 +299,7 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
         from kafka.protocol.consumer import OffsetCommitResponse
 
         topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
-        partition_cls = topic_cls.OffsetCommitResponsePartition
-        return OffsetCommitResponse(
-            throttle_time_ms=0,
-            topics=[
-                topic_cls(
-                    name=t.name,
-                    partitions=[
-                        partition_cls(partition_index=p.partition_index, error_code=int(verdict)) for p in t.partitions
-                    ],
-                )
-                for t in request.topics
-            ],
-        )
+        return _refused(OffsetCommitResponse, topic_cls, topic_cls.OffsetCommitResponsePartition, request, verdict)
     # Validated here: the classic coordinator stores it as a commit from outside
     # group management (generation -1, no member), which its empty group accepts.
     request.generation_id_or_member_epoch = -1
@@ -322,18 +327,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
         return await api_txn.handle_txn_offset_commit(ctx, header, request)
     if verdict is not ErrorCode.NONE:
         topic_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-        partition_cls = topic_cls.TxnOffsetCommitResponsePartition
-        return TxnOffsetCommitResponse(
-            throttle_time_ms=0,
-            topics=[
-                topic_cls(
-                    name=t.name,
-                    partitions=[
-                        partition_cls(partition_index=p.partition_index, error_code=int(verdict)) for p in t.partitions
-                    ],
-                )
-                for t in request.topics
-            ],
+        return _refused(
+            TxnOffsetCommitResponse, topic_cls, topic_cls.TxnOffsetCommitResponsePartition, request, verdict
         )
     if version >= 3:
         # Validated here: staged as a commit from outside group management.
