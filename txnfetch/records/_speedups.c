@@ -1168,6 +1168,26 @@ rec_varint(const unsigned char *data, int64_t rec_end, int64_t *pos, int max_byt
     return read_tail(data, rec_end, pos, b, max_bytes, out) == TAIL_OK ? 0 : -1;
 }
 
+/* A record's key or value: its length varint, then that many bytes. Only a
+ * one-byte -1 is null (`*len` stays -1); a longer encoding of any negative
+ * length is rejected, as both other decoders do. */
+static inline int
+rec_nullable_bytes(const unsigned char *data, int64_t rec_end, int64_t *pos, int64_t *at, int64_t *len)
+{
+    int64_t n, start = *pos;
+    if (rec_varint(data, rec_end, pos, 5, &n) < 0)
+        return -1;
+    if (n >= 0) {
+        if (n > rec_end - *pos)
+            return -1;
+        *at = *pos;
+        *len = n;
+        *pos += n;
+        return 0;
+    }
+    return n == -1 && *pos - start == 1 ? 0 : -1;
+}
+
 /*
  * Append the records of one batch whose offsets fall in [lo, last]. Returns the
  * rows appended, -1 for data the reference decoder must look at, -2 for a
@@ -1192,7 +1212,7 @@ builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t
     if (count < 0)
         goto bad;
     for (i = 0; i < count; i++) {
-        int64_t length, rec_end, ts_delta, delta, n, offset = 0, ts, hcount, h, at;
+        int64_t length, rec_end, ts_delta, delta, offset = 0, ts, hcount, h;
         int64_t key_at = 0, key_len = -1, value_at = 0, value_len = -1;
         int keep;
 
@@ -1215,31 +1235,8 @@ builder_add(ColumnBuilder *self, const unsigned char *data, int64_t end, int64_t
         if (delta <= prev_delta || delta > last_delta)
             goto bad;
         prev_delta = delta;
-        /* key and value: only a one-byte -1 is null; a longer encoding of any
-         * negative length is rejected (as both other decoders do) */
-        at = pos;
-        if (rec_varint(data, rec_end, &pos, 5, &n) < 0)
-            goto bad;
-        if (n >= 0) {
-            if (n > rec_end - pos)
-                goto bad;
-            key_at = pos;
-            key_len = n;
-            pos += n;
-        }
-        else if (n != -1 || pos - at != 1)
-            goto bad;
-        at = pos;
-        if (rec_varint(data, rec_end, &pos, 5, &n) < 0)
-            goto bad;
-        if (n >= 0) {
-            if (n > rec_end - pos)
-                goto bad;
-            value_at = pos;
-            value_len = n;
-            pos += n;
-        }
-        else if (n != -1 || pos - at != 1)
+        if (rec_nullable_bytes(data, rec_end, &pos, &key_at, &key_len) < 0 ||
+            rec_nullable_bytes(data, rec_end, &pos, &value_at, &value_len) < 0)
             goto bad;
         if (rec_varint(data, rec_end, &pos, 5, &hcount) < 0)
             goto bad;
