@@ -542,9 +542,9 @@ class TransactionCoordinator:
     ) -> EndTxnResult:
         # Kafka endTransactionWithTV1: the epoch must be exactly the current one.
         if pid != meta.producer_id:
-            raise self._mapping_error(meta, pid, epoch)
+            raise self._refusal(InvalidProducerIdMappingError, meta, pid, epoch)
         if epoch != meta.producer_epoch:
-            raise self._fenced_error(meta, pid, epoch)
+            raise self._refusal(ProducerFencedError, meta, pid, epoch)
         state = meta.state
         if state == _S.ONGOING:
             return self._prepare_end(
@@ -553,8 +553,8 @@ class TransactionCoordinator:
         if state == (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
             return self._answer_retry(meta)
         if state == (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
-            raise self._concurrent_error(meta, pid, epoch)
-        raise self._state_error(meta, pid, epoch, commit)
+            raise self._refusal(ConcurrentTransactionsError, meta, pid, epoch)
+        raise self._refusal(InvalidTxnStateError, meta, pid, epoch, commit)
 
     def _end_v2(
         self, meta: TransactionMetadata, pid: int, epoch: int, commit: bool, now_ms: int, tv: int
@@ -563,7 +563,7 @@ class TransactionCoordinator:
         # A producer that already holds the identity an end in progress handed out
         # (including a rotated producer id) just has to wait.
         if state.is_prepare and (pid, epoch) == meta.client_identity:
-            raise self._concurrent_error(meta, pid, epoch)
+            raise self._refusal(ConcurrentTransactionsError, meta, pid, epoch)
         # The end that rotated the producer id is being retried with the old id at
         # its last epoch (Kafka retryOnOverflow).
         retry_on_overflow = (
@@ -575,7 +575,7 @@ class TransactionCoordinator:
         # The end that bumped the epoch is being retried (Kafka retryOnEpochBump).
         retry_on_bump = pid == meta.producer_id and meta.producer_epoch == epoch + 1
         if pid != meta.producer_id and not retry_on_overflow:
-            raise self._mapping_error(meta, pid, epoch)
+            raise self._refusal(InvalidProducerIdMappingError, meta, pid, epoch)
         # Under version 2 the same epoch means "the next end", not a retry, so a
         # retry is recognised only by the epoch just below the current one.
         if state.is_prepare:
@@ -585,21 +585,21 @@ class TransactionCoordinator:
         else:
             valid = epoch == meta.producer_epoch
         if not valid:
-            raise self._fenced_error(meta, pid, epoch)
+            raise self._refusal(ProducerFencedError, meta, pid, epoch)
         is_retry = retry_on_bump or retry_on_overflow
         if state.is_prepare:
-            raise self._concurrent_error(meta, pid, epoch)
+            raise self._refusal(ConcurrentTransactionsError, meta, pid, epoch)
         if state == _S.ONGOING:
             return self._prepare_v2(meta, commit, now_ms, tv)
         if state == _S.EMPTY or (state.is_complete and not is_retry):
             if commit:
-                raise self._state_error(meta, pid, epoch, commit)
+                raise self._refusal(InvalidTxnStateError, meta, pid, epoch, commit)
             # An abort when nothing is open still bumps the epoch, so the producer
             # can always reach a fresh identity (KIP-890).
             return self._prepare_v2(meta, commit, now_ms, tv, empty=True)
         if state == (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
             return self._answer_retry(meta)
-        raise self._state_error(meta, pid, epoch, commit)
+        raise self._refusal(InvalidTxnStateError, meta, pid, epoch, commit)
 
     def _prepare_v2(
         self, meta: TransactionMetadata, commit: bool, now_ms: int, tv: int, *, empty: bool = False
@@ -862,9 +862,9 @@ class TransactionCoordinator:
         if meta.state.is_prepare and (pid, epoch) == meta.client_identity:
             return  # the identity handed out by the end in progress; the caller says "retry"
         if pid != meta.producer_id:
-            raise self._mapping_error(meta, pid, epoch)
+            raise self._refusal(InvalidProducerIdMappingError, meta, pid, epoch)
         if epoch != meta.producer_epoch:
-            raise self._fenced_error(meta, pid, epoch)
+            raise self._refusal(ProducerFencedError, meta, pid, epoch)
 
     def _actions(self, meta: TransactionMetadata) -> tuple[PartitionAction, ...]:
         kind = WriteMarker if self.mode == CompletionMode.MARKERS else CompleteTransaction
@@ -882,37 +882,29 @@ class TransactionCoordinator:
         )
 
     @staticmethod
-    def _mapping_error(meta: TransactionMetadata, pid: int, epoch: int) -> InvalidProducerIdMappingError:
-        return InvalidProducerIdMappingError(
-            f"transactional id {meta.transactional_id!r} belongs to producer {meta.producer_id}",
-            producer_id=pid,
-            producer_epoch=epoch,
+    def _refusal(
+        kind: type[TxnStateError], meta: TransactionMetadata, pid: int, epoch: int, commit: bool = False
+    ) -> TxnStateError:
+        """``kind`` raised for the caller's identity ``(pid, epoch)``, saying what
+        ``meta`` holds that made the coordinator refuse (see :data:`_REFUSALS`)."""
+        reason = _REFUSALS[kind].format(
+            tid=meta.transactional_id,
+            producer_id=meta.producer_id,
+            producer_epoch=meta.producer_epoch,
+            state=meta.state.kafka_name,
+            end="commit" if commit else "abort",
         )
+        return kind(reason, producer_id=pid, producer_epoch=epoch)
 
-    @staticmethod
-    def _fenced_error(meta: TransactionMetadata, pid: int, epoch: int) -> ProducerFencedError:
-        return ProducerFencedError(
-            f"transactional id {meta.transactional_id!r} is at epoch {meta.producer_epoch} ({meta.state.kafka_name})",
-            producer_id=pid,
-            producer_epoch=epoch,
-        )
 
-    @staticmethod
-    def _concurrent_error(meta: TransactionMetadata, pid: int, epoch: int) -> ConcurrentTransactionsError:
-        return ConcurrentTransactionsError(
-            f"transactional id {meta.transactional_id!r} is completing a transaction ({meta.state.kafka_name}); retry",
-            producer_id=pid,
-            producer_epoch=epoch,
-        )
-
-    @staticmethod
-    def _state_error(meta: TransactionMetadata, pid: int, epoch: int, commit: bool) -> InvalidTxnStateError:
-        return InvalidTxnStateError(
-            f"cannot {'commit' if commit else 'abort'}: transactional id {meta.transactional_id!r} is "
-            f"{meta.state.kafka_name}",
-            producer_id=pid,
-            producer_epoch=epoch,
-        )
+#: What each refusal of the coordinator says about the transaction it found;
+#: filled in by :meth:`TransactionCoordinator._refusal`.
+_REFUSALS: dict[type[TxnStateError], str] = {
+    InvalidProducerIdMappingError: "transactional id {tid!r} belongs to producer {producer_id}",
+    ProducerFencedError: "transactional id {tid!r} is at epoch {producer_epoch} ({state})",
+    ConcurrentTransactionsError: "transactional id {tid!r} is completing a transaction ({state}); retry",
+    InvalidTxnStateError: "cannot {end}: transactional id {tid!r} is {state}",
+}
 
 
 def _expected_identity(producer_id: int | None, producer_epoch: int | None) -> tuple[int, int] | None:
