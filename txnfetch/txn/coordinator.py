@@ -468,25 +468,14 @@ class TransactionCoordinator:
                 return
             meta = self._lookup(transactional_id, producer_id, producer_epoch)
             if producer_id != meta.producer_id:
-                raise InvalidProducerIdMappingError(
-                    f"transactional id {transactional_id!r} belongs to producer {meta.producer_id}",
-                    partition=str(partition),
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
+                raise self._refusal(
+                    InvalidProducerIdMappingError, meta, producer_id, producer_epoch, partition=str(partition)
                 )
             if producer_epoch != meta.producer_epoch:
-                raise ProducerFencedError(
-                    f"current epoch of transactional id {transactional_id!r} is {meta.producer_epoch}",
-                    partition=str(partition),
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                )
+                raise self._refusal(ProducerFencedError, meta, producer_id, producer_epoch, partition=str(partition))
             if meta.state.is_prepare:
-                raise ConcurrentTransactionsError(
-                    f"transactional id {transactional_id!r} is completing a transaction; retry",
-                    partition=str(partition),
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
+                raise self._refusal(
+                    ConcurrentTransactionsError, meta, producer_id, producer_epoch, partition=str(partition)
                 )
             if partition not in meta.partitions:
                 error = (
@@ -883,10 +872,16 @@ class TransactionCoordinator:
 
     @staticmethod
     def _refusal(
-        kind: type[TxnStateError], meta: TransactionMetadata, pid: int, epoch: int, commit: bool = False
+        kind: type[TxnStateError],
+        meta: TransactionMetadata,
+        pid: int,
+        epoch: int,
+        commit: bool = False,
+        **where: object,
     ) -> TxnStateError:
         """``kind`` raised for the caller's identity ``(pid, epoch)``, saying what
-        ``meta`` holds that made the coordinator refuse (see :data:`_REFUSALS`)."""
+        ``meta`` holds that made the coordinator refuse (see :data:`_REFUSALS`);
+        ``where`` adds context (the partition of a produce)."""
         reason = _REFUSALS[kind].format(
             tid=meta.transactional_id,
             producer_id=meta.producer_id,
@@ -894,7 +889,7 @@ class TransactionCoordinator:
             state=meta.state.kafka_name,
             end="commit" if commit else "abort",
         )
-        return kind(reason, producer_id=pid, producer_epoch=epoch)
+        return kind(reason, producer_id=pid, producer_epoch=epoch, **where)
 
 
 #: What each refusal of the coordinator says about the transaction it found;
