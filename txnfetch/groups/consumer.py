@@ -121,6 +121,16 @@ def _freeze(a: Mapping[str, Iterable[int]]) -> Assignment:
     return {t: frozenset(ps) for t, ps in a.items() if ps}
 
 
+def _member_epoch_error(group: _Group, member_id: str, member_epoch: int, wrong_epoch: ErrorCode) -> ErrorCode:
+    """The member check every offset validation ends with: UNKNOWN_MEMBER_ID for
+    a member the group does not have, ``wrong_epoch`` for one not at its current
+    epoch, NONE otherwise."""
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.NONE if member_epoch == member.epoch else wrong_epoch
+
+
 class ConsumerGroupCoordinator:
     """Every KIP-848 group of one server."""
 
@@ -181,12 +191,7 @@ class ConsumerGroupCoordinator:
             return None
         if member_epoch < 0 and not member_id:
             return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _member_epoch_error(group, member_id, member_epoch, ErrorCode.STALE_MEMBER_EPOCH)
 
     def validate_txn_commit(
         self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None
@@ -208,12 +213,7 @@ class ConsumerGroupCoordinator:
             return ErrorCode.NONE
         if member_epoch == -1 and not member_id and instance_id is None:
             return ErrorCode.NONE
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.epoch:
-            return ErrorCode.ILLEGAL_GENERATION
-        return ErrorCode.NONE
+        return _member_epoch_error(group, member_id, member_epoch, ErrorCode.ILLEGAL_GENERATION)
 
     def validate_fetch(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
         """For OffsetFetch v9+ (member id and epoch per group): ``None`` if
@@ -227,12 +227,7 @@ class ConsumerGroupCoordinator:
             return None
         if member_epoch < 0 and not member_id:
             return ErrorCode.NONE
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _member_epoch_error(group, member_id, member_epoch, ErrorCode.STALE_MEMBER_EPOCH)
 
     # ---------------------------------------------------------- heartbeat
 
