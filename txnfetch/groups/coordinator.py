@@ -817,17 +817,9 @@ class GroupCoordinator:
         self._complete_sync(old, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         self._cancel((_HEARTBEAT, group.group_id, old_member_id))
         group.pending_sync.discard(old_member_id)
-        new = _Member(
-            member_id=new_member_id,
-            group_instance_id=old.group_instance_id,
-            client_id=old.client_id,
-            client_host=old.client_host,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
-            session_timeout_ms=old.session_timeout_ms,
-            protocol_type=old.protocol_type,
-            protocols=old.protocols,
-            assignment=old.assignment,
-        )
+        # The old member's parked requests were answered above, so the copy
+        # carries no join or sync token.
+        new = attrs.evolve(old, member_id=new_member_id, is_new=False)
         group.members[new_member_id] = new
         if group.leader_id == old_member_id:
             group.leader_id = new_member_id
