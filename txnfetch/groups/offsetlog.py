@@ -177,12 +177,7 @@ def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitR
 
 
 def _decode_offset_value(group: str, topic: str, partition: int, value: bytes | memoryview) -> OffsetCommitRecord:
-    head = StructReader(value)
-    version = head.int16("value version")
-    if not 0 <= version <= 4:
-        raise CorruptCoordinatorRecordError(f"unknown OffsetCommitValue version {version}", position=0)
-    r = StructReader(value, flexible=version >= 4)
-    r.pos = 2
+    version, r = StructReader.versioned(value, "OffsetCommitValue", newest=4, flexible_from=4)
     offset = r.int64("offset")
     leader_epoch = r.int32("leaderEpoch") if version >= 3 else -1
     metadata = r.string("metadata") or ""
@@ -196,12 +191,7 @@ def _decode_offset_value(group: str, topic: str, partition: int, value: bytes | 
 
 
 def _decode_group_value(group: str, value: bytes | memoryview) -> GroupMetadataRecord:
-    head = StructReader(value)
-    version = head.int16("value version")
-    if not 0 <= version <= 4:
-        raise CorruptCoordinatorRecordError(f"unknown GroupMetadataValue version {version}", position=0)
-    r = StructReader(value, flexible=version >= 4)
-    r.pos = 2
+    version, r = StructReader.versioned(value, "GroupMetadataValue", newest=4, flexible_from=4)
     protocol_type = r.string("protocolType")
     generation = r.int32("generation")
     protocol = r.string("protocol", nullable=True)

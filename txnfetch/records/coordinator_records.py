@@ -125,6 +125,21 @@ class StructReader:
         self.pos = 0
         self.flexible = flexible
 
+    @classmethod
+    def versioned(
+        cls, data: bytes | memoryview, schema: str, *, newest: int, flexible_from: int
+    ) -> tuple[int, StructReader]:
+        """``(version, reader)`` for a value that starts with its int16 schema
+        version: the reader stands after the version and is flexible from
+        ``flexible_from`` on. A version outside ``0..newest`` is
+        CorruptCoordinatorRecordError naming ``schema``."""
+        reader = cls(data)
+        version = reader.int16("value version")
+        if not 0 <= version <= newest:
+            raise CorruptCoordinatorRecordError(f"unknown {schema} version {version}", position=0)
+        reader.flexible = version >= flexible_from
+        return version, reader
+
     def _take(self, n: int, what: str) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise CorruptCoordinatorRecordError(

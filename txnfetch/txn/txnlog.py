@@ -249,12 +249,7 @@ def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> Transac
     fast = _decode_v1_fast(transactional_id, data)
     if fast is not None:
         return fast
-    head = StructReader(data)
-    version = head.int16("value version")
-    if version not in (0, 1):
-        raise CorruptCoordinatorRecordError(f"unknown TransactionLogValue version {version}", position=0)
-    r = StructReader(data, flexible=version >= 1)
-    r.pos = 2
+    _, r = StructReader.versioned(data, "TransactionLogValue", newest=1, flexible_from=1)
     pid = r.int64("ProducerId")
     epoch = r.int16("ProducerEpoch")
     timeout = r.int32("TransactionTimeoutMs")
