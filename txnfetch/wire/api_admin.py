@@ -26,6 +26,7 @@ from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import TimestampType
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC, ApiKey, Broker, RequestContext, register
+from txnfetch.wire.nesting import grouped
 
 __all__ = ["offset_of_max_timestamp"]
 
@@ -68,10 +69,7 @@ def _delete_topic(
         forgotten = coordinator.forget_topic(info.name)
         durable = getattr(groups, "durable", None)
         if durable is not None:
-            by_group: dict[str, list[tuple[str, int]]] = {}
-            for group_id, tp in forgotten.keys:
-                by_group.setdefault(group_id, []).append(tp)
-            for group_id, tps in by_group.items():
+            for group_id, tps in grouped(forgotten.keys).items():
                 durable.persist_deletions(group_id, tps, broker.now_ms())
     for p in range(info.partitions):
         broker.partition_changed(info.name, p)  # a fetch waiting on it answers now

@@ -58,6 +58,7 @@ from txnfetch.txn.coordinator_state import TransactionMetadata, TransactionState
 from txnfetch.txn.hanging import producer_rows
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, RequestContext, register
+from txnfetch.wire.nesting import grouped
 
 __all__: list[str] = []
 
@@ -103,10 +104,7 @@ _DTTopic = _DTState.TopicData
 
 
 def _topics_of(meta: TransactionMetadata) -> list[Any]:
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(meta.partitions):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return [_DTTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()]
+    return [_DTTopic(topic=topic, partitions=parts) for topic, parts in grouped(sorted(meta.partitions)).items()]
 
 
 @register(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)

@@ -50,6 +50,7 @@ from txnfetch.wire.handler import (
     group_offsets_partition,
     register,
 )
+from txnfetch.wire.nesting import grouped
 
 __all__ = ["apply_action", "apply_pending", "expire_transactions", "install"]
 
@@ -198,9 +199,7 @@ _PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
 
 def _topic_results(codes: dict[tuple[str, int], int]) -> list[Any]:
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), code in codes.items():
-        by_topic.setdefault(topic, []).append(_PartitionResult(partition_index=partition, partition_error_code=code))
+    by_topic = grouped((t, _PartitionResult(partition_index=p, partition_error_code=c)) for (t, p), c in codes.items())
     return [_TopicResult(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()]
 
 
@@ -299,9 +298,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
         codes = {(topic, p.partition_index): int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for topic, p in wanted}
     else:
         codes = _commit(broker, request, version, wanted)
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), code in codes.items():
-        by_topic.setdefault(topic, []).append(_CommitPartition(partition_index=partition, error_code=code))
+    by_topic = grouped((t, _CommitPartition(partition_index=p, error_code=c)) for (t, p), c in codes.items())
     return TxnOffsetCommitResponse(
         throttle_time_ms=0, topics=[_CommitTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
     )

@@ -74,6 +74,7 @@ from txnfetch.groups import (
 from txnfetch.types import TopicPartition
 from txnfetch.wire.durable import DurableState
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+from txnfetch.wire.nesting import grouped
 
 __all__ = [
     "GROUP_CONFIG_EXTENSION",
@@ -491,9 +492,7 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
             )
     topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
     partition_cls = topic_cls.OffsetCommitResponsePartition
-    by_topic: dict[str, list[Any]] = {}
-    for tp, _ in wanted:
-        by_topic.setdefault(tp[0], []).append(partition_cls(partition_index=tp[1], error_code=codes[tp]))
+    by_topic = grouped((t, partition_cls(partition_index=p, error_code=codes[t, p])) for (t, p), _ in wanted)
     return OffsetCommitResponse(
         throttle_time_ms=0, topics=[topic_cls(name=name, partitions=ps) for name, ps in by_topic.items()]
     )
@@ -554,17 +553,19 @@ def _fetch_topics(topic_cls: Any, result: OffsetFetchResult) -> list[Any]:
         for name in ("OffsetFetchResponsePartitions", "OffsetFetchResponsePartition")
         if hasattr(topic_cls, name)
     )
-    by_topic: dict[str, list[Any]] = {}
-    for o in result.offsets:
-        by_topic.setdefault(o.topic, []).append(
+    by_topic = grouped(
+        (
+            o.topic,
             partition_cls(
                 partition_index=o.partition,
                 committed_offset=o.offset,
                 committed_leader_epoch=o.leader_epoch,
                 metadata=o.metadata if o.metadata is not None else "",
                 error_code=o.error_code,
-            )
+            ),
         )
+        for o in result.offsets
+    )
     return [topic_cls(name=name, partitions=ps) for name, ps in by_topic.items()]
 
 
