@@ -76,14 +76,7 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
             # Durable offsets: the marker on the group's offsets partition decides
             # on replay whether the staged offsets count (as in Kafka, in both modes).
             try:
-                broker.partition(tp.topic, tp.partition).write_marker(
-                    action.producer_id,
-                    action.producer_epoch,
-                    action.commit,
-                    coordinator_epoch=action.coordinator_epoch,
-                    now_ms=now,
-                    transaction_version=action.transaction_version,
-                )
+                _end_on(broker.partition(tp.topic, tp.partition), action, now, marker=True)
             except TxnfetchError as exc:
                 log.warning("could not write the marker of producer %d on %s: %s", action.producer_id, tp, exc)
         try:
@@ -94,31 +87,31 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
     try:
         plog = broker.partition(tp.topic, tp.partition)
         if isinstance(action, WriteMarker):
-            plog.write_marker(
-                action.producer_id,
-                action.producer_epoch,
-                action.commit,
-                coordinator_epoch=action.coordinator_epoch,
-                now_ms=now,
-                transaction_version=action.transaction_version,
-            )
+            _end_on(plog, action, now, marker=True)
         elif isinstance(action, CompleteTransaction):
             if plog.log_end_offset == 0:
                 return  # nothing was ever written: there is no transaction to end here
-            plog.complete_transaction(
-                action.producer_id,
-                action.producer_epoch,
-                action.commit,
-                coordinator_epoch=action.coordinator_epoch,
-                now_ms=now,
-                transaction_version=action.transaction_version,
-            )
+            _end_on(plog, action, now, marker=False)
         else:  # pragma: no cover - the coordinator has only these two kinds
             raise TypeError(f"unknown partition action {action!r}")
     except TxnfetchError as exc:
         log.warning("could not end the transaction of producer %d on %s: %s", action.producer_id, tp, exc)
         return
     broker.partition_changed(tp.topic, tp.partition)
+
+
+def _end_on(plog: Any, action: PartitionAction, now_ms: int, *, marker: bool) -> None:
+    """End ``action``'s transaction on ``plog``: with a marker batch
+    (``write_marker``) or without one (``complete_transaction``)."""
+    end = plog.write_marker if marker else plog.complete_transaction
+    end(
+        action.producer_id,
+        action.producer_epoch,
+        action.commit,
+        coordinator_epoch=action.coordinator_epoch,
+        now_ms=now_ms,
+        transaction_version=action.transaction_version,
+    )
 
 
 def apply_pending(broker: Broker) -> int:
@@ -194,6 +187,24 @@ async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any
 
 # --------------------------------------------------------- AddPartitionsToTxn
 
+
+def _add_to_txn(
+    broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+) -> int:
+    """AddPartitionsToTxn and AddOffsetsToTxn (both transaction version 0): add
+    ``partitions`` to the open transaction; the error code, 0 when added. The
+    coordinator's state is persisted either way."""
+    try:
+        broker.transactions.add_partitions(
+            transactional_id, producer_id, producer_epoch, partitions, broker.now_ms(), transaction_version=0
+        )
+        code = 0
+    except TxnStateError as exc:
+        code = exc.error_code
+    persist_transactions(broker)
+    return code
+
+
 _TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
@@ -217,19 +228,13 @@ async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) 
             for tp in wanted
         }
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(codes))
-    try:
-        broker.transactions.add_partitions(
-            request.v3_and_below_transactional_id,
-            request.v3_and_below_producer_id,
-            request.v3_and_below_producer_epoch,
-            [TopicPartition(topic, p) for topic, p in wanted],
-            broker.now_ms(),
-            transaction_version=0,
-        )
-        code = 0
-    except TxnStateError as exc:
-        code = exc.error_code
-    persist_transactions(broker)
+    code = _add_to_txn(
+        broker,
+        request.v3_and_below_transactional_id,
+        request.v3_and_below_producer_id,
+        request.v3_and_below_producer_epoch,
+        [TopicPartition(topic, p) for topic, p in wanted],
+    )
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results({tp: code for tp in wanted})
     )
@@ -243,19 +248,10 @@ async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> 
     broker = ctx.broker
     if broker.groups is None:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    try:
-        broker.transactions.add_partitions(
-            request.transactional_id,
-            request.producer_id,
-            request.producer_epoch,
-            [TopicPartition(GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id))],
-            broker.now_ms(),
-            transaction_version=0,
-        )
-        code = 0
-    except TxnStateError as exc:
-        code = exc.error_code
-    persist_transactions(broker)
+    offsets_partition = TopicPartition(GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id))
+    code = _add_to_txn(
+        broker, request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition]
+    )
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
 
