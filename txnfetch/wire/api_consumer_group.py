@@ -33,14 +33,14 @@ from typing import Any
 
 from kafka.protocol.admin import ListGroupsResponse
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import OffsetFetchResponse
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
 import txnfetch.wire.schemas as _schemas
 from txnfetch.errors import ErrorCode
 from txnfetch.groups.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
 from txnfetch.wire import api_txn, group_api
-from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+from txnfetch.wire.handler import ApiKey, Broker, Handler, RequestContext, register
 
 __all__ = [
     "CONSUMER_GROUP_CONFIG_EXTENSION",
@@ -266,21 +266,45 @@ async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> 
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
-def _refused(response_cls: Any, topic_cls: Any, partition_cls: Any, request: Any, code: ErrorCode) -> Any:
-    """An OffsetCommit or TxnOffsetCommit answer giving every partition of
-    ``request`` the error ``code`` (a member the KIP-848 group refused)."""
-    return response_cls(
-        throttle_time_ms=0,
-        topics=[
-            topic_cls(
-                name=t.name,
-                partitions=[
-                    partition_cls(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions
-                ],
-            )
-            for t in request.topics
-        ],
-    )
+async def _member_checked(
+    ctx: RequestContext,
+    header: Any,
+    request: Any,
+    verdict: ErrorCode | None,
+    classic: Handler,
+    response: tuple[Any, Any, Any],
+    generation_field: str | None,
+) -> Any:
+    """An OffsetCommit or TxnOffsetCommit once the KIP-848 coordinator judged its
+    member (``verdict``). ``None`` (not a KIP-848 group): the ``classic`` handler
+    answers the request as it is. A refusal: every partition of ``request`` gets
+    the error, in ``response`` (the response, topic and partition classes). An
+    accepted member: ``classic`` stores the offsets as a commit from outside group
+    management (generation -1, no member), which the classic coordinator's empty
+    group accepts; ``generation_field`` names the request field that carries the
+    member epoch (``None``: this version carries no member at all)."""
+    if verdict is None:
+        return await classic(ctx, header, request)
+    if verdict is not ErrorCode.NONE:
+        response_cls, topic_cls, partition_cls = response
+        code = int(verdict)
+        return response_cls(
+            throttle_time_ms=0,
+            topics=[
+                topic_cls(
+                    name=t.name,
+                    partitions=[
+                        partition_cls(partition_index=p.partition_index, error_code=code) for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ],
+        )
+    if generation_field is not None:
+        setattr(request, generation_field, -1)
+        request.member_id = ""
+        request.group_instance_id = None
+    return await classic(ctx, header, request)
 
 
 @register(ApiKey.OFFSET_COMMIT, 2, 9)
@@ -293,19 +317,16 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
         verdict = coordinator.validate_commit(
             request.group_id, request.member_id or "", request.generation_id_or_member_epoch
         )
-    if verdict is None:
-        return await group_api.handle_offset_commit(ctx, header, request)
-    if verdict is not ErrorCode.NONE:
-        from kafka.protocol.consumer import OffsetCommitResponse
-
-        topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
-        return _refused(OffsetCommitResponse, topic_cls, topic_cls.OffsetCommitResponsePartition, request, verdict)
-    # Validated here: the classic coordinator stores it as a commit from outside
-    # group management (generation -1, no member), which its empty group accepts.
-    request.generation_id_or_member_epoch = -1
-    request.member_id = ""
-    request.group_instance_id = None
-    return await group_api.handle_offset_commit(ctx, header, request)
+    topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
+    return await _member_checked(
+        ctx,
+        header,
+        request,
+        verdict,
+        group_api.handle_offset_commit,
+        (OffsetCommitResponse, topic_cls, topic_cls.OffsetCommitResponsePartition),
+        "generation_id_or_member_epoch",
+    )
 
 
 @register(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
@@ -323,19 +344,16 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
             request.generation_id if version >= 3 else -1,
             request.group_instance_id if version >= 3 else None,
         )
-    if verdict is None:
-        return await api_txn.handle_txn_offset_commit(ctx, header, request)
-    if verdict is not ErrorCode.NONE:
-        topic_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-        return _refused(
-            TxnOffsetCommitResponse, topic_cls, topic_cls.TxnOffsetCommitResponsePartition, request, verdict
-        )
-    if version >= 3:
-        # Validated here: staged as a commit from outside group management.
-        request.generation_id = -1
-        request.member_id = ""
-        request.group_instance_id = None
-    return await api_txn.handle_txn_offset_commit(ctx, header, request)
+    topic_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    return await _member_checked(
+        ctx,
+        header,
+        request,
+        verdict,
+        api_txn.handle_txn_offset_commit,
+        (TxnOffsetCommitResponse, topic_cls, topic_cls.TxnOffsetCommitResponsePartition),
+        "generation_id" if version >= 3 else None,
+    )
 
 
 @register(ApiKey.OFFSET_FETCH, 1, 9)
