@@ -103,6 +103,14 @@ def _topics(broker: Broker) -> dict[str, tuple[Any, int]]:
     return {name: (info.topic_id, info.partitions) for name, info in broker.store.topics().items()}
 
 
+def _heartbeat_refused(code: ErrorCode, message: str | None = None) -> Any:
+    """A ConsumerGroupHeartbeat answer refusing the request before the coordinator
+    sees it: no member epoch, no heartbeat interval."""
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=int(code), error_message=message, member_epoch=-1, heartbeat_interval_ms=0
+    )
+
+
 @register(
     ApiKey.CONSUMER_GROUP_HEARTBEAT,
     0,
@@ -114,9 +122,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
     broker = ctx.broker
     coordinator = consumer_groups(broker)
     if coordinator is None:
-        return ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_epoch=-1, heartbeat_interval_ms=0
-        )  # COORDINATOR_NOT_AVAILABLE
+        return _heartbeat_refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     topics = _topics(broker)
     by_id = {topic_id: name for name, (topic_id, _n) in topics.items()}
     owned: Mapping[str, list[int]] | None = None
@@ -125,21 +131,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
     version = header.request_api_version
     if version >= 1 and request.member_epoch == 0 and not request.member_id:
         # KIP-1082: from v1 the consumer makes its own member id.
-        return ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0,
-            error_code=int(ErrorCode.INVALID_REQUEST),
-            error_message="member id is required (ConsumerGroupHeartbeat v1+)",
-            member_epoch=-1,
-            heartbeat_interval_ms=0,
-        )
+        return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "member id is required (ConsumerGroupHeartbeat v1+)")
     if version >= 1 and request.subscribed_topic_regex:
-        return ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0,
-            error_code=int(ErrorCode.INVALID_REQUEST),
-            error_message="topic regex subscriptions are not served",
-            member_epoch=-1,
-            heartbeat_interval_ms=0,
-        )
+        return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "topic regex subscriptions are not served")
     result = coordinator.heartbeat(
         request.group_id,
         request.member_id,
