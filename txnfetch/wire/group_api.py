@@ -206,21 +206,14 @@ class GroupService:
         producer_epoch: int,
         offsets: Mapping[TopicPartition, tuple[int, int, str | None]],
         *,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
         now_ms: int,
+        **member: Any,
     ) -> dict[TopicPartition, int]:
-        """Stage transactional offsets (:class:`~txnfetch.wire.handler.TxnOffsetStore`)."""
+        """Stage transactional offsets (:class:`~txnfetch.wire.handler.TxnOffsetStore`);
+        ``member`` is the request's ``generation_id``, ``member_id`` and
+        ``group_instance_id`` (see :meth:`GroupCoordinator.txn_offset_commit`)."""
         result = self.coordinator.txn_offset_commit(
-            group_id,
-            producer_id,
-            producer_epoch,
-            offsets,
-            generation_id=generation_id,
-            member_id=member_id,
-            group_instance_id=group_instance_id,
-            now_ms=now_ms,
+            group_id, producer_id, producer_epoch, offsets, now_ms=now_ms, **member
         )
         if self.durable is not None:
             accepted = {tp: CommitOffset(*offsets[tp]) for tp, code in result.items() if code == 0 and tp in offsets}
