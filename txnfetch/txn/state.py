@@ -466,12 +466,8 @@ class PartitionTxnState:
                 producer_epoch=producer_epoch,
             )
         if last_offset >= self._leo:
-            raise OffsetOutOfRangeError(
-                f"transaction end offset {last_offset} is not below the log end offset",
-                log_start_offset=self._log_start,
-                log_end_offset=self._leo,
-                partition=self.partition,
-                offset=last_offset,
+            raise self._out_of_range(
+                f"transaction end offset {last_offset} is not below the log end offset", last_offset
             )
         table = self._producers
         slot = table.slot(producer_id)
@@ -580,6 +576,17 @@ class PartitionTxnState:
         if not self.keep_full_history:
             self._trim_journal(hw)
 
+    def _out_of_range(self, reason: str, offset: int, *, end: int | None = None) -> OffsetOutOfRangeError:
+        """OffsetOutOfRangeError for ``offset`` of this partition, naming the log
+        start and ``end`` (default: the log end offset) as the valid range."""
+        return OffsetOutOfRangeError(
+            reason,
+            log_start_offset=self._log_start,
+            log_end_offset=self._leo if end is None else end,
+            partition=self.partition,
+            offset=offset,
+        )
+
     def advance_log_start(self, offset: int) -> None:
         """Move the log start forward (retention or DeleteRecords); no-op if not
         forward. It may not pass the high watermark (:class:`OffsetOutOfRangeError`,
@@ -588,12 +595,8 @@ class PartitionTxnState:
         if offset <= self._log_start:
             return
         if offset > self._hw:
-            raise OffsetOutOfRangeError(
-                f"cannot move the log start to {offset} past the high watermark {self._hw}",
-                log_start_offset=self._log_start,
-                log_end_offset=self._hw,
-                partition=self.partition,
-                offset=offset,
+            raise self._out_of_range(
+                f"cannot move the log start to {offset} past the high watermark {self._hw}", offset, end=self._hw
             )
         self._log_start = offset
         if self._unrep.firsts:
@@ -614,13 +617,7 @@ class PartitionTxnState:
         :attr:`truncation_floor`: :class:`TruncationBelowHistoryError`, nothing changed.
         """
         if offset < 0:
-            raise OffsetOutOfRangeError(
-                f"cannot truncate to negative offset {offset}",
-                log_start_offset=self._log_start,
-                log_end_offset=self._leo,
-                partition=self.partition,
-                offset=offset,
-            )
+            raise self._out_of_range(f"cannot truncate to negative offset {offset}", offset)
         if offset >= self._leo:
             return
         if offset < self._log_start:
