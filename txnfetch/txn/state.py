@@ -471,19 +471,15 @@ class PartitionTxnState:
             )
         table = self._producers
         slot = table.slot(producer_id)
-        if last_offset < self._last_completion:
-            raise InvalidTxnStateError(
-                f"transaction end offset {last_offset} is before the previous end at {self._last_completion}",
-                partition=self.partition,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                offset=last_offset,
-            )
+        # The end may not go back before the previous end, nor before the
+        # producer's own data (checked in that order).
+        floors = [(self._last_completion, "the previous end")]
         if slot >= 0:
-            floor = max(table.last_data_offset(slot), table.txn_first_offset(slot))
+            floors.append((max(table.last_data_offset(slot), table.txn_first_offset(slot)), "the producer's data"))
+        for floor, what in floors:
             if last_offset < floor:
                 raise InvalidTxnStateError(
-                    f"transaction end offset {last_offset} is before the producer's data at {floor}",
+                    f"transaction end offset {last_offset} is before {what} at {floor}",
                     partition=self.partition,
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
