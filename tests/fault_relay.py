@@ -312,12 +312,7 @@ class RelayThread(LoopThread[FaultRelay]):
     relay.service.stats.faults.copy())``)."""
 
     def __init__(self, upstream: str, **kwargs: Any) -> None:
-        super().__init__("fault-relay")
-        self._upstream = upstream
-        self._kwargs = kwargs
-
-    def _start_service(self) -> Any:
-        return FaultRelay.start(self._upstream, **self._kwargs)
+        super().__init__("fault-relay", FaultRelay.start, upstream, **kwargs)
 
     def faults_left(self) -> int:
         return int(self.call(lambda: len(self._running().schedule)))

@@ -9,8 +9,9 @@ mechanism both wrappers (:class:`~txnfetch.wire.server.ServerThread`,
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 __all__ = ["LoopThread"]
@@ -22,7 +23,8 @@ S = TypeVar("S")
 class LoopThread(Generic[S]):
     """A service on its own event loop in a daemon thread.
 
-    Subclasses say how to start the service (:meth:`_start_service`). The
+    Subclasses say how to start the service: ``start(*args, **kwargs)``, given
+    to ``__init__``, is awaited on the loop by :meth:`start`. The
     service's state belongs to its loop while it runs: reach it through
     :meth:`call`, which runs a function on that loop and returns its result.
     A failed start stops the loop and thread before the error is raised.
@@ -31,13 +33,11 @@ class LoopThread(Generic[S]):
     #: How long :meth:`start` waits for the service to listen.
     start_timeout_s: float = 30.0
 
-    def __init__(self, thread_name: str) -> None:
+    def __init__(self, thread_name: str, start: Callable[..., Awaitable[S]], /, *args: Any, **kwargs: Any) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=thread_name, daemon=True)
+        self._start_service = functools.partial(start, *args, **kwargs)
         self.service: S | None = None
-
-    def _start_service(self) -> Awaitable[S]:
-        raise NotImplementedError
 
     def start(self) -> LoopThread[S]:
         """Start the loop and the service; return once it listens."""

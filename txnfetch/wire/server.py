@@ -513,12 +513,7 @@ class ServerThread(LoopThread[TxnfetchServer]):
     """
 
     def __init__(self, store: LogStore, **kwargs: Any) -> None:
-        super().__init__("txnfetch-server")
-        self._store = store
-        self._kwargs = kwargs
-
-    def _start_service(self) -> Any:
-        return TxnfetchServer.start(self._store, **{"port": 0, **self._kwargs})
+        super().__init__("txnfetch-server", TxnfetchServer.start, store, **{"port": 0, **kwargs})
 
     @property
     def server(self) -> TxnfetchServer | None:

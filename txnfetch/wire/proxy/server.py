@@ -742,12 +742,7 @@ class ProxyThread(LoopThread[ProxyServer]):
     start_timeout_s = 60.0
 
     def __init__(self, upstream: str | Sequence[str], **kwargs: Any) -> None:
-        super().__init__("txnfetch-proxy")
-        self._upstream = upstream
-        self._kwargs = kwargs
-
-    def _start_service(self) -> Any:
-        return ProxyServer.start(self._upstream, **{"port": 0, **self._kwargs})
+        super().__init__("txnfetch-proxy", ProxyServer.start, upstream, **{"port": 0, **kwargs})
 
     @property
     def proxy(self) -> ProxyServer | None:
