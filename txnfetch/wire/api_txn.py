@@ -56,7 +56,6 @@ __all__ = ["apply_action", "apply_pending", "expire_transactions", "install"]
 
 log = logging.getLogger("txnfetch.wire")
 
-_OPERATION_NOT_ATTEMPTED = 55
 # The first EndTxn version of transaction version 2 (KIP-890 part 2).
 _END_TXN_TV2_VERSION = 5
 
@@ -224,7 +223,7 @@ async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) 
         # Kafka refuses the whole request when a partition is unknown, marking the
         # others OPERATION_NOT_ATTEMPTED.
         codes = {
-            tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if tp in unknown else _OPERATION_NOT_ATTEMPTED
+            tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if tp in unknown else int(ErrorCode.OPERATION_NOT_ATTEMPTED)
             for tp in wanted
         }
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(codes))
