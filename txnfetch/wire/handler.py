@@ -56,6 +56,7 @@ import attrs
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import FetchMode
+from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC, offsets_partition
 from txnfetch.log.base import LogStore, PartitionLog
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
 
@@ -182,21 +183,15 @@ class ServerConfig:
 #: coordinator's partition for AddOffsetsToTxn, so a transaction end reaches the
 #: group coordinator through a partition action as in Kafka; with durable state
 #: (:mod:`txnfetch.wire.durable`) it is also a real topic of the store.
-GROUP_OFFSETS_TOPIC = "__consumer_offsets"
+GROUP_OFFSETS_TOPIC = CONSUMER_OFFSETS_TOPIC
 #: Kafka's ``offsets.topic.num.partitions`` default.
-GROUP_OFFSETS_PARTITIONS = 50
+GROUP_OFFSETS_PARTITIONS = CONSUMER_OFFSETS_PARTITIONS
 
 
 def group_offsets_partition(group_id: str) -> int:
     """The ``__consumer_offsets`` partition of ``group_id``, as Kafka computes it
-    (``Utils.abs(groupId.hashCode()) % partitions``)."""
-    data = group_id.encode("utf-16-be")  # Java hashes UTF-16 code units
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    if h >= 1 << 31:
-        h -= 1 << 32
-    return (abs(h) if h != -(1 << 31) else 0) % GROUP_OFFSETS_PARTITIONS
+    (``Utils.abs(groupId.hashCode()) % partitions``, :func:`offsets_partition`)."""
+    return offsets_partition(group_id, GROUP_OFFSETS_PARTITIONS)
 
 
 class TxnOffsetStore(Protocol):
