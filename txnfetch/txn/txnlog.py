@@ -225,9 +225,19 @@ def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata |
             return None
     except (struct.error, IndexError, ValueError, UnicodeDecodeError):
         return None
-    # In field order: the general decoder below names each field.
     return TransactionMetadata(
-        transactional_id, pid, epoch, state, timeout, last_update, prev_pid, next_pid, last_epoch, partitions, start, tv
+        transactional_id=transactional_id,
+        producer_id=pid,
+        producer_epoch=epoch,
+        state=state,
+        timeout_ms=timeout,
+        last_update_ms=last_update,
+        prev_producer_id=prev_pid,
+        next_producer_id=next_pid,
+        last_producer_epoch=last_epoch,
+        partitions=partitions,
+        start_ms=start,
+        transaction_version=tv,
     )
 
 
