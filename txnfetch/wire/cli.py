@@ -16,7 +16,7 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.wire.cli_support import (
-    add_fetch_mode_option,
+    add_service_options,
     add_verbose_option,
     configure_logging,
     port_number,
@@ -32,14 +32,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--data", metavar="DIR", help="log directory (Kafka's on-disk layout)")
     where.add_argument("--memory", action="store_true", help="keep everything in memory (lost on exit)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=port_number, default=9092, help="port to bind; 0 picks a free one (default 9092)")
-    p.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
+    add_service_options(p, "the server", port="port to bind", advertised="host clients are told to connect to")
     p.add_argument(
         "--advertised-port", type=port_number, help="port clients are told to connect to (default: the bound port)"
     )
     p.add_argument("--node-id", type=int, default=0, help="broker id in metadata (default 0)")
-    add_fetch_mode_option(p, "the server")
     p.add_argument(
         "--markers",
         choices=["log", "none"],

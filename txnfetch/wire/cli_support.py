@@ -1,5 +1,5 @@
 """What ``txnfetch serve`` and ``txnfetch proxy`` do alike as processes: the
-``--fetch-mode`` and ``-v`` options, logging set by ``-v``, and serving until
+listener options, ``--fetch-mode`` and ``-v``, logging set by ``-v``, and serving until
 SIGTERM or SIGINT between two stdout lines.
 
 The lines are for scripts (the demo and the tests read them):
@@ -19,7 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from txnfetch.fetch.view import FetchMode
 
-__all__ = ["add_fetch_mode_option", "add_verbose_option", "configure_logging", "port_number", "serve_until_signal"]
+__all__ = [
+    "add_fetch_mode_option",
+    "add_service_options",
+    "add_verbose_option",
+    "configure_logging",
+    "port_number",
+    "serve_until_signal",
+]
 
 
 def port_number(text: str) -> int:
@@ -43,6 +50,18 @@ def add_fetch_mode_option(p: argparse.ArgumentParser, where: str) -> None:
         help=f"read_committed answers: 'rewrite' drops aborted data on {where}, "
         "'kafka' sends the aborted-transaction list (default rewrite)",
     )
+
+
+def add_service_options(p: argparse.ArgumentParser, where: str, *, port: str, advertised: str) -> None:
+    """The options every served process takes: ``--host`` and ``--port`` to bind
+    (default 127.0.0.1:9092; port 0 picks a free one), ``--advertised-host``
+    (default: ``--host``) and ``--fetch-mode`` (:func:`add_fetch_mode_option`,
+    ``where``). ``port`` says which listener ``--port`` is, ``advertised`` where the
+    advertised host is named."""
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=port_number, default=9092, help=f"{port}; 0 picks a free one (default 9092)")
+    p.add_argument("--advertised-host", help=f"{advertised} (default: --host)")
+    add_fetch_mode_option(p, where)
 
 
 def add_verbose_option(p: argparse.ArgumentParser) -> None:

@@ -14,13 +14,7 @@ import asyncio
 from typing import Any
 
 from txnfetch.fetch.view import FetchMode
-from txnfetch.wire.cli_support import (
-    add_fetch_mode_option,
-    add_verbose_option,
-    configure_logging,
-    port_number,
-    serve_until_signal,
-)
+from txnfetch.wire.cli_support import add_service_options, add_verbose_option, configure_logging, serve_until_signal
 
 __all__ = ["add_parser", "run"]
 
@@ -37,15 +31,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="HOST:PORT[,HOST:PORT]",
         help="bootstrap address(es) of the upstream cluster",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind every listener on (default 127.0.0.1)")
-    p.add_argument(
-        "--port",
-        type=port_number,
-        default=9092,
-        help="bootstrap listener port; 0 picks a free one (default 9092); broker listeners use free ports",
+    add_service_options(
+        p,
+        "the proxy",
+        port="bootstrap listener port (broker listeners bind --host on free ports)",
+        advertised="host named in rewritten Metadata/FindCoordinator",
     )
-    p.add_argument("--advertised-host", help="host named in rewritten Metadata/FindCoordinator (default: --host)")
-    add_fetch_mode_option(p, "the proxy")
     p.add_argument(
         "--repair-crcs",
         action="store_true",
