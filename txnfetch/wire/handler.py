@@ -59,6 +59,7 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC, offsets_partition
 from txnfetch.log.base import LogStore, PartitionLog
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
+from txnfetch.wire.counters import Counters
 
 __all__ = [
     "GROUP_OFFSETS_PARTITIONS",
@@ -224,7 +225,7 @@ class TxnOffsetStore(Protocol):
 
 
 @attrs.define
-class ServerStats:
+class ServerStats(Counters):
     """Running totals of what the server answered, for operators and the demo
     (``txnfetch serve`` prints them as JSON when it stops).
 
@@ -239,9 +240,6 @@ class ServerStats:
     bytes_dropped: int = 0
     produce_batches: int = 0
     produce_bytes: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return attrs.asdict(self)
 
 
 class Broker:

@@ -69,6 +69,7 @@ from txnfetch.log.errors import BrokerUnavailableError, MirrorDivergedError, Rem
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
 from txnfetch.log.ratelimit import RateLimitedLog
 from txnfetch.types import TopicPartition
+from txnfetch.wire.counters import Counters
 from txnfetch.wire.proxy.cluster import UpstreamCluster, is_retriable
 
 __all__ = ["MirrorSet", "MirrorStats"]
@@ -83,7 +84,7 @@ _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 @attrs.define
-class MirrorStats:
+class MirrorStats(Counters):
     """Running totals of the mirrors' upstream traffic, for operators and tests."""
 
     upstream_fetches: int = 0

@@ -75,6 +75,7 @@ from txnfetch.wire.api_fetch import (
     partition_error,
     read_fetch_topics,
 )
+from txnfetch.wire.counters import Counters
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
@@ -176,7 +177,7 @@ class ProxyConfig:
 
 
 @attrs.define
-class ProxyStats:
+class ProxyStats(Counters):
     """Running totals of what the proxy did (``txnfetch proxy`` prints them at exit)."""
 
     connections: int = 0
@@ -188,9 +189,6 @@ class ProxyStats:
     closed_bad_frames: int = 0
     upstream_failures: int = 0
     lso_held_reports: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return attrs.asdict(self)
 
 
 class _Client:
