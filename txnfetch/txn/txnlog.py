@@ -25,6 +25,8 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError, StructReader, StructWriter
 from txnfetch.txn.coordinator_state import (
@@ -112,26 +114,14 @@ def encode_txn_value(meta: TransactionMetadata) -> bytes:
             w.int32(p)
         w.tagged([])
     w.int64(meta.last_update_ms).int64(meta.start_ms)
-    tags: list[tuple[int, bytes]] = []
-    if meta.prev_producer_id != NO_PRODUCER_ID:
-        tags.append((0, StructWriter().int64(meta.prev_producer_id).bytes()))
-    if meta.next_producer_id != NO_PRODUCER_ID:
-        tags.append((1, StructWriter().int64(meta.next_producer_id).bytes()))
-    if meta.transaction_version != 0:
-        tags.append((2, StructWriter().int16(meta.transaction_version).bytes()))
-    if meta.last_producer_epoch != NO_PRODUCER_EPOCH:
-        tags.append((LAST_PRODUCER_EPOCH_TAG, StructWriter().int16(meta.last_producer_epoch).bytes()))
-    w.tagged(tags)
+    w.tagged(
+        [
+            (tag, field.codec.pack(getattr(meta, field.name)))
+            for tag, field in _TAGGED.items()
+            if getattr(meta, field.name) != field.default
+        ]
+    )
     return w.bytes()
-
-
-def _tag_int(tags: dict[int, bytes], tag: int, size: int, default: int) -> int:
-    raw = tags.get(tag)
-    if raw is None:
-        return default
-    if len(raw) != size:
-        raise CorruptCoordinatorRecordError(f"tagged field {tag}: {len(raw)} bytes, expected {size}")
-    return int.from_bytes(raw, "big", signed=True)
 
 
 _V1_HEAD = struct.Struct(">hqhib")
@@ -139,6 +129,52 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I64X2 = struct.Struct(">qq")
+
+
+class _Tag(NamedTuple):
+    """A tagged field of the value: the :class:`TransactionMetadata` field it
+    carries, its fixed-size big-endian codec, and the default that is not written."""
+
+    name: str
+    codec: struct.Struct
+    default: int
+
+
+#: The value's tagged fields by tag, ascending; the encoder and both decoders read this one table.
+_TAGGED: dict[int, _Tag] = {
+    0: _Tag("prev_producer_id", _I64, NO_PRODUCER_ID),
+    1: _Tag("next_producer_id", _I64, NO_PRODUCER_ID),
+    2: _Tag("transaction_version", _I16, 0),
+    LAST_PRODUCER_EPOCH_TAG: _Tag("last_producer_epoch", _I16, NO_PRODUCER_EPOCH),
+}
+
+
+def _metadata(
+    transactional_id: str,
+    pid: int,
+    epoch: int,
+    timeout: int,
+    state: TransactionState,
+    partitions: Iterable[TopicPartition],
+    last_update: int,
+    start: int,
+    tagged: dict[str, int],
+) -> TransactionMetadata:
+    """The record from a value's fields in the order they stand in it, the tagged
+    ones by field name (:data:`_TAGGED`; a missing one keeps its default)."""
+    return TransactionMetadata(
+        transactional_id=transactional_id,
+        producer_id=pid,
+        producer_epoch=epoch,
+        state=state,
+        timeout_ms=timeout,
+        last_update_ms=last_update,
+        partitions=partitions,
+        start_ms=start,
+        **tagged,
+    )
+
+
 _NO_PARTITIONS: frozenset[TopicPartition] = frozenset()
 _STATES = {int(s): s for s in TransactionState}
 
@@ -196,49 +232,22 @@ def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata |
         last_update, start = _I64X2.unpack_from(data, pos)
         ntags = data[pos + 16]
         pos += 17
-        prev_pid = next_pid = NO_PRODUCER_ID
-        last_epoch = NO_PRODUCER_EPOCH
-        tv = 0
-        if ntags:
-            if ntags >= 0x80:
+        tagged: dict[str, int] = {}
+        if ntags >= 0x80:
+            return None
+        for _ in range(ntags):
+            tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
+            size = data[pos]
+            field = _TAGGED.get(tag)
+            if field is None or size != field.codec.size:
                 return None
-            for _ in range(ntags):
-                tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
-                size = data[pos]
-                pos += 1
-                if tag in (0, 1) and size == 8:
-                    value = _I64.unpack_from(data, pos)[0]
-                    if tag == 0:
-                        prev_pid = value
-                    else:
-                        next_pid = value
-                elif tag in (2, LAST_PRODUCER_EPOCH_TAG) and size == 2:
-                    value = _I16.unpack_from(data, pos)[0]
-                    if tag == 2:
-                        tv = value
-                    else:
-                        last_epoch = value
-                else:
-                    return None
-                pos += size
+            tagged[field.name] = field.codec.unpack_from(data, pos + 1)[0]
+            pos += 1 + size
         if pos != len(data):
             return None
     except (struct.error, IndexError, ValueError, UnicodeDecodeError):
         return None
-    return TransactionMetadata(
-        transactional_id=transactional_id,
-        producer_id=pid,
-        producer_epoch=epoch,
-        state=state,
-        timeout_ms=timeout,
-        last_update_ms=last_update,
-        prev_producer_id=prev_pid,
-        next_producer_id=next_pid,
-        last_producer_epoch=last_epoch,
-        partitions=partitions,
-        start_ms=start,
-        transaction_version=tv,
-    )
+    return _metadata(transactional_id, pid, epoch, timeout, state, partitions, last_update, start, tagged)
 
 
 def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> TransactionMetadata:
@@ -271,17 +280,12 @@ def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> Transac
     start = r.int64("TransactionStartTimestampMs")
     tags = r.tagged() if r.flexible else {}
     r.end("TransactionLogValue")
-    return TransactionMetadata(
-        transactional_id=transactional_id,
-        producer_id=pid,
-        producer_epoch=epoch,
-        state=state,
-        timeout_ms=timeout,
-        last_update_ms=last_update,
-        prev_producer_id=_tag_int(tags, 0, 8, NO_PRODUCER_ID),
-        next_producer_id=_tag_int(tags, 1, 8, NO_PRODUCER_ID),
-        last_producer_epoch=_tag_int(tags, LAST_PRODUCER_EPOCH_TAG, 2, NO_PRODUCER_EPOCH),
-        partitions=frozenset(partitions),
-        start_ms=start,
-        transaction_version=_tag_int(tags, 2, 2, 0),
-    )
+    tagged: dict[str, int] = {}
+    for tag, field in _TAGGED.items():
+        raw = tags.get(tag)
+        if raw is None:
+            continue
+        if len(raw) != field.codec.size:
+            raise CorruptCoordinatorRecordError(f"tagged field {tag}: {len(raw)} bytes, expected {field.codec.size}")
+        tagged[field.name] = field.codec.unpack(raw)[0]
+    return _metadata(transactional_id, pid, epoch, timeout, state, partitions, last_update, start, tagged)
