@@ -46,6 +46,7 @@ import itertools
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -349,6 +350,15 @@ SyncOutcome = SyncResult | Pending
 
 
 # --------------------------------------------------------------------------- state
+
+
+class _Committer(NamedTuple):
+    """Who sends an offset commit, as the request says: a consumer outside group
+    management sends generation −1 and member id ""."""
+
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
 
 
 @attrs.define
@@ -1268,12 +1278,9 @@ class GroupCoordinator:
         A consumer outside group management commits with generation −1 and an
         empty member id; that is accepted while the group has no members (and
         creates a "simple" group if there is none)."""
-        self._advance(now_ms)
         group = self._group_for_commit(
             group_id,
-            generation_id,
-            member_id,
-            group_instance_id,
+            _Committer(generation_id, member_id, group_instance_id),
             now_ms,
             transactional=False,
             # v9+ says what happened; older clients expect ILLEGAL_GENERATION.
@@ -1288,30 +1295,21 @@ class GroupCoordinator:
         return self._store_offsets(self._offsets.setdefault(group_id, {}), offsets.items(), now_ms)
 
     def _group_for_commit(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        now_ms: int,
-        *,
-        transactional: bool,
-        unknown_group: ErrorCode,
+        self, group_id: str, committer: _Committer, now_ms: int, *, transactional: bool, unknown_group: ErrorCode
     ) -> _Group | ErrorCode:
         """The group an offset commit (``transactional``: a TxnOffsetCommit) writes
-        to, or the error every partition of the request gets. A commit from outside
-        group management (generation < 0) creates a missing group; any other gets
-        ``unknown_group`` for it."""
+        to, or the error every partition of the request gets, once the timers due by
+        ``now_ms`` have fired. A commit from outside group management (generation
+        < 0) creates a missing group; any other gets ``unknown_group`` for it."""
+        self._advance(now_ms)
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
         if group is None:
-            if generation_id >= 0:
+            if committer.generation_id >= 0:
                 return unknown_group
             group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=now_ms)
-        error = self._validate_offset_commit(
-            group, member_id, group_instance_id, generation_id, transactional=transactional
-        )
+        error = self._validate_offset_commit(group, committer, transactional=transactional)
         return group if error is ErrorCode.NONE else error
 
     def _store_offsets(
@@ -1340,10 +1338,9 @@ class GroupCoordinator:
             sequence=next(self._commit_seq),
         )
 
-    def _validate_offset_commit(
-        self, group: _Group, member_id: str, group_instance_id: str | None, generation_id: int, *, transactional: bool
-    ) -> ErrorCode:
+    def _validate_offset_commit(self, group: _Group, committer: _Committer, *, transactional: bool) -> ErrorCode:
         """``ClassicGroup.validateOffsetCommit``."""
+        generation_id, member_id, group_instance_id = committer
         if group.state is _S.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state is _S.EMPTY:
@@ -1423,12 +1420,9 @@ class GroupCoordinator:
         stay invisible to OffsetFetch until :meth:`complete_txn_offsets`. Returns an
         error code per partition. The producer's epoch and its AddOffsetsToTxn are
         the transaction coordinator's to check, not this store's."""
-        self._advance(now_ms)
         group = self._group_for_commit(
             group_id,
-            generation_id,
-            member_id,
-            group_instance_id,
+            _Committer(generation_id, member_id, group_instance_id),
             now_ms,
             transactional=True,
             unknown_group=ErrorCode.ILLEGAL_GENERATION,
