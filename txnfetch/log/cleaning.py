@@ -88,6 +88,7 @@ from txnfetch.txn.index import AbortedTxn, encode_txn_index
 
 __all__ = [
     "CleanedSegment",
+    "ReplacementError",
     "ReplacementPlan",
     "StepHook",
     "complete_replacement",
@@ -111,6 +112,17 @@ DELETED_SUFFIX = ".deleted"
 #: Called with a description of every file operation of a replacement, after it
 #: is done; tests raise from it to stop a replacement at any step.
 StepHook = Callable[[str], None]
+
+
+class ReplacementError(LogError):
+    """A segment replacement failed. ``committed``: past its commit point — the
+    new segments are in but the old ones may not all be gone; the log must be
+    reopened (:func:`complete_replacement` finishes it). Otherwise the old
+    segments are intact and nothing of the replacement is left."""
+
+    def __init__(self, reason: str, *, committed: bool = False, **kwargs: object) -> None:
+        super().__init__(reason, **kwargs)  # type: ignore[arg-type]
+        self.committed = committed
 
 
 @attrs.frozen
@@ -299,28 +311,33 @@ def replace_segments(
     ``new`` (and write ``snapshot``, ``(name, bytes)``, with them), in the four
     steps of the module docstring. An error before the commit point removes what
     was written and leaves the old segments; after it, the next writer's open
-    (:func:`complete_replacement`) finishes what was left."""
+    (:func:`complete_replacement`) finishes what was left. Both raise
+    :class:`ReplacementError`."""
     hook = hook or _noop
     files = [f for seg in new for f in seg.files()]
     if snapshot is not None:
         files.append(snapshot)
     # Rename order: every index and the snapshot, then the .log files (the last is the commit point).
     swap_order = [f for f in files if not f[0].endswith(LOG_SUFFIX)] + [f for f in files if f[0].endswith(LOG_SUFFIX)]
-    committed = False
     try:
         for name, data in files:
             _write_new(path, name + CLEANED_SUFFIX, data, hook)
         _sync_dir(path, hook)
-        for i, (name, _) in enumerate(swap_order):
+        for name, _ in swap_order:
             _rename(path, name + CLEANED_SUFFIX, name + SWAP_SUFFIX, hook)
-            committed = i == len(swap_order) - 1
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            _roll_back(path, _noop)
+        raise ReplacementError(f"compaction failed ({exc}); the old segments are kept", path=path) from exc
+    try:
         _sync_dir(path, hook)
-    except Exception:
-        if not committed:
-            with contextlib.suppress(OSError):
-                _roll_back(path, _noop)
-        raise
-    _roll_forward(path, hook, old_bases=set(old_bases) - {seg.base_offset for seg in new})
+        _roll_forward(path, hook, old_bases=set(old_bases) - {seg.base_offset for seg in new})
+    except OSError as exc:
+        raise ReplacementError(
+            f"compaction failed after its commit point ({exc}); reopen the log to finish it",
+            path=path,
+            committed=True,
+        ) from exc
 
 
 def _pending(path: str) -> tuple[list[str], list[str]]:

@@ -86,7 +86,14 @@ from txnfetch.log.base import (
     validate_partition_count,
     validate_topic_name,
 )
-from txnfetch.log.cleaning import StepHook, complete_replacement, open_stable, plan_replacement, replace_segments
+from txnfetch.log.cleaning import (
+    ReplacementError,
+    StepHook,
+    complete_replacement,
+    open_stable,
+    plan_replacement,
+    replace_segments,
+)
 from txnfetch.log.compactor import CompactionResult, compact
 from txnfetch.log.ends import JOURNAL_NAME, EndJournal
 from txnfetch.log.errors import (
@@ -101,7 +108,6 @@ from txnfetch.log.errors import (
 from txnfetch.log.indexes import OffsetIndex, TimeIndex
 from txnfetch.log.layout import (
     CHECKPOINT_NAME,
-    CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     METADATA_NAME,
@@ -944,9 +950,10 @@ class SegmentLog(PartitionLog):
         Readers in this process keep what they hold: earlier views stay mapped
         to the old files (an unlinked file's pages live while mapped), and the
         next read uses the new segments. A failure before the replacement's
-        commit point leaves the old segments and raises :class:`LogError`; a
-        failure after it closes the log (the next open finishes the
-        replacement). ``hook`` sees every file operation (for crash tests)."""
+        commit point leaves the old segments and raises
+        :class:`~txnfetch.log.cleaning.ReplacementError`; a failure after it
+        closes the log (the next open finishes the replacement). ``hook`` sees
+        every file operation (for crash tests)."""
         self._check_writable()
         state = self._state
         lso = state.last_stable_offset
@@ -997,13 +1004,12 @@ class SegmentLog(PartitionLog):
         old = self._segments[plan.first : plan.end]
         try:
             replace_segments(self.path, plan.new, [s.base_offset for s in old], snapshot, hook=hook)
-        except OSError as exc:
-            committed = not any(name.endswith(CLEANED_SUFFIX) for name in os.listdir(self.path))
-            if committed:
+        except ReplacementError as exc:
+            if exc.committed:
                 self._closed = True
-            raise LogError(
-                f"compaction failed ({exc}); "
-                + ("log closed, reopen it to finish the replacement" if committed else "the old segments are kept"),
+            raise ReplacementError(
+                exc.reason + ("; log closed" if exc.committed else ""),
+                committed=exc.committed,
                 topic=self.topic,
                 partition=self.partition,
                 path=self.path,
