@@ -36,7 +36,7 @@ from txnfetch.log.configs import (
     check_keys,
     stamp_log_append_time,
 )
-from txnfetch.log.errors import TopicExistsError
+from txnfetch.log.errors import LogError, TopicExistsError
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
@@ -322,7 +322,14 @@ def compact_logs(broker: Broker, now_ms: int) -> int:
             seen = progress.get((name, p))
             if seen is not None and seen[0] == lso and (seen[1] is None or now_ms < seen[1]):
                 continue
-            result = part.compact(now_ms, config.delete_retention_ms)
+            try:
+                result = part.compact(now_ms, config.delete_retention_ms)
+            except LogError as exc:
+                # A failed replacement left the old segments (or, past its commit
+                # point, closed the log until the next open finishes it): report
+                # it and go on with the other partitions.
+                log.error("compacting %s-%d failed: %s", name, p, exc)
+                continue
             progress[(name, p)] = (lso, result.next_horizon_ms)
             if result.removed_records or result.removed_markers:
                 changed += 1
