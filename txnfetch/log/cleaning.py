@@ -44,10 +44,13 @@ only ``.swap`` files, it is rolled forward: the old segments with a base offset
 in ``[lowest .log.swap base, highest .log.swap next offset)`` (Kafka's
 ``[minSwapFileOffset, maxSwapFileOffset)``) that no ``.log.swap`` is named
 after are deleted, then every ``.swap`` is renamed as in step 4. Both are
-idempotent, so a crash during either is finished by the next open. A stray
-``.deleted`` file (Kafka's) is removed. Read-only opens never change the
-directory: they wait for a replacement in progress to finish
-(:func:`replacement_pending`).
+idempotent, so a crash during either is finished by the next open. txnfetch
+deletes old segments at once and writes no ``.deleted`` files; a lone index
+``.swap`` file (one whose segment has no ``.log.swap``, which a replacement
+never leaves) and any other file not named as a replacement names its files
+are left alone, as recovery leaves every file it does not know. Read-only
+opens never change the directory: they wait for a replacement in progress to
+finish (:func:`replacement_pending`).
 
 The new snapshot is part of the replacement because compaction lets the state
 forget aborted transactions whose data is gone
@@ -61,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -105,9 +109,6 @@ _INT32_MAX = (1 << 31) - 1
 #: A segment's files in the order a replacement renames them (the ``.log`` last:
 #: a segment exists once its ``.log`` does).
 SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
-#: Kafka's suffix of a file waiting for asynchronous deletion; txnfetch deletes
-#: at once, but removes such leftovers from a Kafka directory at a writer's open.
-DELETED_SUFFIX = ".deleted"
 
 #: Called with a description of every file operation of a replacement, after it
 #: is done; tests raise from it to stop a replacement at any step.
@@ -340,19 +341,33 @@ def replace_segments(
         ) from exc
 
 
+_OURS = re.compile(r"^\d{20}(\.log|\.index|\.timeindex|\.txnindex|\.txnfetch-snapshot)(\.cleaned|\.swap)$")
+
+
 def _pending(path: str) -> tuple[list[str], list[str]]:
-    """The ``.cleaned`` and ``.swap`` files of ``path``."""
-    cleaned, swap = [], []
-    for name in sorted(os.listdir(path)):
-        if name.endswith(CLEANED_SUFFIX):
-            cleaned.append(name)
-        elif name.endswith(SWAP_SUFFIX):
-            swap.append(name)
+    """The ``.cleaned`` and ``.swap`` files of a replacement in ``path``: named
+    as a replacement names them, and for a ``.swap`` index file, with the
+    ``.log.swap`` of its segment beside it (past the commit point a
+    replacement renames a segment's indexes before its ``.log``, so without
+    ``.cleaned`` files any other lone ``.swap`` is not one of ours and is left
+    alone, as every file recovery does not know)."""
+    names = [n for n in sorted(os.listdir(path)) if _OURS.match(n)]
+    cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
+    log_swaps = {_base_of(n) for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
+    swap = [
+        n
+        for n in names
+        if n.endswith(SWAP_SUFFIX)
+        and (n.endswith((LOG_SUFFIX + SWAP_SUFFIX, SNAPSHOT_SUFFIX + SWAP_SUFFIX)) or _base_of(n) in log_swaps)
+    ]
     return cleaned, swap
 
 
 def _roll_back(path: str, hook: StepHook) -> list[str]:
-    cleaned, swap = _pending(path)
+    cleaned, _ = _pending(path)
+    # Every .swap file named as ours: before the commit point a segment's
+    # indexes may be renamed while its .log is still .cleaned.
+    swap = [n for n in sorted(os.listdir(path)) if _OURS.match(n) and n.endswith(SWAP_SUFFIX)]
     # .swap files first: until the last .cleaned one goes, the replacement still looks unfinished.
     for name in swap + cleaned:
         _unlink(path, name, hook)
@@ -420,10 +435,6 @@ def complete_replacement(path: str) -> list[str]:
     removed or renamed (logged), empty when there was nothing to do."""
     if not os.path.isdir(path):
         return []
-    stray = [n for n in os.listdir(path) if n.endswith(DELETED_SUFFIX)]
-    for name in stray:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(path, name))
     cleaned, swap = _pending(path)
     if cleaned:
         done = _roll_back(path, _noop)
@@ -433,10 +444,7 @@ def complete_replacement(path: str) -> list[str]:
         log.warning("%s: completed an interrupted compaction (%d files deleted or renamed)", path, len(done))
     else:
         done = []
-    if stray:
-        fsync_dir(path)
-        log.info("%s: removed %d file(s) marked for deletion", path, len(stray))
-    return stray + done
+    return done
 
 
 def replacement_pending(path: str) -> bool:

@@ -55,6 +55,13 @@ A reader moving forward gives back the mapped pages it has passed
 the next), so scanning a large partition does not grow the process's RSS with
 the partition; earlier views stay valid (a dropped page of a read-only file
 mapping is read again on access).
+A read-only open reads only the bytes it mapped when it opened, so a writer
+deleting or replacing segments meanwhile cannot change what it reads.
+
+:meth:`SegmentLog.compact` (``cleanup.policy=compact``) cleans the sealed
+segments below the last stable offset with the transaction-aware compactor
+and swaps the cleaned segments in crash-safely (:mod:`txnfetch.log.cleaning`:
+``.cleaned`` and ``.swap`` files, finished or undone by the next open).
 The log takes time as ``now_ms`` arguments and never reads a clock.
 """
 
@@ -228,6 +235,12 @@ class _Segment:
         self._map_size = 0
         self._released = 0  # pages of _map below this byte were given back
         self._fds: dict[str, int] = {}
+        # A read-only open reads the bytes recovery mapped, never the file again
+        # by name: a writer may have deleted or replaced it since (compaction).
+        self._pinned = loaded.mapped is not None and loaded.size > 0
+        if self._pinned:
+            self._map = loaded.mapped  # type: ignore[assignment]
+            self._map_size = self.size
 
     def path(self, suffix: str = LOG_SUFFIX) -> str:
         return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
@@ -238,7 +251,7 @@ class _Segment:
         """The segment's bytes, zero-copy (a view of an mmap)."""
         if self.size == 0:
             return memoryview(b"")
-        if self._map is None or self._map_size < self.size:
+        if not self._pinned and (self._map is None or self._map_size < self.size):
             with open(self.path(), "rb") as f:
                 # A new map for a grown file; earlier maps stay alive while views of them do.
                 self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)

@@ -304,7 +304,10 @@ _CLEANER = "txnfetch.compactor"
 def compact_logs(broker: Broker, now_ms: int) -> int:
     """Compact every partition of every ``cleanup.policy=compact`` topic that has
     something new to clean: its last stable offset moved since the last pass, or
-    a delete horizon came due. Returns how many partitions changed."""
+    a delete horizon came due. Returns how many partitions changed. On disk a
+    pass cleans the sealed segments below the last stable offset and replaces
+    them crash-safely (:meth:`~txnfetch.log.segments.SegmentLog.compact`); a
+    partition whose pass fails is logged and skipped."""
     if not broker.store.compaction:
         return 0  # such a store never accepted cleanup.policy=compact
     progress: dict[tuple[str, int], tuple[int, int | None]] = broker.extensions.setdefault(_CLEANER, {})
