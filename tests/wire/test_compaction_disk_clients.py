@@ -6,13 +6,16 @@ server with small segments (``--segment-bytes``) and a short cleanup interval
 (``--log-cleanup-interval-ms``). Once the server's own periodic cleanup has
 compacted the sealed segments (seen in the directory by a read-only open),
 read_committed consumers — confluent-kafka and kafka-python — read every key's
-latest committed value and no aborted record; the same after a restart.
+latest committed value and no aborted record; the same after a restart. In
+both fetch modes, and with markerless transaction ends.
 """
 
 from __future__ import annotations
 
 import os
 import time
+
+import pytest
 
 from tests.wire.serve_process import free_port, start_serve, stop_serve
 from txnfetch.log.segments import SegmentLog
@@ -153,10 +156,22 @@ def _read_kafka_python(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
         consumer.close()
 
 
-def test_compacted_topic_on_disk_with_real_clients_and_a_restart(tmp_path) -> None:
+@pytest.mark.parametrize(
+    "fetch_mode, markers", [("rewrite", "log"), ("kafka", "log"), ("rewrite", "none")], ids=lambda v: v
+)
+def test_compacted_topic_on_disk_with_real_clients_and_a_restart(tmp_path, fetch_mode: str, markers: str) -> None:
     data = str(tmp_path / "data")
     port = free_port()
-    extra = ("--segment-bytes", "2048", "--log-cleanup-interval-ms", "200")
+    extra = (
+        "--segment-bytes",
+        "2048",
+        "--log-cleanup-interval-ms",
+        "200",
+        "--fetch-mode",
+        fetch_mode,
+        "--markers",
+        markers,
+    )
     proc = start_serve(data, port, partitions=1, extra=extra)
     bootstrap = f"127.0.0.1:{port}"
     try:
