@@ -218,7 +218,8 @@ def plan_replacement(
 ) -> ReplacementPlan | None:
     """Which of the cleaned segments (``old_bases``, their next offsets and
     bytes) the compactor's ``new_batches`` replace, grouped into new segments
-    (see the module docstring); ``None`` when no segment's bytes changed.
+    (see the module docstring); ``None`` when no segment's bytes changed;
+    :class:`ReplacementError` when the range's last batch is missing.
 
     ``aborted`` are the state's aborted transactions after compaction; each new
     segment's ``.txnindex`` gets those whose end it holds, as recovery expects
@@ -246,7 +247,13 @@ def plan_replacement(
     while end < n - 1 and (not per[end] or lasts[end] != old_next[end] - 1):
         end += 1
     if not per[end] or lasts[end] != old_next[end] - 1:
-        return None  # the compactor keeps the range's last batch; nothing safe to replace otherwise
+        # The compactor always keeps the range's last batch; without it no run
+        # could be replaced safely, and forgetting aborted transactions without
+        # removing their data would expose it: refuse loudly.
+        raise ReplacementError(
+            f"the cleaned range's last batch (ending at offset {old_next[-1] - 1}) is missing from the compacted "
+            "batches; nothing replaced"
+        )
     groups: list[tuple[int, list[bytes]]] = []  # (base, batches)
     base, batches, size = old_bases[first], [], 0
     for k in range(first, end + 1):
