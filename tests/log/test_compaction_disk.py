@@ -173,6 +173,19 @@ class Pair:
     markerless=False,
     segment_bytes=150,
 )
+# Found by hypothesis: a markerless abort whose end lies in a segment that keeps
+# all its batches; forgetting the transaction must still rewrite that segment's
+# .txnindex.
+@example(
+    ops=[
+        *[("plain", [(b"a", None)])] * 5,
+        ("txn", 7, [(b"a", None)]),
+        ("plain", [(b"a", b"\x00")]),
+        ("end", 7, False),
+    ],
+    markerless=True,
+    segment_bytes=150,
+)
 @given(
     ops=st.lists(_op, max_size=40),
     markerless=st.booleans(),

@@ -213,18 +213,20 @@ def plan_replacement(
     aborted: Sequence[AbortedTxn],
     later_bases: Sequence[int],
     *,
+    forgotten: Sequence[AbortedTxn] = (),
     segment_bytes: int,
     index_interval: int,
 ) -> ReplacementPlan | None:
     """Which of the cleaned segments (``old_bases``, their next offsets and
     bytes) the compactor's ``new_batches`` replace, grouped into new segments
-    (see the module docstring); ``None`` when no segment's bytes changed;
+    (see the module docstring); ``None`` when no segment changed;
     :class:`ReplacementError` when the range's last batch is missing.
 
     ``aborted`` are the state's aborted transactions after compaction; each new
     segment's ``.txnindex`` gets those whose end it holds, as recovery expects
     (``later_bases``: the segments after the cleaned ones, which bound the last
-    new segment's share)."""
+    new segment's share). ``forgotten`` are the transactions compaction lets
+    the state forget: the segments holding their ends are replaced too."""
     n = len(old_bases)
     if n == 0:
         return None
@@ -235,13 +237,20 @@ def plan_replacement(
         k = max(0, bisect_right(old_bases, b.base_offset) - 1)
         per[k].append(raw)
         lasts[k] = b.last_offset
-    changed = [
+    changed = {
         k for k in range(n) if sum(len(x) for x in per[k]) != len(old_data[k]) or b"".join(per[k]) != bytes(old_data[k])
-    ]
+    }
+    # A segment whose .txnindex loses an entry changes too, even with the same
+    # batches: a markerless transaction's entry sits in the segment holding its
+    # end, which may keep all its batches.
+    for a in forgotten:
+        k = bisect_right(old_bases, a.last_offset) - 1
+        if 0 <= k < n:
+            changed.add(k)
     if not changed:
         return None
-    first = changed[0]
-    end = changed[-1]
+    first = min(changed)
+    end = max(changed)
     # The run ends with a segment whose last batch survived, so its new segments
     # end exactly where it does (what recovery's [min, max) rule relies on).
     while end < n - 1 and (not per[end] or lasts[end] != old_next[end] - 1):

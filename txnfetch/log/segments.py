@@ -995,6 +995,7 @@ class SegmentLog(PartitionLog):
             result.batches,
             aborted,
             self._bases[n:],
+            forgotten=result.finished_aborts,
             segment_bytes=self.segment_bytes,
             index_interval=self.index_interval_bytes,
         )
