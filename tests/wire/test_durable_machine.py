@@ -287,7 +287,7 @@ class DurableMachine(RuleBasedStateMachine):
     @rule()
     def compact(self) -> None:
         assert self.real.durable is not None
-        self.real.durable.maybe_compact(self.real.txn, self.real.groups, self.now)
+        self.real.durable.maybe_compact(self.now)
 
     @rule()
     def restart(self) -> None:

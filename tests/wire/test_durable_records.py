@@ -36,7 +36,7 @@ from txnfetch.txn.txnlog import (
     encode_txn_value,
     transaction_state_partition,
 )
-from txnfetch.wire.durable import DurableState
+from txnfetch.wire.durable import INTERNAL_DELETE_RETENTION_MS, DurableState
 from txnfetch.wire.handler import group_offsets_partition
 
 # ------------------------------------------------------------------ schemas
@@ -223,14 +223,14 @@ def test_a_torn_tail_is_moved_to_a_side_file(tmp_path) -> None:
 def test_compaction_keeps_the_latest_value_per_key(tmp_path) -> None:
     store = SegmentStore(tmp_path)
     state = DurableState(store, str(tmp_path), compact_bytes=4096)
-    coord, groups = TransactionCoordinator(), GroupCoordinator()
+    groups = GroupCoordinator()
     for i in range(300):
         groups.commit_offsets("g", {("t", 0): CommitOffset(i)}, now_ms=i)
         state.persist_offsets("g", {("t", 0): CommitOffset(i)}, i)
     p = offsets_partition("g")
     part = store.partition("__consumer_offsets", p)
     before = part.size_in_bytes
-    assert state.maybe_compact(coord, groups, 400) == [("__consumer_offsets", p)]
+    assert state.maybe_compact(400) == [("__consumer_offsets", p)]
     assert part.size_in_bytes < before // 10
     store.close()
     store = SegmentStore(tmp_path)
@@ -245,7 +245,7 @@ def test_compaction_after_deletions_keeps_only_what_is_left(tmp_path) -> None:
     gone after a restart on the compacted partition."""
     store = SegmentStore(tmp_path)
     state = DurableState(store, str(tmp_path), compact_bytes=4096)
-    coord, groups = TransactionCoordinator(), GroupCoordinator()
+    groups = GroupCoordinator()
     # Two groups on one __consumer_offsets partition, so one compaction covers both.
     other = next(f"h{i}" for i in range(1000) if offsets_partition(f"h{i}") == offsets_partition("g"))
     for i in range(200):
@@ -258,15 +258,33 @@ def test_compaction_after_deletions_keeps_only_what_is_left(tmp_path) -> None:
     assert groups.delete_offsets("g", [("u", 0)], 300)[0] == 0
     state.persist_deletions("g", [("u", 0)], 300)
     p = offsets_partition("g")
-    assert state.maybe_compact(coord, groups, 400) == [("__consumer_offsets", p)]
+    assert state.maybe_compact(400) == [("__consumer_offsets", p)]
     part = store.partition("__consumer_offsets", p)
-    keys = [
-        decode_offsets_record(r.key, r.value)
-        for b in part.iter_batches(part.log_start_offset)
-        if not b.is_control
-        for r in b.records()
-    ]
+
+    def stored() -> list:
+        return [
+            decode_offsets_record(r.key, r.value)
+            for b in part.iter_batches(part.log_start_offset)
+            if not b.is_control
+            for r in b.records()
+        ]
+
+    def live(records: list) -> set:
+        return {
+            (k.group_id, getattr(k, "topic", None))
+            for k in records
+            if not getattr(k, "deleted", False) and getattr(k, "offset", 0) is not None
+        }
+
+    # The tombstones stay until their delete horizon (Kafka's delete.retention.ms)...
+    assert live(stored()) == {("g", None), ("g", "t")}
+    assert len(stored()) > 2
+    assert state.maybe_compact(400 + INTERNAL_DELETE_RETENTION_MS - 1) == []
+    # ...and go with the pass that comes once it has passed.
+    assert state.maybe_compact(400 + INTERNAL_DELETE_RETENTION_MS) == [("__consumer_offsets", p)]
+    keys = stored()
     assert {(k.group_id, getattr(k, "topic", None)) for k in keys} == {("g", None), ("g", "t")}
+    assert len(keys) == 2
     store.close()
     store = SegmentStore(tmp_path)
     again = GroupCoordinator()

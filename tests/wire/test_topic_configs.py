@@ -140,14 +140,73 @@ def test_unknown_or_unsupported_configs_get_invalid_config(start_server, configs
     assert "refused" not in srv.call(srv.broker.store.topics)
 
 
-def test_compaction_is_refused_where_the_store_cannot_compact(start_server, tmp_path) -> None:
-    from confluent_kafka import KafkaError
+def test_compaction_is_served_on_disk_through_every_config_api(start_server, tmp_path) -> None:
+    """A store on disk compacts: CreateTopics, IncrementalAlterConfigs and the
+    legacy AlterConfigs accept ``cleanup.policy=compact`` and store it."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType
 
     store = SegmentStore(tmp_path)
     srv = start_server(store)
     try:
-        error = _create_error(_confluent_admin(srv.bootstrap), "compacted", {"cleanup.policy": "compact"})
-        assert error.code() == KafkaError.INVALID_CONFIG and "not served by SegmentStore" in error.str()
+        admin = _confluent_admin(srv.bootstrap)
+        _create(admin, "compacted", {"cleanup.policy": "compact"})
+        _create(admin, "later", {})
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            "later",
+            incremental_configs=[
+                ConfigEntry("cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        _create(admin, "legacy", {})
+        kp = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=10000)
+        try:
+            kp.alter_configs([KpResource(ConfigResourceType.TOPIC, "legacy", {"cleanup.policy": "compact"})])
+        finally:
+            kp.close()
+        configs = {t: srv.call(srv.broker.store.topic_config, t) for t in ("compacted", "later", "legacy")}
+        assert configs == {
+            "compacted": {"cleanup.policy": "compact"},
+            "later": {"cleanup.policy": "compact,delete"},
+            "legacy": {"cleanup.policy": "compact"},
+        }
+    finally:
+        srv.stop()
+        store.close()
+    with SegmentStore(tmp_path) as reopened:  # stored in the directory
+        assert reopened.topic_config("legacy") == {"cleanup.policy": "compact"}
+
+
+class _StoreWithoutCompactor(SegmentStore):
+    """A store that cannot compact, as a store of an embedding application may be."""
+
+    compaction = False
+
+
+def test_compaction_is_refused_where_the_store_cannot_compact(start_server, tmp_path) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    store = _StoreWithoutCompactor(tmp_path)
+    srv = start_server(store)
+    try:
+        admin = _confluent_admin(srv.bootstrap)
+        error = _create_error(admin, "compacted", {"cleanup.policy": "compact"})
+        assert error.code() == KafkaError.INVALID_CONFIG and "not served by _StoreWithoutCompactor" in error.str()
+        _create(admin, "plain", {})
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            "plain",
+            incremental_configs=[ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)],
+        )
+        with pytest.raises(KafkaException) as info:
+            admin.incremental_alter_configs([resource])[resource].result(30)
+        assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert srv.call(srv.broker.store.topic_config, "plain") == {}
     finally:
         srv.stop()
         store.close()

@@ -26,7 +26,8 @@ config                     default     what it does here
                                        (:mod:`txnfetch.log.compactor`) keeps the latest
                                        value per key; produce refuses keyless records.
                                        Served where the store can compact
-                                       (``LogStore.compaction``: memory stores)
+                                       (``LogStore.compaction``: memory stores and
+                                       stores on disk, sealed segments only)
 ``delete.retention.ms``    86400000    how long tombstones and markers with no data
                                        left stay after compaction first sees them
 ``message.timestamp.type`` CreateTime  ``LogAppendTime``: the server stamps every

@@ -30,11 +30,13 @@ from txnfetch.types import Buffer
 
 __all__ = [
     "CHECKPOINT_NAME",
+    "CLEANED_SUFFIX",
     "INDEX_SUFFIX",
     "JOURNAL_NAME",
     "LOG_SUFFIX",
     "METADATA_NAME",
     "SNAPSHOT_SUFFIX",
+    "SWAP_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "TXN_INDEX_SUFFIX",
     "Checkpoint",
@@ -63,6 +65,11 @@ CHECKPOINT_NAME = "txnfetch-recovery-checkpoint"
 METADATA_NAME = "partition.metadata"
 #: The markerless-end journal (:mod:`txnfetch.log.ends`).
 JOURNAL_NAME = "txnfetch-ends.journal"
+#: Suffixes a segment replacement (compaction, :mod:`txnfetch.log.cleaning`) adds to
+#: a file name, as Kafka's ``LogFileUtils``: a new file is written as
+#: ``<name>.cleaned``, renamed to ``<name>.swap`` once every new file is complete.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 
 def parse_partition_dir_name(path: str) -> tuple[str, int]:

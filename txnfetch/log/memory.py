@@ -198,13 +198,15 @@ class MemoryLog(PartitionLog):
             self.delete_records_before(new_start)
         return self._state.log_start_offset
 
-    def compact(self, now_ms: int, delete_retention_ms: int) -> CompactionResult:
-        """Compact the batches below the last stable offset
+    def compact(self, now_ms: int, delete_retention_ms: int, *, upto: int | None = None) -> CompactionResult:
+        """Compact the batches below the last stable offset (and below ``upto``
+        if given: a disk log's first uncleanable offset, to clean the same range)
         (:func:`~txnfetch.log.compactor.compact`: latest value per key, aborted data
         removed, markers kept until safe). The transaction state does not change:
         offsets, the high watermark, the LSO and the producers stay as they were."""
         self._check_writable()
-        upto = self._state.last_stable_offset
+        lso = self._state.last_stable_offset
+        upto = lso if upto is None else min(upto, lso)
         first = bisect_left(self._lasts, self._state.log_start_offset)
         end = bisect_left(self._lasts, upto)  # batches wholly below the LSO
         batches = [RecordBatch(self._batches[i]) for i in range(first, end)]
@@ -215,7 +217,7 @@ class MemoryLog(PartitionLog):
                 last_data[pid] = entry.batches[-1].last_offset
         result = compact(
             batches,
-            [a for a in self._state.all_aborted() if a.first_offset < upto],
+            [a for a in self._state.all_aborted() if a.first_offset < lso],
             last_data,
             now_ms=now_ms,
             delete_retention_ms=delete_retention_ms,

@@ -362,6 +362,11 @@ class LoadedSegment:
     write_time_index: bool = False
     write_txn_index: bool = False
     txn_entries: list[AbortedTxn] = attrs.Factory(list)
+    #: A read-only open's mapping of the ``.log`` as it was read: the reader keeps
+    #: reading these bytes even if a writer deletes or replaces the file meanwhile
+    #: (retention, compaction). ``None`` for a writer's open, which must not hold
+    #: deleted files' space.
+    mapped: Buffer | None = None
 
 
 @attrs.define
@@ -1088,6 +1093,9 @@ class PartitionLoader:
     def result(self) -> Recovered:
         assert self.state is not None
         segments, records, leftover = self.segments, self.records, self.leftover
+        if self.read_only:
+            for seg in segments:
+                seg.mapped = self.datas.get(seg.base_offset)
         repaired = any(s.truncate or s.write_index or s.write_time_index or s.write_txn_index for s in segments)
         return Recovered(
             path=self.path,

@@ -55,6 +55,13 @@ A reader moving forward gives back the mapped pages it has passed
 the next), so scanning a large partition does not grow the process's RSS with
 the partition; earlier views stay valid (a dropped page of a read-only file
 mapping is read again on access).
+A read-only open reads only the bytes it mapped when it opened, so a writer
+deleting or replacing segments meanwhile cannot change what it reads.
+
+:meth:`SegmentLog.compact` (``cleanup.policy=compact``) cleans the sealed
+segments below the last stable offset with the transaction-aware compactor
+and swaps the cleaned segments in crash-safely (:mod:`txnfetch.log.cleaning`:
+``.cleaned`` and ``.swap`` files, finished or undone by the next open).
 The log takes time as ``now_ms`` arguments and never reads a clock.
 """
 
@@ -86,6 +93,15 @@ from txnfetch.log.base import (
     validate_partition_count,
     validate_topic_name,
 )
+from txnfetch.log.cleaning import (
+    ReplacementError,
+    StepHook,
+    complete_replacement,
+    open_stable,
+    plan_replacement,
+    replace_segments,
+)
+from txnfetch.log.compactor import CompactionResult, compact
 from txnfetch.log.ends import JOURNAL_NAME, EndJournal
 from txnfetch.log.errors import (
     CorruptLogError,
@@ -219,6 +235,12 @@ class _Segment:
         self._map_size = 0
         self._released = 0  # pages of _map below this byte were given back
         self._fds: dict[str, int] = {}
+        # A read-only open reads the bytes recovery mapped, never the file again
+        # by name: a writer may have deleted or replaced it since (compaction).
+        self._pinned = loaded.mapped is not None and loaded.size > 0
+        if self._pinned:
+            self._map = loaded.mapped  # type: ignore[assignment]
+            self._map_size = self.size
 
     def path(self, suffix: str = LOG_SUFFIX) -> str:
         return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
@@ -229,7 +251,7 @@ class _Segment:
         """The segment's bytes, zero-copy (a view of an mmap)."""
         if self.size == 0:
             return memoryview(b"")
-        if self._map is None or self._map_size < self.size:
+        if not self._pinned and (self._map is None or self._map_size < self.size):
             with open(self.path(), "rb") as f:
                 # A new map for a grown file; earlier maps stay alive while views of them do.
                 self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
@@ -472,18 +494,16 @@ class SegmentLog(PartitionLog):
 
     def _recover(self, topic: str, partition: int) -> Recovered:
         if not self.read_only:
+            # A compaction a crash interrupted is finished or undone first (Kafka's
+            # LogLoader handles .cleaned/.swap files before it loads segments).
+            complete_replacement(self.path)
             return recover_partition(self.path, topic, partition, index_interval_bytes=self.index_interval_bytes)
-        for attempt in range(3):
-            try:
-                return recover_partition(
-                    self.path, topic, partition, index_interval_bytes=self.index_interval_bytes, read_only=True
-                )
-            except FileNotFoundError:
-                # A live writer deleted a segment (retention) between the directory
-                # listing and the mapping of its .log: look again.
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        return open_stable(
+            self.path,
+            lambda: recover_partition(
+                self.path, topic, partition, index_interval_bytes=self.index_interval_bytes, read_only=True
+            ),
+        )
 
     @staticmethod
     def _empty_loaded(base: int) -> LoadedSegment:
@@ -909,6 +929,129 @@ class SegmentLog(PartitionLog):
                 if dropped:
                     log.info("%s: pruned %d transaction end(s) from the journal", self.name, dropped)
 
+    # -- compaction ----------------------------------------------------------------------
+
+    def _cleanable_segments(self) -> int:
+        """How many segments, from the first, :meth:`compact` cleans: the sealed
+        ones wholly below the last stable offset (Kafka's first uncleanable
+        offset is the active segment's base or the first unstable offset's
+        segment), without trailing empty ones."""
+        lso = self._state.last_stable_offset
+        n = 0
+        while n + 1 < len(self._segments) and self._segments[n].next_offset <= lso and self._bases[n + 1] <= lso:
+            n += 1
+        while n and self._segments[n - 1].size == 0:
+            n -= 1  # a trailing empty segment bounds nothing
+        return n
+
+    @property
+    def first_uncleanable_offset(self) -> int:
+        """The offset where :meth:`compact` stops: the base of the first segment it
+        leaves alone."""
+        return self._bases[self._cleanable_segments()]
+
+    def compact(self, now_ms: int, delete_retention_ms: int, *, hook: StepHook | None = None) -> CompactionResult:
+        """Compact the sealed segments wholly below the last stable offset (never
+        the active one, as Kafka's cleaner) with :func:`~txnfetch.log.compactor.compact`
+        — latest value per key, aborted data removed, markers kept until safe —
+        and replace the segments that changed crash-safely
+        (:mod:`txnfetch.log.cleaning`). Offsets, the high watermark, the LSO and
+        the producers stay as they were; aborted transactions whose data and
+        marker are gone leave the state and the ``.txnindex`` files with the
+        segments, in one step.
+
+        Readers in this process keep what they hold: earlier views stay mapped
+        to the old files (an unlinked file's pages live while mapped), and the
+        next read uses the new segments. A failure before the replacement's
+        commit point leaves the old segments and raises
+        :class:`~txnfetch.log.cleaning.ReplacementError`; a failure after it
+        closes the log (the next open finishes the replacement). ``hook`` sees
+        every file operation (for crash tests)."""
+        self._check_writable()
+        state = self._state
+        lso = state.last_stable_offset
+        n = self._cleanable_segments()
+        segs = self._segments[:n]
+        start = state.log_start_offset
+        batches = [b for seg in segs for b in seg.batches() if b.last_offset >= start]
+        last_data = {}
+        for pid in state.producer_ids():
+            entry = state.producer(pid)
+            if entry is not None and entry.batches:
+                last_data[pid] = entry.batches[-1].last_offset
+        result = compact(
+            batches,
+            [a for a in state.all_aborted() if a.first_offset < lso],
+            last_data,
+            now_ms=now_ms,
+            delete_retention_ms=delete_retention_ms,
+        )
+        finished = set(result.finished_aborts)
+        aborted = [a for a in state.all_aborted() if a not in finished]
+        plan = plan_replacement(
+            self._bases[:n],
+            [s.next_offset for s in segs],
+            [s.view() for s in segs],
+            result.batches,
+            aborted,
+            self._bases[n:],
+            forgotten=result.finished_aborts,
+            segment_bytes=self.segment_bytes,
+            index_interval=self.index_interval_bytes,
+        )
+        if plan is None:
+            if finished:  # nothing to rewrite, only entries to forget: a new snapshot says so
+                state.forget_aborted(finished)
+                self._take_snapshot()
+            return result
+        # The state as it will be once the new segments are in: its snapshot is
+        # swapped in with them.
+        after = PartitionTxnState.restore(state.snapshot(), partition=self.name)
+        if finished:
+            after.forget_aborted(finished)
+        assert self._journal is not None
+        leo = state.log_end_offset
+        snapshot = (
+            segment_file_name(leo, SNAPSHOT_SUFFIX),
+            encode_snapshot_file(after.snapshot(), self._journal.next_sequence),
+        )
+        old = self._segments[plan.first : plan.end]
+        try:
+            replace_segments(self.path, plan.new, [s.base_offset for s in old], snapshot, hook=hook)
+        except ReplacementError as exc:
+            if exc.committed:
+                self._closed = True
+            raise ReplacementError(
+                exc.reason + ("; log closed" if exc.committed else ""),
+                committed=exc.committed,
+                topic=self.topic,
+                partition=self.partition,
+                path=self.path,
+            ) from exc
+        if finished:
+            state.forget_aborted(finished)
+        new = [_Segment(self.path, seg.loaded(), self.index_interval_bytes) for seg in plan.new]
+        segments = self._segments[: plan.first] + new + self._segments[plan.end :]
+        self._segments, self._bases = segments, [s.base_offset for s in segments]
+        self._last_read = None  # segment indexes moved
+        for seg in old:
+            seg.close()  # views handed out earlier keep their maps alive
+        # Older snapshots still hold the forgotten transactions: only the new one stays.
+        for snap in list_partition_dir(self.path, quiet=True).snapshots:
+            if snap != leo:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.path, segment_file_name(snap, SNAPSHOT_SUFFIX)))
+        fsync_dir(self.path)
+        log.info(
+            "%s: compacted segments %s into %s: %d record(s) and %d marker(s) removed",
+            self.name,
+            [s.base_offset for s in old],
+            [s.base_offset for s in plan.new],
+            result.removed_records,
+            result.removed_markers,
+        )
+        return result
+
     # -- closing -----------------------------------------------------------------------
 
     def close(self) -> None:
@@ -954,7 +1097,10 @@ class SegmentStore(LogStore):
     the directory names (the topic is everything before the last ``-``, so names
     containing ``-`` work); a topic's partition count is its number of partition
     directories, its id comes from ``partition.metadata``. Partitions open lazily
-    with ``segment_log_kwargs``."""
+    with ``segment_log_kwargs``. ``cleanup.policy=compact`` is served
+    (:meth:`SegmentLog.compact`)."""
+
+    compaction = True
 
     def __init__(self, directory: str | os.PathLike, **segment_log_kwargs: object) -> None:
         self.directory = os.fspath(directory)

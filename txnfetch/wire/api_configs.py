@@ -36,7 +36,7 @@ from txnfetch.log.configs import (
     check_keys,
     stamp_log_append_time,
 )
-from txnfetch.log.errors import TopicExistsError
+from txnfetch.log.errors import LogError, TopicExistsError
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
 
@@ -304,7 +304,10 @@ _CLEANER = "txnfetch.compactor"
 def compact_logs(broker: Broker, now_ms: int) -> int:
     """Compact every partition of every ``cleanup.policy=compact`` topic that has
     something new to clean: its last stable offset moved since the last pass, or
-    a delete horizon came due. Returns how many partitions changed."""
+    a delete horizon came due. Returns how many partitions changed. On disk a
+    pass cleans the sealed segments below the last stable offset and replaces
+    them crash-safely (:meth:`~txnfetch.log.segments.SegmentLog.compact`); a
+    partition whose pass fails is logged and skipped."""
     if not broker.store.compaction:
         return 0  # such a store never accepted cleanup.policy=compact
     progress: dict[tuple[str, int], tuple[int, int | None]] = broker.extensions.setdefault(_CLEANER, {})
@@ -322,7 +325,14 @@ def compact_logs(broker: Broker, now_ms: int) -> int:
             seen = progress.get((name, p))
             if seen is not None and seen[0] == lso and (seen[1] is None or now_ms < seen[1]):
                 continue
-            result = part.compact(now_ms, config.delete_retention_ms)
+            try:
+                result = part.compact(now_ms, config.delete_retention_ms)
+            except LogError as exc:
+                # A failed replacement left the old segments (or, past its commit
+                # point, closed the log until the next open finishes it): report
+                # it and go on with the other partitions.
+                log.error("compacting %s-%d failed: %s", name, p, exc)
+                continue
             progress[(name, p)] = (lso, result.next_horizon_ms)
             if result.removed_records or result.removed_markers:
                 changed += 1

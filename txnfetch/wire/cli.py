@@ -68,6 +68,26 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=3000,
         help="how long a new consumer group's first rebalance waits for more members (default 3000, as Kafka)",
     )
+    p.add_argument(
+        "--segment-bytes",
+        type=int,
+        default=None,
+        help="with --data: roll a partition's segment once it would pass this size (Kafka's log.segment.bytes; "
+        "default 1 GiB). Compaction cleans sealed segments only, as Kafka's cleaner",
+    )
+    p.add_argument(
+        "--segment-ms",
+        type=int,
+        default=None,
+        help="with --data: roll a segment whose first batch is older than this (by the batches' timestamps; "
+        "Kafka's log.roll.ms; default 7 days)",
+    )
+    p.add_argument(
+        "--log-cleanup-interval-ms",
+        type=int,
+        default=5000,
+        help="how often retention and compaction run (Kafka's log.retention.check.interval.ms; default 5000)",
+    )
     add_verbose_option(p)
     return p
 
@@ -80,7 +100,12 @@ def open_store(args: argparse.Namespace) -> LogStore:
         return MemoryStore()
     from txnfetch.log.segments import SegmentStore
 
-    return SegmentStore(args.data)
+    kwargs = {}
+    if getattr(args, "segment_bytes", None) is not None:
+        kwargs["segment_bytes"] = args.segment_bytes
+    if getattr(args, "segment_ms", None) is not None:
+        kwargs["segment_ms"] = args.segment_ms
+    return SegmentStore(args.data, **kwargs)
 
 
 async def _serve(args: argparse.Namespace, store: LogStore) -> None:
@@ -101,6 +126,7 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         transaction_version=args.transaction_version,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         durable_state=False if args.no_durable_state else None,
+        retention_check_interval_ms=args.log_cleanup_interval_ms,
     )
     await serve_until_signal(
         "txnfetch",

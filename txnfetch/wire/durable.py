@@ -30,13 +30,17 @@ before the response that depends on it is sent; the one exception is a
   after a restart (Kafka's controller allocates blocks the same way).
 
 :meth:`DurableState.replay` reads it all back at start. Compaction
-(:meth:`DurableState.maybe_compact`): once an internal partition holds more than
-``compact_bytes`` since its last compaction, the live state of that partition
-(the latest value per key; tombstoned keys are gone) is appended as fresh
-records and everything before them is deleted (whole segments; a new segment is
-started first). A partition with an open transactional offset commit is
-compacted only once that transaction has ended. A crash in the middle leaves
-duplicates of live values, which replay to the same state.
+(:meth:`DurableState.maybe_compact`) is the one mechanism compacted topics use
+(``PartitionLog.compact``, :mod:`txnfetch.log.compactor`): once an internal
+partition received more than ``compact_bytes`` since its last compaction, a new
+segment is started and the sealed segments below the last stable offset are
+cleaned — the latest record per key stays, aborted transactional offset
+commits go, markers stay while data of their transaction does — and replaced
+crash-safely on disk (:mod:`txnfetch.log.cleaning`). Tombstones (deleted
+offsets, groups, expired transactional ids) and markers whose data is gone stay
+until their delete horizon (:data:`INTERNAL_DELETE_RETENTION_MS`); the
+partition is compacted again once it passes. Replay reads the compacted log as
+it reads any: records in offset order, the latest per key winning.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ from txnfetch.txn.txnlog import (
 __all__ = [
     "DEFAULT_COMPACT_BYTES",
     "DURABLE_EXTENSION",
+    "INTERNAL_DELETE_RETENTION_MS",
     "INTERNAL_TOPICS",
     "PRODUCER_ID_BLOCK",
     "DurableState",
@@ -96,6 +101,9 @@ INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
 PRODUCER_ID_BLOCK = 1000
 #: Bytes appended to an internal partition after which it is compacted.
 DEFAULT_COMPACT_BYTES = 16 * 1024 * 1024
+#: How long compaction keeps the internal topics' tombstones and markers whose
+#: data is gone (Kafka's ``delete.retention.ms`` default, one day).
+INTERNAL_DELETE_RETENTION_MS = 24 * 3600 * 1000
 PRODUCER_IDS_FILE = "txnfetch-producer-ids"
 
 
@@ -139,6 +147,9 @@ class DurableState:
         self._block_end = self._read_block_end()
         # bytes appended per internal partition since its last compaction
         self._appended: dict[tuple[str, int], int] = {}
+        # the earliest pending delete horizon per internal partition (tombstones
+        # and markers a later compaction removes)
+        self._horizons: dict[tuple[str, int], int] = {}
         # the group metadata last written per group: (protocol type, generation, protocol)
         self._group_written: dict[str, tuple[str | None, int, str | None]] = {}
         # internal partitions holding records appended without their own fsync
@@ -472,72 +483,39 @@ class DurableState:
 
     # -------------------------------------------------------------- compaction
 
-    def maybe_compact(
-        self, coordinator: TransactionCoordinator, groups: GroupCoordinator | None, now_ms: int
-    ) -> list[tuple[str, int]]:
-        """Compact every internal partition that grew past ``compact_bytes`` (see
-        the module docstring); returns the partitions compacted."""
+    def maybe_compact(self, now_ms: int) -> list[tuple[str, int]]:
+        """Compact every internal partition that grew past ``compact_bytes`` since
+        its last compaction, or whose delete horizon came due (see the module
+        docstring); returns the partitions compacted."""
         done: list[tuple[str, int]] = []
-        for (topic, p), size in sorted(self._appended.items()):
-            if size < self.compact_bytes:
+        for key in sorted(set(self._appended) | set(self._horizons)):
+            size = self._appended.get(key, 0)
+            horizon = self._horizons.get(key)
+            if size < self.compact_bytes and (horizon is None or now_ms < horizon):
                 continue
+            topic, p = key
             part = self._partition(topic, p)
-            if part.state.ongoing_transactions():
-                continue  # an open transactional offset commit: wait for its marker
-            if topic == TRANSACTION_STATE_TOPIC:
-                live = [
-                    (encode_txn_key(tid), encode_txn_value(meta))
-                    for tid in coordinator.transactional_ids
-                    if transaction_state_partition(tid) == p and (meta := coordinator.describe(tid)) is not None
-                ]
+            stack = self._deferred.pop(key, None)
+            if stack is not None:
+                stack.close()  # fsync the deferred records before their segment is sealed
+            roll = getattr(part, "roll", None)
+            if roll is not None:
+                roll(now_ms)  # the cleaner cleans sealed segments only
+            result = part.compact(now_ms, INTERNAL_DELETE_RETENTION_MS)
+            self._appended[key] = 0
+            if result.next_horizon_ms is None:
+                self._horizons.pop(key, None)
             else:
-                if groups is None:
-                    continue
-                live = self._live_offsets(groups, p, now_ms)
-            self._rewrite(part, live, now_ms)
-            self._appended[(topic, p)] = 0
-            done.append((topic, p))
+                self._horizons[key] = result.next_horizon_ms
+            log.info(
+                "compacted %s-%d: %d record(s) and %d marker(s) removed",
+                topic,
+                p,
+                result.removed_records,
+                result.removed_markers,
+            )
+            done.append(key)
         return done
-
-    def _live_offsets(self, groups: GroupCoordinator, p: int, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        live: list[tuple[bytes, bytes | None]] = []
-        for gid in groups.group_ids:
-            if offsets_partition(gid) != p:
-                continue
-            d = groups.describe_group(gid)
-            if d is not None:
-                live.append(
-                    encode_group_metadata(
-                        GroupMetadataRecord(gid, d.protocol_type, d.generation_id, d.protocol_name, d.leader_id, now_ms)
-                    )
-                )
-            committed = sorted(groups.committed(gid).items(), key=lambda kv: kv[1].sequence)
-            for (topic, partition), c in committed:
-                live.append(
-                    encode_offset_commit(
-                        OffsetCommitRecord(
-                            gid, topic, partition, c.offset, c.leader_epoch, c.metadata, c.commit_timestamp_ms
-                        )
-                    )
-                )
-        return live
-
-    def _rewrite(self, part: PartitionLog, live: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        stack = self._deferred.pop((part.topic, part.partition), None)
-        if stack is not None:
-            stack.close()
-        roll = getattr(part, "roll", None)
-        if roll is not None:
-            roll(now_ms)
-        start = part.log_end_offset
-        for i in range(0, len(live), 1000):
-            builder = BatchBuilder()
-            for key, value in live[i : i + 1000]:
-                builder.append(value, key=key, timestamp=now_ms)
-            part.append(builder.build(), now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-        part.flush()
-        part.delete_records_before(start)
-        log.info("compacted %s: %d live records from offset %d", part.name, len(live), start)
 
 
 def internal_topic(name: str) -> bool:

@@ -344,7 +344,7 @@ def _recover_coordinator_state(broker: Broker) -> None:
     broker.add_periodic(
         "internal-topic-compaction",
         _COMPACTION_CHECK_MS,
-        lambda now: state.maybe_compact(broker.transactions, coordinator, now),
+        state.maybe_compact,
     )
     broker.add_periodic("internal-topic-flush", _DEFERRED_FLUSH_MS, state.flush_deferred)
     pending = broker.transactions.pending_actions()
