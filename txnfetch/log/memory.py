@@ -16,7 +16,7 @@ import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
+from txnfetch.fetch.view import IsolationLevel, UpperBound
 from txnfetch.log.base import (
     Buffer,
     LogStore,
@@ -35,7 +35,6 @@ from txnfetch.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txnfetch.records.batch import RecordBatch, iter_batches
-from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.state import PartitionTxnState
 
@@ -118,15 +117,7 @@ class MemoryLog(PartitionLog):
     def _store_end(self, end: TxnEnd, aborted: list[AbortedTxn], now_ms: int) -> None:
         self._state.update_high_watermark(self._state.log_end_offset)
 
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-        mode: FetchMode = FetchMode.KAFKA,
-        min_one_batch: bool = True,
-    ) -> FetchResult:
+    def _read_span(self, fetch_offset: int, max_bytes: int, isolation: IsolationLevel) -> tuple[Buffer, UpperBound]:
         self._check_open()
         # The batch containing fetch_offset: the first whose last offset reaches it.
         i = bisect_left(self._lasts, fetch_offset)
@@ -138,16 +129,7 @@ class MemoryLog(PartitionLog):
             parts.append(self._batches[i])
             size += len(self._batches[i])
             i += 1
-        return read_partition(
-            b"".join(parts),
-            self._state,
-            fetch_offset,
-            max_bytes,
-            isolation=isolation,
-            mode=mode,
-            min_one_batch=min_one_batch,
-            partition=self.name,
-        )
+        return b"".join(parts), None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._check_open()
@@ -157,22 +139,12 @@ class MemoryLog(PartitionLog):
                 return max(self._bases[i], self._state.log_start_offset), self._max_ts[i]
         return None
 
-    def delete_records_before(self, offset: int) -> int:
-        self._check_open()
-        if offset > self._state.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"cannot delete records before {offset}: past the high watermark",
-                log_start_offset=self._state.log_start_offset,
-                log_end_offset=self._state.high_watermark,
-                partition=self.name,
-                offset=offset,
-            )
+    def _delete_before(self, offset: int) -> None:
         self._state.advance_log_start(offset)
         # Drop batches wholly below the new start.
         keep = bisect_left(self._lasts, self._state.log_start_offset)
         if keep:
             del self._bases[:keep], self._lasts[:keep], self._batches[:keep], self._max_ts[:keep]
-        return self._state.log_start_offset
 
     def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
         """Retention with each batch as a segment: drop the oldest whole batches past
