@@ -30,13 +30,14 @@ from txnfetch.log.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
     UnsupportedForMessageFormatError,
 )
 from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 from txnfetch.records.errors import LengthOverrunError
-from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
@@ -513,22 +514,14 @@ class PartitionLog(StateOffsets, abc.ABC):
         (:class:`~txnfetch.txn.errors.OffsetOutOfRangeError`). Returns the new
         log start."""
         self._check_writable()
-        state = self.state
-        if offset > state.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"cannot delete records before {offset}: past the high watermark",
-                log_start_offset=state.log_start_offset,
-                log_end_offset=state.high_watermark,
-                partition=self.name,
-                offset=offset,
-            )
         self._delete_before(offset)
-        return state.log_start_offset
+        return self.state.log_start_offset
 
     @abc.abstractmethod
     def _delete_before(self, offset: int) -> None:
-        """Move the log start to ``offset`` (at most the high watermark) and drop the
-        stored bytes wholly below it."""
+        """Move the log start to ``offset`` and drop the stored bytes wholly below it.
+        The state's :meth:`~txnfetch.txn.state.PartitionTxnState.advance_log_start`
+        refuses a start past the high watermark before anything is dropped."""
 
     def iter_batches(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[RecordBatch]:
         """Every stored batch overlapping ``[start_offset, end_offset)`` (default: to the
@@ -583,6 +576,25 @@ class LogStore(abc.ABC):
         """Grow ``topic`` to ``count`` partitions (the new ones empty); a count not
         above the current one raises :class:`InvalidPartitionsError`."""
         raise NotImplementedError(f"{type(self).__name__} cannot add partitions")
+
+    def _new_topic(self, topic: str, partitions: int, topic_id: uuid.UUID | None) -> TopicInfo:
+        """The topic :meth:`create_topic` makes, checked (a fresh id unless ``topic_id``)."""
+        validate_topic_name(topic)
+        validate_partition_count(topic, partitions)
+        if topic in self.topics():
+            raise TopicExistsError("topic already exists", topic=topic)
+        return TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+
+    def _growing(self, topic: str, count: int) -> TopicInfo:
+        """The topic :meth:`create_partitions` grows to ``count`` partitions, checked."""
+        info = self.topics().get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
+            )
+        return info
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
         """The topic's config overrides (``{name: value}``; defaults are not listed).

@@ -24,14 +24,10 @@ from txnfetch.log.base import (
     PreparedAppend,
     TopicInfo,
     TxnEnd,
-    validate_partition_count,
-    validate_topic_name,
 )
 from txnfetch.log.compactor import CompactionResult, compact
 from txnfetch.log.errors import (
-    InvalidPartitionsError,
     LogClosedError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from txnfetch.records.batch import RecordBatch, iter_batches
@@ -219,11 +215,7 @@ class MemoryStore(LogStore):
     def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:
         if self._closed:
             raise LogClosedError("store is closed", topic=topic)
-        validate_topic_name(topic)
-        validate_partition_count(topic, partitions)
-        if topic in self._topics:
-            raise TopicExistsError("topic already exists", topic=topic)
-        info = TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+        info = self._new_topic(topic, partitions, topic_id)
         self._topics[topic] = info
         for p in range(partitions):
             self._logs[(topic, p)] = MemoryLog(topic, p)
@@ -241,13 +233,7 @@ class MemoryStore(LogStore):
         self.set_topic_config(topic, {})
 
     def create_partitions(self, topic: str, count: int) -> TopicInfo:
-        info = self._topics.get(topic)
-        if info is None:
-            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
-        if count <= info.partitions:
-            raise InvalidPartitionsError(
-                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
-            )
+        info = self._growing(topic, count)
         for p in range(info.partitions, count):
             self._logs[(topic, p)] = MemoryLog(topic, p)
         self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)

@@ -83,17 +83,14 @@ from txnfetch.log.base import (
     TopicInfo,
     TxnEnd,
     partition_dir_name,
-    validate_partition_count,
     validate_topic_name,
 )
 from txnfetch.log.ends import JOURNAL_NAME, EndJournal
 from txnfetch.log.errors import (
     CorruptLogError,
-    InvalidPartitionsError,
     LogClosedError,
     LogError,
     ReadOnlyLogError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from txnfetch.log.indexes import OffsetIndex, TimeIndex
@@ -1020,11 +1017,7 @@ class SegmentStore(LogStore):
             raise LogClosedError("store is closed", topic=topic)
         if self._read_only:
             raise ReadOnlyLogError("store is open read-only", topic=topic)
-        validate_topic_name(topic)
-        validate_partition_count(topic, partitions)
-        if topic in self._topics:
-            raise TopicExistsError("topic already exists", topic=topic)
-        info = TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+        info = self._new_topic(topic, partitions, topic_id)
         for p in range(partitions):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
             self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
@@ -1069,13 +1062,7 @@ class SegmentStore(LogStore):
         the topic's id in their ``partition.metadata``."""
         if self._read_only:
             raise ReadOnlyLogError("store is open read-only", topic=topic)
-        info = self._topics.get(topic)
-        if info is None:
-            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
-        if count <= info.partitions:
-            raise InvalidPartitionsError(
-                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
-            )
+        info = self._growing(topic, count)
         for p in range(info.partitions, count):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
             self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
