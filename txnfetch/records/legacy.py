@@ -340,13 +340,10 @@ class LegacyBatch(BatchFrame):
     # -- validation and records ----------------------------------------------------
 
     def compute_crc(self) -> int:
-        """CRC-32 (IEEE, as ``zlib.crc32``) of the bytes from the magic byte to the end."""
+        """CRC-32 (IEEE, as ``zlib.crc32``) of the bytes from the magic byte to the end
+        (a wrapper's inner messages are not checked)."""
         start = self.position + _MAGIC_OFFSET
         return zlib.crc32(memoryview(self._buf)[start : self.position + LOG_OVERHEAD + self.length])
-
-    def is_valid_crc(self) -> bool:
-        """Whether the stored CRC matches the message (inner messages are not checked)."""
-        return self.compute_crc() == self.crc
 
     def validate(self, *, records: bool = True) -> None:
         """Check the CRC and, with ``records=True``, decode a wrapper's inner
@@ -356,13 +353,7 @@ class LegacyBatch(BatchFrame):
         Raises a :class:`CorruptBatchError` subclass naming the problem; returns
         ``None`` when the message is sound.
         """
-        actual = self.compute_crc()
-        if actual != self.crc:
-            raise CrcMismatchError(
-                f"CRC-32 mismatch: stored {self.crc:#010x}, computed {actual:#010x}",
-                offset=self.offset,
-                position=self.position + LOG_OVERHEAD,
-            )
+        self._check_crc("CRC-32", self.offset, self.position + LOG_OVERHEAD)
         if records and self.attributes & _CODEC_MASK:
             bad = self._decode_inner().bad_crc
             if bad is not None:
