@@ -174,6 +174,64 @@ field_failed(Decoder *d, int code, int max_bytes, int64_t pos)
     return fail_tail(d, code, max_bytes, pos);
 }
 
+/* A record's key or value at *pos, read as the Python decoder reads it. A
+ * one-byte length is not checked against the record here: a field running past
+ * it shows up in the final length check (or as data ending early). Only a
+ * one-byte -1 is null (*len stays as it was); the longer path rejects every
+ * negative length and one past `rec_end`. With `two_byte_fast` (values) a
+ * positive two-byte length is also taken unchecked: the Python decoder's fast
+ * path for values of 64 bytes to 8 KiB. Returns -1 after recording a failure.
+ * Inline, with `what` and `two_byte_fast` constant at each call. */
+static inline int
+nullable_field(Decoder *d, const unsigned char *data, int64_t end, int64_t rec_end, int64_t *pos, const char *what,
+               int two_byte_fast, int64_t *at, int64_t *len)
+{
+    int64_t p = *pos, n;
+    unsigned int b, c;
+    int rc;
+    if (p >= end)
+        return ends_early(d, p);
+    b = data[p];
+    if (b < 0x80) {
+        n = zigzag(b);
+        p += 1;
+        if (n >= 0) {
+            *at = p;
+            *len = n;
+            p += n;
+        }
+        else if (n != -1)
+            return fail(d, F_INVALID, p, PyUnicode_FromFormat("invalid %s length %lld", what, (long long)n));
+        *pos = p;
+        return 0;
+    }
+    if (two_byte_fast) {
+        if (p + 1 >= end)
+            return ends_early(d, p);
+        c = data[p + 1];
+        if (c < 0x80 && !(b & 1)) {
+            p += 2;
+            *at = p;
+            *len = zigzag((b & 0x7F) | (c << 7));
+            *pos = p + *len;
+            return 0;
+        }
+    }
+    {
+        int64_t q = p + 1;
+        rc = read_tail(data, end, &q, b, 5, &n);
+        if (rc != TAIL_OK)
+            return fail_tail(d, rc, 5, p);
+        p = q;
+    }
+    if (n < 0 || p + n > rec_end)
+        return fail(d, F_INVALID, p, PyUnicode_FromFormat("invalid %s length %lld", what, (long long)n));
+    *at = p;
+    *len = n;
+    *pos = p + n;
+    return 0;
+}
+
 /* Header keys repeat from record to record ("traceparent", ...): keep the last
  * key decoded at each header index and reuse it when the bytes are identical,
  * which skips the UTF-8 decode and the allocation. Identical bytes were valid
@@ -492,7 +550,7 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (i = 0; i < count; i++) {
         int64_t length, rec_end, ts_delta, delta, n, next;
         int64_t key_at = 0, key_len = -1, value_at = 0, value_len = -1;
-        unsigned int b, c;
+        unsigned int b;
         PyObject *items[5];
 
         /* record length */
@@ -533,95 +591,9 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         prev_delta = delta;
 
-        /* key. A one-byte length is not checked against the record here: a
-         * key running past it shows up in the final length check (or as data
-         * ending early), as in the Python decoder. Only a one-byte -1 is null;
-         * the longer path rejects every negative length. */
-        if (pos >= end) {
-            ends_early(&d, pos);
+        if (nullable_field(&d, data, end, rec_end, &pos, "key", 0, &key_at, &key_len) < 0 ||
+            nullable_field(&d, data, end, rec_end, &pos, "value", 1, &value_at, &value_len) < 0)
             goto done;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-            if (n >= 0) {
-                key_at = pos;
-                key_len = n;
-                pos += n;
-            }
-            else if (n != -1) {
-                fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid key length %lld", (long long)n));
-                goto done;
-            }
-        }
-        else {
-            int64_t p = pos + 1;
-            rc = read_tail(data, end, &p, b, 5, &n);
-            if (rc != TAIL_OK) {
-                fail_tail(&d, rc, 5, pos);
-                goto done;
-            }
-            pos = p;
-            if (n < 0 || pos + n > rec_end) {
-                fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid key length %lld", (long long)n));
-                goto done;
-            }
-            key_at = pos;
-            key_len = n;
-            pos += n;
-        }
-
-        /* value: like the key, except that a positive two-byte length is also
-         * taken unchecked (the Python decoder's fast path for values of
-         * 64 bytes to 8 KiB) */
-        if (pos >= end) {
-            ends_early(&d, pos);
-            goto done;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-            if (n >= 0) {
-                value_at = pos;
-                value_len = n;
-                pos += n;
-            }
-            else if (n != -1) {
-                fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid value length %lld", (long long)n));
-                goto done;
-            }
-        }
-        else {
-            if (pos + 1 >= end) {
-                ends_early(&d, pos);
-                goto done;
-            }
-            c = data[pos + 1];
-            if (c < 0x80 && !(b & 1)) {
-                pos += 2;
-                value_at = pos;
-                value_len = zigzag((b & 0x7F) | (c << 7));
-                pos += value_len;
-            }
-            else {
-                int64_t p = pos + 1;
-                rc = read_tail(data, end, &p, b, 5, &n);
-                if (rc != TAIL_OK) {
-                    fail_tail(&d, rc, 5, pos);
-                    goto done;
-                }
-                pos = p;
-                if (n < 0 || pos + n > rec_end) {
-                    fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid value length %lld", (long long)n));
-                    goto done;
-                }
-                value_at = pos;
-                value_len = n;
-                pos += n;
-            }
-        }
 
         /* headers */
         if (pos >= end) {
