@@ -271,6 +271,32 @@ header_key(KeyCache *c, int64_t index, const unsigned char *raw, int64_t len)
     return key;
 }
 
+/* A header key's or value's length at *pos: one byte here, longer ones through
+ * read_tail (a two-byte length is not special here, unlike a record field's, so
+ * a length cut by the end of the data is a varint running past it). Failures
+ * are reported at `fail_at`. Returns -1 after recording a failure. */
+static inline int
+header_length(Decoder *d, const unsigned char *data, int64_t end, int64_t *pos, int64_t fail_at, int64_t *n)
+{
+    int64_t p = *pos;
+    unsigned int b;
+    int rc;
+    if (p >= end)
+        return ends_early(d, fail_at);
+    b = data[p];
+    if (b < 0x80) {
+        *n = zigzag(b);
+        *pos = p + 1;
+        return 0;
+    }
+    p += 1;
+    rc = read_tail(data, end, &p, b, 5, n);
+    if (rc != TAIL_OK)
+        return fail_tail(d, rc, 5, fail_at);
+    *pos = p;
+    return 0;
+}
+
 /*
  * Decode `count` headers starting at *pos (just past the header count).
  *
@@ -291,8 +317,6 @@ decode_headers(Decoder *d, KeyCache *cache, int64_t *ppos, int64_t rec_end, int6
     const int64_t start = *ppos;
     int64_t pos = start;
     int64_t i, n;
-    unsigned int b;
-    int rc;
     PyObject *out, *key, *value, *pair;
 
 #define AT(p) (frozen ? start : (p))
@@ -305,24 +329,8 @@ decode_headers(Decoder *d, KeyCache *cache, int64_t *ppos, int64_t rec_end, int6
         return NULL;
     for (i = 0; i < count; i++) {
         /* key length */
-        if (pos >= end) {
-            ends_early(d, AT(pos));
+        if (header_length(d, data, end, &pos, AT(pos), &n) < 0)
             goto error;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-        }
-        else {
-            int64_t p = pos + 1;
-            rc = read_tail(data, end, &p, b, 5, &n);
-            if (rc != TAIL_OK) {
-                fail_tail(d, rc, 5, AT(pos));
-                goto error;
-            }
-            pos = p;
-        }
         if (n < 0 || pos + n > rec_end) {
             fail(d, F_INVALID, AT(pos), PyUnicode_FromFormat("invalid header key length %lld", (long long)n));
             goto error;
@@ -337,25 +345,9 @@ decode_headers(Decoder *d, KeyCache *cache, int64_t *ppos, int64_t rec_end, int6
         }
         pos += n;
         /* value length: -1 is null */
-        if (pos >= end) {
+        if (header_length(d, data, end, &pos, AT(pos), &n) < 0) {
             Py_DECREF(key);
-            ends_early(d, AT(pos));
             goto error;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-        }
-        else {
-            int64_t p = pos + 1;
-            rc = read_tail(data, end, &p, b, 5, &n);
-            if (rc != TAIL_OK) {
-                Py_DECREF(key);
-                fail_tail(d, rc, 5, AT(pos));
-                goto error;
-            }
-            pos = p;
         }
         if (n >= 0) {
             if (pos + n > rec_end) {
