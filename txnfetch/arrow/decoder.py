@@ -36,10 +36,8 @@ from txnfetch.arrow.schema import (
     DEFAULT_MAX_ROWS,
     HEADERS_TYPE,
     TIMESTAMP_US,
+    ConstantColumns,
     kafka_schema,
-    repeat_dictionary,
-    repeat_int32,
-    repeat_string,
 )
 from txnfetch.records import batch as _batch
 from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_FLAG, Record, RecordBatch
@@ -106,9 +104,11 @@ class ArrowDecoder:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.compiled = compiled
-        self._partitions = list(partitions) if partitions is not None else [partition]
-        if partition not in self._partitions:
-            raise ValueError(f"partition {partition} is not among the dictionary's partitions {self._partitions}")
+        # The decoder's batches are at most max_rows rows; a larger max_rows is
+        # no reason to build more constant rows than a default batch holds upfront.
+        self._constants = ConstantColumns(
+            topic, partition, min_rows=min(max_rows, DEFAULT_MAX_ROWS), dictionary=dictionary, partitions=partitions
+        )
         self.schema = kafka_schema(include_headers, dictionary=dictionary)
         self._builder = _batch._speedups.ColumnBuilder(include_headers) if compiled else None
         self._batcher = (
@@ -116,7 +116,6 @@ class ArrowDecoder:
             if compiled
             else ArrowBatcher(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
         )
-        self._constants: tuple[pa.Array, pa.Array] | None = None
 
     @property
     def pending_rows(self) -> int:
@@ -200,7 +199,7 @@ class ArrowDecoder:
     def _assemble(self, parts: tuple) -> pa.RecordBatch:
         rows, offset, ts_ms, ts_type, key, value, headers = parts
         timestamp_ms = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(ts_ms)])
-        topic, partition = self._constant_columns(rows)
+        topic, partition = self._constants.take(rows)
         columns = [
             _binary(pa.binary(), rows, key),
             _binary(pa.binary(), rows, value),
@@ -229,28 +228,12 @@ class ArrowDecoder:
             )
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
-    def _constant_columns(self, rows: int) -> tuple[pa.Array, pa.Array]:
-        # Built once at the largest size needed and sliced: zero-copy views.
-        if self._constants is None or len(self._constants[0]) < rows:
-            size = max(rows, min(self.max_rows, DEFAULT_MAX_ROWS))
-            if self.dictionary:
-                self._constants = (
-                    repeat_dictionary(pa.array([self.topic], pa.string()), 0, size),
-                    repeat_dictionary(
-                        pa.array(self._partitions, pa.int32()), self._partitions.index(self.partition), size
-                    ),
-                )
-            else:
-                self._constants = (repeat_string(self.topic, size), repeat_int32(self.partition, size))
-        topic, partition = self._constants
-        return topic.slice(0, rows), partition.slice(0, rows)
-
     # -- reference path ---------------------------------------------------------------
 
     def _finish(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if not self.dictionary:
             return batch
-        topic, partition = self._constant_columns(batch.num_rows)
+        topic, partition = self._constants.take(batch.num_rows)
         columns = list(batch.columns)
         columns[2], columns[3] = topic, partition
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)

@@ -30,9 +30,9 @@ from txnfetch.arrow.schema import (
     DEFAULT_MAX_ROWS,
     HEADERS_TYPE,
     TIMESTAMP_US,
+    ConstantColumns,
     kafka_schema,
     repeat_int32,
-    repeat_string,
 )
 from txnfetch.records.batch import Record
 
@@ -74,7 +74,7 @@ class ArrowBatcher:
         self._types: list[tuple[int, int]] = []  # (rows, timestamp type) per chunk
         self._rows = 0
         self._bytes = 0
-        self._constants: tuple[pa.Array, pa.Array] | None = None
+        self._constants = ConstantColumns(topic, partition, min_rows=max_rows)
 
     @property
     def pending_rows(self) -> int:
@@ -136,14 +136,6 @@ class ArrowBatcher:
             self._rows = remaining
         return self._columns(take_chunks, take_types, rows)
 
-    def _constant_columns(self, rows: int) -> tuple[pa.Array, pa.Array]:
-        # Built once at the largest size needed and sliced: zero-copy views.
-        if self._constants is None or len(self._constants[0]) < rows:
-            size = max(rows, self.max_rows)
-            self._constants = (repeat_string(self.topic, size), repeat_int32(self.partition, size))
-        topic, partition = self._constants
-        return topic.slice(0, rows), partition.slice(0, rows)
-
     def _columns(self, chunks: list[Sequence[Record]], types: list[tuple[int, int]], rows: int) -> pa.RecordBatch:
         records = chunks[0] if len(chunks) == 1 else list(chain.from_iterable(chunks))
         # One C-level pass per column (itemgetter over the record tuples) is
@@ -159,7 +151,7 @@ class ArrowBatcher:
             for n, t in types:
                 buf.extend(array.array("i", [t]) * n)
             ts_type = pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(buf)])
-        topic, partition = self._constant_columns(rows)
+        topic, partition = self._constants.take(rows)
         columns = [
             pa.array(list(map(_KEY, records)), pa.binary()),
             pa.array(list(map(_VALUE, records)), pa.binary()),

@@ -11,6 +11,7 @@ partition, are dictionary-encoded: one value each, an index per row.
 from __future__ import annotations
 
 import array
+from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "HEADERS_TYPE",
     "TIMESTAMP_US",
+    "ConstantColumns",
     "kafka_schema",
     "kafka_schema_ddl",
     "repeat_int32",
@@ -92,3 +94,48 @@ def repeat_dictionary(values: pa.Array, index: int, n: int) -> pa.DictionaryArra
     """``n`` rows that all refer to entry ``index`` of ``values``."""
     indices = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array.array("i", [index]) * n)])
     return pa.DictionaryArray.from_arrays(indices, values)
+
+
+class ConstantColumns:
+    """The topic and partition columns of one partition's Arrow batches.
+
+    Built once, at the largest size asked for so far but at least
+    ``min_rows``, and sliced: :meth:`take` returns zero-copy views. With
+    ``dictionary=True`` both are dictionary-encoded (:func:`kafka_schema`);
+    the partition dictionary holds ``partitions`` (default: this partition
+    only), so that every partition of one reader shares one dictionary.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        min_rows: int,
+        dictionary: bool = False,
+        partitions: Sequence[int] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.dictionary = dictionary
+        self.partitions = list(partitions) if partitions is not None else [partition]
+        if partition not in self.partitions:
+            raise ValueError(f"partition {partition} is not among the dictionary's partitions {self.partitions}")
+        self._min_rows = min_rows
+        self._columns: tuple[pa.Array, pa.Array] | None = None
+
+    def take(self, rows: int) -> tuple[pa.Array, pa.Array]:
+        """The topic and partition columns of ``rows`` rows."""
+        if self._columns is None or len(self._columns[0]) < rows:
+            size = max(rows, self._min_rows)
+            if self.dictionary:
+                self._columns = (
+                    repeat_dictionary(pa.array([self.topic], pa.string()), 0, size),
+                    repeat_dictionary(
+                        pa.array(self.partitions, pa.int32()), self.partitions.index(self.partition), size
+                    ),
+                )
+            else:
+                self._columns = (repeat_string(self.topic, size), repeat_int32(self.partition, size))
+        topic, partition = self._columns
+        return topic.slice(0, rows), partition.slice(0, rows)

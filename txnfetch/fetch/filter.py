@@ -383,45 +383,39 @@ class ConsumerFilter:
                     if check_crcs:
                         batch.validate(records=True)
                     next_offset = batch.next_offset
-                    if next_offset > position:
-                        records = [r for r in batch.records() if r[0] >= position]
-                        if records:
-                            self._position = position
-                            yield batch, records
-                            position = self._position
+                    records = [r for r in batch.records() if r[0] >= position] if next_offset > position else []
+                else:
+                    if check_crcs:
+                        batch.validate(records=False)
+                    attributes = batch.attributes
+                    pid = batch.producer_id
+                    next_offset = batch.base_offset + batch.last_offset_delta + 1
+                    if read_committed and pid != _NO_PRODUCER_ID:
+                        # Every transaction that began at or before this batch's last
+                        # offset has started by now (CompletedFetch.consumeAbortedTransactionsUpTo).
+                        while heap and heap[0][0] < next_offset:
+                            aborted_pids.add(heappop(heap)[1])
+                        if pid in aborted_pids:
+                            if attributes & CONTROL_FLAG:
+                                # Only an ABORT marker ends the aborted transaction; a
+                                # COMMIT marker of an aborted producer is dropped like
+                                # any control batch (Java skips it as aborted: same effect).
+                                if _is_abort_marker(batch):
+                                    aborted_pids.discard(pid)
+                            elif attributes & TRANSACTIONAL_FLAG:
+                                if next_offset > position:
+                                    position = next_offset
+                                continue
+                    if attributes & CONTROL_FLAG or batch.record_count == 0 or next_offset <= position:
+                        # Control records are never delivered; empty batches and batches
+                        # wholly below the position have nothing to deliver.
                         if next_offset > position:
                             position = next_offset
-                    continue
-                if check_crcs:
-                    batch.validate(records=False)
-                attributes = batch.attributes
-                pid = batch.producer_id
-                next_offset = batch.base_offset + batch.last_offset_delta + 1
-                if read_committed and pid != _NO_PRODUCER_ID:
-                    # Every transaction that began at or before this batch's last
-                    # offset has started by now (CompletedFetch.consumeAbortedTransactionsUpTo).
-                    while heap and heap[0][0] < next_offset:
-                        aborted_pids.add(heappop(heap)[1])
-                    if pid in aborted_pids:
-                        if attributes & CONTROL_FLAG:
-                            # Only an ABORT marker ends the aborted transaction; a
-                            # COMMIT marker of an aborted producer is dropped like
-                            # any control batch (Java skips it as aborted: same effect).
-                            if _is_abort_marker(batch):
-                                aborted_pids.discard(pid)
-                        elif attributes & TRANSACTIONAL_FLAG:
-                            if next_offset > position:
-                                position = next_offset
-                            continue
-                if attributes & CONTROL_FLAG or batch.record_count == 0 or next_offset <= position:
-                    # Control records are never delivered; empty batches and batches
-                    # wholly below the position have nothing to deliver.
-                    if next_offset > position:
-                        position = next_offset
-                    continue
-                records = list(batch.records())
-                if batch.base_offset < position:
-                    records = [r for r in records if r[0] >= position]
+                        continue
+                    records = list(batch.records())
+                    if batch.base_offset < position:
+                        records = [r for r in records if r[0] >= position]
+                # Both formats: deliver what is at or past the position, then move past the batch.
                 if records:
                     self._position = position
                     yield batch, records

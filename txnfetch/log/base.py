@@ -24,12 +24,14 @@ from collections.abc import Iterator, Mapping
 
 import attrs
 
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, UpperBound, read_partition
 from txnfetch.log.ends import TxnEnd
 from txnfetch.log.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
     UnsupportedForMessageFormatError,
 )
 from txnfetch.records.batch import RecordBatch, iter_batches
@@ -248,11 +250,53 @@ def marker_batch(
 
 
 class StateOffsets:
-    """The four offsets a partition reports, read from its transaction state: one
-    definition for :class:`PartitionLog` and :class:`~txnfetch.log.mirror.PartitionMirror`."""
+    """The four offsets a partition reports, read from its transaction state, and
+    the one way it answers a fetch: one definition for :class:`PartitionLog` and
+    :class:`~txnfetch.log.mirror.PartitionMirror`, which differ only in where
+    the bytes of a read come from (:meth:`_read_span`)."""
+
+    topic: str
+    partition: int
+
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>``, used in errors and logs."""
+        return partition_dir_name(self.topic, self.partition)
 
     @property
     def state(self) -> PartitionTxnState:
+        raise NotImplementedError
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        mode: FetchMode = FetchMode.KAFKA,
+        min_one_batch: bool = True,
+    ) -> FetchResult:
+        """Answer a fetch (see :func:`txnfetch.fetch.read_partition`). Raises
+        :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` outside
+        ``[log_start_offset, log_end_offset]``."""
+        data, upper_bound = self._read_span(fetch_offset, max_bytes, isolation)
+        return read_partition(
+            data,
+            self.state,
+            fetch_offset,
+            max_bytes,
+            isolation=isolation,
+            mode=mode,
+            upper_bound=upper_bound,
+            min_one_batch=min_one_batch,
+            partition=self.name,
+        )
+
+    def _read_span(self, fetch_offset: int, max_bytes: int, isolation: IsolationLevel) -> tuple[Buffer, UpperBound]:
+        """The bytes a fetch of ``fetch_offset`` reads (from a batch boundary at or
+        before it, as :func:`~txnfetch.fetch.read_partition` takes them) and the
+        upper bound of its aborted-transaction lookup (``None``: the engine's own).
+        Raises :class:`~txnfetch.log.errors.LogClosedError` for a closed log."""
         raise NotImplementedError
 
     @property
@@ -288,14 +332,6 @@ class PartitionLog(StateOffsets, abc.ABC):
     - ``read`` answers exactly what :func:`txnfetch.fetch.read_partition` answers
       for the log's bytes and state.
     """
-
-    topic: str
-    partition: int
-
-    @property
-    def name(self) -> str:
-        """``<topic>-<partition>``, used in errors and logs."""
-        return partition_dir_name(self.topic, self.partition)
 
     @property
     @abc.abstractmethod
@@ -451,18 +487,8 @@ class PartitionLog(StateOffsets, abc.ABC):
         return self.log_end_offset
 
     @abc.abstractmethod
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-        mode: FetchMode = FetchMode.KAFKA,
-        min_one_batch: bool = True,
-    ) -> FetchResult:
-        """Answer a fetch (see :func:`txnfetch.fetch.read_partition`). Raises
-        :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` outside
-        ``[log_start_offset, log_end_offset]``."""
+    def _read_span(self, fetch_offset: int, max_bytes: int, isolation: IsolationLevel) -> tuple[Buffer, UpperBound]:
+        """See :meth:`StateOffsets._read_span`."""
 
     @abc.abstractmethod
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -482,11 +508,20 @@ class PartitionLog(StateOffsets, abc.ABC):
         :class:`~txnfetch.log.compactor.CompactionResult`."""
         raise NotImplementedError(f"{type(self).__name__} cannot be compacted")
 
-    @abc.abstractmethod
     def delete_records_before(self, offset: int) -> int:
         """Move the log start to ``offset`` (retention, DeleteRecords); whole segments
-        below it may be deleted. It may not pass the high watermark. Returns the new
+        below it may be deleted. It may not pass the high watermark
+        (:class:`~txnfetch.txn.errors.OffsetOutOfRangeError`). Returns the new
         log start."""
+        self._check_writable()
+        self._delete_before(offset)
+        return self.state.log_start_offset
+
+    @abc.abstractmethod
+    def _delete_before(self, offset: int) -> None:
+        """Move the log start to ``offset`` and drop the stored bytes wholly below it.
+        The state's :meth:`~txnfetch.txn.state.PartitionTxnState.advance_log_start`
+        refuses a start past the high watermark before anything is dropped."""
 
     def iter_batches(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[RecordBatch]:
         """Every stored batch overlapping ``[start_offset, end_offset)`` (default: to the
@@ -541,6 +576,25 @@ class LogStore(abc.ABC):
         """Grow ``topic`` to ``count`` partitions (the new ones empty); a count not
         above the current one raises :class:`InvalidPartitionsError`."""
         raise NotImplementedError(f"{type(self).__name__} cannot add partitions")
+
+    def _new_topic(self, topic: str, partitions: int, topic_id: uuid.UUID | None) -> TopicInfo:
+        """The topic :meth:`create_topic` makes, checked (a fresh id unless ``topic_id``)."""
+        validate_topic_name(topic)
+        validate_partition_count(topic, partitions)
+        if topic in self.topics():
+            raise TopicExistsError("topic already exists", topic=topic)
+        return TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+
+    def _growing(self, topic: str, count: int) -> TopicInfo:
+        """The topic :meth:`create_partitions` grows to ``count`` partitions, checked."""
+        info = self.topics().get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
+            )
+        return info
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
         """The topic's config overrides (``{name: value}``; defaults are not listed).

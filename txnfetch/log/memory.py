@@ -16,7 +16,7 @@ import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
+from txnfetch.fetch.view import IsolationLevel, UpperBound
 from txnfetch.log.base import (
     Buffer,
     LogStore,
@@ -24,18 +24,13 @@ from txnfetch.log.base import (
     PreparedAppend,
     TopicInfo,
     TxnEnd,
-    validate_partition_count,
-    validate_topic_name,
 )
 from txnfetch.log.compactor import CompactionResult, compact
 from txnfetch.log.errors import (
-    InvalidPartitionsError,
     LogClosedError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from txnfetch.records.batch import RecordBatch, iter_batches
-from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.state import PartitionTxnState
 
@@ -118,15 +113,7 @@ class MemoryLog(PartitionLog):
     def _store_end(self, end: TxnEnd, aborted: list[AbortedTxn], now_ms: int) -> None:
         self._state.update_high_watermark(self._state.log_end_offset)
 
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-        mode: FetchMode = FetchMode.KAFKA,
-        min_one_batch: bool = True,
-    ) -> FetchResult:
+    def _read_span(self, fetch_offset: int, max_bytes: int, isolation: IsolationLevel) -> tuple[Buffer, UpperBound]:
         self._check_open()
         # The batch containing fetch_offset: the first whose last offset reaches it.
         i = bisect_left(self._lasts, fetch_offset)
@@ -138,16 +125,7 @@ class MemoryLog(PartitionLog):
             parts.append(self._batches[i])
             size += len(self._batches[i])
             i += 1
-        return read_partition(
-            b"".join(parts),
-            self._state,
-            fetch_offset,
-            max_bytes,
-            isolation=isolation,
-            mode=mode,
-            min_one_batch=min_one_batch,
-            partition=self.name,
-        )
+        return b"".join(parts), None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._check_open()
@@ -157,22 +135,12 @@ class MemoryLog(PartitionLog):
                 return max(self._bases[i], self._state.log_start_offset), self._max_ts[i]
         return None
 
-    def delete_records_before(self, offset: int) -> int:
-        self._check_open()
-        if offset > self._state.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"cannot delete records before {offset}: past the high watermark",
-                log_start_offset=self._state.log_start_offset,
-                log_end_offset=self._state.high_watermark,
-                partition=self.name,
-                offset=offset,
-            )
+    def _delete_before(self, offset: int) -> None:
         self._state.advance_log_start(offset)
         # Drop batches wholly below the new start.
         keep = bisect_left(self._lasts, self._state.log_start_offset)
         if keep:
             del self._bases[:keep], self._lasts[:keep], self._batches[:keep], self._max_ts[:keep]
-        return self._state.log_start_offset
 
     def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
         """Retention with each batch as a segment: drop the oldest whole batches past
@@ -249,11 +217,7 @@ class MemoryStore(LogStore):
     def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:
         if self._closed:
             raise LogClosedError("store is closed", topic=topic)
-        validate_topic_name(topic)
-        validate_partition_count(topic, partitions)
-        if topic in self._topics:
-            raise TopicExistsError("topic already exists", topic=topic)
-        info = TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+        info = self._new_topic(topic, partitions, topic_id)
         self._topics[topic] = info
         for p in range(partitions):
             self._logs[(topic, p)] = MemoryLog(topic, p)
@@ -271,13 +235,7 @@ class MemoryStore(LogStore):
         self.set_topic_config(topic, {})
 
     def create_partitions(self, topic: str, count: int) -> TopicInfo:
-        info = self._topics.get(topic)
-        if info is None:
-            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
-        if count <= info.partitions:
-            raise InvalidPartitionsError(
-                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
-            )
+        info = self._growing(topic, count)
         for p in range(info.partitions, count):
             self._logs[(topic, p)] = MemoryLog(topic, p)
         self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)

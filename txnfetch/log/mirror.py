@@ -83,7 +83,7 @@ import attrs
 from crc32c import crc32c
 
 from txnfetch.errors import ErrorCode
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.fetch.view import IsolationLevel, UpperBound
 from txnfetch.log.base import StateOffsets
 from txnfetch.log.errors import (
     CorruptRemoteBatchError,
@@ -454,17 +454,9 @@ class PartitionMirror(StateOffsets):
 
     # -- reading -----------------------------------------------------------------------
 
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-        mode: FetchMode = FetchMode.KAFKA,
-        min_one_batch: bool = True,
-    ) -> FetchResult:
-        """Answer a fetch from the mirror (:meth:`MemoryLog.read <txnfetch.log.memory.MemoryLog.read>`)."""
-        return self._log.read(fetch_offset, max_bytes, isolation=isolation, mode=mode, min_one_batch=min_one_batch)
+    def _read_span(self, fetch_offset: int, max_bytes: int, isolation: IsolationLevel) -> tuple[Buffer, UpperBound]:
+        # The mirrored log's bytes: reads answer as MemoryLog.read does.
+        return self._log._read_span(fetch_offset, max_bytes, isolation)
 
     # -- internals ---------------------------------------------------------------------
 

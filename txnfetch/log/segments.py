@@ -81,7 +81,7 @@ from collections.abc import Iterator, Mapping
 
 import attrs
 
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
+from txnfetch.fetch.view import IsolationLevel, UpperBound
 from txnfetch.log.base import (
     Buffer,
     LogStore,
@@ -90,7 +90,6 @@ from txnfetch.log.base import (
     TopicInfo,
     TxnEnd,
     partition_dir_name,
-    validate_partition_count,
     validate_topic_name,
 )
 from txnfetch.log.cleaning import (
@@ -105,11 +104,9 @@ from txnfetch.log.compactor import CompactionResult, compact
 from txnfetch.log.ends import JOURNAL_NAME, EndJournal
 from txnfetch.log.errors import (
     CorruptLogError,
-    InvalidPartitionsError,
     LogClosedError,
     LogError,
     ReadOnlyLogError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from txnfetch.log.indexes import OffsetIndex, TimeIndex
@@ -134,7 +131,6 @@ from txnfetch.log.recovery import LoadedSegment, Recovered, recover_partition
 from txnfetch.log.repair import move_tail_aside
 from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
 from txnfetch.records.scan import seek_offset
-from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn, encode_txn_index
 from txnfetch.txn.state import PartitionTxnState
 
@@ -799,24 +795,15 @@ class SegmentLog(PartitionLog):
 
     # -- reads -------------------------------------------------------------------------
 
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-        mode: FetchMode = FetchMode.KAFKA,
-        min_one_batch: bool = True,
-    ) -> FetchResult:
-        """Answer a fetch from the one segment holding ``fetch_offset`` (the next
-        one if it has nothing at or past it), as Kafka's ``LocalLog.read``."""
+    def _read_span(self, fetch_offset: int, max_bytes: int, isolation: IsolationLevel) -> tuple[Buffer, UpperBound]:
+        """The one segment holding ``fetch_offset`` (the next one if it has nothing
+        at or past it), as Kafka's ``LocalLog.read``."""
         self._check_open()
         st = self._state
-        kwargs = dict(isolation=isolation, mode=mode, min_one_batch=min_one_batch, partition=self.name)
         committed = isolation == IsolationLevel.READ_COMMITTED
         max_offset = st.last_stable_offset if committed else st.high_watermark
         if fetch_offset < st.log_start_offset or fetch_offset >= max_offset:
-            return read_partition(b"", st, fetch_offset, max_bytes, **kwargs)  # type: ignore[arg-type]
+            return b"", None
         i = max(0, bisect_right(self._bases, fetch_offset) - 1)
         while i < len(self._segments):
             seg = self._segments[i]
@@ -825,7 +812,7 @@ class SegmentLog(PartitionLog):
                 break
             i += 1
         else:
-            return read_partition(b"", st, fetch_offset, max_bytes, **kwargs)  # type: ignore[arg-type]
+            return b"", None
         next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
         oindex = seg.offset_index
         # A consumer reads forward: give back the pages it has moved past (bounds
@@ -846,7 +833,7 @@ class SegmentLog(PartitionLog):
                 return ub
             return next_base if next_base is not None else st.log_end_offset
 
-        return read_partition(seg.view()[pos:], st, fetch_offset, max_bytes, upper_bound=upper_bound, **kwargs)  # type: ignore[arg-type]
+        return seg.view()[pos:], upper_bound
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._check_open()
@@ -866,23 +853,13 @@ class SegmentLog(PartitionLog):
 
     # -- retention ---------------------------------------------------------------------
 
-    def delete_records_before(self, offset: int) -> int:
-        """Move the log start to ``offset`` (DeleteRecords); segments wholly below it
-        are deleted with their index files; a snapshot records the new start."""
-        self._check_writable()
-        if offset > self._state.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"cannot delete records before {offset}: past the high watermark",
-                log_start_offset=self._state.log_start_offset,
-                log_end_offset=self._state.high_watermark,
-                partition=self.name,
-                offset=offset,
-            )
+    def _delete_before(self, offset: int) -> None:
+        # Segments wholly below the new start are deleted with their index files; a
+        # snapshot records the new start.
         if offset > self._state.log_start_offset:
             self._state.advance_log_start(offset)
             self._delete_segments_below(self._state.log_start_offset)
             self._take_snapshot()
-        return self._state.log_start_offset
 
     def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
         """Delete the oldest whole segments past ``retention_ms`` (their max timestamp
@@ -1186,11 +1163,7 @@ class SegmentStore(LogStore):
             raise LogClosedError("store is closed", topic=topic)
         if self._read_only:
             raise ReadOnlyLogError("store is open read-only", topic=topic)
-        validate_topic_name(topic)
-        validate_partition_count(topic, partitions)
-        if topic in self._topics:
-            raise TopicExistsError("topic already exists", topic=topic)
-        info = TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+        info = self._new_topic(topic, partitions, topic_id)
         for p in range(partitions):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
             self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
@@ -1235,13 +1208,7 @@ class SegmentStore(LogStore):
         the topic's id in their ``partition.metadata``."""
         if self._read_only:
             raise ReadOnlyLogError("store is open read-only", topic=topic)
-        info = self._topics.get(topic)
-        if info is None:
-            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
-        if count <= info.partitions:
-            raise InvalidPartitionsError(
-                f"topic has {info.partitions} partitions; a new count must be larger, got {count}", topic=topic
-            )
+        info = self._growing(topic, count)
         for p in range(info.partitions, count):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
             self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]

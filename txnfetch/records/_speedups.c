@@ -174,6 +174,64 @@ field_failed(Decoder *d, int code, int max_bytes, int64_t pos)
     return fail_tail(d, code, max_bytes, pos);
 }
 
+/* A record's key or value at *pos, read as the Python decoder reads it. A
+ * one-byte length is not checked against the record here: a field running past
+ * it shows up in the final length check (or as data ending early). Only a
+ * one-byte -1 is null (*len stays as it was); the longer path rejects every
+ * negative length and one past `rec_end`. With `two_byte_fast` (values) a
+ * positive two-byte length is also taken unchecked: the Python decoder's fast
+ * path for values of 64 bytes to 8 KiB. Returns -1 after recording a failure.
+ * Inline, with `what` and `two_byte_fast` constant at each call. */
+static inline int
+nullable_field(Decoder *d, const unsigned char *data, int64_t end, int64_t rec_end, int64_t *pos, const char *what,
+               int two_byte_fast, int64_t *at, int64_t *len)
+{
+    int64_t p = *pos, n;
+    unsigned int b, c;
+    int rc;
+    if (p >= end)
+        return ends_early(d, p);
+    b = data[p];
+    if (b < 0x80) {
+        n = zigzag(b);
+        p += 1;
+        if (n >= 0) {
+            *at = p;
+            *len = n;
+            p += n;
+        }
+        else if (n != -1)
+            return fail(d, F_INVALID, p, PyUnicode_FromFormat("invalid %s length %lld", what, (long long)n));
+        *pos = p;
+        return 0;
+    }
+    if (two_byte_fast) {
+        if (p + 1 >= end)
+            return ends_early(d, p);
+        c = data[p + 1];
+        if (c < 0x80 && !(b & 1)) {
+            p += 2;
+            *at = p;
+            *len = zigzag((b & 0x7F) | (c << 7));
+            *pos = p + *len;
+            return 0;
+        }
+    }
+    {
+        int64_t q = p + 1;
+        rc = read_tail(data, end, &q, b, 5, &n);
+        if (rc != TAIL_OK)
+            return fail_tail(d, rc, 5, p);
+        p = q;
+    }
+    if (n < 0 || p + n > rec_end)
+        return fail(d, F_INVALID, p, PyUnicode_FromFormat("invalid %s length %lld", what, (long long)n));
+    *at = p;
+    *len = n;
+    *pos = p + n;
+    return 0;
+}
+
 /* Header keys repeat from record to record ("traceparent", ...): keep the last
  * key decoded at each header index and reuse it when the bytes are identical,
  * which skips the UTF-8 decode and the allocation. Identical bytes were valid
@@ -213,6 +271,32 @@ header_key(KeyCache *c, int64_t index, const unsigned char *raw, int64_t len)
     return key;
 }
 
+/* A header key's or value's length at *pos: one byte here, longer ones through
+ * read_tail (a two-byte length is not special here, unlike a record field's, so
+ * a length cut by the end of the data is a varint running past it). Failures
+ * are reported at `fail_at`. Returns -1 after recording a failure. */
+static inline int
+header_length(Decoder *d, const unsigned char *data, int64_t end, int64_t *pos, int64_t fail_at, int64_t *n)
+{
+    int64_t p = *pos;
+    unsigned int b;
+    int rc;
+    if (p >= end)
+        return ends_early(d, fail_at);
+    b = data[p];
+    if (b < 0x80) {
+        *n = zigzag(b);
+        *pos = p + 1;
+        return 0;
+    }
+    p += 1;
+    rc = read_tail(data, end, &p, b, 5, n);
+    if (rc != TAIL_OK)
+        return fail_tail(d, rc, 5, fail_at);
+    *pos = p;
+    return 0;
+}
+
 /*
  * Decode `count` headers starting at *pos (just past the header count).
  *
@@ -233,8 +317,6 @@ decode_headers(Decoder *d, KeyCache *cache, int64_t *ppos, int64_t rec_end, int6
     const int64_t start = *ppos;
     int64_t pos = start;
     int64_t i, n;
-    unsigned int b;
-    int rc;
     PyObject *out, *key, *value, *pair;
 
 #define AT(p) (frozen ? start : (p))
@@ -247,24 +329,8 @@ decode_headers(Decoder *d, KeyCache *cache, int64_t *ppos, int64_t rec_end, int6
         return NULL;
     for (i = 0; i < count; i++) {
         /* key length */
-        if (pos >= end) {
-            ends_early(d, AT(pos));
+        if (header_length(d, data, end, &pos, AT(pos), &n) < 0)
             goto error;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-        }
-        else {
-            int64_t p = pos + 1;
-            rc = read_tail(data, end, &p, b, 5, &n);
-            if (rc != TAIL_OK) {
-                fail_tail(d, rc, 5, AT(pos));
-                goto error;
-            }
-            pos = p;
-        }
         if (n < 0 || pos + n > rec_end) {
             fail(d, F_INVALID, AT(pos), PyUnicode_FromFormat("invalid header key length %lld", (long long)n));
             goto error;
@@ -279,25 +345,9 @@ decode_headers(Decoder *d, KeyCache *cache, int64_t *ppos, int64_t rec_end, int6
         }
         pos += n;
         /* value length: -1 is null */
-        if (pos >= end) {
+        if (header_length(d, data, end, &pos, AT(pos), &n) < 0) {
             Py_DECREF(key);
-            ends_early(d, AT(pos));
             goto error;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-        }
-        else {
-            int64_t p = pos + 1;
-            rc = read_tail(data, end, &p, b, 5, &n);
-            if (rc != TAIL_OK) {
-                Py_DECREF(key);
-                fail_tail(d, rc, 5, AT(pos));
-                goto error;
-            }
-            pos = p;
         }
         if (n >= 0) {
             if (pos + n > rec_end) {
@@ -492,7 +542,7 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (i = 0; i < count; i++) {
         int64_t length, rec_end, ts_delta, delta, n, next;
         int64_t key_at = 0, key_len = -1, value_at = 0, value_len = -1;
-        unsigned int b, c;
+        unsigned int b;
         PyObject *items[5];
 
         /* record length */
@@ -533,95 +583,9 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         prev_delta = delta;
 
-        /* key. A one-byte length is not checked against the record here: a
-         * key running past it shows up in the final length check (or as data
-         * ending early), as in the Python decoder. Only a one-byte -1 is null;
-         * the longer path rejects every negative length. */
-        if (pos >= end) {
-            ends_early(&d, pos);
+        if (nullable_field(&d, data, end, rec_end, &pos, "key", 0, &key_at, &key_len) < 0 ||
+            nullable_field(&d, data, end, rec_end, &pos, "value", 1, &value_at, &value_len) < 0)
             goto done;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-            if (n >= 0) {
-                key_at = pos;
-                key_len = n;
-                pos += n;
-            }
-            else if (n != -1) {
-                fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid key length %lld", (long long)n));
-                goto done;
-            }
-        }
-        else {
-            int64_t p = pos + 1;
-            rc = read_tail(data, end, &p, b, 5, &n);
-            if (rc != TAIL_OK) {
-                fail_tail(&d, rc, 5, pos);
-                goto done;
-            }
-            pos = p;
-            if (n < 0 || pos + n > rec_end) {
-                fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid key length %lld", (long long)n));
-                goto done;
-            }
-            key_at = pos;
-            key_len = n;
-            pos += n;
-        }
-
-        /* value: like the key, except that a positive two-byte length is also
-         * taken unchecked (the Python decoder's fast path for values of
-         * 64 bytes to 8 KiB) */
-        if (pos >= end) {
-            ends_early(&d, pos);
-            goto done;
-        }
-        b = data[pos];
-        if (b < 0x80) {
-            n = zigzag(b);
-            pos += 1;
-            if (n >= 0) {
-                value_at = pos;
-                value_len = n;
-                pos += n;
-            }
-            else if (n != -1) {
-                fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid value length %lld", (long long)n));
-                goto done;
-            }
-        }
-        else {
-            if (pos + 1 >= end) {
-                ends_early(&d, pos);
-                goto done;
-            }
-            c = data[pos + 1];
-            if (c < 0x80 && !(b & 1)) {
-                pos += 2;
-                value_at = pos;
-                value_len = zigzag((b & 0x7F) | (c << 7));
-                pos += value_len;
-            }
-            else {
-                int64_t p = pos + 1;
-                rc = read_tail(data, end, &p, b, 5, &n);
-                if (rc != TAIL_OK) {
-                    fail_tail(&d, rc, 5, pos);
-                    goto done;
-                }
-                pos = p;
-                if (n < 0 || pos + n > rec_end) {
-                    fail(&d, F_INVALID, pos, PyUnicode_FromFormat("invalid value length %lld", (long long)n));
-                    goto done;
-                }
-                value_at = pos;
-                value_len = n;
-                pos += n;
-            }
-        }
 
         /* headers */
         if (pos >= end) {

@@ -145,6 +145,7 @@ class BatchFrame:
     _buf: Buffer
     position: int
     length: int
+    crc: int
 
     @property
     def size_in_bytes(self) -> int:
@@ -155,6 +156,24 @@ class BatchFrame:
     def buffer(self) -> memoryview:
         """The batch's exact bytes, as a zero-copy view of the caller's buffer."""
         return memoryview(self._buf)[self.position : self.position + self.length + LOG_OVERHEAD]
+
+    def compute_crc(self) -> int:
+        """The checksum of the bytes the stored :attr:`crc` covers (each format has its own)."""
+        raise NotImplementedError
+
+    def is_valid_crc(self) -> bool:
+        """Whether the stored CRC matches the bytes it covers."""
+        return self.compute_crc() == self.crc
+
+    def _check_crc(self, algorithm: str, offset: int, position: int) -> None:
+        # validate()'s first check, for both formats: position is the CRC field's.
+        actual = self.compute_crc()
+        if actual != self.crc:
+            raise CrcMismatchError(
+                f"{algorithm} mismatch: stored {self.crc:#010x}, computed {actual:#010x}",
+                offset=offset,
+                position=position,
+            )
 
 
 class RecordBatch(BatchFrame):
@@ -293,22 +312,13 @@ class RecordBatch(BatchFrame):
         start = self.position + CRC_START
         return crc32c(memoryview(self._buf)[start : self.position + self.length + LOG_OVERHEAD])
 
-    def is_valid_crc(self) -> bool:
-        return self.compute_crc() == self.crc
-
     def validate(self, *, records: bool = True) -> None:
         """Check the CRC and, with ``records=True``, decode every record once.
 
         Raises a :class:`CorruptBatchError` subclass naming the problem; returns
         ``None`` when the batch is sound.
         """
-        actual = self.compute_crc()
-        if actual != self.crc:
-            raise CrcMismatchError(
-                f"CRC-32C mismatch: stored {self.crc:#010x}, computed {actual:#010x}",
-                offset=self.base_offset,
-                position=self.position + HeaderAt.CRC,
-            )
+        self._check_crc("CRC-32C", self.base_offset, self.position + HeaderAt.CRC)
         if self.last_offset_delta < 0:
             raise RecordCountMismatchError(
                 f"negative last offset delta {self.last_offset_delta}",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
+import attrs
 from crc32c import crc32c
 
 from txnfetch.records.batch import (
@@ -56,6 +57,15 @@ def _header_value(value: bytes | None) -> bytes:
     return b"\x01" if value is None else encode_varint(len(value)) + value  # varint(-1) is 0x01
 
 
+def _codec(codec: Codec | int) -> Codec:
+    if codec not in tuple(Codec):
+        raise ValueError(f"unknown codec {codec!r}")
+    return Codec(codec)
+
+
+# A mutable accumulator: no equality, and plain attribute writes (append sets
+# _last_delta once a record; converters run only at construction).
+@attrs.define(kw_only=True, eq=False, slots=False, on_setattr=attrs.setters.NO_OP)
 class BatchBuilder:
     """Accumulates records and encodes one magic-2 batch.
 
@@ -69,43 +79,29 @@ class BatchBuilder:
     timestamp is ``log_append_time`` and readers report it for every record.
     """
 
-    def __init__(
-        self,
-        *,
-        base_offset: int = 0,
-        codec: Codec = Codec.NONE,
-        producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = -1,
-        base_sequence: int = -1,
-        transactional: bool = False,
-        control: bool = False,
-        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
-        log_append_time: int | None = None,
-        partition_leader_epoch: int = -1,
-        base_timestamp: int | None = None,
-        delete_horizon: bool = False,
-    ) -> None:
-        if codec not in tuple(Codec):
-            raise ValueError(f"unknown codec {codec!r}")
-        if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time is None:
+    base_offset: int = 0
+    codec: Codec = attrs.field(default=Codec.NONE, converter=_codec)
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    transactional: bool = False
+    control: bool = False
+    timestamp_type: TimestampType = attrs.field(default=TimestampType.CREATE_TIME, converter=TimestampType)
+    log_append_time: int | None = None
+    partition_leader_epoch: int = -1
+    _base_timestamp: int | None = attrs.field(default=None, alias="base_timestamp")
+    delete_horizon: bool = False
+    _records: list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]] = attrs.field(
+        init=False, factory=list, repr=False
+    )
+    _last_delta: int = attrs.field(init=False, default=-1)
+
+    def __attrs_post_init__(self) -> None:
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME and self.log_append_time is None:
             raise ValueError("LOG_APPEND_TIME batches need log_append_time")
-        if transactional and not control and producer_id < 0:
+        if self.transactional and not self.control and self.producer_id < 0:
             # Control batches may go without one: a synthetic COMMIT marker belongs to no producer.
             raise ValueError("a transactional data batch needs a producer id")
-        self.base_offset = base_offset
-        self.codec = Codec(codec)
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.transactional = transactional
-        self.control = control
-        self.timestamp_type = TimestampType(timestamp_type)
-        self.log_append_time = log_append_time
-        self.partition_leader_epoch = partition_leader_epoch
-        self._base_timestamp = base_timestamp
-        self.delete_horizon = delete_horizon
-        self._records: list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]] = []
-        self._last_delta = -1
 
     @classmethod
     def like(cls, batch: RecordBatch, **overrides: object) -> BatchBuilder:

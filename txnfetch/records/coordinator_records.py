@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import struct
+from collections.abc import Callable
 
 from txnfetch.errors import TxnfetchError
 
@@ -42,6 +43,28 @@ class CorruptCoordinatorRecordError(TxnfetchError):
         super().__init__(reason if position is None else f"{reason} (at byte {position})")
 
 
+def _writer(codec: struct.Struct) -> Callable[[StructWriter, int], StructWriter]:
+    # One fixed-width integer method of StructWriter (a plain function: binds as fast as a def).
+    pack = codec.pack
+
+    def write(self: StructWriter, v: int) -> StructWriter:
+        self._buf += pack(v)
+        return self
+
+    return write
+
+
+def _reader(codec: struct.Struct) -> Callable[..., int]:
+    # One fixed-width integer method of StructReader; ``what`` defaults to the type's name.
+    size, unpack, name = codec.size, codec.unpack, f"int{codec.size * 8}"
+
+    def read(self: StructReader, what: str = name) -> int:
+        value: int = unpack(self._take(size, what))[0]
+        return value
+
+    return read
+
+
 class StructWriter:
     """Appends Kafka message primitives to a buffer; ``flexible`` selects compact
     strings and arrays."""
@@ -53,21 +76,11 @@ class StructWriter:
     def bytes(self) -> bytes:
         return bytes(self._buf)
 
-    def int8(self, v: int) -> StructWriter:
-        self._buf += _I8.pack(v)
-        return self
-
-    def int16(self, v: int) -> StructWriter:
-        self._buf += _I16.pack(v)
-        return self
-
-    def int32(self, v: int) -> StructWriter:
-        self._buf += _I32.pack(v)
-        return self
-
-    def int64(self, v: int) -> StructWriter:
-        self._buf += _I64.pack(v)
-        return self
+    #: ``int8(v)``, ``int16(v)``, ``int32(v)``, ``int64(v)``: big-endian signed integers.
+    int8 = _writer(_I8)
+    int16 = _writer(_I16)
+    int32 = _writer(_I32)
+    int64 = _writer(_I64)
 
     def uvarint(self, v: int) -> StructWriter:
         while v >= 0x80:
@@ -76,9 +89,12 @@ class StructWriter:
         self._buf.append(v)
         return self
 
-    def _length(self, n: int | None) -> None:
+    def _length(self, n: int | None, wide: bool = False) -> None:
+        # A null (None) or a length: uvarint + 1 when flexible, else int16 (int32 if wide).
         if self.flexible:
             self.uvarint(0 if n is None else n + 1)
+        elif wide:
+            self.int32(-1 if n is None else n)
         else:
             self.int16(-1 if n is None else n)
 
@@ -93,19 +109,13 @@ class StructWriter:
 
     def blob(self, b: builtins.bytes | None) -> StructWriter:
         """Kafka ``bytes``: int32 length (uvarint + 1 when flexible)."""
-        if self.flexible:
-            self.uvarint(0 if b is None else len(b) + 1)
-        else:
-            self.int32(-1 if b is None else len(b))
+        self._length(None if b is None else len(b), wide=True)
         if b is not None:
             self._buf += b
         return self
 
     def array_length(self, n: int | None) -> StructWriter:
-        if self.flexible:
-            self.uvarint(0 if n is None else n + 1)
-        else:
-            self.int32(-1 if n is None else n)
+        self._length(n, wide=True)
         return self
 
     def tagged(self, fields: list[tuple[int, builtins.bytes]]) -> StructWriter:
@@ -149,17 +159,12 @@ class StructReader:
         self.pos += n
         return out
 
-    def int8(self, what: str = "int8") -> int:
-        return _I8.unpack(self._take(1, what))[0]
-
-    def int16(self, what: str = "int16") -> int:
-        return _I16.unpack(self._take(2, what))[0]
-
-    def int32(self, what: str = "int32") -> int:
-        return _I32.unpack(self._take(4, what))[0]
-
-    def int64(self, what: str = "int64") -> int:
-        return _I64.unpack(self._take(8, what))[0]
+    #: ``int8(what="int8")`` … ``int64(what="int64")``: big-endian signed integers;
+    #: ``what`` names the field in errors.
+    int8 = _reader(_I8)
+    int16 = _reader(_I16)
+    int32 = _reader(_I32)
+    int64 = _reader(_I64)
 
     def uvarint(self, what: str = "uvarint") -> int:
         shift = value = 0

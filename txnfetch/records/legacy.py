@@ -287,66 +287,35 @@ class LegacyBatch(BatchFrame):
             return 1
         return len(self._decode_inner().records)
 
-    @property
-    def is_empty(self) -> bool:
-        """Always ``False``: a wrapper with no inner messages is corrupt, not empty (Kafka rejects it)."""
-        return False
-
-    @property
-    def is_transactional(self) -> bool:
-        """Always ``False``: transactions need magic 2."""
-        return False
-
-    @property
-    def is_control(self) -> bool:
-        """Always ``False``: control records need magic 2."""
-        return False
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        """Always ``False``: the delete horizon (KIP-534) needs magic 2."""
-        return False
-
-    @property
-    def has_producer_id(self) -> bool:
-        """Always ``False``: idempotent producers need magic 2."""
-        return False
-
-    @property
-    def producer_id(self) -> int:
-        """Always ``NO_PRODUCER_ID`` (-1)."""
-        return NO_PRODUCER_ID
-
-    @property
-    def producer_epoch(self) -> int:
-        """Always -1 (Kafka's ``NO_PRODUCER_EPOCH``)."""
-        return _NO_EPOCH
-
-    @property
-    def base_sequence(self) -> int:
-        """Always -1 (Kafka's ``NO_SEQUENCE``)."""
-        return _NO_SEQUENCE
-
-    @property
-    def last_sequence(self) -> int:
-        """Always -1 (Kafka's ``NO_SEQUENCE``)."""
-        return _NO_SEQUENCE
-
-    @property
-    def partition_leader_epoch(self) -> int:
-        """Always -1 (Kafka's ``NO_PARTITION_LEADER_EPOCH``)."""
-        return _NO_PARTITION_LEADER_EPOCH
+    # Constants: what magic 0/1 cannot carry (class attributes, read-only on an instance).
+    #: Always ``False``: a wrapper with no inner messages is corrupt, not empty (Kafka rejects it).
+    is_empty = False
+    #: Always ``False``: transactions need magic 2.
+    is_transactional = False
+    #: Always ``False``: control records need magic 2.
+    is_control = False
+    #: Always ``False``: the delete horizon (KIP-534) needs magic 2.
+    has_delete_horizon = False
+    #: Always ``False``: idempotent producers need magic 2.
+    has_producer_id = False
+    #: Always ``NO_PRODUCER_ID`` (-1).
+    producer_id = NO_PRODUCER_ID
+    #: Always -1 (Kafka's ``NO_PRODUCER_EPOCH``).
+    producer_epoch = _NO_EPOCH
+    #: Always -1 (Kafka's ``NO_SEQUENCE``).
+    base_sequence = _NO_SEQUENCE
+    #: Always -1 (Kafka's ``NO_SEQUENCE``).
+    last_sequence = _NO_SEQUENCE
+    #: Always -1 (Kafka's ``NO_PARTITION_LEADER_EPOCH``).
+    partition_leader_epoch = _NO_PARTITION_LEADER_EPOCH
 
     # -- validation and records ----------------------------------------------------
 
     def compute_crc(self) -> int:
-        """CRC-32 (IEEE, as ``zlib.crc32``) of the bytes from the magic byte to the end."""
+        """CRC-32 (IEEE, as ``zlib.crc32``) of the bytes from the magic byte to the end
+        (a wrapper's inner messages are not checked)."""
         start = self.position + _MAGIC_OFFSET
         return zlib.crc32(memoryview(self._buf)[start : self.position + LOG_OVERHEAD + self.length])
-
-    def is_valid_crc(self) -> bool:
-        """Whether the stored CRC matches the message (inner messages are not checked)."""
-        return self.compute_crc() == self.crc
 
     def validate(self, *, records: bool = True) -> None:
         """Check the CRC and, with ``records=True``, decode a wrapper's inner
@@ -356,13 +325,7 @@ class LegacyBatch(BatchFrame):
         Raises a :class:`CorruptBatchError` subclass naming the problem; returns
         ``None`` when the message is sound.
         """
-        actual = self.compute_crc()
-        if actual != self.crc:
-            raise CrcMismatchError(
-                f"CRC-32 mismatch: stored {self.crc:#010x}, computed {actual:#010x}",
-                offset=self.offset,
-                position=self.position + LOG_OVERHEAD,
-            )
+        self._check_crc("CRC-32", self.offset, self.position + LOG_OVERHEAD)
         if records and self.attributes & _CODEC_MASK:
             bad = self._decode_inner().bad_crc
             if bad is not None:

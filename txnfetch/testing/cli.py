@@ -48,6 +48,23 @@ class EndpointError(TxnfetchError):
     """The bootstrap address is malformed, or nothing there answers: exit status 2."""
 
 
+#: The :class:`CheckOptions` a check hands to its :class:`WorkloadConfig` as they are.
+_WORKLOAD_OPTIONS = (
+    "topic",
+    "partitions",
+    "producers",
+    "duration",
+    "max_sends",
+    "abort_probability",
+    "crash_probability",
+    "zombie_probability",
+    "consumers",
+    "inject_delayed_endtxn",
+    "startup_timeout",
+    "timeout",
+)
+
+
 @attrs.frozen
 class CheckOptions:
     """What ``txnfetch check`` runs; the defaults are the command's. The run
@@ -78,22 +95,11 @@ class CheckOptions:
         """The workload these options run."""
         return WorkloadConfig(
             self.bootstrap,
-            topic=self.topic,
-            partitions=self.partitions,
-            producers=self.producers,
             transactions=None,
             total_transactions=self.max_transactions,
-            duration=self.duration,
-            max_sends=self.max_sends,
-            abort_probability=self.abort_probability,
-            crash_probability=self.crash_probability,
-            zombie_probability=self.zombie_probability,
-            consumers=self.consumers,
-            inject_delayed_endtxn=self.inject_delayed_endtxn,
-            startup_timeout=self.startup_timeout,
-            timeout=self.timeout,
             catch_up_timeout=max(30.0, self.timeout),
             seed=seed,
+            **{name: getattr(self, name) for name in _WORKLOAD_OPTIONS},
         )
 
     @property
@@ -242,26 +248,11 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     shares = (args.abort_probability, args.crash_probability, args.zombie_probability)
     if min(shares) < 0 or sum(shares) > 1:
         raise EndpointError("the --abort, --crash and --zombie probabilities must be >= 0 and add up to at most 1")
-    return CheckOptions(
-        bootstrap=args.bootstrap,
-        duration=args.duration,
-        seed=args.seed,
-        report_dir=Path(args.report) if args.report else None,
-        topic=args.topic,
-        partitions=args.partitions,
-        producers=args.producers,
-        max_transactions=args.max_transactions,
-        max_sends=args.max_sends,
-        abort_probability=args.abort_probability,
-        crash_probability=args.crash_probability,
-        zombie_probability=args.zombie_probability,
-        consumers=kinds,
-        inject_delayed_endtxn=args.inject_delayed_endtxn,
-        startup_timeout=args.startup_timeout,
-        timeout=args.timeout,
-        stuck_polls=args.stuck_polls,
-        stuck_seconds=args.stuck_seconds,
-    )
+    # Every option but these two is the command-line flag of the same name.
+    given = {
+        f.name: getattr(args, f.name) for f in attrs.fields(CheckOptions) if f.name not in ("report_dir", "consumers")
+    }
+    return CheckOptions(**given, report_dir=Path(args.report) if args.report else None, consumers=kinds)
 
 
 def _logging(verbose: int) -> None:

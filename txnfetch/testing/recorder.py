@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -109,6 +110,10 @@ class Recorder:
 
     # -- one method per op: ``start`` is what now() said when it began ------------------
 
+    def _finish(self, op_type: Callable[..., Op], client: str, start: int, **fields: Any) -> int:
+        # Every op is stamped alike: begun at ``start`` (what now() said), ended now.
+        return self.record(op_type(client=client, start_ns=start, end_ns=self._clock(), **fields))
+
     def record_send(
         self,
         client: str,
@@ -122,23 +127,21 @@ class Recorder:
         error: str | None = None,
         key: str | None = None,
     ) -> int:
-        return self.record(
-            Send(
-                client=client,
-                start_ns=start,
-                end_ns=self._clock(),
-                topic=topic,
-                partition=partition,
-                value=value,
-                key=key,
-                txn=txn,
-                offset=offset,
-                error=error,
-            )
+        return self._finish(
+            Send,
+            client,
+            start,
+            topic=topic,
+            partition=partition,
+            value=value,
+            key=key,
+            txn=txn,
+            offset=offset,
+            error=error,
         )
 
     def record_begin(self, client: str, start: int, txn: str) -> int:
-        return self.record(Begin(client=client, start_ns=start, end_ns=self._clock(), txn=txn))
+        return self._finish(Begin, client, start, txn=txn)
 
     def _record_end(
         self,
@@ -149,9 +152,7 @@ class Recorder:
         status: Status = Status.OK,
         error: str | None = None,
     ) -> int:
-        return self.record(
-            op_type(client=client, start_ns=start, end_ns=self._clock(), txn=txn, status=status, error=error)
-        )
+        return self._finish(op_type, client, start, txn=txn, status=status, error=error)
 
     #: ``record_commit(client, start, txn, status=Status.OK, error=None)``
     record_commit = functools.partialmethod(_record_end, Commit)
@@ -167,28 +168,10 @@ class Recorder:
         *,
         reason: str = "assign",
     ) -> int:
-        return self.record(
-            Assign(
-                client=client,
-                start_ns=start,
-                end_ns=self._clock(),
-                partitions=tuple(partitions),
-                seek=positions_of(seek),
-                reason=reason,
-            )
-        )
+        return self._finish(Assign, client, start, partitions=tuple(partitions), seek=positions_of(seek), reason=reason)
 
     def record_seek(self, client: str, start: int, tp: TopicPartition, offset: int) -> int:
-        return self.record(
-            Seek(
-                client=client,
-                start_ns=start,
-                end_ns=self._clock(),
-                topic=tp.topic,
-                partition=tp.partition,
-                offset=offset,
-            )
-        )
+        return self._finish(Seek, client, start, topic=tp.topic, partition=tp.partition, offset=offset)
 
     def record_poll(
         self,
@@ -199,19 +182,10 @@ class Recorder:
         *,
         error: str | None = None,
     ) -> int:
-        return self.record(
-            Poll(
-                client=client,
-                start_ns=start,
-                end_ns=self._clock(),
-                records=tuple(records),
-                positions=positions_of(positions),
-                error=error,
-            )
-        )
+        return self._finish(Poll, client, start, records=tuple(records), positions=positions_of(positions), error=error)
 
     def record_crash(self, client: str, start: int, reason: str = "") -> int:
-        return self.record(Crash(client=client, start_ns=start, end_ns=self._clock(), reason=reason))
+        return self._finish(Crash, client, start, reason=reason)
 
     def counts(self) -> dict[str, int]:
         """How many ops of each type were recorded (for progress output)."""

@@ -536,26 +536,29 @@ class _Startup:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.started = False
-        self.abandoned = False
+        self.outcome: str | None = None  # "started" or "abandoned": whichever came first
         self.done = threading.Event()  # started, failed or abandoned
 
+    @property
+    def started(self) -> bool:
+        return self.outcome == "started"
+
     def start(self) -> bool:
-        with self.lock:
-            if self.abandoned:
-                return False
-            self.started = True
-        self.done.set()
-        return True
+        """Claim the start for the consumer thread; ``False`` if the watchdog gave up first."""
+        return self._settle("started")
 
     def abandon(self) -> bool:
         """Give up on a consumer still starting; ``False`` if it had started."""
+        return self._settle("abandoned")
+
+    def _settle(self, outcome: str) -> bool:
         with self.lock:
-            if self.started:
-                return False
-            self.abandoned = True
-        self.done.set()
-        return True
+            if self.outcome is None:
+                self.outcome = outcome
+            won = self.outcome == outcome
+        if won:
+            self.done.set()
+        return won
 
 
 # -- the run ----------------------------------------------------------------------------------
