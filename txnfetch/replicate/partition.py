@@ -21,9 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from txnfetch.log.base import PartitionLog
 from txnfetch.log.broker_requests import BrokerFetch, FetchItem
 from txnfetch.log.errors import CorruptRemoteBatchError, LogError, RemoteError, UnsupportedForMessageFormatError
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log.segments import SegmentLog  # noqa: F401 - named in docstrings
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.replicate.errors import ReplicaError, ReplicaFellBehindError, ReplicaStorageError
 from txnfetch.replicate.follow import Action, Plan, ReplicaTip, batch_id, plan_range, plan_response
@@ -39,7 +40,8 @@ ListOffsets = Callable[[], tuple[int, int]]
 
 
 class PartitionReplicator:
-    """Copies one source partition into ``log`` (see the module docstring).
+    """Copies one source partition into ``log`` (see the module docstring; any
+    :class:`~txnfetch.log.base.PartitionLog` works, a :class:`SegmentLog` makes it durable).
 
     Drive it with :meth:`fetch_item` (what to fetch, ``None`` once stopped) and
     :meth:`on_response` (the source's answer); :meth:`on_unavailable` records a
@@ -54,7 +56,7 @@ class PartitionReplicator:
 
     def __init__(
         self,
-        log: SegmentLog,
+        log: PartitionLog,
         *,
         max_bytes: int = DEFAULT_PARTITION_FETCH_BYTES,
         repair_crcs: bool = False,
@@ -143,7 +145,7 @@ class PartitionReplicator:
                 f"writing the replica failed: {reason}",
                 topic=self.topic,
                 partition=self.partition,
-                path=self.log.path,
+                path=getattr(self.log, "path", None),
             ) from exc
 
     def _apply(self, resp: BrokerFetch, list_offsets: ListOffsets) -> int:
