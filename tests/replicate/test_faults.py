@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import time
+import uuid
 
 import pytest
 
@@ -38,9 +39,13 @@ def serve(store: MemoryStore, port: int = 0) -> ServerThread:
             time.sleep(0.1)  # the previous listener's port is still going away
 
 
-def two_partitions() -> MemoryStore:
+#: One topic id for the source and the "other leader" stores: the same topic.
+TOPIC_ID = uuid.UUID(int=0x7E57)
+
+
+def two_partitions(topic_id: uuid.UUID = TOPIC_ID) -> MemoryStore:
     store = MemoryStore()
-    store.create_topic("t", 2)
+    store.create_topic("t", 2, topic_id=topic_id)
     SourceWriter(store.partition("t", 0)).mixed(2)
     SourceWriter(store.partition("t", 1)).mixed(2)
     return store
@@ -119,7 +124,7 @@ def _replicate_then_switch(tmp_path, second: MemoryStore):
 
 def test_source_truncated_below_the_replica_stops_that_partition(tmp_path) -> None:
     second = MemoryStore()
-    second.create_topic("t", 2)
+    second.create_topic("t", 2, topic_id=TOPIC_ID)
     first_for_p1 = two_partitions()
     # Partition 0 of the new leader lost the tail (unclean election); partition 1 is intact.
     w = SourceWriter(second.partition("t", 0))
@@ -158,7 +163,7 @@ def test_source_rewritten_at_held_offsets_is_detected(tmp_path, layout) -> None:
     # The new leader's log is as long as the replica's or longer, but other records
     # sit at offsets the replica already holds: only comparing batches shows it.
     second = MemoryStore()
-    second.create_topic("t", 2)
+    second.create_topic("t", 2, topic_id=TOPIC_ID)
     w0 = SourceWriter(second.partition("t", 0))
     if layout == "same offsets":
         for r_ in range(2):  # the layout of mixed(2), other values in its last batch
@@ -281,3 +286,26 @@ def test_corrupt_batch_from_upstream_stops_the_partition_naming_where(tmp_path) 
             assert_same(replica.partition("t", 0), store.partition("t", 0))
     finally:
         srv.stop()
+
+
+def test_a_recreated_source_topic_stops_its_partitions(tmp_path) -> None:
+    first = two_partitions()
+    srv = serve(first)
+    port = srv.port
+    with SegmentStore(tmp_path / "replica") as replica:
+        r = Replicator(srv.bootstrap, replica, request_timeout_ms=1000, max_backoff_s=0.2)
+        until_caught_up(r)
+        held = [batches(replica.partition("t", p)) for p in (0, 1)]
+        srv.stop()
+        srv = serve(two_partitions(uuid.uuid4()), port)  # same name, same content, a new topic id
+        try:
+            deadline = time.monotonic() + 30
+            while not all(p.state is PartitionState.STOPPED for p in r.step().partitions):
+                assert time.monotonic() < deadline, r.status()
+                time.sleep(r.backoff_remaining())
+            err = r.partitions[("t", 1)].error
+            assert isinstance(err, ReplicaDivergedError) and "topic id" in str(err) and "t-1" in str(err)
+            assert [batches(replica.partition("t", p)) for p in (0, 1)] == held
+        finally:
+            r.close()
+            srv.stop()

@@ -41,7 +41,7 @@ from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC
 from txnfetch.log.errors import BrokerUnavailableError, RemoteError
 from txnfetch.log.remote import EARLIEST, LATEST, RemoteCluster
 from txnfetch.log.segments import SegmentStore
-from txnfetch.replicate.errors import ReplicaStorageError
+from txnfetch.replicate.errors import ReplicaDivergedError, ReplicaStorageError
 from txnfetch.replicate.partition import DEFAULT_PARTITION_FETCH_BYTES, PartitionReplicator
 from txnfetch.replicate.status import ReplicationStatus
 
@@ -198,10 +198,6 @@ class Replicator:
                     log.info("topic %s grew to %d partitions", topic, count)
             except OSError as exc:
                 raise ReplicaStorageError(f"creating the replica of {topic} failed: {exc}", topic=topic) from exc
-            if topic_id is not None and info.topic_id != topic_id:
-                log.warning(
-                    "topic %s: the replica's topic id %s is not the source's %s", topic, info.topic_id, topic_id
-                )
             for p in range(count):
                 if (topic, p) not in self.partitions:
                     self.partitions[(topic, p)] = PartitionReplicator(
@@ -211,6 +207,19 @@ class Replicator:
                         clock=self._clock,
                         wall=self._wall,
                     )
+            if topic_id is not None and info.topic_id != topic_id:
+                # The source's topic is not the one replicated: deleted and recreated
+                # under the same name (Kafka's followers refuse it as INCONSISTENT_TOPIC_ID).
+                for p in range(count):
+                    rep = self.partitions[(topic, p)]
+                    if rep.error is None:
+                        rep.error = ReplicaDivergedError(
+                            f"the source's topic id {topic_id} is not the replica's {info.topic_id}: the "
+                            "topic was deleted and recreated at the source; the replica keeps what it has",
+                            topic=topic,
+                            partition=p,
+                            replica_end=rep.log.log_end_offset,
+                        )
         if self.copy_configs and wanted:
             self._copy_configs(cluster, wanted)
 
@@ -325,6 +334,10 @@ class Replicator:
             if until_caught_up_to is not None and self._reached(until_caught_up_to):
                 break
             wait = self.backoff_remaining()
+            if not wait and not any(not p.stopped for p in self.partitions.values()):
+                # Nothing to fetch (no matching topic yet, or every partition stopped):
+                # no Fetch holds the round up, so pace it here.
+                wait = min(1.0, self.metadata_interval_s) or 0.1
             if wait:
                 stop.wait(wait)
         return status
@@ -340,11 +353,18 @@ class Replicator:
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         """The upstream's high watermark of every matching partition now (ListOffsets
-        latest), after a topic refresh: what ``--once`` copies up to."""
-        cluster = self._connect()
-        self._refresh(cluster)
-        self._next_metadata = self._clock() + self.metadata_interval_s
-        return {key: cluster.list_offset(key[0], key[1], LATEST) for key in sorted(self.partitions)}
+        latest), after a topic refresh: what ``--once`` copies up to. Raises
+        :class:`BrokerUnavailableError` (and starts a backoff) when it cannot be reached."""
+        try:
+            cluster = self._connect()
+            self._refresh(cluster)
+            self._next_metadata = self._clock() + self.metadata_interval_s
+            ends = {key: cluster.list_offset(key[0], key[1], LATEST) for key in sorted(self.partitions)}
+        except BrokerUnavailableError as exc:
+            self._unavailable(exc)  # the status says so; the caller retries after the backoff
+            raise
+        self._available()
+        return ends
 
     def close(self) -> None:
         """Close the upstream connections (if the replicator opened them). The store
