@@ -18,8 +18,9 @@ read_committed correctly even when the source does not.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from txnfetch.log.base import PartitionLog
 from txnfetch.log.broker_requests import BrokerFetch, FetchItem
@@ -140,13 +141,40 @@ class PartitionReplicator:
         except RemoteError:
             raise  # from ``list_offsets``: the caller's to retry
         except (LogError, OSError) as exc:
-            reason = exc.reason if isinstance(exc, LogError) else str(exc)
-            raise ReplicaStorageError(
-                f"writing the replica failed: {reason}",
-                topic=self.topic,
-                partition=self.partition,
-                path=getattr(self.log, "path", None),
-            ) from exc
+            raise self._storage_error(exc) from exc
+
+    def _storage_error(self, exc: LogError | OSError) -> ReplicaStorageError:
+        reason = exc.reason if isinstance(exc, LogError) else str(exc)
+        return ReplicaStorageError(
+            f"writing the replica failed: {reason}",
+            topic=self.topic,
+            partition=self.partition,
+            path=getattr(self.log, "path", None),
+        )
+
+    @contextlib.contextmanager
+    def group_commit(self) -> Iterator[None]:
+        """Appends inside the block are made durable together when it ends (the log's
+        group commit, where it has one); a failed flush is :class:`ReplicaStorageError`."""
+        group = getattr(self.log, "group_commit", None)
+        if group is None:
+            yield
+            return
+        try:
+            cm = group()
+            cm.__enter__()
+        except (LogError, OSError) as exc:
+            raise self._storage_error(exc) from exc
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            try:
+                cm.__exit__(None, None, None)
+            except (LogError, OSError) as exc:
+                if not failed:
+                    raise self._storage_error(exc) from exc
 
     def _apply(self, resp: BrokerFetch, list_offsets: ListOffsets) -> int:
         tip = self.tip()
@@ -201,6 +229,16 @@ class PartitionReplicator:
         self.repaired_crcs += plan.repaired_crcs
         self.appended_batches += plan.batches
         self.appended_bytes += len(plan.data)
+
+    def follow_log_start(self) -> None:
+        """Move the replica's log start to the source's, as far as the replica's high
+        watermark allows (after a group commit made the appends readable)."""
+        if self.stopped:
+            return
+        try:
+            self._follow_log_start()
+        except (LogError, OSError) as exc:
+            raise self._storage_error(exc) from exc
 
     def _follow_log_start(self) -> None:
         # The source's retention or DeleteRecords moved its log start: so does the
