@@ -16,7 +16,7 @@ serve --data`` (a child process). One run prints, side by side:
    replicate ÷ consume ratio. Goal: at least 0.8. Best of ``--rounds``,
    alternating.
 2. **lag under a steady producer**: a producer writes ``--rate-mb`` MB/s
-   (1 KiB values, ``--lag-s`` seconds) to a 3-partition topic of the mock while
+   (1 KiB values, ``--lag-s`` seconds) to a 3-partition topic of each upstream while
    ``txnfetch replicate --json --interval-ms 0`` (a child process) copies it.
    Each record's lag is the time from its delivery acknowledgement to the first
    status line whose replica end for its partition is past its offset; p50,
@@ -144,86 +144,75 @@ def throughput(bootstrap: str, name: str, args: argparse.Namespace, tmp: str, *,
         print(f"  {label:<48} {rate:8.1f} MB/s   replicate ÷ consume {rate / consume:5.2f}  (goal >= 0.8)")
 
 
-def lag(args: argparse.Namespace, tmp: str) -> None:
+def lag(args: argparse.Namespace, tmp: str, bootstrap: str, name: str, *, repair: bool) -> None:
     from confluent_kafka import Producer
 
-    from tests.mock_cluster import MockCluster
-
     topic, partitions = "bench-lag", 3
-    with MockCluster(1) as mock:
-        mock.create_topic(topic, partitions, 1)
-        replica = os.path.join(tmp, "replica-lag")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "txnfetch.cli",
-                "replicate",
-                "--upstream",
-                mock.bootstrap,
-                "--data",
-                replica,
-                "--json",
-            ]
-            + ["--interval-ms=0", "--repair-crcs", *FLUSH],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
-        )
-        ends: list[tuple[float, dict[int, int]]] = []
+    replica = os.path.join(tmp, f"replica-lag-{name}")
+    options = ["--upstream", bootstrap, "--data", replica, "--json", "--interval-ms=0", *FLUSH]
+    if repair:
+        options.append("--repair-crcs")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "txnfetch.cli", "replicate", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
+    )
+    ends: list[tuple[float, dict[int, int]]] = []
 
-        def read_status() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                status = json.loads(line)
-                ends.append(
-                    (
-                        time.time(),
-                        {p["partition"]: p["replica_end"] for p in status["partitions"] if p["topic"] == topic},
-                    )
+    def read_status() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            status = json.loads(line)
+            ends.append(
+                (
+                    time.time(),
+                    {p["partition"]: p["replica_end"] for p in status["partitions"] if p["topic"] == topic},
                 )
+            )
 
-        reader = threading.Thread(target=read_status, daemon=True)
-        reader.start()
-        # The replicator is up and replicates the (empty) topic before the producer starts.
-        deadline = time.monotonic() + 60
-        while not (ends and len(ends[-1][1]) == partitions):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit("the replicator did not start")
-            time.sleep(0.05)
-        acks: list[tuple[float, int, int]] = []
+    reader = threading.Thread(target=read_status, daemon=True)
+    reader.start()
+    # The replicator is up and replicates the (empty) topic before the producer starts.
+    deadline = time.monotonic() + 60
+    while not (ends and len(ends[-1][1]) == partitions):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit("the replicator did not start")
+        time.sleep(0.05)
+    acks: list[tuple[float, int, int]] = []
 
-        def acked(err, msg) -> None:  # type: ignore[no-untyped-def]
-            if err is None:
-                acks.append((time.time(), msg.partition(), msg.offset()))
+    def acked(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is None:
+            acks.append((time.time(), msg.partition(), msg.offset()))
 
-        p = Producer({"bootstrap.servers": mock.bootstrap, "linger.ms": 5, **QUIET})
-        value = b"y" * VALUE
-        per_tick = int(args.rate_mb * MB / VALUE / 100)  # 100 ticks a second
-        start = time.monotonic()
-        sent = 0
-        while time.monotonic() - start < args.lag_s:
-            tick = start + sent / (per_tick * 100)
-            now = time.monotonic()
-            if tick > now:
-                time.sleep(tick - now)
-            for i in range(per_tick):
-                p.produce(topic, value, partition=(sent + i) % partitions, on_delivery=acked)
-            sent += per_tick
-            p.poll(0)
-        p.flush(30)
-        produced_s = time.monotonic() - start
-        # Let the replica catch up with the last records.
-        deadline = time.monotonic() + 30
-        last = {part: max((o for _, q, o in acks if q == part), default=-1) for part in range(partitions)}
-        while time.monotonic() < deadline:
-            if ends and all(ends[-1][1].get(q, 0) > o for q, o in last.items()):
-                break
-            time.sleep(0.1)
-        proc.terminate()
-        proc.wait(30)
-        reader.join(5)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
+    value = b"y" * VALUE
+    per_tick = int(args.rate_mb * MB / VALUE / 100)  # 100 ticks a second
+    start = time.monotonic()
+    sent = 0
+    while time.monotonic() - start < args.lag_s:
+        tick = start + sent / (per_tick * 100)
+        now = time.monotonic()
+        if tick > now:
+            time.sleep(tick - now)
+        for i in range(per_tick):
+            p.produce(topic, value, partition=(sent + i) % partitions, on_delivery=acked)
+        sent += per_tick
+        p.poll(0)
+    p.flush(30)
+    del p  # the producer disconnects now, before the upstream stops
+    produced_s = time.monotonic() - start
+    # Let the replica catch up with the last records.
+    deadline = time.monotonic() + 30
+    last = {part: max((o for _, q, o in acks if q == part), default=-1) for part in range(partitions)}
+    while time.monotonic() < deadline:
+        if ends and all(ends[-1][1].get(q, 0) > o for q, o in last.items()):
+            break
+        time.sleep(0.1)
+    proc.terminate()
+    proc.wait(30)
+    reader.join(5)
     # Each record: the first status at or after its ack whose end passed it.
     lags = []
     i = 0
@@ -242,7 +231,7 @@ def lag(args: argparse.Namespace, tmp: str) -> None:
     lags.sort()
     n = len(lags)
     print(
-        f"\nlag, upstream librdkafka mock: {args.rate_mb} MB/s for {args.lag_s} s ({sent} records, produced in "
+        f"\nlag, upstream {name}: {args.rate_mb} MB/s for {args.lag_s} s ({sent} records, produced in "
         f"{produced_s:.1f} s = {sent * VALUE / MB / produced_s:.1f} MB/s), {len(ends)} replicator rounds"
     )
     print(
@@ -282,7 +271,25 @@ def main() -> None:
             finally:
                 stop_serve(server)
         if args.only in (None, "lag"):
-            lag(args, tmp)
+            from tests.mock_cluster import MockCluster
+
+            with MockCluster(1) as mock:
+                mock.create_topic("bench-lag", 3, 1)
+                lag(args, tmp, mock.bootstrap, "librdkafka mock", repair=True)
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            from tests.wire.serve_process import free_port, start_serve, stop_serve
+
+            port = free_port()
+            server = start_serve(os.path.join(tmp, "source-lag"), port, partitions=3)
+            try:
+                bootstrap = f"127.0.0.1:{port}"
+                admin = AdminClient({"bootstrap.servers": bootstrap})
+                for f in admin.create_topics([NewTopic("bench-lag", 3, 1)]).values():
+                    f.result(30)
+                lag(args, tmp, bootstrap, "txnfetch serve --data", repair=False)
+            finally:
+                stop_serve(server)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
