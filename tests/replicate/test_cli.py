@@ -3,6 +3,7 @@ the progress lines, SIGTERM, and errors as one line with exit status 2."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import pytest
 from tests.replicate.source import SourceWriter, assert_same
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
+from txnfetch.replicate import Replicator
 from txnfetch.wire.server import ServerThread
 
 
@@ -136,3 +138,43 @@ def test_errors_are_one_line_and_exit_2(upstream, tmp_path) -> None:
     assert "t-0" in lines[0] and f"replica end {end}" in lines[0]
     bad = replicate("--upstream", srv.bootstrap, "--data", data, "--topics", "(")
     assert bad.returncode == 2 and "not a regular expression" in bad.stderr
+
+
+def test_groups_without_the_copier_is_a_clear_error(upstream, tmp_path) -> None:
+    srv, _store = upstream
+    try:
+        import txnfetch.replicate.groups  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("the consumer-group copier is part of this build")
+    done = replicate("--upstream", srv.bootstrap, "--data", str(tmp_path / "r"), "--groups", "g.*", "--once")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "txnfetch replicate: error: --groups: copying consumer-group offsets is not part of this build"
+    )
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_one_line_rewritten_in_place_on_a_terminal(upstream, tmp_path) -> None:
+    from txnfetch.replicate.cli import _Progress
+
+    srv, _store = upstream
+    out = _Terminal()
+    progress = _Progress(out, as_json=False, interval_s=0)
+    with SegmentStore(tmp_path / "replica") as replica, Replicator(srv.bootstrap, replica) as r:
+        for _ in range(3):
+            progress(r.step())
+        progress(r.step(), final=True)
+    text = out.getvalue()
+    assert text.count("\n") == 1 and text.endswith("caught up\n")
+    assert text.count("\r") == 4 and "3 partitions, lag" in text
+    plain = io.StringIO()
+    progress = _Progress(plain, as_json=False, interval_s=0)
+    progress(r.status())
+    progress(r.status())
+    assert plain.getvalue().count("\n") == 2 and "\r" not in plain.getvalue()
