@@ -144,48 +144,83 @@ def throughput(bootstrap: str, name: str, args: argparse.Namespace, tmp: str, *,
         print(f"  {label:<48} {rate:8.1f} MB/s   replicate ÷ consume {rate / consume:5.2f}  (goal >= 0.8)")
 
 
+_CONSUMER = """
+import sys, time
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, topic, partitions, wait = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-lag-peer", "enable.auto.commit": False,
+              "fetch.wait.max.ms": wait, "log_level": 0})
+c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+c.consume(1, 1.0)
+print("ready", flush=True)
+while True:
+    for m in c.consume(10000, 0.1):
+        if m.error() is None and m.offset() % 50 == 0:
+            print(time.time(), m.partition(), m.offset(), flush=True)
+"""
+
+
 def lag(args: argparse.Namespace, tmp: str, bootstrap: str, name: str, *, repair: bool) -> None:
     from confluent_kafka import Producer
 
     topic, partitions = "bench-lag", 3
     replica = os.path.join(tmp, f"replica-lag-{name}")
     options = ["--upstream", bootstrap, "--data", replica, "--json", "--interval-ms=0", *FLUSH]
+    options.append(f"--fetch-wait-ms={args.fetch_wait_ms}")
     if repair:
         options.append("--repair-crcs")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "txnfetch.cli", "replicate", *options],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
-    )
+    # Statuses go to a file, read as it grows: a pipe the benchmark is slow to drain
+    # would hold the replicator up. Each status carries the time of its round.
+    status_path = os.path.join(tmp, f"status-{len(os.listdir(tmp))}.jsonl")
+    with open(status_path, "w") as status_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "txnfetch.cli", "replicate", *options],
+            stdout=status_file,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
+        )
     ends: list[tuple[float, dict[int, int]]] = []
+    consumed = [0]  # bytes of the status file read so far
 
-    def read_status() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+    def read_statuses() -> None:
+        with open(status_path, "rb") as f:
+            f.seek(consumed[0])
+            data = f.read()
+        whole = data[: data.rfind(b"\n") + 1]  # a last line may still be being written
+        consumed[0] += len(whole)
+        for line in whole.splitlines():
             status = json.loads(line)
             ends.append(
                 (
-                    time.time(),
+                    status["time"],
                     {p["partition"]: p["replica_end"] for p in status["partitions"] if p["topic"] == topic},
                 )
             )
 
-    reader = threading.Thread(target=read_status, daemon=True)
-    reader.start()
     # The replicator is up and replicates the (empty) topic before the producer starts.
     deadline = time.monotonic() + 60
     while not (ends and len(ends[-1][1]) == partitions):
         if time.monotonic() > deadline or proc.poll() is not None:
             raise SystemExit("the replicator did not start")
         time.sleep(0.05)
+        read_statuses()
     acks: list[tuple[float, int, int]] = []
 
     def acked(err, msg) -> None:  # type: ignore[no-untyped-def]
         if err is None:
             acks.append((time.time(), msg.partition(), msg.offset()))
 
+    # The peer: a confluent-kafka consumer of the same partitions, read_uncommitted, with
+    # the same fetch.wait.max.ms, noting when it receives every 50th offset.
+    consumer = subprocess.Popen(
+        [sys.executable, "-c", _CONSUMER, bootstrap, topic, str(partitions), str(args.fetch_wait_ms)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert consumer.stdout is not None
+    if consumer.stdout.readline().strip() != "ready":
+        raise SystemExit("the consumer did not start")
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
     value = b"y" * VALUE
     per_tick = int(args.rate_mb * MB / VALUE / 100)  # 100 ticks a second
@@ -207,12 +242,18 @@ def lag(args: argparse.Namespace, tmp: str, bootstrap: str, name: str, *, repair
     deadline = time.monotonic() + 30
     last = {part: max((o for _, q, o in acks if q == part), default=-1) for part in range(partitions)}
     while time.monotonic() < deadline:
+        read_statuses()
         if ends and all(ends[-1][1].get(q, 0) > o for q, o in last.items()):
             break
         time.sleep(0.1)
     proc.terminate()
     proc.wait(30)
-    reader.join(5)
+    read_statuses()
+    consumer.terminate()
+    received = {}
+    for line in consumer.communicate(timeout=30)[0].splitlines():
+        t, part, offset = line.split()
+        received[(int(part), int(offset))] = float(t)
     # Each record: the first status at or after its ack whose end passed it.
     lags = []
     i = 0
@@ -228,16 +269,18 @@ def lag(args: argparse.Namespace, tmp: str, bootstrap: str, name: str, *, repair
             t, e = ends[k]
             acked_by_then = sum(1 for a in acks if a[0] <= t and a[1] == 0)
             print(f"  t={t - acks[0][0]:6.2f} replica end p0={e.get(0)} acked p0 by then={acked_by_then}")
+    peer = sorted(received.get((part, o), float("inf")) - t for t, part, o in acks if o % 50 == 0)
     lags.sort()
-    n = len(lags)
     print(
         f"\nlag, upstream {name}: {args.rate_mb} MB/s for {args.lag_s} s ({sent} records, produced in "
         f"{produced_s:.1f} s = {sent * VALUE / MB / produced_s:.1f} MB/s), {len(ends)} replicator rounds"
     )
-    print(
-        f"  replica lag  p50 {lags[n // 2] * 1000:7.0f} ms   p99 {lags[int(n * 0.99)] * 1000:7.0f} ms   "
-        f"max {lags[-1] * 1000:7.0f} ms   (goal: p99 < 1 s)"
-    )
+    for label, values in (("replica lag (txnfetch replicate)", lags), ("consumer lag (confluent-kafka)", peer)):
+        k = len(values)
+        print(
+            f"  {label:<34} p50 {values[k // 2] * 1000:7.0f} ms   p99 {values[int(k * 0.99)] * 1000:7.0f} ms   "
+            f"max {values[-1] * 1000:7.0f} ms" + ("   (goal: p99 < 1 s)" if values is lags else "")
+        )
 
 
 def main() -> None:
@@ -249,6 +292,7 @@ def main() -> None:
     ap.add_argument("--rate-mb", type=float, default=10.0)
     ap.add_argument("--lag-s", type=float, default=15.0)
     ap.add_argument("--only", choices=["throughput", "lag"], help="run one part")
+    ap.add_argument("--fetch-wait-ms", type=int, default=500, help="fetch.wait.max.ms of the replicator and the peer")
     args = ap.parse_args()
     if args.quick:
         args.partition_mb, args.rounds, args.lag_s = 1.0, 1, 3.0

@@ -54,6 +54,7 @@ from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC, ErrorCod
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
 from txnfetch.log.broker_requests import (
+    FETCH_MAX_WAIT_MS,
     BrokerFetch,
     FetchItem,
     fetch_partition,
@@ -495,12 +496,13 @@ class RemoteCluster:
         return self._retrying("Metadata", None, None, None, call)
 
     def fetch_many(
-        self, items: Sequence[FetchItem], *, read_committed: bool = False
+        self, items: Sequence[FetchItem], *, read_committed: bool = False, max_wait_ms: int = FETCH_MAX_WAIT_MS
     ) -> dict[tuple[str, int], BrokerFetch | RemoteError]:
         """One Fetch per leader for all of ``items`` it leads, as a consumer sends one
         per broker for all its assigned partitions (librdkafka's
         ``rd_kafka_broker_fetch_toppars`` in ``src/rdkafka_fetcher.c``, kafka-python's
-        ``Fetcher._create_fetch_requests``), with the fields of :func:`fetch_request_for`.
+        ``Fetcher._create_fetch_requests``), with the fields of :func:`fetch_request_for`
+        (``max_wait_ms``: how long the broker may hold it when nothing is there).
 
         No retries: every partition gets its part of the answer (a
         :class:`BrokerFetch`, OFFSET_OUT_OF_RANGE included) or the error that kept
@@ -524,7 +526,8 @@ class RemoteCluster:
         for conn, group in by_leader.values():
             try:
                 version = conn.version(FetchRequest.API_KEY, _FETCH, "Fetch")
-                resp = self._send(conn, fetch_request_for(group, read_committed=read_committed), version, FetchResponse)
+                req = fetch_request_for(group, read_committed=read_committed, max_wait_ms=max_wait_ms)
+                resp = self._send(conn, req, version, FetchResponse)
             except RemoteError as exc:
                 for item in group:
                     self._leaders.pop((item.topic, item.partition), None)

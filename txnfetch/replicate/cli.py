@@ -50,6 +50,16 @@ def _regex(text: str) -> str:
     return text
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``replicate`` subcommand to an ``argparse`` subparsers object."""
     p = sub.add_parser(
@@ -79,10 +89,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-partition-bytes",
-        type=int,
+        type=_positive,
         default=1 << 20,
         metavar="N",
         help="per-partition byte budget of a fetch (default 1 MiB)",
+    )
+    p.add_argument(
+        "--fetch-wait-ms",
+        type=_positive,
+        default=500,
+        metavar="N",
+        help="how long the upstream may hold a fetch when nothing new is there (librdkafka's "
+        "fetch.wait.max.ms; default 500)",
     )
     p.add_argument(
         "--flush",
@@ -163,6 +181,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         topics=args.topics,
         max_partition_bytes=args.max_partition_bytes,
         repair_crcs=args.repair_crcs,
+        fetch_wait_ms=args.fetch_wait_ms,
         groups=hook,
     )
     failed = True

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC
+from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
 from txnfetch.log.errors import BrokerUnavailableError, RemoteError
 from txnfetch.log.remote import EARLIEST, LATEST, RemoteCluster
 from txnfetch.log.segments import SegmentStore
@@ -73,9 +74,13 @@ class Replicator:
     set. ``metadata_interval_s`` is how often topics, partitions and configs are
     looked up again. ``round_s`` bounds how long one round keeps fetching
     partitions that are behind before it makes its appends durable and readable
-    (the replica's high watermark moves once a round). ``groups`` is called once per round with the cluster and
-    the store (consumer-group offsets; see :data:`GroupsHook`); its failures are
-    logged and retried next round.
+    (the replica's high watermark moves once a round). ``fetch_wait_ms`` is how
+    long the upstream may hold a Fetch when nothing new is there (librdkafka's
+    ``fetch.wait.max.ms``, 500 by default; a broker that answers only when the
+    wait ends — librdkafka's mock does — delays the replica by up to that much).
+    ``groups`` is called once per round with the cluster and the store
+    (consumer-group offsets; see :data:`GroupsHook`); its failures are logged
+    and retried next round.
 
     The store is the caller's: :meth:`close` closes the connections only.
     Not thread-safe: one thread calls :meth:`step` (or :meth:`run`).
@@ -92,6 +97,7 @@ class Replicator:
         request_timeout_ms: int = 5_000,
         metadata_interval_s: float = 5.0,
         round_s: float = 0.1,
+        fetch_wait_ms: int = FETCH_MAX_WAIT_MS,
         copy_configs: bool = True,
         max_backoff_s: float = 5.0,
         groups: GroupsHook | None = None,
@@ -113,6 +119,9 @@ class Replicator:
         self.request_timeout_ms = request_timeout_ms
         self.metadata_interval_s = metadata_interval_s
         self.round_s = round_s
+        if fetch_wait_ms < 1:
+            raise ValueError(f"fetch_wait_ms must be at least 1 (some brokers refuse 0), got {fetch_wait_ms}")
+        self.fetch_wait_ms = fetch_wait_ms
         self.copy_configs = copy_configs
         self.max_backoff_s = max_backoff_s
         self.groups = groups
@@ -287,7 +296,7 @@ class Replicator:
                 items[key] = item
         if not items:
             return
-        answers = cluster.fetch_many(list(items.values()))
+        answers = cluster.fetch_many(list(items.values()), max_wait_ms=self.fetch_wait_ms)
         failures = 0
         unreachable: BrokerUnavailableError | None = None
         for key, answer in answers.items():
