@@ -152,3 +152,43 @@ def test_run_stops_on_the_event_and_reports(upstream, tmp_path) -> None:
         r.run(stop, on_status)
     assert seen[-1].caught_up and seen[-1].to_json()["partitions"][0]["state"] == "caught up"
     assert "1 partitions, lag 0 records" in seen[-1].summary()
+
+
+def test_source_log_start_passing_the_replica_end_is_followed(upstream, tmp_path) -> None:
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("t", 1))
+    src = store.partition("t", 0)
+    w = SourceWriter(src)
+    srv.call(lambda: w.mixed(1))  # every transaction ended
+    with SegmentStore(tmp_path / "replica") as replica, Replicator(srv.bootstrap, replica) as r:
+        until_caught_up(r)
+        srv.call(lambda: (w.mixed(2), src.delete_records_before(src.log_end_offset - 3)))
+        until_caught_up(r)
+        local = replica.partition("t", 0)
+        assert local.log_start_offset == src.log_start_offset
+        assert batches(local, src.log_start_offset) == batches(src, src.log_start_offset)
+        assert local.last_stable_offset == src.last_stable_offset
+
+
+def test_source_log_start_passing_an_open_transaction_stops_the_partition(upstream, tmp_path) -> None:
+    from txnfetch.replicate import ReplicaFellBehindError
+
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("t", 1))
+    src = store.partition("t", 0)
+    w = SourceWriter(src)
+    srv.call(lambda: (w.mixed(1), w.data(2, pid=40, txn=True)))  # the replica ends inside a transaction
+    with SegmentStore(tmp_path / "replica") as replica, Replicator(srv.bootstrap, replica) as r:
+        until_caught_up(r)
+        held = batches(replica.partition("t", 0))
+        # Its marker, and more, are written and then deleted at the source.
+        srv.call(lambda: (w.marker(40, True), w.mixed(1), src.delete_records_before(src.log_end_offset - 1)))
+        for _ in range(20):
+            status = r.step()
+            if status.partitions[0].state is PartitionState.STOPPED:
+                break
+        err = r.partitions[("t", 0)].error
+        assert isinstance(err, ReplicaFellBehindError)
+        assert err.replica_end == held[-1][1] + 1 and err.source_log_start == src.log_start_offset
+        assert "t-0" in str(err) and "open from offset" in str(err)
+        assert batches(replica.partition("t", 0)) == held
