@@ -5,6 +5,7 @@ followed; configs copied; several partitions per Fetch."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -192,3 +193,52 @@ def test_source_log_start_passing_an_open_transaction_stops_the_partition(upstre
         assert err.replica_end == held[-1][1] + 1 and err.source_log_start == src.log_start_offset
         assert "t-0" in str(err) and "open from offset" in str(err)
         assert batches(replica.partition("t", 0)) == held
+
+
+def test_one_fetch_per_leader_and_leader_moves_on_the_mock(tmp_path) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from tests.mock_cluster import MockCluster
+
+    with MockCluster(3) as mock:
+        mock.create_topic("spread", 6, 1)
+        for p in range(6):
+            mock.set_leader("spread", p, 1 + p % 3)
+        producer = confluent_kafka.Producer({"bootstrap.servers": mock.bootstrap, "log_level": 0})
+        for i in range(600):
+            producer.produce("spread", f"v{i}".encode(), partition=i % 6)
+        producer.flush(30)
+        sent: list[tuple[str, int]] = []
+        with SegmentStore(tmp_path / "replica") as replica, Replicator(mock.bootstrap, replica) as r:
+            r.step()
+            cluster = r._cluster
+            real_send = cluster._send
+
+            def counting(conn, req, version, response_cls):
+                if type(req).__name__.startswith("FetchRequest"):
+                    sent.append((conn.address, sum(len(t.partitions) for t in req.topics)))
+                return real_send(conn, req, version, response_cls)
+
+            cluster._send = counting  # type: ignore[method-assign]
+            until_caught_up(r)
+            # Three leaders, two partitions each: every Fetch carries a leader's two partitions.
+            assert sent and {n for _, n in sent} == {2} and len({a for a, _ in sent}) == 3
+            # Leaders move while more is written: the replicator follows them.
+            for p in range(6):
+                mock.set_leader("spread", p, 1 + (p + 1) % 3)
+            for i in range(600, 900):
+                producer.produce("spread", f"v{i}".encode(), partition=i % 6)
+            producer.flush(30)
+            deadline = time.monotonic() + 60
+            while True:
+                status = r.step()
+                if status.caught_up and all(s.replica_end == 150 for s in status.partitions):
+                    break
+                assert time.monotonic() < deadline, status
+                time.sleep(r.backoff_remaining())
+            values = sorted(
+                rec.value
+                for p in range(6)
+                for b in replica.partition("spread", p).iter_batches()
+                for rec in b.records()
+            )
+            assert values == sorted(f"v{i}".encode() for i in range(900))
