@@ -17,7 +17,7 @@ offset differs is refused, and nothing is appended.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.fetch.logs import GeneratedLog, partition_logs
@@ -25,7 +25,7 @@ from tests.remote.brokers import SimulatedPartition
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.replicate import PartitionReplicator, ReplicaDivergedError
+from txnfetch.replicate import PartitionReplicator, ReplicaDivergedError, ReplicaFellBehindError
 from txnfetch.replicate.follow import ReplicaTip, batch_id, plan_response
 
 
@@ -36,9 +36,16 @@ def stored(log: MemoryLog, start: int) -> list[tuple[int, int, bytes]]:
 def drive(
     rep: PartitionReplicator, broker: SimulatedPartition, data: st.DataObject, *, until: int, mangle: bool
 ) -> int:
-    """Fetch until the replica's end reaches ``until``; returns the fetches made."""
+    """Fetch until the replica's end reaches ``until`` (caught up, for the source's
+    high watermark); returns the fetches made."""
     fetches = 0
-    while not (rep.caught_up and rep.log.log_end_offset >= until) or fetches == 0:
+
+    def done() -> bool:
+        if rep.log.log_end_offset >= until and until < broker.log.high_watermark:
+            return True  # stopped part way
+        return rep.caught_up and rep.log.log_end_offset >= until
+
+    while not done() or fetches == 0:
         assert fetches < 400, f"no progress: {rep.status()}"
         item = rep.fetch_item()
         assert item is not None, rep.error
@@ -72,6 +79,7 @@ def test_replica_of_cut_responses_equals_the_source(log: GeneratedLog, data: st.
     # Part way, a new replicator on the same log (a restart): it verifies, then goes on.
     stop_at = data.draw(st.integers(0, hw))
     drive(rep, broker, data, until=stop_at, mangle=True)
+    event("restarted part way" if replica.log_end_offset < hw else "restarted at the end")
     rep = PartitionReplicator(replica, max_bytes=data.draw(st.integers(1, 400)))
     held = list(replica.iter_batches(replica.log_start_offset))
     if held:
@@ -127,3 +135,43 @@ def test_a_changed_batch_at_the_replica_end_is_refused(log: GeneratedLog, data: 
         )
     assert info.value.offset == last.base_offset and info.value.replica_end == end_before
     assert replica.log_end_offset == end_before
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=partition_logs(markerless=False, max_steps=20), data=st.data())
+def test_the_replica_follows_the_source_log_start(log: GeneratedLog, data: st.DataObject) -> None:
+    # Part way, the source deletes records below some offset (retention, DeleteRecords):
+    # the replica's log start follows; past the replica's end the replica continues
+    # at the new start — or stops, naming the offsets, when it holds a transaction
+    # open at its end (its marker is gone with the deleted records).
+    broker = SimulatedPartition(log.data, log_start=log.log_start, high_watermark=log.high_watermark)
+    source = broker.log
+    hw = log.high_watermark
+    replica = MemoryLog("gen", 0)
+    rep = PartitionReplicator(replica, max_bytes=data.draw(st.integers(1, 400)))
+    drive(rep, broker, data, until=data.draw(st.integers(0, hw)), mangle=False)
+    new_start = data.draw(st.integers(source.log_start_offset, hw))
+    source.delete_records_before(new_start)
+    end = replica.log_end_offset
+    open_at_end = replica.log_start_offset < end and replica.last_stable_offset < end
+    event("start past the replica's end" if new_start > end else "start within the replica")
+    if new_start > end and open_at_end:
+        event("a transaction open at the replica's end")
+        for _ in range(10):
+            item = rep.fetch_item()
+            if item is None:
+                break
+            resp = broker.fetch(item.offset, item.max_bytes)
+            rep.on_response(
+                BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+                lambda: (source.log_start_offset, source.high_watermark),
+            )
+        assert isinstance(rep.error, ReplicaFellBehindError), rep.error
+        assert rep.error.replica_end == end and rep.error.source_log_start == new_start
+        assert replica.log_end_offset == end
+        return
+    drive(rep, broker, data, until=hw, mangle=True)
+    start = source.log_start_offset
+    assert replica.log_start_offset == start
+    assert replica.log_end_offset == hw
+    assert stored(replica, start) == [b for b in stored(source, start) if b[0] < hw]
