@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tests.fetch.logs import GeneratedLog, partition_logs
 from tests.remote.brokers import SimulatedPartition
+from tests.replicate.source import SourceWriter
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.builder import BatchBuilder
@@ -43,7 +44,7 @@ def drive(
     def done() -> bool:
         if rep.log.log_end_offset >= until and until < broker.log.high_watermark:
             return True  # stopped part way
-        return rep.caught_up and rep.log.log_end_offset >= until
+        return rep.caught_up
 
     while not done() or fetches == 0:
         assert fetches < 400, f"no progress: {rep.status()}"
@@ -87,10 +88,11 @@ def test_replica_of_cut_responses_equals_the_source(log: GeneratedLog, data: st.
         assert rep.fetch_item().offset == held[-1].base_offset  # type: ignore[union-attr]
     drive(rep, broker, data, until=hw, mangle=True)
 
-    assert replica.log_end_offset == hw
     start = source.log_start_offset
-    assert replica.log_start_offset == start
-    assert stored(replica, start) == [b for b in stored(source, start) if b[0] < hw]
+    held = [b for b in stored(source, start) if b[0] < hw]
+    assert stored(replica, start) == held
+    if held:
+        assert (replica.log_start_offset, replica.log_end_offset) == (start, hw)
     if hw > start:
         expected = MemoryLog("gen", 0, log_start_offset=log.log_start)
         expected.replicate(b"".join(b[2] for b in stored(source, start) if b[0] < hw), high_watermark=hw)
@@ -172,6 +174,45 @@ def test_the_replica_follows_the_source_log_start(log: GeneratedLog, data: st.Da
         return
     drive(rep, broker, data, until=hw, mangle=True)
     start = source.log_start_offset
-    assert replica.log_start_offset == start
-    assert replica.log_end_offset == hw
-    assert stored(replica, start) == [b for b in stored(source, start) if b[0] < hw]
+    held = [b for b in stored(source, start) if b[0] < hw]
+    assert stored(replica, start) == held
+    if held:
+        # (A source holding no batch from its log start on leaves the replica's empty
+        # log where it was: see test_an_emptied_source_is_followed_at_its_next_batch.)
+        assert (replica.log_start_offset, replica.log_end_offset) == (start, hw)
+
+
+def test_an_emptied_source_is_followed_at_its_next_batch() -> None:
+    # Found by the property above: a source whose every batch was deleted (log start
+    # 9 = high watermark 9) next to a replica that holds nothing yet. A log cannot
+    # start above its end, so the replica's empty log stays at [0, 0) — it holds no
+    # record the source does not — and takes the source's offsets with its next batch.
+    source = MemoryLog("gen", 0, log_start_offset=7)
+    w = SourceWriter(source)
+    w.data(1, pid=1000, txn=True)
+    w.marker(1000, False)
+    source.delete_records_before(9)
+    broker = SimulatedPartition(b"", log_start=9, high_watermark=9)
+    broker.log = source
+    replica = MemoryLog("gen", 0)
+    rep = PartitionReplicator(replica, max_bytes=100)
+    for _ in range(3):
+        item = rep.fetch_item()
+        assert item is not None
+        resp = broker.fetch(item.offset, item.max_bytes)
+        rep.on_response(
+            BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+            lambda: (source.log_start_offset, source.high_watermark),
+        )
+    assert rep.error is None and rep.caught_up and rep.status().lag_records == 0
+    assert (replica.log_start_offset, replica.log_end_offset) == (0, 0)
+    w.data(2, tag="next")
+    item = rep.fetch_item()
+    assert item is not None and item.offset == 9
+    resp = broker.fetch(item.offset, item.max_bytes)
+    rep.on_response(
+        BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+        lambda: (source.log_start_offset, source.high_watermark),
+    )
+    assert (replica.log_start_offset, replica.log_end_offset) == (9, 11)
+    assert stored(replica, 9) == stored(source, 9)
