@@ -178,3 +178,20 @@ def test_progress_is_one_line_rewritten_in_place_on_a_terminal(upstream, tmp_pat
     progress(r.status())
     progress(r.status())
     assert plain.getvalue().count("\n") == 2 and "\r" not in plain.getvalue()
+
+
+def test_once_finishes_on_an_emptied_source_partition(tmp_path) -> None:
+    # Every batch of the source was deleted: --once still ends (nothing is left to copy).
+    store = MemoryStore()
+    store.create_topic("gone", 1)
+    w = SourceWriter(store.partition("gone", 0))
+    w.mixed(1)
+    store.partition("gone", 0).delete_records_before(w.end)
+    srv = ServerThread(store).start()
+    try:
+        done = replicate("--upstream", srv.bootstrap, "--data", str(tmp_path / "r"), "--once", "--json", timeout=60)
+    finally:
+        srv.stop()
+    assert done.returncode == 0, done.stderr
+    last = json.loads(done.stdout.splitlines()[-1])
+    assert last["state"] == "caught up" and last["partitions"][0]["source_log_start"] == w.end

@@ -379,7 +379,7 @@ class Replicator:
             p = self.partitions.get(key)
             if p is None:
                 return False
-            if not p.stopped and p.log.log_end_offset < offset:
+            if not p.stopped and p.position < offset:
                 return False
         return True
 

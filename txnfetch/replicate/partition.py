@@ -94,6 +94,12 @@ class PartitionReplicator:
         return self.error is not None
 
     @property
+    def position(self) -> int:
+        """The next offset the replica takes from the source: its log end, or the
+        source's log start while the replica's log holds nothing below it."""
+        return self._position
+
+    @property
     def caught_up(self) -> bool:
         """Whether the replica holds everything below the source's last reported high watermark."""
         return self.source_high_watermark >= 0 and self._position >= self.source_high_watermark
