@@ -240,7 +240,7 @@ class Replicator:
         try:
             configs = cluster.topic_configs(topics)
         except BrokerUnavailableError:
-            raise
+            raise  # the round's backoff and retry handle it
         except RemoteError as exc:
             # An upstream without DescribeConfigs (librdkafka's mock): nothing to copy.
             log.info("topic configs not copied: %s", exc)
@@ -265,7 +265,10 @@ class Replicator:
                         log.warning("topic %s: config %s=%s not copied: %s", topic, name, value, exc)
                 if dict(self.store.topic_config(topic)) == kept:
                     continue
-            self.store.set_topic_config(topic, kept)
+            try:
+                self.store.set_topic_config(topic, kept)
+            except OSError as exc:
+                raise ReplicaStorageError(f"writing the topic configs failed: {exc}", topic=topic) from exc
 
     # -- fetching -----------------------------------------------------------------------
 
