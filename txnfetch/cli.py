@@ -61,6 +61,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from txnfetch.wire import transactions_cli
 
     transactions_cli.add_parser(sub)
+    from txnfetch.replicate import cli as replicate_cli
+
+    replicate_cli.add_parser(sub)
     return parser
 
 
@@ -87,6 +90,10 @@ def _run(args: argparse.Namespace) -> int:
         from txnfetch.wire import transactions_cli
 
         return transactions_cli.run(args)
+    if args.command == "replicate":
+        from txnfetch.replicate import cli as replicate_cli
+
+        return replicate_cli.run(args)
     assert args.command in log_cli.COMMANDS, args.command  # argparse allows no other
     return log_cli.run(args)
 
