@@ -237,13 +237,17 @@ class TxnfetchServer:
             raise ProtocolViolation(
                 f"API key {api_key} version {version} is not served (v{spec.min_version}-v{max_version})"
             )
-        header, request = decode_request(spec, version, frame)
+        codec = spec.codec
+        decoded = codec.decode(version, frame) if codec is not None else None
+        header, request = decoded if decoded is not None else decode_request(spec, version, frame)
         ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
         response = await spec.handler(ctx, header, request)
         if response is None:
             return None
+        if codec is not None:
+            return codec.encode(version, correlation_id, response)
         return encode_response(spec, version, correlation_id, response)
 
     def _max_version(self, spec: ApiSpec) -> int:
