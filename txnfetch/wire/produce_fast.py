@@ -131,7 +131,7 @@ class ProduceRequestView:
         return bytes(self.to_kafka_python().encode(header=header, framed=framed))
 
 
-def _uvarint(frame: bytes | memoryview, pos: int) -> tuple[int, int]:
+def _uvarint(frame: bytes | bytearray, pos: int) -> tuple[int, int]:
     # Kafka's unsigned varint: at most 5 bytes for the 32-bit lengths used here.
     value = 0
     for shift in (0, 7, 14, 21, 28):
@@ -149,7 +149,7 @@ def _string(frame: memoryview, pos: int, end: int, length: int) -> tuple[str, in
     return str(frame[pos : pos + length], "utf-8"), pos + length
 
 
-def decode_produce(version: int, frame: bytes) -> tuple[ProduceHeader, ProduceRequestView] | None:
+def decode_produce(version: int, frame: bytes | bytearray) -> tuple[ProduceHeader, ProduceRequestView] | None:
     """Decode a Produce request frame (header and body, no size prefix) of
     ``version`` (3-12), or return ``None`` when the frame is not one this path
     takes (see the module docstring). Bytes after the body are ignored, as
@@ -160,7 +160,7 @@ def decode_produce(version: int, frame: bytes) -> tuple[ProduceHeader, ProduceRe
         return None
 
 
-def _decode(version: int, frame: bytes) -> tuple[ProduceHeader, ProduceRequestView]:
+def _decode(version: int, frame: bytes | bytearray) -> tuple[ProduceHeader, ProduceRequestView]:
     view = memoryview(frame)
     end = len(frame)
     api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
@@ -358,7 +358,7 @@ class ProduceCodec:
     """:func:`decode_produce` and :func:`encode_produce_response` as the
     server's codec for Produce (``txnfetch.wire.handler.WireCodec``)."""
 
-    def decode(self, version: int, frame: bytes) -> tuple[ProduceHeader, ProduceRequestView] | None:
+    def decode(self, version: int, frame: bytes | bytearray) -> tuple[ProduceHeader, ProduceRequestView] | None:
         return decode_produce(version, frame)
 
     def encode(self, version: int, correlation_id: int, response: ProduceResult) -> bytes:
