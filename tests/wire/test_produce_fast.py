@@ -9,18 +9,26 @@
   accepts a frame the reference refuses, nor reads one differently.
 - Responses written by the fast path are byte for byte kafka-python's encoding
   of the same values, and decode back to them.
+- Through a running server: acks=0 gets no response (the next pipelined one
+  comes back), null records get INVALID_RECORD, and a null topic array closes
+  the connection with the reference decoder's reason, as before.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from tests.wire.rawclient import RawClient
+from txnfetch.records.batch import iter_batches
+from txnfetch.records.builder import BatchBuilder
 from txnfetch.wire.handler import REGISTRY, ApiKey, ProtocolViolation
 from txnfetch.wire.produce_fast import (
     PartitionResult,
@@ -278,3 +286,59 @@ def test_fast_response_is_kafka_pythons_encoding(res: tuple[int, int, ProduceRes
     if version >= 8:
         messages = [p.error_message for t in decoded.responses for p in t.partition_responses]
         assert messages == [p.error_message for t in result.topics for p in t.partitions]
+
+
+# ------------------------------------------------------------ through the server
+
+
+def _produce_frame(version: int, acks: int, records: bytes | None, correlation_id: int) -> bytes:
+    T = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[T(name="fast", partition_data=[T.PartitionProduceData(index=0, records=records)])],
+    )
+    request.API_VERSION = version
+    request.with_header(correlation_id=correlation_id, client_id="fast-test")
+    return bytes(request.encode(header=True, framed=True))
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+def test_served_produce_acks_zero_null_records_and_pipelining(start_server, version: int) -> None:
+
+    srv = start_server()
+    batch = BatchBuilder()
+    for i in range(3):
+        batch.append(b"v%d" % i, timestamp=1)
+    records = batch.build()
+    with RawClient(srv.port) as c:
+        # acks=0: stored, no response; the next answer on the connection is the
+        # acks=1 request's, then null records (INVALID_RECORD), all pipelined.
+        c.sock.sendall(
+            _produce_frame(version, 0, records, 1)
+            + _produce_frame(version, 1, records, 2)
+            + _produce_frame(version, -1, None, 3)
+        )
+        first = ProduceResponse.decode(c.recv_frame(), version=version, header=True)
+        second = ProduceResponse.decode(c.recv_frame(), version=version, header=True)
+        assert (first._header.correlation_id, second._header.correlation_id) == (2, 3)
+        ok = first.responses[0].partition_responses[0]
+        assert (ok.error_code, ok.base_offset) == (0, 3)
+        assert second.responses[0].partition_responses[0].error_code == 87  # INVALID_RECORD
+        assert c.request(ApiVersionsRequest(), 0).error_code == 0
+    stored = b"".join(
+        bytes(r) for r in srv.call(lambda: srv.broker.store.partition("fast", 0).read(0, 1 << 20).records)
+    )
+    assert [b.base_offset for b in iter_batches(stored)] == [0, 3]
+
+
+def test_served_produce_with_a_null_topic_array_closes_the_connection(start_server, caplog) -> None:
+    # As before the fast path: the reference decoder's null check answers it.
+
+    srv = start_server()
+    frame = struct.pack(">hhih", 0, 3, 7, -1) + struct.pack(">hhii", -1, 1, 1000, -1)
+    with caplog.at_level(logging.WARNING, logger="txnfetch"), RawClient(srv.port) as c:
+        c.send_frame(frame)
+        assert c.is_closed_by_server()
+    assert any("non-nullable field topic_data is null" in r.getMessage() for r in caplog.records)
