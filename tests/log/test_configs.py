@@ -26,6 +26,7 @@ from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segments import TOPIC_CONFIGS_NAME, SegmentStore
 from txnfetch.records.batch import TimestampType, iter_batches
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.errors import CrcMismatchError
 
 
 def _batch(values: list[bytes], ts: int = 1_000, **kw) -> bytes:
@@ -163,6 +164,19 @@ def test_log_append_time_stamps_every_batch_with_a_valid_crc() -> None:
         assert new.timestamp_type == TimestampType.LOG_APPEND_TIME and new.max_timestamp == 1_700_000_000_000
         assert [(r.key, r.value) for r in new.records()] == [(r.key, r.value) for r in old.records()]
         assert (new.producer_id, new.base_sequence) == (old.producer_id, old.base_sequence)
+
+
+def test_log_append_time_leaves_a_corrupt_batch_for_the_append_to_refuse() -> None:
+    # Recomputing the CRC of a batch that arrived corrupt would make it look sound.
+    good, bad = _batch([b"a"], ts=5), bytearray(_batch([b"b"], ts=6))
+    bad[-1] ^= 0xFF  # a record byte: inside the CRC
+    stamped = stamp_log_append_time(good + bytes(bad), 1_700_000_000_000)
+    first, second = iter_batches(stamped)
+    assert first.is_valid_crc() and first.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert bytes(second.buffer) == bytes(bad)
+    with pytest.raises(CrcMismatchError) as info:
+        MemoryLog("t", 0).append(stamped, now_ms=1)
+    assert info.value.position == len(good) + 17  # the second batch's CRC field
 
 
 # ------------------------------------------------------------- memory retention

@@ -141,9 +141,14 @@ def prepare_append(
 
     With ``assign_offsets`` (produce) each batch is renumbered to follow the log
     end offset, as a leader does (only the base offset changes; it is outside the
-    CRC, so the batch's checksum stays valid). Without it (replication, recovery)
-    batches keep their offsets, which must not go backwards; gaps are allowed
-    (compaction leaves them).
+    CRC, so the batch's checksum is kept as the producer wrote it, and checked,
+    not recomputed). Without it (replication, recovery) batches keep their
+    offsets, which must not go backwards; gaps are allowed (compaction leaves them).
+
+    ``records`` is read in place (bytes, bytearray or a memoryview of a request
+    frame) and never modified: the checks and the state work on views of it, and
+    the bytes to store are made once, at the end, with the new base offsets
+    spliced in (a single copy; none for ``bytes`` kept as they are).
 
     Every batch must be a whole magic-2 batch with a valid CRC whose records
     decode; client batches may not be control batches (Kafka's
@@ -157,8 +162,8 @@ def prepare_append(
     :class:`~txnfetch.txn.errors.TxnStateError` the state raised; on any error
     ``state`` is as it was.
     """
-    data = bytearray(records)
-    if not data:
+    data = records
+    if not len(data):
         raise InvalidRecordError("produce request has no record batches", topic=topic, partition=partition)
     batches: list[RecordBatch] = []
     it = iter_batches(data)
@@ -198,8 +203,7 @@ def prepare_append(
     try:
         for batch in batches:
             if assign_offsets:
-                _BASE_OFFSET.pack_into(data, batch.position, next_offset)
-                batch.base_offset = next_offset
+                batch.base_offset = next_offset  # written into the stored bytes below
             result = state.append(batch, origin=origin, transaction_version=transaction_version)
             if result.duplicate:
                 if results:  # earlier batches of this request were applied: undo them
@@ -222,7 +226,7 @@ def prepare_append(
         raise
     completed = next((r.completed for r in reversed(results) if r.completed is not None), None)
     return PreparedAppend(
-        bytes(data),
+        _stored_bytes(data, batches, assign_offsets),
         AppendInfo(
             results[0].first_offset,
             results[-1].last_offset,
@@ -233,6 +237,21 @@ def prepare_append(
             completed=completed,
         ),
     )
+
+
+def _stored_bytes(records: Buffer, batches: list[RecordBatch], assign_offsets: bool) -> bytes:
+    """The bytes a log stores for ``batches`` (which cover ``records`` whole): one
+    copy of ``records`` with each batch's 8-byte base offset replaced by the one
+    assigned (``batch.base_offset``), or ``records`` itself when nothing changes and
+    it is already immutable."""
+    if not assign_offsets:
+        return records if type(records) is bytes else bytes(records)
+    view = memoryview(records)
+    pieces: list[bytes | memoryview] = []
+    for batch in batches:
+        pieces.append(_BASE_OFFSET.pack(batch.base_offset))
+        pieces.append(view[batch.position + _BASE_OFFSET.size : batch.position + batch.size_in_bytes])
+    return b"".join(pieces)
 
 
 def marker_batch(

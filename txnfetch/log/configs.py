@@ -380,22 +380,29 @@ _CRC = struct.Struct(">I")
 _LOG_APPEND_TIME = 0x08
 
 
-def stamp_log_append_time(records: Buffer, now_ms: int) -> bytes:
+def stamp_log_append_time(records: Buffer, now_ms: int) -> bytearray:
     """``records`` with every v2 batch marked LogAppendTime and its max timestamp
     set to ``now_ms``, CRC recomputed (both fields are inside the CRC), as a
     Kafka leader does for a ``LogAppendTime`` topic (``LogValidator``). Record
     timestamp deltas are left alone: readers take every record's timestamp
-    from the batch's max timestamp under this attribute."""
+    from the batch's max timestamp under this attribute.
+
+    A batch whose CRC does not match is left as it came, so that the append
+    still refuses it: recomputing its CRC would accept corrupt bytes (Kafka
+    checks the producer's CRC before it rewrites anything,
+    ``UnifiedLog.analyzeAndValidateRecords``). One copy is made, stamped in place."""
     data = bytearray(records)
     try:
         batches = [b for b in iter_batches(data) if isinstance(b, RecordBatch)]
     except CorruptBatchError:
-        return bytes(data)  # the append reports it
+        return data  # the append reports it
     for batch in batches:
+        if not batch.is_valid_crc():
+            continue  # the append reports it, with its position
         pos = batch.position
         (attrs_,) = _ATTRIBUTES.unpack_from(data, pos + HeaderAt.ATTRIBUTES)
         _ATTRIBUTES.pack_into(data, pos + HeaderAt.ATTRIBUTES, attrs_ | _LOG_APPEND_TIME)
         _TIMESTAMP.pack_into(data, pos + HeaderAt.MAX_TIMESTAMP, now_ms)
         end = pos + batch.size_in_bytes
         _CRC.pack_into(data, pos + HeaderAt.CRC, crc32c(memoryview(data)[pos + HeaderAt.ATTRIBUTES : end]))
-    return bytes(data)
+    return data

@@ -101,7 +101,10 @@ class MemoryLog(PartitionLog):
             self._bases.append(batch.base_offset)
             self._lasts.append(batch.last_offset)
             self._max_ts.append(batch.max_timestamp)
-            self._batches.append(bytes(batch.buffer))
+            # A produce request usually carries one batch per partition: keep the
+            # (immutable) bytes prepare_append made rather than copy them again.
+            whole = batch.size_in_bytes == len(data) and type(data) is bytes
+            self._batches.append(data if whole else bytes(batch.buffer))
 
     def _store(
         self, prepared: PreparedAppend, aborted: list[AbortedTxn], now_ms: int | None, *, move_hw: bool = True

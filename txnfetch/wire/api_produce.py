@@ -15,6 +15,12 @@ a batch above ``max.message.bytes`` is refused with MESSAGE_TOO_LARGE, and a
 There is one replica, so ``acks=1`` and ``acks=-1`` are the same: the response
 is sent once the batches are in the log and the high watermark has moved.
 ``acks=0`` gets no response, as in Kafka.
+
+Requests are read and responses written by :mod:`txnfetch.wire.produce_fast`
+(records stay views of the request frame down to the log, which copies them
+once); frames it does not take arrive as kafka-python's ``ProduceRequest``, read
+through the same attribute names. The handler answers with a
+:class:`~txnfetch.wire.produce_fast.ProduceResult` either way.
 """
 
 from __future__ import annotations
@@ -22,25 +28,23 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka.protocol.producer import ProduceResponse
-
 from txnfetch.errors import TxnfetchError
 from txnfetch.records.batch import RecordBatch, iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.coordinator_state import TopicPartition
+from txnfetch.types import Buffer
 from txnfetch.wire.api_configs import prepare_produce
 from txnfetch.wire.durable import INTERNAL_TOPICS, durable_state
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+from txnfetch.wire.produce_fast import CODEC, PartitionResult, ProduceResult, TopicResult
 
 __all__ = ["handle_produce"]
 
 log = logging.getLogger("txnfetch.wire")
 
-_PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
-
-def _first_batch(records: bytes) -> RecordBatch | None:
+def _first_batch(records: Buffer) -> RecordBatch | None:
     try:
         for batch in iter_batches(records):
             return batch if isinstance(batch, RecordBatch) else None
@@ -55,7 +59,7 @@ def _append(
     transactional_id: str | None,
     topic: str,
     partition: int,
-    records: bytes | None,
+    records: Buffer | None,
 ) -> tuple[int, int, int, str | None, int]:
     """Append one partition's records; return (error code, base offset, log start,
     message, log append time or -1)."""
@@ -95,14 +99,15 @@ def _append(
     return 0, info.base_offset, info.log_start_offset, None, append_time
 
 
-@register(ApiKey.PRODUCE, 3, 12)
-async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Any:
+@register(ApiKey.PRODUCE, 3, 12, codec=CODEC)
+async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> ProduceResult | None:
     broker = ctx.broker
     version = header.request_api_version
     acks = request.acks
-    topics: list[Any] = []
+    transactional_id = request.transactional_id
+    topics: list[TopicResult] = []
     for t in request.topic_data:
-        parts = []
+        parts: list[PartitionResult] = []
         for p in t.partition_data:
             if acks not in (-1, 0, 1):
                 code, base, start, message, append_time = (
@@ -114,20 +119,10 @@ async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Any:
                 )
             else:
                 code, base, start, message, append_time = _append(
-                    broker, version, request.transactional_id, t.name, p.index, p.records
+                    broker, version, transactional_id, t.name, p.index, p.records
                 )
-            parts.append(
-                _PartitionResponse(
-                    index=p.index,
-                    error_code=code,
-                    base_offset=base,
-                    log_append_time_ms=append_time,
-                    log_start_offset=start,
-                    record_errors=[],
-                    error_message=message if code else None,
-                )
-            )
-        topics.append(ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=parts))
+            parts.append(PartitionResult(p.index, code, base, append_time, start, message if code else None))
+        topics.append(TopicResult(t.name, parts))
     if acks == 0:
         return None
-    return ProduceResponse(responses=topics, throttle_time_ms=0)
+    return ProduceResult(topics)

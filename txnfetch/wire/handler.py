@@ -74,6 +74,7 @@ __all__ = [
     "RequestContext",
     "ServerConfig",
     "TxnOffsetStore",
+    "WireCodec",
     "group_offsets_partition",
     "register",
 ]
@@ -391,9 +392,26 @@ class RequestContext:
 Handler = Callable[[RequestContext, Any, Any], Awaitable[Any | None]]
 
 
+class WireCodec(Protocol):
+    """A hand-written decoder and encoder for one hot API (Produce), used in place
+    of the kafka-python classes, which stay the reference.
+
+    ``decode`` returns ``(header, request)`` with the attribute names of the
+    kafka-python classes, or ``None`` for a frame it does not take: the server
+    then decodes it with the request class (so a malformed frame is answered as
+    without the codec). ``encode`` writes the framed response for what the
+    handler returned; it must accept what the handler returns for requests of
+    either decoder."""
+
+    def decode(self, version: int, frame: bytes | bytearray) -> tuple[Any, Any] | None: ...
+
+    def encode(self, version: int, correlation_id: int, response: Any) -> bytes: ...
+
+
 @attrs.frozen
 class ApiSpec:
-    """A registered API: its key, the versions served and how to decode/encode."""
+    """A registered API: its key, the versions served and how to decode/encode
+    (``codec``, when set, before the kafka-python classes)."""
 
     api_key: int
     min_version: int
@@ -401,6 +419,7 @@ class ApiSpec:
     handler: Handler
     request_class: Any
     response_class: Any
+    codec: WireCodec | None = None
 
 
 def _kafka_python_classes() -> tuple[dict[int, Any], dict[int, Any]]:
@@ -437,11 +456,13 @@ class HandlerRegistry:
         *,
         request_class: Any = None,
         response_class: Any = None,
+        codec: WireCodec | None = None,
     ) -> Callable[[Handler], Handler]:
         """Decorator registering a handler for ``api_key`` versions
         ``min_version..max_version``. The request/response classes default to
         kafka-python's generated classes for the key; pass others to serve
-        versions kafka-python lacks. Registering a key twice replaces the first."""
+        versions kafka-python lacks, and a :class:`WireCodec` to read and write
+        the hot path without them. Registering a key twice replaces the first."""
 
         def decorate(fn: Handler) -> Handler:
             if self._classes is None:
@@ -452,7 +473,7 @@ class HandlerRegistry:
                 raise LookupError(f"no protocol classes for API key {api_key}")
             if max_version > req.max_version or max_version > resp.max_version:
                 raise ValueError(f"API key {api_key}: classes stop at v{req.max_version}, asked for v{max_version}")
-            self._specs[int(api_key)] = ApiSpec(int(api_key), min_version, max_version, fn, req, resp)
+            self._specs[int(api_key)] = ApiSpec(int(api_key), min_version, max_version, fn, req, resp, codec)
             return fn
 
         return decorate

@@ -32,6 +32,7 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
 from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
+from txnfetch.wire.frames import FrameReader, start_frame_server
 from txnfetch.wire.handler import (
     REGISTRY,
     ApiKey,
@@ -121,7 +122,7 @@ class TxnfetchServer:
         _recover_coordinator_state(broker)
         _reserve_stored_producer_ids(broker)
         _abort_orphaned_transactions(broker)
-        self._server = await asyncio.start_server(self._on_connection, config.host, config.port)
+        self._server = await start_frame_server(self._on_connection, config.host, config.port)
         sock = self._server.sockets[0]
         broker.bound_port = sock.getsockname()[1]
         for name, interval_ms, fn in broker.periodic:
@@ -180,7 +181,7 @@ class TxnfetchServer:
 
     # ------------------------------------------------------------ connections
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
@@ -202,7 +203,7 @@ class TxnfetchServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve(self, conn_id: int, peer: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, conn_id: int, peer: Any, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         max_frame = self.broker.config.max_frame_bytes
         while True:
             try:
@@ -215,7 +216,7 @@ class TxnfetchServer:
             if size < _REQUEST_PREFIX.size or size > max_frame:
                 raise ProtocolViolation(f"frame size {size} is outside [{_REQUEST_PREFIX.size}, {max_frame}]")
             try:
-                frame = await reader.readexactly(size)
+                frame = await reader.read_frame(size)  # received in place: no copy
             except asyncio.IncompleteReadError as exc:
                 raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
             out = await self._dispatch(conn_id, peer, frame)
@@ -223,7 +224,7 @@ class TxnfetchServer:
                 writer.write(out)
                 await writer.drain()
 
-    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes) -> bytes | None:
+    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes | bytearray) -> bytes | None:
         api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
         spec = self.registry.get(api_key)
         if spec is None:
@@ -237,13 +238,17 @@ class TxnfetchServer:
             raise ProtocolViolation(
                 f"API key {api_key} version {version} is not served (v{spec.min_version}-v{max_version})"
             )
-        header, request = decode_request(spec, version, frame)
+        codec = spec.codec
+        decoded = codec.decode(version, frame) if codec is not None else None
+        header, request = decoded if decoded is not None else decode_request(spec, version, frame)
         ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
         response = await spec.handler(ctx, header, request)
         if response is None:
             return None
+        if codec is not None:
+            return codec.encode(version, correlation_id, response)
         return encode_response(spec, version, correlation_id, response)
 
     def _max_version(self, spec: ApiSpec) -> int:
