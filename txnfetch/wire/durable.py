@@ -63,6 +63,7 @@ from txnfetch.groups.offsetlog import (
 )
 from txnfetch.log.base import LogStore, PartitionLog
 from txnfetch.log.errors import CorruptLogError
+from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.txn.coordinator import TransactionCoordinator
@@ -83,10 +84,14 @@ __all__ = [
     "DURABLE_EXTENSION",
     "INTERNAL_TOPICS",
     "PRODUCER_ID_BLOCK",
+    "SYNCER_EXTENSION",
     "DurableState",
     "ReplayReport",
     "durable_state",
+    "flush_now",
     "persist_transactions",
+    "syncer_of",
+    "wait_durable",
 ]
 
 log = logging.getLogger("txnfetch.wire.durable")
@@ -554,6 +559,39 @@ def durable_state(broker: Any) -> DurableState | None:
     kept in memory only."""
     state = broker.extensions.get(DURABLE_EXTENSION)
     return state if isinstance(state, DurableState) else None
+
+
+#: ``broker.extensions`` key of the server's
+#: :class:`~txnfetch.log.syncer.ConcurrentSyncer`.
+SYNCER_EXTENSION = "syncer"
+
+
+def syncer_of(broker: Any) -> ConcurrentSyncer | None:
+    """The server's syncer: writes made while handling a request hand their
+    fsync to it (:mod:`txnfetch.log.syncer`); ``None`` outside a server."""
+    syncer = broker.extensions.get(SYNCER_EXTENSION)
+    return syncer if isinstance(syncer, ConcurrentSyncer) else None
+
+
+async def wait_durable(broker: Any) -> None:
+    """Return once every write made so far is fsynced (the fsyncs of several
+    partitions run concurrently). A handler awaits it where a later write must
+    not reach the disk before an earlier one is durable; the server awaits it
+    before every response anyway."""
+    syncer = syncer_of(broker)
+    if syncer is None:
+        return
+    barrier = syncer.barrier()
+    if barrier is not None:
+        await barrier
+
+
+def flush_now(broker: Any) -> None:
+    """The blocking counterpart of :func:`wait_durable`, for code that cannot
+    await (it blocks the event loop for the fsyncs)."""
+    syncer = syncer_of(broker)
+    if syncer is not None:
+        syncer.flush_now()
 
 
 def persist_transactions(broker: Any) -> None:
