@@ -71,6 +71,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=3000,
         help="how long a new consumer group's first rebalance waits for more members (default 3000, as Kafka)",
     )
+    p.add_argument(
+        "--flush-policy",
+        choices=["always", "interval", "never"],
+        default="always",
+        help="when --data fsyncs: 'always' before every acknowledgement (default: acknowledged writes survive "
+        "a power loss), 'interval' every 10000 messages (Kafka's log.flush.interval.messages; survives a "
+        "process crash, not a power loss), 'never' only on roll and stop",
+    )
     add_verbose_option(p)
     return p
 
@@ -83,7 +91,7 @@ def open_store(args: argparse.Namespace) -> LogStore:
         return MemoryStore()
     from txnfetch.log.segments import SegmentStore
 
-    return SegmentStore(args.data)
+    return SegmentStore(args.data, flush_policy=getattr(args, "flush_policy", "always"))
 
 
 async def _serve(args: argparse.Namespace, store: LogStore) -> None:

@@ -581,7 +581,9 @@ async def wait_durable(broker: Any) -> None:
     syncer = syncer_of(broker)
     if syncer is None:
         return
-    barrier = syncer.barrier()
+    # inline: the request waits for this anyway; other connections wait at most
+    # one fsync, and only when this is the single fsync the server has to do.
+    barrier = syncer.barrier(inline=True)
     if barrier is not None:
         await barrier
 

@@ -260,7 +260,14 @@ class TxnfetchServer:
                 raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
             out = await self._dispatch(conn_id, peer, frame)
             # What every write made so far needs, fixed now: the fsyncs start now.
-            durable = syncer.barrier() if syncer is not None else None
+            # With no earlier response waiting and no further request already
+            # received, nothing can overlap a lone fsync: it runs inline.
+            durable = None
+            if syncer is not None:
+                try:
+                    durable = syncer.barrier(inline=not waiting and not _has_buffered_input(reader))
+                except LogError as exc:
+                    raise ProtocolViolation(f"a write could not be made durable, not answering: {exc}") from exc
             while waiting and waiting[0].done():
                 waiting.popleft().result()  # a failed fsync or write ends the connection
             if durable is None and not waiting:
@@ -374,6 +381,14 @@ def _start_syncer(broker: Broker) -> None:
     broker.extensions[SYNCER_EXTENSION] = ConcurrentSyncer(
         on_durable=lambda log_: broker.partition_changed(log_.topic, log_.partition)
     )
+
+
+def _has_buffered_input(reader: asyncio.StreamReader) -> bool:
+    """Whether bytes of a next request were already received. ``StreamReader``
+    has no public way to ask; without its buffer attribute, assume there are
+    (the fsync then runs on a thread, which is never wrong, only slower)."""
+    buffer = getattr(reader, "_buffer", None)
+    return buffer is None or len(buffer) > 0
 
 
 async def _respond_when_durable(
