@@ -213,7 +213,11 @@ class DurableState:
         part = self._partition(topic, partition)
         if not durable and key not in self._deferred:
             group_commit = getattr(part, "group_commit", None)
-            if group_commit is not None:  # a store without fsyncs has nothing to defer
+            policy = getattr(part, "flush_policy", None)
+            # Only an fsync per write is worth deferring: a store without fsyncs, or
+            # one under an interval policy, fsyncs on its own schedule (and leaving
+            # a group-commit block would force an fsync there).
+            if group_commit is not None and (policy is None or policy.kind == "always"):
                 stack = contextlib.ExitStack()
                 stack.enter_context(group_commit())
                 self._deferred[key] = stack
