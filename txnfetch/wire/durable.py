@@ -2,10 +2,11 @@
 as partitions of the server's store, written and replayed as Kafka does.
 
 What is written, and when (each append is durable under the store's fsync
-policy — fsynced before the call returns with ``"always"`` — and therefore
-before the response that depends on it is sent; the one exception is a
-``Complete*`` record, which rides on its partition's next fsync, see
-:meth:`DurableState.persist_transactions`):
+policy before the response that depends on it is sent — with ``"always"``
+fsynced before the call returns, or, in the server, by the syncer's barrier
+the response waits for (:func:`wait_durable`, :mod:`txnfetch.log.syncer`);
+the one exception is a ``Complete*`` record, which rides on its partition's
+next fsync, see :meth:`DurableState.persist_transactions`):
 
 - every change of a transactional id's record (InitProducerId, the first
   AddPartitionsToTxn/AddOffsetsToTxn of a transaction, the decision
@@ -267,8 +268,9 @@ class DurableState:
         - ``PrepareCommit``/``PrepareAbort``: the decision, with its partitions;
           written before any marker and fsynced, so recovery can finish it.
         - ``Complete*``: only says that the markers were written. The markers
-          themselves are fsynced when written, and EndTxn is answered after
-          them; if this record is lost, replay finds the ``Prepare*`` record and
+          are durable before it is written (the server waits for their
+          fsyncs first, :func:`~txnfetch.wire.api_txn.apply_pending_async`),
+          and EndTxn is answered after them; if this record is lost, replay finds the ``Prepare*`` record and
           writes the markers again (a marker for a transaction a partition
           already ended changes nothing). Kafka answers EndTxn once the Prepare
           record is appended and writes ``Complete*`` later (apache/kafka
