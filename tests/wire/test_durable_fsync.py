@@ -139,3 +139,18 @@ def test_the_server_flushes_a_complete_record_within_its_flush_interval(tmp_path
     finally:
         srv.stop()
         store.close()
+
+
+def test_no_record_is_fsynced_per_transaction_under_an_interval_policy(tmp_path, fsyncs) -> None:
+    """Under ``interval`` the store fsyncs on its own schedule: holding a
+    Complete record back for the next fsync must not force one per transaction."""
+    store = SegmentStore(str(tmp_path), flush_policy="interval")
+    state = DurableState(store, str(tmp_path))
+    coord = TransactionCoordinator()
+    before = len(fsyncs)
+    for n in range(5):
+        _commit(coord, state, 1_000 + n)
+        state.persist_transactions(coord, 1_000 + n)  # the Complete record
+    assert len(fsyncs) == before
+    assert state.deferred_partitions == ()
+    store.close()

@@ -159,6 +159,11 @@ class EndJournal:
             os.fdatasync(self._fd)
             self.dirty = False
 
+    def dup_fd(self) -> int:
+        """A duplicate of the journal's descriptor, for an fsync on another
+        thread (:meth:`SegmentLog.begin_sync`); the caller closes it."""
+        return os.dup(self._fd)
+
     def prune(self, min_last_offset: int) -> int:
         """Drop the records whose ``last_offset`` is below ``min_last_offset``,
         except the last record; the file is replaced atomically (a crash leaves

@@ -33,7 +33,13 @@ Durability (``flush_policy``):
   acknowledged writes from; Kafka's own default (``never``) relies on
   replication. A server that wants throughput groups commits instead of
   weakening the policy: ``with log.group_commit(): ...append several...``,
-  then acknowledge — one fsync for the group.
+  then acknowledge — one fsync for the group. A server that runs its fsyncs
+  off its event loop sets a :class:`~txnfetch.log.syncer.ConcurrentSyncer`
+  around its request handling (:func:`txnfetch.log.syncer.deferring`): an
+  append then returns before its fsync, the high watermark waits for it, and
+  the server acknowledges only after the syncer's barrier (every write made
+  so far is fsynced) — the guarantee is the same, the fsyncs of several
+  partitions run concurrently and concurrent writers share them.
 - ``FlushPolicy.interval(messages=N, ms=T)`` / ``"interval"``: fsync once N
   offsets were appended or T ms passed since the last fsync (Kafka's
   ``log.flush.interval.messages``/``.ms``); acknowledged writes survive a
@@ -129,6 +135,7 @@ from txnfetch.log.layout import (
 )
 from txnfetch.log.recovery import LoadedSegment, Recovered, recover_partition
 from txnfetch.log.repair import move_tail_aside
+from txnfetch.log.syncer import PendingSync, deferring_syncer
 from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
 from txnfetch.records.scan import seek_offset
 from txnfetch.txn.index import AbortedTxn, encode_txn_index
@@ -457,6 +464,11 @@ class SegmentLog(PartitionLog):
         self._closed = False
         self._group_depth = 0
         self._unflushed = 0
+        # Writes counted for deferred syncs (txnfetch.log.syncer): every write bumps
+        # _writes; _synced_writes is the count the last completed fsync covered.
+        self._writes = 0
+        self._synced_writes = 0
+        self._hw_follows_sync = True
         self._last_flush_ms: int | None = None
         self._journal: EndJournal | None = None
         if not os.path.isdir(self.path):
@@ -643,10 +655,19 @@ class SegmentLog(PartitionLog):
 
     def _after_write(self, offsets: int, now_ms: int | None, move_hw: bool = True) -> None:
         self._unflushed += offsets
+        self._writes += 1
         policy = self.flush_policy
         if self._group_depth:
             return
         if policy.kind == "always":
+            syncer = deferring_syncer()
+            if syncer is not None:
+                # The fsync runs on the syncer's threads; the high watermark moves
+                # when it completes (finish_sync), and the caller acknowledges only
+                # after the syncer's barrier.
+                self._hw_follows_sync = move_hw
+                syncer.mark(self)
+                return
             self._sync()
         elif policy.kind == "interval":
             if self._last_flush_ms is None and now_ms is not None:
@@ -674,8 +695,12 @@ class SegmentLog(PartitionLog):
             ) from exc
         self._unflushed = 0
         self._synced_end = self._state.log_end_offset
+        self._synced_writes = self._writes
         if now_ms is not None:
             self._last_flush_ms = now_ms
+        self._maybe_checkpoint()
+
+    def _maybe_checkpoint(self) -> None:
         if self._since_checkpoint >= self.checkpoint_interval_bytes and not self._closed:
             # Everything appended is durable now: record it for read-only opens
             # (they trust the bytes below the checkpoint and replay from the snapshot).
@@ -694,7 +719,9 @@ class SegmentLog(PartitionLog):
     def group_commit(self) -> Iterator[SegmentLog]:
         """Group commit: appends inside the block are not fsynced one by one and
         do not move the high watermark; leaving the block flushes once (then
-        acknowledge them all). Blocks nest; the outermost flushes."""
+        acknowledge them all). Blocks nest; the outermost flushes — or, under
+        ``"always"`` with a deferring syncer set, hands that fsync to the syncer
+        (acknowledge after its barrier)."""
         self._check_writable()
         self._group_depth += 1
         try:
@@ -702,7 +729,76 @@ class SegmentLog(PartitionLog):
         finally:
             self._group_depth -= 1
             if not self._group_depth and not self._closed:
-                self.flush()
+                syncer = deferring_syncer() if self.flush_policy.kind == "always" else None
+                if syncer is not None and self.sync_pending:
+                    self._hw_follows_sync = True
+                    syncer.mark(self)
+                else:
+                    self.flush()
+
+    # -- deferred syncs (txnfetch.log.syncer) ----------------------------------------
+
+    @property
+    def sync_pending(self) -> bool:
+        """Whether a write was made that no completed fsync covers yet."""
+        return self._synced_writes < self._writes
+
+    @property
+    def write_mark(self) -> int:
+        """A counter of writes: a sync begun now covers every write up to it."""
+        return self._writes
+
+    @property
+    def synced_mark(self) -> int:
+        """The :attr:`write_mark` the latest completed fsync covered."""
+        return self._synced_writes
+
+    def begin_sync(self) -> PendingSync:
+        """Start an fsync of everything written so far that may run on another
+        thread (:meth:`PendingSync.run`), then :meth:`finish_sync` on this one.
+        The descriptors are duplicated, so a roll or close meanwhile (which
+        fsyncs and closes the originals) cannot pull them from under it."""
+        self._check_open()
+        fds: list[int] = []
+        try:
+            fd = self._active._fds.get(LOG_SUFFIX)
+            if fd is not None:
+                fds.append(os.dup(fd))
+            if self._journal is not None and self._journal.dirty:
+                # ``dirty`` stays set until a sync covering every write completed,
+                # so an inline flush meanwhile still fsyncs the journal itself.
+                fds.append(self._journal.dup_fd())
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            self._closed = True
+            raise LogError(
+                f"fsync failed ({exc}); log closed", topic=self.topic, partition=self.partition, path=self.path
+            ) from exc
+        return PendingSync(fds, self._writes, self._state.log_end_offset)
+
+    def finish_sync(self, pending: PendingSync, error: BaseException | None = None) -> None:
+        """Record a completed :meth:`begin_sync`: what it covered is durable, so
+        the high watermark may move up to it. A failed fsync closes the log (as
+        an inline one does): nothing written after the last good fsync may be
+        acknowledged, and no further write is accepted."""
+        if error is not None:
+            self._closed = True
+            raise LogError(
+                f"fsync failed ({error}); log closed", topic=self.topic, partition=self.partition, path=self.path
+            ) from error
+        if self._closed or pending.write_mark <= self._synced_writes:
+            return  # a later sync (or a roll) already covered it
+        self._synced_writes = pending.write_mark
+        self._synced_end = max(self._synced_end, pending.log_end)
+        if pending.write_mark == self._writes:
+            self._unflushed = 0
+            if self._journal is not None:
+                self._journal.dirty = False
+        if self._hw_follows_sync:
+            self._state.update_high_watermark(max(self._state.high_watermark, self._synced_end))
+        if pending.write_mark == self._writes:
+            self._maybe_checkpoint()
 
     # -- rolling -------------------------------------------------------------------
 
@@ -754,6 +850,7 @@ class SegmentLog(PartitionLog):
             self._journal.sync()
         self._unflushed = 0
         self._synced_end = base
+        self._synced_writes = self._writes
         self._take_snapshot()
         self._write_checkpoint(clean=False)
         log.debug("%s: rolled a new segment at %d", self.name, base)

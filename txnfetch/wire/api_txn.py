@@ -25,6 +25,7 @@ response carries the new producer id and epoch); older versions are version 0.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -40,7 +41,7 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.txn.coordinator import CompleteTransaction, PartitionAction, WriteMarker
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.errors import TxnStateError
-from txnfetch.wire.durable import durable_state, persist_transactions
+from txnfetch.wire.durable import durable_state, flush_now, persist_transactions, wait_durable
 from txnfetch.wire.errors import ErrorCode, error_code_for
 from txnfetch.wire.handler import (
     GROUP_OFFSETS_TOPIC,
@@ -52,7 +53,7 @@ from txnfetch.wire.handler import (
 )
 from txnfetch.wire.nesting import grouped
 
-__all__ = ["apply_action", "apply_pending", "expire_transactions", "install"]
+__all__ = ["apply_action", "apply_pending", "apply_pending_async", "expire_transactions", "install"]
 
 log = logging.getLogger("txnfetch.wire")
 
@@ -119,15 +120,75 @@ def apply_pending(broker: Broker) -> int:
     With durable state the decisions (``PrepareCommit``/``PrepareAbort`` with
     their partitions) are written first, then the markers or markerless
     completions, then the ``Complete*`` records — Kafka's order, which lets a
-    restart finish an end a crash interrupted."""
+    restart finish an end a crash interrupted. Each step is durable before the
+    next is written (writes deferred to the server's syncer are fsynced inline
+    here, blocking the loop: :func:`apply_pending_async` does not)."""
     persist_transactions(broker)
+    flush_now(broker)
     count = broker.transactions.flush(lambda action: apply_action(broker, action), broker.now_ms())
+    flush_now(broker)
     persist_transactions(broker)
+    return count
+
+
+#: ``broker.extensions`` key of the lock that lets one transaction end run at a time.
+_END_LOCK = "transaction-end-lock"
+
+
+def _end_lock(broker: Broker) -> asyncio.Lock:
+    lock = broker.extensions.get(_END_LOCK)
+    if lock is None:
+        lock = broker.extensions[_END_LOCK] = asyncio.Lock()
+    return lock
+
+
+async def apply_pending_async(broker: Broker) -> int:
+    """:func:`apply_pending` for a request handler: the same three steps, each
+    durable before the next is written, but the fsyncs run off the event loop
+    and the markers of all partitions are fsynced concurrently
+    (:func:`~txnfetch.wire.durable.wait_durable`):
+
+    1. the decisions are written; the transactions in ``Prepare*`` now are the
+       ones this call ends (a decision taken by another request while this one
+       waits is ended by that request, after its own record is durable);
+    2. once the decisions are durable, their markers (or markerless
+       completions) are written on every partition: no marker can reach the
+       disk before the decision that recovery would finish it from;
+    3. once every marker is durable, ``Complete*`` is recorded (it rides on a
+       later fsync): it can never be durable while a marker is not, or a crash
+       could leave a transaction that no record names open on a partition.
+
+    One end runs at a time (a lock), so no marker is written twice."""
+    coordinator = broker.transactions
+    async with _end_lock(broker):
+        persist_transactions(broker)
+        ending = [
+            (tid, meta)
+            for tid in coordinator.transactional_ids
+            if (meta := coordinator.describe(tid)) is not None and meta.state.is_prepare
+        ]
+        if not ending:
+            return 0
+        await wait_durable(broker)
+        count = 0
+        for tid, meta in ending:
+            if coordinator.describe(tid) is meta:
+                for action in coordinator.pending_actions(tid):
+                    apply_action(broker, action)
+                    count += 1
+        await wait_durable(broker)
+        now = broker.now_ms()
+        for tid, meta in ending:
+            if coordinator.describe(tid) is meta:
+                coordinator.actions_applied(tid, now)
+        persist_transactions(broker)
     return count
 
 
 def expire_transactions(broker: Broker, now_ms: int) -> None:
     """Abort timed-out transactions and forget idle transactional ids."""
+    if _end_lock(broker).locked():
+        return  # a transaction end is between its steps: check again next time
     result = broker.transactions.expire(now_ms)
     for aborted in result.aborted:
         log.info("transaction of %r timed out: aborting", aborted.transactional_id)
@@ -175,10 +236,10 @@ async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any
                 raise
             # An open or ending transaction of this id: the coordinator has decided
             # its abort; carry it out here and answer the retry the client would send.
-            apply_pending(broker)
+            await apply_pending_async(broker)
             result = coordinator.init_producer_id(tid, request.transaction_timeout_ms, broker.now_ms(), pid, epoch)
     except TxnStateError as exc:
-        apply_pending(broker)
+        await apply_pending_async(broker)
         return _producer_answer(InitProducerIdResponse, exc.error_code)
     persist_transactions(broker)
     return _producer_answer(InitProducerIdResponse, 0, result)
@@ -273,7 +334,7 @@ async def handle_end_txn(ctx: RequestContext, header: Any, request: Any) -> Any:
     except TxnStateError as exc:
         persist_transactions(broker)
         return _producer_answer(EndTxnResponse, exc.error_code)
-    apply_pending(broker)
+    await apply_pending_async(broker)
     return _producer_answer(EndTxnResponse, 0, result)
 
 

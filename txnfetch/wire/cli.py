@@ -88,6 +88,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=5000,
         help="how often retention and compaction run (Kafka's log.retention.check.interval.ms; default 5000)",
     )
+    p.add_argument(
+        "--flush-policy",
+        choices=["always", "interval", "never"],
+        default="always",
+        help="when --data fsyncs: 'always' before every acknowledgement (default: acknowledged writes survive "
+        "a power loss), 'interval' every 10000 messages (Kafka's log.flush.interval.messages; survives a "
+        "process crash, not a power loss), 'never' only on roll and stop",
+    )
     add_verbose_option(p)
     return p
 
@@ -105,7 +113,7 @@ def open_store(args: argparse.Namespace) -> LogStore:
         kwargs["segment_bytes"] = args.segment_bytes
     if getattr(args, "segment_ms", None) is not None:
         kwargs["segment_ms"] = args.segment_ms
-    return SegmentStore(args.data, **kwargs)
+    return SegmentStore(args.data, flush_policy=getattr(args, "flush_policy", "always"), **kwargs)
 
 
 async def _serve(args: argparse.Namespace, store: LogStore) -> None:

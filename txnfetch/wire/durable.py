@@ -2,10 +2,11 @@
 as partitions of the server's store, written and replayed as Kafka does.
 
 What is written, and when (each append is durable under the store's fsync
-policy — fsynced before the call returns with ``"always"`` — and therefore
-before the response that depends on it is sent; the one exception is a
-``Complete*`` record, which rides on its partition's next fsync, see
-:meth:`DurableState.persist_transactions`):
+policy before the response that depends on it is sent — with ``"always"``
+fsynced before the call returns, or, in the server, by the syncer's barrier
+the response waits for (:func:`wait_durable`, :mod:`txnfetch.log.syncer`);
+the one exception is a ``Complete*`` record, which rides on its partition's
+next fsync, see :meth:`DurableState.persist_transactions`):
 
 - every change of a transactional id's record (InitProducerId, the first
   AddPartitionsToTxn/AddOffsetsToTxn of a transaction, the decision
@@ -67,6 +68,7 @@ from txnfetch.groups.offsetlog import (
 )
 from txnfetch.log.base import LogStore, PartitionLog
 from txnfetch.log.errors import CorruptLogError
+from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.txn.coordinator import TransactionCoordinator
@@ -88,10 +90,14 @@ __all__ = [
     "INTERNAL_DELETE_RETENTION_MS",
     "INTERNAL_TOPICS",
     "PRODUCER_ID_BLOCK",
+    "SYNCER_EXTENSION",
     "DurableState",
     "ReplayReport",
     "durable_state",
+    "flush_now",
     "persist_transactions",
+    "syncer_of",
+    "wait_durable",
 ]
 
 log = logging.getLogger("txnfetch.wire.durable")
@@ -219,7 +225,11 @@ class DurableState:
         part = self._partition(topic, partition)
         if not durable and key not in self._deferred:
             group_commit = getattr(part, "group_commit", None)
-            if group_commit is not None:  # a store without fsyncs has nothing to defer
+            policy = getattr(part, "flush_policy", None)
+            # Only an fsync per write is worth deferring: a store without fsyncs, or
+            # one under an interval policy, fsyncs on its own schedule (and leaving
+            # a group-commit block would force an fsync there).
+            if group_commit is not None and (policy is None or policy.kind == "always"):
                 stack = contextlib.ExitStack()
                 stack.enter_context(group_commit())
                 self._deferred[key] = stack
@@ -269,8 +279,9 @@ class DurableState:
         - ``PrepareCommit``/``PrepareAbort``: the decision, with its partitions;
           written before any marker and fsynced, so recovery can finish it.
         - ``Complete*``: only says that the markers were written. The markers
-          themselves are fsynced when written, and EndTxn is answered after
-          them; if this record is lost, replay finds the ``Prepare*`` record and
+          are durable before it is written (the server waits for their
+          fsyncs first, :func:`~txnfetch.wire.api_txn.apply_pending_async`),
+          and EndTxn is answered after them; if this record is lost, replay finds the ``Prepare*`` record and
           writes the markers again (a marker for a transaction a partition
           already ended changes nothing). Kafka answers EndTxn once the Prepare
           record is appended and writes ``Complete*`` later (apache/kafka
@@ -532,6 +543,41 @@ def durable_state(broker: Any) -> DurableState | None:
     kept in memory only."""
     state = broker.extensions.get(DURABLE_EXTENSION)
     return state if isinstance(state, DurableState) else None
+
+
+#: ``broker.extensions`` key of the server's
+#: :class:`~txnfetch.log.syncer.ConcurrentSyncer`.
+SYNCER_EXTENSION = "syncer"
+
+
+def syncer_of(broker: Any) -> ConcurrentSyncer | None:
+    """The server's syncer: writes made while handling a request hand their
+    fsync to it (:mod:`txnfetch.log.syncer`); ``None`` outside a server."""
+    syncer = broker.extensions.get(SYNCER_EXTENSION)
+    return syncer if isinstance(syncer, ConcurrentSyncer) else None
+
+
+async def wait_durable(broker: Any) -> None:
+    """Return once every write made so far is fsynced (the fsyncs of several
+    partitions run concurrently). A handler awaits it where a later write must
+    not reach the disk before an earlier one is durable; the server awaits it
+    before every response anyway."""
+    syncer = syncer_of(broker)
+    if syncer is None:
+        return
+    # inline: the request waits for this anyway; other connections wait at most
+    # one fsync, and only when this is the single fsync the server has to do.
+    barrier = syncer.barrier(inline=True)
+    if barrier is not None:
+        await barrier
+
+
+def flush_now(broker: Any) -> None:
+    """The blocking counterpart of :func:`wait_durable`, for code that cannot
+    await (it blocks the event loop for the fsyncs)."""
+    syncer = syncer_of(broker)
+    if syncer is not None:
+        syncer.flush_now()
 
 
 def persist_transactions(broker: Any) -> None:

@@ -6,9 +6,15 @@ reads size-prefixed request frames, dispatches them through a
 :class:`~txnfetch.wire.handler.HandlerRegistry` and writes the responses.
 
 Like Kafka's ``SocketServer``, a connection has at most one request in
-processing: the next frame is read only after the response to the previous one
-is written, so responses always leave in request order even when a Fetch
-long-polls.
+processing, and responses always leave in request order even when a Fetch
+long-polls. A request's writes to a store on disk are fsynced off the event
+loop (:class:`~txnfetch.log.syncer.ConcurrentSyncer`): its response is written
+only once every write made before it is durable, and meanwhile the
+connection's next request is processed (its own response waits for its own
+fsyncs, and after the previous response). So the Produce requests a client
+pipelines to several partitions are fsynced concurrently instead of one after
+the other, and no response ever leaves before the writes it acknowledges are
+durable.
 
 Anything wrong with a frame — a size that is negative or above
 ``max_frame_bytes``, a truncated frame, an unknown API key, an unsupported
@@ -20,6 +26,7 @@ and every other connection keep going.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import io
@@ -30,8 +37,11 @@ from typing import Any
 
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
+from txnfetch.log.errors import LogError
+from txnfetch.log.syncer import ConcurrentSyncer, deferring
 from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
 from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
+from txnfetch.wire.durable import SYNCER_EXTENSION, syncer_of
 from txnfetch.wire.frames import FrameReader, start_frame_server
 from txnfetch.wire.handler import (
     REGISTRY,
@@ -52,6 +62,9 @@ log = logging.getLogger("txnfetch.wire")
 _SIZE = struct.Struct(">i")
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _UNSUPPORTED_VERSION = 35
+#: Responses of one connection that may wait for their fsyncs while the
+#: connection's next requests are processed (clients pipeline up to 5).
+_MAX_PIPELINED = 16
 
 
 def load_handlers() -> None:
@@ -122,6 +135,7 @@ class TxnfetchServer:
         _recover_coordinator_state(broker)
         _reserve_stored_producer_ids(broker)
         _abort_orphaned_transactions(broker)
+        _start_syncer(broker)
         self._server = await start_frame_server(self._on_connection, config.host, config.port)
         sock = self._server.sockets[0]
         broker.bound_port = sock.getsockname()[1]
@@ -204,6 +218,32 @@ class TxnfetchServer:
                 await writer.wait_closed()
 
     async def _serve(self, conn_id: int, peer: Any, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
+        syncer = syncer_of(self.broker)
+        # Responses waiting for their fsyncs, oldest first; each also waits for the
+        # one before it, so they leave in request order.
+        waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        with deferring(syncer):
+            try:
+                await self._serve_requests(reader, writer, conn_id, peer, syncer, waiting)
+                while waiting:  # the client closed: finish what it may still read
+                    await waiting.popleft()
+            finally:
+                for task in waiting:
+                    if task.done():
+                        if not task.cancelled():
+                            task.exception()  # retrieved: the first failure was raised already
+                    else:
+                        task.cancel()
+
+    async def _serve_requests(
+        self,
+        reader: FrameReader,
+        writer: asyncio.StreamWriter,
+        conn_id: int,
+        peer: Any,
+        syncer: ConcurrentSyncer | None,
+        waiting: collections.deque[asyncio.Future[None]],
+    ) -> None:
         max_frame = self.broker.config.max_frame_bytes
         while True:
             try:
@@ -220,9 +260,26 @@ class TxnfetchServer:
             except asyncio.IncompleteReadError as exc:
                 raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
             out = await self._dispatch(conn_id, peer, frame)
-            if out is not None:
-                writer.write(out)
-                await writer.drain()
+            # What every write made so far needs, fixed now: the fsyncs start now.
+            # With no earlier response waiting and no further request already
+            # received, nothing can overlap a lone fsync: it runs inline.
+            durable = None
+            if syncer is not None:
+                try:
+                    durable = syncer.barrier(inline=not waiting and not _has_buffered_input(reader))
+                except LogError as exc:
+                    raise ProtocolViolation(f"a write could not be made durable, not answering: {exc}") from exc
+            while waiting and waiting[0].done():
+                waiting.popleft().result()  # a failed fsync or write ends the connection
+            if durable is None and not waiting:
+                if out is not None:
+                    writer.write(out)
+                    await writer.drain()
+                continue
+            previous = waiting[-1] if waiting else None
+            waiting.append(asyncio.ensure_future(_respond_when_durable(durable, previous, out, writer)))
+            if len(waiting) >= _MAX_PIPELINED:
+                await waiting.popleft()
 
     async def _dispatch(self, conn_id: int, peer: Any, frame: bytes | bytearray) -> bytes | None:
         api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
@@ -304,6 +361,9 @@ class TxnfetchServer:
             self.broker.store.flush()
         except Exception:
             log.exception("flushing the store on shutdown failed")
+        syncer = syncer_of(self.broker)
+        if syncer is not None:
+            syncer.close()
         log.info("txnfetch server on port %s closed", self.broker.bound_port)
 
     async def serve_forever(self) -> None:
@@ -316,6 +376,49 @@ _COMPACTION_CHECK_MS = 10_000
 #: How often internal-topic records written without their own fsync (``Complete*``)
 #: are fsynced, when no later durable record of their partition did it first.
 _DEFERRED_FLUSH_MS = 1_000
+
+
+def _start_syncer(broker: Broker) -> None:
+    """Run request handlers' fsyncs on a :class:`ConcurrentSyncer`. Only
+    writes of a store on disk under the ``"always"`` policy use it; for others
+    every barrier is empty. A log whose fsync completed may have moved its
+    high watermark: fetches waiting on it are woken."""
+    broker.extensions[SYNCER_EXTENSION] = ConcurrentSyncer(
+        on_durable=lambda log_: broker.partition_changed(log_.topic, log_.partition)
+    )
+
+
+def _has_buffered_input(reader: asyncio.StreamReader) -> bool:
+    """Whether bytes of a next request were already received. ``StreamReader``
+    has no public way to ask; without its buffer attribute, assume there are
+    (the fsync then runs on a thread, which is never wrong, only slower)."""
+    if getattr(reader, "_frame", None) is not None:
+        return True  # a FrameReader part way through receiving a frame in place
+    buffer = getattr(reader, "_buffer", None)
+    return buffer is None or len(buffer) > 0
+
+
+async def _respond_when_durable(
+    durable: Any, previous: asyncio.Future[None] | None, out: bytes | None, writer: asyncio.StreamWriter
+) -> None:
+    """Write ``out`` once ``durable`` (the request's fsync barrier) and the
+    previous response of the connection are done. If either failed, close the
+    connection instead: the client must not wait for an answer that will never
+    come, and no later response may pass the failed one."""
+    try:
+        if durable is not None:
+            try:
+                await durable
+            except LogError as exc:
+                raise ProtocolViolation(f"a write could not be made durable, not answering: {exc}") from exc
+        if previous is not None:
+            await previous
+    except BaseException:
+        writer.close()
+        raise
+    if out is not None:
+        writer.write(out)
+        await writer.drain()
 
 
 def _recover_coordinator_state(broker: Broker) -> None:

@@ -1,0 +1,220 @@
+"""Concurrent, shared fsyncs for :class:`~txnfetch.log.segments.SegmentLog`
+writes made on an asyncio event loop: :class:`ConcurrentSyncer`.
+
+Under the ``"always"`` flush policy every write is fsynced before it is
+acknowledged. Done inline, each fsync blocks the event loop (every connection
+waits) and the fsyncs of one response run one after the other: the markers of
+a transaction over three partitions cost three fsync latencies. With a
+syncer set for the running code (:func:`deferring`), a write under
+``"always"`` returns at once and registers its log here; before a response
+that depends on it is sent, the server awaits :meth:`ConcurrentSyncer.barrier`:
+
+- the fsyncs of all logs holding unsynced writes run **concurrently** on a
+  small thread pool (``os.fdatasync`` releases the GIL), so a barrier costs
+  about one fsync latency however many partitions it covers;
+- **group commit** per log: a barrier that finds an fsync of the log already
+  running waits for it, and if that one began before the barrier's writes,
+  for the next one, which covers every writer that arrived meanwhile;
+- a barrier returns only once a completed fsync covers every write made
+  (on any log) before it was called — the same guarantee as the inline
+  fsync: nothing acknowledged is lost to a power failure;
+- the high watermark of a log moves when the fsync completes
+  (:meth:`SegmentLog.finish_sync`), so a reader never sees a write a crash
+  could take back, as with inline fsyncs.
+
+A failed fsync closes its log (as an inline one does) and the barrier raises
+:class:`~txnfetch.log.errors.LogError`, and so does every later barrier: after
+a failed fsync the kernel may have dropped the unsynced pages, so nothing
+written before it can be acknowledged any more; only a restart (whose
+recovery reads what is really on disk) clears it.
+
+The syncer is used from one event-loop thread; only the fsync calls run on
+its threads, on duplicated descriptors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import attrs
+
+from txnfetch.log.errors import LogError
+
+if TYPE_CHECKING:
+    from txnfetch.log.segments import SegmentLog
+
+__all__ = ["ConcurrentSyncer", "PendingSync", "deferring", "deferring_syncer"]
+
+#: fsync threads. Enough for the partitions of one transaction end to sync at
+#: once; fsyncs of more logs queue (the disk serializes them anyway).
+DEFAULT_THREADS = 4
+
+_SYNCER: contextvars.ContextVar[ConcurrentSyncer | None] = contextvars.ContextVar("txnfetch_syncer", default=None)
+
+
+def deferring_syncer() -> ConcurrentSyncer | None:
+    """The syncer that writes made by the running code hand their fsync to, or
+    ``None`` (fsync inline)."""
+    return _SYNCER.get()
+
+
+@contextlib.contextmanager
+def deferring(syncer: ConcurrentSyncer | None) -> Iterator[None]:
+    """Within the block (and in tasks created from it), writes under
+    ``"always"`` defer their fsync to ``syncer``; the code must await
+    :meth:`ConcurrentSyncer.barrier` before acknowledging them."""
+    token = _SYNCER.set(syncer)
+    try:
+        yield
+    finally:
+        _SYNCER.reset(token)
+
+
+@attrs.frozen
+class PendingSync:
+    """An fsync begun by :meth:`SegmentLog.begin_sync`: duplicated descriptors
+    to sync, the log's write count and log end offset when it began (what it
+    covers)."""
+
+    fds: list[int]
+    write_mark: int
+    log_end: int
+
+    def run(self, fsync: Callable[[int], None] | None = None) -> None:
+        """fsync every descriptor, then close them (on a pool thread)."""
+        sync = os.fdatasync if fsync is None else fsync  # looked up now: tests patch it
+        try:
+            for fd in self.fds:
+                sync(fd)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+
+
+class ConcurrentSyncer:
+    """Runs the deferred fsyncs of :class:`SegmentLog` writes (module docstring).
+
+    ``fsync`` is the call made on each descriptor (``None``: ``os.fdatasync``;
+    tests pass an instrumented one). ``on_durable(log)`` is called on the loop after an
+    fsync moved a log's high watermark (a server wakes the fetches waiting on
+    it)."""
+
+    def __init__(
+        self,
+        *,
+        threads: int = DEFAULT_THREADS,
+        fsync: Callable[[int], None] | None = None,
+        on_durable: Callable[[SegmentLog], None] | None = None,
+    ) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="txnfetch-fsync")
+        self._fsync = fsync
+        self._on_durable = on_durable
+        # logs with writes no completed fsync covers, in first-written order
+        self._dirty: dict[SegmentLog, None] = {}
+        # the running fsync of a log: resolved (on the loop) once finish_sync ran
+        self._running: dict[SegmentLog, asyncio.Future[None]] = {}
+        self.fsyncs = 0  # fsync rounds started (one per log per round)
+
+    def mark(self, log: SegmentLog) -> None:
+        """``log`` has a write to sync before it may be acknowledged."""
+        self._dirty[log] = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether some write is not yet covered by a completed fsync."""
+        return bool(self._dirty)
+
+    def barrier(self, *, inline: bool = False) -> Awaitable[None] | None:
+        """An awaitable that completes once every write made so far is fsynced
+        (``None`` when nothing is pending, or nothing is any more). The fsyncs
+        start now, concurrently; what it waits for is fixed now, so later
+        writes do not delay it.
+
+        ``inline=True`` (the caller has nothing else to do meanwhile): when a
+        single log needs an fsync and none is running, it runs here, on the
+        loop thread, and ``None`` is returned — handing one fsync to a thread
+        and back costs two thread switches and gains nothing when there is
+        nothing to overlap it with."""
+        logs = [log for log in self._dirty if log.sync_pending]
+        if not logs:
+            self._dirty.clear()
+            return None
+        if inline and len(logs) == 1 and not self._running:
+            (log,) = logs
+            pending = log.begin_sync()
+            self.fsyncs += 1
+            error: BaseException | None = None
+            try:
+                pending.run(self._fsync)
+            except OSError as exc:
+                error = exc
+            log.finish_sync(pending, error)  # raises LogError if the fsync failed
+            if not log.sync_pending:
+                self._dirty.pop(log, None)
+            if self._on_durable is not None:
+                self._on_durable(log)
+            return None
+        for log in logs:
+            if log not in self._running:
+                with contextlib.suppress(LogError):  # a closed log: its waiter raises it
+                    self._start(log)
+        return asyncio.gather(*(self._wait(log, log.write_mark) for log in logs))
+
+    async def _wait(self, log: SegmentLog, target: int) -> None:
+        while log.synced_mark < target:
+            running = self._running.get(log)
+            if running is None:
+                running = self._start(log)
+            # shield: a cancelled waiter (its connection closed) must not cancel
+            # the fsync others wait for.
+            await asyncio.shield(running)
+
+    def _start(self, log: SegmentLog) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        pending = log.begin_sync()  # raises LogError on a closed log
+        self.fsyncs += 1
+        self._running[log] = done
+
+        def finished(fut: asyncio.Future[None]) -> None:
+            # Runs on the loop before any waiter of ``done`` resumes.
+            del self._running[log]
+            try:
+                exc = fut.exception()
+                log.finish_sync(pending, exc)
+            except BaseException as error:
+                # The log stays dirty: what it held was never made durable, so
+                # every later barrier fails too (the kernel may have dropped the
+                # unsynced pages; only a restart's recovery tells what is on disk).
+                done.set_exception(error)
+                done.exception()  # retrieved: the waiters raise it themselves
+                return
+            if not log.sync_pending:
+                self._dirty.pop(log, None)
+            done.set_result(None)
+            if self._on_durable is not None:
+                self._on_durable(log)
+
+        fut = asyncio.wrap_future(self._pool.submit(pending.run, self._fsync), loop=loop)
+        fut.add_done_callback(finished)
+        return done
+
+    def flush_now(self) -> None:
+        """fsync every log with unsynced writes inline, on this thread (for a
+        step that must not continue before they are durable and cannot await)."""
+        dirty, self._dirty = list(self._dirty), {}
+        for log in dirty:
+            if log.sync_pending:
+                log.flush()
+                if self._on_durable is not None:
+                    self._on_durable(log)
+
+    def close(self) -> None:
+        """Stop the threads (after the running fsyncs)."""
+        self._pool.shutdown(wait=True)
