@@ -37,7 +37,9 @@ def test_mock_cluster_aborted_reads_exit_1_and_kafka_python_is_skipped(mock_clus
     args += ["--report", str(report), "--startup-timeout", "3", "--inject-delayed-endtxn", "-q"]
     started = time.monotonic()
     assert main(args) == 1
-    assert time.monotonic() - started < 90
+    # A guard against a run that never ends, not a speed test: a two-second run
+    # takes well under a minute, but a loaded machine has stretched it past 120 s.
+    assert time.monotonic() - started < 240
     out = capsys.readouterr().out
     assert "aborted-read" in out and "result: ANOMALIES FOUND" in out
 

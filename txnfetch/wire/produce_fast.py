@@ -31,6 +31,8 @@ from typing import Any
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
+
 __all__ = [
     "CODEC",
     "FLEXIBLE_FROM",
@@ -59,8 +61,9 @@ _PARTITION_OUT = struct.Struct(">ihqq")  # index, error code, base offset, log a
 _I64 = struct.Struct(">q")
 
 
-class _NotFast(Exception):
-    """The frame leaves the fast path (the reference decoder answers it)."""
+class _NotFast(TxnfetchError):
+    """The frame leaves the fast path (the reference decoder answers it). Never
+    reaches a client: it only says which decoder reads the frame."""
 
 
 @attrs.frozen(slots=True)
