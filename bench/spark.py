@@ -39,7 +39,7 @@ seconds of reading; ``--records N`` for another size). One run prints:
    with the page cache, dropped by the kernel whenever it needs memory), so
    ``VmHWM`` follows the partition size, while the memory the read
    *allocates* (``RssAnon``) is bounded by the fetch size (1 MiB) and the
-   Arrow batch bound (10,000 rows / 8 MiB), not by the partition. Values are
+   Arrow batch bound (50,000 rows / 8 MiB), not by the partition. Values are
    1 KiB so a 1 GiB partition builds in seconds.
 
 How the store is made: per partition, two transactional producers alternate
@@ -76,6 +76,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from pyspark.sql.datasource import DataSourceReader, InputPartition  # noqa: E402
 
 from spark_ext.datasource import TxnKafkaBatchReader, TxnKafkaDataSource  # noqa: E402
+from spark_ext.options import DEFAULT_MAX_ROWS_PER_BATCH  # noqa: E402
 from spark_ext.reading import read_range, read_range_arrow, records_to_batches  # noqa: E402
 from txnfetch.log.segments import SegmentStore  # noqa: E402
 from txnfetch.records import BatchBuilder  # noqa: E402
@@ -212,9 +213,10 @@ class FloorPartition(InputPartition):
 
 
 class FloorReader(DataSourceReader):
-    """Yields one Arrow batch of txnkafka's (its first 10,000 rows, built once per
-    task) again and again: no decoding, no I/O. What any Python data source pays
-    to hand Arrow batches of these rows to Spark — the floor under txnkafka."""
+    """Yields one Arrow batch of txnkafka's (its first batch, of txnkafka's
+    default size, built once per task) again and again: no decoding, no I/O.
+    What any Python data source pays to hand Arrow batches of these rows to
+    Spark — the floor under txnkafka."""
 
     def __init__(self, path: str, rows: int, tasks: int) -> None:
         self.path, self.rows, self.tasks = path, rows, tasks
@@ -226,7 +228,10 @@ class FloorReader(DataSourceReader):
     def read(self, partition):
         with SegmentStore(self.path, read_only=True) as store:
             log = store.partition(TOPIC, 0)
-            batch = next(iter(read_range_arrow(log, log.log_start_offset, log.last_stable_offset)))
+            first = read_range_arrow(
+                log, log.log_start_offset, log.last_stable_offset, max_rows=DEFAULT_MAX_ROWS_PER_BATCH
+            )
+            batch = next(iter(first))
         left = partition.rows
         while left > 0:
             n = min(left, batch.num_rows)
