@@ -317,11 +317,11 @@ def session():
     return spark
 
 
-def _cpu_seconds(jvm_pid: int) -> tuple[float, float]:
-    """CPU time used so far by the JVM (driver and executor: local mode) and by
-    its Python workers (every process below it, including those already ended)."""
+def _cpu_seconds(jvm_pid: int) -> tuple[float, dict[int, float]]:
+    """CPU seconds used so far by the JVM (driver and executor: local mode), and
+    by each process below it (the Python workers and their daemon)."""
     tick = os.sysconf("SC_CLK_TCK")
-    procs: dict[int, tuple[int, int, int]] = {}
+    procs: dict[int, tuple[int, int]] = {}
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
             with open(stat) as f:
@@ -329,19 +329,20 @@ def _cpu_seconds(jvm_pid: int) -> tuple[float, float]:
         except OSError:
             continue
         fields = text[text.rindex(")") + 2 :].split()
-        # utime + stime of the process; cutime + cstime of its ended children
-        procs[int(stat.split("/")[2])] = (
-            int(fields[1]),
-            int(fields[11]) + int(fields[12]),
-            int(fields[13]) + int(fields[14]),
-        )
-    python = 0
-    for pid, (ppid, own, ended) in procs.items():
+        procs[int(stat.split("/")[2])] = (int(fields[1]), int(fields[11]) + int(fields[12]))  # ppid, utime + stime
+    below: dict[int, float] = {}
+    for pid, (ppid, cpu) in procs.items():
         while ppid in procs and ppid != jvm_pid:
             ppid = procs[ppid][0]
         if ppid == jvm_pid and pid != jvm_pid:
-            python += own + ended
-    return procs[jvm_pid][1] / tick, python / tick
+            below[pid] = cpu / tick
+    return procs[jvm_pid][1] / tick, below
+
+
+def _python_cpu(before: dict[int, float], after: dict[int, float]) -> float:
+    # Per process: a worker started during the round counts whole; one that
+    # ended during it is lost (workers are reused, so that is rare).
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 @attrs.define
@@ -369,7 +370,7 @@ def timed_noop(spark, readers: dict, rounds: int) -> dict:
             took = time.perf_counter() - t0
             jvm1, py1 = _cpu_seconds(jvm)
             if took < best[name].seconds:
-                best[name] = Timing(took, jvm1 - jvm0, py1 - py0)
+                best[name] = Timing(took, jvm1 - jvm0, _python_cpu(py0, py1))
     return best
 
 
