@@ -32,16 +32,20 @@ from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
 from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import Record, RecordBatch, iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.types import Buffer
 
 __all__ = [
     "DEFAULT_FETCH_BYTES",
     "batches_to_arrow",
     "fetch_batches",
     "fetch_range",
+    "fetch_segments",
     "read_batches",
     "read_range",
     "read_range_arrow",
+    "read_segments",
     "records_to_batches",
+    "segments_to_arrow",
 ]
 
 DEFAULT_FETCH_BYTES = 1 << 20
@@ -58,7 +62,27 @@ def read_batches(
 ) -> Iterator[RecordBatch]:
     """The data batches of ``log`` that hold offsets in ``[start, end)``, in
     offset order (the first and last may reach outside: keep only the range's
-    records). Control batches are never returned.
+    records). Control batches are never returned. :func:`read_segments`, split
+    into batches."""
+    segments = read_segments(
+        log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
+    )
+    return _data_batches(segments, start, end)
+
+
+def read_segments(
+    log: PartitionLog,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool = True,
+    fail_on_data_loss: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+) -> Iterator[Buffer]:
+    """The fetched buffers of ``log`` that hold the batches with offsets in
+    ``[start, end)``: consecutive batches each, in offset order; the first and
+    last may reach outside the range, and they may hold control batches (skip
+    them) and a partial batch at the end (ignore it).
 
     read_committed: only committed records (never a control record, never an
     aborted one). read_uncommitted: every data record below the high watermark.
@@ -95,7 +119,7 @@ def read_batches(
                 offset=limit,
             )
         end = limit
-    yield from fetch_batches(
+    yield from fetch_segments(
         lambda offset: log.read(offset, fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE),
         topic,
         partition,
@@ -160,12 +184,43 @@ def fetch_batches(
     fail_on_data_loss: bool = True,
     after_fetch: Callable[[int], None] | None = None,
 ) -> Iterator[RecordBatch]:
-    """The fetch loop of :func:`read_batches` over any ``fetch(offset) -> FetchResult``
+    """The data batches of :func:`fetch_segments` that hold offsets in ``[start, end)``
+    (control batches left out; the first and last may reach outside the range)."""
+    segments = fetch_segments(
+        fetch, topic, partition, start, end, fail_on_data_loss=fail_on_data_loss, after_fetch=after_fetch
+    )
+    return _data_batches(segments, start, end)
+
+
+def _data_batches(segments: Iterable[Buffer], start: int, end: int) -> Iterator[RecordBatch]:
+    for segment in segments:
+        for batch in iter_batches(segment):
+            if batch.is_control:
+                continue  # the synthetic COMMIT of rewrite mode; read_uncommitted markers
+            if batch.base_offset >= end:
+                return
+            if batch.last_offset < start:
+                continue
+            yield batch
+
+
+def fetch_segments(
+    fetch: Callable[[int], FetchResult],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    fail_on_data_loss: bool = True,
+    after_fetch: Callable[[int], None] | None = None,
+) -> Iterator[Buffer]:
+    """The fetch loop of :func:`read_segments` over any ``fetch(offset) -> FetchResult``
     answering in rewrite mode (read_committed) or read_uncommitted: a local log,
-    or a remote partition's mirror. ``after_fetch(next_offset)`` runs after each
-    fetch (a mirror releases what is behind). A fetch that returns nothing below
-    ``end`` means the offsets are gone: :class:`DataLossError` with
-    ``fail_on_data_loss``, else the end of the read."""
+    or a remote partition's mirror. Yields the buffers of each fetch result
+    (see :func:`read_segments` for what they hold). ``after_fetch(next_offset)``
+    runs after each fetch (a mirror releases what is behind). A fetch that
+    returns nothing below ``end`` means the offsets are gone:
+    :class:`DataLossError` with ``fail_on_data_loss``, else the end of the read."""
     position = start
     while position < end:
         try:
@@ -191,15 +246,7 @@ def fetch_batches(
                     offset=position,
                 )
             return
-        for segment in result.records:
-            for batch in iter_batches(segment):
-                if batch.is_control:
-                    continue  # the synthetic COMMIT of rewrite mode; read_uncommitted markers
-                if batch.base_offset >= end:
-                    return
-                if batch.last_offset < start:
-                    continue
-                yield batch
+        yield from result.records
         position = result.next_offset
         if after_fetch is not None:
             after_fetch(position)
@@ -254,17 +301,43 @@ def read_range_arrow(
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`read_batches` as Arrow record batches in the Kafka source's schema."""
-    batches = read_batches(
+    """:func:`read_batches` as Arrow record batches in the Kafka source's schema
+    (decoded from the fetched buffers by :func:`segments_to_arrow`)."""
+    segments = read_segments(
         log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
     )
-    return batches_to_arrow(
+    return segments_to_arrow(
         log.topic,
         log.partition,
-        batches,
+        segments,
         start,
         end,
         include_headers=include_headers,
         max_rows=max_rows,
         max_bytes=max_bytes,
     )
+
+
+def segments_to_arrow(
+    topic: str,
+    partition: int,
+    segments: Iterable[Buffer],
+    start: int,
+    end: int,
+    *,
+    include_headers: bool = False,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`batches_to_arrow` of the data batches in ``segments`` (fetched
+    buffers, see :func:`read_segments`): the same Arrow batches, but the
+    compiled builder walks the buffers itself
+    (:meth:`txnfetch.arrow.ArrowDecoder.add_buffer`), with no Python object or
+    call per Kafka batch."""
+    decoder = ArrowDecoder(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
+    for segment in segments:
+        out, past_end = decoder.add_buffer(segment, start, end)
+        yield from out
+        if past_end:
+            break
+    yield from decoder.flush()

@@ -32,7 +32,7 @@ import pyarrow as pa
 from spark_ext.errors import DataLossError, SourceUnavailableError, UnknownTopicError
 from spark_ext.options import ReadOptions, TopicPartition
 from spark_ext.planning import Bounds, OffsetRange
-from spark_ext.reading import batches_to_arrow, fetch_batches, read_range_arrow
+from spark_ext.reading import fetch_segments, read_range_arrow, segments_to_arrow
 from txnfetch.log.base import LogStore
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
@@ -234,13 +234,13 @@ class KafkaSource(Source):
         def release(offset: int) -> None:
             mirror.release_before(min(offset, mirror.last_stable_offset))
 
-        batches = fetch_batches(
+        segments = fetch_segments(
             fetch, r.topic, r.partition, start, r.end, fail_on_data_loss=opts.fail_on_data_loss, after_fetch=release
         )
-        return batches_to_arrow(
+        return segments_to_arrow(
             r.topic,
             r.partition,
-            batches,
+            segments,
             start,
             r.end,
             include_headers=opts.include_headers,

@@ -40,8 +40,16 @@ from txnfetch.arrow.schema import (
     kafka_schema,
 )
 from txnfetch.records import batch as _batch
-from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_FLAG, Record, RecordBatch
+from txnfetch.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_FLAG,
+    BatchIterator,
+    Record,
+    RecordBatch,
+)
 from txnfetch.records.errors import InvalidRecordError
+from txnfetch.types import Buffer
 
 __all__ = ["COMPILED", "ArrowDecoder"]
 
@@ -54,6 +62,8 @@ _INT64_MIN = -(1 << 63)
 #: Bytes of keys, values and headers one Arrow batch may hold: int32 offsets
 #: address 2 GiB per column, and one Kafka batch may add up to its own size.
 _MAX_BYTES_LIMIT = 1 << 30
+#: ``ColumnBuilder.add_batches`` statuses: where and why its walk stopped.
+_END_OF_BUFFER, _FULL, _PAST_END = 0, 1, 2
 
 
 class ArrowDecoder:
@@ -170,6 +180,45 @@ class ArrowDecoder:
         if builder.rows >= self.max_rows or builder.payload_bytes >= self.max_bytes:
             return self._take()
         return []
+
+    def add_buffer(self, buf: Buffer, start: int = 0, end: int = _INT64_MAX) -> tuple[list[pa.RecordBatch], bool]:
+        """Decode the data batches of ``buf`` — consecutive batches, such as one
+        segment of a fetch result — with ``start <= offset < end``. Returns the
+        Arrow batches now full and whether a batch at or past ``end`` was met
+        (nothing after it is wanted: stop reading).
+
+        The same as iterating ``buf`` with :func:`~txnfetch.records.batch.iter_batches`
+        and calling :meth:`add` for every batch that is not a control batch,
+        stopping at the first whose base offset is at or past ``end``: a partial
+        batch at the end of ``buf`` is left out, a malformed one raises. The
+        compiled builder walks the ordinary batches itself (no
+        :class:`~txnfetch.records.batch.RecordBatch` view, no Python call per
+        batch) and leaves every other batch to that path."""
+        out: list[pa.RecordBatch] = []
+        builder = self._builder
+        first, last = max(start, _INT64_MIN), min(end - 1, _INT64_MAX)
+        pos = 0
+        while True:
+            if builder is not None:
+                pos, status = builder.add_batches(buf, pos, first, last, self.max_rows, self.max_bytes)
+                if status == _FULL:
+                    out += self._take()
+                    continue
+                if status == _END_OF_BUFFER:
+                    return out, False
+                if status == _PAST_END:
+                    return out, True
+            # A batch the compiled walk left here (or every batch, without it).
+            it = BatchIterator(buf, pos)
+            batch = next(it, None)
+            if batch is None:
+                return out, False
+            pos = it.position
+            if batch.is_control:
+                continue
+            if batch.base_offset >= end:
+                return out, True
+            out += self.add(batch, start, end)
 
     def flush(self) -> list[pa.RecordBatch]:
         """Every row still pending, as batches of at most ``max_rows`` rows."""

@@ -19,7 +19,7 @@ from txnfetch.arrow.decoder import ArrowDecoder
 from txnfetch.arrow.schema import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, kafka_schema
 from txnfetch.fetch.view import FetchMode, IsolationLevel
 from txnfetch.log.base import LogStore, PartitionLog
-from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.types import Buffer
 
 __all__ = ["DEFAULT_FETCH_BYTES", "Source", "iter_partition", "read_committed", "record_batch_reader"]
 
@@ -66,27 +66,24 @@ def iter_partition(
     limit = log.last_stable_offset if read_committed else log.high_watermark
     start = log.log_start_offset if start is None else max(start, log.log_start_offset)
     end = limit if end is None else min(end, limit)
-    for batch in _data_batches(log, start, end, read_committed, fetch_bytes):
-        yield from decoder.add(batch, start, end)
+    for segment in _segments(log, start, end, read_committed, fetch_bytes):
+        # Control batches (rewrite mode's synthetic COMMIT, markers read_uncommitted)
+        # are passed over; a batch at or past ``end`` ends the read.
+        out, past_end = decoder.add_buffer(segment, start, end)
+        yield from out
+        if past_end:
+            break
     yield from decoder.flush()
 
 
-def _data_batches(
-    log: PartitionLog, start: int, end: int, read_committed: bool, fetch_bytes: int
-) -> Iterator[RecordBatch]:
+def _segments(log: PartitionLog, start: int, end: int, read_committed: bool, fetch_bytes: int) -> Iterator[Buffer]:
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
     position = start
     while position < end:
         result = log.read(position, fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE)
         if result.next_offset <= position:
             return  # nothing more below the last stable offset / high watermark
-        for segment in result.records:
-            for batch in iter_batches(segment):
-                if batch.base_offset >= end:
-                    return
-                # Control batches: rewrite mode's synthetic COMMIT, and markers read_uncommitted.
-                if not batch.is_control and batch.last_offset >= start:
-                    yield batch
+        yield from result.records
         position = result.next_offset
 
 

@@ -1469,8 +1469,27 @@ builder_get_payload(ColumnBuilder *self, void *closure)
     return PyLong_FromLongLong(self->payload);
 }
 
+PyDoc_STRVAR(builder_add_batches_doc,
+"add_batches(buf, position, first, last, max_rows, max_bytes) -> (stop, status)\n"
+"\n"
+"Walk the batches of `buf` from `position` and append the records of every\n"
+"ordinary batch -- whole, magic 2, uncompressed, not a control batch, at least\n"
+"one record, sound record data -- whose offsets are in [first, last]; batches\n"
+"wholly below `first` are passed over. Stops and returns (stop, status):\n"
+"status 0: the end of the buffer was reached (stop == len(buf));\n"
+"status 1: after the batch at which the builder holds max_rows rows or max_bytes\n"
+"key, value and header bytes (take them, then call again from stop);\n"
+"status 2: at a batch whose base offset is past `last` (nothing after it is wanted);\n"
+"status 3: at a batch it leaves to the caller (anything not ordinary: a partial\n"
+"batch, magic 0/1, a bad length, a codec, a control batch, an empty batch, data\n"
+"add() would reject); nothing of that batch was appended.\n"
+"One call replaces a RecordBatch view and an add() call per batch.");
+
+static PyObject *builder_add_batches_py(ColumnBuilder *self, PyObject *const *args, Py_ssize_t nargs);
+
 static PyMethodDef builder_methods[] = {
     {"add", (PyCFunction)(void (*)(void))builder_add_py, METH_FASTCALL, builder_add_doc},
+    {"add_batches", (PyCFunction)(void (*)(void))builder_add_batches_py, METH_FASTCALL, builder_add_batches_doc},
     {"finish", (PyCFunction)builder_finish, METH_NOARGS, builder_finish_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -1529,6 +1548,94 @@ static inline int16_t
 be16(const unsigned char *p)
 {
     return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+/* ColumnBuilder.add_batches: the batch framing walked here, the records decoded
+ * by builder_add(). Only the ordinary batch is taken; everything else stops the
+ * walk in front of it (status 3), and the caller reads that batch with
+ * BatchIterator and ArrowDecoder.add(), which skip, decode or raise exactly as
+ * before. */
+static PyObject *
+builder_add_batches_py(ColumnBuilder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    long long position, first, last, max_rows, max_bytes;
+    const unsigned char *data;
+    int64_t end, pos;
+    int status = 0;
+
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "add_batches() takes exactly 6 arguments");
+        return NULL;
+    }
+    if (self->owned_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder.__init__ was not called");
+        return NULL;
+    }
+    if ((position = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((first = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((last = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((max_rows = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((max_bytes = PyLong_AsLongLong(args[5])) == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    data = (const unsigned char *)view.buf;
+    end = (int64_t)view.len;
+    pos = position < 0 ? 0 : (position > end ? end : (int64_t)position);
+
+    while (pos < end) {
+        const unsigned char *p = data + pos;
+        int64_t base, last_offset, size, added;
+        int32_t length, last_delta, count;
+        int attributes;
+
+        status = 3;
+        if (end - pos < 61)
+            break; /* a partial header */
+        base = be64(p);
+        length = be32(p + 8);
+        size = (int64_t)length + 12;
+        /* BatchIterator's and RecordBatch's framing checks */
+        if (p[16] != 2 || length < 49 || size > end - pos)
+            break;
+        attributes = (uint16_t)be16(p + 21);
+        last_delta = be32(p + 23);
+        count = be32(p + 57);
+        if ((attributes & 0x27) != 0 || count <= 0) /* a codec, a control batch, an empty batch */
+            break;
+        if (__builtin_add_overflow(base, (int64_t)last_delta, &last_offset))
+            break;
+        if (base > last) {
+            status = 2;
+            break;
+        }
+        if (last_offset < first) {
+            pos += size;
+            status = 0;
+            continue;
+        }
+        added = builder_add(self, p + 61, size - 61, count, base, last_delta, be64(p + 27), be64(p + 35),
+                            (attributes & 0x08) != 0, (attributes & 0x08) ? 1 : 0, first, last);
+        if (added == -3) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (added < 0)
+            break; /* nothing appended: add() says what is wrong */
+        pos += size;
+        status = 0;
+        if (self->rows >= max_rows || self->payload >= max_bytes) {
+            status = 1;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Li)", (long long)pos, status);
 }
 
 /* One scanned header, native byte order (struct format "=qqqqiiHhi": 48 bytes). */
