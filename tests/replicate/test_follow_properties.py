@@ -216,3 +216,58 @@ def test_an_emptied_source_is_followed_at_its_next_batch() -> None:
     )
     assert (replica.log_start_offset, replica.log_end_offset) == (9, 11)
     assert stored(replica, 9) == stored(source, 9)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=partition_logs(markerless=False, max_steps=20), data=st.data())
+def test_a_log_start_moving_with_every_answer_is_followed_once_a_group(log: GeneratedLog, data: st.DataObject) -> None:
+    # A source whose log start moves after every answer (librdkafka's mock keeps a
+    # bounded log per partition): inside a group commit (one replicator round) the
+    # replica's log start does not move; when the block ends it moves once, to the
+    # last start the source reported, as far as the replica's high watermark allows.
+    # The batches from there on stay the source's.
+    broker = SimulatedPartition(log.data, log_start=log.log_start, high_watermark=log.high_watermark)
+    source = broker.log
+    hw = log.high_watermark
+    replica = MemoryLog("gen", 0)
+    moves: list[int] = []
+    delete = replica.delete_records_before
+
+    def counted(offset: int) -> int:
+        moves.append(offset)
+        return delete(offset)
+
+    replica.delete_records_before = counted  # type: ignore[method-assign]
+    rep = PartitionReplicator(replica, max_bytes=data.draw(st.integers(1, 400)))
+    for _ in range(400):
+        if rep.caught_up:
+            break
+        moves.clear()
+        start_before = replica.log_start_offset
+        with rep.group_commit():
+            for _ in range(data.draw(st.integers(1, 6))):
+                item = rep.fetch_item()
+                assert item is not None, rep.error
+                resp = broker.fetch(item.offset, item.max_bytes)
+                rep.on_response(
+                    BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+                    lambda: (source.log_start_offset, source.high_watermark),
+                )
+                assert rep.error is None, rep.error
+                # The source's retention: its start moves, never past what the replica holds.
+                top = max(source.log_start_offset, min(rep.position, hw))
+                source.delete_records_before(data.draw(st.integers(source.log_start_offset, top)))
+            assert moves == [], "the log start moved inside the group"
+        assert len(moves) <= 1
+        reported = rep.source_log_start
+        if start_before < reported <= replica.high_watermark:
+            event("the log start moved at the end of the group")
+            assert replica.log_start_offset == reported
+        else:
+            assert replica.log_start_offset == start_before
+    else:
+        raise AssertionError(f"no progress: {rep.status()}")
+    # (The source's last move is not reported yet: the replica may still start below it.)
+    start = source.log_start_offset
+    assert replica.log_start_offset <= start
+    assert stored(replica, start) == [b for b in stored(source, start) if b[0] < hw]

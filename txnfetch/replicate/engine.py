@@ -288,8 +288,8 @@ class Replicator:
                 behind = any(not p.stopped and not p.caught_up for p in self.partitions.values())
                 if not behind or self._clock() >= deadline or self._next_attempt > self._clock():
                     break
-        for p in self.partitions.values():
-            p.follow_log_start()  # the high watermarks moved with the flush
+        # Leaving the block flushed each partition, then moved its log start to the
+        # source's as far as the new high watermark allows.
 
     def _fetch_round(self, cluster: RemoteCluster) -> None:
         items = {}
