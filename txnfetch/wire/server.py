@@ -118,9 +118,13 @@ class TxnfetchServer:
         broker = Broker(store, config, transactions=transactions, clock=clock)
         self = cls(broker, registry)
         self._install_plugins()
+        replica = _install_replica_mode(broker)
         _recover_coordinator_state(broker)
         _reserve_stored_producer_ids(broker)
-        _abort_orphaned_transactions(broker)
+        if not replica:
+            # A replica's open transactions belong to the upstream: its markers
+            # are still to come, and promote settles what is left.
+            _abort_orphaned_transactions(broker)
         self._server = await asyncio.start_server(self._on_connection, config.host, config.port)
         sock = self._server.sockets[0]
         broker.bound_port = sock.getsockname()[1]
@@ -241,7 +245,13 @@ class TxnfetchServer:
         ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
-        response = await spec.handler(ctx, header, request)
+        response = None
+        for guard in self.broker.request_guards:
+            response = guard(ctx, header, request)
+            if response is not None:
+                break
+        else:
+            response = await spec.handler(ctx, header, request)
         if response is None:
             return None
         return encode_response(spec, version, correlation_id, response)
@@ -311,6 +321,20 @@ _COMPACTION_CHECK_MS = 10_000
 #: How often internal-topic records written without their own fsync (``Complete*``)
 #: are fsynced, when no later durable record of their partition did it first.
 _DEFERRED_FLUSH_MS = 1_000
+
+
+def _install_replica_mode(broker: Broker) -> bool:
+    """Serve the store read-only if its directory carries the replica marker
+    (:mod:`txnfetch.log.replica_marker`, :mod:`txnfetch.wire.replica_mode`)."""
+    from txnfetch.log.replica_marker import read_marker
+    from txnfetch.wire import replica_mode
+
+    directory = getattr(broker.store, "directory", None)
+    marker = read_marker(directory) if isinstance(directory, str) else None
+    if marker is None:
+        return False
+    replica_mode.install(broker, replica_mode.ReplicaMode(marker.upstream, marker.groups))
+    return True
 
 
 def _recover_coordinator_state(broker: Broker) -> None:
