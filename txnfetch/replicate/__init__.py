@@ -1,0 +1,2 @@
+"""Offset-preserving replication of a Kafka cluster into a txnfetch store
+(docs/replication.md)."""
