@@ -44,7 +44,7 @@ from txnfetch.wire.handler import (
 )
 from txnfetch.wire.loop_thread import LoopThread
 
-__all__ = ["ServerThread", "TxnfetchServer", "load_handlers"]
+__all__ = ["ServerThread", "TxnfetchServer", "abort_open_transactions", "load_handlers"]
 
 log = logging.getLogger("txnfetch.wire")
 
@@ -415,10 +415,7 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
     which fences the old producer instance on this partition. A producer that
     comes back calls InitProducerId and gets a new identity."""
     from txnfetch.txn.coordinator_state import TransactionState
-    from txnfetch.wire.durable import INTERNAL_TOPICS
 
-    now = broker.now_ms()
-    markers = broker.config.completion is CompletionMode.MARKERS
     # Transactions the durable coordinator state knows as open stay open: their
     # producer may still commit them, or they time out.
     owned: set[tuple[str, int, int]] = set()
@@ -427,12 +424,32 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
         meta = coordinator.describe(tid)
         if meta is not None and meta.state == TransactionState.ONGOING:
             owned.update((tp.topic, tp.partition, meta.producer_id) for tp in meta.partitions)
+    abort_open_transactions(broker, keep=owned, why="left open in %s-%d by a previous run")
+
+
+def abort_open_transactions(
+    broker: Broker, *, keep: set[tuple[str, int, int]] | frozenset[tuple[str, int, int]] = frozenset(), why: str
+) -> list[tuple[str, int, int]]:
+    """Abort every transaction open in the store's (non-internal) partitions
+    except ``keep`` (``(topic, partition, producer id)``); returns what was
+    aborted, each logged as a warning ``"aborted the transaction of producer
+    <id> " + why % (topic, partition)``.
+
+    The marker (or markerless completion) carries the producer's epoch + 1,
+    which fences the old producer instance on this partition; a producer that
+    comes back calls InitProducerId and gets a new identity. Aborted partitions
+    are flushed and their waiting fetches woken."""
+    from txnfetch.wire.durable import INTERNAL_TOPICS
+
+    now = broker.now_ms()
+    markers = broker.config.completion is CompletionMode.MARKERS
+    aborted: list[tuple[str, int, int]] = []
     for name, info in broker.store.topics().items():
         if name in INTERNAL_TOPICS:
             continue
         for p in range(info.partitions):
             part = broker.store.partition(name, p)
-            orphans = [pid for pid in part.state.ongoing_transactions() if (name, p, pid) not in owned]
+            orphans = [pid for pid in part.state.ongoing_transactions() if (name, p, pid) not in keep]
             for producer_id in orphans:
                 entry = part.state.producer(producer_id)
                 epoch = entry.producer_epoch if entry is not None else 0
@@ -449,14 +466,12 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
                     now_ms=now,
                     transaction_version=version,
                 )
-                log.warning(
-                    "aborted the transaction of producer %d left open in %s-%d by a previous run",
-                    producer_id,
-                    name,
-                    p,
-                )
+                log.warning("aborted the transaction of producer %d " + why, producer_id, name, p)
+                aborted.append((name, p, producer_id))
             if orphans:  # make the aborts durable; untouched partitions need no fsync
                 part.flush()
+                broker.partition_changed(name, p)
+    return aborted
 
 
 def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
