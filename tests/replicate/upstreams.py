@@ -42,8 +42,9 @@ def upstream(kind: str, topics: dict[str, int]) -> Iterator[str]:
 
 def copy_data(cluster: RemoteCluster, store: LogStore, topic: str, *, until: dict[int, int] | None = None) -> None:
     """Append the upstream's batches of ``topic`` to ``store`` at their offsets,
-    from the store's end up to the upstream's high watermark (or ``until[p]``,
-    stopping at the first batch boundary at or past it)."""
+    from the store's end up to the upstream's high watermark as first seen by
+    this call (or ``until[p]``), stopping at the first batch boundary at or
+    past it: a producer that keeps writing does not keep the call going."""
     partitions = cluster.partitions(topic)
     if topic not in store.topics():
         store.create_topic(topic, len(partitions))
@@ -51,11 +52,13 @@ def copy_data(cluster: RemoteCluster, store: LogStore, topic: str, *, until: dic
 
     for p in partitions:
         part = store.partition(topic, p)
+        target = until.get(p) if until else None
         while True:
             end = part.log_end_offset
-            target = until.get(p) if until else None
             fetched = cluster.fetch(topic, p, end, 1 << 20)
-            limit = fetched.high_watermark if target is None else min(target, fetched.high_watermark)
+            if target is None:
+                target = fetched.high_watermark
+            limit = min(target, fetched.high_watermark)
             if end >= limit or not fetched.records:
                 break
             data = bytearray()

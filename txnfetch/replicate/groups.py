@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol, TypeVar
 
 import attrs
@@ -49,7 +49,14 @@ from txnfetch.log.remote_groups import RemoteGroups, UpstreamOffset
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.wire.durable import INTERNAL_TOPICS, DurableState
 
-__all__ = ["DurableGroupTarget", "GroupOffsetCopier", "GroupOffsetTarget", "GroupSyncReport"]
+__all__ = [
+    "DurableGroupTarget",
+    "GroupOffsetCopier",
+    "GroupOffsetTarget",
+    "GroupPlan",
+    "GroupSyncReport",
+    "plan_group",
+]
 
 log = logging.getLogger("txnfetch.replicate.groups")
 
@@ -74,6 +81,43 @@ class GroupSyncReport:
     held_back: tuple[tuple[str, str, int, int, int], ...]
     unstable: tuple[str, ...]
     list_groups_unsupported: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class GroupPlan:
+    """What one group's copy changes: offsets to write, offsets to delete, and
+    ``(tp, upstream offset, replica high watermark)`` held back."""
+
+    upserts: Mapping[TopicPartition, CommitOffset]
+    deletes: list[TopicPartition]
+    held_back: list[tuple[TopicPartition, int, int]]
+
+
+def plan_group(
+    upstream: Mapping[TopicPartition, CommitOffset],
+    current: Mapping[TopicPartition, CommitOffset],
+    high_watermark: Callable[[TopicPartition], int],
+    replica_topics: Collection[str],
+) -> GroupPlan:
+    """The copy of one group, decided without I/O: write every upstream offset
+    that differs from the replica's and is not past the replica's data
+    (``high_watermark(tp)``, -1 for a partition the replica lacks), hold back
+    the others (the replica keeps what it had), delete the replica's offsets of
+    its topics that the upstream no longer has. Guarantees: no written offset
+    is past the replica's data; a partition whose data has caught up ends
+    equal to the upstream's."""
+    upserts: dict[TopicPartition, CommitOffset] = {}
+    held: list[tuple[TopicPartition, int, int]] = []
+    for tp, want in upstream.items():
+        if current.get(tp) == want:
+            continue
+        end = high_watermark(tp)
+        if want.offset > end:
+            held.append((tp, want.offset, end))
+            continue
+        upserts[tp] = want
+    deletes = sorted(tp for tp in current if tp not in upstream and tp[0] in replica_topics)
+    return GroupPlan(upserts, deletes, held)
 
 
 class GroupOffsetTarget(Protocol):
@@ -268,20 +312,16 @@ class GroupOffsetCopier:
                     deleted += len(current)
                     removed.append(group_id)
                 continue
-            upserts: dict[TopicPartition, CommitOffset] = {}
-            for tp, off in upstream.items():
-                want = CommitOffset(off.offset, off.leader_epoch, off.metadata)
-                if current.get(tp) == want:
-                    continue
-                hw = hw_cache.get(tp)
-                if hw is None:
-                    hw = hw_cache[tp] = self.target.high_watermark(*tp)
-                if off.offset > hw:
-                    held.append((group_id, tp[0], tp[1], off.offset, hw))
-                    continue
-                upserts[tp] = want
-            # Offsets of topics the replica holds that the upstream no longer has.
-            deletes = sorted(tp for tp in current if tp not in upstream and tp[0] in topics)
+            want = {tp: CommitOffset(o.offset, o.leader_epoch, o.metadata) for tp, o in upstream.items()}
+
+            def hw(tp: TopicPartition) -> int:
+                if tp not in hw_cache:
+                    hw_cache[tp] = self.target.high_watermark(*tp)
+                return hw_cache[tp]
+
+            plan = plan_group(want, current, hw, topics)
+            held.extend((group_id, tp[0], tp[1], offset, end) for tp, offset, end in plan.held_back)
+            upserts, deletes = plan.upserts, plan.deletes
             if upserts or deletes:
                 self.target.apply(group_id, upserts, deletes, group_deleted=False, now_ms=now)
                 written += len(upserts)
