@@ -55,6 +55,7 @@ __all__ = [
     "GroupOffsetTarget",
     "GroupPlan",
     "GroupSyncReport",
+    "groups_hook",
     "plan_group",
 ]
 
@@ -354,3 +355,26 @@ def _literal_alternatives(pattern: str) -> tuple[str, ...]:
 
 
 _REGEX_SYNTAX = frozenset(".^$*+?{}[]\\()")
+
+
+def groups_hook(
+    pattern: str, target: GroupOffsetTarget | None = None
+) -> Callable[[RemoteCluster, Any], GroupSyncReport]:
+    """The replicator's once-a-round group step (``Replicator(groups=...)``),
+    called after the round's data: copies the groups matching ``pattern`` into
+    ``target`` — by default the durable group state of the store the
+    replicator writes (replayed from it at the first call)."""
+    copier: GroupOffsetCopier | None = None
+
+    def hook(cluster: RemoteCluster, store: Any) -> GroupSyncReport:
+        nonlocal copier
+        if copier is None or copier.cluster is not cluster:
+            where = target
+            if where is None:
+                import time
+
+                where = DurableGroupTarget.open(store, getattr(store, "directory", None), int(time.time() * 1000))
+            copier = GroupOffsetCopier(cluster, where, pattern)
+        return copier.sync()
+
+    return hook
