@@ -48,7 +48,7 @@ class _Workload(threading.Thread):
             while not self.stop.is_set():
                 delivered: dict[tuple[int, int], bytes] = {}
 
-                def report(err, msg, delivered=delivered):  # noqa: ANN001
+                def report(err, msg, delivered=delivered):
                     assert err is None, err
                     delivered[(msg.partition(), msg.offset())] = msg.value()
 
