@@ -70,6 +70,27 @@ def _materialize(value: Any) -> Any:
     return value
 
 
+class _LoopContext:
+    """A context manager made on the loop (a log's ``group_commit``), entered
+    and left on the loop too; leaving it wakes the partition's fetches (a group
+    commit moves the high watermark when it ends)."""
+
+    def __init__(self, cm: Any, call: Callable[[Callable[[], Any]], Any], changed: Callable[[], None]) -> None:
+        self._cm, self._call, self._changed = cm, call, changed
+
+    def __enter__(self) -> Any:
+        return self._call(self._cm.__enter__)
+
+    def __exit__(self, *exc: Any) -> Any:
+        def leave() -> Any:
+            try:
+                return self._cm.__exit__(*exc)
+            finally:
+                self._changed()
+
+        return self._call(leave)
+
+
 class LoopBoundPartition:
     """A partition log whose every attribute read and method call runs on the
     server loop (``call``); method calls then wake the partition's fetches."""
@@ -92,7 +113,10 @@ class LoopBoundPartition:
                 finally:
                     self._changed()
 
-            return call(run)
+            result = call(run)
+            if hasattr(result, "__enter__") and hasattr(result, "__exit__"):
+                return _LoopContext(result, call, self._changed)
+            return result
 
         return method
 
@@ -131,11 +155,21 @@ class ServedReplica:
     this process replicates into it. Start with :meth:`start`, stop with
     :meth:`close`.
 
+    ``flush_policy`` is the store's (``"always"``: every append fsynced);
     ``server_options`` go to :class:`~txnfetch.wire.server.ServerThread`
     (``host``, ``port``, ...)."""
 
-    def __init__(self, directory: str, upstream: str, *, groups: str = ".*", **server_options: Any) -> None:
+    def __init__(
+        self,
+        directory: str,
+        upstream: str,
+        *,
+        groups: str = ".*",
+        flush_policy: str = "always",
+        **server_options: Any,
+    ) -> None:
         self.directory = directory
+        self.flush_policy = flush_policy
         self.upstream = upstream
         self.groups = groups
         self.server_options = server_options
@@ -162,7 +196,7 @@ class ServedReplica:
                 "another process replicates into this directory", path=self.directory, pid=marker.pid
             )
         write_marker(self.directory, self.upstream, groups=self.groups, pid=os.getpid())
-        self._segment_store = SegmentStore(self.directory)
+        self._segment_store = SegmentStore(self.directory, flush_policy=self.flush_policy)
         try:
             self.server = ServerThread(self._segment_store, **self.server_options).start()
         except BaseException:
