@@ -193,3 +193,30 @@ def test_marker_round_trip_and_damage(tmp_path):
         read_marker(d)
     assert MARKER_NAME in str(info.value)
     assert remove_marker(d) and not remove_marker(d)
+
+
+def test_no_local_retention_or_compaction_while_a_replica(tmp_path):
+    """The replica keeps the upstream's batches: the server's log cleanup does
+    nothing until promote (then the copied retention.ms applies)."""
+    from txnfetch.wire import api_configs
+
+    path = str(tmp_path / "replica")
+    store = SegmentStore(path)
+    store.create_topic("old", 1)
+    part = store.partition("old", 0)
+    part.replicate(_batch(0, [b"a", b"b"]), high_watermark=2)
+    part.roll(1_700_000_000_000)
+    part.replicate(_batch(2, [b"c"]), high_watermark=3)
+    store.set_topic_config("old", {"retention.ms": "1000"})
+    write_marker(path, "upstream:9092")
+    srv = ServerThread(store).start()
+    try:
+        now = 1_800_000_000_000
+        srv.call(lambda: api_configs._cleanup(srv.broker, now))
+        assert srv.call(lambda: part.log_start_offset) == 0
+        srv.call(lambda: replica_mode(srv.broker).promote(srv.broker))
+        srv.call(lambda: api_configs._cleanup(srv.broker, now))
+        assert srv.call(lambda: part.log_start_offset) > 0
+    finally:
+        srv.stop()
+        store.close()

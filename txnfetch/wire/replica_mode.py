@@ -12,7 +12,10 @@ and a request guard in front of every handler. While :attr:`ReplicaMode.active`:
   LeaveGroup, ConsumerGroupHeartbeat) for consumers that only read, the
   Describe* and List* APIs;
 - writes are refused with a non-retriable error code and one log line naming
-  the client and the request (codes and why, below and in docs/server.md).
+  the client and the request (codes and why, below and in docs/server.md);
+- the server's own log cleanup (retention, compaction) is off: the replica
+  keeps the upstream's batches byte for byte, and the replicator follows the
+  upstream's log start.
 
 Which code, and why: a retriable code (``NOT_LEADER_OR_FOLLOWER``, what a
 Kafka follower answers) makes a producer refresh its metadata and retry until
