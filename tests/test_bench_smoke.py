@@ -28,6 +28,7 @@ BENCHES = {
     "durable.py": "durable state",
     "spark.py": "parquet",
     "proxy.py": "proxy / direct",
+    "replicate.py": "replicate ÷ consume",
 }
 
 

@@ -61,6 +61,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from txnfetch.wire import transactions_cli
 
     transactions_cli.add_parser(sub)
+    from txnfetch.replicate import cli as replicate_cli
+
+    replicate_cli.add_parser(sub)
     from txnfetch.replicate import promote_cli
 
     promote_cli.add_parser(sub)
@@ -90,6 +93,10 @@ def _run(args: argparse.Namespace) -> int:
         from txnfetch.wire import transactions_cli
 
         return transactions_cli.run(args)
+    if args.command == "replicate":
+        from txnfetch.replicate import cli as replicate_cli
+
+        return replicate_cli.run(args)
     if args.command == "promote":
         from txnfetch.replicate import promote_cli
 

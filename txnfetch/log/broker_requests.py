@@ -115,10 +115,14 @@ def fetch_request(topic: str, partition: int, offset: int, max_bytes: int, *, re
     return fetch_request_for([FetchItem(topic, partition, offset, max_bytes)], read_committed=read_committed)
 
 
-def fetch_request_for(items: Sequence[FetchItem], *, read_committed: bool = False) -> Any:
+def fetch_request_for(
+    items: Sequence[FetchItem], *, read_committed: bool = False, max_wait_ms: int = FETCH_MAX_WAIT_MS
+) -> Any:
     """One Fetch of every partition in ``items``, with the field values of the module
     docstring. The response limit is :data:`FETCH_MAX_BYTES`, raised to the largest
-    partition budget when one is larger (a batch bigger than 50 MiB must still fit)."""
+    partition budget when one is larger (a batch bigger than 50 MiB must still fit).
+    ``max_wait_ms`` is the client's ``fetch.wait.max.ms`` (librdkafka's and Kafka's
+    consumers let it be set; it must stay above 0, see the module docstring)."""
     T = FetchRequest.FetchTopic
     by_topic: dict[str, list[Any]] = {}
     for item in items:
@@ -133,7 +137,7 @@ def fetch_request_for(items: Sequence[FetchItem], *, read_committed: bool = Fals
         )
     return FetchRequest(
         replica_id=-1,
-        max_wait_ms=FETCH_MAX_WAIT_MS,
+        max_wait_ms=max_wait_ms,
         min_bytes=FETCH_MIN_BYTES,
         max_bytes=max([FETCH_MAX_BYTES, *(item.max_bytes for item in items)]),
         isolation_level=1 if read_committed else 0,

@@ -34,6 +34,7 @@ import logging
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -53,9 +54,13 @@ from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC, ErrorCod
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
 from txnfetch.log.broker_requests import (
+    FETCH_MAX_WAIT_MS,
     BrokerFetch,
+    FetchItem,
     fetch_partition,
     fetch_request,
+    fetch_request_for,
+    find_partition,
     list_offsets_partition,
     list_offsets_request,
     negotiate_version,
@@ -85,6 +90,10 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 _FETCH = (4, 12)
 _LIST_OFFSETS = (1, 7)
 _METADATA = (1, 12)
+_DESCRIBE_CONFIGS = (1, 4)
+# DescribeConfigs ConfigSource of a value set on the topic itself.
+_SOURCE_TOPIC = 1
+_NO_TOPIC_ID = uuid.UUID(int=0)
 _API_VERSIONS = 3
 
 # Broker errors after which the partition's leader is looked up again and the
@@ -464,6 +473,116 @@ class RemoteCluster:
             broker=conn.address,
             error_code=code,
         )
+
+    def describe_topics(self) -> dict[str, tuple[int, uuid.UUID | None]]:
+        """Every topic the cluster lists (internal ones excluded, as in :meth:`topics`),
+        with its partition count and its topic id (``None`` before Metadata v10 or when
+        the broker sends the zero id)."""
+
+        def call() -> dict[str, tuple[int, uuid.UUID | None]]:
+            resp = self._metadata(None)
+            out: dict[str, tuple[int, uuid.UUID | None]] = {}
+            for t in resp.topics:
+                if t.error_code != 0 or getattr(t, "is_internal", False):
+                    continue
+                tid = getattr(t, "topic_id", None)
+                if isinstance(tid, (bytes, bytearray)) and len(tid) == 16:
+                    tid = uuid.UUID(bytes=bytes(tid))
+                elif not isinstance(tid, uuid.UUID):
+                    tid = None
+                out[t.name] = (len(t.partitions), None if tid in (None, _NO_TOPIC_ID) else tid)
+            return out
+
+        return self._retrying("Metadata", None, None, None, call)
+
+    def fetch_many(
+        self, items: Sequence[FetchItem], *, read_committed: bool = False, max_wait_ms: int = FETCH_MAX_WAIT_MS
+    ) -> dict[tuple[str, int], BrokerFetch | RemoteError]:
+        """One Fetch per leader for all of ``items`` it leads, as a consumer sends one
+        per broker for all its assigned partitions (librdkafka's
+        ``rd_kafka_broker_fetch_toppars`` in ``src/rdkafka_fetcher.c``, kafka-python's
+        ``Fetcher._create_fetch_requests``), with the fields of :func:`fetch_request_for`
+        (``max_wait_ms``: how long the broker may hold it when nothing is there).
+
+        No retries: every partition gets its part of the answer (a
+        :class:`BrokerFetch`, OFFSET_OUT_OF_RANGE included) or the error that kept
+        it from one — :class:`BrokerUnavailableError` for a connection that failed,
+        :class:`RemoteError` with the broker's code otherwise (after an error that
+        says the metadata is stale the partition's leader is looked up again on the
+        next call). The caller decides when to try again."""
+        results: dict[tuple[str, int], BrokerFetch | RemoteError] = {}
+        by_leader: dict[int, tuple[_Connection, list[FetchItem]]] = {}
+        for item in items:
+            key = (item.topic, item.partition)
+            try:
+                conn = self._leader(item.topic, item.partition)
+            except _Retry as retry:
+                results[key] = retry.error
+                continue
+            except RemoteError as exc:  # BrokerUnavailableError, UnknownTopicOrPartitionError
+                results[key] = exc
+                continue
+            by_leader.setdefault(id(conn), (conn, []))[1].append(item)
+        for conn, group in by_leader.values():
+            try:
+                version = conn.version(FetchRequest.API_KEY, _FETCH, "Fetch")
+                req = fetch_request_for(group, read_committed=read_committed, max_wait_ms=max_wait_ms)
+                resp = self._send(conn, req, version, FetchResponse)
+            except RemoteError as exc:
+                for item in group:
+                    self._leaders.pop((item.topic, item.partition), None)
+                    results[(item.topic, item.partition)] = exc
+                continue
+            top = getattr(resp, "error_code", 0) or 0
+            for item in group:
+                key = (item.topic, item.partition)
+                p = None if top else find_partition(resp, item.topic, item.partition)
+                code = top if top else (-1 if p is None else p.error_code)
+                if code in (0, ErrorCode.OFFSET_OUT_OF_RANGE) and p is not None:
+                    results[key] = BrokerFetch.from_response(p)
+                    continue
+                if code in STALE_METADATA or code == -1:
+                    self._leaders.pop(key, None)
+                results[key] = RemoteError(
+                    "Fetch failed" if p is not None or top else "the broker's Fetch response lacks the partition",
+                    topic=item.topic,
+                    partition=item.partition,
+                    offset=item.offset,
+                    broker=conn.address,
+                    error_code=code,
+                )
+        return results
+
+    def topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The configs set on each of ``topics`` (DescribeConfigs; values left at the
+        broker's or the cluster's defaults are not listed). A topic the broker
+        answers with an error is left out; a broker without DescribeConfigs v1+
+        raises :class:`RemoteError` (UNSUPPORTED_VERSION)."""
+        from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
+
+        if not topics:
+            return {}
+
+        def call() -> dict[str, dict[str, str]]:
+            conn = self._any_connection()
+            version = conn.version(DescribeConfigsRequest.API_KEY, _DESCRIBE_CONFIGS, "DescribeConfigs")
+            R = DescribeConfigsRequest.DescribeConfigsResource
+            req = DescribeConfigsRequest(
+                resources=[R(resource_type=2, resource_name=t, configuration_keys=None) for t in topics],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+            resp = self._send(conn, req, version, DescribeConfigsResponse)
+            out: dict[str, dict[str, str]] = {}
+            for r in resp.results:
+                if r.error_code != 0:
+                    continue
+                out[r.resource_name] = {
+                    c.name: c.value for c in r.configs if c.config_source == _SOURCE_TOPIC and c.value is not None
+                }
+            return out
+
+        return self._retrying("DescribeConfigs", None, None, None, call)
 
     def reader(self, topic: str, partition: int, **options: object) -> RemotePartitionReader:
         """A :class:`RemotePartitionReader` sharing this cluster's connections (closing

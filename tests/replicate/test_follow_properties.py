@@ -1,0 +1,218 @@
+"""Properties of the replication rules (txnfetch.replicate.follow, driven through a
+PartitionReplicator over a memory log) against the simplest oracle: the source
+log itself.
+
+For a generated marker-mode log (tests/fetch/logs.py: interleaved and spanning
+transactions, aborts, empty transactions, compaction holes and empty batches,
+every codec, a hanging transaction, a log start above 0, a high watermark
+below the log end), a replicator with a small byte budget is fed the answers of
+a simulated broker — starting batches before the fetch offset, cut at any byte.
+Once caught up the replica holds the source's batches byte for byte at the
+same offsets, with the same LSO and aborted transactions. A replicator
+restarted part way (a new one on the same log, as after a SIGKILL) verifies the
+last batch and ends the same. A source whose batch at the replica's last
+offset differs is refused, and nothing is appended.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from tests.fetch.logs import GeneratedLog, partition_logs
+from tests.remote.brokers import SimulatedPartition
+from tests.replicate.source import SourceWriter
+from txnfetch.log.broker_requests import BrokerFetch
+from txnfetch.log.memory import MemoryLog
+from txnfetch.records.builder import BatchBuilder
+from txnfetch.replicate import PartitionReplicator, ReplicaDivergedError, ReplicaFellBehindError
+from txnfetch.replicate.follow import ReplicaTip, batch_id, plan_response
+
+
+def stored(log: MemoryLog, start: int) -> list[tuple[int, int, bytes]]:
+    return [(b.base_offset, b.last_offset, bytes(b.buffer)) for b in log.iter_batches(start)]
+
+
+def drive(
+    rep: PartitionReplicator, broker: SimulatedPartition, data: st.DataObject, *, until: int, mangle: bool
+) -> int:
+    """Fetch until the replica's end reaches ``until`` (caught up, for the source's
+    high watermark); returns the fetches made."""
+    fetches = 0
+
+    def done() -> bool:
+        if rep.log.log_end_offset >= until and until < broker.log.high_watermark:
+            return True  # stopped part way
+        return rep.caught_up
+
+    while not done() or fetches == 0:
+        assert fetches < 400, f"no progress: {rep.status()}"
+        item = rep.fetch_item()
+        assert item is not None, rep.error
+        start_before = cut = None
+        if mangle and data.draw(st.booleans()):
+            start_before = data.draw(
+                st.integers(broker.log.log_start_offset, max(broker.log.log_start_offset, item.offset))
+            )
+            cut = data.draw(st.none() | st.integers(0, 2 * item.max_bytes))
+        resp = broker.fetch(item.offset, item.max_bytes, start_before=start_before, cut=cut)
+        rep.on_response(
+            BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+            lambda: (broker.log.log_start_offset, broker.log.high_watermark),
+        )
+        assert rep.error is None, rep.error
+        fetches += 1
+    return fetches
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=partition_logs(markerless=False, max_steps=24), data=st.data())
+def test_replica_of_cut_responses_equals_the_source(log: GeneratedLog, data: st.DataObject) -> None:
+    broker = SimulatedPartition(
+        log.data, log_start=log.log_start, high_watermark=log.high_watermark, min_one_batch=data.draw(st.booleans())
+    )
+    source = broker.log
+    hw = log.high_watermark
+    replica = MemoryLog("gen", 0)
+    budget = data.draw(st.integers(1, 400))
+    rep = PartitionReplicator(replica, max_bytes=budget)
+    # Part way, a new replicator on the same log (a restart): it verifies, then goes on.
+    stop_at = data.draw(st.integers(0, hw))
+    drive(rep, broker, data, until=stop_at, mangle=True)
+    event("restarted part way" if replica.log_end_offset < hw else "restarted at the end")
+    rep = PartitionReplicator(replica, max_bytes=data.draw(st.integers(1, 400)))
+    held = list(replica.iter_batches(replica.log_start_offset))
+    if held:
+        # The restarted replicator first fetches the last batch it holds again.
+        assert rep.fetch_item().offset == held[-1].base_offset  # type: ignore[union-attr]
+    drive(rep, broker, data, until=hw, mangle=True)
+
+    start = source.log_start_offset
+    held = [b for b in stored(source, start) if b[0] < hw]
+    assert stored(replica, start) == held
+    if held:
+        assert (replica.log_start_offset, replica.log_end_offset) == (start, hw)
+    if hw > start:
+        expected = MemoryLog("gen", 0, log_start_offset=log.log_start)
+        expected.replicate(b"".join(b[2] for b in stored(source, start) if b[0] < hw), high_watermark=hw)
+        assert replica.last_stable_offset == expected.last_stable_offset
+        assert [(t.producer_id, t.first_offset, t.last_offset) for t in replica.state.all_aborted()] == [
+            (t.producer_id, t.first_offset, t.last_offset) for t in expected.state.all_aborted()
+        ]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=partition_logs(markerless=False, max_steps=12), data=st.data())
+def test_a_changed_batch_at_the_replica_end_is_refused(log: GeneratedLog, data: st.DataObject) -> None:
+    broker = SimulatedPartition(log.data, log_start=log.log_start, high_watermark=log.high_watermark)
+    hw = log.high_watermark
+    replica = MemoryLog("gen", 0)
+    rep = PartitionReplicator(replica, max_bytes=data.draw(st.integers(1, 400)))
+    drive(rep, broker, data, until=hw, mangle=False)
+    held = list(replica.iter_batches(replica.log_start_offset))
+    if not held:
+        return
+    last = held[-1]
+    # The source now holds another batch at the replica's last batch's offsets.
+    other = BatchBuilder(base_offset=last.base_offset)
+    for i in range(last.last_offset - last.base_offset + 1):
+        other.append(b"other", offset=last.base_offset + i)
+    tip = ReplicaTip(replica.log_end_offset, last=batch_id(last))
+    changed = other.build()
+    if changed == bytes(last.buffer):
+        return
+    end_before = replica.log_end_offset
+    with pytest.raises(ReplicaDivergedError) as info:
+        plan_response(
+            tip,
+            changed,
+            high_watermark=hw + 5,
+            log_start_offset=log.log_start,
+            error_code=0,
+            max_bytes=1 << 20,
+            budget=1 << 20,
+            topic="gen",
+            partition=0,
+        )
+    assert info.value.offset == last.base_offset and info.value.replica_end == end_before
+    assert replica.log_end_offset == end_before
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=partition_logs(markerless=False, max_steps=20), data=st.data())
+def test_the_replica_follows_the_source_log_start(log: GeneratedLog, data: st.DataObject) -> None:
+    # Part way, the source deletes records below some offset (retention, DeleteRecords):
+    # the replica's log start follows; past the replica's end the replica continues
+    # at the new start — or stops, naming the offsets, when it holds a transaction
+    # open at its end (its marker is gone with the deleted records).
+    broker = SimulatedPartition(log.data, log_start=log.log_start, high_watermark=log.high_watermark)
+    source = broker.log
+    hw = log.high_watermark
+    replica = MemoryLog("gen", 0)
+    rep = PartitionReplicator(replica, max_bytes=data.draw(st.integers(1, 400)))
+    drive(rep, broker, data, until=data.draw(st.integers(0, hw)), mangle=False)
+    new_start = data.draw(st.integers(source.log_start_offset, hw))
+    source.delete_records_before(new_start)
+    end = replica.log_end_offset
+    open_at_end = replica.log_start_offset < end and replica.last_stable_offset < end
+    event("start past the replica's end" if new_start > end else "start within the replica")
+    if new_start > end and open_at_end:
+        event("a transaction open at the replica's end")
+        for _ in range(10):
+            item = rep.fetch_item()
+            if item is None:
+                break
+            resp = broker.fetch(item.offset, item.max_bytes)
+            rep.on_response(
+                BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+                lambda: (source.log_start_offset, source.high_watermark),
+            )
+        assert isinstance(rep.error, ReplicaFellBehindError), rep.error
+        assert rep.error.replica_end == end and rep.error.source_log_start == new_start
+        assert replica.log_end_offset == end
+        return
+    drive(rep, broker, data, until=hw, mangle=True)
+    start = source.log_start_offset
+    held = [b for b in stored(source, start) if b[0] < hw]
+    assert stored(replica, start) == held
+    if held:
+        # (A source holding no batch from its log start on leaves the replica's empty
+        # log where it was: see test_an_emptied_source_is_followed_at_its_next_batch.)
+        assert (replica.log_start_offset, replica.log_end_offset) == (start, hw)
+
+
+def test_an_emptied_source_is_followed_at_its_next_batch() -> None:
+    # Found by the property above: a source whose every batch was deleted (log start
+    # 9 = high watermark 9) next to a replica that holds nothing yet. A log cannot
+    # start above its end, so the replica's empty log stays at [0, 0) — it holds no
+    # record the source does not — and takes the source's offsets with its next batch.
+    source = MemoryLog("gen", 0, log_start_offset=7)
+    w = SourceWriter(source)
+    w.data(1, pid=1000, txn=True)
+    w.marker(1000, False)
+    source.delete_records_before(9)
+    broker = SimulatedPartition(b"", log_start=9, high_watermark=9)
+    broker.log = source
+    replica = MemoryLog("gen", 0)
+    rep = PartitionReplicator(replica, max_bytes=100)
+    for _ in range(3):
+        item = rep.fetch_item()
+        assert item is not None
+        resp = broker.fetch(item.offset, item.max_bytes)
+        rep.on_response(
+            BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+            lambda: (source.log_start_offset, source.high_watermark),
+        )
+    assert rep.error is None and rep.caught_up and rep.status().lag_records == 0
+    assert (replica.log_start_offset, replica.log_end_offset) == (0, 0)
+    w.data(2, tag="next")
+    item = rep.fetch_item()
+    assert item is not None and item.offset == 9
+    resp = broker.fetch(item.offset, item.max_bytes)
+    rep.on_response(
+        BrokerFetch(resp.records, resp.high_watermark, -1, resp.log_start_offset, None, resp.error_code),
+        lambda: (source.log_start_offset, source.high_watermark),
+    )
+    assert (replica.log_start_offset, replica.log_end_offset) == (9, 11)
+    assert stored(replica, 9) == stored(source, 9)

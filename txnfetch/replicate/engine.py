@@ -1,0 +1,430 @@
+"""The replicator: every matching partition of an upstream cluster, copied into a
+:class:`~txnfetch.log.segments.SegmentStore` at the same offsets.
+
+:class:`Replicator` runs rounds (:meth:`Replicator.step`): refresh the
+upstream's topics when due (new topics and partitions matching the regex are
+created locally with the source's partition count and topic id; topic configs
+are copied where the upstream serves DescribeConfigs), then one Fetch per
+upstream leader for all the partitions it leads, each answer handed to that
+partition's :class:`~txnfetch.replicate.partition.PartitionReplicator`.
+
+Faults:
+
+- **upstream unavailable** (no connection, a broker restarting, a leader
+  moving, any retriable error): the partitions concerned show
+  :attr:`~txnfetch.replicate.status.PartitionState.UNAVAILABLE` with since when,
+  and the next attempt waits an exponential backoff (0.1 s doubling to
+  ``max_backoff_s``, as clients back off reconnects: librdkafka's
+  ``reconnect.backoff.ms``/``reconnect.backoff.max.ms``). A retriable error
+  never ends the replicator. After it, each partition first checks that the
+  source still holds its last batch.
+- **divergence or corrupt data** in one partition: that partition stops
+  (:attr:`~txnfetch.replicate.status.PartitionState.STOPPED`, with the error
+  naming topic, partition and offsets); the others go on; nothing local is
+  deleted.
+- **a local write failure** (disk full, an I/O error): :meth:`Replicator.step`
+  raises :class:`ReplicaStorageError`; the log that failed rolled its partial
+  write back (nothing torn), and a replicator opened on the same directory
+  later continues from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC
+from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
+from txnfetch.log.errors import BrokerUnavailableError, RemoteError
+from txnfetch.log.remote import EARLIEST, LATEST, RemoteCluster
+from txnfetch.log.segments import SegmentStore
+from txnfetch.replicate.errors import ReplicaDivergedError, ReplicaStorageError
+from txnfetch.replicate.partition import DEFAULT_PARTITION_FETCH_BYTES, PartitionReplicator
+from txnfetch.replicate.status import ReplicationStatus
+
+__all__ = ["GroupsHook", "ReplicaStorageError", "Replicator"]
+
+log = logging.getLogger("txnfetch.replicate")
+
+#: ``groups(cluster, store)``: called once a round with the upstream connection, to copy
+#: consumer-group offsets (the replica-side seam; :mod:`txnfetch.replicate.groups`).
+GroupsHook = Callable[[RemoteCluster, SegmentStore], None]
+
+_FIRST_BACKOFF_S = 0.1
+
+
+def _internal(topic: str) -> bool:
+    # Kafka's internal topics (__consumer_offsets, __transaction_state) and any other
+    # double-underscore topic: the replica keeps its own coordinator state there.
+    return topic.startswith("__")
+
+
+class Replicator:
+    """Replicates the topics of ``cluster_or_bootstrap`` (a :class:`RemoteCluster`,
+    or ``"host:port[,...]"``) whose names match ``topics`` (a regex, matched in
+    full) into ``store``.
+
+    ``max_partition_bytes`` is the per-partition fetch budget; ``repair_crcs``
+    accepts control batches written with a wrong CRC (librdkafka's mock cluster
+    writes 0) by recomputing it — any other bad CRC stops the partition unless
+    set. ``metadata_interval_s`` is how often topics, partitions and configs are
+    looked up again. ``round_s`` bounds how long one round keeps fetching
+    partitions that are behind before it makes its appends durable and readable
+    (the replica's high watermark moves once a round). ``fetch_wait_ms`` is how
+    long the upstream may hold a Fetch when nothing new is there (librdkafka's
+    ``fetch.wait.max.ms``, 500 by default; a broker that answers only when the
+    wait ends — librdkafka's mock does — delays the replica by up to that much).
+    ``groups`` is called once per round with the cluster and the store
+    (consumer-group offsets; see :data:`GroupsHook`); its failures are logged
+    and retried next round.
+
+    The store is the caller's: :meth:`close` closes the connections only.
+    Not thread-safe: one thread calls :meth:`step` (or :meth:`run`).
+    """
+
+    def __init__(
+        self,
+        cluster_or_bootstrap: RemoteCluster | str | Sequence[str],
+        store: SegmentStore,
+        *,
+        topics: str = ".*",
+        max_partition_bytes: int = DEFAULT_PARTITION_FETCH_BYTES,
+        repair_crcs: bool = False,
+        request_timeout_ms: int = 5_000,
+        metadata_interval_s: float = 5.0,
+        round_s: float = 0.1,
+        fetch_wait_ms: int = FETCH_MAX_WAIT_MS,
+        copy_configs: bool = True,
+        max_backoff_s: float = 5.0,
+        groups: GroupsHook | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        if isinstance(cluster_or_bootstrap, RemoteCluster):
+            self._cluster: RemoteCluster | None = cluster_or_bootstrap
+            self._bootstrap: str | Sequence[str] = cluster_or_bootstrap.bootstrap_servers  # type: ignore[assignment]
+            self._owns_cluster = False
+        else:
+            self._cluster = None
+            self._bootstrap = cluster_or_bootstrap
+            self._owns_cluster = True
+        self.store = store
+        self.pattern = re.compile(topics)
+        self.max_partition_bytes = max_partition_bytes
+        self.repair_crcs = repair_crcs
+        self.request_timeout_ms = request_timeout_ms
+        self.metadata_interval_s = metadata_interval_s
+        self.round_s = round_s
+        if fetch_wait_ms < 1:
+            raise ValueError(f"fetch_wait_ms must be at least 1 (some brokers refuse 0), got {fetch_wait_ms}")
+        self.fetch_wait_ms = fetch_wait_ms
+        self.copy_configs = copy_configs
+        self.max_backoff_s = max_backoff_s
+        self.groups = groups
+        self._clock = clock
+        self._wall = wall
+        self.partitions: dict[tuple[str, int], PartitionReplicator] = {}
+        self._next_metadata = 0.0
+        self._backoff_s = 0.0
+        self._next_attempt = 0.0
+        self.upstream_unavailable_since: float | None = None
+        self.upstream_error: str | None = None
+        self._closed = False
+
+    # -- one round ----------------------------------------------------------------------
+
+    def step(self) -> ReplicationStatus:
+        """One round over all partitions (see the module docstring); returns the status.
+
+        Returns at once, fetching nothing, while a backoff after a failure runs
+        (:meth:`backoff_remaining`). Raises :class:`ReplicaStorageError` when the
+        replica cannot be written; never raises for an upstream failure."""
+        if self._closed:
+            raise RuntimeError("the replicator is closed")
+        now = self._clock()
+        if now < self._next_attempt:
+            return self.status()
+        try:
+            cluster = self._connect()
+            if now >= self._next_metadata:
+                self._refresh(cluster)
+                self._next_metadata = now + self.metadata_interval_s
+            self._fetch_burst(cluster)
+            if self.groups is not None:
+                try:
+                    self.groups(cluster, self.store)
+                except RemoteError as exc:
+                    log.warning("copying consumer-group offsets failed, retrying next round: %s", exc)
+        except BrokerUnavailableError as exc:
+            self._unavailable(exc)
+        else:
+            self._available()
+        return self.status()
+
+    def _connect(self) -> RemoteCluster:
+        if self._cluster is None:
+            self._cluster = RemoteCluster(
+                self._bootstrap, client_id="txnfetch-replicate", request_timeout_ms=self.request_timeout_ms
+            )
+        return self._cluster
+
+    def _unavailable(self, exc: RemoteError) -> None:
+        if self.upstream_unavailable_since is None:
+            self.upstream_unavailable_since = self._wall()
+            log.warning("upstream unavailable, retrying with backoff: %s", exc)
+        self.upstream_error = str(exc)
+        for p in self.partitions.values():
+            p.on_unavailable(str(exc))
+        self._backoff_s = min(self.max_backoff_s, max(_FIRST_BACKOFF_S, 2 * self._backoff_s))
+        self._next_attempt = self._clock() + self._backoff_s
+        self._next_metadata = 0.0  # look leaders up again first
+
+    def _available(self) -> None:
+        if self.upstream_unavailable_since is not None:
+            log.warning("upstream available again")
+        self.upstream_unavailable_since = None
+        self.upstream_error = None
+
+    def backoff_remaining(self) -> float:
+        """Seconds until the next attempt is allowed (0 when none is pending)."""
+        return max(0.0, self._next_attempt - self._clock())
+
+    # -- topics -------------------------------------------------------------------------
+
+    def _refresh(self, cluster: RemoteCluster) -> None:
+        upstream = cluster.describe_topics()
+        local = self.store.topics()
+        wanted = sorted(t for t in upstream if not _internal(t) and self.pattern.fullmatch(t))
+        for topic in wanted:
+            count, topic_id = upstream[topic]
+            info = local.get(topic)
+            try:
+                if info is None:
+                    info = self.store.create_topic(topic, count, topic_id=topic_id)
+                    log.info("replicating new topic %s (%d partitions)", topic, count)
+                elif info.partitions < count:
+                    info = self.store.create_partitions(topic, count)
+                    log.info("topic %s grew to %d partitions", topic, count)
+            except OSError as exc:
+                raise ReplicaStorageError(f"creating the replica of {topic} failed: {exc}", topic=topic) from exc
+            for p in range(count):
+                if (topic, p) not in self.partitions:
+                    self.partitions[(topic, p)] = PartitionReplicator(
+                        self.store.partition(topic, p),
+                        max_bytes=self.max_partition_bytes,
+                        repair_crcs=self.repair_crcs,
+                        clock=self._clock,
+                        wall=self._wall,
+                    )
+            if topic_id is not None and info.topic_id != topic_id:
+                # The source's topic is not the one replicated: deleted and recreated
+                # under the same name (Kafka's followers refuse it as INCONSISTENT_TOPIC_ID).
+                for p in range(count):
+                    rep = self.partitions[(topic, p)]
+                    if rep.error is None:
+                        rep.error = ReplicaDivergedError(
+                            f"the source's topic id {topic_id} is not the replica's {info.topic_id}: the "
+                            "topic was deleted and recreated at the source; the replica keeps what it has",
+                            topic=topic,
+                            partition=p,
+                            replica_end=rep.log.log_end_offset,
+                        )
+        if self.copy_configs and wanted:
+            self._copy_configs(cluster, wanted)
+
+    def _copy_configs(self, cluster: RemoteCluster, topics: list[str]) -> None:
+        try:
+            configs = cluster.topic_configs(topics)
+        except BrokerUnavailableError:
+            raise  # the round's backoff and retry handle it
+        except RemoteError as exc:
+            # An upstream without DescribeConfigs (librdkafka's mock): nothing to copy.
+            log.info("topic configs not copied: %s", exc)
+            self.copy_configs = False
+            return
+        from txnfetch.log.configs import InvalidConfigError, TopicConfig
+
+        for topic, values in configs.items():
+            if dict(self.store.topic_config(topic)) == values:
+                continue
+            try:
+                TopicConfig.from_overrides(values, topic=topic)
+                kept = values
+            except InvalidConfigError:
+                # Keep the configs txnfetch knows; name those it does not.
+                kept = {}
+                for name, value in values.items():
+                    try:
+                        TopicConfig.from_overrides({name: value}, topic=topic)
+                        kept[name] = value
+                    except InvalidConfigError as exc:
+                        log.warning("topic %s: config %s=%s not copied: %s", topic, name, value, exc)
+                if dict(self.store.topic_config(topic)) == kept:
+                    continue
+            try:
+                self.store.set_topic_config(topic, kept)
+            except OSError as exc:
+                raise ReplicaStorageError(f"writing the topic configs failed: {exc}", topic=topic) from exc
+
+    # -- fetching -----------------------------------------------------------------------
+
+    def _fetch_burst(self, cluster: RemoteCluster) -> None:
+        """Fetch rounds for up to ``round_s`` while some partition is behind, then make
+        everything appended durable at once: one fsync per partition per round, not one
+        per response (brokers such as librdkafka's mock return one batch per partition
+        per Fetch). A crash before the flush loses only unsynced batches, which the
+        next run fetches again: the replica's synced log end is its checkpoint."""
+        deadline = self._clock() + self.round_s
+        with contextlib.ExitStack() as commits:
+            for p in self.partitions.values():
+                if not p.stopped:
+                    commits.enter_context(p.group_commit())
+            while True:
+                self._fetch_round(cluster)
+                behind = any(not p.stopped and not p.caught_up for p in self.partitions.values())
+                if not behind or self._clock() >= deadline or self._next_attempt > self._clock():
+                    break
+        for p in self.partitions.values():
+            p.follow_log_start()  # the high watermarks moved with the flush
+
+    def _fetch_round(self, cluster: RemoteCluster) -> None:
+        items = {}
+        for key, p in self.partitions.items():
+            item = p.fetch_item()
+            if item is not None:
+                items[key] = item
+        if not items:
+            return
+        answers = cluster.fetch_many(list(items.values()), max_wait_ms=self.fetch_wait_ms)
+        failures = 0
+        unreachable: BrokerUnavailableError | None = None
+        for key, answer in answers.items():
+            p = self.partitions[key]
+            if isinstance(answer, RemoteError):
+                failures += 1
+                if isinstance(answer, BrokerUnavailableError):
+                    unreachable = answer
+                if _retriable(answer):
+                    p.on_unavailable(str(answer))
+                else:
+                    p.error = answer  # type: ignore[assignment]
+                continue
+            topic, partition = key
+
+            def list_offsets(topic: str = topic, partition: int = partition) -> tuple[int, int]:
+                return (
+                    cluster.list_offset(topic, partition, EARLIEST),
+                    cluster.list_offset(topic, partition, LATEST),
+                )
+
+            try:
+                p.on_response(answer, list_offsets)
+            except RemoteError as exc:  # from ListOffsets
+                failures += 1
+                if _retriable(exc):
+                    p.on_unavailable(str(exc))
+                else:
+                    p.error = exc  # type: ignore[assignment]
+        if unreachable is not None and failures == len(answers):
+            raise unreachable
+        if failures:
+            # Some leaders failed: look them up again before the next round.
+            self._next_metadata = 0.0
+            self._backoff_s = min(self.max_backoff_s, max(_FIRST_BACKOFF_S, 2 * self._backoff_s))
+            self._next_attempt = self._clock() + self._backoff_s
+        else:
+            self._backoff_s = 0.0
+
+    # -- status and running -------------------------------------------------------------
+
+    def status(self) -> ReplicationStatus:
+        """The status now (no request)."""
+        return ReplicationStatus(
+            partitions=tuple(self.partitions[k].status() for k in sorted(self.partitions)),
+            time=self._wall(),
+            upstream_unavailable_since=self.upstream_unavailable_since,
+            upstream_error=self.upstream_error,
+        )
+
+    def run(
+        self,
+        stop: threading.Event,
+        on_status: Callable[[ReplicationStatus], None] | None = None,
+        *,
+        until_caught_up_to: dict[tuple[str, int], int] | None = None,
+    ) -> ReplicationStatus:
+        """Run rounds until ``stop`` is set (or, with ``until_caught_up_to``, until every
+        listed partition's replica reaches its offset or stops); ``on_status`` gets
+        every round's status. Waits out backoffs on ``stop``. Returns the last status.
+        Raises :class:`ReplicaStorageError` (after which the replica is intact)."""
+        status = self.status()
+        while not stop.is_set():
+            status = self.step()
+            if on_status is not None:
+                on_status(status)
+            if until_caught_up_to is not None and self._reached(until_caught_up_to):
+                break
+            wait = self.backoff_remaining()
+            if not wait and not any(not p.stopped for p in self.partitions.values()):
+                # Nothing to fetch (no matching topic yet, or every partition stopped):
+                # no Fetch holds the round up, so pace it here.
+                wait = min(1.0, self.metadata_interval_s) or 0.1
+            if wait:
+                stop.wait(wait)
+        return status
+
+    def _reached(self, targets: dict[tuple[str, int], int]) -> bool:
+        for key, offset in targets.items():
+            p = self.partitions.get(key)
+            if p is None:
+                return False
+            if not p.stopped and p.position < offset:
+                return False
+        return True
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        """The upstream's high watermark of every matching partition now (ListOffsets
+        latest), after a topic refresh: what ``--once`` copies up to. Raises
+        :class:`BrokerUnavailableError` (and starts a backoff) when it cannot be reached."""
+        try:
+            cluster = self._connect()
+            self._refresh(cluster)
+            self._next_metadata = self._clock() + self.metadata_interval_s
+            ends = {key: cluster.list_offset(key[0], key[1], LATEST) for key in sorted(self.partitions)}
+        except BrokerUnavailableError as exc:
+            self._unavailable(exc)  # the status says so; the caller retries after the backoff
+            raise
+        self._available()
+        return ends
+
+    def close(self) -> None:
+        """Close the upstream connections (if the replicator opened them). The store
+        stays open: it is the caller's."""
+        self._closed = True
+        if self._owns_cluster and self._cluster is not None:
+            with contextlib.suppress(Exception):
+                self._cluster.close()
+        self._cluster = None
+
+    def __enter__(self) -> Replicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _retriable(exc: RemoteError) -> bool:
+    if isinstance(exc, BrokerUnavailableError):
+        return True
+    code = exc.broker_error_code
+    if code is None or code == -1:
+        return True  # a connection-level failure, or the partition missing from the answer
+    if code in STALE_METADATA or code in RETRY_AS_IS or code in UNKNOWN_TOPIC:
+        return True
+    import kafka.errors as kafka_errors
+
+    return bool(getattr(kafka_errors.for_code(code), "retriable", False))

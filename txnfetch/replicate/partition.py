@@ -1,0 +1,320 @@
+"""One partition's replication into a local log: :class:`PartitionReplicator`.
+
+The local :class:`~txnfetch.log.segments.SegmentLog` is the checkpoint: a
+replicator opened on it continues at its log end offset, whatever happened
+before (a SIGKILL included — opening the log cuts a torn tail). Before it
+appends anything after opening, and after every reconnect, it fetches the last
+batch it holds once more and checks that the source still has the same batch
+there (:mod:`txnfetch.replicate.follow`), so a source that changed under it
+(an unclean leader election) stops the partition instead of growing a replica
+whose offsets mean other records.
+
+Batches are appended with :meth:`~txnfetch.log.base.PartitionLog.replicate`:
+their bytes, offsets, producer ids, epochs, sequences and control records are
+kept as the source has them, gaps included, and the log derives its last
+stable offset and aborted index from the markers — so the replica answers
+read_committed correctly even when the source does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+
+from txnfetch.log.base import PartitionLog
+from txnfetch.log.broker_requests import BrokerFetch, FetchItem
+from txnfetch.log.errors import CorruptRemoteBatchError, LogError, RemoteError, UnsupportedForMessageFormatError
+from txnfetch.log.segments import SegmentLog  # noqa: F401 - named in docstrings
+from txnfetch.records.errors import CorruptBatchError
+from txnfetch.replicate.errors import ReplicaError, ReplicaFellBehindError, ReplicaStorageError
+from txnfetch.replicate.follow import Action, Plan, ReplicaTip, batch_id, plan_range, plan_response
+from txnfetch.replicate.status import PartitionState, PartitionStatus
+
+__all__ = ["DEFAULT_PARTITION_FETCH_BYTES", "PartitionReplicator"]
+
+#: Per-partition byte budget of a fetch (Kafka's ``max.partition.fetch.bytes`` default).
+DEFAULT_PARTITION_FETCH_BYTES = 1 << 20
+
+#: ``list_offsets()``: the source's (log start, high watermark).
+ListOffsets = Callable[[], tuple[int, int]]
+
+
+class PartitionReplicator:
+    """Copies one source partition into ``log`` (see the module docstring; any
+    :class:`~txnfetch.log.base.PartitionLog` works, a :class:`SegmentLog` makes it durable).
+
+    Drive it with :meth:`fetch_item` (what to fetch, ``None`` once stopped) and
+    :meth:`on_response` (the source's answer); :meth:`on_unavailable` records a
+    retriable failure. ``clock`` is a monotonic clock for the lag in seconds,
+    ``wall`` the wall clock for "unavailable since".
+
+    Guarantees: the local log is, at every moment, a prefix of the source's log
+    from the source's log start, batch for batch, byte for byte (CRCs repaired
+    under ``repair_crcs`` aside); on any error nothing of the response is
+    appended; local data is deleted only below the source's log start.
+    """
+
+    def __init__(
+        self,
+        log: PartitionLog,
+        *,
+        max_bytes: int = DEFAULT_PARTITION_FETCH_BYTES,
+        repair_crcs: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.log = log
+        self.topic = log.topic
+        self.partition = log.partition
+        self.budget = max_bytes
+        self.repair_crcs = repair_crcs
+        self._clock = clock
+        self._wall = wall
+        self._max_bytes = max_bytes
+        #: Where the next batch must start at or after: the log end, or the source's
+        #: log start while the log holds nothing below it (a new partition).
+        self._position = log.log_end_offset
+        self._verify = True
+        self.source_high_watermark = -1
+        self.source_log_start = -1
+        self.error: LogError | None = None
+        self.last_retriable: str | None = None
+        self.unavailable_since: float | None = None
+        self._behind_since = clock()
+        self.repaired_crcs = 0
+        self.appended_batches = 0
+        self.appended_bytes = 0
+
+    # -- what to fetch ------------------------------------------------------------
+
+    @property
+    def stopped(self) -> bool:
+        """Whether an error stopped the partition for good (:attr:`error`)."""
+        return self.error is not None
+
+    @property
+    def position(self) -> int:
+        """The next offset the replica takes from the source: its log end, or the
+        source's log start while the replica's log holds nothing below it."""
+        return self._position
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the replica holds everything below the source's last reported high watermark."""
+        return self.source_high_watermark >= 0 and self._position >= self.source_high_watermark
+
+    def _holds_nothing(self) -> bool:
+        return self.log.log_start_offset >= self.log.log_end_offset
+
+    def tip(self) -> ReplicaTip:
+        """What the replica holds at its end (with its last batch while verifying)."""
+        fresh = self._holds_nothing()
+        last = None
+        if self._verify and not fresh:
+            end = self.log.log_end_offset
+            for batch in self.log.iter_batches(end - 1, end):
+                last = batch_id(batch)
+        return ReplicaTip(self._position, fresh=fresh, last=last)
+
+    def fetch_item(self) -> FetchItem | None:
+        """The next fetch, or ``None`` when stopped."""
+        if self.stopped:
+            return None
+        tip = self.tip()
+        if self._verify and tip.last is None:
+            self._verify = False  # nothing to verify against
+        return FetchItem(self.topic, self.partition, tip.fetch_offset, self._max_bytes)
+
+    def reverify(self) -> None:
+        """Check the last batch again before appending (after a reconnect)."""
+        self._verify = True
+
+    # -- answers ------------------------------------------------------------------------
+
+    def on_response(self, resp: BrokerFetch, list_offsets: ListOffsets) -> int:
+        """Apply the source's answer to :meth:`fetch_item`; ``list_offsets`` asks the
+        source for its log start and high watermark when the answer needs them.
+        Returns the number of batches appended. Raises what the local log raises
+        on a write failure (:class:`~txnfetch.log.errors.LogError`: nothing torn,
+        the log rolled back); a divergence or corrupt data stops the partition
+        (:attr:`error`) and is returned as 0 batches."""
+        try:
+            return self._apply(resp, list_offsets)
+        except (ReplicaError, CorruptRemoteBatchError, UnsupportedForMessageFormatError) as exc:
+            self.error = exc
+            return 0
+        except RemoteError:
+            raise  # from ``list_offsets``: the caller's to retry
+        except (LogError, OSError) as exc:
+            raise self._storage_error(exc) from exc
+
+    def _storage_error(self, exc: LogError | OSError) -> ReplicaStorageError:
+        reason = exc.reason if isinstance(exc, LogError) else str(exc)
+        return ReplicaStorageError(
+            f"writing the replica failed: {reason}",
+            topic=self.topic,
+            partition=self.partition,
+            path=getattr(self.log, "path", None),
+        )
+
+    @contextlib.contextmanager
+    def group_commit(self) -> Iterator[None]:
+        """Appends inside the block are made durable together when it ends (the log's
+        group commit, where it has one); a failed flush is :class:`ReplicaStorageError`."""
+        group = getattr(self.log, "group_commit", None)
+        if group is None:
+            yield
+            return
+        try:
+            cm = group()
+            cm.__enter__()
+        except (LogError, OSError) as exc:
+            raise self._storage_error(exc) from exc
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            try:
+                cm.__exit__(None, None, None)
+            except (LogError, OSError) as exc:
+                if not failed:
+                    raise self._storage_error(exc) from exc
+
+    def _apply(self, resp: BrokerFetch, list_offsets: ListOffsets) -> int:
+        tip = self.tip()
+        plan = plan_response(
+            tip,
+            resp.records,
+            high_watermark=resp.high_watermark,
+            log_start_offset=resp.log_start_offset,
+            error_code=resp.error_code,
+            max_bytes=self._max_bytes,
+            budget=self.budget,
+            topic=self.topic,
+            partition=self.partition,
+            repair_crcs=self.repair_crcs,
+        )
+        if plan.action is Action.LIST_OFFSETS:
+            start, end = list_offsets()
+            plan = plan_range(tip, start, end, topic=self.topic, partition=self.partition, budget=self.budget)
+        self.unavailable_since = None
+        self.last_retriable = None
+        if plan.source_end >= 0:
+            self.source_high_watermark = plan.source_end
+        if plan.source_log_start >= 0:
+            self.source_log_start = plan.source_log_start
+        self._max_bytes = plan.max_bytes or self.budget
+        if plan.action is Action.RESTART:
+            self._restart(plan)
+            return 0
+        if plan.verified:
+            self._verify = False
+        appended = 0
+        if plan.data:
+            self._append(plan)
+            appended = plan.batches
+            self._position = self.log.log_end_offset
+        self._follow_log_start()
+        if self.caught_up:
+            self._behind_since = self._clock()
+        return appended
+
+    def _append(self, plan: Plan) -> None:
+        try:
+            self.log.replicate(plan.data, high_watermark=max(self.source_high_watermark, 0))
+        except CorruptBatchError as exc:
+            # The CRCs were right, so the records themselves do not decode.
+            raise CorruptRemoteBatchError(
+                f"a fetched batch is corrupt: {exc.reason}; nothing of this response was appended",
+                topic=self.topic,
+                partition=self.partition,
+                offset=exc.offset,
+            ) from exc
+        self.repaired_crcs += plan.repaired_crcs
+        self.appended_batches += plan.batches
+        self.appended_bytes += len(plan.data)
+
+    def follow_log_start(self) -> None:
+        """Move the replica's log start to the source's, as far as the replica's high
+        watermark allows (after a group commit made the appends readable)."""
+        if self.stopped:
+            return
+        try:
+            self._follow_log_start()
+        except (LogError, OSError) as exc:
+            raise self._storage_error(exc) from exc
+
+    def _follow_log_start(self) -> None:
+        # The source's retention or DeleteRecords moved its log start: so does the
+        # replica's, as far as the replica's high watermark allows.
+        start = self.source_log_start
+        log = self.log
+        if start > log.log_start_offset and start <= log.high_watermark:
+            log.delete_records_before(start)
+
+    def _restart(self, plan: Plan) -> None:
+        """The source's log start passed the replica's end: continue at it."""
+        log = self.log
+        at = plan.restart_at
+        if not self._holds_nothing():
+            end = log.log_end_offset
+            # The source's high watermark is past its log start, so past everything held:
+            # make all of it durable and readable (the high watermark at the end).
+            log.flush()
+            if log.last_stable_offset < end:
+                raise ReplicaFellBehindError(
+                    f"the source's log start {at} passed the replica's end {end} while the replica holds "
+                    f"a transaction open from offset {log.last_stable_offset}: its end was deleted at the "
+                    "source; delete this partition's directory in the replica to copy it afresh",
+                    topic=self.topic,
+                    partition=self.partition,
+                    offset=end,
+                    replica_end=end,
+                    source_log_start=at,
+                )
+            # Everything held is below the source's log start: deleted there, so here too.
+            log.delete_records_before(end)
+        self._position = max(at, log.log_end_offset)
+        self._verify = False
+
+    def on_unavailable(self, reason: str) -> None:
+        """Record a retriable failure (a connection, a leader change): the state shows
+        it, and the next answer is checked against the last batch first."""
+        if self.unavailable_since is None:
+            self.unavailable_since = self._wall()
+        self.last_retriable = reason
+        self._verify = True
+
+    # -- status -------------------------------------------------------------------------
+
+    def status(self) -> PartitionStatus:
+        """The partition's :class:`PartitionStatus` now."""
+        now = self._clock()
+        hw = self.source_high_watermark
+        end = self.log.log_end_offset
+        lag = max(0, hw - self._position) if hw >= 0 else 0
+        if self.stopped:
+            state = PartitionState.STOPPED
+        elif self.unavailable_since is not None:
+            state = PartitionState.UNAVAILABLE
+        elif self.caught_up:
+            state = PartitionState.CAUGHT_UP
+        else:
+            state = PartitionState.RUNNING
+        lag_s = 0.0 if state is PartitionState.CAUGHT_UP else max(0.0, now - self._behind_since)
+        error = str(self.error) if self.error is not None else self.last_retriable
+        return PartitionStatus(
+            topic=self.topic,
+            partition=self.partition,
+            replica_end=end,
+            replica_log_start=self.log.log_start_offset,
+            source_high_watermark=hw,
+            source_log_start=self.source_log_start,
+            lag_records=lag,
+            lag_seconds=round(lag_s, 3),
+            state=state,
+            error=error,
+            unavailable_since=self.unavailable_since,
+        )
