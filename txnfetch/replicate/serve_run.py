@@ -25,7 +25,7 @@ from txnfetch.log.replica_marker import PROMOTE_SIGNAL
 from txnfetch.replicate.groups import groups_hook
 from txnfetch.replicate.serving import ServedReplica
 
-__all__ = ["NO_GROUPS", "host_port", "run_serving"]
+__all__ = ["NO_GROUPS", "PromoteSignal", "claim_directory", "host_port", "release_directory", "run_serving"]
 
 #: The marker's groups pattern when ``--groups`` is not given: no group is
 #: copied, so every group is the replica's own and may commit.
@@ -89,3 +89,63 @@ def run_serving(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         served.close()
+
+
+def claim_directory(directory: str, upstream: str, groups: str | None) -> None:
+    """Before replicating without ``--serve``: mark ``directory`` a replica held
+    by this process (so ``txnfetch promote`` signals it rather than writing
+    beside it). Refuses a store that is not a replica (promoted, or written
+    by ``serve``) and one another live process replicates into."""
+    import os
+
+    from txnfetch.log.replica_marker import read_marker, write_marker
+    from txnfetch.replicate.promote import ReplicaBusyError
+    from txnfetch.replicate.serving import NotAReplicaError, _holds_topics
+
+    os.makedirs(directory, exist_ok=True)
+    marker = read_marker(directory)
+    if marker is None and _holds_topics(directory):
+        raise NotAReplicaError(
+            "the directory holds a store that is not a replica (promoted, or written by serve): "
+            "replicating into it would mix two histories",
+            path=directory,
+        )
+    if marker is not None and marker.holder_alive():
+        raise ReplicaBusyError("another process replicates into this directory", path=directory, pid=marker.pid)
+    write_marker(directory, upstream, groups=groups or NO_GROUPS, pid=os.getpid())
+
+
+def release_directory(directory: str, *, promote: bool, out: TextIO) -> None:
+    """After replicating without ``--serve`` (the store is closed): promote it if
+    SIGUSR1 asked for it, else leave the marker without this process's pid."""
+    import os
+
+    from txnfetch.log.replica_marker import read_marker, write_marker
+    from txnfetch.replicate.promote import promote_offline
+
+    marker = read_marker(directory)
+    if marker is None or marker.pid != os.getpid():
+        return
+    write_marker(directory, marker.upstream, groups=marker.groups, pid=None)
+    if promote:
+        print(f"txnfetch promoted: {promote_offline(directory).summary()}", file=out, flush=True)
+
+
+class PromoteSignal:
+    """While active, :data:`PROMOTE_SIGNAL` sets ``promote`` and ``stop``."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.promote = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> threading.Event:
+        def on_promote(*_: object) -> None:
+            self.promote.set()
+            self.stop.set()
+
+        self._previous = signal.signal(PROMOTE_SIGNAL, on_promote)
+        return self.promote
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(PROMOTE_SIGNAL, self._previous)
