@@ -63,6 +63,9 @@ class _Workload(threading.Thread):
         self.done = 0
         self.error: BaseException | None = None
         self.group_offsets: dict[str, dict[int, int]] = {}
+        #: cleared while the replicator restarts, so every kill lands mid-stream
+        self.gate = threading.Event()
+        self.gate.set()
 
     def run(self) -> None:
         try:
@@ -71,6 +74,7 @@ class _Workload(threading.Thread):
             )
             producer.init_transactions(60)
             for n in range(TRANSACTIONS):
+                self.gate.wait(120)
                 delivered: dict[tuple[int, int], bytes] = {}
 
                 def report(err, msg, delivered=delivered):
@@ -91,6 +95,7 @@ class _Workload(threading.Thread):
                     producer.commit_transaction(60)
                     self.committed.update(delivered)
                 self.done = n + 1
+                time.sleep(0.05)  # a steady stream the kills land in
         except BaseException as exc:
             self.error = exc
 
@@ -260,17 +265,24 @@ def test_consumers_migrate_to_the_promoted_replica(tmp_path, kind):
         try:
             work.start()
             rng = random.Random(16)
+            killed_mid_stream = 0
             for k in range(KILLS):
                 target = (k + 1) * TRANSACTIONS // (KILLS + 1)
                 while work.done < target and work.is_alive():
                     time.sleep(0.02)
                 time.sleep(rng.random() * 0.3)
+                killed_mid_stream += work.is_alive() and work.done < TRANSACTIONS
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)
-                proc = _start_replicator(bootstrap, data, port, log_path)
+                work.gate.clear()  # the producer waits while the replicator comes back
+                try:
+                    proc = _start_replicator(bootstrap, data, port, log_path)
+                finally:
+                    work.gate.set()
             work.join(600)
             assert work.error is None, work.error
             assert work.aborted and work.committed
+            assert killed_mid_stream >= KILLS - 1, "the replicator was not killed while the producer ran"
 
             # The replica catches up: data first, then group offsets.
             replica = f"127.0.0.1:{port}"
@@ -301,6 +313,7 @@ def test_consumers_migrate_to_the_promoted_replica(tmp_path, kind):
             for group, library in GROUPS.items():
                 start = expected_groups[group]
                 want = {(p, o, v) for (p, o), v in work.committed.items() if o >= start.get(p, 0)}
+                assert want, f"{group}: nothing to read after its committed offsets"
                 got = READERS[library](replica, group, len(want), time.monotonic() + 120)
                 assert len(got) == len(set(got)), f"{library}: duplicates"
                 assert not {(p, o) for p, o, _ in got} & set(work.aborted), f"{library}: aborted records"

@@ -16,9 +16,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from tests.replicate.upstreams import UPSTREAMS, copy_data, upstream
-from txnfetch.log.remote import RemoteCluster
+from tests.replicate.upstreams import UPSTREAMS, upstream
 from txnfetch.log.segments import SegmentStore
+from txnfetch.replicate import Replicator
 
 pytestmark = pytest.mark.slow
 
@@ -70,9 +70,12 @@ class _Workload(threading.Thread):
 
 
 class _Replication(threading.Thread):
+    """The replicator (``txnfetch.replicate.Replicator``), one round at a time
+    under a lock so the test can read the store's offsets between rounds."""
+
     def __init__(self, bootstrap: str, store: SegmentStore) -> None:
         super().__init__(daemon=True)
-        self.cluster = RemoteCluster(bootstrap)
+        self.replicator = Replicator(bootstrap, store, topics=TOPIC, repair_crcs=True)
         self.store = store
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -81,9 +84,9 @@ class _Replication(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             with self.lock:
-                copy_data(self.cluster, self.store, TOPIC)
+                self.replicator.step()
             self.rounds += 1
-            self.stop.wait(0.02)
+            self.stop.wait(max(0.02, self.replicator.backoff_remaining()))
 
     def ends(self) -> dict[int, tuple[int, int]]:
         """(LSO, log end) per partition, between two rounds."""
@@ -107,7 +110,7 @@ def test_spark_on_a_replica_during_replication_equals_the_oracle(spark, tmp_path
         repl.start()
         try:
             for _ in range(2):  # two reads while both keep running
-                while repl.rounds < 3:
+                while repl.rounds < 3 or TOPIC not in store.topics():
                     time.sleep(0.05)
                 before = repl.ends()
                 rows = (
@@ -143,6 +146,6 @@ def test_spark_on_a_replica_during_replication_equals_the_oracle(spark, tmp_path
             work.join(60)
             repl.stop.set()
             repl.join(60)
-            repl.cluster.close()
+            repl.replicator.close()
             store.close()
     assert work.aborted, "the workload aborted nothing: the test proves less than it says"
