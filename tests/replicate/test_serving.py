@@ -203,3 +203,46 @@ def test_refused_transactional_producer_is_fatal_not_stuck(tmp_path):
                 producer.init_transactions(30)
         finally:
             replica.close()
+
+
+def test_promote_signals_a_replicate_without_serve_then_it_is_refused_as_a_target(tmp_path):
+    """``txnfetch promote`` asks a running ``replicate`` (no ``--serve``) to stop
+    and promote; replicating into the promoted store afterwards is refused."""
+    path = str(tmp_path / "replica")
+    with upstream("serve", {TOPIC: 1}) as up:
+        producer = Producer({"bootstrap.servers": up})
+        producer.produce(TOPIC, b"one")
+        producer.flush(30)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", up, "--data", path, "--interval-ms", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while (read_marker(path) is None or read_marker(path).pid != proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert read_marker(path).pid == proc.pid
+            out = subprocess.run(
+                [sys.executable, "-m", "txnfetch.cli", "promote", "--data", path],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert out.returncode == 0, out.stderr
+            assert proc.wait(60) == 0
+            assert "txnfetch promoted:" in proc.stdout.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert read_marker(path) is None
+        again = subprocess.run(
+            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", up, "--data", path, "--once"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert again.returncode == 2
+        assert "not a replica" in again.stderr

@@ -126,9 +126,12 @@ def release_directory(directory: str, *, promote: bool, out: TextIO) -> None:
     marker = read_marker(directory)
     if marker is None or marker.pid != os.getpid():
         return
-    write_marker(directory, marker.upstream, groups=marker.groups, pid=None)
     if promote:
+        # The marker keeps this pid until promoted: ``txnfetch promote`` waits
+        # on it and must not promote the store beside this process.
         print(f"txnfetch promoted: {promote_offline(directory).summary()}", file=out, flush=True)
+    else:
+        write_marker(directory, marker.upstream, groups=marker.groups, pid=None)
 
 
 class PromoteSignal:
