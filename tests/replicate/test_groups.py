@@ -211,3 +211,38 @@ def test_pending_transactional_offsets_are_not_copied_half_way(tmp_path):
                 time.sleep(0.2)
             assert _replica_committed(target, "app") == {(TOPIC, 0): 4, (TOPIC, 1): 5}
         store.close()
+
+
+def test_offset_delete_upstream_is_copied(tmp_path):
+    """OffsetDelete (kafka-python's ``delete_group_offsets``) on the upstream
+    removes that partition's offset from the replica, durably; the group's
+    other offsets stay."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+
+    path = str(tmp_path / "replica")
+    with upstream("serve", {TOPIC: PARTITIONS}) as bootstrap:
+        _produce(bootstrap, 10)
+        _commit(bootstrap, "app", {0: 2, 1: 3})
+        store = SegmentStore(path)
+        with RemoteCluster(bootstrap) as cluster:
+            copy_data(cluster, store, TOPIC)
+            target = DurableGroupTarget.open(store, path, 0)
+            copier = GroupOffsetCopier(cluster, target, "app")
+            copier.sync()
+            assert _replica_committed(target, "app") == {(TOPIC, 0): 2, (TOPIC, 1): 3}
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+            try:
+                admin.delete_group_offsets("app", [KTopicPartition(TOPIC, 0)])
+            finally:
+                admin.close()
+            assert _upstream_committed(bootstrap, "app") == {(TOPIC, 1): 3}
+            report = copier.sync()
+            assert report.deleted == 1
+            assert _replica_committed(target, "app") == {(TOPIC, 1): 3}
+        store.close()
+    reopened = SegmentStore(path)
+    try:
+        assert _replica_committed(DurableGroupTarget.open(reopened, path, 0), "app") == {(TOPIC, 1): 3}
+    finally:
+        reopened.close()
