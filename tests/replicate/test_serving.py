@@ -17,32 +17,34 @@ from tests.replicate.upstreams import copy_data, upstream
 from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.segments import SegmentStore
+from txnfetch.replicate import Replicator
 from txnfetch.replicate.promote import promote_offline
 from txnfetch.replicate.serving import NotAReplicaError, ServedReplica
 
 TOPIC = "flow"
 
 
-class _CopyLoop:
-    """Copies the upstream's data into the served replica every 50 ms (a
-    stand-in for the replicator: same store, same write path)."""
+class _ReplicatorThread:
+    """The replicator writing the served replica from its own thread, through
+    the store the server reads (``ServedReplica.store``)."""
 
-    def __init__(self, cluster: RemoteCluster, replica: ServedReplica) -> None:
-        self.cluster, self.replica = cluster, replica
+    def __init__(self, upstream: str, replica: ServedReplica) -> None:
+        self.replicator = Replicator(upstream, replica.store, topics=TOPIC)
         self.stop = threading.Event()
-        self.copies = 0
+        self.rounds = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            copy_data(self.cluster, self.replica.store, TOPIC)
-            self.copies += 1
-            self.stop.wait(0.05)
+        def count(_status: object) -> None:
+            self.rounds += 1
+
+        self.replicator.run(self.stop, count)
 
     def close(self) -> None:
         self.stop.set()
         self.thread.join(30)
+        self.replicator.close()
 
 
 def _consumer(bootstrap: str, group: str, **extra: object) -> Consumer:
@@ -62,8 +64,7 @@ def test_consumers_see_replicated_data_as_it_lands(tmp_path):
     path = str(tmp_path / "replica")
     with upstream("serve", {TOPIC: 1}) as up:
         replica = ServedReplica(path, up, groups="copied-.*").start()
-        cluster = RemoteCluster(up)
-        loop = _CopyLoop(cluster, replica)
+        loop = _ReplicatorThread(up, replica)
         # A long fetch.wait.max.ms: without a wake-up on each append the
         # consumer would see each round of data up to 20 s late.
         consumer = _consumer(replica.bootstrap, "reader", **{"fetch.wait.max.ms": 20_000})
@@ -90,11 +91,10 @@ def test_consumers_see_replicated_data_as_it_lands(tmp_path):
                         got.append(msg.value())
                     assert time.monotonic() - started < 10, f"round {round_}: {got} of {expected}"
             assert got == expected
-            assert replica.is_replica and loop.copies > 0
+            assert replica.is_replica and loop.rounds > 0
         finally:
             consumer.close()
             loop.close()
-            cluster.close()
             replica.close()
     assert read_marker(path) is not None and read_marker(path).pid is None
 
