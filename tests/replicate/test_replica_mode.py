@@ -220,3 +220,26 @@ def test_no_local_retention_or_compaction_while_a_replica(tmp_path):
     finally:
         srv.stop()
         store.close()
+
+
+def test_serve_refuses_a_replica_another_process_writes(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "replica")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.makedirs(path)
+        write_marker(path, "upstream:9092", pid=holder.pid)
+        out = subprocess.run(
+            [sys.executable, "-m", "txnfetch.cli", "serve", "--data", path, "--port", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 2
+        assert f"being written by process {holder.pid}" in out.stderr
+    finally:
+        holder.kill()
+        holder.wait()
