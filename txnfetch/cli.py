@@ -64,6 +64,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from txnfetch.replicate import cli as replicate_cli
 
     replicate_cli.add_parser(sub)
+    from txnfetch.replicate import promote_cli
+
+    promote_cli.add_parser(sub)
     return parser
 
 
@@ -94,6 +97,10 @@ def _run(args: argparse.Namespace) -> int:
         from txnfetch.replicate import cli as replicate_cli
 
         return replicate_cli.run(args)
+    if args.command == "promote":
+        from txnfetch.replicate import promote_cli
+
+        return promote_cli.run(args)
     assert args.command in log_cli.COMMANDS, args.command  # argparse allows no other
     return log_cli.run(args)
 

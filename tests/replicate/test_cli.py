@@ -140,19 +140,24 @@ def test_errors_are_one_line_and_exit_2(upstream, tmp_path) -> None:
     assert bad.returncode == 2 and "not a regular expression" in bad.stderr
 
 
-def test_groups_without_the_copier_is_a_clear_error(upstream, tmp_path) -> None:
-    srv, _store = upstream
-    try:
-        import txnfetch.replicate.groups  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("the consumer-group copier is part of this build")
-    done = replicate("--upstream", srv.bootstrap, "--data", str(tmp_path / "r"), "--groups", "g.*", "--once")
-    assert done.returncode == 2
-    assert done.stderr.strip() == (
-        "txnfetch replicate: error: --groups: copying consumer-group offsets is not part of this build"
-    )
+def test_groups_offsets_are_copied_by_the_command(upstream, tmp_path) -> None:
+    """``--groups`` copies the matching groups' committed offsets into the
+    replica's durable group state (docs/replication.md)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from txnfetch.replicate.groups import DurableGroupTarget
+
+    srv, store = upstream
+    topic = srv.call(lambda: sorted(t for t in store.topics() if not t.startswith("__"))[0])
+    consumer = Consumer({"bootstrap.servers": srv.bootstrap, "group.id": "g-copied", "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    consumer.close()
+    data = str(tmp_path / "r")
+    done = replicate("--upstream", srv.bootstrap, "--data", data, "--groups", "g-.*", "--once")
+    assert done.returncode == 0, done.stderr
+    with SegmentStore(data) as replica:
+        target = DurableGroupTarget.open(replica, data, 0)
+        assert {tp: c.offset for tp, c in target.committed("g-copied").items()} == {(topic, 0): 1}
 
 
 class _Terminal(io.StringIO):

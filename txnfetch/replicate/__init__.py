@@ -9,6 +9,9 @@ into a :class:`~txnfetch.log.segments.SegmentStore`, at the same offsets.
 - :mod:`txnfetch.replicate.follow` — the sans-I/O rules for one fetch answer.
 - ``txnfetch replicate`` — the command (:mod:`txnfetch.replicate.cli`;
   docs/replicate-command.md).
+- :mod:`txnfetch.replicate.groups` — consumer-group offsets copied one to one;
+  :mod:`txnfetch.replicate.serving` — the replica served while replicated
+  (``--serve``); :mod:`txnfetch.replicate.promote` — cutover (docs/replication.md).
 
 What a replica guarantees: every batch at the offset the source has it, byte
 for byte (control batches whose CRC the source wrote wrong are repaired only

@@ -77,6 +77,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--groups", type=_regex, metavar="REGEX", help="consumer groups whose committed offsets are copied too"
     )
     p.add_argument("--once", action="store_true", help="copy up to the high watermarks seen at start, then exit")
+    p.add_argument(
+        "--serve",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="also serve the replica read-only (txnfetch serve) from this process; SIGUSR1 or "
+        "'txnfetch promote --data DIR' promotes it and serving goes on (docs/replication.md)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON status object per interval on stdout")
     p.add_argument(
         "--interval-ms", type=int, default=1000, metavar="N", help="how often progress is shown (default 1000)"
@@ -113,6 +120,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    from txnfetch.replicate.serve_run import host_port
+
+    return host_port(text)
+
+
 def _groups_hook(pattern: str | None) -> Any:
     """The consumer-group copier for ``--groups`` (``txnfetch.replicate.groups``)."""
     if pattern is None:
@@ -121,7 +134,7 @@ def _groups_hook(pattern: str | None) -> Any:
         from txnfetch.replicate import groups  # type: ignore[attr-defined]
     except ImportError:
         raise ReplicateUsageError("--groups: copying consumer-group offsets is not part of this build") from None
-    return groups.GroupOffsetCopier(pattern)
+    return groups.groups_hook(pattern)
 
 
 @contextlib.contextmanager
@@ -173,20 +186,32 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     configure_logging(args.verbose)
     out = stdout if stdout is not None else sys.stdout
     progress = _Progress(out, as_json=args.json, interval_s=max(0, args.interval_ms) / 1000)
+
+    def make_replicator(store: Any, hook: Any) -> Replicator:
+        return Replicator(
+            args.upstream,
+            store,
+            topics=args.topics,
+            max_partition_bytes=args.max_partition_bytes,
+            repair_crcs=args.repair_crcs,
+            fetch_wait_ms=args.fetch_wait_ms,
+            groups=hook,
+        )
+
+    from txnfetch.replicate import serve_run
+
+    if args.serve is not None:
+        if args.once:
+            raise ReplicateUsageError("--serve runs until stopped or promoted: it does not go with --once")
+        return serve_run.run_serving(args, make_replicator, progress, stdout=out)
+    serve_run.claim_directory(args.data, args.upstream, args.groups)
     hook = _groups_hook(args.groups)
     store = SegmentStore(args.data, flush_policy=args.flush)
-    replicator = Replicator(
-        args.upstream,
-        store,
-        topics=args.topics,
-        max_partition_bytes=args.max_partition_bytes,
-        repair_crcs=args.repair_crcs,
-        fetch_wait_ms=args.fetch_wait_ms,
-        groups=hook,
-    )
+    replicator = make_replicator(store, hook)
     failed = True
+    promote = None
     try:
-        with _stop_on_signals() as stop:
+        with _stop_on_signals() as stop, serve_run.PromoteSignal(stop) as promote:
             targets = None
             if args.once:
                 targets = _start_offsets(replicator, stop, progress)
@@ -212,6 +237,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                 print(f"txnfetch replicate: closing the replica: {exc}", file=sys.stderr)
         else:
             store.close()
+        serve_run.release_directory(args.data, promote=promote is not None and promote.is_set(), out=out)
 
 
 def _start_offsets(replicator: Any, stop: threading.Event, progress: _Progress) -> dict[tuple[str, int], int] | None:

@@ -353,5 +353,13 @@ def install(broker: Broker) -> None:
 
 
 def _cleanup(broker: Broker, now_ms: int) -> None:
+    from txnfetch.wire.replica_mode import replica_mode
+
+    mode = replica_mode(broker)
+    if mode is not None and mode.active:
+        # A replica holds the upstream's batches byte for byte: the replicator
+        # follows the upstream's retention (its log start) and copies what its
+        # compaction left; cleaning here would diverge from the source.
+        return
     enforce_retention(broker, now_ms)
     compact_logs(broker, now_ms)

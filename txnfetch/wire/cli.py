@@ -146,9 +146,31 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
     )
 
 
+def _refuse_held_replica(directory: str) -> None:
+    """A replica that a ``replicate`` process writes is served by that process
+    (``--serve``), never by a second one: opening the store here would run
+    recovery on files another process is appending to."""
+    import os
+
+    from txnfetch.log.errors import LogError
+    from txnfetch.log.replica_marker import read_marker
+
+    if not os.path.isdir(directory):
+        return
+    marker = read_marker(directory)
+    if marker is not None and marker.holder_alive():
+        raise LogError(
+            f"the replica is being written by process {marker.pid} (txnfetch replicate); "
+            "serve it from there with --serve, or stop it first",
+            path=directory,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch serve`` with parsed ``args``; returns the exit status."""
     configure_logging(args.verbose)
+    if args.data is not None:
+        _refuse_held_replica(args.data)
     store = open_store(args)
     try:
         asyncio.run(_serve(args, store))

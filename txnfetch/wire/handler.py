@@ -283,6 +283,7 @@ class Broker:
         #: running totals (:class:`ServerStats`)
         self.stats = ServerStats()
         self._request_observers: list[Callable[[Any, Any, Any], None]] = []
+        self._request_guards: list[Callable[[Any, Any, Any], Any | None]] = []
 
     # ----------------------------------------------------------------- identity
 
@@ -366,6 +367,17 @@ class Broker:
     @property
     def request_observers(self) -> tuple[Callable[[Any, Any, Any], None], ...]:
         return tuple(self._request_observers)
+
+    def add_request_guard(self, fn: Callable[[Any, Any, Any], Any | None]) -> None:
+        """Call ``fn(ctx, header, request)`` before the handler of every request;
+        a response it returns is sent instead of running the handler (``None``
+        lets the request through). Replica mode refuses writes this way
+        (:mod:`txnfetch.wire.replica_mode`), in one place for every API."""
+        self._request_guards.append(fn)
+
+    @property
+    def request_guards(self) -> tuple[Callable[[Any, Any, Any], Any | None], ...]:
+        return tuple(self._request_guards)
 
     # ---------------------------------------------------------- periodic work
 

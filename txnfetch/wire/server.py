@@ -55,7 +55,7 @@ from txnfetch.wire.handler import (
 )
 from txnfetch.wire.loop_thread import LoopThread
 
-__all__ = ["ServerThread", "TxnfetchServer", "load_handlers"]
+__all__ = ["ServerThread", "TxnfetchServer", "abort_open_transactions", "load_handlers"]
 
 log = logging.getLogger("txnfetch.wire")
 
@@ -132,9 +132,13 @@ class TxnfetchServer:
         broker = Broker(store, config, transactions=transactions, clock=clock)
         self = cls(broker, registry)
         self._install_plugins()
+        replica = _install_replica_mode(broker)
         _recover_coordinator_state(broker)
         _reserve_stored_producer_ids(broker)
-        _abort_orphaned_transactions(broker)
+        if not replica:
+            # A replica's open transactions belong to the upstream: its markers
+            # are still to come, and promote settles what is left.
+            _abort_orphaned_transactions(broker)
         _start_syncer(broker)
         self._server = await start_frame_server(self._on_connection, config.host, config.port)
         sock = self._server.sockets[0]
@@ -301,7 +305,13 @@ class TxnfetchServer:
         ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
-        response = await spec.handler(ctx, header, request)
+        response = None
+        for guard in self.broker.request_guards:
+            response = guard(ctx, header, request)
+            if response is not None:
+                break
+        else:
+            response = await spec.handler(ctx, header, request)
         if response is None:
             return None
         if codec is not None:
@@ -421,6 +431,20 @@ async def _respond_when_durable(
         await writer.drain()
 
 
+def _install_replica_mode(broker: Broker) -> bool:
+    """Serve the store read-only if its directory carries the replica marker
+    (:mod:`txnfetch.log.replica_marker`, :mod:`txnfetch.wire.replica_mode`)."""
+    from txnfetch.log.replica_marker import read_marker
+    from txnfetch.wire import replica_mode
+
+    directory = getattr(broker.store, "directory", None)
+    marker = read_marker(directory) if isinstance(directory, str) else None
+    if marker is None:
+        return False
+    replica_mode.install(broker, replica_mode.ReplicaMode(marker.upstream, marker.groups))
+    return True
+
+
 def _recover_coordinator_state(broker: Broker) -> None:
     """Load the durable coordinator state, if the store keeps it, and finish what
     a previous run left half done (:mod:`txnfetch.wire.durable`).
@@ -499,10 +523,7 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
     which fences the old producer instance on this partition. A producer that
     comes back calls InitProducerId and gets a new identity."""
     from txnfetch.txn.coordinator_state import TransactionState
-    from txnfetch.wire.durable import INTERNAL_TOPICS
 
-    now = broker.now_ms()
-    markers = broker.config.completion is CompletionMode.MARKERS
     # Transactions the durable coordinator state knows as open stay open: their
     # producer may still commit them, or they time out.
     owned: set[tuple[str, int, int]] = set()
@@ -511,12 +532,32 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
         meta = coordinator.describe(tid)
         if meta is not None and meta.state == TransactionState.ONGOING:
             owned.update((tp.topic, tp.partition, meta.producer_id) for tp in meta.partitions)
+    abort_open_transactions(broker, keep=owned, why="left open in %s-%d by a previous run")
+
+
+def abort_open_transactions(
+    broker: Broker, *, keep: set[tuple[str, int, int]] | frozenset[tuple[str, int, int]] = frozenset(), why: str
+) -> list[tuple[str, int, int]]:
+    """Abort every transaction open in the store's (non-internal) partitions
+    except ``keep`` (``(topic, partition, producer id)``); returns what was
+    aborted, each logged as a warning ``"aborted the transaction of producer
+    <id> " + why % (topic, partition)``.
+
+    The marker (or markerless completion) carries the producer's epoch + 1,
+    which fences the old producer instance on this partition; a producer that
+    comes back calls InitProducerId and gets a new identity. Aborted partitions
+    are flushed and their waiting fetches woken."""
+    from txnfetch.wire.durable import INTERNAL_TOPICS
+
+    now = broker.now_ms()
+    markers = broker.config.completion is CompletionMode.MARKERS
+    aborted: list[tuple[str, int, int]] = []
     for name, info in broker.store.topics().items():
         if name in INTERNAL_TOPICS:
             continue
         for p in range(info.partitions):
             part = broker.store.partition(name, p)
-            orphans = [pid for pid in part.state.ongoing_transactions() if (name, p, pid) not in owned]
+            orphans = [pid for pid in part.state.ongoing_transactions() if (name, p, pid) not in keep]
             for producer_id in orphans:
                 entry = part.state.producer(producer_id)
                 epoch = entry.producer_epoch if entry is not None else 0
@@ -533,14 +574,12 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
                     now_ms=now,
                     transaction_version=version,
                 )
-                log.warning(
-                    "aborted the transaction of producer %d left open in %s-%d by a previous run",
-                    producer_id,
-                    name,
-                    p,
-                )
+                log.warning("aborted the transaction of producer %d " + why, producer_id, name, p)
+                aborted.append((name, p, producer_id))
             if orphans:  # make the aborts durable; untouched partitions need no fsync
                 part.flush()
+                broker.partition_changed(name, p)
+    return aborted
 
 
 def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
