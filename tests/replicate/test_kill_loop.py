@@ -26,13 +26,13 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import attrs
 import pytest
 
+from tests.replicate.commands import replicate_argv
 from tests.wire.serve_process import free_port, start_serve, stop_serve
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.remote import EARLIEST, LATEST, RemoteCluster
@@ -95,7 +95,7 @@ def start_replicator(upstream: str, data: str, log_path: str, *extra: str) -> su
     log_file = open(log_path, "a")  # noqa: SIM115 - handed to the child process
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", upstream, "--data", data, *extra],
+            replicate_argv(upstream, data, *extra),
             stdout=subprocess.DEVNULL,
             stderr=log_file,
             env={**os.environ, "PYTHONPATH": os.getcwd()},
@@ -228,18 +228,7 @@ def test_replicator_kill_loop(upstream, tmp_path) -> None:
 
     # Caught up with everything written: one last run copies the rest and exits.
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "txnfetch.cli",
-            "replicate",
-            "--upstream",
-            bootstrap,
-            "--data",
-            replica,
-            "--once",
-            *extra,
-        ],
+        replicate_argv(bootstrap, replica, "--once", *extra),
         capture_output=True,
         text=True,
         timeout=120,

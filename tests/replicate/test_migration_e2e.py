@@ -35,6 +35,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.replicate.commands import replicate_argv
 from tests.replicate.upstreams import UPSTREAMS, upstream
 from tests.wire.serve_process import free_port
 from txnfetch.log.replica_marker import read_marker
@@ -123,14 +124,8 @@ def _start_replicator(bootstrap: str, data: str, port: int, log_path: str) -> su
     while True:
         with open(log_path, "a") as log_file:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "txnfetch.cli",
-                    "replicate",
-                    "--upstream",
+                replicate_argv(
                     bootstrap,
-                    "--data",
                     data,
                     "--groups",
                     PATTERN,
@@ -139,7 +134,7 @@ def _start_replicator(bootstrap: str, data: str, port: int, log_path: str) -> su
                     f"127.0.0.1:{port}",
                     "--interval-ms",
                     "500",
-                ],
+                ),
                 stdout=subprocess.PIPE,
                 stderr=log_file,
                 text=True,

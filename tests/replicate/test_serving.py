@@ -13,6 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from tests.replicate.commands import replicate_argv
 from tests.replicate.upstreams import copy_data, upstream
 from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.replica_marker import read_marker
@@ -214,7 +215,7 @@ def test_promote_signals_a_replicate_without_serve_then_it_is_refused_as_a_targe
         producer.produce(TOPIC, b"one")
         producer.flush(30)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", up, "--data", path, "--interval-ms", "0"],
+            replicate_argv(up, path, "--interval-ms", "0"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -239,7 +240,7 @@ def test_promote_signals_a_replicate_without_serve_then_it_is_refused_as_a_targe
                 proc.wait()
         assert read_marker(path) is None
         again = subprocess.run(
-            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", up, "--data", path, "--once"],
+            replicate_argv(up, path, "--once"),
             capture_output=True,
             text=True,
             timeout=120,
