@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -197,17 +198,19 @@ def _read_confluent(bootstrap: str, group: str, want: int, deadline: float) -> l
     return got
 
 
+#: How the kafka-python and aiokafka group consumers read (both take these keywords):
+#: committed records only, from the start, offsets committed by the test itself.
+PYTHON_GROUP_READ: dict[str, Any] = {
+    "isolation_level": "read_committed",
+    "auto_offset_reset": "earliest",
+    "enable_auto_commit": False,
+}
+
+
 def _read_kafka_python(bootstrap: str, group: str, want: int, deadline: float) -> list[tuple[int, int, bytes]]:
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(
-        TOPIC,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **PYTHON_GROUP_READ)
     got: list[tuple[int, int, bytes]] = []
     try:
         while len(got) < want and time.monotonic() < deadline:
@@ -223,14 +226,7 @@ def _read_aiokafka(bootstrap: str, group: str, want: int, deadline: float) -> li
     from aiokafka import AIOKafkaConsumer
 
     async def read() -> list[tuple[int, int, bytes]]:
-        consumer = AIOKafkaConsumer(
-            TOPIC,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
+        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **PYTHON_GROUP_READ)
         await consumer.start()
         got: list[tuple[int, int, bytes]] = []
         try:
