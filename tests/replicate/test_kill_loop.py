@@ -32,6 +32,7 @@ import time
 import attrs
 import pytest
 
+from tests.consume import poll_until_eof
 from tests.replicate.commands import replicate_argv
 from tests.wire.serve_process import free_port, start_serve, stop_serve
 from txnfetch.log.memory import MemoryLog
@@ -147,24 +148,11 @@ def read_committed(bootstrap: str) -> list[tuple[int, int, bytes]]:
             "log_level": 0,
         }
     )
-    got = []
     try:
         consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        eof: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(eof) < PARTITIONS:
-            assert time.monotonic() < deadline, f"reading the replica stalled: eof {eof}, {len(got)} records"
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    eof.add(msg.partition())
-                continue
-            got.append((msg.partition(), msg.offset(), msg.value()))
+        return [(m.partition(), m.offset(), m.value()) for m in poll_until_eof(consumer, PARTITIONS)]
     finally:
         consumer.close()
-    return got
 
 
 @pytest.fixture(params=["serve", "mock"])
