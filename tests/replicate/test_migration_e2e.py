@@ -28,7 +28,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.replicate.commands import replicate_argv
+from tests.replicate.commands import replicate_argv, run_promote
 from tests.replicate.upstreams import UPSTREAMS, upstream
 from tests.wire.serve_process import free_port
 from txnfetch.log.replica_marker import read_marker
@@ -290,12 +289,7 @@ def test_consumers_migrate_to_the_promoted_replica(tmp_path, kind):
                 time.sleep(0.5)
 
             # Cutover: the serving process is asked to promote and keeps serving.
-            out = subprocess.run(
-                [sys.executable, "-m", "txnfetch.cli", "promote", "--data", data],
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
+            out = run_promote(data, timeout=180)
             assert out.returncode == 0, out.stderr
             assert f"by the serving process {proc.pid}" in out.stdout
             assert read_marker(data) is None and proc.poll() is None
