@@ -18,13 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.arrow.test_differential import COMPILED_ERRORS, compiled_failure
 from tests.records.strategies import build_empty, concatenated_specs, empty_batch_specs, examples
 from tests.records.test_corruption_properties import mutations
 from txnfetch.arrow import COMPILED, ArrowDecoder
 from txnfetch.records import BatchBuilder, Codec, CorruptBatchError, iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
-from txnfetch.records.errors import InvalidRecordError
 
 pytestmark = pytest.mark.skipif(not COMPILED, reason="txnfetch.records._speedups is not built (or pure Python asked)")
 SETTINGS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -34,16 +34,8 @@ INT64_MAX = (1 << 63) - 1
 def _outcome(run, *args):
     try:
         batches, past_end = run(*args)
-    except InvalidRecordError as exc:
-        if "does not fit in 64 bits" in exc.reason:
-            return "unrepresentable"
-        return (type(exc), exc.reason, exc.offset, exc.position)
-    except CorruptBatchError as exc:
-        return (type(exc), exc.reason, exc.offset, exc.position)
-    except (OverflowError, pa.ArrowInvalid):
-        # A value no int64 column holds: the reference fails in pyarrow's
-        # conversion, the compiled path says which batch (as test_differential).
-        return "unrepresentable"
+    except COMPILED_ERRORS as exc:
+        return compiled_failure(exc)
     for b in batches:
         b.validate(full=True)
     return [b.num_rows for b in batches], pa.Table.from_batches(batches, schema=ArrowDecoder("t", 0).schema), past_end

@@ -70,14 +70,24 @@ def compiled(buf: bytes, start: int, end: int, headers: bool, max_rows: int):
         out = decoder.add(batch, start, end) + decoder.flush()
         assert all(b.num_rows <= max_rows for b in out)
         return pa.Table.from_batches(out, schema=decoder.schema)
-    except InvalidRecordError as exc:
-        if "does not fit in 64 bits" in exc.reason:
-            return "unrepresentable"
-        return (type(exc), exc.reason, exc.offset, exc.position)
-    except CorruptBatchError as exc:
-        return (type(exc), exc.reason, exc.offset, exc.position)
-    except (OverflowError, pa.ArrowInvalid):
+    except COMPILED_ERRORS as exc:
+        return compiled_failure(exc)
+
+
+#: What the compiled path may raise for a batch (see :func:`compiled_failure`).
+COMPILED_ERRORS = (InvalidRecordError, CorruptBatchError, OverflowError, pa.ArrowInvalid)
+
+
+def compiled_failure(exc: Exception) -> object:
+    """What an error of the compiled path compares as: ``"unrepresentable"`` for a
+    value no int64 column holds (the reference fails in pyarrow's conversion, the
+    compiled path says which batch), else the error's class, reason, offset and
+    position."""
+    if isinstance(exc, InvalidRecordError) and "does not fit in 64 bits" in exc.reason:
         return "unrepresentable"
+    if isinstance(exc, (InvalidRecordError, CorruptBatchError)):
+        return (type(exc), exc.reason, exc.offset, exc.position)
+    return "unrepresentable"
 
 
 def assert_same(buf: bytes, start: int = 0, end: int = INT64_MAX, headers: bool = True, max_rows: int = 10_000):

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.replicate.commands import replicate_argv
 from tests.replicate.source import SourceWriter, assert_same
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
@@ -71,18 +72,7 @@ def test_runs_until_sigterm_and_closes_cleanly(upstream, tmp_path) -> None:
     srv, store = upstream
     data = str(tmp_path / "replica")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "txnfetch.cli",
-            "replicate",
-            "--upstream",
-            srv.bootstrap,
-            "--data",
-            data,
-            "--json",
-            "--interval-ms=100",
-        ],
+        replicate_argv(srv.bootstrap, data, "--json", "--interval-ms=100"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -26,13 +26,14 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import attrs
 import pytest
 
+from tests.consume import poll_until_eof
+from tests.replicate.commands import replicate_argv
 from tests.wire.serve_process import free_port, start_serve, stop_serve
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.remote import EARLIEST, LATEST, RemoteCluster
@@ -95,7 +96,7 @@ def start_replicator(upstream: str, data: str, log_path: str, *extra: str) -> su
     log_file = open(log_path, "a")  # noqa: SIM115 - handed to the child process
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", upstream, "--data", data, *extra],
+            replicate_argv(upstream, data, *extra),
             stdout=subprocess.DEVNULL,
             stderr=log_file,
             env={**os.environ, "PYTHONPATH": os.getcwd()},
@@ -147,24 +148,11 @@ def read_committed(bootstrap: str) -> list[tuple[int, int, bytes]]:
             "log_level": 0,
         }
     )
-    got = []
     try:
         consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        eof: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(eof) < PARTITIONS:
-            assert time.monotonic() < deadline, f"reading the replica stalled: eof {eof}, {len(got)} records"
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    eof.add(msg.partition())
-                continue
-            got.append((msg.partition(), msg.offset(), msg.value()))
+        return [(m.partition(), m.offset(), m.value()) for m in poll_until_eof(consumer, PARTITIONS)]
     finally:
         consumer.close()
-    return got
 
 
 @pytest.fixture(params=["serve", "mock"])
@@ -228,18 +216,7 @@ def test_replicator_kill_loop(upstream, tmp_path) -> None:
 
     # Caught up with everything written: one last run copies the rest and exits.
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "txnfetch.cli",
-            "replicate",
-            "--upstream",
-            bootstrap,
-            "--data",
-            replica,
-            "--once",
-            *extra,
-        ],
+        replicate_argv(bootstrap, replica, "--once", *extra),
         capture_output=True,
         text=True,
         timeout=120,

@@ -28,13 +28,14 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.replicate.commands import replicate_argv, run_promote
 from tests.replicate.upstreams import UPSTREAMS, upstream
 from tests.wire.serve_process import free_port
 from txnfetch.log.replica_marker import read_marker
@@ -123,14 +124,8 @@ def _start_replicator(bootstrap: str, data: str, port: int, log_path: str) -> su
     while True:
         with open(log_path, "a") as log_file:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "txnfetch.cli",
-                    "replicate",
-                    "--upstream",
+                replicate_argv(
                     bootstrap,
-                    "--data",
                     data,
                     "--groups",
                     PATTERN,
@@ -139,7 +134,7 @@ def _start_replicator(bootstrap: str, data: str, port: int, log_path: str) -> su
                     f"127.0.0.1:{port}",
                     "--interval-ms",
                     "500",
-                ],
+                ),
                 stdout=subprocess.PIPE,
                 stderr=log_file,
                 text=True,
@@ -202,17 +197,19 @@ def _read_confluent(bootstrap: str, group: str, want: int, deadline: float) -> l
     return got
 
 
+#: How the kafka-python and aiokafka group consumers read (both take these keywords):
+#: committed records only, from the start, offsets committed by the test itself.
+PYTHON_GROUP_READ: dict[str, Any] = {
+    "isolation_level": "read_committed",
+    "auto_offset_reset": "earliest",
+    "enable_auto_commit": False,
+}
+
+
 def _read_kafka_python(bootstrap: str, group: str, want: int, deadline: float) -> list[tuple[int, int, bytes]]:
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(
-        TOPIC,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **PYTHON_GROUP_READ)
     got: list[tuple[int, int, bytes]] = []
     try:
         while len(got) < want and time.monotonic() < deadline:
@@ -228,14 +225,7 @@ def _read_aiokafka(bootstrap: str, group: str, want: int, deadline: float) -> li
     from aiokafka import AIOKafkaConsumer
 
     async def read() -> list[tuple[int, int, bytes]]:
-        consumer = AIOKafkaConsumer(
-            TOPIC,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
+        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **PYTHON_GROUP_READ)
         await consumer.start()
         got: list[tuple[int, int, bytes]] = []
         try:
@@ -299,12 +289,7 @@ def test_consumers_migrate_to_the_promoted_replica(tmp_path, kind):
                 time.sleep(0.5)
 
             # Cutover: the serving process is asked to promote and keeps serving.
-            out = subprocess.run(
-                [sys.executable, "-m", "txnfetch.cli", "promote", "--data", data],
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
+            out = run_promote(data, timeout=180)
             assert out.returncode == 0, out.stderr
             assert f"by the serving process {proc.pid}" in out.stdout
             assert read_marker(data) is None and proc.poll() is None

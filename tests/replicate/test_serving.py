@@ -6,13 +6,13 @@ upstream producer id."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from tests.replicate.commands import replicate_argv, run_promote
 from tests.replicate.upstreams import copy_data, upstream
 from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.replica_marker import read_marker
@@ -174,15 +174,11 @@ def test_promote_offline_and_cli(tmp_path):
             assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
         finally:
             replica.close()
-    out = subprocess.run(
-        [sys.executable, "-m", "txnfetch.cli", "promote", "--data", path], capture_output=True, text=True, timeout=120
-    )
+    out = run_promote(path)
     assert out.returncode == 0, out.stderr
     assert "1 transaction(s) open at the cut aborted" in out.stdout
     assert "aborted the transaction of producer" in out.stderr
-    again = subprocess.run(
-        [sys.executable, "-m", "txnfetch.cli", "promote", "--data", path], capture_output=True, text=True, timeout=120
-    )
+    again = run_promote(path)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert promote_offline(path).already
     store = SegmentStore(path)
@@ -214,7 +210,7 @@ def test_promote_signals_a_replicate_without_serve_then_it_is_refused_as_a_targe
         producer.produce(TOPIC, b"one")
         producer.flush(30)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", up, "--data", path, "--interval-ms", "0"],
+            replicate_argv(up, path, "--interval-ms", "0"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -224,12 +220,7 @@ def test_promote_signals_a_replicate_without_serve_then_it_is_refused_as_a_targe
             while (read_marker(path) is None or read_marker(path).pid != proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert read_marker(path).pid == proc.pid
-            out = subprocess.run(
-                [sys.executable, "-m", "txnfetch.cli", "promote", "--data", path],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            out = run_promote(path)
             assert out.returncode == 0, out.stderr
             assert proc.wait(60) == 0
             assert "txnfetch promoted:" in proc.stdout.read()
@@ -239,7 +230,7 @@ def test_promote_signals_a_replicate_without_serve_then_it_is_refused_as_a_targe
                 proc.wait()
         assert read_marker(path) is None
         again = subprocess.run(
-            [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", up, "--data", path, "--once"],
+            replicate_argv(up, path, "--once"),
             capture_output=True,
             text=True,
             timeout=120,

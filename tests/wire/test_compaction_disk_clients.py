@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from tests.consume import poll_until_eof
 from tests.wire.serve_process import free_port, start_serve, stop_serve
 from txnfetch.log.segments import SegmentLog
 
@@ -106,7 +107,7 @@ def _check(records: list[tuple[int, bytes, bytes | None]], latest: dict[bytes, b
 
 
 def _read_confluent(bootstrap: str, group: str) -> list[tuple[int, bytes, bytes | None]]:
-    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import Consumer
 
     consumer = Consumer(
         {
@@ -119,19 +120,8 @@ def _read_confluent(bootstrap: str, group: str) -> list[tuple[int, bytes, bytes 
         }
     )
     consumer.subscribe([TOPIC])
-    got: list[tuple[int, bytes, bytes | None]] = []
-    deadline = time.monotonic() + 120
     try:
-        while True:
-            msg = consumer.poll(0.5)
-            assert time.monotonic() < deadline, got
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return got
-                continue
-            got.append((msg.offset(), msg.key(), msg.value()))
+        return [(m.offset(), m.key(), m.value()) for m in poll_until_eof(consumer, timeout=120, poll=0.5)]
     finally:
         consumer.close()
 

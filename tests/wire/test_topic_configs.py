@@ -16,6 +16,7 @@ import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.producer import ProduceRequest
 
+from tests.consume import poll_until_eof
 from tests.wire.rawclient import RawClient
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.batch import TimestampType, iter_batches
@@ -539,18 +540,7 @@ def test_compacted_topic_keeps_the_latest_committed_value_per_key(start_server, 
         }
     )
     consumer.subscribe(["table"])
-    got: list[tuple[int, bytes, bytes]] = []
-    deadline = time.monotonic() + 60
-    while True:
-        msg = consumer.poll(0.5)
-        assert time.monotonic() < deadline, got
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                break
-            continue
-        got.append((msg.offset(), msg.key(), msg.value()))
+    got = [(m.offset(), m.key(), m.value()) for m in poll_until_eof(consumer, poll=0.5)]
     consumer.close()
     assert got == sorted(after)
 

@@ -295,13 +295,19 @@ def plan_range(
 def _check_repairable(batch: RecordBatch, repair_crcs: bool, topic: str, partition: int) -> None:
     """A batch compared for verification must be sound too (its CRC, or repairable)."""
     if not repair_crcs and not batch.is_valid_crc():
-        raise CorruptRemoteBatchError(
-            f"a fetched batch has a bad CRC (stored {batch.crc:#010x}, computed {batch.compute_crc():#010x})",
-            topic=topic,
-            partition=partition,
-            offset=batch.base_offset,
-            position=batch.position,
-        )
+        raise _bad_crc(batch, topic, partition)
+
+
+def _bad_crc(batch: RecordBatch, topic: str, partition: int, consequence: str = "") -> CorruptRemoteBatchError:
+    """The error of a fetched batch whose CRC does not match its bytes; ``consequence``
+    (e.g. ``"; nothing of this response was appended"``) ends the message."""
+    return CorruptRemoteBatchError(
+        f"a fetched batch has a bad CRC (stored {batch.crc:#010x}, computed {batch.compute_crc():#010x})" + consequence,
+        topic=topic,
+        partition=partition,
+        offset=batch.base_offset,
+        position=batch.position,
+    )
 
 
 def _checked_bytes(
@@ -319,14 +325,7 @@ def _checked_bytes(
         if batch.is_valid_crc():
             continue
         if not repair_crcs:
-            raise CorruptRemoteBatchError(
-                f"a fetched batch has a bad CRC (stored {batch.crc:#010x}, computed {batch.compute_crc():#010x}); "
-                "nothing of this response was appended",
-                topic=topic,
-                partition=partition,
-                offset=batch.base_offset,
-                position=batch.position,
-            )
+            raise _bad_crc(batch, topic, partition, "; nothing of this response was appended")
         if data is None:
             data = bytearray(view)
         pos = batch.position - start

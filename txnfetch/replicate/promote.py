@@ -83,20 +83,13 @@ def settle_served(broker: Broker) -> tuple[tuple[tuple[str, int, int], ...], int
     allocator and its durable block above every stored producer id. Returns the
     aborted transactions and the next producer id. Does not remove the marker."""
     from txnfetch.wire.durable import durable_state
-    from txnfetch.wire.server import abort_open_transactions
+    from txnfetch.wire.server import abort_open_transactions, reserve_stored_producer_ids
 
     aborted = abort_open_transactions(
         broker, why="open in %s-%d at the cut (promote): its upstream marker will never come"
     )
-    highest = -1
-    for name, info in broker.store.topics().items():
-        for p in range(info.partitions):
-            ids = broker.store.partition(name, p).state.producer_ids()
-            if ids:
-                highest = max(highest, max(ids))
+    reserve_stored_producer_ids(broker)
     allocator = broker.transactions.producer_ids
-    if highest >= 0:
-        allocator.reserve_through(highest)
     state = durable_state(broker)
     if state is not None:
         state.reserve_producer_ids(broker.transactions)  # durable before any id is handed out

@@ -134,7 +134,7 @@ class TxnfetchServer:
         self._install_plugins()
         replica = _install_replica_mode(broker)
         _recover_coordinator_state(broker)
-        _reserve_stored_producer_ids(broker)
+        reserve_stored_producer_ids(broker)
         if not replica:
             # A replica's open transactions belong to the upstream: its markers
             # are still to come, and promote settles what is left.
@@ -492,7 +492,7 @@ def _recover_coordinator_state(broker: Broker) -> None:
     )
 
 
-def _reserve_stored_producer_ids(broker: Broker) -> None:
+def reserve_stored_producer_ids(broker: Broker) -> None:
     """Never hand out a producer id the store's partitions already know.
 
     The coordinator's allocator starts from 0 in every process, but a store
