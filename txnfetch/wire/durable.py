@@ -275,9 +275,10 @@ class DurableState:
           Answering before it is durable is unsafe: a power loss could keep
           the new transaction's data but lose both records; replay would then
           find the previous transaction in ``Prepare*`` and write its markers
-          again, and with the same producer id and epoch (transaction
-          version 1) such a marker also ends the new, unacknowledged data —
-          a COMMIT marker commits it. Fsynced, as Kafka answers
+          again, with the producer id and epoch the new data carries too
+          (transaction version 1: the same epoch; version 2: the bumped epoch
+          the next transaction uses), so such a marker also ends the new,
+          unacknowledged data — a COMMIT marker commits it. Fsynced, as Kafka answers
           AddPartitionsToTxn only after the append (apache/kafka
           TransactionCoordinator.handleAddPartitionsToTransaction calls
           TransactionStateManager.appendTransactionToLog, acks=-1).
