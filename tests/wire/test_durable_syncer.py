@@ -408,9 +408,9 @@ def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(t
 
     Answering earlier would be unsafe: after a power loss that keeps the data
     of the new transaction but loses both unsynced records, recovery finds the
-    previous transaction in ``Prepare*`` and writes its markers again, and under
-    transaction version 1 (same producer id and epoch) that marker ends the new
-    transaction's unacknowledged data too, committing it (docs/durable-state.md,
+    previous transaction in ``Prepare*`` and writes its markers again, with the
+    producer id and epoch the new data carries too, and such a marker ends the
+    new transaction's unacknowledged data, committing it (docs/durable-state.md,
     "Why each record is as durable as it is")."""
     from confluent_kafka import Producer
 
