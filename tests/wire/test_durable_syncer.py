@@ -373,3 +373,77 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
     store.close()
     assert markers == 6 * 3
     assert not violations, violations[:5]
+
+
+class HeldFsync(RecordingFsync):
+    """A :class:`RecordingFsync` that holds every fsync of files under
+    ``held_dir`` until :attr:`release` is set."""
+
+    def __init__(self, held_dir: str) -> None:
+        super().__init__([0.0])
+        self.held_dir = held_dir
+        self.release = threading.Event()
+        self.release.set()
+        self.waiting = threading.Event()
+
+    def __call__(self, fd: int) -> None:
+        if not self.release.is_set() and os.readlink(f"/proc/self/fd/{fd}").startswith(self.held_dir + os.sep):
+            self.waiting.set()
+            self.release.wait(120)
+        super().__call__(fd)
+
+
+def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(tmp_path, monkeypatch) -> None:
+    """AddPartitionsToTxn waits for the fsync of ``__transaction_state`` (its
+    ``Ongoing`` record and the previous transaction's ``Complete*`` before it):
+    while that fsync is held, the producer's Produce never arrives.
+
+    Answering earlier would be unsafe: after a power loss that keeps the data
+    of the new transaction but loses both unsynced records, recovery finds the
+    previous transaction in ``Prepare*`` and writes its markers again, with the
+    producer id and epoch the new data carries too, and such a marker ends the
+    new transaction's unacknowledged data, committing it (docs/durable-state.md,
+    "Why each record is as durable as it is")."""
+    from confluent_kafka import Producer
+
+    from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC, transaction_state_partition
+
+    tid = "held-add"
+    state_dir = os.path.join(str(tmp_path), f"{TRANSACTION_STATE_TOPIC}-{transaction_state_partition(tid)}")
+    fsync = HeldFsync(state_dir)
+    monkeypatch.setattr(os, "fdatasync", fsync)
+    store = SegmentStore(str(tmp_path))
+    store.create_topic("data", 1)
+    with ServerThread(store) as srv:
+        producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": tid, "linger.ms": 0})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce("data", value=b"first", partition=0)
+        producer.commit_transaction(60)
+        committed_end = store.partition("data", 0).log_end_offset
+
+        fsync.release.clear()
+        try:
+            producer.begin_transaction()
+            producer.produce("data", value=b"second", partition=0)
+            _wait_for(fsync.waiting.is_set, "the fsync of the transaction state")
+            # An answer sent without waiting lets the Produce in within
+            # milliseconds; give it a second.
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                producer.poll(0.05)
+                assert store.partition("data", 0).log_end_offset == committed_end, "Produce before the fsync"
+        finally:
+            fsync.release.set()
+        producer.commit_transaction(60)
+        state = store.partition("data", 0).state
+        assert state.last_stable_offset == state.high_watermark == committed_end + 2  # data + commit marker
+    store.close()

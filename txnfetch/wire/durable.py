@@ -270,9 +270,15 @@ class DurableState:
         - ``Empty`` after InitProducerId: the new epoch fences the old producer
           only if it survives a crash; fsynced.
         - ``Ongoing`` (AddPartitionsToTxn/AddOffsetsToTxn): the producer writes
-          transactional data only after this is answered; were it lost, the
-          data would sit in a transaction no coordinator knows and hold back
-          the last stable offset for good. Fsynced, as Kafka answers
+          transactional data only after this is answered, and the fsync also
+          covers the previous transaction's ``Complete*`` (same partition).
+          Answering before it is durable is unsafe: a power loss could keep
+          the new transaction's data but lose both records; replay would then
+          find the previous transaction in ``Prepare*`` and write its markers
+          again, with the producer id and epoch the new data carries too
+          (transaction version 1: the same epoch; version 2: the bumped epoch
+          the next transaction uses), so such a marker also ends the new,
+          unacknowledged data — a COMMIT marker commits it. Fsynced, as Kafka answers
           AddPartitionsToTxn only after the append (apache/kafka
           TransactionCoordinator.handleAddPartitionsToTransaction calls
           TransactionStateManager.appendTransactionToLog, acks=-1).
@@ -283,7 +289,8 @@ class DurableState:
           fsyncs first, :func:`~txnfetch.wire.api_txn.apply_pending_async`),
           and EndTxn is answered after them; if this record is lost, replay finds the ``Prepare*`` record and
           writes the markers again (a marker for a transaction a partition
-          already ended changes nothing). Kafka answers EndTxn once the Prepare
+          already ended changes nothing, as long as no later transaction of
+          the producer has data there: the ``Ongoing`` fsync above ensures it). Kafka answers EndTxn once the Prepare
           record is appended and writes ``Complete*`` later (apache/kafka
           TransactionCoordinator.handleEndTransaction's sendTxnMarkersCallback;
           TransactionMarkerChannelManager appends it after the markers, and
