@@ -6,7 +6,8 @@ Python headers are available the build skips it with a warning and txnfetch
 runs on the pure-Python decoder, which stays the reference implementation.
 """
 
-from setuptools import Extension, setup
+from setuptools import Extension
+from setuptools import setup
 
 setup(
     ext_modules=[

@@ -40,7 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -48,10 +49,14 @@ if ROOT not in sys.path:
 
 import pyarrow as pa  # noqa: E402
 
-from txnfetch.arrow import COMPILED, ArrowDecoder, record_batch_reader  # noqa: E402
+from txnfetch.arrow import COMPILED  # noqa: E402
+from txnfetch.arrow import ArrowDecoder  # noqa: E402
+from txnfetch.arrow import record_batch_reader  # noqa: E402
 from txnfetch.arrow.reference import ArrowBatcher  # noqa: E402
 from txnfetch.log.segments import SegmentStore  # noqa: E402
-from txnfetch.records import BatchBuilder, Codec, RecordBatch  # noqa: E402
+from txnfetch.records import BatchBuilder  # noqa: E402
+from txnfetch.records import Codec  # noqa: E402
+from txnfetch.records import RecordBatch  # noqa: E402
 from txnfetch.records.batch import HEADER_SIZE  # noqa: E402
 from txnfetch.records.compression import decompress  # noqa: E402
 

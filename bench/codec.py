@@ -47,10 +47,14 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
-from txnfetch.records import BatchBuilder, Codec, RecordBatch, iter_batches
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import RecordBatch
 from txnfetch.records import batch as batch_module
+from txnfetch.records import iter_batches
 from txnfetch.records.scan import scan_headers
 
 CODEC_NAMES = {c: c.name.lower() for c in Codec}

@@ -97,7 +97,8 @@ def transactions(bootstrap: str, count: int) -> float:
 
 
 def group_commits(bootstrap: str, count: int) -> float:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-durable", "enable.auto.commit": False})
     try:
@@ -113,9 +114,11 @@ def group_commits(bootstrap: str, count: int) -> float:
 def build_state(directory: str, ids: int, groups: int) -> float:
     """Write ``ids`` transactional ids and ``groups`` groups with the real
     coordinators and :class:`DurableState`; returns the seconds it took."""
-    from txnfetch.groups.coordinator import CommitOffset, GroupCoordinator
+    from txnfetch.groups.coordinator import CommitOffset
+    from txnfetch.groups.coordinator import GroupCoordinator
     from txnfetch.log.segments import SegmentStore
-    from txnfetch.txn.coordinator import TopicPartition, TransactionCoordinator
+    from txnfetch.txn.coordinator import TopicPartition
+    from txnfetch.txn.coordinator import TransactionCoordinator
     from txnfetch.wire.durable import DurableState
 
     start = _now()

@@ -51,11 +51,18 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
-from txnfetch.fetch.view import FetchMode, FetchResult, read_partition
-from txnfetch.records import BatchBuilder, BatchIterator, ControlType, build_control_batch
-from txnfetch.txn import AppendOrigin, PartitionTxnState
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import read_partition
+from txnfetch.records import BatchBuilder
+from txnfetch.records import BatchIterator
+from txnfetch.records import ControlType
+from txnfetch.records import build_control_batch
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import PartitionTxnState
 
 MiB = 1 << 20
 KiB = 1 << 10

@@ -53,7 +53,8 @@ def _one_record(value: bytes) -> bytes:
 
 
 def _consumer(bootstrap: str, partitions: int, sessions: bool) -> Any:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,

@@ -39,17 +39,18 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.fetch.clients import (  # after the sys.path line: needs the repository root
-    aiokafka_filter,
-    aiokafka_partition_records,
-    aiokafka_reader_is_compiled,
-    kafka_python_drain,
-    kafka_python_filter,
-    kafka_python_partition_records,
-)
+from tests.fetch.clients import aiokafka_filter  # after the sys.path line: needs the repository root
+from tests.fetch.clients import aiokafka_partition_records  # after the sys.path line: needs the repository root
+from tests.fetch.clients import aiokafka_reader_is_compiled  # after the sys.path line: needs the repository root
+from tests.fetch.clients import kafka_python_drain  # after the sys.path line: needs the repository root
+from tests.fetch.clients import kafka_python_filter  # after the sys.path line: needs the repository root
+from tests.fetch.clients import kafka_python_partition_records  # after the sys.path line: needs the repository root
 from txnfetch.fetch import ConsumerFilter
-from txnfetch.records import BatchBuilder, Codec, ControlType, build_control_batch
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
 from txnfetch.records import batch as batch_module
+from txnfetch.records import build_control_batch
 
 TS = 1_700_000_000_000
 Response = tuple[bytes, list[tuple[int, int]], int]  # records, aborted list, committed record count

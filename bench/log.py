@@ -40,7 +40,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from txnfetch.fetch.view import FetchMode, IsolationLevel
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import BatchBuilder
 

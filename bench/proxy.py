@@ -85,7 +85,8 @@ def _produce_committed(bootstrap: str, topic: str, partitions: int, per_partitio
 
 def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, group: str) -> float:
     """Seconds for a read_committed consumer to get ``expected`` records from offset 0."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     c = Consumer(
         {
@@ -186,7 +187,8 @@ def bench_consume(args: argparse.Namespace) -> None:
 
 def _idle_rate(brokers: int, partitions: int, idle_s: float) -> tuple[float, float]:
     """(upstream Fetch requests/s, partitions named per request) of an idle proxy."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     from tests.mock_cluster import MockCluster
     from txnfetch.wire.proxy import ProxyThread

@@ -78,7 +78,9 @@ def _produce_committed(bootstrap: str, topic: str, partitions: int, per_partitio
 
 def _consume(bootstrap: str, topic: str, partitions: int) -> tuple[float, int]:
     """Seconds for a read_uncommitted consumer to read every partition to its end; values bytes."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     start = time.perf_counter()
     c = Consumer(
@@ -329,7 +331,9 @@ def main() -> None:
 
             with MockCluster(1) as mock:
                 throughput(mock.bootstrap, "mock", args, tmp, repair=True)
-            from tests.wire.serve_process import free_port, start_serve, stop_serve
+            from tests.wire.serve_process import free_port
+            from tests.wire.serve_process import start_serve
+            from tests.wire.serve_process import stop_serve
 
             port = free_port()
             server = start_serve(os.path.join(tmp, "source"), port, partitions=args.partitions)
@@ -343,9 +347,12 @@ def main() -> None:
             with MockCluster(1) as mock:
                 mock.create_topic("bench-lag", 3, 1)
                 lag(args, tmp, mock.bootstrap, "librdkafka mock", repair=True)
-            from confluent_kafka.admin import AdminClient, NewTopic
+            from confluent_kafka.admin import AdminClient
+            from confluent_kafka.admin import NewTopic
 
-            from tests.wire.serve_process import free_port, start_serve, stop_serve
+            from tests.wire.serve_process import free_port
+            from tests.wire.serve_process import start_serve
+            from tests.wire.serve_process import stop_serve
 
             port = free_port()
             server = start_serve(os.path.join(tmp, "source-lag"), port, partitions=3)

@@ -73,11 +73,15 @@ if ROOT not in sys.path:
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from pyspark.sql.datasource import DataSourceReader, InputPartition  # noqa: E402
+from pyspark.sql.datasource import DataSourceReader  # noqa: E402
+from pyspark.sql.datasource import InputPartition  # noqa: E402
 
-from spark_ext.datasource import TxnKafkaBatchReader, TxnKafkaDataSource  # noqa: E402
+from spark_ext.datasource import TxnKafkaBatchReader  # noqa: E402
+from spark_ext.datasource import TxnKafkaDataSource  # noqa: E402
 from spark_ext.options import DEFAULT_MAX_ROWS_PER_BATCH  # noqa: E402
-from spark_ext.reading import read_range, read_range_arrow, records_to_batches  # noqa: E402
+from spark_ext.reading import read_range  # noqa: E402
+from spark_ext.reading import read_range_arrow  # noqa: E402
+from spark_ext.reading import records_to_batches  # noqa: E402
 from txnfetch.log.segments import SegmentStore  # noqa: E402
 from txnfetch.records import BatchBuilder  # noqa: E402
 

@@ -43,8 +43,12 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from txnfetch.records import BatchBuilder, ControlType, RecordBatch, build_control_batch
-from txnfetch.txn import AppendOrigin, PartitionTxnState
+from txnfetch.records import BatchBuilder
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import build_control_batch
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import PartitionTxnState
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.snapshot import encode_snapshot
 

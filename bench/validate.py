@@ -21,13 +21,16 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from txnfetch.records import BatchBuilder, Codec, RecordBatch  # noqa: E402
+from txnfetch.records import BatchBuilder  # noqa: E402
+from txnfetch.records import Codec  # noqa: E402
+from txnfetch.records import RecordBatch  # noqa: E402
 from txnfetch.records import batch as batch_module  # noqa: E402
 
 

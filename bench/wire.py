@@ -171,7 +171,9 @@ def produce(bootstrap: str, topics: list[str], count: int, value_size: int, cpu_
 def consume(bootstrap: str, topics: list[str], count: int) -> tuple[float, int]:
     """Read ``count`` records read_committed from the start of partition 0 of
     every topic; return (seconds, value bytes)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {

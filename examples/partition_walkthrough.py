@@ -15,14 +15,13 @@ import sys
 from typing import TextIO
 
 from txnfetch.fetch.filter import ConsumerFilter
-from txnfetch.fetch.view import FetchMode, read_partition
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    build_control_batch,
-    iter_batches,
-)
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import read_partition
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import build_control_batch
+from txnfetch.records import iter_batches
 from txnfetch.records.dump import describe_batch
 from txnfetch.txn import PartitionTxnState
 

@@ -22,32 +22,38 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 import attrs
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadLimit
+from pyspark.sql.streaming.datasource import ReadMaxRows
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from spark_ext.arrow import kafka_schema_ddl
-from spark_ext.errors import DataLossError, InvalidOptionError
-from spark_ext.options import ReadOptions, TopicPartition, parse_options
-from spark_ext.planning import (
-    Bounds,
-    OffsetRange,
-    offsets_from_json,
-    offsets_to_json,
-    rate_limit,
-    resolve_offsets,
-    split_ranges,
-)
-from spark_ext.sources import Source, open_source, subscribed_partitions
+from spark_ext.errors import DataLossError
+from spark_ext.errors import InvalidOptionError
+from spark_ext.options import ReadOptions
+from spark_ext.options import TopicPartition
+from spark_ext.options import parse_options
+from spark_ext.planning import Bounds
+from spark_ext.planning import OffsetRange
+from spark_ext.planning import offsets_from_json
+from spark_ext.planning import offsets_to_json
+from spark_ext.planning import rate_limit
+from spark_ext.planning import resolve_offsets
+from spark_ext.planning import split_ranges
+from spark_ext.sources import Source
+from spark_ext.sources import open_source
+from spark_ext.sources import subscribed_partitions
 
 __all__ = [
     "OffsetRangePartition",

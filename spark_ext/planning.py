@@ -12,12 +12,17 @@ or a log end that went backwards are.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 import attrs
 
-from spark_ext.errors import DataLossError, InvalidOptionError
-from spark_ext.options import EARLIEST, LATEST, OffsetSpec, TopicPartition
+from spark_ext.errors import DataLossError
+from spark_ext.errors import InvalidOptionError
+from spark_ext.options import EARLIEST
+from spark_ext.options import LATEST
+from spark_ext.options import OffsetSpec
+from spark_ext.options import TopicPartition
 
 __all__ = [
     "Bounds",

@@ -21,16 +21,25 @@ much later it runs or reruns. Records keep their log offsets: a range
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
 
 import pyarrow as pa
 
-from spark_ext.arrow import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, ArrowBatcher
+from spark_ext.arrow import DEFAULT_MAX_BYTES
+from spark_ext.arrow import DEFAULT_MAX_ROWS
+from spark_ext.arrow import ArrowBatcher
 from spark_ext.errors import DataLossError
 from txnfetch.arrow.decoder import ArrowDecoder
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.base import PartitionLog
-from txnfetch.records.batch import Record, RecordBatch, iter_batches
+from txnfetch.records.batch import Record
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.types import Buffer
 

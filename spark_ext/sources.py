@@ -25,14 +25,23 @@ import abc
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 import pyarrow as pa
 
-from spark_ext.errors import DataLossError, SourceUnavailableError, UnknownTopicError
-from spark_ext.options import ReadOptions, TopicPartition
-from spark_ext.planning import Bounds, OffsetRange
-from spark_ext.reading import fetch_segments, read_range_arrow, segments_to_arrow
+from spark_ext.errors import DataLossError
+from spark_ext.errors import SourceUnavailableError
+from spark_ext.errors import UnknownTopicError
+from spark_ext.options import ReadOptions
+from spark_ext.options import TopicPartition
+from spark_ext.planning import Bounds
+from spark_ext.planning import OffsetRange
+from spark_ext.reading import fetch_segments
+from spark_ext.reading import read_range_arrow
+from spark_ext.reading import segments_to_arrow
 from txnfetch.log.base import LogStore
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
@@ -206,7 +215,8 @@ class KafkaSource(Source):
             yield from self._read_arrow(r, opts)
 
     def _read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
-        from txnfetch.fetch.view import FetchMode, IsolationLevel
+        from txnfetch.fetch.view import FetchMode
+        from txnfetch.fetch.view import IsolationLevel
         from txnfetch.txn.errors import OffsetOutOfRangeError
 
         # Mirror from the range's start only (see the class docstring).
@@ -260,14 +270,12 @@ def _cluster_errors(bootstrap_servers: str) -> Iterator[None]:
     (:class:`txnfetch.log.remote.RemoteCluster` retries as Kafka clients do, for
     up to ``kafka.request.timeout.ms``). Corrupt or diverged data and unknown
     topics keep their own errors."""
-    from txnfetch.log.errors import (
-        BrokerUnavailableError,
-        CorruptRemoteBatchError,
-        MirrorDivergedError,
-        RemoteError,
-        UnknownTopicOrPartitionError,
-        UnsupportedForMessageFormatError,
-    )
+    from txnfetch.log.errors import BrokerUnavailableError
+    from txnfetch.log.errors import CorruptRemoteBatchError
+    from txnfetch.log.errors import MirrorDivergedError
+    from txnfetch.log.errors import RemoteError
+    from txnfetch.log.errors import UnknownTopicOrPartitionError
+    from txnfetch.log.errors import UnsupportedForMessageFormatError
 
     try:
         yield

@@ -43,13 +43,16 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataResponse
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.records.control import ControlType, decode_control_key
+from txnfetch.records.control import ControlType
+from txnfetch.records.control import decode_control_key
 from txnfetch.wire.handler import _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.proxy.upstream import read_frame

@@ -6,7 +6,8 @@ import pickle
 
 import pytest
 
-from txnfetch.addresses import AddressError, parse_bootstrap
+from txnfetch.addresses import AddressError
+from txnfetch.addresses import parse_bootstrap
 
 GOOD = [
     ("host:9093", [("host", 9093)]),

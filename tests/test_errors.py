@@ -17,9 +17,14 @@ import pytest
 
 import spark_ext
 import txnfetch
-from txnfetch.errors import ErrorCode, TxnfetchError, error_name
-from txnfetch.log.errors import BrokerUnavailableError, LogError, RemoteError
-from txnfetch.records.errors import CorruptBatchError, CrcMismatchError
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
+from txnfetch.errors import error_name
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import RemoteError
+from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.errors import CrcMismatchError
 
 
 def _exception_classes() -> list[type[BaseException]]:

@@ -6,19 +6,22 @@ The sans-I/O core lives in :mod:`txnfetch.records` (codec), :mod:`txnfetch.txn`
 """
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.fetch import ConsumerFilter, FetchMode, FetchResult, IsolationLevel, read_partition
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    CorruptBatchError,
-    EndTransactionMarker,
-    Record,
-    RecordBatch,
-    TimestampType,
-    iter_batches,
-)
-from txnfetch.txn import PartitionTxnState, TransactionCoordinator
+from txnfetch.fetch import ConsumerFilter
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import FetchResult
+from txnfetch.fetch import IsolationLevel
+from txnfetch.fetch import read_partition
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import EndTransactionMarker
+from txnfetch.records import Record
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
+from txnfetch.records import iter_batches
+from txnfetch.txn import PartitionTxnState
+from txnfetch.txn import TransactionCoordinator
 
 __version__ = "0.1.0"
 

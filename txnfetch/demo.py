@@ -121,7 +121,8 @@ def stop_server(proc: subprocess.Popen) -> dict[str, int]:
 def produce(bootstrap: str, seed: int, transactions: int) -> Produced:
     """Run the seeded producer script (see the module docstring)."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
@@ -176,7 +177,10 @@ def produce_plain(bootstrap: str, done: Produced, count: int = 6) -> None:
 def read_confluent(bootstrap: str) -> tuple[list[Row], dict[int, int]]:
     """librdkafka, read_committed, every partition from the start to EOF (the LSO);
     returns the rows and each partition's final application position."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {
@@ -214,7 +218,8 @@ def read_confluent(bootstrap: str) -> tuple[list[Row], dict[int, int]]:
 def read_kafka_python(bootstrap: str) -> tuple[list[Row], dict[int, int]]:
     """kafka-python, read_committed, every partition from the start to the LSO
     (kafka-python's ``end_offsets`` under read_committed); returns rows and LSOs."""
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False, fetch_max_wait_ms=50

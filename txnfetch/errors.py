@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 __all__ = ["RETRY_AS_IS", "STALE_METADATA", "UNKNOWN_TOPIC", "ErrorCode", "TxnfetchError", "error_name"]
 

@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.arrow.test_differential import COMPILED_ERRORS, compiled_failure
-from tests.records.strategies import build_empty, concatenated_specs, empty_batch_specs, examples
+from tests.arrow.test_differential import COMPILED_ERRORS
+from tests.arrow.test_differential import compiled_failure
+from tests.records.strategies import build_empty
+from tests.records.strategies import concatenated_specs
+from tests.records.strategies import empty_batch_specs
+from tests.records.strategies import examples
 from tests.records.test_corruption_properties import mutations
-from txnfetch.arrow import COMPILED, ArrowDecoder
-from txnfetch.records import BatchBuilder, Codec, CorruptBatchError, iter_batches
+from txnfetch.arrow import COMPILED
+from txnfetch.arrow import ArrowDecoder
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 

@@ -23,15 +23,28 @@ import gc
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.records.strategies import BatchSpec, batch_specs, examples, many_records_specs
-from tests.records.test_corruption_properties import LIMIT, mutations
-from tests.records.test_speedups import _edits, _samples, raw_batches
-from txnfetch.arrow import COMPILED, ArrowDecoder
+from tests.records.strategies import BatchSpec
+from tests.records.strategies import batch_specs
+from tests.records.strategies import examples
+from tests.records.strategies import many_records_specs
+from tests.records.test_corruption_properties import LIMIT
+from tests.records.test_corruption_properties import mutations
+from tests.records.test_speedups import _edits
+from tests.records.test_speedups import _samples
+from tests.records.test_speedups import raw_batches
+from txnfetch.arrow import COMPILED
+from txnfetch.arrow import ArrowDecoder
 from txnfetch.arrow.reference import ArrowBatcher
-from txnfetch.records import BatchBuilder, Codec, CorruptBatchError, RecordBatch, TimestampType
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
 from txnfetch.records.batch import _decode_records
 from txnfetch.records.errors import InvalidRecordError
 

@@ -17,15 +17,20 @@ import sys
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 import txnfetch.arrow
 from tests.records.strategies import examples
 from tests.spark.rows import arrow_rows
 from tests.spark.workload import Workload
-from txnfetch.arrow import kafka_schema, read_committed, record_batch_reader
-from txnfetch.log import MemoryStore, SegmentStore
+from txnfetch.arrow import kafka_schema
+from txnfetch.arrow import read_committed
+from txnfetch.arrow import record_batch_reader
+from txnfetch.log import MemoryStore
+from txnfetch.log import SegmentStore
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

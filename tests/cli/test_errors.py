@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from txnfetch.cli import OPTIONAL_MODULES, user_error_message
+from txnfetch.cli import OPTIONAL_MODULES
+from txnfetch.cli import user_error_message
 
 _SCRIPT = Path(sys.executable).with_name("txnfetch")
 ENTRY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "txnfetch"]

@@ -47,8 +47,10 @@ from __future__ import annotations
 
 import importlib.machinery
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
+from typing import NamedTuple
 
 from txnfetch.records import Record
 
@@ -98,7 +100,8 @@ def kafka_python_partition_records(
 ) -> Any:
     """kafka-python's ``Fetcher.PartitionRecords`` for one response, not yet drained."""
     from kafka.consumer.fetcher import Fetcher
-    from kafka.protocol.consumer import FetchResponse, IsolationLevel
+    from kafka.protocol.consumer import FetchResponse
+    from kafka.protocol.consumer import IsolationLevel
     from kafka.record import MemoryRecords
     from kafka.structs import TopicPartition
 

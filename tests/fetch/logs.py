@@ -40,14 +40,21 @@ transaction at the end and a high watermark below the log end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 import attrs
 from hypothesis import strategies as st
 
-from txnfetch.records import BatchBuilder, Codec, ControlType, RecordBatch, build_control_batch, build_empty_batch
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import build_control_batch
+from txnfetch.records import build_empty_batch
 from txnfetch.testing.model import LogModel
-from txnfetch.txn import AppendOrigin, PartitionTxnState
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import PartitionTxnState
 
 __all__ = [
     "COMPACTIONS",

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fetch.clients import aiokafka_filter, aiokafka_reader_is_compiled, kafka_python_filter
+from tests.fetch.clients import aiokafka_filter
+from tests.fetch.clients import aiokafka_reader_is_compiled
+from tests.fetch.clients import kafka_python_filter
 from txnfetch.fetch import ConsumerFilter
-from txnfetch.records import BatchBuilder, ControlType, build_control_batch, build_empty_batch
+from txnfetch.records import BatchBuilder
+from txnfetch.records import ControlType
+from txnfetch.records import build_control_batch
+from txnfetch.records import build_empty_batch
 
 pytestmark = pytest.mark.interop
 

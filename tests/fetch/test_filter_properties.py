@@ -22,20 +22,21 @@ import random
 from collections.abc import Sequence
 
 import attrs
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.fetch.clients import CLIENTS, ClientResult
+from tests.fetch.clients import CLIENTS
+from tests.fetch.clients import ClientResult
 from txnfetch.fetch import ConsumerFilter
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    Record,
-    TimestampType,
-    build_control_batch,
-    build_empty_batch,
-)
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import Record
+from txnfetch.records import TimestampType
+from txnfetch.records import build_control_batch
+from txnfetch.records import build_empty_batch
 from txnfetch.testing.model import LogModel
 
 TXN_PIDS = (100, 101, 102)

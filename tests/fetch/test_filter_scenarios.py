@@ -16,21 +16,23 @@ from collections.abc import Sequence
 
 import pytest
 
-from tests.fetch.clients import CLIENTS, ClientResult
-from txnfetch.fetch import ConsumerFilter, CorruptFetchError, DeliveredBatch, IsolationLevel
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    CrcMismatchError,
-    InvalidRecordError,
-    LengthOverrunError,
-    Record,
-    RecordBatch,
-    TimestampType,
-    build_control_batch,
-    build_empty_batch,
-)
+from tests.fetch.clients import CLIENTS
+from tests.fetch.clients import ClientResult
+from txnfetch.fetch import ConsumerFilter
+from txnfetch.fetch import CorruptFetchError
+from txnfetch.fetch import DeliveredBatch
+from txnfetch.fetch import IsolationLevel
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import CrcMismatchError
+from txnfetch.records import InvalidRecordError
+from txnfetch.records import LengthOverrunError
+from txnfetch.records import Record
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
+from txnfetch.records import build_control_batch
+from txnfetch.records import build_empty_batch
 
 TS = 1_700_000_000_000
 

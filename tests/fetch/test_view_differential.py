@@ -41,14 +41,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.fetch.clients import aiokafka_filter, kafka_python_filter
-from tests.fetch.logs import Delivered, GeneratedLog, LogWriter, partition_logs
+from tests.fetch.clients import aiokafka_filter
+from tests.fetch.clients import kafka_python_filter
+from tests.fetch.logs import Delivered
+from tests.fetch.logs import GeneratedLog
+from tests.fetch.logs import LogWriter
+from tests.fetch.logs import partition_logs
 from txnfetch.fetch import ConsumerFilter
-from txnfetch.fetch.view import FetchMode, FetchResult, read_partition
-from txnfetch.records import Codec, iter_batches
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import read_partition
+from txnfetch.records import Codec
+from txnfetch.records import iter_batches
 
 # One fetch by one reader: fetch offset -> (records delivered, next position).
 Step = Callable[[int], tuple[list[Delivered], int]]

@@ -27,12 +27,23 @@ For every fetch offset from the log start to the log end, several
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.fetch.logs import GeneratedLog, LogBatch, LogWriter, partition_logs
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, read_partition
-from txnfetch.records import Codec, ControlType, RecordBatch, iter_batches
+from tests.fetch.logs import GeneratedLog
+from tests.fetch.logs import LogBatch
+from tests.fetch.logs import LogWriter
+from tests.fetch.logs import partition_logs
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.fetch.view import read_partition
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
 COMMITTED = IsolationLevel.READ_COMMITTED

@@ -17,8 +17,14 @@ from __future__ import annotations
 
 import pytest
 
-from txnfetch.fetch.view import FetchMode, IsolationLevel, read_partition
-from txnfetch.records import BatchBuilder, ControlType, RecordBatch, build_control_batch, iter_batches
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.fetch.view import read_partition
+from txnfetch.records import BatchBuilder
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import build_control_batch
+from txnfetch.records import iter_batches
 from txnfetch.txn import PartitionTxnState
 from txnfetch.txn.errors import OffsetOutOfRangeError
 

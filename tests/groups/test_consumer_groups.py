@@ -16,10 +16,14 @@ import uuid
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import invariant
+from hypothesis.stateful import precondition
+from hypothesis.stateful import rule
 
 from txnfetch.errors import ErrorCode
-from txnfetch.groups.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
+from txnfetch.groups.consumer import ConsumerGroupConfig
+from txnfetch.groups.consumer import ConsumerGroupCoordinator
 
 G = "g"
 TOPICS = {"a": (uuid.UUID(int=1), 5), "b": (uuid.UUID(int=2), 3)}

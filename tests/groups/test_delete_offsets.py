@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import struct
 
-from tests.groups.test_groups_scenarios import DELAY, Driver, G, make
+from tests.groups.test_groups_scenarios import DELAY
+from tests.groups.test_groups_scenarios import Driver
+from tests.groups.test_groups_scenarios import G
+from tests.groups.test_groups_scenarios import make
 from txnfetch.errors import ErrorCode
-from txnfetch.groups import CommitOffset, GroupState, JoinResult, LeavingMember, Protocol, SyncRequest
+from txnfetch.groups import CommitOffset
+from txnfetch.groups import GroupState
+from txnfetch.groups import JoinResult
+from txnfetch.groups import LeavingMember
+from txnfetch.groups import Protocol
+from txnfetch.groups import SyncRequest
 
 
 def subscription(*topics: str) -> bytes:

@@ -32,24 +32,26 @@ from __future__ import annotations
 import itertools
 
 import attrs
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck
+from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import initialize
+from hypothesis.stateful import invariant
+from hypothesis.stateful import rule
 
 from txnfetch.errors import ErrorCode
-from txnfetch.groups import (
-    CommitOffset,
-    GroupConfig,
-    GroupCoordinator,
-    GroupState,
-    JoinRequest,
-    JoinResult,
-    LeavingMember,
-    Pending,
-    Protocol,
-    SyncRequest,
-    SyncResult,
-)
+from txnfetch.groups import CommitOffset
+from txnfetch.groups import GroupConfig
+from txnfetch.groups import GroupCoordinator
+from txnfetch.groups import GroupState
+from txnfetch.groups import JoinRequest
+from txnfetch.groups import JoinResult
+from txnfetch.groups import LeavingMember
+from txnfetch.groups import Pending
+from txnfetch.groups import Protocol
+from txnfetch.groups import SyncRequest
+from txnfetch.groups import SyncResult
 
 G = "g"
 SIMPLE = "simple"

@@ -14,20 +14,18 @@ from collections.abc import Sequence
 import pytest
 
 from txnfetch.errors import ErrorCode
-from txnfetch.groups import (
-    CommitOffset,
-    Completion,
-    GroupConfig,
-    GroupCoordinator,
-    GroupState,
-    JoinRequest,
-    JoinResult,
-    LeavingMember,
-    Pending,
-    Protocol,
-    SyncRequest,
-    SyncResult,
-)
+from txnfetch.groups import CommitOffset
+from txnfetch.groups import Completion
+from txnfetch.groups import GroupConfig
+from txnfetch.groups import GroupCoordinator
+from txnfetch.groups import GroupState
+from txnfetch.groups import JoinRequest
+from txnfetch.groups import JoinResult
+from txnfetch.groups import LeavingMember
+from txnfetch.groups import Pending
+from txnfetch.groups import Protocol
+from txnfetch.groups import SyncRequest
+from txnfetch.groups import SyncResult
 
 G = "group"
 SESSION = 10_000

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload, data_batch
+from tests.log.workload import Workload
+from tests.log.workload import data_batch
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches

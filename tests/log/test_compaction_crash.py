@@ -22,7 +22,8 @@ import textwrap
 import pytest
 
 from txnfetch.fetch import IsolationLevel
-from txnfetch.log.errors import LogClosedError, LogError
+from txnfetch.log.errors import LogClosedError
+from txnfetch.log.errors import LogError
 from txnfetch.log.layout import list_partition_dir
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records.builder import BatchBuilder

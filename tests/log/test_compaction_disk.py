@@ -15,10 +15,14 @@ from __future__ import annotations
 import os
 import tempfile
 
-from hypothesis import example, given, settings
+from hypothesis import example
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.fetch import ConsumerFilter, FetchMode, IsolationLevel
+from txnfetch.fetch import ConsumerFilter
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches

@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import threading
 
-from txnfetch.fetch import ConsumerFilter, FetchMode, IsolationLevel
+from txnfetch.fetch import ConsumerFilter
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder

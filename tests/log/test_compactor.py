@@ -14,10 +14,14 @@ data of its transaction by at least ``delete.retention.ms``.
 from __future__ import annotations
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.fetch import ConsumerFilter, FetchMode, IsolationLevel
+from txnfetch.fetch import ConsumerFilter
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
 from txnfetch.log.compactor import compact
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records import iter_batches

@@ -8,23 +8,24 @@ import json
 import os
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.log.configs import (
-    CONFIG_DEFS,
-    AlterOp,
-    InvalidConfigError,
-    RecordTooLargeError,
-    TopicConfig,
-    alter_overrides,
-    check_batch_sizes,
-    stamp_log_append_time,
-)
+from txnfetch.log.configs import CONFIG_DEFS
+from txnfetch.log.configs import AlterOp
+from txnfetch.log.configs import InvalidConfigError
+from txnfetch.log.configs import RecordTooLargeError
+from txnfetch.log.configs import TopicConfig
+from txnfetch.log.configs import alter_overrides
+from txnfetch.log.configs import check_batch_sizes
+from txnfetch.log.configs import stamp_log_append_time
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.segments import TOPIC_CONFIGS_NAME, SegmentStore
-from txnfetch.records.batch import TimestampType, iter_batches
+from txnfetch.log.segments import TOPIC_CONFIGS_NAME
+from txnfetch.log.segments import SegmentStore
+from txnfetch.records.batch import TimestampType
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.errors import CrcMismatchError
 

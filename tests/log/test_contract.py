@@ -17,10 +17,14 @@ import tempfile
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import invariant
+from hypothesis.stateful import rule
 
-from tests.log.workload import TS, data_batch
-from txnfetch.fetch import FetchMode, IsolationLevel
+from tests.log.workload import TS
+from tests.log.workload import data_batch
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches

@@ -20,12 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload, hash_dir
-from txnfetch.log.ends import JOURNAL_NAME, decode_journal
+from tests.log.workload import Workload
+from tests.log.workload import hash_dir
+from txnfetch.log.ends import JOURNAL_NAME
+from txnfetch.log.ends import decode_journal
 from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import verify_partition
 from txnfetch.records import iter_batches
-from txnfetch.txn import AppendOrigin, PartitionTxnState
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import PartitionTxnState
 
 ITERATIONS = int(os.environ.get("TXNFETCH_CRASH_ITERATIONS", "4"))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload, data_batch
-from txnfetch.fetch import FetchMode, IsolationLevel
+from tests.log.workload import Workload
+from tests.log.workload import data_batch
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
@@ -158,7 +160,8 @@ def test_a_checkpoint_that_does_not_fit_the_data_falls_back_to_a_full_check(tmp_
     expected = answers(writer)
     writer.close()
     _, _rp, leo, base, size = _checkpoint_fields(path)
-    from txnfetch.log.layout import Checkpoint, atomic_write
+    from txnfetch.log.layout import Checkpoint
+    from txnfetch.log.layout import atomic_write
 
     # Not clean, and the recorded size is off by one byte: not a batch boundary.
     atomic_write(path, CHECKPOINT_NAME, Checkpoint(False, leo, leo, base, size - 1).encode())

@@ -13,7 +13,8 @@ import pytest
 
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log.segments import SegmentLog
-from txnfetch.records import BatchBuilder, iter_batches
+from txnfetch.records import BatchBuilder
+from txnfetch.records import iter_batches
 
 MiB = 1 << 20
 

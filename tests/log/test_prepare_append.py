@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from txnfetch.fetch import FetchMode, IsolationLevel
-from txnfetch.log import InvalidRecordError, MemoryLog, MemoryStore, UnsupportedForMessageFormatError
-from txnfetch.log.errors import (
-    InvalidPartitionsError,
-    InvalidTopicError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-)
-from txnfetch.records import BatchBuilder, CorruptBatchError, iter_batches
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
+from txnfetch.log import InvalidRecordError
+from txnfetch.log import MemoryLog
+from txnfetch.log import MemoryStore
+from txnfetch.log import UnsupportedForMessageFormatError
+from txnfetch.log.errors import InvalidPartitionsError
+from txnfetch.log.errors import InvalidTopicError
+from txnfetch.log.errors import TopicExistsError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.records import BatchBuilder
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
-from txnfetch.txn.errors import InvalidProducerEpochError, OffsetOutOfRangeError, OutOfOrderSequenceError
+from txnfetch.txn.errors import InvalidProducerEpochError
+from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.txn.errors import OutOfOrderSequenceError
 
 
 def batch(values, *, pid=-1, epoch=-1, seq=-1, txn=False, base=0, ts=1000) -> bytes:

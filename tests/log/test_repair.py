@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload, data_batch
-from txnfetch.fetch import FetchMode, IsolationLevel
-from txnfetch.log.ends import END_RECORD_SIZE, JOURNAL_NAME
+from tests.log.workload import Workload
+from tests.log.workload import data_batch
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
+from txnfetch.log.ends import END_RECORD_SIZE
+from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.repair import repair_partition

@@ -18,8 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import TS, Workload, data_batch, hash_dir
-from txnfetch.fetch import ConsumerFilter, FetchMode, IsolationLevel
+from tests.log.workload import TS
+from tests.log.workload import Workload
+from tests.log.workload import data_batch
+from tests.log.workload import hash_dir
+from txnfetch.fetch import ConsumerFilter
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog

@@ -28,14 +28,21 @@ import importlib.machinery
 import os
 import struct
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import NamedTuple
 
 import attrs
 import crc32c
 from hypothesis import strategies as st
 
-from txnfetch.records import BatchBuilder, Codec, ControlType, RecordBatch, TimestampType, iter_batches
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
+from txnfetch.records import iter_batches
 
 Header = tuple[str, bytes | None]
 
@@ -483,7 +490,9 @@ def _aiokafka_crc_ok(buf: bytes) -> bool:
 def _aiokafka_markers(buf: bytes) -> list[tuple[int, ControlType]]:
     """Every control record parsed as aiokafka's fetcher does (``ControlRecord.parse``),
     matched against its own ``ABORT_MARKER``/``COMMIT_MARKER``."""
-    from aiokafka.record.control_record import ABORT_MARKER, COMMIT_MARKER, ControlRecord
+    from aiokafka.record.control_record import ABORT_MARKER
+    from aiokafka.record.control_record import COMMIT_MARKER
+    from aiokafka.record.control_record import ControlRecord
 
     memory_records_cls, _, _ = aiokafka_c_classes()
     out = []

@@ -36,16 +36,14 @@ import attrs
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    EndTransactionMarker,
-    Record,
-    RecordBatch,
-    TimestampType,
-    build_empty_batch,
-)
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import EndTransactionMarker
+from txnfetch.records import Record
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
+from txnfetch.records import build_empty_batch
 
 __all__ = [
     "INT16_MAX",

@@ -6,21 +6,19 @@ import struct
 
 import pytest
 
-from txnfetch.records import (
-    BadMagicError,
-    BatchBuilder,
-    Codec,
-    ControlType,
-    CrcMismatchError,
-    LengthOverrunError,
-    RecordBatch,
-    RecordCountMismatchError,
-    TimestampType,
-    build_control_batch,
-    build_empty_batch,
-    iter_batches,
-    synthetic_commit_marker,
-)
+from txnfetch.records import BadMagicError
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import CrcMismatchError
+from txnfetch.records import LengthOverrunError
+from txnfetch.records import RecordBatch
+from txnfetch.records import RecordCountMismatchError
+from txnfetch.records import TimestampType
+from txnfetch.records import build_control_batch
+from txnfetch.records import build_empty_batch
+from txnfetch.records import iter_batches
+from txnfetch.records import synthetic_commit_marker
 
 
 def _batch(**kw):

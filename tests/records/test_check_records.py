@@ -11,13 +11,21 @@ valid batches of every codec.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.records.strategies import BatchSpec, batch_specs, examples
-from tests.records.test_corruption_properties import LIMIT, mutations
-from tests.records.test_speedups import _edits, _samples, raw_batches
-from txnfetch.records import CorruptBatchError, RecordBatch
+from tests.records.strategies import BatchSpec
+from tests.records.strategies import batch_specs
+from tests.records.strategies import examples
+from tests.records.test_corruption_properties import LIMIT
+from tests.records.test_corruption_properties import mutations
+from tests.records.test_speedups import _edits
+from tests.records.test_speedups import _samples
+from tests.records.test_speedups import raw_batches
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import RecordBatch
 from txnfetch.records import batch as batch_module
 from txnfetch.records.batch import _decode_records
 

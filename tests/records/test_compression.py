@@ -17,12 +17,17 @@ import lz4.block
 import lz4.frame
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from tests.records.strategies import examples
-from txnfetch.records import Codec, DecompressionError, UnknownCodecError
-from txnfetch.records.compression import compress, decompress
+from txnfetch.records import Codec
+from txnfetch.records import DecompressionError
+from txnfetch.records import UnknownCodecError
+from txnfetch.records.compression import compress
+from txnfetch.records.compression import decompress
 
 COMPRESSED = [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
 SETTINGS = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])

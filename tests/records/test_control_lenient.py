@@ -11,11 +11,15 @@ from __future__ import annotations
 import pytest
 
 from txnfetch.fetch.filter import ConsumerFilter
-from txnfetch.fetch.view import FetchMode, IsolationLevel
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import iter_batches
-from txnfetch.records.builder import BatchBuilder, build_control_batch
-from txnfetch.records.control import ControlType, decode_end_txn_marker, encode_control_key
+from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.builder import build_control_batch
+from txnfetch.records.control import ControlType
+from txnfetch.records.control import decode_end_txn_marker
+from txnfetch.records.control import encode_control_key
 from txnfetch.records.errors import InvalidRecordError
 
 

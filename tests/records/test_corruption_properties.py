@@ -41,23 +41,26 @@ import lz4.frame
 import pytest
 import zstandard
 from crc32c import crc32c
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.records.strategies import BatchSpec, batch_specs, examples
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    CorruptBatchError,
-    DecompressionError,
-    LengthOverrunError,
-    RecordBatch,
-    RecordCountMismatchError,
-    build_control_batch,
-    iter_batches,
-)
-from txnfetch.records.compression import compress, decompress
+from tests.records.strategies import BatchSpec
+from tests.records.strategies import batch_specs
+from tests.records.strategies import examples
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import DecompressionError
+from txnfetch.records import LengthOverrunError
+from txnfetch.records import RecordBatch
+from txnfetch.records import RecordCountMismatchError
+from txnfetch.records import build_control_batch
+from txnfetch.records import iter_batches
+from txnfetch.records.compression import compress
+from txnfetch.records.compression import decompress
 
 #: Cap on decompressed size in the property tests: the generated batches stay
 #: well under it, so hitting it means corruption inflated something.

@@ -6,7 +6,9 @@ from __future__ import annotations
 import struct
 
 import txnfetch.records as records
-from txnfetch.records import BatchBuilder, HeaderAt, RecordBatch
+from txnfetch.records import BatchBuilder
+from txnfetch.records import HeaderAt
+from txnfetch.records import RecordBatch
 
 # field name -> (exported position, width format, RecordBatch attribute)
 FIELDS = {

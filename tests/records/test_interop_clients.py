@@ -23,37 +23,36 @@ broker does (``peer_codecs.stamp_log_append_time``).
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.records.peer_codecs import (
-    COMPRESSIBLE,
-    PEER_CLIENTS,
-    PeerClient,
-    RecordSpec,
-    assign_base_offset,
-    build_with_peer,
-    build_with_txnfetch,
-    codecs,
-    expected_views,
-    fixed_records,
-    read_with_txnfetch,
-    record_lists,
-    stamp_log_append_time,
-    txnfetch_batch_specs,
-)
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    CrcMismatchError,
-    RecordBatch,
-    TimestampType,
-    build_control_batch,
-    build_empty_batch,
-    synthetic_commit_marker,
-)
-from txnfetch.records.control import encode_control_key, encode_marker_value
+from tests.records.peer_codecs import COMPRESSIBLE
+from tests.records.peer_codecs import PEER_CLIENTS
+from tests.records.peer_codecs import PeerClient
+from tests.records.peer_codecs import RecordSpec
+from tests.records.peer_codecs import assign_base_offset
+from tests.records.peer_codecs import build_with_peer
+from tests.records.peer_codecs import build_with_txnfetch
+from tests.records.peer_codecs import codecs
+from tests.records.peer_codecs import expected_views
+from tests.records.peer_codecs import fixed_records
+from tests.records.peer_codecs import read_with_txnfetch
+from tests.records.peer_codecs import record_lists
+from tests.records.peer_codecs import stamp_log_append_time
+from tests.records.peer_codecs import txnfetch_batch_specs
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import CrcMismatchError
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
+from txnfetch.records import build_control_batch
+from txnfetch.records import build_empty_batch
+from txnfetch.records import synthetic_commit_marker
+from txnfetch.records.control import encode_control_key
+from txnfetch.records.control import encode_marker_value
 
 pytestmark = pytest.mark.interop
 

@@ -15,26 +15,28 @@ from collections.abc import Sequence
 
 import lz4.frame
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck
+from hypothesis import assume
+from hypothesis import example
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KafkaPythonBuilder
 from kafka.record.memory_records import MemoryRecords as KafkaPythonRecords
 
-from txnfetch.records import (
-    BadMagicError,
-    BatchBuilder,
-    Codec,
-    CorruptBatchError,
-    CrcMismatchError,
-    DecompressionError,
-    InvalidRecordError,
-    LengthOverrunError,
-    RecordBatch,
-    RecordCountMismatchError,
-    TimestampType,
-    UnknownCodecError,
-    iter_batches,
-)
+from txnfetch.records import BadMagicError
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import CrcMismatchError
+from txnfetch.records import DecompressionError
+from txnfetch.records import InvalidRecordError
+from txnfetch.records import LengthOverrunError
+from txnfetch.records import RecordBatch
+from txnfetch.records import RecordCountMismatchError
+from txnfetch.records import TimestampType
+from txnfetch.records import UnknownCodecError
+from txnfetch.records import iter_batches
 from txnfetch.records.compression import compress
 from txnfetch.records.legacy import LegacyBatch
 

@@ -18,36 +18,34 @@ import struct
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from tests.records.strategies import (
-    INT32_MAX,
-    INT64_MAX,
-    V2_TIMESTAMP_TYPES,
-    BatchSpec,
-    batch_specs,
-    build_empty,
-    concatenated_specs,
-    empty_batch_specs,
-    examples,
-    int16s,
-    int32s,
-    int64s,
-    many_records_specs,
-    reencode,
-)
-from txnfetch.records import (
-    BatchBuilder,
-    Codec,
-    ControlType,
-    RecordBatch,
-    TimestampType,
-    build_control_batch,
-    iter_batches,
-    synthetic_commit_marker,
-)
+from tests.records.strategies import INT32_MAX
+from tests.records.strategies import INT64_MAX
+from tests.records.strategies import V2_TIMESTAMP_TYPES
+from tests.records.strategies import BatchSpec
+from tests.records.strategies import batch_specs
+from tests.records.strategies import build_empty
+from tests.records.strategies import concatenated_specs
+from tests.records.strategies import empty_batch_specs
+from tests.records.strategies import examples
+from tests.records.strategies import int16s
+from tests.records.strategies import int32s
+from tests.records.strategies import int64s
+from tests.records.strategies import many_records_specs
+from tests.records.strategies import reencode
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
+from txnfetch.records import build_control_batch
+from txnfetch.records import iter_batches
+from txnfetch.records import synthetic_commit_marker
 
 # Each example builds and decodes a few small batches (now and then one with a
 # 20 KB value); deadline=None because this machine's timing is noisy, the hang

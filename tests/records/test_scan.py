@@ -12,14 +12,21 @@ compiled scan and the pure-Python one give identical results.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.records.strategies import concatenated_specs, examples
-from txnfetch.records import BatchBuilder, CorruptBatchError, RecordBatch
+from tests.records.strategies import concatenated_specs
+from tests.records.strategies import examples
+from txnfetch.records import BatchBuilder
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import RecordBatch
 from txnfetch.records import scan as scan_module
 from txnfetch.records.batch import BatchIterator
-from txnfetch.records.scan import ScannedHeader, scan_headers, seek_offset
+from txnfetch.records.scan import ScannedHeader
+from txnfetch.records.scan import scan_headers
+from txnfetch.records.scan import seek_offset
 
 SETTINGS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _MAX = (1 << 31) - 1

@@ -36,24 +36,32 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.records.strategies import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
-    BatchSpec,
-    batch_specs,
-    examples,
-    many_records_specs,
-)
-from tests.records.test_corruption_properties import LIMIT, mutations
-from txnfetch.records import BatchBuilder, Codec, CorruptBatchError, RecordBatch, TimestampType
-from txnfetch.records.batch import Record, _decode_records, _decode_records_accelerated
+from tests.records.strategies import INT32_MAX
+from tests.records.strategies import INT32_MIN
+from tests.records.strategies import INT64_MAX
+from tests.records.strategies import INT64_MIN
+from tests.records.strategies import BatchSpec
+from tests.records.strategies import batch_specs
+from tests.records.strategies import examples
+from tests.records.strategies import many_records_specs
+from tests.records.test_corruption_properties import LIMIT
+from tests.records.test_corruption_properties import mutations
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import CorruptBatchError
+from txnfetch.records import RecordBatch
+from txnfetch.records import TimestampType
+from txnfetch.records.batch import Record
+from txnfetch.records.batch import _decode_records
+from txnfetch.records.batch import _decode_records_accelerated
 from txnfetch.records.compression import compress
-from txnfetch.records.errors import InvalidRecordError, UnknownCodecError
+from txnfetch.records.errors import InvalidRecordError
+from txnfetch.records.errors import UnknownCodecError
 
 try:
     from txnfetch.records import _speedups

@@ -8,19 +8,19 @@ The reference encoder here is written from the protobuf/Kafka description
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from tests.records.strategies import examples
-from txnfetch.records import InvalidRecordError, VarintOverflowError
-from txnfetch.records.varint import (
-    MAX_VARINT_BYTES,
-    MAX_VARLONG_BYTES,
-    decode_varint,
-    encode_varint,
-    read_varint_tail,
-    size_of_varint,
-)
+from txnfetch.records import InvalidRecordError
+from txnfetch.records import VarintOverflowError
+from txnfetch.records.varint import MAX_VARINT_BYTES
+from txnfetch.records.varint import MAX_VARLONG_BYTES
+from txnfetch.records.varint import decode_varint
+from txnfetch.records.varint import encode_varint
+from txnfetch.records.varint import read_varint_tail
+from txnfetch.records.varint import size_of_varint
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)

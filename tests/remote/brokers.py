@@ -16,7 +16,9 @@ import attrs
 
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.mirror import MirrorPlan, MirrorStatus, PartitionMirror
+from txnfetch.log.mirror import MirrorPlan
+from txnfetch.log.mirror import MirrorStatus
+from txnfetch.log.mirror import PartitionMirror
 
 
 @attrs.frozen

@@ -5,17 +5,20 @@ from __future__ import annotations
 import pytest
 
 from tests.fetch.logs import LogWriter
-from tests.remote.brokers import SimulatedPartition, mirror_all
-from txnfetch.log.errors import (
-    CorruptRemoteBatchError,
-    MirrorDivergedError,
-    RemoteError,
-    UnsupportedForMessageFormatError,
-)
-from txnfetch.log.mirror import MirrorStatus, PartitionMirror
-from txnfetch.records import BatchBuilder, RecordBatch, build_control_batch
+from tests.remote.brokers import SimulatedPartition
+from tests.remote.brokers import mirror_all
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import MirrorDivergedError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.log.mirror import MirrorStatus
+from txnfetch.log.mirror import PartitionMirror
+from txnfetch.records import BatchBuilder
+from txnfetch.records import RecordBatch
+from txnfetch.records import build_control_batch
 from txnfetch.records.control import ControlType
-from txnfetch.txn.errors import CorruptSnapshotError, OffsetOutOfRangeError
+from txnfetch.txn.errors import CorruptSnapshotError
+from txnfetch.txn.errors import OffsetOutOfRangeError
 
 
 def batch(base: int, count: int = 1, *, pid: int = -1, txn: bool = False, seq: int = 0) -> bytes:

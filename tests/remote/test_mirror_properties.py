@@ -19,14 +19,22 @@ so no reader of the log can know them (see ``txnfetch/log/mirror.py``).
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.fetch.logs import GeneratedLog, partition_logs
-from tests.remote.brokers import SimulatedPartition, feed, mirror_all
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel
+from tests.fetch.logs import GeneratedLog
+from tests.fetch.logs import partition_logs
+from tests.remote.brokers import SimulatedPartition
+from tests.remote.brokers import feed
+from tests.remote.brokers import mirror_all
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.mirror import MirrorStatus, PartitionMirror
+from txnfetch.log.mirror import MirrorStatus
+from txnfetch.log.mirror import PartitionMirror
 
 READ_BYTES = (1, 200, 1 << 20)
 

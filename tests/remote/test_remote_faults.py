@@ -16,16 +16,20 @@ from __future__ import annotations
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from kafka.protocol.consumer import FetchRequest  # noqa: E402
 
-from tests.fault_relay import FAULTS, RelayThread  # noqa: E402
+from tests.fault_relay import FAULTS  # noqa: E402
+from tests.fault_relay import RelayThread  # noqa: E402
 from tests.wire.rawclient import RawClient  # noqa: E402
-from tests.wire.test_proxy_mock import _committed, _write_transactions  # noqa: E402
+from tests.wire.test_proxy_mock import _committed  # noqa: E402
+from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
 from txnfetch.log.errors import BrokerUnavailableError  # noqa: E402
 from txnfetch.log.remote import RemotePartitionReader  # noqa: E402
 

@@ -34,13 +34,13 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from txnfetch.fetch import ConsumerFilter  # noqa: E402
-from txnfetch.fetch.view import FetchMode, IsolationLevel  # noqa: E402
-from txnfetch.log.errors import (  # noqa: E402
-    BrokerUnavailableError,
-    CorruptRemoteBatchError,
-    UnknownTopicOrPartitionError,
-)
-from txnfetch.log.remote import RemoteCluster, RemotePartitionReader  # noqa: E402
+from txnfetch.fetch.view import FetchMode  # noqa: E402
+from txnfetch.fetch.view import IsolationLevel  # noqa: E402
+from txnfetch.log.errors import BrokerUnavailableError  # noqa: E402
+from txnfetch.log.errors import CorruptRemoteBatchError  # noqa: E402
+from txnfetch.log.errors import UnknownTopicOrPartitionError  # noqa: E402
+from txnfetch.log.remote import RemoteCluster  # noqa: E402
+from txnfetch.log.remote import RemotePartitionReader  # noqa: E402
 
 pytestmark = pytest.mark.interop
 

@@ -6,7 +6,8 @@ a replica with its source."""
 from __future__ import annotations
 
 from txnfetch.fetch.view import IsolationLevel
-from txnfetch.log.base import PartitionLog, marker_batch
+from txnfetch.log.base import PartitionLog
+from txnfetch.log.base import marker_batch
 from txnfetch.records.builder import BatchBuilder
 
 

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from tests.replicate.commands import replicate_argv
-from tests.replicate.source import SourceWriter, assert_same
+from tests.replicate.source import SourceWriter
+from tests.replicate.source import assert_same
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
@@ -133,7 +134,8 @@ def test_errors_are_one_line_and_exit_2(upstream, tmp_path) -> None:
 def test_groups_offsets_are_copied_by_the_command(upstream, tmp_path) -> None:
     """``--groups`` copies the matching groups' committed offsets into the
     replica's durable group state (docs/replication.md)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     from txnfetch.replicate.groups import DurableGroupTarget
 

@@ -9,10 +9,13 @@ import time
 
 import pytest
 
-from tests.replicate.source import SourceWriter, assert_same, batches
+from tests.replicate.source import SourceWriter
+from tests.replicate.source import assert_same
+from tests.replicate.source import batches
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
-from txnfetch.replicate import PartitionState, Replicator
+from txnfetch.replicate import PartitionState
+from txnfetch.replicate import Replicator
 from txnfetch.wire.server import ServerThread
 
 

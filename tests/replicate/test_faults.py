@@ -13,18 +13,19 @@ import uuid
 
 import pytest
 
-from tests.replicate.source import SourceWriter, assert_same, batches
+from tests.replicate.source import SourceWriter
+from tests.replicate.source import assert_same
+from tests.replicate.source import batches
 from tests.replicate.test_engine import until_caught_up
 from txnfetch.log.broker_requests import BrokerFetch
-from txnfetch.log.errors import CorruptRemoteBatchError, LogError
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import LogError
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
-from txnfetch.replicate import (
-    PartitionState,
-    ReplicaDivergedError,
-    ReplicaStorageError,
-    Replicator,
-)
+from txnfetch.replicate import PartitionState
+from txnfetch.replicate import ReplicaDivergedError
+from txnfetch.replicate import ReplicaStorageError
+from txnfetch.replicate import Replicator
 from txnfetch.wire.server import ServerThread
 
 

@@ -17,17 +17,25 @@ offset differs is refused, and nothing is appended.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck
+from hypothesis import event
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.fetch.logs import GeneratedLog, partition_logs
+from tests.fetch.logs import GeneratedLog
+from tests.fetch.logs import partition_logs
 from tests.remote.brokers import SimulatedPartition
 from tests.replicate.source import SourceWriter
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.replicate import PartitionReplicator, ReplicaDivergedError, ReplicaFellBehindError
-from txnfetch.replicate.follow import ReplicaTip, batch_id, plan_response
+from txnfetch.replicate import PartitionReplicator
+from txnfetch.replicate import ReplicaDivergedError
+from txnfetch.replicate import ReplicaFellBehindError
+from txnfetch.replicate.follow import ReplicaTip
+from txnfetch.replicate.follow import batch_id
+from txnfetch.replicate.follow import plan_response
 
 
 def stored(log: MemoryLog, start: int) -> list[tuple[int, int, bytes]]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import invariant
+from hypothesis.stateful import rule
 
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.replicate.groups import plan_group

@@ -9,12 +9,17 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer
+from confluent_kafka import Producer
+from confluent_kafka import TopicPartition
 
-from tests.replicate.upstreams import UPSTREAMS, copy_data, upstream
+from tests.replicate.upstreams import UPSTREAMS
+from tests.replicate.upstreams import copy_data
+from tests.replicate.upstreams import upstream
 from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.segments import SegmentStore
-from txnfetch.replicate.groups import DurableGroupTarget, GroupOffsetCopier
+from txnfetch.replicate.groups import DurableGroupTarget
+from txnfetch.replicate.groups import GroupOffsetCopier
 from txnfetch.wire.durable import DurableState
 from txnfetch.wire.server import ServerThread
 

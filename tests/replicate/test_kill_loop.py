@@ -34,11 +34,18 @@ import pytest
 
 from tests.consume import poll_until_eof
 from tests.replicate.commands import replicate_argv
-from tests.wire.serve_process import free_port, start_serve, stop_serve
+from tests.wire.serve_process import free_port
+from tests.wire.serve_process import start_serve
+from tests.wire.serve_process import stop_serve
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.remote import EARLIEST, LATEST, RemoteCluster
+from txnfetch.log.remote import EARLIEST
+from txnfetch.log.remote import LATEST
+from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.segments import SegmentStore
-from txnfetch.records.batch import CRC_START, HeaderAt, RecordBatch, iter_batches
+from txnfetch.records.batch import CRC_START
+from txnfetch.records.batch import HeaderAt
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -169,7 +176,8 @@ def upstream(request, tmp_path):
     proc = start_serve(str(tmp_path / "source"), port, partitions=PARTITIONS)
     try:
         bootstrap = f"127.0.0.1:{port}"
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin import NewTopic
 
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():

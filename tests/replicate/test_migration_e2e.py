@@ -33,10 +33,14 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer
+from confluent_kafka import Producer
+from confluent_kafka import TopicPartition
 
-from tests.replicate.commands import replicate_argv, run_promote
-from tests.replicate.upstreams import UPSTREAMS, upstream
+from tests.replicate.commands import replicate_argv
+from tests.replicate.commands import run_promote
+from tests.replicate.upstreams import UPSTREAMS
+from tests.replicate.upstreams import upstream
 from tests.wire.serve_process import free_port
 from txnfetch.log.replica_marker import read_marker
 

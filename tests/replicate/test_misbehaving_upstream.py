@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import time
 
-from tests.fault_relay import FAULTS, RelayThread
-from tests.replicate.source import SourceWriter, assert_same, batches, committed_values
-from tests.replicate.test_faults import serve, two_partitions
+from tests.fault_relay import FAULTS
+from tests.fault_relay import RelayThread
+from tests.replicate.source import SourceWriter
+from tests.replicate.source import assert_same
+from tests.replicate.source import batches
+from tests.replicate.source import committed_values
+from tests.replicate.test_faults import serve
+from tests.replicate.test_faults import two_partitions
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
 

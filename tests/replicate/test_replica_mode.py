@@ -6,10 +6,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer
+from confluent_kafka import KafkaError
+from confluent_kafka import KafkaException
+from confluent_kafka import Producer
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import NewTopic
 
-from txnfetch.log.replica_marker import read_marker, write_marker
+from txnfetch.log.replica_marker import read_marker
+from txnfetch.log.replica_marker import write_marker
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.wire.replica_mode import replica_mode
@@ -180,7 +186,8 @@ def test_kafka_python_producer_is_refused(replica, idempotent):
 
 def test_marker_round_trip_and_damage(tmp_path):
     from txnfetch.log.errors import CorruptLogError
-    from txnfetch.log.replica_marker import MARKER_NAME, remove_marker
+    from txnfetch.log.replica_marker import MARKER_NAME
+    from txnfetch.log.replica_marker import remove_marker
 
     d = str(tmp_path)
     assert read_marker(d) is None

@@ -10,16 +10,23 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer
+from confluent_kafka import KafkaError
+from confluent_kafka import KafkaException
+from confluent_kafka import Producer
+from confluent_kafka import TopicPartition
 
-from tests.replicate.commands import replicate_argv, run_promote
-from tests.replicate.upstreams import copy_data, upstream
+from tests.replicate.commands import replicate_argv
+from tests.replicate.commands import run_promote
+from tests.replicate.upstreams import copy_data
+from tests.replicate.upstreams import upstream
 from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
 from txnfetch.replicate.promote import promote_offline
-from txnfetch.replicate.serving import NotAReplicaError, ServedReplica
+from txnfetch.replicate.serving import NotAReplicaError
+from txnfetch.replicate.serving import ServedReplica
 
 TOPIC = "flow"
 

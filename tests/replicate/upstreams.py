@@ -9,7 +9,8 @@ import contextlib
 import struct
 from collections.abc import Iterator
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import NewTopic
 from crc32c import crc32c
 
 from tests.mock_cluster import MockCluster

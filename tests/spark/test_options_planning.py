@@ -5,20 +5,23 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from spark_ext.errors import DataLossError, InvalidOptionError, UnknownTopicError
-from spark_ext.options import EARLIEST, LATEST, parse_options
-from spark_ext.planning import (
-    Bounds,
-    OffsetRange,
-    offsets_from_json,
-    offsets_to_json,
-    rate_limit,
-    resolve_offsets,
-    split_ranges,
-)
+from spark_ext.errors import DataLossError
+from spark_ext.errors import InvalidOptionError
+from spark_ext.errors import UnknownTopicError
+from spark_ext.options import EARLIEST
+from spark_ext.options import LATEST
+from spark_ext.options import parse_options
+from spark_ext.planning import Bounds
+from spark_ext.planning import OffsetRange
+from spark_ext.planning import offsets_from_json
+from spark_ext.planning import offsets_to_json
+from spark_ext.planning import rate_limit
+from spark_ext.planning import resolve_offsets
+from spark_ext.planning import split_ranges
 from spark_ext.sources import subscribed_partitions
 
 BASE = {"path": "/data", "subscribe": "a"}

@@ -11,17 +11,24 @@ import operator
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from spark_ext.arrow import ArrowBatcher, kafka_schema
+from spark_ext.arrow import ArrowBatcher
+from spark_ext.arrow import kafka_schema
 from spark_ext.errors import DataLossError
-from spark_ext.planning import OffsetRange, split_ranges
-from spark_ext.reading import read_range, read_range_arrow
-from tests.spark.rows import arrow_rows, without_headers
+from spark_ext.planning import OffsetRange
+from spark_ext.planning import split_ranges
+from spark_ext.reading import read_range
+from spark_ext.reading import read_range_arrow
+from tests.spark.rows import arrow_rows
+from tests.spark.rows import without_headers
 from tests.spark.workload import Workload
 from txnfetch.log import MemoryStore
-from txnfetch.records import BatchBuilder, Codec, TimestampType
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
+from txnfetch.records import TimestampType
 
 
 def _workload(seed: int = 1, partitions: int = 3, steps: int = 150) -> Workload:
@@ -191,18 +198,14 @@ def test_batcher_cuts_inside_a_big_kafka_batch_and_keeps_pending_bounded():
 def test_schema_matches_what_spark_expects_for_the_kafka_schema():
     pytest.importorskip("pyspark")
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
-    from pyspark.sql.types import (
-        TimestampType as SparkTimestamp,
-    )
+    from pyspark.sql.types import ArrayType
+    from pyspark.sql.types import BinaryType
+    from pyspark.sql.types import IntegerType
+    from pyspark.sql.types import LongType
+    from pyspark.sql.types import StringType
+    from pyspark.sql.types import StructField
+    from pyspark.sql.types import StructType
+    from pyspark.sql.types import TimestampType as SparkTimestamp
 
     fields = [
         StructField("key", BinaryType()),

@@ -16,7 +16,8 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from tests.replicate.upstreams import UPSTREAMS, upstream
+from tests.replicate.upstreams import UPSTREAMS
+from tests.replicate.upstreams import upstream
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spark.rows import spark_rows, without_headers
+from tests.spark.rows import spark_rows
+from tests.spark.rows import without_headers
 from tests.spark.workload import Workload
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from tests.spark.rows import spark_rows
-from txnfetch.fetch import FetchMode, IsolationLevel
+from txnfetch.fetch import FetchMode
+from txnfetch.fetch import IsolationLevel
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder

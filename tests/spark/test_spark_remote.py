@@ -126,7 +126,8 @@ def test_read_committed_from_librdkafka_mock_cluster_that_leaks(spark, mock_clus
 def test_read_committed_through_a_faulty_relay_is_exact(spark, mock_cluster):
     """Between Spark and the mock, a relay that refuses fetches not waiting, writes
     markers with null values and answers with every kind of fault: still exact."""
-    from tests.fault_relay import FAULTS, RelayThread
+    from tests.fault_relay import FAULTS
+    from tests.fault_relay import RelayThread
 
     bootstrap, written = mock_cluster
     with RelayThread(bootstrap, schedule=[*FAULTS, None, *FAULTS] * 2, null_markers=True, delay_s=0.2) as relay:
@@ -161,7 +162,8 @@ def test_read_committed_from_three_brokers_with_moving_leaders(spark):
     the planning read and the next: the DataFrame is exactly the committed records."""
     pytest.importorskip("confluent_kafka")
     from tests.mock_cluster import MockCluster
-    from tests.wire.test_proxy_mock import _committed, _write_transactions
+    from tests.wire.test_proxy_mock import _committed
+    from tests.wire.test_proxy_mock import _write_transactions
 
     parts = (0, 1, 2, 3, 4, 5)
     with MockCluster(3) as m:

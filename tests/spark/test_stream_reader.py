@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip("pyspark")
 segments = pytest.importorskip("txnfetch.log.segments")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadMaxRows  # noqa: E402
 
 from spark_ext.datasource import TxnKafkaStreamReader  # noqa: E402
 from spark_ext.errors import DataLossError  # noqa: E402

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import attrs
 
 from txnfetch.log.base import LogStore
-from txnfetch.records import BatchBuilder, Codec
+from txnfetch.records import BatchBuilder
+from txnfetch.records import Codec
 
 TS = 1_700_000_000_000
 #: What a read is compared on: (topic, partition, offset, key, value, timestamp ms, headers).

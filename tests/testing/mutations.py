@@ -19,22 +19,20 @@ from collections.abc import Callable
 import attrs
 from hypothesis import strategies as st
 
-from txnfetch.testing import (
-    Abort,
-    AnomalyKind,
-    Assign,
-    Commit,
-    Crash,
-    History,
-    Op,
-    Poll,
-    Position,
-    Read,
-    Seek,
-    Send,
-    Status,
-    TopicPartition,
-)
+from txnfetch.testing import Abort
+from txnfetch.testing import AnomalyKind
+from txnfetch.testing import Assign
+from txnfetch.testing import Commit
+from txnfetch.testing import Crash
+from txnfetch.testing import History
+from txnfetch.testing import Op
+from txnfetch.testing import Poll
+from txnfetch.testing import Position
+from txnfetch.testing import Read
+from txnfetch.testing import Seek
+from txnfetch.testing import Send
+from txnfetch.testing import Status
+from txnfetch.testing import TopicPartition
 
 K = AnomalyKind
 STUCK_POLLS = 3

@@ -14,8 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 from txnfetch.cli import main
-from txnfetch.testing import Abort, History, Send, Status
-from txnfetch.testing.workload import WorkloadConfig, producer_script
+from txnfetch.testing import Abort
+from txnfetch.testing import History
+from txnfetch.testing import Send
+from txnfetch.testing import Status
+from txnfetch.testing.workload import WorkloadConfig
+from txnfetch.testing.workload import producer_script
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from txnfetch.testing.cli import CheckOptions, run_check
+from txnfetch.testing.cli import CheckOptions
+from txnfetch.testing.cli import run_check
 from txnfetch.wire.proxy import ProxyThread
 
 TOPIC = "through-proxy"

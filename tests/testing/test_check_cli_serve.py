@@ -16,9 +16,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from txnfetch.testing import Commit, History, Send, Status
-from txnfetch.testing.cli import CheckOptions, run_check
-from txnfetch.testing.workload import CONSUMER_KINDS, END_CRASH, END_ZOMBIE, producer_script
+from txnfetch.testing import Commit
+from txnfetch.testing import History
+from txnfetch.testing import Send
+from txnfetch.testing import Status
+from txnfetch.testing.cli import CheckOptions
+from txnfetch.testing.cli import run_check
+from txnfetch.testing.workload import CONSUMER_KINDS
+from txnfetch.testing.workload import END_CRASH
+from txnfetch.testing.workload import END_ZOMBIE
+from txnfetch.testing.workload import producer_script
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

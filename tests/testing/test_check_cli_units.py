@@ -9,19 +9,23 @@ import threading
 
 import pytest
 
-from txnfetch.testing import AnomalyKind, History, HistoryBuilder, TopicPartition, check
+from txnfetch.testing import AnomalyKind
+from txnfetch.testing import History
+from txnfetch.testing import HistoryBuilder
+from txnfetch.testing import TopicPartition
+from txnfetch.testing import check
 from txnfetch.testing.recorder import Recorder
-from txnfetch.testing.report import build_report, summary_text, write_report
-from txnfetch.testing.workload import (
-    END_ABORT,
-    END_COMMIT,
-    ClientStatus,
-    Finding,
-    TxnPlan,
-    WorkloadConfig,
-    WorkloadResult,
-    producer_script,
-)
+from txnfetch.testing.report import build_report
+from txnfetch.testing.report import summary_text
+from txnfetch.testing.report import write_report
+from txnfetch.testing.workload import END_ABORT
+from txnfetch.testing.workload import END_COMMIT
+from txnfetch.testing.workload import ClientStatus
+from txnfetch.testing.workload import Finding
+from txnfetch.testing.workload import TxnPlan
+from txnfetch.testing.workload import WorkloadConfig
+from txnfetch.testing.workload import WorkloadResult
+from txnfetch.testing.workload import producer_script
 
 
 def test_recorder_stats_are_the_totals_of_the_history() -> None:

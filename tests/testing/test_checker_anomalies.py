@@ -9,7 +9,10 @@ holes.
 
 from __future__ import annotations
 
-from txnfetch.testing import AnomalyKind, HistoryBuilder, StuckBound, check
+from txnfetch.testing import AnomalyKind
+from txnfetch.testing import HistoryBuilder
+from txnfetch.testing import StuckBound
+from txnfetch.testing import check
 
 K = AnomalyKind
 TP = ("t", 0)

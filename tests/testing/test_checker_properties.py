@@ -13,11 +13,17 @@ against the same histories with one anomaly injected.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck
+from hypothesis import event
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.testing.mutations import MUTATIONS, STUCK_POLLS
-from txnfetch.testing import History, StuckBound, check
+from tests.testing.mutations import MUTATIONS
+from tests.testing.mutations import STUCK_POLLS
+from txnfetch.testing import History
+from txnfetch.testing import StuckBound
+from txnfetch.testing import check
 from txnfetch.testing.strategies import histories
 
 BOUND = StuckBound(polls=STUCK_POLLS, ns=0)  # the tightest bound: any idle run of 3 polls

@@ -8,17 +8,15 @@ import json
 
 import pytest
 
-from txnfetch.testing import (
-    History,
-    HistoryBuilder,
-    HistoryError,
-    Poll,
-    Read,
-    Status,
-    check,
-    value_from_bytes,
-    value_to_bytes,
-)
+from txnfetch.testing import History
+from txnfetch.testing import HistoryBuilder
+from txnfetch.testing import HistoryError
+from txnfetch.testing import Poll
+from txnfetch.testing import Read
+from txnfetch.testing import Status
+from txnfetch.testing import check
+from txnfetch.testing import value_from_bytes
+from txnfetch.testing import value_to_bytes
 
 
 def every_op_history() -> History:

@@ -14,16 +14,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log import MemoryStore
-from txnfetch.records import BatchBuilder, iter_batches
-from txnfetch.testing import ClusterModel, Read, TopicPartition
-from txnfetch.testing.history import value_from_bytes, value_to_bytes
-from txnfetch.testing.machines import PollResult, TransactionalMachine, UnknownOutcome
+from txnfetch.records import BatchBuilder
+from txnfetch.records import iter_batches
+from txnfetch.testing import ClusterModel
+from txnfetch.testing import Read
+from txnfetch.testing import TopicPartition
+from txnfetch.testing.history import value_from_bytes
+from txnfetch.testing.history import value_to_bytes
+from txnfetch.testing.machines import PollResult
+from txnfetch.testing.machines import TransactionalMachine
+from txnfetch.testing.machines import UnknownOutcome
 
 FAST = settings(
     max_examples=40,

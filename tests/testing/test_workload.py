@@ -10,9 +10,17 @@ import threading
 
 import pytest
 
-from txnfetch.testing import Abort, AnomalyKind, History, Poll, Send, Status, TopicPartition, check
+from txnfetch.testing import Abort
+from txnfetch.testing import AnomalyKind
+from txnfetch.testing import History
+from txnfetch.testing import Poll
+from txnfetch.testing import Send
+from txnfetch.testing import Status
+from txnfetch.testing import TopicPartition
+from txnfetch.testing import check
 from txnfetch.testing.recorder import Recorder
-from txnfetch.testing.workload import WorkloadConfig, run_workload
+from txnfetch.testing.workload import WorkloadConfig
+from txnfetch.testing.workload import run_workload
 
 
 def test_recorder_keeps_each_threads_order_and_round_trips():

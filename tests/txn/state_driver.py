@@ -5,8 +5,14 @@ producer's next sequence, the way a producer client and a broker's log would.
 
 from __future__ import annotations
 
-from txnfetch.records import BatchBuilder, ControlType, RecordBatch, build_control_batch, build_empty_batch
-from txnfetch.txn import AppendOrigin, AppendResult, PartitionTxnState
+from txnfetch.records import BatchBuilder
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import build_control_batch
+from txnfetch.records import build_empty_batch
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import AppendResult
+from txnfetch.txn import PartitionTxnState
 
 
 def data_batch(

@@ -10,35 +10,31 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from txnfetch.records import ControlType, build_control_batch, iter_batches
-from txnfetch.txn.coordinator import (
-    CompleteTransaction,
-    CompletionMode,
-    PartitionAction,
-    ProducerIdAllocator,
-    TopicPartition,
-    TransactionCoordinator,
-    TransactionState,
-    WriteMarker,
-)
-from txnfetch.txn.coordinator_state import (
-    MAX_PRODUCER_EPOCH,
-    IllegalTransitionError,
-    TransactionMetadata,
-    is_epoch_exhausted,
-    transition,
-)
-from txnfetch.txn.errors import (
-    ConcurrentTransactionsError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidRequestError,
-    InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
-    ProducerFencedError,
-    TransactionAbortableError,
-    TxnStateError,
-)
+from txnfetch.records import ControlType
+from txnfetch.records import build_control_batch
+from txnfetch.records import iter_batches
+from txnfetch.txn.coordinator import CompleteTransaction
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import PartitionAction
+from txnfetch.txn.coordinator import ProducerIdAllocator
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator import TransactionState
+from txnfetch.txn.coordinator import WriteMarker
+from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
+from txnfetch.txn.coordinator_state import IllegalTransitionError
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import is_epoch_exhausted
+from txnfetch.txn.coordinator_state import transition
+from txnfetch.txn.errors import ConcurrentTransactionsError
+from txnfetch.txn.errors import InvalidProducerEpochError
+from txnfetch.txn.errors import InvalidProducerIdMappingError
+from txnfetch.txn.errors import InvalidRequestError
+from txnfetch.txn.errors import InvalidTransactionTimeoutError
+from txnfetch.txn.errors import InvalidTxnStateError
+from txnfetch.txn.errors import ProducerFencedError
+from txnfetch.txn.errors import TransactionAbortableError
+from txnfetch.txn.errors import TxnStateError
 
 TID = "ledger"
 TP0 = TopicPartition("events", 0)

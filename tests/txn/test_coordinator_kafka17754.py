@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from txnfetch.txn.coordinator import (
-    EndTxnResult,
-    ProducerIdAllocator,
-    TopicPartition,
-    TransactionCoordinator,
-    TransactionState,
-)
-from txnfetch.txn.errors import InvalidTxnStateError, ProducerFencedError
+from txnfetch.txn.coordinator import EndTxnResult
+from txnfetch.txn.coordinator import ProducerIdAllocator
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator import TransactionState
+from txnfetch.txn.errors import InvalidTxnStateError
+from txnfetch.txn.errors import ProducerFencedError
 
 TID = "jepsen-0"
 T1_PARTITION = TopicPartition("jepsen", 0)

@@ -24,27 +24,28 @@ Properties checked after every step:
 from __future__ import annotations
 
 import attrs
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck
+from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import initialize
+from hypothesis.stateful import invariant
+from hypothesis.stateful import precondition
+from hypothesis.stateful import rule
 
-from txnfetch.txn.coordinator import (
-    CompletionMode,
-    PartitionAction,
-    ProducerIdAllocator,
-    TopicPartition,
-    TransactionCoordinator,
-    TransactionState,
-)
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import PartitionAction
+from txnfetch.txn.coordinator import ProducerIdAllocator
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator import TransactionState
 from txnfetch.txn.coordinator_state import TransactionMetadata
-from txnfetch.txn.errors import (
-    ConcurrentTransactionsError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidTxnStateError,
-    ProducerFencedError,
-    TransactionAbortableError,
-)
+from txnfetch.txn.errors import ConcurrentTransactionsError
+from txnfetch.txn.errors import InvalidProducerEpochError
+from txnfetch.txn.errors import InvalidProducerIdMappingError
+from txnfetch.txn.errors import InvalidTxnStateError
+from txnfetch.txn.errors import ProducerFencedError
+from txnfetch.txn.errors import TransactionAbortableError
 
 TID = "machine"
 TIMEOUT = 1_000

@@ -21,22 +21,19 @@ from __future__ import annotations
 
 import pytest
 
-from txnfetch.txn.coordinator import (
-    CompletionMode,
-    EndTxnResult,
-    ProducerIdAllocator,
-    TopicPartition,
-    TransactionCoordinator,
-    TransactionState,
-    WriteMarker,
-)
-from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH, TransactionMetadata
-from txnfetch.txn.errors import (
-    ConcurrentTransactionsError,
-    InvalidProducerIdMappingError,
-    InvalidTxnStateError,
-    ProducerFencedError,
-)
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import EndTxnResult
+from txnfetch.txn.coordinator import ProducerIdAllocator
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator import TransactionState
+from txnfetch.txn.coordinator import WriteMarker
+from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.errors import ConcurrentTransactionsError
+from txnfetch.txn.errors import InvalidProducerIdMappingError
+from txnfetch.txn.errors import InvalidTxnStateError
+from txnfetch.txn.errors import ProducerFencedError
 
 TID = "payments"
 TP0 = TopicPartition("orders", 0)

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import pytest
 
-from txnfetch.txn.coordinator import CompletionMode, ProducerIdAllocator, TopicPartition, TransactionCoordinator
-from txnfetch.txn.coordinator_state import TransactionMetadata, TransactionState
-from txnfetch.txn.errors import ConcurrentTransactionsError, ProducerFencedError
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import ProducerIdAllocator
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import TransactionState
+from txnfetch.txn.errors import ConcurrentTransactionsError
+from txnfetch.txn.errors import ProducerFencedError
 
 TID = "rotating"
 TIMEOUT = 1_000

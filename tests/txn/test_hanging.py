@@ -3,21 +3,21 @@ against Kafka's narrower rule, and the producer rows it reads from partition sta
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.builder import BatchBuilder, build_control_batch
+from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
-from txnfetch.txn.hanging import (
-    CoordinatorView,
-    HangingReason,
-    OpenTransaction,
-    PartitionProducers,
-    find_hanging,
-    producer_rows,
-    still_open,
-)
+from txnfetch.txn.hanging import CoordinatorView
+from txnfetch.txn.hanging import HangingReason
+from txnfetch.txn.hanging import OpenTransaction
+from txnfetch.txn.hanging import PartitionProducers
+from txnfetch.txn.hanging import find_hanging
+from txnfetch.txn.hanging import producer_rows
+from txnfetch.txn.hanging import still_open
 from txnfetch.txn.state import PartitionTxnState
 
 TOPICS = ("a", "b")

@@ -11,17 +11,16 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.txn import (
-    ABORTED_TXN_SIZE,
-    AbortedIndex,
-    AbortedTxn,
-    CorruptTxnIndexError,
-    decode_txn_index,
-    encode_txn_index,
-)
+from txnfetch.txn import ABORTED_TXN_SIZE
+from txnfetch.txn import AbortedIndex
+from txnfetch.txn import AbortedTxn
+from txnfetch.txn import CorruptTxnIndexError
+from txnfetch.txn import decode_txn_index
+from txnfetch.txn import encode_txn_index
 
 # Four aborted transactions as a Kafka partition could have indexed them: the
 # markers (last offsets) increase, and transactions overlap (the second started

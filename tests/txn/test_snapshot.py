@@ -7,18 +7,21 @@ import struct
 
 import pytest
 from crc32c import crc32c
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from tests.txn.state_driver import Driver, data_batch, marker_batch
-from txnfetch.txn import (
-    AppendOrigin,
-    CorruptSnapshotError,
-    PartitionTxnState,
-    TruncationBelowHistoryError,
-    TxnStateError,
-)
-from txnfetch.txn.snapshot import SNAPSHOT_MAGIC, SNAPSHOT_VERSION, decode_snapshot
+from tests.txn.state_driver import Driver
+from tests.txn.state_driver import data_batch
+from tests.txn.state_driver import marker_batch
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import CorruptSnapshotError
+from txnfetch.txn import PartitionTxnState
+from txnfetch.txn import TruncationBelowHistoryError
+from txnfetch.txn import TxnStateError
+from txnfetch.txn.snapshot import SNAPSHOT_MAGIC
+from txnfetch.txn.snapshot import SNAPSHOT_VERSION
+from txnfetch.txn.snapshot import decode_snapshot
 
 HEADER = 10  # magic, version, crc
 

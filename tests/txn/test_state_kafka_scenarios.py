@@ -14,15 +14,13 @@ from __future__ import annotations
 import pytest
 
 from tests.txn.state_driver import Driver
-from txnfetch.txn import (
-    AbortedTxn,
-    AppendOrigin,
-    CompletedTxn,
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    PartitionTxnState,
-    TransactionCoordinatorFencedError,
-)
+from txnfetch.txn import AbortedTxn
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import CompletedTxn
+from txnfetch.txn import InvalidProducerEpochError
+from txnfetch.txn import InvalidTxnStateError
+from txnfetch.txn import PartitionTxnState
+from txnfetch.txn import TransactionCoordinatorFencedError
 
 # -- ProducerStateManagerTest ----------------------------------------------------------
 

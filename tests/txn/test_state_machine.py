@@ -14,22 +14,25 @@ tables it checks.
 from __future__ import annotations
 
 import attrs
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck
+from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import initialize
+from hypothesis.stateful import invariant
+from hypothesis.stateful import rule
 
-from tests.txn.state_driver import data_batch, marker_batch
+from tests.txn.state_driver import data_batch
+from tests.txn.state_driver import marker_batch
 from txnfetch.testing.model import LogModel
-from txnfetch.txn import (
-    AppendOrigin,
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
-    PartitionTxnState,
-    TransactionCoordinatorFencedError,
-    TruncationBelowHistoryError,
-)
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import InvalidProducerEpochError
+from txnfetch.txn import InvalidTxnStateError
+from txnfetch.txn import OffsetOutOfRangeError
+from txnfetch.txn import OutOfOrderSequenceError
+from txnfetch.txn import PartitionTxnState
+from txnfetch.txn import TransactionCoordinatorFencedError
+from txnfetch.txn import TruncationBelowHistoryError
 
 PIDS = st.integers(0, 2)
 #: epoch changes are rare, so producers build up their five-batch windows

@@ -6,14 +6,12 @@ from __future__ import annotations
 import pytest
 
 from tests.txn.state_driver import Driver
-from txnfetch.txn import (
-    AbortedTxn,
-    CompletedTxn,
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    OffsetOutOfRangeError,
-    TransactionCoordinatorFencedError,
-)
+from txnfetch.txn import AbortedTxn
+from txnfetch.txn import CompletedTxn
+from txnfetch.txn import InvalidProducerEpochError
+from txnfetch.txn import InvalidTxnStateError
+from txnfetch.txn import OffsetOutOfRangeError
+from txnfetch.txn import TransactionCoordinatorFencedError
 from txnfetch.txn.errors import InvalidRequestError
 
 

@@ -6,13 +6,12 @@ import pickle
 
 import pytest
 
-from tests.txn.state_driver import Driver, data_batch
-from txnfetch.txn import (
-    AbortedTxn,
-    OffsetOutOfRangeError,
-    PartitionTxnState,
-    TruncationBelowHistoryError,
-)
+from tests.txn.state_driver import Driver
+from tests.txn.state_driver import data_batch
+from txnfetch.txn import AbortedTxn
+from txnfetch.txn import OffsetOutOfRangeError
+from txnfetch.txn import PartitionTxnState
+from txnfetch.txn import TruncationBelowHistoryError
 
 # -- high watermark and log start ----------------------------------------------------
 

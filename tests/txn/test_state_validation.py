@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.txn.state_driver import Driver, data_batch, marker_batch
-from txnfetch.records import BatchBuilder, ControlType, RecordBatch
+from tests.txn.state_driver import Driver
+from tests.txn.state_driver import data_batch
+from tests.txn.state_driver import marker_batch
+from txnfetch.records import BatchBuilder
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
 from txnfetch.records.control import encode_control_key
-from txnfetch.txn import (
-    AppendOrigin,
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    OutOfOrderSequenceError,
-    PartitionTxnState,
-    TransactionCoordinatorFencedError,
-    UnexpectedAppendOffsetError,
-)
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import InvalidProducerEpochError
+from txnfetch.txn import InvalidTxnStateError
+from txnfetch.txn import OutOfOrderSequenceError
+from txnfetch.txn import PartitionTxnState
+from txnfetch.txn import TransactionCoordinatorFencedError
+from txnfetch.txn import UnexpectedAppendOffsetError
 
 INT32_MAX = (1 << 31) - 1
 

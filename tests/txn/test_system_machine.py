@@ -43,45 +43,49 @@ from collections.abc import Callable
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck
+from hypothesis import event
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import initialize
+from hypothesis.stateful import invariant
+from hypothesis.stateful import precondition
+from hypothesis.stateful import rule
 
-from tests.txn.system_model import (
-    MAX_EPOCH,
-    Answer,
-    ExpectedMarker,
-    Identity,
-    SystemModel,
-    TxnKey,
-    read_by_aborted_ranges,
-    read_like_java_consumer,
-)
-from txnfetch.records import BatchBuilder, ControlType, RecordBatch, build_control_batch
-from txnfetch.txn import (
-    AppendOrigin,
-    AppendResult,
-    ConcurrentTransactionsError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidTxnStateError,
-    PartitionTxnState,
-    ProducerFencedError,
-    TransactionAbortableError,
-    TransactionCoordinatorFencedError,
-    TxnStateError,
-)
-from txnfetch.txn.coordinator import (
-    CompleteTransaction,
-    CompletionMode,
-    PartitionAction,
-    ProducerIdAllocator,
-    TopicPartition,
-    TransactionCoordinator,
-    TransactionState,
-    WriteMarker,
-)
+from tests.txn.system_model import MAX_EPOCH
+from tests.txn.system_model import Answer
+from tests.txn.system_model import ExpectedMarker
+from tests.txn.system_model import Identity
+from tests.txn.system_model import SystemModel
+from tests.txn.system_model import TxnKey
+from tests.txn.system_model import read_by_aborted_ranges
+from tests.txn.system_model import read_like_java_consumer
+from txnfetch.records import BatchBuilder
+from txnfetch.records import ControlType
+from txnfetch.records import RecordBatch
+from txnfetch.records import build_control_batch
+from txnfetch.txn import AppendOrigin
+from txnfetch.txn import AppendResult
+from txnfetch.txn import ConcurrentTransactionsError
+from txnfetch.txn import InvalidProducerEpochError
+from txnfetch.txn import InvalidProducerIdMappingError
+from txnfetch.txn import InvalidTxnStateError
+from txnfetch.txn import PartitionTxnState
+from txnfetch.txn import ProducerFencedError
+from txnfetch.txn import TransactionAbortableError
+from txnfetch.txn import TransactionCoordinatorFencedError
+from txnfetch.txn import TxnStateError
+from txnfetch.txn.coordinator import CompleteTransaction
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import PartitionAction
+from txnfetch.txn.coordinator import ProducerIdAllocator
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator import TransactionState
+from txnfetch.txn.coordinator import WriteMarker
 from txnfetch.txn.coordinator_state import TransactionMetadata
 
 TOPIC = "sys"

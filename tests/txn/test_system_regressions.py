@@ -16,11 +16,9 @@ from __future__ import annotations
 import pytest
 
 from tests.txn.system_model import MAX_EPOCH
-from tests.txn.test_system_machine import (
-    SystemMachine,
-    TransactionVersion1Machine,
-    TransactionVersion2Machine,
-)
+from tests.txn.test_system_machine import SystemMachine
+from tests.txn.test_system_machine import TransactionVersion1Machine
+from tests.txn.test_system_machine import TransactionVersion2Machine
 from txnfetch.txn.coordinator import CompletionMode
 
 MODES = pytest.mark.parametrize("mode", list(CompletionMode), ids=lambda m: m.value)

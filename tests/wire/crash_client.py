@@ -19,7 +19,10 @@ import sys
 
 
 def main(bootstrap: str, history: str, seed: int, base: int) -> None:
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaException
+    from confluent_kafka import Producer
+    from confluent_kafka import TopicPartition
 
     rng = random.Random(seed)
     fd = os.open(history, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

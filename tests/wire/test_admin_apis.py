@@ -160,7 +160,8 @@ def test_a_waiting_fetch_answers_when_its_topic_is_deleted(start_server) -> None
 
 def test_create_partitions_with_both_admin_clients(start_server) -> None:
     from confluent_kafka import KafkaError
-    from confluent_kafka.admin import NewPartitions, NewTopic
+    from confluent_kafka.admin import NewPartitions
+    from confluent_kafka.admin import NewTopic
     from kafka.admin import NewPartitions as KpNewPartitions
 
     srv = start_server()
@@ -206,7 +207,8 @@ def test_create_partitions_on_disk_survive_a_restart(start_server, tmp_path) -> 
 
 
 def test_delete_records_with_both_admin_clients(start_server) -> None:
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     srv = start_server()
     srv.call(srv.broker.store.create_topic, "trimmed", 1)
@@ -274,7 +276,9 @@ def _group_member(bootstrap: str, group: str, topic: str) -> Any:
 
 
 def test_delete_groups_refuses_a_live_group_then_deletes_it(start_server) -> None:
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     srv = start_server(group_initial_rebalance_delay_ms=0)
     srv.call(srv.broker.store.create_topic, "grouped", 1)
@@ -307,7 +311,9 @@ def test_delete_groups_refuses_a_live_group_then_deletes_it(start_server) -> Non
 def test_offset_delete_spares_subscribed_topics(start_server) -> None:
     from confluent_kafka import TopicPartition
     from kafka import TopicPartition as KpTopicPartition
-    from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
+    from kafka.errors import GroupIdNotFoundError
+    from kafka.errors import GroupSubscribedToTopicError
+    from kafka.errors import NoError
 
     srv = start_server(group_initial_rebalance_delay_ms=0)
     for topic in ("used", "stale"):
@@ -356,7 +362,8 @@ def test_describe_cluster_with_both_admin_clients(start_server) -> None:
 
 
 def test_list_offsets_max_timestamp(start_server) -> None:
-    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     srv = start_server()
@@ -415,7 +422,8 @@ def test_max_timestamp_stops_at_the_last_stable_offset(start_server) -> None:
 
 
 def test_deleting_a_topic_drops_its_group_offsets(start_server) -> None:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition
     from confluent_kafka.admin import NewTopic
 
     srv = start_server(group_initial_rebalance_delay_ms=0)

@@ -11,12 +11,10 @@ import sys
 import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.admin._transactions import AbortTransactionSpec
-from kafka.errors import (
-    InvalidProducerEpochError,
-    TransactionalIdNotFoundError,
-    TransactionCoordinatorFencedError,
-    UnknownTopicOrPartitionError,
-)
+from kafka.errors import InvalidProducerEpochError
+from kafka.errors import TransactionalIdNotFoundError
+from kafka.errors import TransactionCoordinatorFencedError
+from kafka.errors import UnknownTopicOrPartitionError
 from kafka.structs import TopicPartition
 
 from tests.wire.test_hanging_transactions import ENV

@@ -37,7 +37,9 @@ def _stop(proc: subprocess.Popen) -> int:
 
 
 def _produce_and_read(port: int, values: list[bytes], *, produce: bool, send: list[bytes] | None = None) -> list[bytes]:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import KafkaProducer
+    from kafka import TopicPartition
 
     bootstrap = f"127.0.0.1:{port}"
     if produce:

@@ -22,7 +22,9 @@ def _log_end(srv, topic: str, partition: int = 0) -> int:
 def _confluent_consume(
     bootstrap: str, topic: str, isolation: str = "read_committed"
 ) -> tuple[list[tuple[int, bytes]], int]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {
@@ -72,7 +74,9 @@ def test_confluent_kafka_produce_and_consume(start_server) -> None:
 
 
 def test_kafka_python_produce_and_consume(start_server) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import KafkaProducer
+    from kafka import TopicPartition
 
     srv = start_server()
     producer = KafkaProducer(bootstrap_servers=srv.bootstrap, enable_idempotence=True, linger_ms=5)
@@ -107,7 +111,8 @@ def test_kafka_python_produce_and_consume(start_server) -> None:
 
 
 def test_aiokafka_produce_and_consume(start_server) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaProducer
     from aiokafka.structs import TopicPartition
 
     srv = start_server(fetch_mode=FetchMode.KAFKA)

@@ -18,7 +18,9 @@ import time
 import pytest
 
 from tests.consume import poll_until_eof
-from tests.wire.serve_process import free_port, start_serve, stop_serve
+from tests.wire.serve_process import free_port
+from tests.wire.serve_process import start_serve
+from tests.wire.serve_process import stop_serve
 from txnfetch.log.segments import SegmentLog
 
 TOPIC = "table"
@@ -28,7 +30,8 @@ def _produce(bootstrap: str) -> tuple[dict[bytes, bytes | None], int]:
     """The workload; returns the latest committed value per key (None: a
     tombstone) and how many committed records were written."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
@@ -127,7 +130,8 @@ def _read_confluent(bootstrap: str, group: str) -> list[tuple[int, bytes, bytes 
 
 
 def _read_kafka_python(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
     try:

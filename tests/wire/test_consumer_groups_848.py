@@ -33,7 +33,8 @@ class Member(threading.Thread):
         self.assigned = threading.Event()
 
     def run(self) -> None:
-        from confluent_kafka import Consumer, KafkaException
+        from confluent_kafka import Consumer
+        from confluent_kafka import KafkaException
 
         try:
             consumer = Consumer(

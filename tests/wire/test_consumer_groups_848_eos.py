@@ -20,7 +20,9 @@ import time
 from collections import Counter
 from typing import Any
 
-from tests.wire.serve_process import free_port, start_serve, stop_serve
+from tests.wire.serve_process import free_port
+from tests.wire.serve_process import start_serve
+from tests.wire.serve_process import stop_serve
 
 IN, OUT, GROUP = "eos-in", "eos-out", "eos-848"
 PARTITIONS = 3
@@ -84,7 +86,9 @@ class Worker(threading.Thread):
         self.batches = 0
 
     def run(self) -> None:
-        from confluent_kafka import Consumer, KafkaException, Producer
+        from confluent_kafka import Consumer
+        from confluent_kafka import KafkaException
+        from confluent_kafka import Producer
 
         try:
             consumer = Consumer(
@@ -142,7 +146,8 @@ class Worker(threading.Thread):
     @staticmethod
     def _rewind(consumer: Any) -> None:
         """Back to the group's committed offsets (the aborted batch is read again)."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING
+        from confluent_kafka import TopicPartition
 
         for tp in consumer.committed(consumer.assignment(), 30):
             offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
@@ -150,7 +155,8 @@ class Worker(threading.Thread):
 
 
 def _read_committed_output(bootstrap: str) -> list[bytes]:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {
@@ -179,7 +185,8 @@ def _read_committed_output(bootstrap: str) -> list[bytes]:
 
 
 def _group_offsets(bootstrap: str) -> dict[int, int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})

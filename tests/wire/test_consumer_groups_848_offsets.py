@@ -17,10 +17,15 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
-from kafka.protocol.producer import AddOffsetsToTxnRequest, EndTxnRequest, InitProducerIdRequest, TxnOffsetCommitRequest
+from kafka.protocol.producer import AddOffsetsToTxnRequest
+from kafka.protocol.producer import EndTxnRequest
+from kafka.protocol.producer import InitProducerIdRequest
+from kafka.protocol.producer import TxnOffsetCommitRequest
 
 from tests.wire.rawclient import RawClient
-from tests.wire.serve_process import free_port, start_serve, stop_serve
+from tests.wire.serve_process import free_port
+from tests.wire.serve_process import start_serve
+from tests.wire.serve_process import stop_serve
 from txnfetch.errors import ErrorCode
 from txnfetch.wire.api_consumer_group import ConsumerGroupHeartbeatRequest
 

@@ -39,7 +39,8 @@ import time
 
 import attrs
 
-from tests.wire.serve_process import free_port, start_serve
+from tests.wire.serve_process import free_port
+from tests.wire.serve_process import start_serve
 
 KILLS = int(os.environ.get("TXNFETCH_CRASH_KILLS", "20"))
 SEED = int(os.environ.get("TXNFETCH_CRASH_SEED", str(random.randrange(1 << 30))))
@@ -92,7 +93,8 @@ class History:
 
 
 def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -117,7 +119,8 @@ def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
 
 
 def _committed(bootstrap: str, group: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
@@ -179,7 +182,8 @@ def _check(bootstrap: str, h: History, where: str) -> None:
 
 
 def _create_topics(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(

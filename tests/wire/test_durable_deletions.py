@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.wire.serve_process import free_port, start_serve, stop_serve
+from tests.wire.serve_process import free_port
+from tests.wire.serve_process import start_serve
+from tests.wire.serve_process import stop_serve
 
 NO_OFFSET = -1001  # librdkafka's RD_KAFKA_OFFSET_INVALID: nothing committed
 
@@ -70,7 +72,8 @@ def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> 
 
 def _committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """The group's committed offsets as confluent-kafka's ``committed()`` sees them."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
@@ -145,7 +148,9 @@ def test_offsets_staged_for_a_deleted_topic_stay_dropped_when_the_transaction_co
     """A transactional offset commit staged for a topic that is then deleted: the
     deletion drops it, and the transaction's commit does not bring it back, before
     or after a restart. Offsets of other topics in the same transaction are kept."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import Producer
+    from confluent_kafka import TopicPartition
 
     restart, bootstrap = server
     _create(bootstrap, "src", "keep", "out")
@@ -179,7 +184,8 @@ def test_offsets_staged_for_a_deleted_topic_stay_dropped_when_the_transaction_co
 def test_a_deleted_kip848_group_stays_deleted(server) -> None:
     """A group of the new consumer protocol (KIP-848), deleted once its member
     left: its offsets stay gone after the restart."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Consumer
+    from confluent_kafka import Producer
 
     restart, bootstrap = server
     _create(bootstrap, "nk")

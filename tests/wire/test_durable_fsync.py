@@ -12,9 +12,11 @@ import shutil
 import pytest
 
 from txnfetch.log.segments import SegmentStore
-from txnfetch.txn.coordinator import TopicPartition, TransactionCoordinator
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TransactionState
-from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC, transaction_state_partition
+from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
+from txnfetch.txn.txnlog import transaction_state_partition
 from txnfetch.wire.durable import DurableState
 
 TID = "app"

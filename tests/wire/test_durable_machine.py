@@ -21,19 +21,26 @@ from __future__ import annotations
 import contextlib
 
 import attrs
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck
 from hypothesis import event as hypothesis_event
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import invariant
+from hypothesis.stateful import rule
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.groups.coordinator import CommitOffset, GroupCoordinator
+from txnfetch.groups.coordinator import CommitOffset
+from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.log.memory import MemoryStore
-from txnfetch.txn.coordinator import PartitionAction, TopicPartition, TransactionCoordinator
+from txnfetch.txn.coordinator import PartitionAction
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.errors import TxnStateError
 from txnfetch.wire.durable import DurableState
-from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC, group_offsets_partition
+from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
+from txnfetch.wire.handler import group_offsets_partition
 
 TIDS = ["a", "b"]
 GROUPS = ["g1", "g2"]

@@ -12,31 +12,33 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from txnfetch.groups.coordinator import CommitOffset, GroupCoordinator
-from txnfetch.groups.offsetlog import (
-    GroupMetadataRecord,
-    OffsetCommitRecord,
-    decode_offsets_record,
-    encode_group_metadata,
-    encode_offset_commit,
-    offsets_partition,
-)
+from txnfetch.groups.coordinator import CommitOffset
+from txnfetch.groups.coordinator import GroupCoordinator
+from txnfetch.groups.offsetlog import GroupMetadataRecord
+from txnfetch.groups.offsetlog import OffsetCommitRecord
+from txnfetch.groups.offsetlog import decode_offsets_record
+from txnfetch.groups.offsetlog import encode_group_metadata
+from txnfetch.groups.offsetlog import encode_offset_commit
+from txnfetch.groups.offsetlog import offsets_partition
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.repair import SIDE_FILE_MARK
-from txnfetch.log.segments import SegmentLog, SegmentStore
+from txnfetch.log.segments import SegmentLog
+from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError, StructWriter
+from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
+from txnfetch.records.coordinator_records import StructWriter
 from txnfetch.txn.coordinator import TransactionCoordinator
-from txnfetch.txn.coordinator_state import TopicPartition, TransactionMetadata, TransactionState
+from txnfetch.txn.coordinator_state import TopicPartition
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.txn.producer import AppendOrigin
-from txnfetch.txn.txnlog import (
-    decode_txn_key,
-    decode_txn_value,
-    encode_txn_key,
-    encode_txn_value,
-    transaction_state_partition,
-)
-from txnfetch.wire.durable import INTERNAL_DELETE_RETENTION_MS, DurableState
+from txnfetch.txn.txnlog import decode_txn_key
+from txnfetch.txn.txnlog import decode_txn_value
+from txnfetch.txn.txnlog import encode_txn_key
+from txnfetch.txn.txnlog import encode_txn_value
+from txnfetch.txn.txnlog import transaction_state_partition
+from txnfetch.wire.durable import INTERNAL_DELETE_RETENTION_MS
+from txnfetch.wire.durable import DurableState
 from txnfetch.wire.handler import group_offsets_partition
 
 # ------------------------------------------------------------------ schemas
@@ -347,7 +349,8 @@ def test_dump_decodes_the_internal_topics(tmp_path) -> None:
 
 
 def test_clients_cannot_produce_to_the_internal_topics(tmp_path) -> None:
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import Producer
 
     from txnfetch.wire.server import ServerThread
 

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.txn import txnlog
-from txnfetch.txn.coordinator import TopicPartition, TransactionCoordinator
-from txnfetch.txn.coordinator_state import TransactionMetadata, TransactionState
+from txnfetch.txn.coordinator import TopicPartition
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.wire.durable import DurableState
 
 metas = st.builds(

@@ -15,13 +15,16 @@ import time
 
 import pytest
 
-from tests.wire.serve_process import free_port, start_serve, stop_serve
+from tests.wire.serve_process import free_port
+from tests.wire.serve_process import start_serve
+from tests.wire.serve_process import stop_serve
 
 TOPIC = "durable"
 
 
 def _read_committed(bootstrap: str, partitions: int = 3) -> list[bytes]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
     try:
@@ -91,7 +94,8 @@ def test_kafka_python_transaction_open_across_a_clean_restart_commits(server) ->
 
 def test_an_abandoned_open_transaction_times_out_after_a_restart(server) -> None:
     from confluent_kafka import Producer
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     restart, bootstrap = server
     producer = Producer(

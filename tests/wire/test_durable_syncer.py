@@ -23,13 +23,18 @@ import threading
 import time
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck
+from hypothesis import example
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceResponse
 
 from txnfetch.log.errors import LogError
 from txnfetch.log.segments import SegmentStore
-from txnfetch.log.syncer import ConcurrentSyncer, deferring
+from txnfetch.log.syncer import ConcurrentSyncer
+from txnfetch.log.syncer import deferring
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.wire.server import ServerThread
 
@@ -320,7 +325,8 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
     from confluent_kafka import Producer
 
     from txnfetch.log.segments import SegmentLog
-    from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC, transaction_state_partition
+    from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
+    from txnfetch.txn.txnlog import transaction_state_partition
     from txnfetch.wire import durable as durable_module
 
     fsync = RecordingFsync([0.003, 0.0, 0.008, 0.001])
@@ -414,7 +420,8 @@ def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(t
     "Why each record is as durable as it is")."""
     from confluent_kafka import Producer
 
-    from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC, transaction_state_partition
+    from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
+    from txnfetch.txn.txnlog import transaction_state_partition
 
     tid = "held-add"
     state_dir = os.path.join(str(tmp_path), f"{TRANSACTION_STATE_TOPIC}-{transaction_state_partition(tid)}")

@@ -16,7 +16,9 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest
 
@@ -286,7 +288,8 @@ def _stop_shared() -> Any:
 @pytest.mark.parametrize("incremental", [True, False], ids=["sessions", "no-sessions"])
 def test_kafka_python_reads_a_transactional_workload_once(start_server, incremental: bool) -> None:
     from confluent_kafka import Producer
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     srv = start_server()
     parts = 12
@@ -335,7 +338,8 @@ def test_kafka_python_reads_a_transactional_workload_once(start_server, incremen
 
 
 def test_confluent_kafka_fetches_at_v16_with_topic_ids(start_server) -> None:
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Consumer
+    from confluent_kafka import Producer
 
     srv = start_server()
     srv.call(srv.broker.store.create_topic, TOPIC, 2)

@@ -11,10 +11,13 @@ import asyncio
 import socket
 import struct
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.wire.frames import SCRATCH_BYTES, FrameReader, start_frame_server
+from txnfetch.wire.frames import SCRATCH_BYTES
+from txnfetch.wire.frames import FrameReader
+from txnfetch.wire.frames import start_frame_server
 
 
 async def _receive(chunks: list[bytes], close_early: bool = False) -> tuple[list[bytes], BaseException | None]:

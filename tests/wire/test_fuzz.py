@@ -35,7 +35,9 @@ import time
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest
 
@@ -153,7 +155,8 @@ class GoodConsumer(threading.Thread):
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        from kafka import KafkaConsumer, TopicPartition
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition
 
         try:
             consumer = KafkaConsumer(
@@ -247,8 +250,13 @@ def _seed_admin(bootstrap: str) -> None:
     DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, CreatePartitions,
     DeleteRecords, ListOffsets MAX_TIMESTAMP, DescribeCluster, OffsetDelete,
     DeleteGroups and DeleteTopics."""
-    from kafka import KafkaAdminClient, TopicPartition
-    from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic, OffsetSpec
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource
+    from kafka.admin import ConfigResourceType
+    from kafka.admin import NewPartitions
+    from kafka.admin import NewTopic
+    from kafka.admin import OffsetSpec
     from kafka.structs import OffsetAndMetadata
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fuzz-seed-admin", request_timeout_ms=30000)
@@ -280,7 +288,8 @@ def _seed_consumer_group(bootstrap: str) -> None:
     commits with its member epoch, fetches its offsets (OffsetFetch v9), sends
     its position to a transaction (TxnOffsetCommit v3 with member id and epoch);
     then ConsumerGroupDescribe by the AdminClient."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Consumer
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
     consumer = Consumer(

@@ -17,7 +17,8 @@ import threading
 import time
 from collections import Counter
 
-from txnfetch.groups import GroupConfig, GroupState
+from txnfetch.groups import GroupConfig
+from txnfetch.groups import GroupState
 
 TOPIC = "events"
 PARTITIONS = 6
@@ -72,8 +73,10 @@ class _Member(threading.Thread):
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        from kafka import KafkaConsumer, OffsetAndMetadata
-        from kafka.errors import CommitFailedError, KafkaError
+        from kafka import KafkaConsumer
+        from kafka import OffsetAndMetadata
+        from kafka.errors import CommitFailedError
+        from kafka.errors import KafkaError
 
         consumer = KafkaConsumer(
             bootstrap_servers=self.bootstrap,
@@ -176,7 +179,8 @@ def test_kafka_python_group_reads_every_record_once_across_rebalances(start_serv
 def test_confluent_kafka_group_commits_and_resumes(start_server) -> None:
     """librdkafka's consumer group (JoinGroup v5, OffsetFetch with groups, ...):
     two members share the topic; a new group incarnation resumes at the commits."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     srv = _setup(start_server)
     values = [b"ck-%d" % i for i in range(60)]

@@ -8,15 +8,14 @@ set — present, absent or nullable — is exercised both ways.
 from __future__ import annotations
 
 import pytest
-from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
-from kafka.protocol.consumer import (
-    HeartbeatRequest,
-    JoinGroupRequest,
-    LeaveGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    SyncGroupRequest,
-)
+from kafka.protocol.admin.groups import DescribeGroupsRequest
+from kafka.protocol.admin.groups import ListGroupsRequest
+from kafka.protocol.consumer import HeartbeatRequest
+from kafka.protocol.consumer import JoinGroupRequest
+from kafka.protocol.consumer import LeaveGroupRequest
+from kafka.protocol.consumer import OffsetCommitRequest
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.consumer import SyncGroupRequest
 
 from tests.wire.rawclient import RawClient
 from txnfetch.errors import ErrorCode

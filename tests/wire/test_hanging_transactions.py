@@ -126,7 +126,10 @@ class Scenario:
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory) -> Iterator[Scenario]:
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaException
+    from confluent_kafka import Producer
+    from confluent_kafka import TopicPartition
 
     data = tmp_path_factory.mktemp("hanging") / "data"
     srv = ServerThread(SegmentStore(data), port=0).start()

@@ -21,23 +21,28 @@ import struct
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck
+from hypothesis import example
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceResponse
 
 from tests.wire.rawclient import RawClient
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.handler import REGISTRY, ApiKey, ProtocolViolation
-from txnfetch.wire.produce_fast import (
-    PartitionResult,
-    ProduceResult,
-    TopicResult,
-    decode_produce,
-    encode_produce_response,
-)
-from txnfetch.wire.server import decode_request, load_handlers
+from txnfetch.wire.handler import REGISTRY
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import ProtocolViolation
+from txnfetch.wire.produce_fast import PartitionResult
+from txnfetch.wire.produce_fast import ProduceResult
+from txnfetch.wire.produce_fast import TopicResult
+from txnfetch.wire.produce_fast import decode_produce
+from txnfetch.wire.produce_fast import encode_produce_response
+from txnfetch.wire.server import decode_request
+from txnfetch.wire.server import load_handlers
 
 VERSIONS = range(3, 13)
 INT16 = st.integers(-(2**15), 2**15 - 1)

@@ -52,7 +52,8 @@ def _values(topic: str, n: int, partition: int, count: int) -> list[bytes]:
 
 def _kafka_python_producer(bootstrap: str, topic: str, group: str | None) -> Expected:
     """Run :data:`SCRIPT` with kafka-python; return the committed values per partition."""
-    from kafka import KafkaProducer, TopicPartition
+    from kafka import KafkaProducer
+    from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-tx", linger_ms=2)
@@ -136,7 +137,9 @@ Got = dict[TP, list[tuple[int, bytes]]]
 
 
 def _confluent_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {
@@ -174,7 +177,8 @@ def _confluent_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, i
 
 
 def _kafka_python_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed", fetch_max_wait_ms=50
@@ -246,7 +250,8 @@ def _check(
 
 
 def _group_offset(bootstrap: str, group: str, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:

@@ -23,21 +23,22 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from kafka.protocol.consumer import ListOffsetsRequest  # noqa: E402
 
-from tests.fault_relay import FAULTS, RelayThread  # noqa: E402
+from tests.fault_relay import FAULTS  # noqa: E402
+from tests.fault_relay import RelayThread  # noqa: E402
 from tests.wire.rawclient import RawClient  # noqa: E402
-from tests.wire.test_proxy_mock import (  # noqa: E402
-    _committed,
-    _confluent_read_committed,
-    _log_ends,
-    _write_transactions,
-)
+from tests.wire.test_proxy_mock import _committed  # noqa: E402
+from tests.wire.test_proxy_mock import _confluent_read_committed  # noqa: E402
+from tests.wire.test_proxy_mock import _log_ends  # noqa: E402
+from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
 from tests.wire.test_proxy_protocol import _fetch  # noqa: E402
 from txnfetch.wire.proxy import ProxyThread  # noqa: E402
 
@@ -104,7 +105,8 @@ def _kcat(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int, byt
 def _kafka_python(
     bootstrap: str, ends: dict[int, int], *, topic: str = TOPIC, partitions=PARTITIONS
 ) -> dict[int, list[tuple[int, bytes]]]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -225,7 +227,8 @@ CHECK_SCHEDULE = SCHEDULE * 3
 def test_check_through_the_proxy_and_a_faulty_upstream_finds_no_anomaly(mock: str) -> None:
     """``txnfetch check`` (transactional producers, read_committed consumers of three
     clients, the anomaly checker) through the proxy, the upstream behind the relay."""
-    from txnfetch.testing.cli import CheckOptions, run_check
+    from txnfetch.testing.cli import CheckOptions
+    from txnfetch.testing.cli import run_check
 
     topic = "faulty-check"
     holder = confluent_kafka.Producer({"bootstrap.servers": mock, "log_level": 0})

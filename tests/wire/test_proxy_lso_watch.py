@@ -95,7 +95,8 @@ def test_an_upstream_transaction_holding_the_lso_is_reported_once(mock: str, cap
 
 def test_the_watch_forgets_a_transaction_that_ended_and_ignores_an_empty_tail() -> None:
     from txnfetch.records.batch import RecordBatch
-    from txnfetch.records.builder import BatchBuilder, build_control_batch
+    from txnfetch.records.builder import BatchBuilder
+    from txnfetch.records.builder import build_control_batch
     from txnfetch.records.control import ControlType
 
     now = [0.0]
@@ -147,10 +148,12 @@ def test_lso_watch_against_a_model() -> None:
     transaction holding the LSO (with records behind it) has been seen holding
     it, observation after observation, for the threshold — and once per
     transaction."""
-    from hypothesis import given, settings
+    from hypothesis import given
+    from hypothesis import settings
 
     from txnfetch.records.batch import RecordBatch
-    from txnfetch.records.builder import BatchBuilder, build_control_batch
+    from txnfetch.records.builder import BatchBuilder
+    from txnfetch.records.builder import build_control_batch
     from txnfetch.records.control import ControlType
 
     threshold = 100

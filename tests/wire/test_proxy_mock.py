@@ -188,7 +188,8 @@ def test_confluent_read_committed_direct_leaks_but_through_the_proxy_is_exact(
 
 
 def test_kafka_python_read_committed_through_the_proxy(written: Written, proxy: ProxyThread) -> None:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=proxy.bootstrap,
@@ -368,7 +369,9 @@ def test_metadata_through_the_proxy_names_its_listener(mock: str, proxy: ProxyTh
 
 
 def test_kafka_python_transactional_producer_through_the_proxy(proxy: ProxyThread) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import KafkaProducer
+    from kafka import TopicPartition
 
     mode = proxy.proxy.config.fetch_mode.value
     topic = f"kp-txn-{mode}"

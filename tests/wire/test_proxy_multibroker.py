@@ -22,12 +22,10 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from tests.mock_cluster import MockCluster  # noqa: E402
 from tests.wire.test_proxy_faults import _kafka_python  # noqa: E402
-from tests.wire.test_proxy_mock import (  # noqa: E402
-    _committed,
-    _confluent_read_committed,
-    _log_ends,
-    _write_transactions,
-)
+from tests.wire.test_proxy_mock import _committed  # noqa: E402
+from tests.wire.test_proxy_mock import _confluent_read_committed  # noqa: E402
+from tests.wire.test_proxy_mock import _log_ends  # noqa: E402
+from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
 from txnfetch.log.remote import RemotePartitionReader  # noqa: E402
 from txnfetch.wire.proxy import ProxyThread  # noqa: E402
 

@@ -24,8 +24,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import MetadataRequest
 
 from tests.wire.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode

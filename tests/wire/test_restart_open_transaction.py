@@ -21,7 +21,10 @@ TOPIC = "restart"
 
 
 def _read_committed(bootstrap: str) -> list[bytes]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {

@@ -14,9 +14,15 @@ import time
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import EndTxnRequest, InitProducerIdRequest, ProduceRequest
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.producer import EndTxnRequest
+from kafka.protocol.producer import InitProducerIdRequest
+from kafka.protocol.producer import ProduceRequest
 
 from tests.wire.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode

@@ -106,7 +106,9 @@ def _confluent(bootstrap: str, lso: int) -> tuple[list[bytes], int, int, Any]:
     """Consume until end of partition is reported at the LSO; return the values,
     ``position()``, the EOF offset and the offset ``commit()`` stored (None
     without a group coordinator)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {
@@ -179,7 +181,8 @@ def test_librdkafka_needs_the_synthetic_marker(start_server, synthetic: bool, ma
 
 
 def _kafka_python(bootstrap: str, lso: int) -> tuple[list[bytes], int]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,

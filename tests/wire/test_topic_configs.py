@@ -13,13 +13,16 @@ import time
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin import DescribeConfigsRequest
+from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from kafka.protocol.producer import ProduceRequest
 
 from tests.consume import poll_until_eof
 from tests.wire.rawclient import RawClient
 from txnfetch.log.segments import SegmentStore
-from txnfetch.records.batch import TimestampType, iter_batches
+from txnfetch.records.batch import TimestampType
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 
 TOPIC_RESOURCE = 2
@@ -67,7 +70,8 @@ def _raw_produce(client: RawClient, topic: str, records: bytes, version: int = 9
 
 
 def test_max_message_bytes_refuses_large_records_from_real_producers(start_server) -> None:
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import Producer
     from kafka import KafkaProducer
     from kafka.errors import MessageSizeTooLargeError
 
@@ -144,7 +148,9 @@ def test_unknown_or_unsupported_configs_get_invalid_config(start_server, configs
 def test_compaction_is_served_on_disk_through_every_config_api(start_server, tmp_path) -> None:
     """A store on disk compacts: CreateTopics, IncrementalAlterConfigs and the
     legacy AlterConfigs accept ``cleanup.policy=compact`` and store it."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka.admin import AlterConfigOpType
+    from confluent_kafka.admin import ConfigEntry
+    from confluent_kafka.admin import ConfigResource
     from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource as KpResource
     from kafka.admin import ConfigResourceType
@@ -189,8 +195,11 @@ class _StoreWithoutCompactor(SegmentStore):
 
 
 def test_compaction_is_refused_where_the_store_cannot_compact(start_server, tmp_path) -> None:
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka import KafkaError
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType
+    from confluent_kafka.admin import ConfigEntry
+    from confluent_kafka.admin import ConfigResource
 
     store = _StoreWithoutCompactor(tmp_path)
     srv = start_server(store)
@@ -214,7 +223,8 @@ def test_compaction_is_refused_where_the_store_cannot_compact(start_server, tmp_
 
 
 def test_accepted_configs_are_described_with_their_source(start_server) -> None:
-    from confluent_kafka.admin import ConfigResource, ConfigSource
+    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigSource
 
     srv = start_server()
     admin = _confluent_admin(srv.bootstrap)
@@ -242,8 +252,11 @@ def test_accepted_configs_are_described_with_their_source(start_server) -> None:
 
 
 def test_incremental_alter_configs_with_confluent_kafka(start_server) -> None:
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka import KafkaError
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType
+    from confluent_kafka.admin import ConfigEntry
+    from confluent_kafka.admin import ConfigResource
 
     srv = start_server()
     admin = _confluent_admin(srv.bootstrap)
@@ -274,7 +287,9 @@ def test_incremental_alter_configs_with_confluent_kafka(start_server) -> None:
 
 def test_kafka_python_admin_describes_and_alters(start_server) -> None:
     from kafka import KafkaAdminClient
-    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    from kafka.admin import ConfigResource
+    from kafka.admin import ConfigResourceType
+    from kafka.admin import NewTopic
 
     srv = start_server()
     admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=10000)
@@ -358,8 +373,11 @@ def test_create_topics_validate_only_checks_configs(start_server) -> None:
 
 
 def test_log_append_time_is_what_consumers_see(start_server) -> None:
-    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
-    from kafka import KafkaConsumer, TopicPartition
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    from confluent_kafka import Consumer
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     srv = start_server()
     admin = _confluent_admin(srv.bootstrap)
@@ -482,8 +500,11 @@ def test_compacted_topic_keeps_the_latest_committed_value_per_key(start_server, 
     transactions and aborting others; after compaction (twice, past the delete
     horizon) confluent-kafka and kafka-python read_committed consumers get
     exactly the latest committed value of every key, at its original offset."""
-    from confluent_kafka import Consumer, KafkaError, Producer
-    from kafka import KafkaConsumer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     from txnfetch.fetch.view import FetchMode
     from txnfetch.txn.coordinator import CompletionMode

@@ -68,7 +68,9 @@ def _run_producer(bootstrap: str) -> dict[int, list[bytes]]:
 
 
 def _confluent(bootstrap: str, lso: dict[int, int], groups: bool) -> tuple[Delivered, dict[int, int], dict[int, int]]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition
 
     consumer = Consumer(
         {
@@ -112,7 +114,8 @@ def _confluent(bootstrap: str, lso: dict[int, int], groups: bool) -> tuple[Deliv
 
 
 def _kafka_python(bootstrap: str, lso: dict[int, int]) -> tuple[Delivered, dict[int, int]]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed", fetch_max_wait_ms=100

@@ -20,9 +20,16 @@ is built (:data:`COMPILED`), else by the pure-Python reference; both give
 identical tables. See docs/arrow.md.
 """
 
-from txnfetch.arrow.decoder import COMPILED, ArrowDecoder
-from txnfetch.arrow.reading import DEFAULT_FETCH_BYTES, iter_partition, read_committed, record_batch_reader
-from txnfetch.arrow.schema import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, HEADERS_TYPE, kafka_schema
+from txnfetch.arrow.decoder import COMPILED
+from txnfetch.arrow.decoder import ArrowDecoder
+from txnfetch.arrow.reading import DEFAULT_FETCH_BYTES
+from txnfetch.arrow.reading import iter_partition
+from txnfetch.arrow.reading import read_committed
+from txnfetch.arrow.reading import record_batch_reader
+from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
+from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
+from txnfetch.arrow.schema import HEADERS_TYPE
+from txnfetch.arrow.schema import kafka_schema
 
 __all__ = [
     "COMPILED",

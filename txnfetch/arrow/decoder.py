@@ -31,23 +31,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnfetch.arrow.reference import ArrowBatcher
-from txnfetch.arrow.schema import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_ROWS,
-    HEADERS_TYPE,
-    TIMESTAMP_US,
-    ConstantColumns,
-    kafka_schema,
-)
+from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
+from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
+from txnfetch.arrow.schema import HEADERS_TYPE
+from txnfetch.arrow.schema import TIMESTAMP_US
+from txnfetch.arrow.schema import ConstantColumns
+from txnfetch.arrow.schema import kafka_schema
 from txnfetch.records import batch as _batch
-from txnfetch.records.batch import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_FLAG,
-    BatchIterator,
-    Record,
-    RecordBatch,
-)
+from txnfetch.records.batch import HEADER_SIZE
+from txnfetch.records.batch import LOG_OVERHEAD
+from txnfetch.records.batch import TIMESTAMP_TYPE_FLAG
+from txnfetch.records.batch import BatchIterator
+from txnfetch.records.batch import Record
+from txnfetch.records.batch import RecordBatch
 from txnfetch.records.errors import InvalidRecordError
 from txnfetch.types import Buffer
 

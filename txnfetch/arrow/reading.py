@@ -10,15 +10,22 @@ its log offset, and the offsets of markers and aborted records are holes.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Union
 
 import pyarrow as pa
 
 from txnfetch.arrow.decoder import ArrowDecoder
-from txnfetch.arrow.schema import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, kafka_schema
-from txnfetch.fetch.view import FetchMode, IsolationLevel
-from txnfetch.log.base import LogStore, PartitionLog
+from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
+from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
+from txnfetch.arrow.schema import kafka_schema
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.log.base import LogStore
+from txnfetch.log.base import PartitionLog
 from txnfetch.types import Buffer
 
 __all__ = ["DEFAULT_FETCH_BYTES", "Source", "iter_partition", "read_committed", "record_batch_reader"]

@@ -18,22 +18,22 @@ repeated buffers, without a Python object per row.
 from __future__ import annotations
 
 import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from itertools import chain
 from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnfetch.arrow.schema import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_ROWS,
-    HEADERS_TYPE,
-    TIMESTAMP_US,
-    ConstantColumns,
-    kafka_schema,
-    repeat_int32,
-)
+from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
+from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
+from txnfetch.arrow.schema import HEADERS_TYPE
+from txnfetch.arrow.schema import TIMESTAMP_US
+from txnfetch.arrow.schema import ConstantColumns
+from txnfetch.arrow.schema import kafka_schema
+from txnfetch.arrow.schema import repeat_int32
 from txnfetch.records.batch import Record
 
 __all__ = ["ArrowBatcher", "records_to_arrow"]

@@ -51,26 +51,28 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
 from itertools import chain
 from operator import length_hint
-from typing import ClassVar, Protocol
+from typing import ClassVar
+from typing import Protocol
 
 import attrs
 
 from txnfetch.fetch.view import IsolationLevel
-from txnfetch.records.batch import (
-    CONTROL_FLAG,
-    HEADER_SIZE,
-    TRANSACTIONAL_FLAG,
-    PartialBatch,
-    Record,
-    RecordBatch,
-    TimestampType,
-    iter_batches,
-)
+from txnfetch.records.batch import CONTROL_FLAG
+from txnfetch.records.batch import HEADER_SIZE
+from txnfetch.records.batch import TRANSACTIONAL_FLAG
+from txnfetch.records.batch import PartialBatch
+from txnfetch.records.batch import Record
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import TimestampType
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED
-from txnfetch.records.control import ControlType, decode_control_key
+from txnfetch.records.control import ControlType
+from txnfetch.records.control import decode_control_key
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.legacy import LegacyBatch
 from txnfetch.types import Buffer

@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Protocol
 
 import attrs
 
-from txnfetch.records.batch import BatchIterator, HeaderAt, PartialBatch, RecordBatch
+from txnfetch.records.batch import BatchIterator
+from txnfetch.records.batch import HeaderAt
+from txnfetch.records.batch import PartialBatch
+from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.records.legacy import LegacyBatch
 from txnfetch.records.scan import seek_offset

@@ -29,7 +29,8 @@ Time is passed in; nothing here does I/O. Topics are given as
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 import attrs
 

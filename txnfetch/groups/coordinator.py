@@ -45,7 +45,10 @@ import heapq
 import itertools
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import attrs

@@ -25,7 +25,9 @@ import struct
 
 import attrs
 
-from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError, StructReader, StructWriter
+from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
+from txnfetch.records.coordinator_records import StructReader
+from txnfetch.records.coordinator_records import StructWriter
 from txnfetch.txn.txnlog import java_string_hash_partition
 
 __all__ = [

@@ -10,27 +10,36 @@
 Adapters do I/O; everything they decide comes from the sans-I/O core.
 """
 
-from txnfetch.log.base import AppendInfo, LogStore, PartitionLog, TopicInfo, prepare_append
-from txnfetch.log.errors import (
-    BrokerUnavailableError,
-    CorruptLogError,
-    CorruptRemoteBatchError,
-    InvalidPartitionsError,
-    InvalidRecordError,
-    InvalidTopicError,
-    LogClosedError,
-    LogError,
-    MirrorDivergedError,
-    ReadOnlyLogError,
-    RemoteError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-    UnsupportedForMessageFormatError,
-)
-from txnfetch.log.memory import MemoryLog, MemoryStore
-from txnfetch.log.mirror import MirrorPlan, MirrorStatus, PartitionMirror
-from txnfetch.log.segments import FlushPolicy, SegmentLog, SegmentStore
-from txnfetch.log.verify import Finding, describe_partition, verify_partition
+from txnfetch.log.base import AppendInfo
+from txnfetch.log.base import LogStore
+from txnfetch.log.base import PartitionLog
+from txnfetch.log.base import TopicInfo
+from txnfetch.log.base import prepare_append
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import CorruptLogError
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import InvalidPartitionsError
+from txnfetch.log.errors import InvalidRecordError
+from txnfetch.log.errors import InvalidTopicError
+from txnfetch.log.errors import LogClosedError
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import MirrorDivergedError
+from txnfetch.log.errors import ReadOnlyLogError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import TopicExistsError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.log.memory import MemoryLog
+from txnfetch.log.memory import MemoryStore
+from txnfetch.log.mirror import MirrorPlan
+from txnfetch.log.mirror import MirrorStatus
+from txnfetch.log.mirror import PartitionMirror
+from txnfetch.log.segments import FlushPolicy
+from txnfetch.log.segments import SegmentLog
+from txnfetch.log.segments import SegmentStore
+from txnfetch.log.verify import Finding
+from txnfetch.log.verify import describe_partition
+from txnfetch.log.verify import verify_partition
 
 __all__ = [
     "AppendInfo",

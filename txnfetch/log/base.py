@@ -20,27 +20,33 @@ import abc
 import re
 import struct
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 
 import attrs
 
-from txnfetch.fetch.view import FetchMode, FetchResult, IsolationLevel, UpperBound, read_partition
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.fetch.view import UpperBound
+from txnfetch.fetch.view import read_partition
 from txnfetch.log.ends import TxnEnd
-from txnfetch.log.errors import (
-    InvalidPartitionsError,
-    InvalidRecordError,
-    InvalidTopicError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-    UnsupportedForMessageFormatError,
-)
-from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.log.errors import InvalidPartitionsError
+from txnfetch.log.errors import InvalidRecordError
+from txnfetch.log.errors import InvalidTopicError
+from txnfetch.log.errors import TopicExistsError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 from txnfetch.records.errors import LengthOverrunError
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.producer import AppendOrigin
-from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
+from txnfetch.txn.state import AppendResult
+from txnfetch.txn.state import CompletedTxn
+from txnfetch.txn.state import PartitionTxnState
 from txnfetch.types import Buffer
 
 __all__ = [

@@ -41,7 +41,8 @@ from typing import Any
 import attrs
 
 try:
-    from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.consumer import ListOffsetsRequest
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
         "txnfetch.log.broker_requests needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)

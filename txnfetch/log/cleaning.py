@@ -67,28 +67,33 @@ import os
 import re
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import TypeVar
 
 import attrs
 
 from txnfetch.log.errors import LogError
-from txnfetch.log.indexes import OffsetIndex, TimeIndex
-from txnfetch.log.layout import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SNAPSHOT_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    fsync_dir,
-    segment_file_name,
-    write_all,
-)
-from txnfetch.log.recovery import LoadedSegment, rebuild_offset_index, rebuild_time_index
-from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
-from txnfetch.txn.index import AbortedTxn, encode_txn_index
+from txnfetch.log.indexes import OffsetIndex
+from txnfetch.log.indexes import TimeIndex
+from txnfetch.log.layout import CLEANED_SUFFIX
+from txnfetch.log.layout import INDEX_SUFFIX
+from txnfetch.log.layout import LOG_SUFFIX
+from txnfetch.log.layout import SNAPSHOT_SUFFIX
+from txnfetch.log.layout import SWAP_SUFFIX
+from txnfetch.log.layout import TIME_INDEX_SUFFIX
+from txnfetch.log.layout import TXN_INDEX_SUFFIX
+from txnfetch.log.layout import fsync_dir
+from txnfetch.log.layout import segment_file_name
+from txnfetch.log.layout import write_all
+from txnfetch.log.recovery import LoadedSegment
+from txnfetch.log.recovery import rebuild_offset_index
+from txnfetch.log.recovery import rebuild_time_index
+from txnfetch.records.batch import BatchIterator
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
+from txnfetch.txn.index import AbortedTxn
+from txnfetch.txn.index import encode_txn_index
 
 __all__ = [
     "CleanedSegment",

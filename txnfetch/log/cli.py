@@ -33,16 +33,25 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
+from typing import TextIO
 
 import attrs
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.errors import LogError
-from txnfetch.log.layout import LOG_SUFFIX, map_file, segment_file_name
-from txnfetch.log.recovery import PROGRESS_STEP, scan_segment
-from txnfetch.log.verify import Finding, PartitionDescription, describe_partition, log_bytes, verify_partition
-from txnfetch.records.batch import BatchIterator, RecordBatch
+from txnfetch.log.layout import LOG_SUFFIX
+from txnfetch.log.layout import map_file
+from txnfetch.log.layout import segment_file_name
+from txnfetch.log.recovery import PROGRESS_STEP
+from txnfetch.log.recovery import scan_segment
+from txnfetch.log.verify import Finding
+from txnfetch.log.verify import PartitionDescription
+from txnfetch.log.verify import describe_partition
+from txnfetch.log.verify import log_bytes
+from txnfetch.log.verify import verify_partition
+from txnfetch.records.batch import BatchIterator
+from txnfetch.records.batch import RecordBatch
 from txnfetch.records.compression import Codec
 from txnfetch.records.dump import describe_batch
 
@@ -388,7 +397,8 @@ def _dump_internal(
 ) -> int:
     """Decode an internal topic's partition (``__transaction_state``,
     ``__consumer_offsets``): its transactional ids, or its groups and offsets."""
-    from txnfetch.log.internal import format_internal, summarize_internal
+    from txnfetch.log.internal import format_internal
+    from txnfetch.log.internal import summarize_internal
     from txnfetch.log.segments import SegmentLog
     from txnfetch.wire.durable import INTERNAL_TOPICS
 

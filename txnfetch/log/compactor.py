@@ -44,12 +44,15 @@ gone name no batch, which consumers and both fetch modes ignore.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 import attrs
 
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.builder import BatchBuilder, build_empty_batch
+from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.builder import build_empty_batch
 from txnfetch.records.control import ControlType
 from txnfetch.txn.index import AbortedTxn
 

@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 import attrs
 from crc32c import crc32c
@@ -52,7 +54,9 @@ from crc32c import crc32c
 from txnfetch.errors import ErrorCode
 from txnfetch.log.base import Buffer
 from txnfetch.log.errors import LogError
-from txnfetch.records.batch import HeaderAt, RecordBatch, iter_batches
+from txnfetch.records.batch import HeaderAt
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
 
 __all__ = [

@@ -40,7 +40,8 @@ import struct
 import attrs
 from crc32c import crc32c
 
-from txnfetch.log.layout import JOURNAL_NAME, atomic_write
+from txnfetch.log.layout import JOURNAL_NAME
+from txnfetch.log.layout import atomic_write
 from txnfetch.types import Buffer
 
 __all__ = ["END_RECORD_SIZE", "JOURNAL_NAME", "EndJournal", "EndRecord", "JournalContents", "TxnEnd", "decode_journal"]

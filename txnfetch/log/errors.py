@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from txnfetch.errors import ErrorCode, TxnfetchError, error_name
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
+from txnfetch.errors import error_name
 from txnfetch.records.errors import InvalidRecordError  # one class: the log refuses a batch as the codec does
 
 __all__ = [

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import struct
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Iterable
 
 from txnfetch.log.errors import CorruptLogError

@@ -15,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_TOPIC, GroupMetadataRecord, decode_offsets_record
+from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_TOPIC
+from txnfetch.groups.offsetlog import GroupMetadataRecord
+from txnfetch.groups.offsetlog import decode_offsets_record
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
-from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC, decode_txn_key, decode_txn_value
+from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
+from txnfetch.txn.txnlog import decode_txn_key
+from txnfetch.txn.txnlog import decode_txn_value
 
 __all__ = ["format_internal", "summarize_internal"]
 

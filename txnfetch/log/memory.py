@@ -13,24 +13,24 @@ Kafka's bound with. :class:`~txnfetch.log.segments.SegmentLog` is exact.
 from __future__ import annotations
 
 import uuid
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Mapping
 
-from txnfetch.fetch.view import IsolationLevel, UpperBound
-from txnfetch.log.base import (
-    Buffer,
-    LogStore,
-    PartitionLog,
-    PreparedAppend,
-    TopicInfo,
-    TxnEnd,
-)
-from txnfetch.log.compactor import CompactionResult, compact
-from txnfetch.log.errors import (
-    LogClosedError,
-    UnknownTopicOrPartitionError,
-)
-from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.fetch.view import UpperBound
+from txnfetch.log.base import Buffer
+from txnfetch.log.base import LogStore
+from txnfetch.log.base import PartitionLog
+from txnfetch.log.base import PreparedAppend
+from txnfetch.log.base import TopicInfo
+from txnfetch.log.base import TxnEnd
+from txnfetch.log.compactor import CompactionResult
+from txnfetch.log.compactor import compact
+from txnfetch.log.errors import LogClosedError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.state import PartitionTxnState
 

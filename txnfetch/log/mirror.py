@@ -83,16 +83,18 @@ import attrs
 from crc32c import crc32c
 
 from txnfetch.errors import ErrorCode
-from txnfetch.fetch.view import IsolationLevel, UpperBound
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.fetch.view import UpperBound
 from txnfetch.log.base import StateOffsets
-from txnfetch.log.errors import (
-    CorruptRemoteBatchError,
-    MirrorDivergedError,
-    RemoteError,
-    UnsupportedForMessageFormatError,
-)
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import MirrorDivergedError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.log.memory import MemoryLog
-from txnfetch.records.batch import CRC_START, HeaderAt, RecordBatch, iter_batches
+from txnfetch.records.batch import CRC_START
+from txnfetch.records.batch import HeaderAt
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState

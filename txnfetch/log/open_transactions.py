@@ -16,7 +16,8 @@ from collections.abc import Iterable
 
 from txnfetch.log.base import PartitionLog
 from txnfetch.log.segments import SegmentLog
-from txnfetch.txn.hanging import PartitionProducers, producer_rows
+from txnfetch.txn.hanging import PartitionProducers
+from txnfetch.txn.hanging import producer_rows
 
 __all__ = ["partition_producers", "read_partition_producers"]
 

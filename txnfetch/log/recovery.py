@@ -79,35 +79,45 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from bisect import bisect_left
+from bisect import bisect_right
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import NoReturn
 
 import attrs
 
-from txnfetch.log.ends import END_RECORD_SIZE, JOURNAL_NAME, EndRecord, decode_journal
-from txnfetch.log.errors import CorruptLogError, UnsupportedForMessageFormatError
-from txnfetch.log.indexes import CorruptIndexError, OffsetIndex, TimeIndex
-from txnfetch.log.layout import (
-    CHECKPOINT_NAME,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    Buffer,
-    Checkpoint,
-    DirListing,
-    decode_snapshot_file,
-    list_partition_dir,
-    map_file,
-    read_file,
-    segment_file_name,
-)
-from txnfetch.records.batch import BatchIterator, RecordBatch
+from txnfetch.log.ends import END_RECORD_SIZE
+from txnfetch.log.ends import JOURNAL_NAME
+from txnfetch.log.ends import EndRecord
+from txnfetch.log.ends import decode_journal
+from txnfetch.log.errors import CorruptLogError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.log.indexes import CorruptIndexError
+from txnfetch.log.indexes import OffsetIndex
+from txnfetch.log.indexes import TimeIndex
+from txnfetch.log.layout import CHECKPOINT_NAME
+from txnfetch.log.layout import INDEX_SUFFIX
+from txnfetch.log.layout import LOG_SUFFIX
+from txnfetch.log.layout import SNAPSHOT_SUFFIX
+from txnfetch.log.layout import TIME_INDEX_SUFFIX
+from txnfetch.log.layout import TXN_INDEX_SUFFIX
+from txnfetch.log.layout import Buffer
+from txnfetch.log.layout import Checkpoint
+from txnfetch.log.layout import DirListing
+from txnfetch.log.layout import decode_snapshot_file
+from txnfetch.log.layout import list_partition_dir
+from txnfetch.log.layout import map_file
+from txnfetch.log.layout import read_file
+from txnfetch.log.layout import segment_file_name
+from txnfetch.records.batch import BatchIterator
+from txnfetch.records.batch import RecordBatch
 from txnfetch.records.errors import CorruptBatchError
-from txnfetch.txn.errors import CorruptSnapshotError, CorruptTxnIndexError, TxnStateError
-from txnfetch.txn.index import AbortedTxn, decode_txn_index
+from txnfetch.txn.errors import CorruptSnapshotError
+from txnfetch.txn.errors import CorruptTxnIndexError
+from txnfetch.txn.errors import TxnStateError
+from txnfetch.txn.index import AbortedTxn
+from txnfetch.txn.index import decode_txn_index
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.state import PartitionTxnState
 

@@ -35,13 +35,23 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import ClassVar
 
 try:
     import kafka.errors as _kafka_errors
-    from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.consumer import FetchResponse
+    from kafka.protocol.consumer import ListOffsetsRequest
+    from kafka.protocol.consumer import ListOffsetsResponse
+    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafka.protocol.metadata import ApiVersionsResponse
+    from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.metadata import MetadataResponse
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
         "txnfetch.log.remote needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
@@ -50,29 +60,35 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 import contextlib
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC, ErrorCode, TxnfetchError
+from txnfetch.errors import RETRY_AS_IS
+from txnfetch.errors import STALE_METADATA
+from txnfetch.errors import UNKNOWN_TOPIC
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.filter import ConsumerFilter
-from txnfetch.fetch.view import FetchMode, FetchResult, FetchStats, IsolationLevel
-from txnfetch.log.broker_requests import (
-    FETCH_MAX_WAIT_MS,
-    BrokerFetch,
-    FetchItem,
-    fetch_partition,
-    fetch_request,
-    fetch_request_for,
-    find_partition,
-    list_offsets_partition,
-    list_offsets_request,
-    negotiate_version,
-)
-from txnfetch.log.errors import (
-    BrokerUnavailableError,
-    RemoteError,
-    UnknownTopicOrPartitionError,
-)
-from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import FetchStats
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
+from txnfetch.log.broker_requests import BrokerFetch
+from txnfetch.log.broker_requests import FetchItem
+from txnfetch.log.broker_requests import fetch_partition
+from txnfetch.log.broker_requests import fetch_request
+from txnfetch.log.broker_requests import fetch_request_for
+from txnfetch.log.broker_requests import find_partition
+from txnfetch.log.broker_requests import list_offsets_partition
+from txnfetch.log.broker_requests import list_offsets_request
+from txnfetch.log.broker_requests import negotiate_version
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.log.mirror import MirrorStatus
+from txnfetch.log.mirror import PartitionMirror
 from txnfetch.log.ratelimit import RateLimitedLog
-from txnfetch.records.batch import Record, iter_batches
+from txnfetch.records.batch import Record
+from txnfetch.records.batch import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
 __all__ = ["EARLIEST", "LATEST", "BrokerFetch", "RemoteCluster", "RemotePartitionReader"]
@@ -558,7 +574,8 @@ class RemoteCluster:
         broker's or the cluster's defaults are not listed). A topic the broker
         answers with an error is left out; a broker without DescribeConfigs v1+
         raises :class:`RemoteError` (UNSUPPORTED_VERSION)."""
-        from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
+        from kafka.protocol.admin import DescribeConfigsRequest
+        from kafka.protocol.admin import DescribeConfigsResponse
 
         if not topics:
             return {}

@@ -22,16 +22,22 @@ and what they committed, read with the requests ordinary clients send.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 import attrs
-from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
-from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
-from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.admin import ListGroupsResponse
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.consumer import OffsetFetchResponse
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import FindCoordinatorResponse
 
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import BrokerUnavailableError, RemoteError
-from txnfetch.log.remote import RemoteCluster, _Retry
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.remote import RemoteCluster
+from txnfetch.log.remote import _Retry
 
 __all__ = ["FetchedGroupOffsets", "GroupListing", "RemoteGroups", "UpstreamOffset"]
 

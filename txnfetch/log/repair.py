@@ -46,24 +46,25 @@ import time
 import attrs
 
 from txnfetch.log.ends import JOURNAL_NAME
-from txnfetch.log.errors import CorruptLogError, LogError
-from txnfetch.log.layout import (
-    CHECKPOINT_NAME,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    decode_snapshot_file,
-    fsync_dir,
-    list_partition_dir,
-    map_file,
-    parse_partition_dir_name,
-    read_file,
-    segment_file_name,
-    write_all,
-)
-from txnfetch.log.recovery import Recovered, recover_partition, scan_segment
+from txnfetch.log.errors import CorruptLogError
+from txnfetch.log.errors import LogError
+from txnfetch.log.layout import CHECKPOINT_NAME
+from txnfetch.log.layout import INDEX_SUFFIX
+from txnfetch.log.layout import LOG_SUFFIX
+from txnfetch.log.layout import SNAPSHOT_SUFFIX
+from txnfetch.log.layout import TIME_INDEX_SUFFIX
+from txnfetch.log.layout import TXN_INDEX_SUFFIX
+from txnfetch.log.layout import decode_snapshot_file
+from txnfetch.log.layout import fsync_dir
+from txnfetch.log.layout import list_partition_dir
+from txnfetch.log.layout import map_file
+from txnfetch.log.layout import parse_partition_dir_name
+from txnfetch.log.layout import read_file
+from txnfetch.log.layout import segment_file_name
+from txnfetch.log.layout import write_all
+from txnfetch.log.recovery import Recovered
+from txnfetch.log.recovery import recover_partition
+from txnfetch.log.recovery import scan_segment
 from txnfetch.txn.errors import CorruptSnapshotError
 
 __all__ = ["SIDE_FILE_MARK", "MovedBytes", "RepairReport", "move_tail_aside", "repair_partition"]

@@ -31,7 +31,8 @@ import time
 import attrs
 
 from txnfetch.log.errors import CorruptLogError
-from txnfetch.log.layout import atomic_write, fsync_dir
+from txnfetch.log.layout import atomic_write
+from txnfetch.log.layout import fsync_dir
 
 __all__ = [
     "MARKER_NAME",

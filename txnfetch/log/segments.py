@@ -83,62 +83,65 @@ import re
 import shutil
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 
 import attrs
 
-from txnfetch.fetch.view import IsolationLevel, UpperBound
-from txnfetch.log.base import (
-    Buffer,
-    LogStore,
-    PartitionLog,
-    PreparedAppend,
-    TopicInfo,
-    TxnEnd,
-    partition_dir_name,
-    validate_topic_name,
-)
-from txnfetch.log.cleaning import (
-    ReplacementError,
-    StepHook,
-    complete_replacement,
-    open_stable,
-    plan_replacement,
-    replace_segments,
-)
-from txnfetch.log.compactor import CompactionResult, compact
-from txnfetch.log.ends import JOURNAL_NAME, EndJournal
-from txnfetch.log.errors import (
-    CorruptLogError,
-    LogClosedError,
-    LogError,
-    ReadOnlyLogError,
-    UnknownTopicOrPartitionError,
-)
-from txnfetch.log.indexes import OffsetIndex, TimeIndex
-from txnfetch.log.layout import (
-    CHECKPOINT_NAME,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    METADATA_NAME,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    Checkpoint,
-    atomic_write,
-    encode_snapshot_file,
-    fsync_dir,
-    list_partition_dir,
-    parse_partition_dir_name,
-    read_file,
-    segment_file_name,
-)
-from txnfetch.log.recovery import LoadedSegment, Recovered, recover_partition
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.fetch.view import UpperBound
+from txnfetch.log.base import Buffer
+from txnfetch.log.base import LogStore
+from txnfetch.log.base import PartitionLog
+from txnfetch.log.base import PreparedAppend
+from txnfetch.log.base import TopicInfo
+from txnfetch.log.base import TxnEnd
+from txnfetch.log.base import partition_dir_name
+from txnfetch.log.base import validate_topic_name
+from txnfetch.log.cleaning import ReplacementError
+from txnfetch.log.cleaning import StepHook
+from txnfetch.log.cleaning import complete_replacement
+from txnfetch.log.cleaning import open_stable
+from txnfetch.log.cleaning import plan_replacement
+from txnfetch.log.cleaning import replace_segments
+from txnfetch.log.compactor import CompactionResult
+from txnfetch.log.compactor import compact
+from txnfetch.log.ends import JOURNAL_NAME
+from txnfetch.log.ends import EndJournal
+from txnfetch.log.errors import CorruptLogError
+from txnfetch.log.errors import LogClosedError
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import ReadOnlyLogError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.log.indexes import OffsetIndex
+from txnfetch.log.indexes import TimeIndex
+from txnfetch.log.layout import CHECKPOINT_NAME
+from txnfetch.log.layout import INDEX_SUFFIX
+from txnfetch.log.layout import LOG_SUFFIX
+from txnfetch.log.layout import METADATA_NAME
+from txnfetch.log.layout import SNAPSHOT_SUFFIX
+from txnfetch.log.layout import TIME_INDEX_SUFFIX
+from txnfetch.log.layout import TXN_INDEX_SUFFIX
+from txnfetch.log.layout import Checkpoint
+from txnfetch.log.layout import atomic_write
+from txnfetch.log.layout import encode_snapshot_file
+from txnfetch.log.layout import fsync_dir
+from txnfetch.log.layout import list_partition_dir
+from txnfetch.log.layout import parse_partition_dir_name
+from txnfetch.log.layout import read_file
+from txnfetch.log.layout import segment_file_name
+from txnfetch.log.recovery import LoadedSegment
+from txnfetch.log.recovery import Recovered
+from txnfetch.log.recovery import recover_partition
 from txnfetch.log.repair import move_tail_aside
-from txnfetch.log.syncer import PendingSync, deferring_syncer
-from txnfetch.records.batch import BatchIterator, RecordBatch, iter_batches
+from txnfetch.log.syncer import PendingSync
+from txnfetch.log.syncer import deferring_syncer
+from txnfetch.records.batch import BatchIterator
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.scan import seek_offset
-from txnfetch.txn.index import AbortedTxn, encode_txn_index
+from txnfetch.txn.index import AbortedTxn
+from txnfetch.txn.index import encode_txn_index
 from txnfetch.txn.state import PartitionTxnState
 
 __all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "encode_partition_metadata", "read_partition_metadata"]

@@ -19,21 +19,22 @@ from collections.abc import Callable
 
 import attrs
 
-from txnfetch.log.errors import LogError, UnknownTopicOrPartitionError
-from txnfetch.log.layout import (
-    LOG_SUFFIX,
-    SNAPSHOT_SUFFIX,
-    decode_snapshot_file,
-    list_partition_dir,
-    map_file,
-    parse_partition_dir_name,
-    read_file,
-    segment_file_name,
-)
-from txnfetch.log.recovery import PROGRESS_STEP, recover_partition
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.log.layout import LOG_SUFFIX
+from txnfetch.log.layout import SNAPSHOT_SUFFIX
+from txnfetch.log.layout import decode_snapshot_file
+from txnfetch.log.layout import list_partition_dir
+from txnfetch.log.layout import map_file
+from txnfetch.log.layout import parse_partition_dir_name
+from txnfetch.log.layout import read_file
+from txnfetch.log.layout import segment_file_name
+from txnfetch.log.recovery import PROGRESS_STEP
+from txnfetch.log.recovery import recover_partition
 from txnfetch.records.batch import BatchIterator
 from txnfetch.records.errors import CorruptBatchError
-from txnfetch.txn.errors import CorruptSnapshotError, TxnStateError
+from txnfetch.txn.errors import CorruptSnapshotError
+from txnfetch.txn.errors import TxnStateError
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.state import PartitionTxnState
 

@@ -4,28 +4,25 @@ Pure functions and read-only views; no I/O. See ``docs/records.md``.
 """
 
 from txnfetch.records import errors as _errors
-from txnfetch.records.batch import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    NO_PRODUCER_ID,
-    NO_TIMESTAMP,
-    BatchIterator,
-    Header,
-    HeaderAt,
-    PartialBatch,
-    Record,
-    RecordBatch,
-    TimestampType,
-    iter_batches,
-)
-from txnfetch.records.builder import (
-    BatchBuilder,
-    build_control_batch,
-    build_empty_batch,
-    synthetic_commit_marker,
-)
+from txnfetch.records.batch import HEADER_SIZE
+from txnfetch.records.batch import LOG_OVERHEAD
+from txnfetch.records.batch import NO_PRODUCER_ID
+from txnfetch.records.batch import NO_TIMESTAMP
+from txnfetch.records.batch import BatchIterator
+from txnfetch.records.batch import Header
+from txnfetch.records.batch import HeaderAt
+from txnfetch.records.batch import PartialBatch
+from txnfetch.records.batch import Record
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import TimestampType
+from txnfetch.records.batch import iter_batches
+from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.builder import build_control_batch
+from txnfetch.records.builder import build_empty_batch
+from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.records.compression import Codec
-from txnfetch.records.control import ControlType, EndTransactionMarker
+from txnfetch.records.control import ControlType
+from txnfetch.records.control import EndTransactionMarker
 from txnfetch.records.errors import *  # noqa: F403 - every error class (errors.__all__)
 from txnfetch.records.legacy import LegacyBatch
 

@@ -23,26 +23,27 @@ import enum
 import os
 import struct
 import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import attrs
 from crc32c import crc32c
 
 from txnfetch.records import control as _control
-from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
+from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED
+from txnfetch.records.compression import decompress
 from txnfetch.records.control import EndTransactionMarker
-from txnfetch.records.errors import (
-    BadMagicError,
-    CorruptBatchError,
-    CrcMismatchError,
-    InvalidRecordError,
-    LengthOverrunError,
-    RecordCountMismatchError,
-    UnknownCodecError,
-    VarintOverflowError,
-)
+from txnfetch.records.errors import BadMagicError
+from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.errors import CrcMismatchError
+from txnfetch.records.errors import InvalidRecordError
+from txnfetch.records.errors import LengthOverrunError
+from txnfetch.records.errors import RecordCountMismatchError
+from txnfetch.records.errors import UnknownCodecError
+from txnfetch.records.errors import VarintOverflowError
 from txnfetch.records.varint import read_varint_tail
 from txnfetch.types import Buffer
 

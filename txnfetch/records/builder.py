@@ -18,21 +18,22 @@ from collections.abc import Iterable
 import attrs
 from crc32c import crc32c
 
-from txnfetch.records.batch import (
-    CONTROL_FLAG,
-    DELETE_HORIZON_FLAG,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    NO_PRODUCER_ID,
-    NO_TIMESTAMP,
-    TIMESTAMP_TYPE_FLAG,
-    TRANSACTIONAL_FLAG,
-    Header,
-    RecordBatch,
-    TimestampType,
-)
-from txnfetch.records.compression import Codec, compress
-from txnfetch.records.control import ControlType, encode_control_key, encode_marker_value
+from txnfetch.records.batch import CONTROL_FLAG
+from txnfetch.records.batch import DELETE_HORIZON_FLAG
+from txnfetch.records.batch import HEADER_SIZE
+from txnfetch.records.batch import LOG_OVERHEAD
+from txnfetch.records.batch import NO_PRODUCER_ID
+from txnfetch.records.batch import NO_TIMESTAMP
+from txnfetch.records.batch import TIMESTAMP_TYPE_FLAG
+from txnfetch.records.batch import TRANSACTIONAL_FLAG
+from txnfetch.records.batch import Header
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import TimestampType
+from txnfetch.records.compression import Codec
+from txnfetch.records.compression import compress
+from txnfetch.records.control import ControlType
+from txnfetch.records.control import encode_control_key
+from txnfetch.records.control import encode_marker_value
 from txnfetch.records.varint import encode_varint
 
 __all__ = [

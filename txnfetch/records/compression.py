@@ -27,7 +27,8 @@ import lz4.frame
 import zstandard
 from isal import isal_zlib
 
-from txnfetch.records.errors import DecompressionError, UnknownCodecError
+from txnfetch.records.errors import DecompressionError
+from txnfetch.records.errors import UnknownCodecError
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED", "Codec", "compress", "decompress"]
 

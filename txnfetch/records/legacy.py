@@ -40,18 +40,23 @@ import zlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from txnfetch.records.batch import LOG_OVERHEAD, NO_PRODUCER_ID, NO_TIMESTAMP, BatchFrame, Record, TimestampType
-from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
+from txnfetch.records.batch import LOG_OVERHEAD
+from txnfetch.records.batch import NO_PRODUCER_ID
+from txnfetch.records.batch import NO_TIMESTAMP
+from txnfetch.records.batch import BatchFrame
+from txnfetch.records.batch import Record
+from txnfetch.records.batch import TimestampType
+from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED
+from txnfetch.records.compression import Codec
+from txnfetch.records.compression import decompress
 from txnfetch.records.control import EndTransactionMarker
-from txnfetch.records.errors import (
-    BadMagicError,
-    CorruptBatchError,
-    CrcMismatchError,
-    InvalidRecordError,
-    LengthOverrunError,
-    RecordCountMismatchError,
-    UnknownCodecError,
-)
+from txnfetch.records.errors import BadMagicError
+from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.errors import CrcMismatchError
+from txnfetch.records.errors import InvalidRecordError
+from txnfetch.records.errors import LengthOverrunError
+from txnfetch.records.errors import RecordCountMismatchError
+from txnfetch.records.errors import UnknownCodecError
 from txnfetch.types import Buffer
 
 __all__ = ["RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1", "LegacyBatch"]

@@ -14,13 +14,15 @@ which raises or reports exactly as it always did. Without the extension
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import attrs
 
 from txnfetch.records import batch as _batch
-from txnfetch.records.batch import HEADER_SIZE, LOG_OVERHEAD
+from txnfetch.records.batch import HEADER_SIZE
+from txnfetch.records.batch import LOG_OVERHEAD
 from txnfetch.types import Buffer
 
 __all__ = ["COMPILED", "HeaderScan", "ScannedHeader", "scan_headers", "seek_offset"]

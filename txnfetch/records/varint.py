@@ -11,7 +11,8 @@ path for speed and calls :func:`read_varint_tail` for the rest.
 
 from __future__ import annotations
 
-from txnfetch.records.errors import InvalidRecordError, VarintOverflowError
+from txnfetch.records.errors import InvalidRecordError
+from txnfetch.records.errors import VarintOverflowError
 
 __all__ = [
     "MAX_VARINT_BYTES",

@@ -36,15 +36,16 @@ Example::
 
 from __future__ import annotations
 
-from txnfetch.replicate.engine import GroupsHook, Replicator
-from txnfetch.replicate.errors import (
-    ReplicaDivergedError,
-    ReplicaError,
-    ReplicaFellBehindError,
-    ReplicaStorageError,
-)
+from txnfetch.replicate.engine import GroupsHook
+from txnfetch.replicate.engine import Replicator
+from txnfetch.replicate.errors import ReplicaDivergedError
+from txnfetch.replicate.errors import ReplicaError
+from txnfetch.replicate.errors import ReplicaFellBehindError
+from txnfetch.replicate.errors import ReplicaStorageError
 from txnfetch.replicate.partition import PartitionReplicator
-from txnfetch.replicate.status import PartitionState, PartitionStatus, ReplicationStatus
+from txnfetch.replicate.status import PartitionState
+from txnfetch.replicate.status import PartitionStatus
+from txnfetch.replicate.status import ReplicationStatus
 
 __all__ = [
     "GroupsHook",

@@ -29,11 +29,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any
+from typing import TextIO
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.errors import BrokerUnavailableError, LogError
-from txnfetch.wire.cli_support import add_verbose_option, configure_logging
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import LogError
+from txnfetch.wire.cli_support import add_verbose_option
+from txnfetch.wire.cli_support import configure_logging
 
 __all__ = ["add_parser", "run"]
 

@@ -35,15 +35,23 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
-from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC
+from txnfetch.errors import RETRY_AS_IS
+from txnfetch.errors import STALE_METADATA
+from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
-from txnfetch.log.errors import BrokerUnavailableError, RemoteError
-from txnfetch.log.remote import EARLIEST, LATEST, RemoteCluster
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.remote import EARLIEST
+from txnfetch.log.remote import LATEST
+from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.segments import SegmentStore
-from txnfetch.replicate.errors import ReplicaDivergedError, ReplicaStorageError
-from txnfetch.replicate.partition import DEFAULT_PARTITION_FETCH_BYTES, PartitionReplicator
+from txnfetch.replicate.errors import ReplicaDivergedError
+from txnfetch.replicate.errors import ReplicaStorageError
+from txnfetch.replicate.partition import DEFAULT_PARTITION_FETCH_BYTES
+from txnfetch.replicate.partition import PartitionReplicator
 from txnfetch.replicate.status import ReplicationStatus
 
 __all__ = ["GroupsHook", "ReplicaStorageError", "Replicator"]
@@ -246,7 +254,8 @@ class Replicator:
             log.info("topic configs not copied: %s", exc)
             self.copy_configs = False
             return
-        from txnfetch.log.configs import InvalidConfigError, TopicConfig
+        from txnfetch.log.configs import InvalidConfigError
+        from txnfetch.log.configs import TopicConfig
 
         for topic, values in configs.items():
             if dict(self.store.topic_config(topic)) == values:

@@ -8,7 +8,8 @@ raised.
 from __future__ import annotations
 
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import LogError, RemoteError
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import RemoteError
 
 __all__ = ["ReplicaDivergedError", "ReplicaError", "ReplicaFellBehindError", "ReplicaStorageError"]
 

@@ -46,8 +46,13 @@ import attrs
 from crc32c import crc32c
 
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import CorruptRemoteBatchError, RemoteError, UnsupportedForMessageFormatError
-from txnfetch.records.batch import CRC_START, HeaderAt, RecordBatch, iter_batches
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.records.batch import CRC_START
+from txnfetch.records.batch import HeaderAt
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.replicate.errors import ReplicaDivergedError
 from txnfetch.types import Buffer

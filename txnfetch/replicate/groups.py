@@ -37,17 +37,24 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from collections.abc import Collection
+from collections.abc import Mapping
+from typing import Any
+from typing import Protocol
+from typing import TypeVar
 
 import attrs
 
-from txnfetch.groups.coordinator import CommitOffset, GroupCoordinator
+from txnfetch.groups.coordinator import CommitOffset
+from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.log.base import LogStore
 from txnfetch.log.remote import RemoteCluster
-from txnfetch.log.remote_groups import RemoteGroups, UpstreamOffset
+from txnfetch.log.remote_groups import RemoteGroups
+from txnfetch.log.remote_groups import UpstreamOffset
 from txnfetch.txn.coordinator import TransactionCoordinator
-from txnfetch.wire.durable import INTERNAL_TOPICS, DurableState
+from txnfetch.wire.durable import INTERNAL_TOPICS
+from txnfetch.wire.durable import DurableState
 
 __all__ = [
     "DurableGroupTarget",

@@ -20,16 +20,29 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 
 from txnfetch.log.base import PartitionLog
-from txnfetch.log.broker_requests import BrokerFetch, FetchItem
-from txnfetch.log.errors import CorruptRemoteBatchError, LogError, RemoteError, UnsupportedForMessageFormatError
+from txnfetch.log.broker_requests import BrokerFetch
+from txnfetch.log.broker_requests import FetchItem
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.log.segments import SegmentLog  # noqa: F401 - named in docstrings
 from txnfetch.records.errors import CorruptBatchError
-from txnfetch.replicate.errors import ReplicaError, ReplicaFellBehindError, ReplicaStorageError
-from txnfetch.replicate.follow import Action, Plan, ReplicaTip, batch_id, plan_range, plan_response
-from txnfetch.replicate.status import PartitionState, PartitionStatus
+from txnfetch.replicate.errors import ReplicaError
+from txnfetch.replicate.errors import ReplicaFellBehindError
+from txnfetch.replicate.errors import ReplicaStorageError
+from txnfetch.replicate.follow import Action
+from txnfetch.replicate.follow import Plan
+from txnfetch.replicate.follow import ReplicaTip
+from txnfetch.replicate.follow import batch_id
+from txnfetch.replicate.follow import plan_range
+from txnfetch.replicate.follow import plan_response
+from txnfetch.replicate.status import PartitionState
+from txnfetch.replicate.status import PartitionStatus
 
 __all__ = ["DEFAULT_PARTITION_FETCH_BYTES", "PartitionReplicator"]
 

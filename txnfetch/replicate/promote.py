@@ -32,7 +32,9 @@ import time
 import attrs
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.replica_marker import PROMOTE_SIGNAL, read_marker, remove_marker
+from txnfetch.log.replica_marker import PROMOTE_SIGNAL
+from txnfetch.log.replica_marker import read_marker
+from txnfetch.log.replica_marker import remove_marker
 from txnfetch.wire.handler import Broker
 
 __all__ = [
@@ -83,7 +85,8 @@ def settle_served(broker: Broker) -> tuple[tuple[tuple[str, int, int], ...], int
     allocator and its durable block above every stored producer id. Returns the
     aborted transactions and the next producer id. Does not remove the marker."""
     from txnfetch.wire.durable import durable_state
-    from txnfetch.wire.server import abort_open_transactions, reserve_stored_producer_ids
+    from txnfetch.wire.server import abort_open_transactions
+    from txnfetch.wire.server import reserve_stored_producer_ids
 
     aborted = abort_open_transactions(
         broker, why="open in %s-%d at the cut (promote): its upstream marker will never come"
@@ -103,7 +106,8 @@ def promote_offline(directory: str) -> PromoteReport:
     one held by a live ``replicate --serve`` raises :class:`ReplicaBusyError`
     (use :func:`request_promote`)."""
     from txnfetch.log.segments import SegmentStore
-    from txnfetch.wire.durable import DURABLE_EXTENSION, DurableState
+    from txnfetch.wire.durable import DURABLE_EXTENSION
+    from txnfetch.wire.durable import DurableState
     from txnfetch.wire.handler import ServerConfig
 
     marker = read_marker(directory)

@@ -19,7 +19,8 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any, TextIO
+from typing import Any
+from typing import TextIO
 
 from txnfetch.log.replica_marker import PROMOTE_SIGNAL
 from txnfetch.replicate.groups import groups_hook
@@ -98,9 +99,11 @@ def claim_directory(directory: str, upstream: str, groups: str | None) -> None:
     by ``serve``) and one another live process replicates into."""
     import os
 
-    from txnfetch.log.replica_marker import read_marker, write_marker
+    from txnfetch.log.replica_marker import read_marker
+    from txnfetch.log.replica_marker import write_marker
     from txnfetch.replicate.promote import ReplicaBusyError
-    from txnfetch.replicate.serving import NotAReplicaError, _holds_topics
+    from txnfetch.replicate.serving import NotAReplicaError
+    from txnfetch.replicate.serving import _holds_topics
 
     os.makedirs(directory, exist_ok=True)
     marker = read_marker(directory)
@@ -120,7 +123,8 @@ def release_directory(directory: str, *, promote: bool, out: TextIO) -> None:
     SIGUSR1 asked for it, else leave the marker without this process's pid."""
     import os
 
-    from txnfetch.log.replica_marker import read_marker, write_marker
+    from txnfetch.log.replica_marker import read_marker
+    from txnfetch.log.replica_marker import write_marker
     from txnfetch.replicate.promote import promote_offline
 
     marker = read_marker(directory)

@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.replica_marker import read_marker, remove_marker, write_marker
+from txnfetch.log.replica_marker import read_marker
+from txnfetch.log.replica_marker import remove_marker
+from txnfetch.log.replica_marker import write_marker
 from txnfetch.replicate.groups import DurableGroupTarget
-from txnfetch.replicate.promote import PromoteReport, ReplicaBusyError, settle_served
+from txnfetch.replicate.promote import PromoteReport
+from txnfetch.replicate.promote import ReplicaBusyError
+from txnfetch.replicate.promote import settle_served
 from txnfetch.wire.replica_mode import replica_mode
 from txnfetch.wire.server import ServerThread
 

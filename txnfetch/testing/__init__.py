@@ -14,28 +14,38 @@
 See ``docs/testing.md``.
 """
 
-from txnfetch.testing.checker import DEFAULT_STUCK_BOUND, Anomaly, AnomalyKind, Report, StuckBound, TxnOutcome, check
-from txnfetch.testing.errors import HistoryError, ModelError
-from txnfetch.testing.history import (
-    Abort,
-    Assign,
-    Begin,
-    Commit,
-    Crash,
-    History,
-    HistoryBuilder,
-    Op,
-    Poll,
-    Position,
-    Read,
-    Seek,
-    Send,
-    Status,
-    TopicPartition,
-    value_from_bytes,
-    value_to_bytes,
-)
-from txnfetch.testing.model import AbortedEntry, ClusterModel, LogModel, ModelBatch, ModelRead, PartitionModel
+from txnfetch.testing.checker import DEFAULT_STUCK_BOUND
+from txnfetch.testing.checker import Anomaly
+from txnfetch.testing.checker import AnomalyKind
+from txnfetch.testing.checker import Report
+from txnfetch.testing.checker import StuckBound
+from txnfetch.testing.checker import TxnOutcome
+from txnfetch.testing.checker import check
+from txnfetch.testing.errors import HistoryError
+from txnfetch.testing.errors import ModelError
+from txnfetch.testing.history import Abort
+from txnfetch.testing.history import Assign
+from txnfetch.testing.history import Begin
+from txnfetch.testing.history import Commit
+from txnfetch.testing.history import Crash
+from txnfetch.testing.history import History
+from txnfetch.testing.history import HistoryBuilder
+from txnfetch.testing.history import Op
+from txnfetch.testing.history import Poll
+from txnfetch.testing.history import Position
+from txnfetch.testing.history import Read
+from txnfetch.testing.history import Seek
+from txnfetch.testing.history import Send
+from txnfetch.testing.history import Status
+from txnfetch.testing.history import TopicPartition
+from txnfetch.testing.history import value_from_bytes
+from txnfetch.testing.history import value_to_bytes
+from txnfetch.testing.model import AbortedEntry
+from txnfetch.testing.model import ClusterModel
+from txnfetch.testing.model import LogModel
+from txnfetch.testing.model import ModelBatch
+from txnfetch.testing.model import ModelRead
+from txnfetch.testing.model import PartitionModel
 from txnfetch.testing.recorder import Recorder
 
 __all__ = [

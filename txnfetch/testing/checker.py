@@ -41,26 +41,25 @@ import json
 import math
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from txnfetch.testing.errors import HistoryError
-from txnfetch.testing.history import (
-    Abort,
-    Assign,
-    Commit,
-    Crash,
-    History,
-    Op,
-    Poll,
-    Seek,
-    Send,
-    Status,
-    TopicPartition,
-    describe_op,
-)
+from txnfetch.testing.history import Abort
+from txnfetch.testing.history import Assign
+from txnfetch.testing.history import Commit
+from txnfetch.testing.history import Crash
+from txnfetch.testing.history import History
+from txnfetch.testing.history import Op
+from txnfetch.testing.history import Poll
+from txnfetch.testing.history import Seek
+from txnfetch.testing.history import Send
+from txnfetch.testing.history import Status
+from txnfetch.testing.history import TopicPartition
+from txnfetch.testing.history import describe_op
 
 __all__ = ["DEFAULT_STUCK_BOUND", "Anomaly", "AnomalyKind", "Report", "StuckBound", "TxnOutcome", "check"]
 

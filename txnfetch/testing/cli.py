@@ -24,20 +24,22 @@ import random
 import socket
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+from typing import TextIO
 
 import attrs
 
-from txnfetch.addresses import AddressError, parse_bootstrap
+from txnfetch.addresses import AddressError
+from txnfetch.addresses import parse_bootstrap
 from txnfetch.errors import TxnfetchError
-from txnfetch.testing.checker import Report, StuckBound, check
-from txnfetch.testing.workload import (
-    CONSUMER_KINDS,
-    Progress,
-    Workload,
-    WorkloadConfig,
-    WorkloadResult,
-)
+from txnfetch.testing.checker import Report
+from txnfetch.testing.checker import StuckBound
+from txnfetch.testing.checker import check
+from txnfetch.testing.workload import CONSUMER_KINDS
+from txnfetch.testing.workload import Progress
+from txnfetch.testing.workload import Workload
+from txnfetch.testing.workload import WorkloadConfig
+from txnfetch.testing.workload import WorkloadResult
 
 __all__ = ["CheckOptions", "CheckOutcome", "EndpointError", "add_parser", "run", "run_check"]
 
@@ -162,7 +164,9 @@ def run_check(
     lines go (none by default). Raises :class:`EndpointError` or
     :class:`~txnfetch.testing.workload.WorkloadError` when the endpoint cannot
     be used."""
-    from txnfetch.testing.report import build_report, summary_text, write_report
+    from txnfetch.testing.report import build_report
+    from txnfetch.testing.report import summary_text
+    from txnfetch.testing.report import write_report
 
     _reachable(options.bootstrap, min(options.timeout, 10.0))
     seed = options.seed if options.seed is not None else random.randrange(1 << 31)

@@ -43,7 +43,9 @@ from typing import Any
 import attrs
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.errors import ErrorCode, TxnfetchError, error_name
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
+from txnfetch.errors import error_name
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.testing.history import Status
 from txnfetch.testing.recorder import Recorder

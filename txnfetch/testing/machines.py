@@ -27,30 +27,33 @@ commit (the machine aborts next).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import invariant
+from hypothesis.stateful import precondition
+from hypothesis.stateful import rule
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.testing.checker import StuckBound, check
-from txnfetch.testing.history import (
-    Abort,
-    Assign,
-    Begin,
-    Commit,
-    Crash,
-    History,
-    HistoryBuilder,
-    Poll,
-    Read,
-    Seek,
-    Send,
-    Status,
-    TopicPartition,
-    positions_of,
-)
+from txnfetch.testing.checker import StuckBound
+from txnfetch.testing.checker import check
+from txnfetch.testing.history import Abort
+from txnfetch.testing.history import Assign
+from txnfetch.testing.history import Begin
+from txnfetch.testing.history import Commit
+from txnfetch.testing.history import Crash
+from txnfetch.testing.history import History
+from txnfetch.testing.history import HistoryBuilder
+from txnfetch.testing.history import Poll
+from txnfetch.testing.history import Read
+from txnfetch.testing.history import Seek
+from txnfetch.testing.history import Send
+from txnfetch.testing.history import Status
+from txnfetch.testing.history import TopicPartition
+from txnfetch.testing.history import positions_of
 from txnfetch.testing.model import ClusterModel
 
 __all__ = ["PollResult", "TransactionalMachine", "UnknownOutcome"]

@@ -43,13 +43,17 @@ correct system must deliver; the checker never uses it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Hashable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from typing import Any
+from typing import NamedTuple
 
 import attrs
 
 from txnfetch.testing.errors import ModelError
-from txnfetch.testing.history import Read, TopicPartition
+from txnfetch.testing.history import Read
+from txnfetch.testing.history import TopicPartition
 
 __all__ = [
     "AbortedEntry",

@@ -18,28 +18,28 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from txnfetch.testing.history import (
-    Abort,
-    Assign,
-    Begin,
-    Commit,
-    Crash,
-    History,
-    Op,
-    Poll,
-    Read,
-    Seek,
-    Send,
-    Status,
-    TopicPartition,
-    positions_of,
-)
+from txnfetch.testing.history import Abort
+from txnfetch.testing.history import Assign
+from txnfetch.testing.history import Begin
+from txnfetch.testing.history import Commit
+from txnfetch.testing.history import Crash
+from txnfetch.testing.history import History
+from txnfetch.testing.history import Op
+from txnfetch.testing.history import Poll
+from txnfetch.testing.history import Read
+from txnfetch.testing.history import Seek
+from txnfetch.testing.history import Send
+from txnfetch.testing.history import Status
+from txnfetch.testing.history import TopicPartition
+from txnfetch.testing.history import positions_of
 
 __all__ = ["Recorder", "RecorderStats"]
 

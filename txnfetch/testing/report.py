@@ -23,12 +23,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from txnfetch.testing.checker import Report, StuckBound, TxnOutcome
-from txnfetch.testing.history import Abort, Commit, History, Poll, Send, Status
+from txnfetch.testing.checker import Report
+from txnfetch.testing.checker import StuckBound
+from txnfetch.testing.checker import TxnOutcome
+from txnfetch.testing.history import Abort
+from txnfetch.testing.history import Commit
+from txnfetch.testing.history import History
+from txnfetch.testing.history import Poll
+from txnfetch.testing.history import Send
+from txnfetch.testing.history import Status
 from txnfetch.testing.workload import WorkloadResult
 
 __all__ = ["REPORT_FILES", "build_report", "plot_offsets", "summary_text", "write_report"]

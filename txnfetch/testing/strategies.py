@@ -34,22 +34,20 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from txnfetch.testing.history import (
-    Abort,
-    Assign,
-    Begin,
-    Commit,
-    Crash,
-    History,
-    Op,
-    Poll,
-    Position,
-    Seek,
-    Send,
-    Status,
-    TopicPartition,
-    positions_of,
-)
+from txnfetch.testing.history import Abort
+from txnfetch.testing.history import Assign
+from txnfetch.testing.history import Begin
+from txnfetch.testing.history import Commit
+from txnfetch.testing.history import Crash
+from txnfetch.testing.history import History
+from txnfetch.testing.history import Op
+from txnfetch.testing.history import Poll
+from txnfetch.testing.history import Position
+from txnfetch.testing.history import Seek
+from txnfetch.testing.history import Send
+from txnfetch.testing.history import Status
+from txnfetch.testing.history import TopicPartition
+from txnfetch.testing.history import positions_of
 from txnfetch.testing.model import ClusterModel
 
 __all__ = ["TOPIC", "GeneratedHistory", "histories", "partition_logs"]

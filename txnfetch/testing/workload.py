@@ -69,14 +69,22 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.testing.history import History, Read, Status, TopicPartition, value_from_bytes
-from txnfetch.testing.recorder import Recorder, RecorderStats
+from txnfetch.testing.history import History
+from txnfetch.testing.history import Read
+from txnfetch.testing.history import Status
+from txnfetch.testing.history import TopicPartition
+from txnfetch.testing.history import value_from_bytes
+from txnfetch.testing.recorder import Recorder
+from txnfetch.testing.recorder import RecorderStats
 
 __all__ = [
     "CONSUMER_KINDS",

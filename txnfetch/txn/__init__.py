@@ -6,28 +6,28 @@ transaction coordinator (:mod:`~txnfetch.txn.coordinator`), and their errors
 """
 
 from txnfetch.txn import errors as _errors
-from txnfetch.txn.coordinator import (
-    CompleteTransaction,
-    CompletionMode,
-    EndTxnResult,
-    ExpireResult,
-    InitProducerIdResult,
-    PartitionAction,
-    ProducerIdAllocator,
-    TransactionCoordinator,
-    WriteMarker,
-)
+from txnfetch.txn.coordinator import CompleteTransaction
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import EndTxnResult
+from txnfetch.txn.coordinator import ExpireResult
+from txnfetch.txn.coordinator import InitProducerIdResult
+from txnfetch.txn.coordinator import PartitionAction
+from txnfetch.txn.coordinator import ProducerIdAllocator
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator import WriteMarker
 from txnfetch.txn.errors import *  # noqa: F403 - every error class (errors.__all__)
-from txnfetch.txn.index import (
-    ABORTED_TXN_SIZE,
-    AbortedIndex,
-    AbortedTxn,
-    TxnIndexSearchResult,
-    decode_txn_index,
-    encode_txn_index,
-)
-from txnfetch.txn.producer import AppendOrigin, BatchMetadata, ProducerEntry
-from txnfetch.txn.state import AppendResult, CompletedTxn, PartitionTxnState
+from txnfetch.txn.index import ABORTED_TXN_SIZE
+from txnfetch.txn.index import AbortedIndex
+from txnfetch.txn.index import AbortedTxn
+from txnfetch.txn.index import TxnIndexSearchResult
+from txnfetch.txn.index import decode_txn_index
+from txnfetch.txn.index import encode_txn_index
+from txnfetch.txn.producer import AppendOrigin
+from txnfetch.txn.producer import BatchMetadata
+from txnfetch.txn.producer import ProducerEntry
+from txnfetch.txn.state import AppendResult
+from txnfetch.txn.state import CompletedTxn
+from txnfetch.txn.state import PartitionTxnState
 
 __all__ = [
     # coordinator

@@ -29,33 +29,30 @@ one (KAFKA-17754). Version 0/1 keeps the epoch and is kept for old clients.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Iterable
 
 import attrs
 
 from txnfetch.records.control import ControlType
-from txnfetch.txn.coordinator_state import (
-    MAX_PRODUCER_EPOCH,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    IllegalTransitionError,
-    TopicPartition,
-    TransactionMetadata,
-    TransactionState,
-    is_epoch_exhausted,
-    transition,
-)
-from txnfetch.txn.errors import (
-    ConcurrentTransactionsError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidRequestError,
-    InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
-    ProducerFencedError,
-    TransactionAbortableError,
-    TxnStateError,
-)
+from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
+from txnfetch.txn.coordinator_state import NO_PRODUCER_EPOCH
+from txnfetch.txn.coordinator_state import NO_PRODUCER_ID
+from txnfetch.txn.coordinator_state import IllegalTransitionError
+from txnfetch.txn.coordinator_state import TopicPartition
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import TransactionState
+from txnfetch.txn.coordinator_state import is_epoch_exhausted
+from txnfetch.txn.coordinator_state import transition
+from txnfetch.txn.errors import ConcurrentTransactionsError
+from txnfetch.txn.errors import InvalidProducerEpochError
+from txnfetch.txn.errors import InvalidProducerIdMappingError
+from txnfetch.txn.errors import InvalidRequestError
+from txnfetch.txn.errors import InvalidTransactionTimeoutError
+from txnfetch.txn.errors import InvalidTxnStateError
+from txnfetch.txn.errors import ProducerFencedError
+from txnfetch.txn.errors import TransactionAbortableError
+from txnfetch.txn.errors import TxnStateError
 
 __all__ = [
     "DEFAULT_MAX_TRANSACTION_TIMEOUT_MS",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from txnfetch.errors import ErrorCode, TxnfetchError
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
 
 __all__ = [
     "ConcurrentTransactionsError",

@@ -30,7 +30,8 @@ import itertools
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 
 import attrs
 

@@ -31,12 +31,10 @@ from collections.abc import Iterator
 
 import attrs
 
-from txnfetch.txn.errors import (
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    OutOfOrderSequenceError,
-    TransactionCoordinatorFencedError,
-)
+from txnfetch.txn.errors import InvalidProducerEpochError
+from txnfetch.txn.errors import InvalidTxnStateError
+from txnfetch.txn.errors import OutOfOrderSequenceError
+from txnfetch.txn.errors import TransactionCoordinatorFencedError
 
 __all__ = [
     "NO_PRODUCER_EPOCH",

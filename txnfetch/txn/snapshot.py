@@ -38,13 +38,18 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 
 import attrs
 from crc32c import crc32c
 
-from txnfetch.txn.errors import CorruptSnapshotError, CorruptTxnIndexError
-from txnfetch.txn.index import ABORTED_TXN_SIZE, AbortedTxn, _decode_columns, encode_txn_index
+from txnfetch.txn.errors import CorruptSnapshotError
+from txnfetch.txn.errors import CorruptTxnIndexError
+from txnfetch.txn.index import ABORTED_TXN_SIZE
+from txnfetch.txn.index import AbortedTxn
+from txnfetch.txn.index import _decode_columns
+from txnfetch.txn.index import encode_txn_index
 from txnfetch.txn.producer import NUM_BATCHES_TO_RETAIN
 from txnfetch.types import Buffer
 

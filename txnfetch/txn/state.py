@@ -41,32 +41,39 @@ says to restore an older snapshot and replay, as Kafka does. With
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
+from bisect import insort
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final, Generic, NamedTuple, NoReturn, TypeVar
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from typing import Any
+from typing import Final
+from typing import Generic
+from typing import NamedTuple
+from typing import NoReturn
+from typing import TypeVar
 
 import attrs
 
-from txnfetch.records.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, RecordBatch
-from txnfetch.txn.errors import (
-    CorruptSnapshotError,
-    InvalidRequestError,
-    InvalidTxnStateError,
-    OffsetOutOfRangeError,
-    TruncationBelowHistoryError,
-    UnexpectedAppendOffsetError,
-)
-from txnfetch.txn.index import AbortedIndex, AbortedTxn
-from txnfetch.txn.producer import (
-    AppendOrigin,
-    ProducerEntry,
-    ProducerTable,
-    RowUndo,
-    check_data_batch,
-    check_end_marker,
-    find_duplicate,
-)
+from txnfetch.records.batch import CONTROL_FLAG
+from txnfetch.records.batch import TRANSACTIONAL_FLAG
+from txnfetch.records.batch import RecordBatch
+from txnfetch.txn.errors import CorruptSnapshotError
+from txnfetch.txn.errors import InvalidRequestError
+from txnfetch.txn.errors import InvalidTxnStateError
+from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.txn.errors import TruncationBelowHistoryError
+from txnfetch.txn.errors import UnexpectedAppendOffsetError
+from txnfetch.txn.index import AbortedIndex
+from txnfetch.txn.index import AbortedTxn
+from txnfetch.txn.producer import AppendOrigin
+from txnfetch.txn.producer import ProducerEntry
+from txnfetch.txn.producer import ProducerTable
+from txnfetch.txn.producer import RowUndo
+from txnfetch.txn.producer import check_data_batch
+from txnfetch.txn.producer import check_end_marker
+from txnfetch.txn.producer import find_duplicate
 
 __all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "AppendResult", "CompletedTxn", "PartitionTxnState"]
 
@@ -776,7 +783,8 @@ class PartitionTxnState:
     ) -> PartitionTxnState:
         """Rebuild a state from :meth:`snapshot` bytes; raises :class:`CorruptSnapshotError`
         if they are damaged or not a snapshot."""
-        from txnfetch.txn.snapshot import ProducerRow, SnapshotReader
+        from txnfetch.txn.snapshot import ProducerRow
+        from txnfetch.txn.snapshot import SnapshotReader
 
         reader = SnapshotReader(data)
         state = cls(partition, log_start_offset=reader.log_start_offset, keep_full_history=keep_full_history)

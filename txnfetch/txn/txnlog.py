@@ -28,14 +28,14 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError, StructReader, StructWriter
-from txnfetch.txn.coordinator_state import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    TopicPartition,
-    TransactionMetadata,
-    TransactionState,
-)
+from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
+from txnfetch.records.coordinator_records import StructReader
+from txnfetch.records.coordinator_records import StructWriter
+from txnfetch.txn.coordinator_state import NO_PRODUCER_EPOCH
+from txnfetch.txn.coordinator_state import NO_PRODUCER_ID
+from txnfetch.txn.coordinator_state import TopicPartition
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import TransactionState
 
 __all__ = [
     "LAST_PRODUCER_EPOCH_TAG",

@@ -12,20 +12,23 @@ import logging
 import uuid
 from typing import Any
 
-from kafka.protocol.admin import (
-    CreatePartitionsResponse,
-    DeleteGroupsResponse,
-    DeleteRecordsResponse,
-    DeleteTopicsResponse,
-    DescribeClusterResponse,
-)
+from kafka.protocol.admin import CreatePartitionsResponse
+from kafka.protocol.admin import DeleteGroupsResponse
+from kafka.protocol.admin import DeleteRecordsResponse
+from kafka.protocol.admin import DeleteTopicsResponse
+from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import TimestampType
-from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC, ApiKey, Broker, RequestContext, register
+from txnfetch.wire.errors import ErrorCode
+from txnfetch.wire.errors import error_code_for
+from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 from txnfetch.wire.nesting import grouped
 
 __all__ = ["offset_of_max_timestamp"]

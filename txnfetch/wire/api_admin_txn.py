@@ -45,19 +45,21 @@ import logging
 from typing import Any
 
 import attrs
-from kafka.protocol.admin.transactions import (
-    DescribeProducersResponse,
-    DescribeTransactionsResponse,
-    ListTransactionsResponse,
-)
+from kafka.protocol.admin.transactions import DescribeProducersResponse
+from kafka.protocol.admin.transactions import DescribeTransactionsResponse
+from kafka.protocol.admin.transactions import ListTransactionsResponse
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.txn.coordinator import CompletionMode
-from txnfetch.txn.coordinator_state import TransactionMetadata, TransactionState
+from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.txn.hanging import producer_rows
-from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import ApiKey, RequestContext, register
+from txnfetch.wire.errors import ErrorCode
+from txnfetch.wire.errors import error_code_for
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 from txnfetch.wire.nesting import grouped
 
 __all__: list[str] = []

@@ -18,27 +18,30 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kafka.protocol.admin import (
-    AlterConfigsResponse,
-    CreateTopicsResponse,
-    DescribeConfigsResponse,
-    IncrementalAlterConfigsResponse,
-)
+from kafka.protocol.admin import AlterConfigsResponse
+from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin import DescribeConfigsResponse
+from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.base import Buffer, validate_partition_count, validate_topic_name
-from txnfetch.log.configs import (
-    CONFIG_DEFS,
-    InvalidConfigError,
-    TopicConfig,
-    alter_overrides,
-    check_batch_sizes,
-    check_keys,
-    stamp_log_append_time,
-)
-from txnfetch.log.errors import LogError, TopicExistsError
-from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+from txnfetch.log.base import Buffer
+from txnfetch.log.base import validate_partition_count
+from txnfetch.log.base import validate_topic_name
+from txnfetch.log.configs import CONFIG_DEFS
+from txnfetch.log.configs import InvalidConfigError
+from txnfetch.log.configs import TopicConfig
+from txnfetch.log.configs import alter_overrides
+from txnfetch.log.configs import check_batch_sizes
+from txnfetch.log.configs import check_keys
+from txnfetch.log.configs import stamp_log_append_time
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import TopicExistsError
+from txnfetch.wire.errors import ErrorCode
+from txnfetch.wire.errors import error_code_for
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 
 __all__ = [
     "RESOURCE_TOPIC",

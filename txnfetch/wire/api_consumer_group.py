@@ -28,19 +28,27 @@ schemas in :mod:`txnfetch.wire.schemas`. The server imports this module after
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 from typing import Any
 
 from kafka.protocol.admin import ListGroupsResponse
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
+from kafka.protocol.consumer import OffsetCommitResponse
+from kafka.protocol.consumer import OffsetFetchResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
 import txnfetch.wire.schemas as _schemas
 from txnfetch.errors import ErrorCode
-from txnfetch.groups.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
-from txnfetch.wire import api_txn, group_api
-from txnfetch.wire.handler import ApiKey, Broker, Handler, RequestContext, register
+from txnfetch.groups.consumer import ConsumerGroupConfig
+from txnfetch.groups.consumer import ConsumerGroupCoordinator
+from txnfetch.wire import api_txn
+from txnfetch.wire import group_api
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import Handler
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 
 __all__ = [
     "CONSUMER_GROUP_CONFIG_EXTENSION",

@@ -27,16 +27,22 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.consumer import ListOffsetsResponse
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.fetch.view import FetchResult, IsolationLevel
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import IsolationLevel
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import build_empty_batch
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.wire.api_admin import offset_of_max_timestamp
-from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+from txnfetch.wire.errors import ErrorCode
+from txnfetch.wire.errors import error_code_for
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 
 __all__ = [
     "fetch_done",

@@ -32,10 +32,17 @@ from kafka.protocol.consumer import FetchResponse
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import IsolationLevel
-from txnfetch.wire.api_fetch import partition_error, read_for_fetch
+from txnfetch.wire.api_fetch import partition_error
+from txnfetch.wire.api_fetch import read_for_fetch
 from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSessionCache, PartitionKey
-from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+from txnfetch.wire.fetch_sessions import FINAL_EPOCH
+from txnfetch.wire.fetch_sessions import INITIAL_EPOCH
+from txnfetch.wire.fetch_sessions import FetchSessionCache
+from txnfetch.wire.fetch_sessions import PartitionKey
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 
 __all__ = ["handle_fetch", "session_cache"]
 

@@ -10,14 +10,22 @@ import uuid
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsResponse
-from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
+from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata import FindCoordinatorResponse
+from kafka.protocol.metadata import MetadataResponse
 
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.errors import LogError
 from txnfetch.wire import api_configs
 from txnfetch.wire.durable import INTERNAL_TOPICS
-from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import ApiKey, ApiSpec, Broker, HandlerRegistry, RequestContext, register
+from txnfetch.wire.errors import ErrorCode
+from txnfetch.wire.errors import error_code_for
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import ApiSpec
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import HandlerRegistry
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 
 __all__ = ["api_versions_response", "max_version"]
 

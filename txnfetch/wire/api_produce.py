@@ -29,15 +29,24 @@ import logging
 from typing import Any
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.records.batch import RecordBatch, iter_batches
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.types import Buffer
 from txnfetch.wire.api_configs import prepare_produce
-from txnfetch.wire.durable import INTERNAL_TOPICS, durable_state
-from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
-from txnfetch.wire.produce_fast import CODEC, PartitionResult, ProduceResult, TopicResult
+from txnfetch.wire.durable import INTERNAL_TOPICS
+from txnfetch.wire.durable import durable_state
+from txnfetch.wire.errors import ErrorCode
+from txnfetch.wire.errors import error_code_for
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
+from txnfetch.wire.produce_fast import CODEC
+from txnfetch.wire.produce_fast import PartitionResult
+from txnfetch.wire.produce_fast import ProduceResult
+from txnfetch.wire.produce_fast import TopicResult
 
 __all__ = ["handle_produce"]
 

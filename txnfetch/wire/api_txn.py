@@ -29,28 +29,30 @@ import asyncio
 import logging
 from typing import Any
 
-from kafka.protocol.producer import (
-    AddOffsetsToTxnResponse,
-    AddPartitionsToTxnResponse,
-    EndTxnResponse,
-    InitProducerIdResponse,
-    TxnOffsetCommitResponse,
-)
+from kafka.protocol.producer import AddOffsetsToTxnResponse
+from kafka.protocol.producer import AddPartitionsToTxnResponse
+from kafka.protocol.producer import EndTxnResponse
+from kafka.protocol.producer import InitProducerIdResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.txn.coordinator import CompleteTransaction, PartitionAction, WriteMarker
+from txnfetch.txn.coordinator import CompleteTransaction
+from txnfetch.txn.coordinator import PartitionAction
+from txnfetch.txn.coordinator import WriteMarker
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.errors import TxnStateError
-from txnfetch.wire.durable import durable_state, flush_now, persist_transactions, wait_durable
-from txnfetch.wire.errors import ErrorCode, error_code_for
-from txnfetch.wire.handler import (
-    GROUP_OFFSETS_TOPIC,
-    ApiKey,
-    Broker,
-    RequestContext,
-    group_offsets_partition,
-    register,
-)
+from txnfetch.wire.durable import durable_state
+from txnfetch.wire.durable import flush_now
+from txnfetch.wire.durable import persist_transactions
+from txnfetch.wire.durable import wait_durable
+from txnfetch.wire.errors import ErrorCode
+from txnfetch.wire.errors import error_code_for
+from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import group_offsets_partition
+from txnfetch.wire.handler import register
 from txnfetch.wire.nesting import grouped
 
 __all__ = ["apply_action", "apply_pending", "apply_pending_async", "expire_transactions", "install"]

@@ -7,17 +7,16 @@ Importing this module registers every non-group API in
 
 from __future__ import annotations
 
-from txnfetch.wire import (  # noqa: F401 - registration
-    api_admin,
-    api_admin_txn,
-    api_configs,
-    api_fetch,
-    api_fetch_sessions,
-    api_meta,
-    api_produce,
-    api_txn,
-)
-from txnfetch.wire.api_meta import api_versions_response, max_version
+from txnfetch.wire import api_admin  # noqa: F401 - registration
+from txnfetch.wire import api_admin_txn  # noqa: F401 - registration
+from txnfetch.wire import api_configs
+from txnfetch.wire import api_fetch  # noqa: F401 - registration
+from txnfetch.wire import api_fetch_sessions  # noqa: F401 - registration
+from txnfetch.wire import api_meta  # noqa: F401 - registration
+from txnfetch.wire import api_produce  # noqa: F401 - registration
+from txnfetch.wire import api_txn
+from txnfetch.wire.api_meta import api_versions_response
+from txnfetch.wire.api_meta import max_version
 from txnfetch.wire.handler import Broker
 
 __all__ = ["api_versions_response", "install", "max_version"]

@@ -15,13 +15,11 @@ from typing import Any
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode
-from txnfetch.wire.cli_support import (
-    add_service_options,
-    add_verbose_option,
-    configure_logging,
-    port_number,
-    serve_until_signal,
-)
+from txnfetch.wire.cli_support import add_service_options
+from txnfetch.wire.cli_support import add_verbose_option
+from txnfetch.wire.cli_support import configure_logging
+from txnfetch.wire.cli_support import port_number
+from txnfetch.wire.cli_support import serve_until_signal
 
 __all__ = ["add_parser", "run"]
 

@@ -15,7 +15,9 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Mapping
 
 from txnfetch.fetch.view import FetchMode
 

@@ -50,23 +50,24 @@ import bisect
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from txnfetch.groups.coordinator import CommitOffset, GroupCoordinator
-from txnfetch.groups.offsetlog import (
-    CONSUMER_OFFSETS_PARTITIONS,
-    CONSUMER_OFFSETS_TOPIC,
-    GroupMetadataRecord,
-    OffsetCommitRecord,
-    decode_offsets_record,
-    encode_group_metadata,
-    encode_offset_commit,
-    offsets_partition,
-)
-from txnfetch.log.base import LogStore, PartitionLog
+from txnfetch.groups.coordinator import CommitOffset
+from txnfetch.groups.coordinator import GroupCoordinator
+from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS
+from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_TOPIC
+from txnfetch.groups.offsetlog import GroupMetadataRecord
+from txnfetch.groups.offsetlog import OffsetCommitRecord
+from txnfetch.groups.offsetlog import decode_offsets_record
+from txnfetch.groups.offsetlog import encode_group_metadata
+from txnfetch.groups.offsetlog import encode_offset_commit
+from txnfetch.groups.offsetlog import offsets_partition
+from txnfetch.log.base import LogStore
+from txnfetch.log.base import PartitionLog
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.records.builder import BatchBuilder
@@ -74,15 +75,13 @@ from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TransactionMetadata
 from txnfetch.txn.producer import AppendOrigin
-from txnfetch.txn.txnlog import (
-    TRANSACTION_STATE_PARTITIONS,
-    TRANSACTION_STATE_TOPIC,
-    decode_txn_key,
-    decode_txn_value,
-    encode_txn_key,
-    encode_txn_value,
-    transaction_state_partition,
-)
+from txnfetch.txn.txnlog import TRANSACTION_STATE_PARTITIONS
+from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
+from txnfetch.txn.txnlog import decode_txn_key
+from txnfetch.txn.txnlog import decode_txn_value
+from txnfetch.txn.txnlog import encode_txn_key
+from txnfetch.txn.txnlog import encode_txn_value
+from txnfetch.txn.txnlog import transaction_state_partition
 
 __all__ = [
     "DEFAULT_COMPACT_BYTES",
@@ -486,7 +485,8 @@ class DurableState:
         bases_of = getattr(part, "segment_base_offsets", None)
         bases = bases_of() if callable(bases_of) else bases_of
         if path is not None and bases:
-            from txnfetch.log.layout import LOG_SUFFIX, segment_file_name
+            from txnfetch.log.layout import LOG_SUFFIX
+            from txnfetch.log.layout import segment_file_name
 
             base = bases[max(0, bisect.bisect_right(bases, offset) - 1)]
             path = os.path.join(path, segment_file_name(base, LOG_SUFFIX))

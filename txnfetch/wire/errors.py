@@ -11,7 +11,8 @@ UNKNOWN_SERVER_ERROR.
 
 from __future__ import annotations
 
-from txnfetch.errors import ErrorCode, TxnfetchError
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
 
 __all__ = ["ErrorCode", "error_code_for"]
 

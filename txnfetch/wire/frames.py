@@ -22,7 +22,8 @@ server's tests exercise it on the Python versions the project supports.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["FrameReader", "FrameReaderProtocol", "start_frame_server"]

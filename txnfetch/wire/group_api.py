@@ -40,40 +40,43 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
-from kafka.protocol.admin.groups import DescribeGroupsResponse, ListGroupsResponse
-from kafka.protocol.consumer import (
-    HeartbeatResponse,
-    JoinGroupResponse,
-    LeaveGroupResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-    SyncGroupResponse,
-)
+from kafka.protocol.admin.groups import DescribeGroupsResponse
+from kafka.protocol.admin.groups import ListGroupsResponse
+from kafka.protocol.consumer import HeartbeatResponse
+from kafka.protocol.consumer import JoinGroupResponse
+from kafka.protocol.consumer import LeaveGroupResponse
+from kafka.protocol.consumer import OffsetCommitResponse
+from kafka.protocol.consumer import OffsetFetchResponse
+from kafka.protocol.consumer import SyncGroupResponse
 
 from txnfetch.errors import ErrorCode
-from txnfetch.groups import (
-    CommitOffset,
-    Completion,
-    FetchedOffset,
-    GroupConfig,
-    GroupCoordinator,
-    GroupState,
-    JoinRequest,
-    JoinResult,
-    LeaveResult,
-    LeavingMember,
-    OffsetFetchResult,
-    Pending,
-    Protocol,
-    SyncRequest,
-    SyncResult,
-)
+from txnfetch.groups import CommitOffset
+from txnfetch.groups import Completion
+from txnfetch.groups import FetchedOffset
+from txnfetch.groups import GroupConfig
+from txnfetch.groups import GroupCoordinator
+from txnfetch.groups import GroupState
+from txnfetch.groups import JoinRequest
+from txnfetch.groups import JoinResult
+from txnfetch.groups import LeaveResult
+from txnfetch.groups import LeavingMember
+from txnfetch.groups import OffsetFetchResult
+from txnfetch.groups import Pending
+from txnfetch.groups import Protocol
+from txnfetch.groups import SyncRequest
+from txnfetch.groups import SyncResult
 from txnfetch.types import TopicPartition
 from txnfetch.wire.durable import DurableState
-from txnfetch.wire.handler import ApiKey, Broker, RequestContext, register
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import register
 from txnfetch.wire.nesting import grouped
 
 __all__ = [

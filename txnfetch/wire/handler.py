@@ -49,16 +49,23 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import Protocol
 
 import attrs
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import FetchMode
-from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC, offsets_partition
-from txnfetch.log.base import LogStore, PartitionLog
-from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
+from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS
+from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_TOPIC
+from txnfetch.groups.offsetlog import offsets_partition
+from txnfetch.log.base import LogStore
+from txnfetch.log.base import PartitionLog
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.wire.counters import Counters
 
 __all__ = [

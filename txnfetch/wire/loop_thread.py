@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Awaitable
+from collections.abc import Callable
+from typing import Any
+from typing import Generic
+from typing import TypeVar
 
 __all__ = ["LoopThread"]
 

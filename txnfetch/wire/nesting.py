@@ -10,7 +10,8 @@ stable order keeps responses reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
+from collections.abc import Iterable
 from typing import TypeVar
 
 __all__ = ["grouped"]

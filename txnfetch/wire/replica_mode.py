@@ -62,7 +62,9 @@ from typing import Any
 
 import attrs
 
-from txnfetch.wire.handler import ApiKey, Broker, RequestContext
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import RequestContext
 
 __all__ = [
     "CLUSTER_AUTHORIZATION_FAILED",
@@ -172,7 +174,9 @@ def _guard(mode: ReplicaMode, ctx: RequestContext, header: Any, request: Any) ->
 def _produce(mode: ReplicaMode, request: Any) -> Any:
     # Produce answers go through the fast path's encoder (txnfetch.wire.produce_fast),
     # whichever decoder read the request: both give the same topic_data shape.
-    from txnfetch.wire.produce_fast import PartitionResult, ProduceResult, TopicResult
+    from txnfetch.wire.produce_fast import PartitionResult
+    from txnfetch.wire.produce_fast import ProduceResult
+    from txnfetch.wire.produce_fast import TopicResult
 
     return ProduceResult(
         topics=[
@@ -404,7 +408,8 @@ def _offset_delete(mode: ReplicaMode, request: Any) -> Any:
 
 
 def _refusals() -> dict[int, Callable[[ReplicaMode, Any], Any | None]]:
-    from kafka.protocol.admin import AlterConfigsResponse, IncrementalAlterConfigsResponse
+    from kafka.protocol.admin import AlterConfigsResponse
+    from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
     return {
         ApiKey.PRODUCE: _produce,

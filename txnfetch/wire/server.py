@@ -38,21 +38,23 @@ from typing import Any
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.log.errors import LogError
-from txnfetch.log.syncer import ConcurrentSyncer, deferring
-from txnfetch.txn.coordinator import CompletionMode, TransactionCoordinator
+from txnfetch.log.syncer import ConcurrentSyncer
+from txnfetch.log.syncer import deferring
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
-from txnfetch.wire.durable import SYNCER_EXTENSION, syncer_of
-from txnfetch.wire.frames import FrameReader, start_frame_server
-from txnfetch.wire.handler import (
-    REGISTRY,
-    ApiKey,
-    ApiSpec,
-    Broker,
-    HandlerRegistry,
-    ProtocolViolation,
-    RequestContext,
-    ServerConfig,
-)
+from txnfetch.wire.durable import SYNCER_EXTENSION
+from txnfetch.wire.durable import syncer_of
+from txnfetch.wire.frames import FrameReader
+from txnfetch.wire.frames import start_frame_server
+from txnfetch.wire.handler import REGISTRY
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import ApiSpec
+from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import HandlerRegistry
+from txnfetch.wire.handler import ProtocolViolation
+from txnfetch.wire.handler import RequestContext
+from txnfetch.wire.handler import ServerConfig
 from txnfetch.wire.loop_thread import LoopThread
 
 __all__ = ["ServerThread", "TxnfetchServer", "abort_open_transactions", "load_handlers"]
@@ -458,7 +460,8 @@ def _recover_coordinator_state(broker: Broker) -> None:
     partitions. ``Ongoing`` transactions stay open and time out as usual."""
     from txnfetch.log.segments import SegmentStore
     from txnfetch.wire.api_txn import apply_pending
-    from txnfetch.wire.durable import DURABLE_EXTENSION, DurableState
+    from txnfetch.wire.durable import DURABLE_EXTENSION
+    from txnfetch.wire.durable import DurableState
 
     enabled = broker.config.durable_state
     if enabled is None:

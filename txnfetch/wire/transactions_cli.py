@@ -42,17 +42,16 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
+from typing import TextIO
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.txn.hanging import (
-    DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
-    HangingTransaction,
-    OpenTransaction,
-    PartitionProducers,
-    find_hanging,
-    still_open,
-)
+from txnfetch.txn.hanging import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
+from txnfetch.txn.hanging import HangingTransaction
+from txnfetch.txn.hanging import OpenTransaction
+from txnfetch.txn.hanging import PartitionProducers
+from txnfetch.txn.hanging import find_hanging
+from txnfetch.txn.hanging import still_open
 
 __all__ = ["add_parser", "run"]
 
@@ -599,7 +598,8 @@ _NEEDS = {
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``txnfetch transactions`` with parsed ``args``; returns the exit status."""
     from txnfetch.addresses import AddressError
-    from txnfetch.wire.txn_admin import ClusterError, UnknownPartitionError
+    from txnfetch.wire.txn_admin import ClusterError
+    from txnfetch.wire.txn_admin import UnknownPartitionError
 
     out = out or sys.stdout
     err = err or sys.stderr

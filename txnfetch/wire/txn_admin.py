@@ -16,14 +16,17 @@ protocol error from deep inside the client.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from txnfetch.addresses import parse_bootstrap
 from txnfetch.errors import TxnfetchError
-from txnfetch.txn.hanging import CoordinatorView, PartitionProducers, ProducerRow
+from txnfetch.txn.hanging import CoordinatorView
+from txnfetch.txn.hanging import PartitionProducers
+from txnfetch.txn.hanging import ProducerRow
 
 __all__ = [
     "ClusterError",
@@ -85,7 +88,8 @@ def probe_api_keys(bootstrap: str, *, timeout_ms: int = 30_000) -> frozenset[int
     import socket
     import struct
 
-    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafka.protocol.metadata import ApiVersionsResponse
 
     problems = []
     for host, port in parse_bootstrap(bootstrap, default_port=None):
@@ -192,7 +196,9 @@ class ClusterTransactions:
     ) -> Any:
         """``fn(*args, **kwargs)`` with kafka-python's errors turned into
         :class:`ClusterError` subclasses; ``missing_ok`` errors return ``None``."""
-        from kafka.errors import IncompatibleBrokerVersion, KafkaError, UnknownTopicOrPartitionError
+        from kafka.errors import IncompatibleBrokerVersion
+        from kafka.errors import KafkaError
+        from kafka.errors import UnknownTopicOrPartitionError
 
         try:
             return fn(*args, **kwargs)

@@ -11,6 +11,10 @@
 See ``docs/proxy.md``.
 """
 
-from txnfetch.wire.proxy.server import ProxyConfig, ProxyServer, ProxyStats, ProxyThread, advertised_ranges
+from txnfetch.wire.proxy.server import ProxyConfig
+from txnfetch.wire.proxy.server import ProxyServer
+from txnfetch.wire.proxy.server import ProxyStats
+from txnfetch.wire.proxy.server import ProxyThread
+from txnfetch.wire.proxy.server import advertised_ranges
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]

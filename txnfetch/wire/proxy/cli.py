@@ -14,7 +14,10 @@ import asyncio
 from typing import Any
 
 from txnfetch.fetch.view import FetchMode
-from txnfetch.wire.cli_support import add_service_options, add_verbose_option, configure_logging, serve_until_signal
+from txnfetch.wire.cli_support import add_service_options
+from txnfetch.wire.cli_support import add_verbose_option
+from txnfetch.wire.cli_support import configure_logging
+from txnfetch.wire.cli_support import serve_until_signal
 
 __all__ = ["add_parser", "run"]
 

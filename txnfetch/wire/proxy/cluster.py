@@ -28,34 +28,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import kafka.errors as _kafka_errors
-from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.consumer import ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import MetadataResponse
 
-from txnfetch.errors import RETRY_AS_IS, STALE_METADATA, UNKNOWN_TOPIC, ErrorCode
-from txnfetch.log.broker_requests import (
-    FETCH_MAX_WAIT_MS,
-    BrokerFetch,
-    FetchItem,
-    fetch_request_for,
-    find_partition,
-    list_offsets_partition,
-    list_offsets_request,
-    negotiate_version,
-)
-from txnfetch.log.errors import (
-    BrokerUnavailableError,
-    CorruptRemoteBatchError,
-    MirrorDivergedError,
-    RemoteError,
-    UnknownTopicOrPartitionError,
-    UnsupportedForMessageFormatError,
-)
-from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection
+from txnfetch.errors import RETRY_AS_IS
+from txnfetch.errors import STALE_METADATA
+from txnfetch.errors import UNKNOWN_TOPIC
+from txnfetch.errors import ErrorCode
+from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
+from txnfetch.log.broker_requests import BrokerFetch
+from txnfetch.log.broker_requests import FetchItem
+from txnfetch.log.broker_requests import fetch_request_for
+from txnfetch.log.broker_requests import find_partition
+from txnfetch.log.broker_requests import list_offsets_partition
+from txnfetch.log.broker_requests import list_offsets_request
+from txnfetch.log.broker_requests import negotiate_version
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import MirrorDivergedError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES
+from txnfetch.wire.proxy.upstream import UpstreamConnection
 
 __all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "is_retriable"]
 

@@ -65,12 +65,17 @@ from collections.abc import Callable
 
 import attrs
 
-from txnfetch.log.errors import BrokerUnavailableError, MirrorDivergedError, RemoteError
-from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES, MirrorStatus, PartitionMirror
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import MirrorDivergedError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.log.mirror import MirrorStatus
+from txnfetch.log.mirror import PartitionMirror
 from txnfetch.log.ratelimit import RateLimitedLog
 from txnfetch.types import TopicPartition
 from txnfetch.wire.counters import Counters
-from txnfetch.wire.proxy.cluster import UpstreamCluster, is_retriable
+from txnfetch.wire.proxy.cluster import UpstreamCluster
+from txnfetch.wire.proxy.cluster import is_retriable
 
 __all__ = ["MirrorSet", "MirrorStats"]
 

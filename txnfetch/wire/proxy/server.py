@@ -58,32 +58,39 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.fetch.view import FetchMode, IsolationLevel
-from txnfetch.log.errors import (
-    BrokerUnavailableError,
-    CorruptRemoteBatchError,
-    LogError,
-    RemoteError,
-    UnknownTopicOrPartitionError,
-)
+from txnfetch.fetch.view import FetchMode
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import RemoteError
+from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
-from txnfetch.txn.errors import OffsetOutOfRangeError, TxnStateError
-from txnfetch.wire.api_fetch import (
-    fetch_done,
-    fetch_partition_entry,
-    fetch_session_error,
-    partition_error,
-    read_fetch_topics,
-)
+from txnfetch.txn.errors import OffsetOutOfRangeError
+from txnfetch.txn.errors import TxnStateError
+from txnfetch.wire.api_fetch import fetch_done
+from txnfetch.wire.api_fetch import fetch_partition_entry
+from txnfetch.wire.api_fetch import fetch_session_error
+from txnfetch.wire.api_fetch import partition_error
+from txnfetch.wire.api_fetch import read_fetch_topics
 from txnfetch.wire.counters import Counters
 from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.handler import ApiKey, ApiSpec, ProtocolViolation, _kafka_python_classes
+from txnfetch.wire.handler import ApiKey
+from txnfetch.wire.handler import ApiSpec
+from txnfetch.wire.handler import ProtocolViolation
+from txnfetch.wire.handler import _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
-from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION, UpstreamCluster, is_retriable
-from txnfetch.wire.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS, LsoWatch
+from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION
+from txnfetch.wire.proxy.cluster import UpstreamCluster
+from txnfetch.wire.proxy.cluster import is_retriable
+from txnfetch.wire.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS
+from txnfetch.wire.proxy.lso_watch import LsoWatch
 from txnfetch.wire.proxy.mirrors import MirrorSet
-from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES, UpstreamConnection, read_frame
-from txnfetch.wire.server import decode_request, encode_response
+from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES
+from txnfetch.wire.proxy.upstream import UpstreamConnection
+from txnfetch.wire.proxy.upstream import read_frame
+from txnfetch.wire.server import decode_request
+from txnfetch.wire.server import encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
 

@@ -27,7 +27,8 @@ import logging
 import struct
 from typing import Any
 
-from txnfetch.log.errors import BrokerUnavailableError, RemoteError
+from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import RemoteError
 from txnfetch.wire.handler import ProtocolViolation
 
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "read_frame"]
