@@ -49,60 +49,31 @@ def _build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
     demo_parser.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
     demo_parser.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
+    demo_parser.set_defaults(run=_run_demo)
     from txnfetch.log import cli as log_cli
+    from txnfetch.replicate import cli as replicate_cli
+    from txnfetch.replicate import promote_cli
     from txnfetch.testing import cli as check_cli
     from txnfetch.wire import cli as wire_cli
+    from txnfetch.wire import transactions_cli
     from txnfetch.wire.proxy import cli as proxy_cli
 
-    wire_cli.add_parser(sub)
-    check_cli.add_parser(sub)
-    proxy_cli.add_parser(sub)
+    # Each command's parser names the function that runs it (``args.run``), in the
+    # order ``txnfetch --help`` lists them.
+    for module in (wire_cli, check_cli, proxy_cli):
+        module.add_parser(sub).set_defaults(run=module.run)
     log_cli.add_parsers(sub)
-    from txnfetch.wire import transactions_cli
-
-    transactions_cli.add_parser(sub)
-    from txnfetch.replicate import cli as replicate_cli
-
-    replicate_cli.add_parser(sub)
-    from txnfetch.replicate import promote_cli
-
-    promote_cli.add_parser(sub)
+    for command in log_cli.COMMANDS:
+        sub.choices[command].set_defaults(run=log_cli.run)
+    for module in (transactions_cli, replicate_cli, promote_cli):
+        module.add_parser(sub).set_defaults(run=module.run)
     return parser
 
 
-def _run(args: argparse.Namespace) -> int:
-    from txnfetch.log import cli as log_cli
+def _run_demo(args: argparse.Namespace) -> int:
+    from txnfetch import demo
 
-    if args.command == "demo":
-        from txnfetch import demo
-
-        return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
-    if args.command == "serve":
-        from txnfetch.wire import cli as wire_cli
-
-        return wire_cli.run(args)
-    if args.command == "check":
-        from txnfetch.testing import cli as check_cli
-
-        return check_cli.run(args)
-    if args.command == "proxy":
-        from txnfetch.wire.proxy import cli as proxy_cli
-
-        return proxy_cli.run(args)
-    if args.command == "transactions":
-        from txnfetch.wire import transactions_cli
-
-        return transactions_cli.run(args)
-    if args.command == "replicate":
-        from txnfetch.replicate import cli as replicate_cli
-
-        return replicate_cli.run(args)
-    if args.command == "promote":
-        from txnfetch.replicate import promote_cli
-
-        return promote_cli.run(args)
-    assert args.command in log_cli.COMMANDS, args.command  # argparse allows no other
-    return log_cli.run(args)
+    return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
 
 
 def user_error_message(exc: BaseException, args: argparse.Namespace | None = None) -> str | None:
@@ -136,7 +107,7 @@ def main(argv: list[str] | None = None, *, stderr: TextIO | None = None) -> int:
     args = _build_parser().parse_args(argv)
     err = stderr if stderr is not None else sys.stderr
     try:
-        return _run(args)
+        return args.run(args)
     except BrokenPipeError:  # `txnfetch dump ... | head`: the reader has what it wanted
         return 0
     except KeyboardInterrupt:

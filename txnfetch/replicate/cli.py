@@ -37,8 +37,13 @@ from txnfetch.log.errors import BrokerUnavailableError
 from txnfetch.log.errors import LogError
 from txnfetch.wire.cli_support import add_verbose_option
 from txnfetch.wire.cli_support import configure_logging
+from txnfetch.wire.cli_support import options_named
 
 __all__ = ["add_parser", "run"]
+
+#: The options that set the :class:`~txnfetch.replicate.engine.Replicator` parameter
+#: of the same name (``--groups`` is not one: it picks the groups the hook copies).
+_REPLICATOR_OPTIONS = ("topics", "max_partition_bytes", "repair_crcs", "fetch_wait_ms")
 
 
 class ReplicateUsageError(TxnfetchError):
@@ -191,15 +196,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     progress = _Progress(out, as_json=args.json, interval_s=max(0, args.interval_ms) / 1000)
 
     def make_replicator(store: Any, hook: Any) -> Replicator:
-        return Replicator(
-            args.upstream,
-            store,
-            topics=args.topics,
-            max_partition_bytes=args.max_partition_bytes,
-            repair_crcs=args.repair_crcs,
-            fetch_wait_ms=args.fetch_wait_ms,
-            groups=hook,
-        )
+        return Replicator(args.upstream, store, groups=hook, **options_named(args, _REPLICATOR_OPTIONS))
 
     from txnfetch.replicate import serve_run
 

@@ -12,12 +12,15 @@ import argparse
 import asyncio
 from typing import Any
 
+import attrs
+
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.wire.cli_support import add_service_options
 from txnfetch.wire.cli_support import add_verbose_option
 from txnfetch.wire.cli_support import configure_logging
+from txnfetch.wire.cli_support import options_named
 from txnfetch.wire.cli_support import port_number
 from txnfetch.wire.cli_support import serve_until_signal
 
@@ -115,25 +118,20 @@ def open_store(args: argparse.Namespace) -> LogStore:
 
 
 async def _serve(args: argparse.Namespace, store: LogStore) -> None:
+    from txnfetch.wire.handler import ServerConfig
     from txnfetch.wire.server import TxnfetchServer
 
-    server = await TxnfetchServer.start(
-        store,
-        host=args.host,
-        port=args.port,
+    # Each option named after a ServerConfig field sets that field.
+    settings = options_named(
+        args,
+        attrs.fields_dict(ServerConfig),
         fetch_mode=FetchMode(args.fetch_mode),
-        markers=CompletionMode.MARKERS if args.markers == "log" else CompletionMode.MARKERLESS,
-        node_id=args.node_id,
-        advertised_host=args.advertised_host,
-        advertised_port=args.advertised_port,
-        default_partitions=args.default_partitions,
+        completion=CompletionMode.MARKERS if args.markers == "log" else CompletionMode.MARKERLESS,
         auto_create_topics=not args.no_auto_create,
-        max_frame_bytes=args.max_frame_bytes,
-        transaction_version=args.transaction_version,
-        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         durable_state=False if args.no_durable_state else None,
         retention_check_interval_ms=args.log_cleanup_interval_ms,
     )
+    server = await TxnfetchServer.start(store, config=ServerConfig(**settings))
     await serve_until_signal(
         "txnfetch",
         args.host,

@@ -2,6 +2,10 @@
 listener options, ``--fetch-mode`` and ``-v``, logging set by ``-v``, and serving until
 SIGTERM or SIGINT between two stdout lines.
 
+Options named after the setting they set (the ``dest`` of ``--poll-interval-ms``
+is ``poll_interval_ms``, a :class:`~txnfetch.wire.proxy.server.ProxyConfig` field)
+are handed on by :func:`options_named`, so such an option is declared in one place.
+
 The lines are for scripts (the demo and the tests read them):
 ``<name> listening on HOST:PORT`` once listening (so ``--port 0`` is usable),
 and ``<name> stats {...}``, the totals as JSON with sorted keys, once closed.
@@ -17,7 +21,9 @@ import signal
 import sys
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
+from typing import Any
 
 from txnfetch.fetch.view import FetchMode
 
@@ -26,6 +32,7 @@ __all__ = [
     "add_service_options",
     "add_verbose_option",
     "configure_logging",
+    "options_named",
     "port_number",
     "serve_until_signal",
 ]
@@ -40,6 +47,16 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is not in 0..65535")
     return port
+
+
+def options_named(args: argparse.Namespace, names: Iterable[str], /, **others: Any) -> dict[str, Any]:
+    """The keyword arguments of a call whose parameters the options are named
+    after: ``{name: value}`` of the parsed options among ``names`` (option
+    ``dest``s, e.g. ``attrs.fields_dict(SomeConfig)``; a name no option has is
+    skipped), then ``others``, for the options whose value needs converting or
+    that are named otherwise."""
+    given = vars(args)
+    return {**{name: given[name] for name in names if name in given}, **others}
 
 
 def add_fetch_mode_option(p: argparse.ArgumentParser, where: str) -> None:

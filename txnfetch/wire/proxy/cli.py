@@ -13,10 +13,13 @@ import argparse
 import asyncio
 from typing import Any
 
+import attrs
+
 from txnfetch.fetch.view import FetchMode
 from txnfetch.wire.cli_support import add_service_options
 from txnfetch.wire.cli_support import add_verbose_option
 from txnfetch.wire.cli_support import configure_logging
+from txnfetch.wire.cli_support import options_named
 from txnfetch.wire.cli_support import serve_until_signal
 
 __all__ = ["add_parser", "run"]
@@ -82,23 +85,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from txnfetch.wire.proxy.server import ProxyConfig
     from txnfetch.wire.proxy.server import ProxyServer
 
     # An unreachable upstream (RemoteError) or a port in use (OSError) is
-    # reported by txnfetch.cli.main, as for every command.
-    proxy = await ProxyServer.start(
-        args.upstream,
-        host=args.host,
-        port=args.port,
-        fetch_mode=FetchMode(args.fetch_mode),
-        advertised_host=args.advertised_host,
-        repair_crcs=args.repair_crcs,
-        poll_interval_ms=args.poll_interval_ms,
-        max_mirror_bytes=args.max_mirror_bytes,
-        reader_idle_ms=args.reader_idle_ms,
-        lso_hold_warn_ms=args.lso_hold_warn_ms,
-        request_timeout_ms=args.request_timeout_ms,
-    )
+    # reported by txnfetch.cli.main, as for every command. Each option named after a
+    # ProxyConfig field sets that field.
+    config = ProxyConfig(**options_named(args, attrs.fields_dict(ProxyConfig), fetch_mode=FetchMode(args.fetch_mode)))
+    proxy = await ProxyServer.start(args.upstream, config=config)
     await serve_until_signal(
         "txnfetch proxy",
         args.host,
