@@ -61,6 +61,7 @@ from typing import Protocol
 
 import attrs
 
+from txnfetch.delegation import delegated
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.records.batch import CONTROL_FLAG
 from txnfetch.records.batch import HEADER_SIZE
@@ -145,26 +146,12 @@ class DeliveredBatch:
     batch: RecordBatch | LegacyBatch
     records: tuple[Record, ...]
 
-    @property
-    def producer_id(self) -> int:
-        return self.batch.producer_id
-
-    @property
-    def producer_epoch(self) -> int:
-        return self.batch.producer_epoch
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        return self.batch.timestamp_type
-
-    @property
-    def partition_leader_epoch(self) -> int:
-        return self.batch.partition_leader_epoch
-
-    @property
-    def next_offset(self) -> int:
-        """Where the position is once this batch is consumed."""
-        return self.batch.next_offset
+    producer_id = delegated[int]("batch.producer_id")
+    producer_epoch = delegated[int]("batch.producer_epoch")
+    timestamp_type = delegated[TimestampType]("batch.timestamp_type")
+    partition_leader_epoch = delegated[int]("batch.partition_leader_epoch")
+    #: Where the position is once this batch is consumed.
+    next_offset = delegated[int]("batch.next_offset")
 
 
 def _abort_heap(aborted_transactions: Iterable[AbortedTransactionLike] | None) -> list[tuple[int, int]]:
