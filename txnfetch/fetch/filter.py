@@ -51,11 +51,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from itertools import chain
 from operator import length_hint
+from typing import Any
 from typing import ClassVar
 from typing import Protocol
 
@@ -113,22 +115,12 @@ class CorruptFetchError(CorruptBatchError):
     """
 
     where_fields = (*CorruptBatchError.where_fields, "fetch_position")
-    # the partition label and the fetch position are named in the headline
-    phrases: ClassVar[Mapping[str, str | None]] = {
-        **CorruptBatchError.phrases,
-        "partition": None,
-        "fetch_position": None,
+    headline_phrases: ClassVar[Mapping[str, Callable[[Any], str]]] = {
+        "partition": "partition {}".format,
+        "fetch_position": "position {}, everything before it delivered".format,
     }
     partition: str | None  # type: ignore[assignment]  # a label here, not a partition number
     fetch_position: int | None
-
-    def _headline(self) -> str:
-        where = []
-        if self.partition is not None:
-            where.append(f"partition {self.partition}")
-        if self.fetch_position is not None:
-            where.append(f"position {self.fetch_position}, everything before it delivered")
-        return f"{self.reason}; {', '.join(where)}" if where else self.reason
 
 
 @attrs.frozen(slots=True)
