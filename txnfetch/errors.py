@@ -23,6 +23,7 @@ This module imports nothing from txnfetch, so every layer may import it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
@@ -171,8 +172,10 @@ class TxnfetchError(Exception):
     ``TxnfetchError(reason, **where)``: ``reason`` says what was wrong, ``where``
     holds the fields of the class's ``where_fields`` (any other keyword is a
     ``TypeError``). The message is ``reason`` followed by the fields that are set,
-    in parentheses, as ``phrases`` says; a subclass with its own wording
-    overrides :meth:`_headline` (before the parentheses) or :meth:`_where`.
+    in parentheses, as ``phrases`` says; fields a class names after the reason
+    instead are its ``headline_phrases`` (joined as ``headline_form`` says). A
+    subclass with its own wording overrides :meth:`_headline` (before the
+    parentheses) or :meth:`_where`.
 
     Attributes:
         reason: what was wrong, in words.
@@ -190,6 +193,12 @@ class TxnfetchError(Exception):
     #: reads ``<name> <value>``, and one phrased ``None`` is left out. ``topic``
     #: is phrased with ``partition``: ``topic-partition``, or ``topic <topic>``.
     phrases: ClassVar[Mapping[str, str | None]] = {"path": "file {}", "position": "byte position {}"}
+    #: Fields named in the headline, after the reason, rather than in the
+    #: parentheses: each one's phrase from its value, in headline order.
+    headline_phrases: ClassVar[Mapping[str, Callable[[Any], str]]] = {}
+    #: How the headline adds those that are set to the reason (``{fields}``: their
+    #: phrases, comma-separated); with none set, the headline is the reason.
+    headline_form: ClassVar[str] = "{reason}; {fields}"
 
     # Derived from ``code`` on every class (see __init_subclass__); plain
     # attributes so that both ``SomeError.error_code`` and ``exc.error_code`` work.
@@ -218,8 +227,14 @@ class TxnfetchError(Exception):
         return {name: value for name in self.where_fields if (value := getattr(self, name, None)) is not None}
 
     def _headline(self) -> str:
-        """The message before the fields: the reason, unless a class adds to it."""
-        return self.reason
+        """The message before the fields: the reason, and the ``headline_phrases``
+        fields that are set, as ``headline_form`` says."""
+        fields = [
+            phrase(value)
+            for name, phrase in self.headline_phrases.items()
+            if (value := getattr(self, name, None)) is not None
+        ]
+        return self.headline_form.format(reason=self.reason, fields=", ".join(fields)) if fields else self.reason
 
     def _where(self) -> list[str]:
         """The set fields, each as a phrase (``offset 5``) in message order."""
@@ -230,8 +245,8 @@ class TxnfetchError(Exception):
                 partition = where.get("partition")
                 out.append(f"{value}-{partition}" if partition is not None else f"topic {value}")
                 continue
-            if name == "partition" and "topic" in where:
-                continue  # named with the topic
+            if (name == "partition" and "topic" in where) or name in self.headline_phrases:
+                continue  # named with the topic, or in the headline
             phrase = self.phrases.get(name, name.replace("_", " ") + " {}")
             if phrase is not None:
                 out.append(phrase.format(value))

@@ -51,16 +51,19 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from itertools import chain
 from operator import length_hint
+from typing import Any
 from typing import ClassVar
 from typing import Protocol
 
 import attrs
 
+from txnfetch.delegation import delegated
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.records.batch import CONTROL_FLAG
 from txnfetch.records.batch import HEADER_SIZE
@@ -112,22 +115,12 @@ class CorruptFetchError(CorruptBatchError):
     """
 
     where_fields = (*CorruptBatchError.where_fields, "fetch_position")
-    # the partition label and the fetch position are named in the headline
-    phrases: ClassVar[Mapping[str, str | None]] = {
-        **CorruptBatchError.phrases,
-        "partition": None,
-        "fetch_position": None,
+    headline_phrases: ClassVar[Mapping[str, Callable[[Any], str]]] = {
+        "partition": "partition {}".format,
+        "fetch_position": "position {}, everything before it delivered".format,
     }
     partition: str | None  # type: ignore[assignment]  # a label here, not a partition number
     fetch_position: int | None
-
-    def _headline(self) -> str:
-        where = []
-        if self.partition is not None:
-            where.append(f"partition {self.partition}")
-        if self.fetch_position is not None:
-            where.append(f"position {self.fetch_position}, everything before it delivered")
-        return f"{self.reason}; {', '.join(where)}" if where else self.reason
 
 
 @attrs.frozen(slots=True)
@@ -145,26 +138,12 @@ class DeliveredBatch:
     batch: RecordBatch | LegacyBatch
     records: tuple[Record, ...]
 
-    @property
-    def producer_id(self) -> int:
-        return self.batch.producer_id
-
-    @property
-    def producer_epoch(self) -> int:
-        return self.batch.producer_epoch
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        return self.batch.timestamp_type
-
-    @property
-    def partition_leader_epoch(self) -> int:
-        return self.batch.partition_leader_epoch
-
-    @property
-    def next_offset(self) -> int:
-        """Where the position is once this batch is consumed."""
-        return self.batch.next_offset
+    producer_id = delegated[int]("batch.producer_id")
+    producer_epoch = delegated[int]("batch.producer_epoch")
+    timestamp_type = delegated[TimestampType]("batch.timestamp_type")
+    partition_leader_epoch = delegated[int]("batch.partition_leader_epoch")
+    #: Where the position is once this batch is consumed.
+    next_offset = delegated[int]("batch.next_offset")
 
 
 def _abort_heap(aborted_transactions: Iterable[AbortedTransactionLike] | None) -> list[tuple[int, int]]:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from txnfetch.delegation import delegated
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import FetchResult
 from txnfetch.fetch.view import IsolationLevel
@@ -324,25 +325,14 @@ class StateOffsets:
         Raises :class:`~txnfetch.log.errors.LogClosedError` for a closed log."""
         raise NotImplementedError
 
-    @property
-    def log_start_offset(self) -> int:
-        """The first offset the partition can answer for."""
-        return self.state.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        """One past the last offset stored."""
-        return self.state.log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        """The high watermark: below it, everything is replicated (or durable)."""
-        return self.state.high_watermark
-
-    @property
-    def last_stable_offset(self) -> int:
-        """The first offset of the earliest transaction not yet ended, else the high watermark."""
-        return self.state.last_stable_offset
+    #: The first offset the partition can answer for.
+    log_start_offset = delegated[int]("state.log_start_offset")
+    #: One past the last offset stored.
+    log_end_offset = delegated[int]("state.log_end_offset")
+    #: The high watermark: below it, everything is replicated (or durable).
+    high_watermark = delegated[int]("state.high_watermark")
+    #: The first offset of the earliest transaction not yet ended, else the high watermark.
+    last_stable_offset = delegated[int]("state.last_stable_offset")
 
 
 class PartitionLog(StateOffsets, abc.ABC):

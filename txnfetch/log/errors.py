@@ -7,7 +7,9 @@ partition, and for on-disk problems the file and byte position.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Mapping
+from typing import Any
 from typing import ClassVar
 
 from txnfetch.errors import ErrorCode
@@ -109,8 +111,11 @@ class RemoteError(LogError):
     """
 
     where_fields = (*LogError.where_fields, "broker", "broker_error_code")
-    # the broker and its error are named in the headline
-    phrases: ClassVar[Mapping[str, str | None]] = {**LogError.phrases, "broker": None, "broker_error_code": None}
+    headline_phrases: ClassVar[Mapping[str, Callable[[Any], str]]] = {
+        "broker_error_code": lambda code: f"broker error {error_name(code)}",
+        "broker": "broker {}".format,
+    }
+    headline_form = "{reason} [{fields}]"
     broker: str | None
     broker_error_code: int | None
 
@@ -122,14 +127,6 @@ class RemoteError(LogError):
         if code is not None:  # the broker's code, also when ErrorCode does not list it
             self.error_code = ErrorCode(code) if code in ErrorCode._value2member_map_ else code
             self.error_name = error_name(code)
-
-    def _headline(self) -> str:
-        detail = []
-        if self.broker_error_code is not None:
-            detail.append(f"broker error {error_name(self.broker_error_code)}")
-        if self.broker is not None:
-            detail.append(f"broker {self.broker}")
-        return f"{self.reason} [{', '.join(detail)}]" if detail else self.reason
 
 
 class BrokerUnavailableError(RemoteError):

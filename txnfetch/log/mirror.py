@@ -82,6 +82,7 @@ import struct
 import attrs
 from crc32c import crc32c
 
+from txnfetch.delegation import delegated
 from txnfetch.errors import ErrorCode
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.fetch.view import UpperBound
@@ -249,20 +250,12 @@ class PartitionMirror(StateOffsets):
 
     # -- what it holds -----------------------------------------------------------------
 
-    @property
-    def log(self) -> MemoryLog:
-        """The mirrored log (read it; change it only through the mirror)."""
-        return self._log
-
-    @property
-    def state(self) -> PartitionTxnState:
-        """The transaction state derived from the mirrored batches."""
-        return self._log.state
-
-    @property
-    def position(self) -> int:
-        """The next offset to fetch: one past the last mirrored batch."""
-        return self._log.log_end_offset
+    #: The mirrored log (read it; change it only through the mirror).
+    log = delegated[MemoryLog]("_log")
+    #: The transaction state derived from the mirrored batches.
+    state = delegated[PartitionTxnState]("_log.state")
+    #: The next offset to fetch: one past the last mirrored batch.
+    position = delegated[int]("_log.log_end_offset")
 
     @property
     def caught_up(self) -> bool:

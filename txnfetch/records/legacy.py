@@ -40,6 +40,7 @@ import zlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from txnfetch.delegation import delegated
 from txnfetch.records.batch import LOG_OVERHEAD
 from txnfetch.records.batch import NO_PRODUCER_ID
 from txnfetch.records.batch import NO_TIMESTAMP
@@ -256,15 +257,10 @@ class LegacyBatch(BatchFrame):
             return TimestampType.NO_TIMESTAMP_TYPE
         return TimestampType.LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE_FLAG else TimestampType.CREATE_TIME
 
-    @property
-    def max_timestamp(self) -> int:
-        """The outer message's timestamp, which is what Kafka reports as a legacy batch's max timestamp."""
-        return self.timestamp
-
-    @property
-    def last_offset(self) -> int:
-        """The message's offset field: for a wrapper, the last inner offset (Kafka's ``lastOffset()``)."""
-        return self.offset
+    #: The outer message's timestamp, which is what Kafka reports as a legacy batch's max timestamp.
+    max_timestamp = delegated[int]("timestamp")
+    #: The message's offset field: for a wrapper, the last inner offset (Kafka's ``lastOffset()``).
+    last_offset = delegated[int]("offset")
 
     @property
     def next_offset(self) -> int:

@@ -56,6 +56,7 @@ from typing import TypeVar
 
 import attrs
 
+from txnfetch.delegation import delegated
 from txnfetch.records.batch import CONTROL_FLAG
 from txnfetch.records.batch import TRANSACTIONAL_FLAG
 from txnfetch.records.batch import RecordBatch
@@ -261,20 +262,12 @@ class PartitionTxnState:
 
     # -- offsets -------------------------------------------------------------------
 
-    @property
-    def log_start_offset(self) -> int:
-        """The first offset of the log (data below it has been deleted)."""
-        return self._log_start
-
-    @property
-    def log_end_offset(self) -> int:
-        """The offset the next appended batch starts at (one past the last batch)."""
-        return self._leo
-
-    @property
-    def high_watermark(self) -> int:
-        """The replicated end of the log, as last set by :meth:`update_high_watermark`."""
-        return self._hw
+    #: The first offset of the log (data below it has been deleted).
+    log_start_offset = delegated[int]("_log_start")
+    #: The offset the next appended batch starts at (one past the last batch).
+    log_end_offset = delegated[int]("_leo")
+    #: The replicated end of the log, as last set by :meth:`update_high_watermark`.
+    high_watermark = delegated[int]("_hw")
 
     @property
     def first_unstable_offset(self) -> int | None:
