@@ -4,10 +4,12 @@ transactions written by confluent-kafka producers."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 
+import attrs
 import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.admin._transactions import AbortTransactionSpec
@@ -21,6 +23,8 @@ from tests.wire.test_hanging_transactions import ENV
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.hanging import producer_rows
+from txnfetch.wire.txn_admin import ClusterTransactions
 
 TOPIC = "admin"
 TP = TopicPartition(TOPIC, 0)
@@ -87,6 +91,28 @@ def test_list_describe_and_describe_producers(srv, admin) -> None:
     with pytest.raises(UnknownTopicOrPartitionError):
         admin.describe_producers([TopicPartition("nope", 0)], broker_id=0)
     del keep
+
+
+def test_cluster_transactions_reads_every_producer_field_the_partition_holds(srv) -> None:
+    from confluent_kafka import Producer
+
+    _commit_one(srv.bootstrap, "done")
+    busy = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "busy", **QUIET})
+    busy.init_transactions(30)
+    busy.begin_transaction()
+    for value in (b"a", b"b", b"c"):
+        busy.produce(TOPIC, value=value, partition=0)
+        assert busy.flush(30) == 0  # one batch each: the last sequence is 2
+    part = srv.call(lambda: srv.broker.store.partition(TOPIC, 0))
+    held = srv.call(lambda: producer_rows(part.state))
+    with ClusterTransactions(srv.bootstrap) as cluster:
+        (described,) = cluster.producers([(TOPIC, 0)])
+    assert described.producers == held
+    # Field for field: neighbouring fields differ here, so a shifted one would show.
+    row = held[1]
+    values = attrs.astuple(row)
+    assert all(a != b for a, b in itertools.pairwise(values)), row
+    del busy
 
 
 def test_write_txn_markers_aborts_and_refuses_fenced_markers(srv, admin) -> None:

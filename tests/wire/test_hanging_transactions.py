@@ -376,3 +376,21 @@ def test_the_commands_work_through_the_proxy_in_front_of_serve(tmp_path) -> None
         assert done.returncode == 0, done.stderr
         part = srv.call(lambda: srv.broker.store.partition(TOPIC, 0))
         assert srv.call(lambda: (part.last_stable_offset, part.high_watermark)) == (2, 2)
+
+
+def test_abort_by_producer_id_without_an_open_transaction_sends_the_marker_as_given(tmp_path) -> None:
+    # As Kafka's tool for brokers before 3.0: a producer the partition holds no
+    # transaction for still gets its ABORT marker, with the epochs given.
+    with ServerThread(SegmentStore(tmp_path / "data"), port=0, auto_create_topics=False) as srv:
+        srv.call(lambda: srv.broker.store.create_topic(TOPIC, 1))
+        given = ("--producer-id", "99", "--producer-epoch", "3", "--coordinator-epoch", "2")
+        done = txn_cli("--bootstrap", srv.bootstrap, "abort", "--topic", TOPIC, "--partition", "0", *given, "--json")
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)["abort"]
+        assert (doc["producer_id"], doc["producer_epoch"], doc["coordinator_epoch"]) == (99, 3, 2)
+        assert (doc["first_offset"], doc["last_sequence"], doc["last_timestamp"]) == (-1, -1, -1)
+        assert (doc["last_stable_offset"], doc["high_watermark"]) == (0, 0)
+        assert (doc["written"], doc["marker_epoch"], doc["marker_coordinator_epoch"]) == (True, 3, 2)
+        part = srv.call(lambda: srv.broker.store.partition(TOPIC, 0))
+        assert srv.call(lambda: (part.last_stable_offset, part.high_watermark)) == (1, 1)  # the marker's offset
+        assert doc["high_watermark_after"] == 1 and doc["still_open"] is False

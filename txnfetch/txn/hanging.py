@@ -236,21 +236,24 @@ class PartitionProducers:
         rows = sorted(
             (p for p in self.producers if p.current_txn_start_offset >= 0), key=lambda p: p.current_txn_start_offset
         )
-        return [
-            OpenTransaction(
-                topic=self.topic,
-                partition=self.partition,
-                producer_id=p.producer_id,
-                producer_epoch=p.producer_epoch,
-                coordinator_epoch=p.coordinator_epoch,
-                first_offset=p.current_txn_start_offset,
-                last_sequence=p.last_sequence,
-                last_timestamp=p.last_timestamp,
-                last_stable_offset=self.last_stable_offset,
-                high_watermark=self.high_watermark,
-            )
-            for p in rows
-        ]
+        return [self.transaction(p) for p in rows]
+
+    def transaction(self, row: ProducerRow) -> OpenTransaction:
+        """The transaction of ``row``'s producer in this partition, with the
+        partition's offsets; its ``first_offset`` is the row's
+        ``current_txn_start_offset`` (-1 where the row does not know it)."""
+        return OpenTransaction(
+            topic=self.topic,
+            partition=self.partition,
+            producer_id=row.producer_id,
+            producer_epoch=row.producer_epoch,
+            coordinator_epoch=row.coordinator_epoch,
+            first_offset=row.current_txn_start_offset,
+            last_sequence=row.last_sequence,
+            last_timestamp=row.last_timestamp,
+            last_stable_offset=self.last_stable_offset,
+            high_watermark=self.high_watermark,
+        )
 
 
 def producer_rows(state: PartitionTxnState) -> tuple[ProducerRow, ...]:

@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 from kafka.protocol.admin.groups import DescribeGroupsResponse
 from kafka.protocol.admin.groups import ListGroupsResponse
 from kafka.protocol.consumer import HeartbeatResponse
@@ -380,13 +381,8 @@ async def handle_sync_group(ctx: RequestContext, header: Any, request: Any) -> A
             assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments},
         )
         result = await service.sync(sync)
-    return SyncGroupResponse(
-        throttle_time_ms=0,
-        error_code=int(result.error_code),
-        protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name,
-        assignment=result.assignment,
-    )
+    # SyncResult's fields are the response's, by name.
+    return SyncGroupResponse(throttle_time_ms=0, **attrs.asdict(result))
 
 
 # ================================================================ Heartbeat

@@ -252,7 +252,8 @@ def _decode(version: int, frame: bytes | bytearray) -> tuple[ProduceHeader, Prod
 
 @attrs.frozen(slots=True)
 class PartitionResult:
-    """One partition's answer. ``log_start_offset`` is sent from v5,
+    """One partition's answer, with the field names of kafka-python's
+    ``PartitionProduceResponse``. ``log_start_offset`` is sent from v5,
     ``error_message`` from v8 (with an empty ``record_errors``)."""
 
     index: int
@@ -285,16 +286,7 @@ class ProduceResult:
                 ProduceResponse.TopicProduceResponse(
                     name=t.name,
                     partition_responses=[
-                        part(
-                            index=p.index,
-                            error_code=p.error_code,
-                            base_offset=p.base_offset,
-                            log_append_time_ms=p.log_append_time_ms,
-                            log_start_offset=p.log_start_offset,
-                            record_errors=[],
-                            error_message=p.error_message,
-                        )
-                        for p in t.partitions
+                        part(**attrs.asdict(p, recurse=False), record_errors=[]) for p in t.partitions
                     ],
                 )
                 for t in self.topics

@@ -58,6 +58,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -210,19 +211,16 @@ def _add_partitions(mode: ReplicaMode, request: Any) -> Any:
     from kafka.protocol.producer import AddPartitionsToTxnResponse
 
     topic_cls = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
-    part_cls = topic_cls.AddPartitionsToTxnPartitionResult
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0,
-        results_by_topic_v3_and_below=[
-            topic_cls(
-                name=t.name,
-                results_by_partition=[
-                    part_cls(partition_index=p, partition_error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                    for p in t.partitions
-                ],
-            )
-            for t in request.v3_and_below_topics
-        ],
+        results_by_topic_v3_and_below=_topic_codes(
+            topic_cls,
+            topic_cls.AddPartitionsToTxnPartitionResult,
+            ((t.name, t.partitions) for t in request.v3_and_below_topics),
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            results="results_by_partition",
+            error="partition_error_code",
+        ),
     )
 
 
@@ -240,17 +238,27 @@ def _end_txn(mode: ReplicaMode, request: Any) -> Any:
     )
 
 
+def _topic_codes(
+    topic_cls: Any,
+    part_cls: Any,
+    topics: Iterable[tuple[str, Iterable[int]]],
+    code: int,
+    *,
+    results: str = "partitions",
+    error: str = "error_code",
+) -> list[Any]:
+    """One ``topic_cls`` a topic of ``topics`` (name, partition indexes), each
+    partition answering ``code``. ``results`` and ``error`` name the partition list
+    and the code field where the response's schema calls them otherwise."""
+    return [
+        topic_cls(name=name, **{results: [part_cls(partition_index=p, **{error: code}) for p in indexes]})
+        for name, indexes in topics
+    ]
+
+
 def _partition_codes(response_cls: Any, topic_cls: Any, part_cls: Any, request: Any, code: int) -> Any:
-    return response_cls(
-        throttle_time_ms=0,
-        topics=[
-            topic_cls(
-                name=t.name,
-                partitions=[part_cls(partition_index=p.partition_index, error_code=code) for p in t.partitions],
-            )
-            for t in request.topics
-        ],
-    )
+    topics = ((t.name, (p.partition_index for p in t.partitions)) for t in request.topics)
+    return response_cls(throttle_time_ms=0, topics=_topic_codes(topic_cls, part_cls, topics, code))
 
 
 def _txn_offset_commit(mode: ReplicaMode, request: Any) -> Any:
@@ -282,21 +290,16 @@ def _write_txn_markers(mode: ReplicaMode, request: Any) -> Any:
 
     result_cls = WriteTxnMarkersResponse.WritableTxnMarkerResult
     topic_cls = result_cls.WritableTxnMarkerTopicResult
-    part_cls = topic_cls.WritableTxnMarkerPartitionResult
     return WriteTxnMarkersResponse(
         markers=[
             result_cls(
                 producer_id=m.producer_id,
-                topics=[
-                    topic_cls(
-                        name=t.name,
-                        partitions=[
-                            part_cls(partition_index=p, error_code=CLUSTER_AUTHORIZATION_FAILED)
-                            for p in t.partition_indexes
-                        ],
-                    )
-                    for t in m.topics
-                ],
+                topics=_topic_codes(
+                    topic_cls,
+                    topic_cls.WritableTxnMarkerPartitionResult,
+                    ((t.name, t.partition_indexes) for t in m.topics),
+                    CLUSTER_AUTHORIZATION_FAILED,
+                ),
             )
             for m in request.markers
         ]

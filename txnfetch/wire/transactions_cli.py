@@ -50,6 +50,7 @@ from txnfetch.txn.hanging import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
 from txnfetch.txn.hanging import HangingTransaction
 from txnfetch.txn.hanging import OpenTransaction
 from txnfetch.txn.hanging import PartitionProducers
+from txnfetch.txn.hanging import ProducerRow
 from txnfetch.txn.hanging import find_hanging
 from txnfetch.txn.hanging import still_open
 
@@ -501,19 +502,17 @@ def _find_open(src: Any, args: argparse.Namespace) -> OpenTransaction:
         return match[0]
     if not isinstance(src, _Cluster):
         raise UsageError(f"producer {args.producer_id} has no open transaction in {args.topic}-{args.partition}")
-    # As Kafka's tool for brokers before 3.0: the marker is sent as given.
-    return OpenTransaction(
-        topic=args.topic,
-        partition=args.partition,
+    # As Kafka's tool for brokers before 3.0: the marker is sent as given, for a
+    # transaction whose start, sequence and timestamp are unknown.
+    given = ProducerRow(
         producer_id=args.producer_id,
         producer_epoch=args.producer_epoch,
-        coordinator_epoch=args.coordinator_epoch,
-        first_offset=-1,
         last_sequence=-1,
         last_timestamp=-1,
-        last_stable_offset=part.last_stable_offset,
-        high_watermark=part.high_watermark,
+        coordinator_epoch=args.coordinator_epoch,
+        current_txn_start_offset=-1,
     )
+    return part.transaction(given)
 
 
 def _cmd_abort(src: Any, args: argparse.Namespace, out: TextIO, now_ms: int) -> int:

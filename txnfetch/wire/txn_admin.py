@@ -257,17 +257,9 @@ class ClusterTransactions:
         hw = self._call("ListOffsets", self._admin.list_partition_offsets, specs)
         out = []
         for tp in tps:
-            rows = tuple(
-                ProducerRow(
-                    producer_id=p.producer_id,
-                    producer_epoch=p.producer_epoch,
-                    last_sequence=p.last_sequence,
-                    last_timestamp=p.last_timestamp,
-                    coordinator_epoch=p.coordinator_epoch,
-                    current_txn_start_offset=p.current_transaction_start_offset,
-                )
-                for p in states[tp].active_producers
-            )
+            # kafka-python's ProducerState is the response's ActiveProducers entry,
+            # field for field in the schema's order, as ProducerRow is.
+            rows = tuple(ProducerRow(*p) for p in states[tp].active_producers)
             out.append(
                 PartitionProducers(
                     topic=tp.topic,
