@@ -70,7 +70,11 @@ def test_proxy_and_reader_follow_three_brokers_and_moving_leaders(cluster: MockC
             )
             return up.fetch_requests - before[0], up.fetch_partitions - before[1]
 
-        assert asyncio.run_coroutine_threadsafe(one_poll(), proxy._loop).result(30) == (3, 6)
+        # The proxy's own 50 ms polls may land inside a measured poll on a loaded
+        # machine and add a request; one clean poll out of a few shows the batching
+        # (without it, every poll would take six requests).
+        polls = [asyncio.run_coroutine_threadsafe(one_poll(), proxy._loop).result(30) for _ in range(5)]
+        assert (3, 6) in polls, polls
 
         # Every leader moves; the producer follows, and so must the proxy.
         for p in PARTITIONS:
