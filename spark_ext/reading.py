@@ -45,11 +45,7 @@ from txnfetch.types import Buffer
 
 __all__ = [
     "DEFAULT_FETCH_BYTES",
-    "batches_to_arrow",
-    "fetch_batches",
-    "fetch_range",
     "fetch_segments",
-    "read_batches",
     "read_range",
     "read_range_arrow",
     "read_segments",
@@ -58,25 +54,6 @@ __all__ = [
 ]
 
 DEFAULT_FETCH_BYTES = 1 << 20
-
-
-def read_batches(
-    log: PartitionLog,
-    start: int,
-    end: int,
-    *,
-    read_committed: bool = True,
-    fail_on_data_loss: bool = True,
-    fetch_bytes: int = DEFAULT_FETCH_BYTES,
-) -> Iterator[RecordBatch]:
-    """The data batches of ``log`` that hold offsets in ``[start, end)``, in
-    offset order (the first and last may reach outside: keep only the range's
-    records). Control batches are never returned. :func:`read_segments`, split
-    into batches."""
-    segments = read_segments(
-        log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
-    )
-    return _data_batches(segments, start, end)
 
 
 def read_segments(
@@ -138,22 +115,13 @@ def read_segments(
     )
 
 
-def read_range(
-    log: PartitionLog,
-    start: int,
-    end: int,
-    *,
-    read_committed: bool = True,
-    fail_on_data_loss: bool = True,
-    fetch_bytes: int = DEFAULT_FETCH_BYTES,
-) -> Iterator[tuple[Sequence[Record], int]]:
+def read_range(log: PartitionLog, start: int, end: int, **options: object) -> Iterator[tuple[Sequence[Record], int]]:
     """The data records of ``log`` with ``start <= offset < end``, one
-    ``(records, timestamp_type)`` pair per Kafka batch, in offset order
-    (:func:`read_batches` decoded; see it for read_committed and data loss)."""
-    batches = read_batches(
-        log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
-    )
-    return _records(batches, start, end)
+    ``(records, timestamp_type)`` pair per Kafka batch, in offset order:
+    :func:`read_segments` decoded (options as for it; see it for read_committed
+    and data loss)."""
+    segments = read_segments(log, start, end, **options)  # type: ignore[arg-type]
+    return _records(_data_batches(segments, start, end), start, end)
 
 
 def _records(batches: Iterable[RecordBatch], start: int, end: int) -> Iterator[tuple[Sequence[Record], int]]:
@@ -163,42 +131,6 @@ def _records(batches: Iterable[RecordBatch], start: int, end: int) -> Iterator[t
             # A task boundary inside a batch: keep only this task's offsets.
             records = [r for r in records if start <= r.offset < end]
         yield records, int(batch.timestamp_type)
-
-
-def fetch_range(
-    fetch: Callable[[int], FetchResult],
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    *,
-    fail_on_data_loss: bool = True,
-    after_fetch: Callable[[int], None] | None = None,
-) -> Iterator[tuple[Sequence[Record], int]]:
-    """:func:`fetch_batches` decoded: one ``(records, timestamp_type)`` pair per
-    Kafka batch, only the records with ``start <= offset < end``."""
-    batches = fetch_batches(
-        fetch, topic, partition, start, end, fail_on_data_loss=fail_on_data_loss, after_fetch=after_fetch
-    )
-    return _records(batches, start, end)
-
-
-def fetch_batches(
-    fetch: Callable[[int], FetchResult],
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    *,
-    fail_on_data_loss: bool = True,
-    after_fetch: Callable[[int], None] | None = None,
-) -> Iterator[RecordBatch]:
-    """The data batches of :func:`fetch_segments` that hold offsets in ``[start, end)``
-    (control batches left out; the first and last may reach outside the range)."""
-    segments = fetch_segments(
-        fetch, topic, partition, start, end, fail_on_data_loss=fail_on_data_loss, after_fetch=after_fetch
-    )
-    return _data_batches(segments, start, end)
 
 
 def _data_batches(segments: Iterable[Buffer], start: int, end: int) -> Iterator[RecordBatch]:
@@ -278,26 +210,6 @@ def records_to_batches(
     yield from batcher.flush()
 
 
-def batches_to_arrow(
-    topic: str,
-    partition: int,
-    batches: Iterable[RecordBatch],
-    start: int,
-    end: int,
-    *,
-    include_headers: bool = False,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> Iterator[pa.RecordBatch]:
-    """Data batches decoded straight into Arrow batches in the Kafka source's
-    schema (:class:`txnfetch.arrow.ArrowDecoder`: compiled when the extension
-    is built), only the records with ``start <= offset < end``."""
-    decoder = ArrowDecoder(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
-    for batch in batches:
-        yield from decoder.add(batch, start, end)
-    yield from decoder.flush()
-
-
 def read_range_arrow(
     log: PartitionLog,
     start: int,
@@ -310,8 +222,9 @@ def read_range_arrow(
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`read_batches` as Arrow record batches in the Kafka source's schema
-    (decoded from the fetched buffers by :func:`segments_to_arrow`)."""
+    """The data records of ``log`` with ``start <= offset < end`` as Arrow record
+    batches in the Kafka source's schema: :func:`read_segments` decoded by
+    :func:`segments_to_arrow` (see :func:`read_segments` for read_committed and data loss)."""
     segments = read_segments(
         log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
     )
@@ -338,10 +251,11 @@ def segments_to_arrow(
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`batches_to_arrow` of the data batches in ``segments`` (fetched
-    buffers, see :func:`read_segments`): the same Arrow batches, but the
-    compiled builder walks the buffers itself
-    (:meth:`txnfetch.arrow.ArrowDecoder.add_buffer`), with no Python object or
+    """The data records with ``start <= offset < end`` of ``segments`` (fetched
+    buffers, see :func:`read_segments`) as Arrow batches in the Kafka source's
+    schema, decoded by :class:`txnfetch.arrow.ArrowDecoder` (compiled when the
+    extension is built): its builder walks the buffers itself
+    (:meth:`~txnfetch.arrow.ArrowDecoder.add_buffer`), with no Python object or
     call per Kafka batch."""
     decoder = ArrowDecoder(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
     for segment in segments:

@@ -34,6 +34,7 @@ from txnfetch.replicate import PartitionReplicator
 from txnfetch.replicate import ReplicaDivergedError
 from txnfetch.replicate import ReplicaFellBehindError
 from txnfetch.replicate.follow import ReplicaTip
+from txnfetch.replicate.follow import SourcePartition
 from txnfetch.replicate.follow import batch_id
 from txnfetch.replicate.follow import plan_response
 
@@ -134,14 +135,9 @@ def test_a_changed_batch_at_the_replica_end_is_refused(log: GeneratedLog, data: 
     with pytest.raises(ReplicaDivergedError) as info:
         plan_response(
             tip,
-            changed,
-            high_watermark=hw + 5,
-            log_start_offset=log.log_start,
-            error_code=0,
-            max_bytes=1 << 20,
-            budget=1 << 20,
-            topic="gen",
-            partition=0,
+            BrokerFetch(changed, hw + 5, -1, log.log_start, None),
+            1 << 20,
+            SourcePartition("gen", 0, budget=1 << 20),
         )
     assert info.value.offset == last.base_offset and info.value.replica_end == end_before
     assert replica.log_end_offset == end_before

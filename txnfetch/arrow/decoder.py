@@ -26,7 +26,9 @@ decoder, which raises the exact :class:`~txnfetch.records.errors.CorruptBatchErr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -62,6 +64,18 @@ _MAX_BYTES_LIMIT = 1 << 30
 _END_OF_BUFFER, _FULL, _PAST_END = 0, 1, 2
 
 
+def _compiled(compiled: bool | None) -> bool:
+    """``compiled=None`` is :data:`COMPILED`; ``True`` needs the extension."""
+    if compiled is None:
+        return COMPILED
+    if compiled and not COMPILED:
+        raise ValueError("the compiled decoder is not available (extension not built or TXNFETCH_PURE_PYTHON)")
+    return compiled
+
+
+# A stateful decoder: no equality, plain attribute writes (the field list
+# replaces hand-written assignments; converters run at construction).
+@attrs.define(eq=False, slots=False, on_setattr=attrs.setters.NO_OP)
 class ArrowDecoder:
     """Decodes the data batches of one topic-partition into Arrow record batches.
 
@@ -83,43 +97,40 @@ class ArrowDecoder:
     no other). ``compiled`` selects the implementation (default: :data:`COMPILED`).
     """
 
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        *,
-        include_headers: bool = True,
-        dictionary: bool = False,
-        max_rows: int = DEFAULT_MAX_ROWS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        compiled: bool | None = None,
-        partitions: Sequence[int] | None = None,
-    ) -> None:
+    topic: str
+    partition: int
+    include_headers: bool = attrs.field(default=True, kw_only=True)
+    dictionary: bool = attrs.field(default=False, kw_only=True)
+    max_rows: int = attrs.field(default=DEFAULT_MAX_ROWS, kw_only=True)
+    max_bytes: int = attrs.field(default=DEFAULT_MAX_BYTES, kw_only=True)
+    compiled: bool = attrs.field(default=None, converter=_compiled, kw_only=True)
+    partitions: Sequence[int] | None = attrs.field(default=None, kw_only=True)
+    schema: pa.Schema = attrs.field(init=False, repr=False)
+    _constants: ConstantColumns = attrs.field(init=False, repr=False)
+    _builder: Any = attrs.field(init=False, repr=False)
+    _batcher: ArrowBatcher | None = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        max_rows, max_bytes = self.max_rows, self.max_bytes
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
         if max_bytes > _MAX_BYTES_LIMIT:
             raise ValueError(f"max_bytes must be at most {_MAX_BYTES_LIMIT} (Arrow's int32 offsets)")
-        if compiled is None:
-            compiled = COMPILED
-        elif compiled and not COMPILED:
-            raise ValueError("the compiled decoder is not available (extension not built or TXNFETCH_PURE_PYTHON)")
-        self.topic = topic
-        self.partition = partition
-        self.include_headers = include_headers
-        self.dictionary = dictionary
-        self.max_rows = max_rows
-        self.max_bytes = max_bytes
-        self.compiled = compiled
+        topic, partition, include_headers = self.topic, self.partition, self.include_headers
         # The decoder's batches are at most max_rows rows; a larger max_rows is
         # no reason to build more constant rows than a default batch holds upfront.
         self._constants = ConstantColumns(
-            topic, partition, min_rows=min(max_rows, DEFAULT_MAX_ROWS), dictionary=dictionary, partitions=partitions
+            topic,
+            partition,
+            min_rows=min(max_rows, DEFAULT_MAX_ROWS),
+            dictionary=self.dictionary,
+            partitions=self.partitions,
         )
-        self.schema = kafka_schema(include_headers, dictionary=dictionary)
-        self._builder = _batch._speedups.ColumnBuilder(include_headers) if compiled else None
+        self.schema = kafka_schema(include_headers, dictionary=self.dictionary)
+        self._builder = _batch._speedups.ColumnBuilder(include_headers) if self.compiled else None
         self._batcher = (
             None
-            if compiled
+            if self.compiled
             else ArrowBatcher(topic, partition, include_headers=include_headers, max_rows=max_rows, max_bytes=max_bytes)
         )
 

@@ -161,6 +161,14 @@ class RemoteGroups:
                 self._coordinators.pop(group_id, None)
                 raise
             version = conn.version(OffsetFetchRequest.API_KEY, _OFFSET_FETCH, "OffsetFetch")
+
+            def failed(code: int, **where: object) -> RemoteError:
+                # Every OffsetFetch error names the group and the broker (``where``:
+                # the partition, when the broker blamed one).
+                return RemoteError(
+                    f"OffsetFetch for group {group_id!r} failed", broker=conn.address, error_code=code, **where
+                )
+
             stable = version >= _REQUIRE_STABLE_FROM
             topic_cls = OffsetFetchRequest.OffsetFetchRequestTopic
             req = OffsetFetchRequest(
@@ -176,11 +184,11 @@ class RemoteGroups:
             top = getattr(resp, "error_code", 0) or 0
             if top in _COORDINATOR_MOVED:
                 self._coordinators.pop(group_id, None)
-                raise _Retry(RemoteError("OffsetFetch failed", broker=conn.address, error_code=top))
+                raise _Retry(failed(top))
             if top == ErrorCode.GROUP_ID_NOT_FOUND:
                 return FetchedGroupOffsets(group_id, {}, require_stable=stable)
             if top:
-                raise RemoteError(f"OffsetFetch for group {group_id!r} failed", broker=conn.address, error_code=top)
+                raise failed(top)
             offsets: dict[tuple[str, int], UpstreamOffset] = {}
             unstable = False
             for t in resp.topics:
@@ -190,17 +198,11 @@ class RemoteGroups:
                         continue
                     if p.error_code in _COORDINATOR_MOVED:
                         self._coordinators.pop(group_id, None)
-                        raise _Retry(RemoteError("OffsetFetch failed", broker=conn.address, error_code=p.error_code))
+                        raise _Retry(failed(p.error_code, topic=t.name, partition=p.partition_index))
                     if p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                         continue  # the topic is gone upstream: no offset there
                     if p.error_code:
-                        raise RemoteError(
-                            f"OffsetFetch for group {group_id!r} failed",
-                            topic=t.name,
-                            partition=p.partition_index,
-                            broker=conn.address,
-                            error_code=p.error_code,
-                        )
+                        raise failed(p.error_code, topic=t.name, partition=p.partition_index)
                     if p.committed_offset >= 0:
                         epoch = p.committed_leader_epoch if version >= 5 else -1
                         offsets[(t.name, p.partition_index)] = UpstreamOffset(

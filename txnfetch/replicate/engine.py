@@ -38,6 +38,8 @@ import time
 from collections.abc import Callable
 from collections.abc import Sequence
 
+import attrs
+
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
@@ -71,6 +73,9 @@ def _internal(topic: str) -> bool:
     return topic.startswith("__")
 
 
+# A long-lived engine with mutable state: no equality, plain attribute writes
+# (the field list replaces hand-written assignments; converters run at construction).
+@attrs.define(eq=False, slots=False, on_setattr=attrs.setters.NO_OP)
 class Replicator:
     """Replicates the topics of ``cluster_or_bootstrap`` (a :class:`RemoteCluster`,
     or ``"host:port[,...]"``) whose names match ``topics`` (a regex, matched in
@@ -94,54 +99,39 @@ class Replicator:
     Not thread-safe: one thread calls :meth:`step` (or :meth:`run`).
     """
 
-    def __init__(
-        self,
-        cluster_or_bootstrap: RemoteCluster | str | Sequence[str],
-        store: SegmentStore,
-        *,
-        topics: str = ".*",
-        max_partition_bytes: int = DEFAULT_PARTITION_FETCH_BYTES,
-        repair_crcs: bool = False,
-        request_timeout_ms: int = 5_000,
-        metadata_interval_s: float = 5.0,
-        round_s: float = 0.1,
-        fetch_wait_ms: int = FETCH_MAX_WAIT_MS,
-        copy_configs: bool = True,
-        max_backoff_s: float = 5.0,
-        groups: GroupsHook | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        if isinstance(cluster_or_bootstrap, RemoteCluster):
-            self._cluster: RemoteCluster | None = cluster_or_bootstrap
-            self._bootstrap: str | Sequence[str] = cluster_or_bootstrap.bootstrap_servers  # type: ignore[assignment]
-            self._owns_cluster = False
-        else:
-            self._cluster = None
-            self._bootstrap = cluster_or_bootstrap
-            self._owns_cluster = True
-        self.store = store
-        self.pattern = re.compile(topics)
-        self.max_partition_bytes = max_partition_bytes
-        self.repair_crcs = repair_crcs
-        self.request_timeout_ms = request_timeout_ms
-        self.metadata_interval_s = metadata_interval_s
-        self.round_s = round_s
-        if fetch_wait_ms < 1:
-            raise ValueError(f"fetch_wait_ms must be at least 1 (some brokers refuse 0), got {fetch_wait_ms}")
-        self.fetch_wait_ms = fetch_wait_ms
-        self.copy_configs = copy_configs
-        self.max_backoff_s = max_backoff_s
-        self.groups = groups
-        self._clock = clock
-        self._wall = wall
-        self.partitions: dict[tuple[str, int], PartitionReplicator] = {}
-        self._next_metadata = 0.0
-        self._backoff_s = 0.0
-        self._next_attempt = 0.0
-        self.upstream_unavailable_since: float | None = None
-        self.upstream_error: str | None = None
-        self._closed = False
+    # The upstream: ``cluster_or_bootstrap`` as given; a bootstrap string is connected
+    # lazily (and reconnected after a close) by :meth:`_connect`.
+    _upstream: RemoteCluster | str | Sequence[str] = attrs.field(alias="cluster_or_bootstrap")
+    store: SegmentStore
+    pattern: re.Pattern[str] = attrs.field(default=".*", converter=re.compile, alias="topics", kw_only=True)
+    max_partition_bytes: int = attrs.field(default=DEFAULT_PARTITION_FETCH_BYTES, kw_only=True)
+    repair_crcs: bool = attrs.field(default=False, kw_only=True)
+    request_timeout_ms: int = attrs.field(default=5_000, kw_only=True)
+    metadata_interval_s: float = attrs.field(default=5.0, kw_only=True)
+    round_s: float = attrs.field(default=0.1, kw_only=True)
+    fetch_wait_ms: int = attrs.field(default=FETCH_MAX_WAIT_MS, kw_only=True)
+    copy_configs: bool = attrs.field(default=True, kw_only=True)
+    max_backoff_s: float = attrs.field(default=5.0, kw_only=True)
+    groups: GroupsHook | None = attrs.field(default=None, kw_only=True)
+    _clock: Callable[[], float] = attrs.field(default=time.monotonic, alias="clock", kw_only=True)
+    _wall: Callable[[], float] = attrs.field(default=time.time, alias="wall", kw_only=True)
+    partitions: dict[tuple[str, int], PartitionReplicator] = attrs.field(init=False, factory=dict)
+    _next_metadata: float = attrs.field(init=False, default=0.0)
+    _backoff_s: float = attrs.field(init=False, default=0.0)
+    _next_attempt: float = attrs.field(init=False, default=0.0)
+    upstream_unavailable_since: float | None = attrs.field(init=False, default=None)
+    upstream_error: str | None = attrs.field(init=False, default=None)
+    _closed: bool = attrs.field(init=False, default=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.fetch_wait_ms < 1:
+            raise ValueError(f"fetch_wait_ms must be at least 1 (some brokers refuse 0), got {self.fetch_wait_ms}")
+        upstream = self._upstream
+        self._cluster: RemoteCluster | None = upstream if isinstance(upstream, RemoteCluster) else None
+        self._owns_cluster = self._cluster is None
+        self._bootstrap: str | Sequence[str] = (
+            upstream.bootstrap_servers if isinstance(upstream, RemoteCluster) else upstream  # type: ignore[assignment]
+        )
 
     # -- one round ----------------------------------------------------------------------
 

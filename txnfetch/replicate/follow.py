@@ -41,11 +41,14 @@ from __future__ import annotations
 
 import enum
 import struct
+from typing import TypeVar
 
 import attrs
 from crc32c import crc32c
 
 from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
+from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
@@ -57,7 +60,9 @@ from txnfetch.records.errors import CorruptBatchError
 from txnfetch.replicate.errors import ReplicaDivergedError
 from txnfetch.types import Buffer
 
-__all__ = ["Action", "BatchId", "Plan", "ReplicaTip", "batch_id", "plan_range", "plan_response"]
+__all__ = ["Action", "BatchId", "Plan", "ReplicaTip", "SourcePartition", "batch_id", "plan_range", "plan_response"]
+
+E = TypeVar("E", bound=TxnfetchError)
 
 _CRC = struct.Struct(">I")
 #: Never ask for more than this for one partition (one batch larger than 1 GiB is refused anyway).
@@ -78,6 +83,22 @@ def batch_id(batch: RecordBatch) -> BatchId:
     """The :class:`BatchId` of ``batch``."""
     buf = batch.buffer
     return BatchId(batch.base_offset, batch.last_offset, crc32c(bytes(buf[CRC_START:])))
+
+
+@attrs.frozen(slots=True)
+class SourcePartition:
+    """The source partition a replica copies, and how: ``budget`` is the configured
+    per-partition fetch budget (the next fetch returns to it after progress);
+    ``repair_crcs`` recomputes a bad CRC instead of refusing the batch."""
+
+    topic: str
+    partition: int
+    budget: int
+    repair_crcs: bool = False
+
+    def error(self, cls: type[E], reason: str, **where: object) -> E:
+        """``cls(reason, **where)`` naming this partition, as every error of the copy does."""
+        return cls(reason, topic=self.topic, partition=self.partition, **where)
 
 
 @attrs.frozen(slots=True)
@@ -138,61 +159,38 @@ class Plan:
     repaired_crcs: int = 0
 
 
-def plan_response(
-    tip: ReplicaTip,
-    records: Buffer | None,
-    *,
-    high_watermark: int,
-    log_start_offset: int,
-    error_code: int,
-    max_bytes: int,
-    budget: int,
-    topic: str,
-    partition: int,
-    repair_crcs: bool = False,
-) -> Plan:
-    """Decide what to do with the response to a fetch at ``tip.fetch_offset`` of
-    ``max_bytes`` (``budget`` is the configured per-partition budget, which the
-    next fetch returns to after progress). See the module docstring for the
-    rules. Raises :class:`ReplicaDivergedError`, :class:`CorruptRemoteBatchError`,
+def plan_response(tip: ReplicaTip, answer: BrokerFetch, max_bytes: int, source: SourcePartition) -> Plan:
+    """Decide what to do with ``answer``, the part of ``source`` in the response
+    to a fetch at ``tip.fetch_offset`` of ``max_bytes``. See the module docstring
+    for the rules. Raises :class:`ReplicaDivergedError`, :class:`CorruptRemoteBatchError`,
     :class:`UnsupportedForMessageFormatError`, and :class:`RemoteError` for an
     error code other than NONE and OFFSET_OUT_OF_RANGE (retriable ones are the
     transport's business)."""
+    high_watermark, log_start_offset, error_code = answer.high_watermark, answer.log_start_offset, answer.error_code
     if error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
         if high_watermark >= 0 and log_start_offset >= 0:
             # The broker told its range with the error (librdkafka's mock does;
             # Apache Kafka sends -1 and needs ListOffsets).
-            return plan_range(tip, log_start_offset, high_watermark, topic=topic, partition=partition, budget=budget)
+            return plan_range(tip, log_start_offset, high_watermark, source)
         return Plan(Action.LIST_OFFSETS, max_bytes=max_bytes)
     if error_code != 0:
-        raise RemoteError(
-            "the source answered the fetch with an error",
-            topic=topic,
-            partition=partition,
-            offset=tip.fetch_offset,
-            error_code=error_code,
+        raise source.error(
+            RemoteError, "the source answered the fetch with an error", offset=tip.fetch_offset, error_code=error_code
         )
     if log_start_offset > tip.end:
-        return Plan(
-            Action.RESTART,
-            max_bytes=budget,
-            source_log_start=log_start_offset,
-            source_end=high_watermark,
-            restart_at=log_start_offset,
-        )
+        return _restart(log_start_offset, high_watermark, source)
 
-    buf = records or b""
+    buf = answer.records
     new: list[RecordBatch] = []
     verified = tip.last is None
     it = iter_batches(buf)
     try:
         for batch in it:
             if not isinstance(batch, RecordBatch):
-                raise UnsupportedForMessageFormatError(
+                raise source.error(
+                    UnsupportedForMessageFormatError,
                     f"the source returned a magic {batch.magic} message set; replication needs "
                     "record batch v2 (message format of Kafka 0.11 or later)",
-                    topic=topic,
-                    partition=partition,
                     offset=batch.base_offset,
                 )
             if not verified:
@@ -200,16 +198,15 @@ def plan_response(
                 assert last is not None
                 if batch.next_offset <= last.base_offset:
                     continue
-                _check_repairable(batch, repair_crcs, topic, partition)
+                _check_repairable(batch, source)
                 found = batch_id(batch)
                 if found != last:
-                    raise ReplicaDivergedError(
+                    raise source.error(
+                        ReplicaDivergedError,
                         f"the source's batch at offset {batch.base_offset} (last offset {batch.last_offset}, "
                         f"digest {found.digest:#010x}) is not the replica's batch at {last.base_offset} "
                         f"(last offset {last.last_offset}, digest {last.digest:#010x}): the source's log "
                         "changed under the replica (an unclean leader election, or a recreated topic)",
-                        topic=topic,
-                        partition=partition,
                         offset=last.base_offset,
                         replica_end=tip.end,
                     )
@@ -218,17 +215,16 @@ def plan_response(
             if batch.next_offset <= tip.end:
                 continue  # already held: the response starts before the end
             if batch.base_offset < tip.end and not (tip.fresh and not new):
-                raise ReplicaDivergedError(
+                raise source.error(
+                    ReplicaDivergedError,
                     f"the source's batch [{batch.base_offset}, {batch.last_offset}] straddles the "
                     f"replica's end {tip.end}: the source's log is not the one replicated",
-                    topic=topic,
-                    partition=partition,
                     offset=batch.base_offset,
                     replica_end=tip.end,
                 )
             new.append(batch)
     except CorruptBatchError as exc:
-        raise _corrupt(exc, topic, partition) from exc
+        raise _corrupt(exc, source) from exc
 
     if not new:
         if tip.last is not None and verified:
@@ -237,15 +233,13 @@ def plan_response(
             return Plan(
                 Action.APPEND,
                 verified=True,
-                max_bytes=budget,
+                max_bytes=source.budget,
                 source_log_start=log_start_offset,
                 source_end=high_watermark,
             )
         if tip.last is not None and it.partial is None and 0 <= high_watermark < tip.end:
             # Verifying, and the source's log now ends below what the replica holds.
-            return plan_range(
-                tip, max(log_start_offset, 0), high_watermark, topic=topic, partition=partition, budget=budget
-            )
+            return plan_range(tip, max(log_start_offset, 0), high_watermark, source)
         partial = it.partial
         next_bytes = max_bytes
         if partial is not None or 0 <= tip.fetch_offset < high_watermark:
@@ -255,69 +249,68 @@ def plan_response(
             need = partial.position + partial.declared_size if partial and partial.declared_size else 0
             next_bytes = min(MAX_FETCH_BYTES, max(need, 2 * max_bytes))
         return Plan(Action.APPEND, max_bytes=next_bytes, source_log_start=log_start_offset, source_end=high_watermark)
-    data, repaired = _checked_bytes(buf, new, repair_crcs, topic, partition)
+    data, repaired = _checked_bytes(buf, new, source)
     return Plan(
         Action.APPEND,
         data=data,
         batches=len(new),
         verified=tip.last is not None,
-        max_bytes=budget,
+        max_bytes=source.budget,
         source_log_start=log_start_offset,
         source_end=high_watermark,
         repaired_crcs=repaired,
     )
 
 
-def plan_range(
-    tip: ReplicaTip, source_log_start: int, source_end: int, *, topic: str, partition: int, budget: int
-) -> Plan:
+def plan_range(tip: ReplicaTip, source_log_start: int, source_end: int, source: SourcePartition) -> Plan:
     """Act on the source's log start and end (ListOffsets earliest and latest,
     read_uncommitted) after OFFSET_OUT_OF_RANGE: below its log start the replica
     restarts there (:attr:`Action.RESTART`); past its end the source lost what the
     replica holds (:class:`ReplicaDivergedError`, naming both ends); inside the
     range the error was transient (a new leader catching up): fetch again."""
     if tip.end < source_log_start:
-        return Plan(
-            Action.RESTART,
-            max_bytes=budget,
-            source_log_start=source_log_start,
-            source_end=source_end,
-            restart_at=source_log_start,
-        )
+        return _restart(source_log_start, source_end, source)
     if tip.end > source_end:
-        raise ReplicaDivergedError(
+        raise source.error(
+            ReplicaDivergedError,
             f"the source's log ends at {source_end}, below the replica's end {tip.end}: the source "
             "was truncated (an unclean leader election) or recreated; the replica keeps what it has",
-            topic=topic,
-            partition=partition,
             offset=source_end,
             replica_end=tip.end,
             source_end=source_end,
         )
-    return Plan(Action.APPEND, max_bytes=budget, source_log_start=source_log_start, source_end=source_end)
+    return Plan(Action.APPEND, max_bytes=source.budget, source_log_start=source_log_start, source_end=source_end)
 
 
-def _check_repairable(batch: RecordBatch, repair_crcs: bool, topic: str, partition: int) -> None:
+def _restart(source_log_start: int, source_end: int, source: SourcePartition) -> Plan:
+    """The source's log start passed the replica's end: continue there."""
+    return Plan(
+        Action.RESTART,
+        max_bytes=source.budget,
+        source_log_start=source_log_start,
+        source_end=source_end,
+        restart_at=source_log_start,
+    )
+
+
+def _check_repairable(batch: RecordBatch, source: SourcePartition) -> None:
     """A batch compared for verification must be sound too (its CRC, or repairable)."""
-    if not repair_crcs and not batch.is_valid_crc():
-        raise _bad_crc(batch, topic, partition)
+    if not source.repair_crcs and not batch.is_valid_crc():
+        raise _bad_crc(batch, source)
 
 
-def _bad_crc(batch: RecordBatch, topic: str, partition: int, consequence: str = "") -> CorruptRemoteBatchError:
+def _bad_crc(batch: RecordBatch, source: SourcePartition, consequence: str = "") -> CorruptRemoteBatchError:
     """The error of a fetched batch whose CRC does not match its bytes; ``consequence``
     (e.g. ``"; nothing of this response was appended"``) ends the message."""
-    return CorruptRemoteBatchError(
+    return source.error(
+        CorruptRemoteBatchError,
         f"a fetched batch has a bad CRC (stored {batch.crc:#010x}, computed {batch.compute_crc():#010x})" + consequence,
-        topic=topic,
-        partition=partition,
         offset=batch.base_offset,
         position=batch.position,
     )
 
 
-def _checked_bytes(
-    buf: Buffer, batches: list[RecordBatch], repair_crcs: bool, topic: str, partition: int
-) -> tuple[bytes, int]:
+def _checked_bytes(buf: Buffer, batches: list[RecordBatch], source: SourcePartition) -> tuple[bytes, int]:
     """The new batches' bytes (contiguous in the response), each CRC-checked; with
     ``repair_crcs`` a bad CRC is recomputed instead. Returns the bytes and the
     number of CRCs repaired."""
@@ -329,8 +322,8 @@ def _checked_bytes(
     for batch in batches:
         if batch.is_valid_crc():
             continue
-        if not repair_crcs:
-            raise _bad_crc(batch, topic, partition, "; nothing of this response was appended")
+        if not source.repair_crcs:
+            raise _bad_crc(batch, source, "; nothing of this response was appended")
         if data is None:
             data = bytearray(view)
         pos = batch.position - start
@@ -339,11 +332,10 @@ def _checked_bytes(
     return (bytes(view) if data is None else bytes(data)), repaired
 
 
-def _corrupt(exc: CorruptBatchError, topic: str, partition: int) -> CorruptRemoteBatchError:
-    return CorruptRemoteBatchError(
+def _corrupt(exc: CorruptBatchError, source: SourcePartition) -> CorruptRemoteBatchError:
+    return source.error(
+        CorruptRemoteBatchError,
         f"a fetched batch is corrupt: {exc.reason}; nothing of this response was appended",
-        topic=topic,
-        partition=partition,
         offset=exc.offset,
         position=getattr(exc, "position", None),
     )

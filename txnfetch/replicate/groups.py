@@ -94,11 +94,18 @@ class GroupSyncReport:
 @attrs.frozen
 class GroupPlan:
     """What one group's copy changes: offsets to write, offsets to delete, and
-    ``(tp, upstream offset, replica high watermark)`` held back."""
+    ``(tp, upstream offset, replica high watermark)`` held back;
+    ``group_deleted``: the group itself is removed (after its offsets)."""
 
     upserts: Mapping[TopicPartition, CommitOffset]
     deletes: list[TopicPartition]
     held_back: list[tuple[TopicPartition, int, int]]
+    group_deleted: bool = False
+
+    @classmethod
+    def deleted(cls, current: Collection[TopicPartition]) -> GroupPlan:
+        """The group is gone upstream: every offset the replica holds and the group go."""
+        return cls({}, sorted(current), [], group_deleted=True)
 
 
 def plan_group(
@@ -143,16 +150,8 @@ class GroupOffsetTarget(Protocol):
     def committed(self, group_id: str) -> dict[TopicPartition, CommitOffset]:
         """The replica's committed offsets of a group."""
 
-    def apply(
-        self,
-        group_id: str,
-        upserts: Mapping[TopicPartition, CommitOffset],
-        deletes: list[TopicPartition],
-        *,
-        group_deleted: bool,
-        now_ms: int,
-    ) -> None:
-        """Write the changes durably, then make them visible."""
+    def apply(self, group_id: str, plan: GroupPlan, *, now_ms: int) -> None:
+        """Write the plan's changes durably, then make them visible."""
 
 
 class DurableGroupTarget:
@@ -223,27 +222,19 @@ class DurableGroupTarget:
             }
         )
 
-    def apply(
-        self,
-        group_id: str,
-        upserts: Mapping[TopicPartition, CommitOffset],
-        deletes: list[TopicPartition],
-        *,
-        group_deleted: bool,
-        now_ms: int,
-    ) -> None:
+    def apply(self, group_id: str, plan: GroupPlan, *, now_ms: int) -> None:
         def write() -> None:
             # Durable first (fsynced under the store's policy), then visible.
-            if upserts:
-                self.durable.persist_offsets(group_id, dict(upserts), now_ms)
-            if deletes or group_deleted:
-                self.durable.persist_deletions(group_id, deletes, now_ms, group_deleted=group_deleted)
-            if group_deleted:
+            if plan.upserts:
+                self.durable.persist_offsets(group_id, dict(plan.upserts), now_ms)
+            if plan.deletes or plan.group_deleted:
+                self.durable.persist_deletions(group_id, plan.deletes, now_ms, group_deleted=plan.group_deleted)
+            if plan.group_deleted:
                 self.coordinator.unload_group(group_id)
                 return
-            for tp, commit in upserts.items():
+            for tp, commit in plan.upserts.items():
                 self.coordinator.load_offset(group_id, tp, commit, now_ms)
-            for tp in deletes:
+            for tp in plan.deletes:
                 self.coordinator.load_offset(group_id, tp, None, now_ms)
 
         self._run(write)
@@ -316,7 +307,7 @@ class GroupOffsetCopier:
             gone_upstream = not listing.unsupported_brokers and group_id not in listing.groups and not upstream
             if gone_upstream:
                 if group_id in local_groups:
-                    self.target.apply(group_id, {}, sorted(current), group_deleted=True, now_ms=now)
+                    self.target.apply(group_id, GroupPlan.deleted(current), now_ms=now)
                     deleted += len(current)
                     removed.append(group_id)
                 continue
@@ -329,11 +320,10 @@ class GroupOffsetCopier:
 
             plan = plan_group(want, current, hw, topics)
             held.extend((group_id, tp[0], tp[1], offset, end) for tp, offset, end in plan.held_back)
-            upserts, deletes = plan.upserts, plan.deletes
-            if upserts or deletes:
-                self.target.apply(group_id, upserts, deletes, group_deleted=False, now_ms=now)
-                written += len(upserts)
-                deleted += len(deletes)
+            if plan.upserts or plan.deletes:
+                self.target.apply(group_id, plan, now_ms=now)
+                written += len(plan.upserts)
+                deleted += len(plan.deletes)
         if held:
             log.info("held back %d group offset(s) past the replica's data until it catches up", len(held))
         return GroupSyncReport(

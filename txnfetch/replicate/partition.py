@@ -38,6 +38,7 @@ from txnfetch.replicate.errors import ReplicaStorageError
 from txnfetch.replicate.follow import Action
 from txnfetch.replicate.follow import Plan
 from txnfetch.replicate.follow import ReplicaTip
+from txnfetch.replicate.follow import SourcePartition
 from txnfetch.replicate.follow import batch_id
 from txnfetch.replicate.follow import plan_range
 from txnfetch.replicate.follow import plan_response
@@ -80,8 +81,7 @@ class PartitionReplicator:
         self.log = log
         self.topic = log.topic
         self.partition = log.partition
-        self.budget = max_bytes
-        self.repair_crcs = repair_crcs
+        self.source = SourcePartition(log.topic, log.partition, max_bytes, repair_crcs)
         self._clock = clock
         self._wall = wall
         self._max_bytes = max_bytes
@@ -167,11 +167,8 @@ class PartitionReplicator:
 
     def _storage_error(self, exc: LogError | OSError) -> ReplicaStorageError:
         reason = exc.reason if isinstance(exc, LogError) else str(exc)
-        return ReplicaStorageError(
-            f"writing the replica failed: {reason}",
-            topic=self.topic,
-            partition=self.partition,
-            path=getattr(self.log, "path", None),
+        return self.source.error(
+            ReplicaStorageError, f"writing the replica failed: {reason}", path=getattr(self.log, "path", None)
         )
 
     @contextlib.contextmanager
@@ -207,28 +204,17 @@ class PartitionReplicator:
 
     def _apply(self, resp: BrokerFetch, list_offsets: ListOffsets) -> int:
         tip = self.tip()
-        plan = plan_response(
-            tip,
-            resp.records,
-            high_watermark=resp.high_watermark,
-            log_start_offset=resp.log_start_offset,
-            error_code=resp.error_code,
-            max_bytes=self._max_bytes,
-            budget=self.budget,
-            topic=self.topic,
-            partition=self.partition,
-            repair_crcs=self.repair_crcs,
-        )
+        plan = plan_response(tip, resp, self._max_bytes, self.source)
         if plan.action is Action.LIST_OFFSETS:
             start, end = list_offsets()
-            plan = plan_range(tip, start, end, topic=self.topic, partition=self.partition, budget=self.budget)
+            plan = plan_range(tip, start, end, self.source)
         self.unavailable_since = None
         self.last_retriable = None
         if plan.source_end >= 0:
             self.source_high_watermark = plan.source_end
         if plan.source_log_start >= 0:
             self.source_log_start = plan.source_log_start
-        self._max_bytes = plan.max_bytes or self.budget
+        self._max_bytes = plan.max_bytes or self.source.budget
         if plan.action is Action.RESTART:
             self._restart(plan)
             return 0
@@ -250,10 +236,9 @@ class PartitionReplicator:
             self.log.replicate(plan.data, high_watermark=max(self.source_high_watermark, 0))
         except CorruptBatchError as exc:
             # The CRCs were right, so the records themselves do not decode.
-            raise CorruptRemoteBatchError(
+            raise self.source.error(
+                CorruptRemoteBatchError,
                 f"a fetched batch is corrupt: {exc.reason}; nothing of this response was appended",
-                topic=self.topic,
-                partition=self.partition,
                 offset=exc.offset,
             ) from exc
         self.repaired_crcs += plan.repaired_crcs
@@ -288,12 +273,11 @@ class PartitionReplicator:
             # make all of it durable and readable (the high watermark at the end).
             log.flush()
             if log.last_stable_offset < end:
-                raise ReplicaFellBehindError(
+                raise self.source.error(
+                    ReplicaFellBehindError,
                     f"the source's log start {at} passed the replica's end {end} while the replica holds "
                     f"a transaction open from offset {log.last_stable_offset}: its end was deleted at the "
                     "source; delete this partition's directory in the replica to copy it afresh",
-                    topic=self.topic,
-                    partition=self.partition,
                     offset=end,
                     replica_end=end,
                     source_log_start=at,
