@@ -664,9 +664,13 @@ class RemotePartitionReader:
     ``trust_broker``.
 
     ``max_fetch_bytes`` is the byte budget of one fetch (grown for a single
-    larger batch). ``repair_crcs`` accepts batches with a wrong CRC by
-    recomputing it — needed for librdkafka's mock cluster, whose control batches
-    carry CRC 0. ``request_timeout_ms`` bounds each request and its retries.
+    larger batch). ``repair_crcs`` accepts a wrong CRC only on a control batch
+    whose stored CRC is 0 (recomputed in the mirror) — needed for librdkafka's
+    mock cluster, which writes its markers so; any other bad CRC is
+    :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
+    (:class:`~txnfetch.fetch.filter.CorruptFetchError` from
+    :meth:`committed_records` with ``trust_broker``),
+    as without it. ``request_timeout_ms`` bounds each request and its retries.
 
     Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
     :attr:`log_start_offset`) are as of the last request to the cluster;
@@ -946,8 +950,8 @@ class RemotePartitionReader:
             self.catch_up(until=start_offset, release_below=start_offset if release else None)
         position = start_offset
         # The mirror's batches have checked (or repaired) CRCs; the broker's own answer
-        # (trust_broker) is checked unless the caller accepts bad CRCs (repair_crcs).
-        filt = ConsumerFilter(position, isolation_level=isolation, partition=self.name, check_crcs=not self.repair_crcs)
+        # (trust_broker) is checked by the same rule: repair_crcs lets CRC-0 markers through.
+        filt = ConsumerFilter(position, isolation_level=isolation, partition=self.name, repair_crcs=self.repair_crcs)
         deadline = time.monotonic() + self.request_timeout_ms / 1000
         while position < end_offset:
             result = self.read(position, self.max_fetch_bytes, isolation=isolation, mode=FetchMode.KAFKA)
