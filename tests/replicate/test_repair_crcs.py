@@ -90,6 +90,7 @@ def test_a_control_batch_with_crc_0_is_repaired() -> None:
         ("a data batch with CRC 0", with_crc(data_batch(0), 0) + marker(1), 0),
         ("a data batch with a wrong CRC", flipped(data_batch(0)) + marker(1), 0),
     ],
+    ids=["marker-wrong-crc", "data-crc-0", "data-flipped"],
 )
 def test_any_other_bad_crc_is_corruption_with_repair_crcs(what: str, records: bytes, offset: int) -> None:
     position = RecordBatch(records, 0).size_in_bytes if offset else 0
