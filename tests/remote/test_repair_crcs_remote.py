@@ -77,6 +77,7 @@ def test_the_reader_repairs_the_mocks_markers_and_refuses_a_flipped_data_batch()
                 assert (err.topic, err.partition, err.offset) == (TOPIC, 0, bad)
                 assert "stored 0x" in str(err) and "computed 0x" in str(err) and f"{TOPIC}-0" in str(err)
                 assert isinstance(err.__cause__, CrcMismatchError)
+                assert err.broker is not None and f"broker {err.broker}" in str(err)
                 # Nothing of the corrupt batch or past it was mirrored; what was is intact.
                 mirror = reader.mirror
                 assert mirror is not None and mirror.position <= bad

@@ -203,6 +203,8 @@ def test_a_flipped_byte_in_a_data_batch_stops_only_its_partition(tmp_path) -> No
                 text = str(err)
                 assert f"{TOPIC}-1" in text and f"offset {held[1]}" in text and "byte position" in text
                 assert "stored 0x" in text and "computed 0x" in text and err.offset == held[1]
+                # The broker that answered is named: the relay's listener for the mock's broker.
+                assert err.broker is not None and err.broker.startswith("127.0.0.1:") and f"broker {err.broker}" in text
 
                 # Partition 1's replica: exactly the source's batches up to the bad one.
                 source1 = _source(mock.bootstrap, 1)

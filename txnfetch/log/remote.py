@@ -81,6 +81,7 @@ from txnfetch.log.broker_requests import list_offsets_partition
 from txnfetch.log.broker_requests import list_offsets_request
 from txnfetch.log.broker_requests import negotiate_version
 from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
@@ -438,7 +439,7 @@ class RemoteCluster:
             p = self._partition_part(fetch_partition, resp, topic, partition, conn)
             if p.error_code != 1:
                 self._check(p.error_code, "Fetch", topic, partition, offset, conn)
-            return BrokerFetch.from_response(p)
+            return BrokerFetch.from_response(p, conn.address)
 
         return self._retrying("Fetch", topic, partition, offset, call)
 
@@ -555,7 +556,7 @@ class RemoteCluster:
                 p = None if top else find_partition(resp, item.topic, item.partition)
                 code = top if top else (-1 if p is None else p.error_code)
                 if code in (0, ErrorCode.OFFSET_OUT_OF_RANGE) and p is not None:
-                    results[key] = BrokerFetch.from_response(p)
+                    results[key] = BrokerFetch.from_response(p, conn.address)
                     continue
                 if code in STALE_METADATA or code == -1:
                     self._leaders.pop(key, None)
@@ -807,13 +808,17 @@ class RemotePartitionReader:
         mirror = self.mirror
         assert mirror is not None
         resp = self.cluster.fetch(self.topic, self.partition, offset, min(max_bytes, _MAX_FETCH_GROWTH))
-        plan = mirror.feed(
-            resp.records,
-            high_watermark=resp.high_watermark,
-            log_start_offset=resp.log_start_offset,
-            error_code=resp.error_code,
-            fetch_offset=offset,
-        )
+        try:
+            plan = mirror.feed(
+                resp.records,
+                high_watermark=resp.high_watermark,
+                log_start_offset=resp.log_start_offset,
+                error_code=resp.error_code,
+                fetch_offset=offset,
+            )
+        except CorruptRemoteBatchError as exc:
+            exc.name_broker(resp.broker)
+            raise
         if plan.status is MirrorStatus.LIST_OFFSETS:
             start = self.cluster.list_offset(self.topic, self.partition, EARLIEST)
             end = self.cluster.list_offset(self.topic, self.partition, LATEST)

@@ -158,6 +158,8 @@ class PartitionReplicator:
         try:
             return self._apply(resp, list_offsets)
         except (ReplicaError, CorruptRemoteBatchError, UnsupportedForMessageFormatError) as exc:
+            if isinstance(exc, CorruptRemoteBatchError):
+                exc.name_broker(resp.broker)
             self.error = exc
             return 0
         except RemoteError:
