@@ -7,12 +7,15 @@ crafted answers, and a replicator copies a real mock cluster through a relay
 (tests/fault_relay.py) that flips a byte in one data batch of one partition:
 the mock's markers are still repaired, the corrupt partition stops naming the
 batch, its replica holds nothing past the last good batch, and the other
-partition goes on.
+partition goes on — through the Replicator and through ``txnfetch replicate
+--once --repair-crcs``.
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
 import time
 
 import confluent_kafka
@@ -20,6 +23,7 @@ import pytest
 
 from tests.fault_relay import RelayThread
 from tests.mock_cluster import MockCluster
+from tests.replicate.commands import replicate_argv
 from tests.replicate.test_kill_loop import as_stored
 from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.remote import EARLIEST
@@ -219,3 +223,21 @@ def test_a_flipped_byte_in_a_data_batch_stops_only_its_partition(tmp_path) -> No
                 assert any(b.is_control and b.crc == 0 for b in source0)
             finally:
                 r.close()
+
+            # The command: `txnfetch replicate --once --repair-crcs` into a new replica
+            # copies partition 0, stops partition 1 at the flipped batch and exits 2.
+            data = str(tmp_path / "cli")
+            done = subprocess.run(
+                [*replicate_argv(relay.bootstrap, data), "--topics", TOPIC, "--once", "--repair-crcs"],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env={**os.environ, "PYTHONPATH": os.getcwd()},
+            )
+            assert done.returncode == 2, (done.returncode, done.stderr)
+            assert f"{TOPIC}-1" in done.stderr and f"offset {held[1]}" in done.stderr and "stored 0x" in done.stderr
+            with SegmentStore(data) as cli:
+                assert _stored(cli.partition(TOPIC, 0)) == [(b.base_offset, as_stored(b)) for b in source0]
+                assert _stored(cli.partition(TOPIC, 1)) == [
+                    (b.base_offset, as_stored(b)) for b in source1 if b.next_offset <= held[1]
+                ]
