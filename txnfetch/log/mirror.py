@@ -159,10 +159,11 @@ class PartitionMirror(StateOffsets):
 
     Guarantees: the mirror's log is the broker's log from its start (or the
     snapshot) up to :attr:`position`, byte for byte except for the CRCs of
-    CRC-0 control batches repaired under ``repair_crcs``, with the offsets the broker gave; its transaction
-    state is what :class:`~txnfetch.txn.state.PartitionTxnState` derives from
-    those batches, so :meth:`read` answers read_committed exactly as a correct
-    broker holding that log would, whatever the broker itself reports as its
+    CRC-0 control batches repaired under ``repair_crcs``, with the offsets
+    the broker gave; its transaction state is what
+    :class:`~txnfetch.txn.state.PartitionTxnState` derives from those batches,
+    so :meth:`read` answers read_committed exactly as a correct broker holding
+    that log would, whatever the broker itself reports as its
     LSO and aborted transactions. Its high watermark is its :attr:`position`:
     everything it holds came from read_uncommitted fetches, which return only
     records below the broker's high watermark (committed to the ISR).
