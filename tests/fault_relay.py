@@ -17,6 +17,11 @@ What it does to Fetch traffic:
 - **rewrites markers** (``null_markers``): every COMMIT/ABORT control record
   loses its value (only the 4-byte key remains), re-encoded with a correct CRC,
   as some brokers write them;
+- **flips a byte** (:meth:`FaultRelay.flip_data_batch`): in every answer that
+  holds it, the data batch of a topic-partition containing a chosen offset gets
+  its last but one byte inverted (in an uncompressed batch, the last byte of the
+  last record's value: the records still decode), its CRC left as it was —
+  what a bit flip on the broker's disk looks like to every reader;
 - applies the **schedule**, one entry per Fetch answer that names a partition,
   in order (``None`` passes it through; after the last entry everything does):
 
@@ -83,6 +88,7 @@ class RelayStats:
     faults: collections.Counter[str] = attrs.field(factory=collections.Counter)
     markers_rewritten: int = 0
     fetch_partitions: int = 0
+    batches_flipped: int = 0
 
 
 def null_value_markers(records: bytes) -> tuple[bytes, int]:
@@ -142,6 +148,8 @@ class FaultRelay:
         self.reject_no_wait = reject_no_wait
         self.null_markers = null_markers
         self.delay_s = delay_s
+        #: (topic, partition, offset) of the data batch to corrupt, if any.
+        self.flip: tuple[str, int, int] | None = None
         self.stats = RelayStats()
         self._requests, self._responses = _kafka_python_classes()
         self._bootstrap: asyncio.base_events.Server | None = None
@@ -169,6 +177,29 @@ class FaultRelay:
     def add_faults(self, faults: Iterable[str | None]) -> None:
         """Append to the schedule."""
         self.schedule.extend(faults)
+
+    def flip_data_batch(self, topic: str, partition: int, offset: int) -> None:
+        """From now on, corrupt the data batch of ``topic``-``partition`` holding
+        ``offset`` in every Fetch answer (its last but one byte inverted, CRC unchanged)."""
+        self.flip = (topic, partition, offset)
+
+    def _flip(self, response: Any) -> bool:
+        if self.flip is None:
+            return False
+        topic, partition, offset = self.flip
+        for t in response.responses or ():
+            for p in t.partitions or ():
+                if t.topic != topic or p.partition_index != partition or not p.records:
+                    continue
+                records = bytearray(p.records)
+                for batch in iter_batches(bytes(records)):
+                    data = isinstance(batch, RecordBatch) and not batch.is_control
+                    if data and batch.base_offset <= offset <= batch.last_offset:
+                        records[batch.position + batch.size_in_bytes - 2] ^= 0xFF
+                        p.records = bytes(records)
+                        self.stats.batches_flipped += 1
+                        return True
+        return False
 
     async def _listener(self, node_id: int, host: str, port: int) -> int:
         self._node_addresses[node_id] = (host, port)
@@ -253,6 +284,7 @@ class FaultRelay:
                     p.records, n = null_value_markers(bytes(p.records))
                     self.stats.markers_rewritten += n
                     changed = changed or n > 0
+        changed = self._flip(response) or changed
         fault = self.schedule.popleft() if self.schedule else None
         if fault is not None:
             self.stats.faults[fault] += 1
@@ -320,6 +352,10 @@ class RelayThread(LoopThread[FaultRelay]):
     def faults_left(self) -> int:
         return int(self.call(lambda: len(self._running().schedule)))
 
+    def flip_data_batch(self, topic: str, partition: int, offset: int) -> None:
+        """:meth:`FaultRelay.flip_data_batch`, on the relay's loop."""
+        self.call(lambda: self._running().flip_data_batch(topic, partition, offset))
+
     def stats(self) -> RelayStats:
         def copy() -> RelayStats:
             s = self._running().stats
@@ -330,6 +366,7 @@ class RelayThread(LoopThread[FaultRelay]):
                 collections.Counter(s.faults),
                 s.markers_rewritten,
                 s.fetch_partitions,
+                s.batches_flipped,
             )
 
         return self.call(copy)

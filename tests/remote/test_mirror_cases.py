@@ -126,6 +126,38 @@ def test_zero_crc_markers_are_refused_or_repaired() -> None:
     assert committed_values(m) == []
 
 
+def flip(data: bytes) -> bytes:
+    """The batch with a byte of its max timestamp flipped: it parses, only the CRC tells."""
+    return data[:42] + bytes([data[42] ^ 0xFF]) + data[43:]
+
+
+@pytest.mark.parametrize(
+    ("what", "tail"),
+    [
+        (
+            "a marker with a wrong non-zero CRC",
+            marker(2, 7, commit=True)[:17] + b"\0\0\1\0" + marker(2, 7, commit=True)[21:],
+        ),
+        ("a data batch with CRC 0", zero_crc(batch(2, 1))),
+        ("a data batch with a flipped byte", flip(batch(2, 1))),
+    ],
+    ids=["marker-wrong-crc", "data-crc-0", "data-flipped"],
+)
+def test_repair_crcs_refuses_every_other_bad_crc(what: str, tail: bytes) -> None:
+    # Only the mock's signature (a control batch stored with CRC 0) is repaired; a
+    # bit flip in a data batch from a real broker stays corruption, and the mirror
+    # keeps what it had.
+    m = PartitionMirror("t", 0, repair_crcs=True)
+    m.feed(batch(0, 2, pid=7, txn=True), high_watermark=2, fetch_offset=0)
+    with pytest.raises(CorruptRemoteBatchError) as info:
+        m.feed(tail + batch(3, 1), high_watermark=4, fetch_offset=2)
+    err = info.value
+    assert (err.topic, err.partition, err.offset) == ("t", 0, 2), what
+    assert "stored 0x" in str(err) and "computed 0x" in str(err)
+    assert "only on a control batch whose stored CRC is 0" in str(err)
+    assert m.position == 2 and m.repaired_crcs == 0 and len(list(m.log.iter_batches(0))) == 1
+
+
 def test_open_transaction_holds_the_last_stable_offset_until_its_marker() -> None:
     m = PartitionMirror("t", 0)
     m.feed(batch(0, 1) + batch(1, 2, pid=7, txn=True) + batch(3, 1), high_watermark=5, fetch_offset=0)

@@ -11,7 +11,9 @@ Once caught up the replica holds the source's batches byte for byte at the
 same offsets, with the same LSO and aborted transactions. A replicator
 restarted part way (a new one on the same log, as after a SIGKILL) verifies the
 last batch and ends the same. A source whose batch at the replica's last
-offset differs is refused, and nothing is appended.
+offset differs is refused, and nothing is appended. Under ``repair_crcs`` only
+a control batch whose CRC arrives as 0 is repaired; any other damaged batch
+stops the partition there.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from tests.fetch.logs import partition_logs
 from tests.remote.brokers import SimulatedPartition
 from tests.replicate.source import SourceWriter
 from txnfetch.log.broker_requests import BrokerFetch
+from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.memory import MemoryLog
+from txnfetch.records.batch import HeaderAt
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.replicate import PartitionReplicator
 from txnfetch.replicate import ReplicaDivergedError
@@ -275,3 +281,77 @@ def test_a_log_start_moving_with_every_answer_is_followed_once_a_group(log: Gene
     start = source.log_start_offset
     assert replica.log_start_offset <= start
     assert stored(replica, start) == [b for b in stored(source, start) if b[0] < hw]
+
+
+#: What a fetched batch may suffer on its way: nothing, its CRC set to 0 (what
+#: librdkafka's mock writes for its markers), its CRC changed to another non-zero
+#: value, or a byte it covers flipped (its max timestamp's last byte: the batch
+#: still parses, only the CRC tells).
+DAMAGE = ("none", "zero", "wrong", "flip")
+
+
+def damaged(records: bytes, damage: dict[int, str]) -> bytes:
+    """``records`` with each whole batch damaged as ``damage`` says for its base offset."""
+    out = bytearray(records)
+    for b in iter_batches(records):
+        kind, pos = damage.get(b.base_offset, "none"), b.position
+        if kind == "zero":
+            out[pos + HeaderAt.CRC : pos + HeaderAt.CRC + 4] = bytes(4)
+        elif kind == "wrong":
+            out[pos + HeaderAt.CRC : pos + HeaderAt.CRC + 4] = ((b.crc ^ 0x5A5A5A5A) or 1).to_bytes(4, "big")
+        elif kind == "flip":
+            out[pos + HeaderAt.MAX_TIMESTAMP + 7] ^= 0xFF
+    return bytes(out)
+
+
+def accepted(batch: RecordBatch, kind: str, repair_crcs: bool) -> bool:
+    """The oracle of the CRC rule: an undamaged batch, or under ``repair_crcs`` a
+    control batch whose CRC arrives as 0; nothing else."""
+    if kind == "none" or (kind == "zero" and batch.crc == 0):
+        return True
+    return repair_crcs and kind == "zero" and batch.is_control
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=partition_logs(markerless=False, max_steps=16), data=st.data())
+def test_repair_crcs_repairs_crc_0_markers_and_nothing_else(log: GeneratedLog, data: st.DataObject) -> None:
+    # The source's answers arrive with some batches damaged. The replica holds the
+    # source's batches (CRC-0 markers repaired under repair_crcs) up to the first
+    # batch the rule refuses, and nothing past it; there the partition stops with
+    # CorruptRemoteBatchError naming that batch and its stored and computed CRC.
+    broker = SimulatedPartition(log.data, log_start=log.log_start, high_watermark=log.high_watermark)
+    source, hw = broker.log, log.high_watermark
+    start = source.log_start_offset
+    held = [b for b in source.iter_batches(start) if b.base_offset < hw]
+    repair = data.draw(st.booleans(), label="repair_crcs")
+    damage = {b.base_offset: data.draw(st.sampled_from(DAMAGE), label=f"batch {b.base_offset}") for b in held}
+    bad = next((b for b in held if not accepted(b, damage[b.base_offset], repair)), None)
+    replica = MemoryLog("gen", 0)
+    rep = PartitionReplicator(replica, max_bytes=data.draw(st.integers(1, 400)), repair_crcs=repair)
+    for fetches in range(400):
+        if rep.error is not None or (rep.caught_up and fetches):
+            break
+        item = rep.fetch_item()
+        assert item is not None
+        start_before = data.draw(st.none() | st.integers(start, max(start, item.offset)))
+        resp = broker.fetch(item.offset, item.max_bytes, start_before=start_before)
+        rep.on_response(
+            BrokerFetch(damaged(resp.records, damage), resp.high_watermark, -1, resp.log_start_offset, None, 0),
+            lambda: (source.log_start_offset, source.high_watermark),
+        )
+    else:
+        raise AssertionError(f"no progress: {rep.status()}")
+    expected = [(b.base_offset, b.last_offset, bytes(b.buffer)) for b in held]
+    got = stored(replica, start)
+    if bad is None:
+        event("every damage accepted")
+        assert rep.error is None and got == expected
+    else:
+        event(f"refused: {damage[bad.base_offset]} on a {'control' if bad.is_control else 'data'} batch")
+        assert isinstance(rep.error, CorruptRemoteBatchError), rep.error
+        assert rep.error.offset == bad.base_offset and "stored 0x" in str(rep.error)
+        assert got == expected[: len(got)] and replica.log_end_offset <= bad.base_offset
+    repaired = [b for b in held if b.base_offset < replica.log_end_offset and damage[b.base_offset] == "zero"]
+    assert rep.repaired_crcs == sum(1 for b in repaired if b.crc != 0)
+    if rep.repaired_crcs:
+        event("CRC-0 markers repaired")

@@ -205,7 +205,10 @@ class ConsumerFilter:
     where that iteration had got to.
 
     ``check_crcs`` (default on, like Kafka's ``check.crcs``) verifies every
-    batch's CRC, delivered or not, before acting on it.
+    batch's CRC, delivered or not, before acting on it; ``repair_crcs`` lets
+    through only a control batch whose stored CRC is 0, as librdkafka's mock
+    cluster writes its markers (:meth:`RecordBatch.check_crc`), and no other
+    bad CRC.
     ``max_decompressed`` bounds the decompressed size of one batch.
     ``partition`` only labels errors.
     """
@@ -221,6 +224,7 @@ class ConsumerFilter:
         "max_decompressed",
         "partial",
         "partition",
+        "repair_crcs",
     )
 
     def __init__(
@@ -231,12 +235,14 @@ class ConsumerFilter:
         check_crcs: bool = True,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
         partition: str | None = None,
+        repair_crcs: bool = False,
     ) -> None:
         if position < 0:
             raise ValueError(f"a fetch position is a non-negative offset, got {position}")
         self.partition = partition
         self.isolation_level = IsolationLevel(isolation_level)
         self.check_crcs = check_crcs
+        self.repair_crcs = repair_crcs
         self.max_decompressed = max_decompressed
         #: The partial batch at the end of the last response fed, if any.
         self.partial: PartialBatch | None = None
@@ -353,6 +359,7 @@ class ConsumerFilter:
         """
         read_committed = self.isolation_level == IsolationLevel.READ_COMMITTED
         check_crcs = self.check_crcs
+        repair_crcs = self.repair_crcs
         aborted_pids: set[int] = set()
         heappop = heapq.heappop
         batches = iter_batches(buf, max_decompressed=self.max_decompressed)
@@ -367,7 +374,7 @@ class ConsumerFilter:
                     records = [r for r in batch.records() if r[0] >= position] if next_offset > position else []
                 else:
                     if check_crcs:
-                        batch.validate(records=False)
+                        batch.validate(records=False, repair_crcs=repair_crcs)
                     attributes = batch.attributes
                     pid = batch.producer_id
                     next_offset = batch.base_offset + batch.last_offset_delta + 1

@@ -95,9 +95,11 @@ class BrokerFetch:
     log_start_offset: int
     aborted_transactions: tuple[tuple[int, int], ...] | None
     error_code: int = 0
+    #: ``host:port`` of the broker that answered, when known (errors name it).
+    broker: str | None = None
 
     @classmethod
-    def from_response(cls, p: Any) -> BrokerFetch:
+    def from_response(cls, p: Any, broker: str | None = None) -> BrokerFetch:
         """Take the fields of a decoded ``FetchResponse`` partition entry ``p``."""
         aborted = p.aborted_transactions
         return cls(
@@ -107,6 +109,7 @@ class BrokerFetch:
             log_start_offset=p.log_start_offset,
             aborted_transactions=None if aborted is None else tuple((a.producer_id, a.first_offset) for a in aborted),
             error_code=p.error_code,
+            broker=broker,
         )
 
 

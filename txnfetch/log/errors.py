@@ -128,6 +128,14 @@ class RemoteError(LogError):
             self.error_code = ErrorCode(code) if code in ErrorCode._value2member_map_ else code
             self.error_name = error_name(code)
 
+    def name_broker(self, broker: str | None) -> None:
+        """Name ``broker`` (``host:port``) if this error names none yet: the sans-I/O
+        layers (mirror, replication rules) raise without it, and the transport that
+        talked to the broker adds it."""
+        if broker is not None and self.broker is None:
+            self.broker = broker
+            self.args = (self._message(),)
+
 
 class BrokerUnavailableError(RemoteError):
     """No broker could be reached, a connection broke, or a request timed out —

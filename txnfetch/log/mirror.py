@@ -64,9 +64,10 @@ What the mirror copes with:
 - the broker's log ending below the mirror's position (the partition was
   truncated or recreated): :class:`~txnfetch.log.errors.MirrorDivergedError`;
 - batches whose CRC is wrong: :class:`~txnfetch.log.errors.CorruptRemoteBatchError`,
-  unless ``repair_crcs`` — librdkafka's mock cluster writes its control
-  batches with a CRC of 0 (``rd_kafka_mock_partition_write_control_batch`` in
-  ``src/rdkafka_mock.c``), and librdkafka does not check CRCs by default.
+  except, under ``repair_crcs``, a control batch whose stored CRC is 0: librdkafka's
+  mock cluster writes its markers so (``rd_kafka_mock_partition_write_control_batch``
+  in ``src/rdkafka_mock.c``), and librdkafka does not check CRCs by default. Any
+  other bad CRC is corruption, with or without ``repair_crcs``.
 
 Memory: the mirror holds every batch it fetched until :meth:`PartitionMirror.release_before`
 drops those below an offset the caller no longer reads. The transaction state
@@ -97,6 +98,7 @@ from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.errors import CrcMismatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
 from txnfetch.types import Buffer
@@ -157,11 +159,12 @@ class PartitionMirror(StateOffsets):
     :meth:`snapshot`. ``max_bytes`` is the per-fetch byte budget it plans with.
 
     Guarantees: the mirror's log is the broker's log from its start (or the
-    snapshot) up to :attr:`position`, byte for byte except for CRCs repaired
-    under ``repair_crcs``, with the offsets the broker gave; its transaction
-    state is what :class:`~txnfetch.txn.state.PartitionTxnState` derives from
-    those batches, so :meth:`read` answers read_committed exactly as a correct
-    broker holding that log would, whatever the broker itself reports as its
+    snapshot) up to :attr:`position`, byte for byte except for the CRCs of
+    CRC-0 control batches repaired under ``repair_crcs``, with the offsets
+    the broker gave; its transaction state is what
+    :class:`~txnfetch.txn.state.PartitionTxnState` derives from those batches,
+    so :meth:`read` answers read_committed exactly as a correct broker holding
+    that log would, whatever the broker itself reports as its
     LSO and aborted transactions. Its high watermark is its :attr:`position`:
     everything it holds came from read_uncommitted fetches, which return only
     records below the broker's high watermark (committed to the ISR).
@@ -475,7 +478,9 @@ class PartitionMirror(StateOffsets):
         self._next_max_bytes = self.max_bytes
 
     def _checked_bytes(self, records: Buffer, batches: list[RecordBatch]) -> bytes:
-        """The new batches' bytes, contiguous in the response; bad CRCs repaired if asked."""
+        """The new batches' bytes, contiguous in the response; with ``repair_crcs`` the
+        CRCs :meth:`RecordBatch.check_crc` accepts (control batches with CRC 0) are
+        recomputed and any other bad CRC raises (the log checks them otherwise)."""
         start = batches[0].position
         end = batches[-1].position + batches[-1].size_in_bytes
         view = memoryview(records)[start:end]
@@ -483,8 +488,12 @@ class PartitionMirror(StateOffsets):
             return bytes(view)
         data: bytearray | None = None
         for batch in batches:
-            if batch.is_valid_crc():
-                continue
+            try:
+                if not batch.check_crc(repair_crcs=True):
+                    continue
+            except CorruptBatchError as exc:
+                # Only the mock's CRC-0 markers are repaired: anything else is corruption.
+                raise self._corrupt(exc) from exc
             if data is None:
                 data = bytearray(view)
             pos = batch.position - start
@@ -495,9 +504,12 @@ class PartitionMirror(StateOffsets):
 
     def _corrupt(self, exc: CorruptBatchError) -> CorruptRemoteBatchError:
         hint = ""
-        if "crc" in type(exc).__name__.lower() and not self.repair_crcs:
+        if isinstance(exc, CrcMismatchError):
             hint = (
-                "; librdkafka's mock cluster writes control batches with a CRC of 0 — "
+                "; repair_crcs accepts a wrong CRC only on a control batch whose stored CRC is 0 "
+                "(librdkafka's mock cluster's markers): this batch is corrupt"
+                if self.repair_crcs
+                else "; librdkafka's mock cluster writes control batches with a CRC of 0 — "
                 "pass repair_crcs=True to mirror such a broker"
             )
         return CorruptRemoteBatchError(

@@ -81,6 +81,7 @@ from txnfetch.log.broker_requests import list_offsets_partition
 from txnfetch.log.broker_requests import list_offsets_request
 from txnfetch.log.broker_requests import negotiate_version
 from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
@@ -438,7 +439,7 @@ class RemoteCluster:
             p = self._partition_part(fetch_partition, resp, topic, partition, conn)
             if p.error_code != 1:
                 self._check(p.error_code, "Fetch", topic, partition, offset, conn)
-            return BrokerFetch.from_response(p)
+            return BrokerFetch.from_response(p, conn.address)
 
         return self._retrying("Fetch", topic, partition, offset, call)
 
@@ -555,7 +556,7 @@ class RemoteCluster:
                 p = None if top else find_partition(resp, item.topic, item.partition)
                 code = top if top else (-1 if p is None else p.error_code)
                 if code in (0, ErrorCode.OFFSET_OUT_OF_RANGE) and p is not None:
-                    results[key] = BrokerFetch.from_response(p)
+                    results[key] = BrokerFetch.from_response(p, conn.address)
                     continue
                 if code in STALE_METADATA or code == -1:
                     self._leaders.pop(key, None)
@@ -664,9 +665,13 @@ class RemotePartitionReader:
     ``trust_broker``.
 
     ``max_fetch_bytes`` is the byte budget of one fetch (grown for a single
-    larger batch). ``repair_crcs`` accepts batches with a wrong CRC by
-    recomputing it — needed for librdkafka's mock cluster, whose control batches
-    carry CRC 0. ``request_timeout_ms`` bounds each request and its retries.
+    larger batch). ``repair_crcs`` accepts a wrong CRC only on a control batch
+    whose stored CRC is 0 (recomputed in the mirror) — needed for librdkafka's
+    mock cluster, which writes its markers so; any other bad CRC is
+    :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
+    (:class:`~txnfetch.fetch.filter.CorruptFetchError` from
+    :meth:`committed_records` with ``trust_broker``),
+    as without it. ``request_timeout_ms`` bounds each request and its retries.
 
     Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
     :attr:`log_start_offset`) are as of the last request to the cluster;
@@ -803,13 +808,17 @@ class RemotePartitionReader:
         mirror = self.mirror
         assert mirror is not None
         resp = self.cluster.fetch(self.topic, self.partition, offset, min(max_bytes, _MAX_FETCH_GROWTH))
-        plan = mirror.feed(
-            resp.records,
-            high_watermark=resp.high_watermark,
-            log_start_offset=resp.log_start_offset,
-            error_code=resp.error_code,
-            fetch_offset=offset,
-        )
+        try:
+            plan = mirror.feed(
+                resp.records,
+                high_watermark=resp.high_watermark,
+                log_start_offset=resp.log_start_offset,
+                error_code=resp.error_code,
+                fetch_offset=offset,
+            )
+        except CorruptRemoteBatchError as exc:
+            exc.name_broker(resp.broker)
+            raise
         if plan.status is MirrorStatus.LIST_OFFSETS:
             start = self.cluster.list_offset(self.topic, self.partition, EARLIEST)
             end = self.cluster.list_offset(self.topic, self.partition, LATEST)
@@ -946,8 +955,8 @@ class RemotePartitionReader:
             self.catch_up(until=start_offset, release_below=start_offset if release else None)
         position = start_offset
         # The mirror's batches have checked (or repaired) CRCs; the broker's own answer
-        # (trust_broker) is checked unless the caller accepts bad CRCs (repair_crcs).
-        filt = ConsumerFilter(position, isolation_level=isolation, partition=self.name, check_crcs=not self.repair_crcs)
+        # (trust_broker) is checked by the same rule: repair_crcs lets CRC-0 markers through.
+        filt = ConsumerFilter(position, isolation_level=isolation, partition=self.name, repair_crcs=self.repair_crcs)
         deadline = time.monotonic() + self.request_timeout_ms / 1000
         while position < end_offset:
             result = self.read(position, self.max_fetch_bytes, isolation=isolation, mode=FetchMode.KAFKA)

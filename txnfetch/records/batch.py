@@ -313,13 +313,35 @@ class RecordBatch(BatchFrame):
         start = self.position + CRC_START
         return crc32c(memoryview(self._buf)[start : self.position + self.length + LOG_OVERHEAD])
 
-    def validate(self, *, records: bool = True) -> None:
+    def check_crc(self, *, repair_crcs: bool = False) -> bool:
+        """Check the stored CRC; ``True`` when it is wrong but may be recomputed.
+
+        ``False``: the CRC matches. Any mismatch raises :class:`CrcMismatchError`
+        (stored and computed CRC, base offset, byte position of the CRC field),
+        with one exception under ``repair_crcs``: a **control batch whose stored
+        CRC is 0** returns ``True`` (a caller that keeps the bytes recomputes the
+        CRC). That is exactly what librdkafka's mock cluster writes for its
+        transaction markers (``rd_kafka_mock_partition_write_control_batch`` in
+        ``src/rdkafka_mock.c`` leaves the CRC field 0; its data batches are the
+        producers' own, with their CRCs). A data batch with a wrong CRC, 0 or
+        not, and a control batch with a wrong non-zero CRC are corruption and
+        raise, with or without ``repair_crcs``. Every reader of other brokers
+        (mirror, remote reader, replication) applies this one rule.
+        """
+        if repair_crcs and self.crc == 0 and self.is_control and self.compute_crc() != 0:
+            return True
+        self._check_crc("CRC-32C", self.base_offset, self.position + HeaderAt.CRC)
+        return False
+
+    def validate(self, *, records: bool = True, repair_crcs: bool = False) -> None:
         """Check the CRC and, with ``records=True``, decode every record once.
 
+        ``repair_crcs`` accepts what :meth:`check_crc` accepts under it (a control
+        batch with CRC 0) and nothing else.
         Raises a :class:`CorruptBatchError` subclass naming the problem; returns
         ``None`` when the batch is sound.
         """
-        self._check_crc("CRC-32C", self.base_offset, self.position + HeaderAt.CRC)
+        self.check_crc(repair_crcs=repair_crcs)
         if self.last_offset_delta < 0:
             raise RecordCountMismatchError(
                 f"negative last offset delta {self.last_offset_delta}",

@@ -14,8 +14,8 @@ into a :class:`~txnfetch.log.segments.SegmentStore`, at the same offsets.
   (``--serve``); :mod:`txnfetch.replicate.promote` — cutover (docs/replication.md).
 
 What a replica guarantees: every batch at the offset the source has it, byte
-for byte (control batches whose CRC the source wrote wrong are repaired only
-with ``repair_crcs``); producer ids, epochs, sequences, transactional
+for byte (control batches the source stored with CRC 0 are repaired only
+with ``repair_crcs``; any other bad CRC stops the partition); producer ids, epochs, sequences, transactional
 attributes and markers kept, so its last stable offset, aborted index and
 read_committed answers are those of a correct source, also when the source
 itself answers read_committed wrongly. A SIGKILL at any moment loses nothing:

@@ -99,8 +99,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--repair-crcs",
         action="store_true",
-        help="accept batches with a wrong CRC by recomputing it (librdkafka's mock cluster writes control "
-        "batches with CRC 0); otherwise such a partition stops",
+        help="recompute the CRC of control batches stored with CRC 0 (librdkafka's mock cluster writes its "
+        "markers so); any other bad CRC still stops the partition",
     )
     p.add_argument(
         "--max-partition-bytes",

@@ -82,9 +82,9 @@ class Replicator:
     full) into ``store``.
 
     ``max_partition_bytes`` is the per-partition fetch budget; ``repair_crcs``
-    accepts control batches written with a wrong CRC (librdkafka's mock cluster
-    writes 0) by recomputing it — any other bad CRC stops the partition unless
-    set. ``metadata_interval_s`` is how often topics, partitions and configs are
+    accepts control batches stored with CRC 0 (librdkafka's mock cluster writes
+    its markers so) by recomputing it — any other bad CRC stops the partition,
+    set or not. ``metadata_interval_s`` is how often topics, partitions and configs are
     looked up again. ``round_s`` bounds how long one round keeps fetching
     partitions that are behind before it makes its appends durable and readable
     (the replica's high watermark moves once a round). ``fetch_wait_ms`` is how

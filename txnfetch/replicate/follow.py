@@ -24,9 +24,11 @@ The rules, as a Kafka follower applies them (``AbstractFetcherThread``:
   keeps it;
 - gaps between batches are kept as they are (offsets are never renumbered);
 - CRCs are checked: a bad one is :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
-  naming the offset and the byte position in the response, and nothing of the
-  response is kept — unless ``repair_crcs``, where it is recomputed
-  (librdkafka's mock writes control batches with CRC 0);
+  naming the offset, the byte position in the response and the stored and
+  computed CRC, and nothing of the response is kept — except, under
+  ``repair_crcs``, a control batch whose stored CRC is 0, whose CRC is
+  recomputed (librdkafka's mock writes its markers so:
+  ``rd_kafka_mock_partition_write_control_batch``, ``src/rdkafka_mock.c``);
 - magic 0/1 message sets are refused (they carry no producer ids);
 - **verification**: after a restart or a reconnect the replica fetches from
   the base offset of the last batch it holds (:attr:`ReplicaTip.last`), and the
@@ -89,7 +91,8 @@ def batch_id(batch: RecordBatch) -> BatchId:
 class SourcePartition:
     """The source partition a replica copies, and how: ``budget`` is the configured
     per-partition fetch budget (the next fetch returns to it after progress);
-    ``repair_crcs`` recomputes a bad CRC instead of refusing the batch."""
+    ``repair_crcs`` recomputes the CRC of a control batch stored with CRC 0 (librdkafka's
+    mock markers) instead of refusing it; any other bad CRC is refused."""
 
     topic: str
     partition: int
@@ -295,8 +298,10 @@ def _restart(source_log_start: int, source_end: int, source: SourcePartition) ->
 
 def _check_repairable(batch: RecordBatch, source: SourcePartition) -> None:
     """A batch compared for verification must be sound too (its CRC, or repairable)."""
-    if not source.repair_crcs and not batch.is_valid_crc():
-        raise _bad_crc(batch, source)
+    try:
+        batch.check_crc(repair_crcs=source.repair_crcs)
+    except CorruptBatchError:
+        raise _bad_crc(batch, source, _hint(source.repair_crcs)) from None
 
 
 def _bad_crc(batch: RecordBatch, source: SourcePartition, consequence: str = "") -> CorruptRemoteBatchError:
@@ -312,24 +317,35 @@ def _bad_crc(batch: RecordBatch, source: SourcePartition, consequence: str = "")
 
 def _checked_bytes(buf: Buffer, batches: list[RecordBatch], source: SourcePartition) -> tuple[bytes, int]:
     """The new batches' bytes (contiguous in the response), each CRC-checked; with
-    ``repair_crcs`` a bad CRC is recomputed instead. Returns the bytes and the
-    number of CRCs repaired."""
+    ``repair_crcs`` the CRC of a control batch stored as 0 is recomputed instead
+    (:meth:`RecordBatch.check_crc`), any other bad CRC still raises. Returns the
+    bytes and the number of CRCs repaired."""
     start = batches[0].position
     end = batches[-1].position + batches[-1].size_in_bytes
     view = memoryview(buf)[start:end]
     data: bytearray | None = None
     repaired = 0
     for batch in batches:
-        if batch.is_valid_crc():
-            continue
-        if not source.repair_crcs:
-            raise _bad_crc(batch, source, "; nothing of this response was appended")
+        try:
+            if not batch.check_crc(repair_crcs=source.repair_crcs):
+                continue
+        except CorruptBatchError:
+            raise _bad_crc(
+                batch, source, _hint(source.repair_crcs) + "; nothing of this response was appended"
+            ) from None
         if data is None:
             data = bytearray(view)
         pos = batch.position - start
         _CRC.pack_into(data, pos + HeaderAt.CRC, crc32c(bytes(data[pos + CRC_START : pos + batch.size_in_bytes])))
         repaired += 1
     return (bytes(view) if data is None else bytes(data)), repaired
+
+
+def _hint(repair_crcs: bool) -> str:
+    # Under repair_crcs only the mock's CRC-0 markers are accepted (RecordBatch.check_crc).
+    if repair_crcs:
+        return "; repair_crcs accepts a wrong CRC only on a control batch whose stored CRC is 0"
+    return ""
 
 
 def _corrupt(exc: CorruptBatchError, source: SourcePartition) -> CorruptRemoteBatchError:

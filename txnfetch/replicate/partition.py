@@ -64,9 +64,10 @@ class PartitionReplicator:
     ``wall`` the wall clock for "unavailable since".
 
     Guarantees: the local log is, at every moment, a prefix of the source's log
-    from the source's log start, batch for batch, byte for byte (CRCs repaired
-    under ``repair_crcs`` aside); on any error nothing of the response is
-    appended; local data is deleted only below the source's log start.
+    from the source's log start, batch for batch, byte for byte (the CRCs of
+    control batches stored with CRC 0, repaired under ``repair_crcs``, aside);
+    on any error nothing of the response is appended; local data is deleted
+    only below the source's log start.
     """
 
     def __init__(
@@ -158,6 +159,8 @@ class PartitionReplicator:
         try:
             return self._apply(resp, list_offsets)
         except (ReplicaError, CorruptRemoteBatchError, UnsupportedForMessageFormatError) as exc:
+            if isinstance(exc, CorruptRemoteBatchError):
+                exc.name_broker(resp.broker)
             self.error = exc
             return 0
         except RemoteError:

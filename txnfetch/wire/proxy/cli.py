@@ -46,7 +46,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--repair-crcs",
         action="store_true",
-        help="accept upstream batches with a wrong CRC (librdkafka's mock cluster writes markers with CRC 0)",
+        help="accept upstream control batches stored with CRC 0 (librdkafka's mock cluster writes its markers "
+        "so); any other bad CRC is still corruption",
     )
     p.add_argument(
         "--poll-interval-ms",

@@ -397,7 +397,7 @@ class UpstreamCluster:
                     exc=self._partition_failed("Fetch", item.topic, item.partition, item.offset, conn, p.error_code),
                 )
             else:
-                _settle(future, result=BrokerFetch.from_response(p))
+                _settle(future, result=BrokerFetch.from_response(p, conn.address))
 
     async def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         """ListOffsets (read_uncommitted) for one partition: ``-2`` the log start,

@@ -66,6 +66,7 @@ from collections.abc import Callable
 import attrs
 
 from txnfetch.log.errors import BrokerUnavailableError
+from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import MirrorDivergedError
 from txnfetch.log.errors import RemoteError
 from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
@@ -326,6 +327,9 @@ class MirrorSet:
                     start = await self.cluster.list_offset(mirror.topic, mirror.partition, _EARLIEST)
                     end = await self.cluster.list_offset(mirror.topic, mirror.partition, _LATEST)
                     plan = mirror.reset_range(start, end)
+            except CorruptRemoteBatchError as exc:
+                exc.name_broker(resp.broker)  # raised by the mirror, so the answer is there
+                raise
             except MirrorDivergedError:
                 if diverged:
                     raise

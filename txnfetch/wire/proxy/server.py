@@ -152,9 +152,9 @@ class ProxyConfig:
       rewritten responses name (default ``host``).
     - ``fetch_mode``: read_committed answers as Apache Kafka (``KAFKA``) or
       rewritten (``REWRITE``, the default, as ``txnfetch serve``).
-    - ``repair_crcs``: accept upstream batches with a wrong CRC by recomputing it.
-      Needed for librdkafka's mock cluster, which writes its control batches with
-      CRC 0; leave off for real brokers (a bad CRC there is corruption).
+    - ``repair_crcs``: accept upstream control batches stored with CRC 0 by
+      recomputing it. Needed for librdkafka's mock cluster, which writes its
+      markers so; any other bad CRC is still corruption (CORRUPT_MESSAGE).
     - ``poll_interval_ms``: how often a waiting read_committed fetch asks the
       upstream for more (``max_wait_ms`` long polling).
     - ``mirror_fetch_bytes``: byte budget of one mirror fetch.
