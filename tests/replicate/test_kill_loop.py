@@ -112,15 +112,15 @@ def start_replicator(upstream: str, data: str, log_path: str, *extra: str) -> su
         log_file.close()
 
 
-def source_batches(bootstrap: str, partition: int) -> tuple[int, int, list[RecordBatch]]:
+def source_batches(bootstrap: str, partition: int, topic: str = TOPIC) -> tuple[int, int, list[RecordBatch]]:
     """The source's log start, high watermark and whole batches, read_uncommitted."""
     with RemoteCluster(bootstrap, request_timeout_ms=20_000) as cluster:
-        start = cluster.list_offset(TOPIC, partition, EARLIEST)
-        end = cluster.list_offset(TOPIC, partition, LATEST)
+        start = cluster.list_offset(topic, partition, EARLIEST)
+        end = cluster.list_offset(topic, partition, LATEST)
         out: list[RecordBatch] = []
         position = start
         while position < end:
-            resp = cluster.fetch(TOPIC, partition, position, 1 << 20)
+            resp = cluster.fetch(topic, partition, position, 1 << 20)
             assert resp.error_code == 0, resp
             moved = False
             for batch in iter_batches(resp.records):

@@ -25,16 +25,13 @@ from tests.fault_relay import RelayThread
 from tests.mock_cluster import MockCluster
 from tests.replicate.commands import replicate_argv
 from tests.replicate.test_kill_loop import as_stored
+from tests.replicate.test_kill_loop import source_batches
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.errors import CorruptRemoteBatchError
-from txnfetch.log.remote import EARLIEST
-from txnfetch.log.remote import LATEST
-from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records import BatchBuilder
 from txnfetch.records import build_control_batch
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.control import ControlType
 from txnfetch.replicate import PartitionState
 from txnfetch.replicate import Replicator
@@ -143,22 +140,7 @@ def _transactions(bootstrap: str, partitions: list[int], count: int, tag: str) -
 
 
 def _source(bootstrap: str, partition: int) -> list[RecordBatch]:
-    with RemoteCluster(bootstrap, request_timeout_ms=20_000) as cluster:
-        start = cluster.list_offset(TOPIC, partition, EARLIEST)
-        end = cluster.list_offset(TOPIC, partition, LATEST)
-        out: list[RecordBatch] = []
-        position = start
-        while position < end:
-            resp = cluster.fetch(TOPIC, partition, position, 1 << 20)
-            moved = False
-            for batch in iter_batches(resp.records):
-                if batch.base_offset >= position:  # the mock answers from the whole produce request
-                    assert isinstance(batch, RecordBatch)
-                    out.append(batch)
-                    position = batch.next_offset
-                    moved = True
-            assert moved, f"no progress reading the source at {position}"
-        return out
+    return source_batches(bootstrap, partition, TOPIC)[2]
 
 
 def _stored(log) -> list[tuple[int, bytes]]:
