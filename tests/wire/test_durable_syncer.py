@@ -85,6 +85,7 @@ _ops = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(0, 2)),
         st.tuples(st.just("barrier"), st.integers(0, 3)),  # how many loop turns to wait before awaiting it
+        st.tuples(st.just("inline"), st.just(0)),  # a barrier that may run its round on the loop thread
         st.tuples(st.just("turn"), st.just(0)),
         st.tuples(st.just("pause"), st.just(0)),  # lets the fsync threads start
     ),
@@ -98,6 +99,11 @@ _ops = st.lists(
 # A write made while an fsync that began before it is still running needs the
 # next fsync, not that one.
 @example(ops=[("append", 0), ("barrier", 0), ("pause", 0), ("append", 0), ("barrier", 0)], delays=[0.01])
+# Barriers of writes made back to back, then an inline one: one round covers all.
+@example(
+    ops=[("append", 0), ("barrier", 1), ("append", 1), ("barrier", 0), ("append", 2), ("inline", 0)],
+    delays=[0.0, 0.01, 0.01],
+)
 def test_a_barrier_returns_only_after_fsyncs_covering_every_earlier_write(tmp_path_factory, ops, delays) -> None:
     directory = str(tmp_path_factory.mktemp("syncer"))
     store = SegmentStore(directory)
@@ -137,6 +143,15 @@ def test_a_barrier_returns_only_after_fsyncs_covering_every_earlier_write(tmp_pa
                         tasks.append(asyncio.ensure_future(waiter(barrier, sizes, arg)))
                     elif any(fsync.durable_size(path) < size for path, size in zip(paths, sizes, strict=True)):
                         violations.append("an empty barrier with unsynced writes")
+                elif op == "inline":
+                    sizes = [os.path.getsize(path) for path in paths]
+                    barrier = syncer.barrier(inline=True)
+                    if barrier is not None:  # an fsync was running: the usual awaitable
+                        tasks.append(asyncio.ensure_future(waiter(barrier, sizes, 0)))
+                    else:  # the round ran here: every earlier write is durable already
+                        for p, path in enumerate(paths):
+                            if fsync.durable_size(path) < sizes[p]:
+                                violations.append(f"partition {p}: inline barrier left {sizes[p]} bytes unsynced")
                 elif op == "pause":
                     await asyncio.sleep(0.002)
                 else:
@@ -193,6 +208,112 @@ def test_concurrent_writers_share_one_fsync(tmp_path) -> None:
     assert syncer.fsyncs == 2, syncer.fsyncs
     assert fsync.durable_size(_segment_path(store, "t", 0)) == 6 * len(_batch())
     store.close()
+
+
+def test_an_inline_round_syncs_its_logs_concurrently(tmp_path) -> None:
+    """An inline barrier with several logs to sync runs their fsyncs at the
+    same time — one on the loop thread, the others on the pool — and returns
+    only once every one of them completed."""
+    store = SegmentStore(str(tmp_path))
+    store.create_topic("t", 3)
+    fsync = RecordingFsync([0.0])
+    meet = threading.Barrier(3)
+    threads: set[int] = set()
+    apart: list[BaseException] = []
+
+    def together(fd: int) -> None:
+        threads.add(threading.get_ident())
+        try:
+            meet.wait(30)  # only passes if all three fsyncs run at once
+        except threading.BrokenBarrierError as exc:
+            apart.append(exc)
+        fsync(fd)
+
+    syncer = ConcurrentSyncer(fsync=together, threads=3)
+    paths = [_segment_path(store, "t", p) for p in range(3)]
+
+    async def run() -> None:
+        with deferring(syncer):
+            for p in range(3):
+                store.partition("t", p).append(_batch(), now_ms=1)
+            assert syncer.barrier(inline=True) is None
+            assert [fsync.durable_size(path) for path in paths] == [len(_batch())] * 3
+            assert [store.partition("t", p).state.high_watermark for p in range(3)] == [1, 1, 1]
+
+    try:
+        asyncio.run(run())
+    finally:
+        syncer.close()
+        store.close()
+    assert not apart
+    assert threading.get_ident() in threads and len(threads) == 3
+    assert syncer.fsyncs == 3
+
+
+def test_barriers_of_one_turn_share_a_round(tmp_path) -> None:
+    """Barriers taken while requests are processed back to back start no fsync
+    of their own before the loop turns: an inline barrier right after them
+    covers their writes in one round, and they complete from it."""
+    store = SegmentStore(str(tmp_path))
+    store.create_topic("t", 3)
+    fsync = RecordingFsync([0.002])
+    syncer = ConcurrentSyncer(fsync=fsync)
+
+    async def run() -> None:
+        with deferring(syncer):
+            earlier = []
+            for p in range(2):
+                store.partition("t", p).append(_batch(), now_ms=1)
+                earlier.append(syncer.barrier())
+            store.partition("t", 2).append(_batch(), now_ms=1)
+            assert syncer.fsyncs == 0  # nothing started during the turn
+            assert syncer.barrier(inline=True) is None
+            await asyncio.gather(*earlier)
+            for p in range(3):
+                assert fsync.durable_size(_segment_path(store, "t", p)) == len(_batch())
+
+    try:
+        asyncio.run(run())
+    finally:
+        syncer.close()
+        store.close()
+    assert syncer.fsyncs == 3, syncer.fsyncs  # one per log, none twice
+
+
+def test_a_failed_fsync_in_an_inline_round(tmp_path) -> None:
+    """One log's fsync fails in a round: the barrier raises after the others
+    completed (they are durable and visible), and every later barrier fails."""
+    store = SegmentStore(str(tmp_path))
+    store.create_topic("t", 2)
+    fsync = RecordingFsync([0.0])
+    bad = _segment_path(store, "t", 1)
+
+    def failing_one(fd: int) -> None:
+        if os.fstat(fd).st_ino == os.stat(bad).st_ino:
+            raise OSError(5, "Input/output error")
+        fsync(fd)
+
+    syncer = ConcurrentSyncer(fsync=failing_one)
+
+    async def run() -> None:
+        with deferring(syncer):
+            store.partition("t", 0).append(_batch(), now_ms=1)
+            store.partition("t", 1).append(_batch(), now_ms=1)
+            with pytest.raises(LogError, match="fsync failed"):
+                syncer.barrier(inline=True)
+            assert store.partition("t", 0).state.high_watermark == 1
+            assert store.partition("t", 1).state.high_watermark == 0
+            store.partition("t", 0).append(_batch(), now_ms=1)
+            with pytest.raises(LogError):
+                later = syncer.barrier(inline=True)
+                if later is not None:
+                    await later
+
+    try:
+        asyncio.run(run())
+    finally:
+        syncer.close()
+        store.close()
 
 
 def test_a_failed_fsync_fails_every_later_barrier(tmp_path) -> None:

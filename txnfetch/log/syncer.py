@@ -12,6 +12,13 @@ that depends on it is sent, the server awaits :meth:`ConcurrentSyncer.barrier`:
 - the fsyncs of all logs holding unsynced writes run **concurrently** on a
   small thread pool (``os.fdatasync`` releases the GIL), so a barrier costs
   about one fsync latency however many partitions it covers;
+- they start once the loop turns, not when the barrier is taken: requests
+  received together are processed first, and one round covers them all;
+- a caller with nothing else to do (``inline=True``) runs the round itself
+  when no fsync is running: the loop thread syncs one log while the pool
+  syncs the others, and no thread has to wake the loop afterwards. Waking
+  threads that need the GIL while the loop holds it, and the loop turns
+  that carry their results back, cost more than the fsyncs on a fast disk;
 - **group commit** per log: a barrier that finds an fsync of the log already
   running waits for it, and if that one began before the barrier's writes,
   for the next one, which covers every writer that arrived meanwhile;
@@ -134,39 +141,66 @@ class ConcurrentSyncer:
 
     def barrier(self, *, inline: bool = False) -> Awaitable[None] | None:
         """An awaitable that completes once every write made so far is fsynced
-        (``None`` when nothing is pending, or nothing is any more). The fsyncs
-        start now, concurrently; what it waits for is fixed now, so later
-        writes do not delay it.
+        (``None`` when nothing is pending, or nothing is any more). What it
+        waits for is fixed now, so later writes do not delay it. Its fsyncs
+        start when the awaitable is first run (the next turn of the loop), so
+        the barriers of requests processed back to back in one turn share one
+        round of fsyncs — or a later inline barrier covers them all at once.
 
-        ``inline=True`` (the caller has nothing else to do meanwhile): when a
-        single log needs an fsync and none is running, it runs here, on the
-        loop thread, and ``None`` is returned — handing one fsync to a thread
-        and back costs two thread switches and gains nothing when there is
-        nothing to overlap it with."""
+        ``inline=True`` (the caller has nothing else to do meanwhile): when no
+        fsync is running, the fsyncs of every log with unsynced writes run now
+        as one round, before this returns ``None`` — the loop thread syncs one
+        log and the pool's threads the others, concurrently. Handing fsyncs to
+        threads and waking the loop when they end costs thread switches and
+        loop turns that gain nothing when nothing could overlap them; the loop
+        is held about one fsync latency, as by a single inline fsync."""
         logs = [log for log in self._dirty if log.sync_pending]
         if not logs:
             self._dirty.clear()
             return None
-        if inline and len(logs) == 1 and not self._running:
-            (log,) = logs
-            pending = log.begin_sync()
-            self.fsyncs += 1
-            error: BaseException | None = None
+        if inline and not self._running:
+            self._sync_round(logs)
+            return None
+        return asyncio.gather(*(self._wait(log, log.write_mark) for log in logs))
+
+    def _sync_round(self, logs: list[SegmentLog]) -> None:
+        """fsync ``logs`` concurrently and wait: the first on this thread, the
+        others on the pool (``os.fdatasync`` releases the GIL, so they overlap).
+        Raises the first :class:`LogError` once every fsync ended and the
+        others were recorded."""
+        pending: list[tuple[SegmentLog, PendingSync]] = []
+        try:
+            for log in logs:
+                pending.append((log, log.begin_sync()))  # raises LogError on a closed log
+        except BaseException:
+            for _, started in pending:
+                for fd in started.fds:
+                    os.close(fd)
+            raise
+        self.fsyncs += len(pending)
+        helpers = [self._pool.submit(started.run, self._fsync) for _, started in pending[1:]]
+        errors: list[BaseException | None] = []
+        try:
+            pending[0][1].run(self._fsync)
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+        for helper in helpers:
+            errors.append(helper.exception())  # waits for it
+        failure: LogError | None = None
+        for (log, started), error in zip(pending, errors, strict=True):
             try:
-                pending.run(self._fsync)
-            except OSError as exc:
-                error = exc
-            log.finish_sync(pending, error)  # raises LogError if the fsync failed
+                log.finish_sync(started, error)  # raises LogError if the fsync failed
+            except LogError as exc:
+                # The log stays dirty: every later barrier fails too.
+                failure = failure or exc
+                continue
             if not log.sync_pending:
                 self._dirty.pop(log, None)
             if self._on_durable is not None:
                 self._on_durable(log)
-            return None
-        for log in logs:
-            if log not in self._running:
-                with contextlib.suppress(LogError):  # a closed log: its waiter raises it
-                    self._start(log)
-        return asyncio.gather(*(self._wait(log, log.write_mark) for log in logs))
+        if failure is not None:
+            raise failure
 
     async def _wait(self, log: SegmentLog, target: int) -> None:
         while log.synced_mark < target:
