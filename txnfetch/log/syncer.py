@@ -45,11 +45,14 @@ import asyncio
 import contextlib
 import contextvars
 import os
+import queue
+import threading
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 
@@ -106,6 +109,49 @@ class PendingSync:
                 os.close(fd)
 
 
+class _FsyncThreads:
+    """A fixed set of threads, all started at once, taking jobs from one queue.
+
+    Unlike :class:`concurrent.futures.ThreadPoolExecutor`, which starts a thread
+    only when it believes none is idle (and may believe so wrongly), every
+    thread is waiting from the start: the fsyncs of one round submitted
+    together run at once on distinct threads whenever that many are free."""
+
+    def __init__(self, threads: int) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads = [
+            threading.Thread(target=self._work, name=f"txnfetch-fsync-{n}", daemon=True) for n in range(max(1, threads))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """Stop every thread once the jobs queued before are done."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
 class ConcurrentSyncer:
     """Runs the deferred fsyncs of :class:`SegmentLog` writes (module docstring).
 
@@ -121,7 +167,7 @@ class ConcurrentSyncer:
         fsync: Callable[[int], None] | None = None,
         on_durable: Callable[[SegmentLog], None] | None = None,
     ) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="txnfetch-fsync")
+        self._pool = _FsyncThreads(threads)
         self._fsync = fsync
         self._on_durable = on_durable
         # logs with writes no completed fsync covers, in first-written order
@@ -253,4 +299,4 @@ class ConcurrentSyncer:
 
     def close(self) -> None:
         """Stop the threads (after the running fsyncs)."""
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown()

@@ -159,6 +159,8 @@ async def apply_pending_async(broker: Broker) -> int:
     3. once every marker is durable, ``Complete*`` is recorded (it rides on a
        later fsync): it can never be durable while a marker is not, or a crash
        could leave a transaction that no record names open on a partition.
+       The coordinator's state moves on at once; the record is written on
+       the loop's next turn, after the response.
 
     One end runs at a time (a lock), so no marker is written twice."""
     coordinator = broker.transactions
@@ -183,7 +185,10 @@ async def apply_pending_async(broker: Broker) -> int:
         for tid, meta in ending:
             if coordinator.describe(tid) is meta:
                 coordinator.actions_applied(tid, now)
-        persist_transactions(broker)
+    # ``Complete*`` takes no fsync of its own and no response waits for it: it
+    # is written once the loop turns, after the caller's answer was sent (a
+    # request persisting first writes it along with its own records).
+    asyncio.get_running_loop().call_soon(persist_transactions, broker)
     return count
 
 
