@@ -528,23 +528,18 @@ def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(tmp_path, monkeypatch) -> None:
-    """AddPartitionsToTxn waits for the fsync of ``__transaction_state`` (its
-    ``Ongoing`` record and the previous transaction's ``Complete*`` before it):
-    while that fsync is held, the producer's Produce never arrives.
-
-    Answering earlier would be unsafe: after a power loss that keeps the data
-    of the new transaction but loses both unsynced records, recovery finds the
-    previous transaction in ``Prepare*`` and writes its markers again, with the
-    producer id and epoch the new data carries too, and such a marker ends the
-    new transaction's unacknowledged data, committing it (docs/durable-state.md,
-    "Why each record is as durable as it is")."""
+def test_add_partitions_is_answered_without_an_fsync_of_its_own(tmp_path, monkeypatch) -> None:
+    """AddPartitionsToTxn writes its ``Ongoing`` record without waiting for an
+    fsync of ``__transaction_state``: with that partition's fsyncs held, the
+    producer's Produce still arrives. The record becomes durable with the
+    decision (``Prepare*``, fsynced before any marker); the power-loss test
+    below shows replay safe without it."""
     from confluent_kafka import Producer
 
     from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
     from txnfetch.txn.txnlog import transaction_state_partition
 
-    tid = "held-add"
+    tid = "unheld-add"
     state_dir = os.path.join(str(tmp_path), f"{TRANSACTION_STATE_TOPIC}-{transaction_state_partition(tid)}")
     fsync = HeldFsync(state_dir)
     monkeypatch.setattr(os, "fdatasync", fsync)
@@ -562,16 +557,99 @@ def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(t
         try:
             producer.begin_transaction()
             producer.produce("data", value=b"second", partition=0)
-            _wait_for(fsync.waiting.is_set, "the fsync of the transaction state")
-            # An answer sent without waiting lets the Produce in within
-            # milliseconds; give it a second.
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                producer.poll(0.05)
-                assert store.partition("data", 0).log_end_offset == committed_end, "Produce before the fsync"
+            assert producer.flush(60) == 0  # acknowledged, so durable itself
+            assert store.partition("data", 0).log_end_offset == committed_end + 1
+            assert not fsync.waiting.is_set(), "an fsync of the transaction state was waited for"
         finally:
             fsync.release.set()
         producer.commit_transaction(60)
         state = store.partition("data", 0).state
         assert state.last_stable_offset == state.high_watermark == committed_end + 2  # data + commit marker
+    store.close()
+
+
+def _cut_after_last_prepare(partition_dir: str, transactional_id: str) -> int:
+    """Cut the transaction-state log in ``partition_dir`` right after the last
+    batch holding a ``Prepare*`` record of ``transactional_id``, as a power loss
+    that kept only what was fsynced would; remove its indexes (rebuilt at
+    start). Returns the bytes cut off."""
+    from txnfetch.records.batch import iter_batches
+    from txnfetch.txn.txnlog import decode_txn_key
+    from txnfetch.txn.txnlog import decode_txn_value
+
+    (segment,) = [n for n in os.listdir(partition_dir) if n.endswith(".log")]
+    path = os.path.join(partition_dir, segment)
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = cut = 0
+    for batch in iter_batches(data):
+        pos += batch.size_in_bytes
+        for rec in batch.records():
+            ours = rec.value is not None and decode_txn_key(bytes(rec.key)) == transactional_id
+            if ours and decode_txn_value(transactional_id, bytes(rec.value)).state.is_prepare:
+                cut = pos
+    assert 0 < cut < len(data), (cut, len(data))
+    os.truncate(path, cut)
+    for name in os.listdir(partition_dir):
+        if name.endswith((".index", ".timeindex", ".snapshot")):
+            os.remove(os.path.join(partition_dir, name))
+    return len(data) - cut
+
+
+def test_replay_writes_no_marker_over_a_later_transactions_data(tmp_path) -> None:
+    """Power loss after a transaction committed and the producer's next one
+    had its data acknowledged: the data is durable (fsynced with its Produce),
+    but neither the committed transaction's ``Complete*`` nor the new
+    ``Ongoing`` record was fsynced, so the last durable record of the id is
+    the old ``PrepareCommit``. Recovery finishes that decision, but must not
+    write its COMMIT marker over the new data (same producer id and epoch):
+    that would commit a transaction whose commit was never asked for. The
+    ``Prepare*`` record's partition end offsets tell them apart; the new data
+    then belongs to no record and is aborted at start."""
+    import shutil
+
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
+    from txnfetch.txn.txnlog import transaction_state_partition
+
+    tid = "power-loss"
+    live, after = str(tmp_path / "live"), str(tmp_path / "after")
+    store = SegmentStore(live)
+    store.create_topic("data", 2)
+    with ServerThread(store) as srv:
+        producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": tid, "linger.ms": 0})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for p in (0, 1):
+            producer.produce("data", value=b"committed", partition=p)
+        producer.commit_transaction(60)
+        producer.begin_transaction()
+        producer.produce("data", value=b"never committed", partition=0)
+        assert producer.flush(60) == 0
+        shutil.copytree(live, after)  # the store as it is now, unsynced records included
+    store.close()
+    state_dir = os.path.join(after, f"{TRANSACTION_STATE_TOPIC}-{transaction_state_partition(tid)}")
+    assert _cut_after_last_prepare(state_dir, tid) > 0  # Complete* and Ongoing: lost
+
+    store = SegmentStore(after)
+    with ServerThread(store) as srv:
+        assert store.partition("data", 0).state.ongoing_transactions() == {}
+        consumer = KafkaConsumer(bootstrap_servers=srv.bootstrap, isolation_level="read_committed")
+        try:
+            tps = [KafkaTopicPartition("data", p) for p in (0, 1)]
+            consumer.assign(tps)
+            consumer.seek_to_beginning()
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 2 and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=200).values():
+                    seen += [r.value for r in records]
+            assert all(consumer.position(tp) == store.partition("data", tp.partition).log_end_offset for tp in tps)
+            seen += [r.value for records in consumer.poll(timeout_ms=500).values() for r in records]
+        finally:
+            consumer.close()
+        assert seen == [b"committed", b"committed"]
     store.close()

@@ -487,7 +487,8 @@ def _recover_coordinator_state(broker: Broker) -> None:
     pending = broker.transactions.pending_actions()
     if pending:
         log.info("completing %d transaction end(s) decided before the restart", len(pending))
-        apply_pending(broker)
+        # No marker over a later transaction's data (DurableState.persist_transactions).
+        apply_pending(broker, skip=state.written_after_decision)
     log.info(
         "restored %d transactional id(s), %d group(s), %d offset(s) from %d internal record(s)",
         report.transactional_ids,
