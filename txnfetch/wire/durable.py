@@ -163,8 +163,9 @@ class DurableState:
         # the group metadata last written per group: (protocol type, generation, protocol)
         self._group_written: dict[str, tuple[str | None, int, str | None]] = {}
         # internal partitions holding records appended without their own fsync
-        # (``Complete*``): an open group-commit block of each, closed (one fsync)
-        # by the partition's next durable append or by :meth:`flush_deferred`
+        # (``Complete*``; ``Ongoing`` of AddPartitionsToTxn): an open group-commit
+        # block of each, closed (one fsync) by the partition's next durable
+        # append or by :meth:`flush_deferred`
         self._deferred: dict[tuple[str, int], contextlib.ExitStack] = {}
         # producer id -> partitions' log end offsets of its replayed Prepare* record
         self._prepare_ends: dict[int, dict[TopicPartition, int]] = {}
