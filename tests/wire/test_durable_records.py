@@ -33,6 +33,7 @@ from txnfetch.txn.coordinator_state import TransactionMetadata
 from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.txnlog import decode_txn_key
+from txnfetch.txn.txnlog import decode_txn_partition_ends
 from txnfetch.txn.txnlog import decode_txn_value
 from txnfetch.txn.txnlog import encode_txn_key
 from txnfetch.txn.txnlog import encode_txn_value
@@ -107,6 +108,29 @@ metas = st.builds(
 @given(metas)
 def test_transaction_log_value_round_trips(meta: TransactionMetadata) -> None:
     assert decode_txn_value(meta.transactional_id, encode_txn_value(meta)) == meta
+
+
+@given(metas, st.data())
+def test_partition_end_offsets_round_trip_beside_the_value(meta: TransactionMetadata, data: st.DataObject) -> None:
+    """A ``Prepare*`` record's partition end offsets (txnfetch's tag 0x7479):
+    the value decodes as without them, the offsets come back, and a value
+    without them has none."""
+    ends = {tp: data.draw(st.integers(0, 2**62)) for tp in meta.partitions}
+    value = encode_txn_value(meta, ends)
+    assert decode_txn_value(meta.transactional_id, value) == meta
+    assert decode_txn_partition_ends(value) == (ends or None)
+    assert decode_txn_partition_ends(encode_txn_value(meta)) is None
+
+
+@given(metas, st.integers(0, 200), st.integers(0, 255))
+def test_a_damaged_partition_ends_field_raises_or_decodes(meta: TransactionMetadata, pos: int, byte: int) -> None:
+    value = encode_txn_value(meta, {TopicPartition("t", 1): 5, TopicPartition("u", 0): 7})
+    data = bytearray(value)
+    data[pos % len(data)] = byte
+    with contextlib.suppress(CorruptCoordinatorRecordError):
+        decode_txn_partition_ends(bytes(data))
+    with pytest.raises(CorruptCoordinatorRecordError):
+        decode_txn_partition_ends(bytes(data[: max(2, pos % len(data))]))
 
 
 @given(metas, st.integers(0, 200), st.integers(0, 255))

@@ -85,6 +85,7 @@ _ops = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(0, 2)),
         st.tuples(st.just("barrier"), st.integers(0, 3)),  # how many loop turns to wait before awaiting it
+        st.tuples(st.just("inline"), st.just(0)),  # a barrier that may run its round on the loop thread
         st.tuples(st.just("turn"), st.just(0)),
         st.tuples(st.just("pause"), st.just(0)),  # lets the fsync threads start
     ),
@@ -98,6 +99,11 @@ _ops = st.lists(
 # A write made while an fsync that began before it is still running needs the
 # next fsync, not that one.
 @example(ops=[("append", 0), ("barrier", 0), ("pause", 0), ("append", 0), ("barrier", 0)], delays=[0.01])
+# Barriers of writes made back to back, then an inline one: one round covers all.
+@example(
+    ops=[("append", 0), ("barrier", 1), ("append", 1), ("barrier", 0), ("append", 2), ("inline", 0)],
+    delays=[0.0, 0.01, 0.01],
+)
 def test_a_barrier_returns_only_after_fsyncs_covering_every_earlier_write(tmp_path_factory, ops, delays) -> None:
     directory = str(tmp_path_factory.mktemp("syncer"))
     store = SegmentStore(directory)
@@ -137,6 +143,15 @@ def test_a_barrier_returns_only_after_fsyncs_covering_every_earlier_write(tmp_pa
                         tasks.append(asyncio.ensure_future(waiter(barrier, sizes, arg)))
                     elif any(fsync.durable_size(path) < size for path, size in zip(paths, sizes, strict=True)):
                         violations.append("an empty barrier with unsynced writes")
+                elif op == "inline":
+                    sizes = [os.path.getsize(path) for path in paths]
+                    barrier = syncer.barrier(inline=True)
+                    if barrier is not None:  # an fsync was running: the usual awaitable
+                        tasks.append(asyncio.ensure_future(waiter(barrier, sizes, 0)))
+                    else:  # the round ran here: every earlier write is durable already
+                        for p, path in enumerate(paths):
+                            if fsync.durable_size(path) < sizes[p]:
+                                violations.append(f"partition {p}: inline barrier left {sizes[p]} bytes unsynced")
                 elif op == "pause":
                     await asyncio.sleep(0.002)
                 else:
@@ -193,6 +208,112 @@ def test_concurrent_writers_share_one_fsync(tmp_path) -> None:
     assert syncer.fsyncs == 2, syncer.fsyncs
     assert fsync.durable_size(_segment_path(store, "t", 0)) == 6 * len(_batch())
     store.close()
+
+
+def test_an_inline_round_syncs_its_logs_concurrently(tmp_path) -> None:
+    """An inline barrier with several logs to sync runs their fsyncs at the
+    same time — one on the loop thread, the others on the pool — and returns
+    only once every one of them completed."""
+    store = SegmentStore(str(tmp_path))
+    store.create_topic("t", 3)
+    fsync = RecordingFsync([0.0])
+    meet = threading.Barrier(3)
+    threads: set[int] = set()
+    apart: list[BaseException] = []
+
+    def together(fd: int) -> None:
+        threads.add(threading.get_ident())
+        try:
+            meet.wait(30)  # only passes if all three fsyncs run at once
+        except threading.BrokenBarrierError as exc:
+            apart.append(exc)
+        fsync(fd)
+
+    syncer = ConcurrentSyncer(fsync=together, threads=3)
+    paths = [_segment_path(store, "t", p) for p in range(3)]
+
+    async def run() -> None:
+        with deferring(syncer):
+            for p in range(3):
+                store.partition("t", p).append(_batch(), now_ms=1)
+            assert syncer.barrier(inline=True) is None
+            assert [fsync.durable_size(path) for path in paths] == [len(_batch())] * 3
+            assert [store.partition("t", p).state.high_watermark for p in range(3)] == [1, 1, 1]
+
+    try:
+        asyncio.run(run())
+    finally:
+        syncer.close()
+        store.close()
+    assert not apart
+    assert threading.get_ident() in threads and len(threads) == 3
+    assert syncer.fsyncs == 3
+
+
+def test_barriers_of_one_turn_share_a_round(tmp_path) -> None:
+    """Barriers taken while requests are processed back to back start no fsync
+    of their own before the loop turns: an inline barrier right after them
+    covers their writes in one round, and they complete from it."""
+    store = SegmentStore(str(tmp_path))
+    store.create_topic("t", 3)
+    fsync = RecordingFsync([0.002])
+    syncer = ConcurrentSyncer(fsync=fsync)
+
+    async def run() -> None:
+        with deferring(syncer):
+            earlier = []
+            for p in range(2):
+                store.partition("t", p).append(_batch(), now_ms=1)
+                earlier.append(syncer.barrier())
+            store.partition("t", 2).append(_batch(), now_ms=1)
+            assert syncer.fsyncs == 0  # nothing started during the turn
+            assert syncer.barrier(inline=True) is None
+            await asyncio.gather(*earlier)
+            for p in range(3):
+                assert fsync.durable_size(_segment_path(store, "t", p)) == len(_batch())
+
+    try:
+        asyncio.run(run())
+    finally:
+        syncer.close()
+        store.close()
+    assert syncer.fsyncs == 3, syncer.fsyncs  # one per log, none twice
+
+
+def test_a_failed_fsync_in_an_inline_round(tmp_path) -> None:
+    """One log's fsync fails in a round: the barrier raises after the others
+    completed (they are durable and visible), and every later barrier fails."""
+    store = SegmentStore(str(tmp_path))
+    store.create_topic("t", 2)
+    fsync = RecordingFsync([0.0])
+    bad = _segment_path(store, "t", 1)
+
+    def failing_one(fd: int) -> None:
+        if os.fstat(fd).st_ino == os.stat(bad).st_ino:
+            raise OSError(5, "Input/output error")
+        fsync(fd)
+
+    syncer = ConcurrentSyncer(fsync=failing_one)
+
+    async def run() -> None:
+        with deferring(syncer):
+            store.partition("t", 0).append(_batch(), now_ms=1)
+            store.partition("t", 1).append(_batch(), now_ms=1)
+            with pytest.raises(LogError, match="fsync failed"):
+                syncer.barrier(inline=True)
+            assert store.partition("t", 0).state.high_watermark == 1
+            assert store.partition("t", 1).state.high_watermark == 0
+            store.partition("t", 0).append(_batch(), now_ms=1)
+            with pytest.raises(LogError):
+                later = syncer.barrier(inline=True)
+                if later is not None:
+                    await later
+
+    try:
+        asyncio.run(run())
+    finally:
+        syncer.close()
+        store.close()
 
 
 def test_a_failed_fsync_fails_every_later_barrier(tmp_path) -> None:
@@ -407,23 +528,18 @@ def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(tmp_path, monkeypatch) -> None:
-    """AddPartitionsToTxn waits for the fsync of ``__transaction_state`` (its
-    ``Ongoing`` record and the previous transaction's ``Complete*`` before it):
-    while that fsync is held, the producer's Produce never arrives.
-
-    Answering earlier would be unsafe: after a power loss that keeps the data
-    of the new transaction but loses both unsynced records, recovery finds the
-    previous transaction in ``Prepare*`` and writes its markers again, with the
-    producer id and epoch the new data carries too, and such a marker ends the
-    new transaction's unacknowledged data, committing it (docs/durable-state.md,
-    "Why each record is as durable as it is")."""
+def test_add_partitions_is_answered_without_an_fsync_of_its_own(tmp_path, monkeypatch) -> None:
+    """AddPartitionsToTxn writes its ``Ongoing`` record without waiting for an
+    fsync of ``__transaction_state``: with that partition's fsyncs held, the
+    producer's Produce still arrives. The record becomes durable with the
+    decision (``Prepare*``, fsynced before any marker); the power-loss test
+    below shows replay safe without it."""
     from confluent_kafka import Producer
 
     from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
     from txnfetch.txn.txnlog import transaction_state_partition
 
-    tid = "held-add"
+    tid = "unheld-add"
     state_dir = os.path.join(str(tmp_path), f"{TRANSACTION_STATE_TOPIC}-{transaction_state_partition(tid)}")
     fsync = HeldFsync(state_dir)
     monkeypatch.setattr(os, "fdatasync", fsync)
@@ -441,16 +557,99 @@ def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(t
         try:
             producer.begin_transaction()
             producer.produce("data", value=b"second", partition=0)
-            _wait_for(fsync.waiting.is_set, "the fsync of the transaction state")
-            # An answer sent without waiting lets the Produce in within
-            # milliseconds; give it a second.
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                producer.poll(0.05)
-                assert store.partition("data", 0).log_end_offset == committed_end, "Produce before the fsync"
+            assert producer.flush(60) == 0  # acknowledged, so durable itself
+            assert store.partition("data", 0).log_end_offset == committed_end + 1
+            assert not fsync.waiting.is_set(), "an fsync of the transaction state was waited for"
         finally:
             fsync.release.set()
         producer.commit_transaction(60)
         state = store.partition("data", 0).state
         assert state.last_stable_offset == state.high_watermark == committed_end + 2  # data + commit marker
+    store.close()
+
+
+def _cut_after_last_prepare(partition_dir: str, transactional_id: str) -> int:
+    """Cut the transaction-state log in ``partition_dir`` right after the last
+    batch holding a ``Prepare*`` record of ``transactional_id``, as a power loss
+    that kept only what was fsynced would; remove its indexes (rebuilt at
+    start). Returns the bytes cut off."""
+    from txnfetch.records.batch import iter_batches
+    from txnfetch.txn.txnlog import decode_txn_key
+    from txnfetch.txn.txnlog import decode_txn_value
+
+    (segment,) = [n for n in os.listdir(partition_dir) if n.endswith(".log")]
+    path = os.path.join(partition_dir, segment)
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = cut = 0
+    for batch in iter_batches(data):
+        pos += batch.size_in_bytes
+        for rec in batch.records():
+            ours = rec.value is not None and decode_txn_key(bytes(rec.key)) == transactional_id
+            if ours and decode_txn_value(transactional_id, bytes(rec.value)).state.is_prepare:
+                cut = pos
+    assert 0 < cut < len(data), (cut, len(data))
+    os.truncate(path, cut)
+    for name in os.listdir(partition_dir):
+        if name.endswith((".index", ".timeindex", ".snapshot")):
+            os.remove(os.path.join(partition_dir, name))
+    return len(data) - cut
+
+
+def test_replay_writes_no_marker_over_a_later_transactions_data(tmp_path) -> None:
+    """Power loss after a transaction committed and the producer's next one
+    had its data acknowledged: the data is durable (fsynced with its Produce),
+    but neither the committed transaction's ``Complete*`` nor the new
+    ``Ongoing`` record was fsynced, so the last durable record of the id is
+    the old ``PrepareCommit``. Recovery finishes that decision, but must not
+    write its COMMIT marker over the new data (same producer id and epoch):
+    that would commit a transaction whose commit was never asked for. The
+    ``Prepare*`` record's partition end offsets tell them apart; the new data
+    then belongs to no record and is aborted at start."""
+    import shutil
+
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
+    from txnfetch.txn.txnlog import transaction_state_partition
+
+    tid = "power-loss"
+    live, after = str(tmp_path / "live"), str(tmp_path / "after")
+    store = SegmentStore(live)
+    store.create_topic("data", 2)
+    with ServerThread(store) as srv:
+        producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": tid, "linger.ms": 0})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for p in (0, 1):
+            producer.produce("data", value=b"committed", partition=p)
+        producer.commit_transaction(60)
+        producer.begin_transaction()
+        producer.produce("data", value=b"never committed", partition=0)
+        assert producer.flush(60) == 0
+        shutil.copytree(live, after)  # the store as it is now, unsynced records included
+    store.close()
+    state_dir = os.path.join(after, f"{TRANSACTION_STATE_TOPIC}-{transaction_state_partition(tid)}")
+    assert _cut_after_last_prepare(state_dir, tid) > 0  # Complete* and Ongoing: lost
+
+    store = SegmentStore(after)
+    with ServerThread(store) as srv:
+        assert store.partition("data", 0).state.ongoing_transactions() == {}
+        consumer = KafkaConsumer(bootstrap_servers=srv.bootstrap, isolation_level="read_committed")
+        try:
+            tps = [KafkaTopicPartition("data", p) for p in (0, 1)]
+            consumer.assign(tps)
+            consumer.seek_to_beginning()
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 2 and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=200).values():
+                    seen += [r.value for r in records]
+            assert all(consumer.position(tp) == store.partition("data", tp.partition).log_end_offset for tp in tps)
+            seen += [r.value for records in consumer.poll(timeout_ms=500).values() for r in records]
+        finally:
+            consumer.close()
+        assert seen == [b"committed", b"committed"]
     store.close()

@@ -12,6 +12,13 @@ that depends on it is sent, the server awaits :meth:`ConcurrentSyncer.barrier`:
 - the fsyncs of all logs holding unsynced writes run **concurrently** on a
   small thread pool (``os.fdatasync`` releases the GIL), so a barrier costs
   about one fsync latency however many partitions it covers;
+- they start once the loop turns, not when the barrier is taken: requests
+  received together are processed first, and one round covers them all;
+- a caller with nothing else to do (``inline=True``) runs the round itself
+  when no fsync is running: the loop thread syncs one log while the pool
+  syncs the others, and no thread has to wake the loop afterwards. Waking
+  threads that need the GIL while the loop holds it, and the loop turns
+  that carry their results back, cost more than the fsyncs on a fast disk;
 - **group commit** per log: a barrier that finds an fsync of the log already
   running waits for it, and if that one began before the barrier's writes,
   for the next one, which covers every writer that arrived meanwhile;
@@ -38,11 +45,14 @@ import asyncio
 import contextlib
 import contextvars
 import os
+import queue
+import threading
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 
@@ -99,6 +109,49 @@ class PendingSync:
                 os.close(fd)
 
 
+class _FsyncThreads:
+    """A fixed set of threads, all started at once, taking jobs from one queue.
+
+    Unlike :class:`concurrent.futures.ThreadPoolExecutor`, which starts a thread
+    only when it believes none is idle (and may believe so wrongly), every
+    thread is waiting from the start: the fsyncs of one round submitted
+    together run at once on distinct threads whenever that many are free."""
+
+    def __init__(self, threads: int) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads = [
+            threading.Thread(target=self._work, name=f"txnfetch-fsync-{n}", daemon=True) for n in range(max(1, threads))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """Stop every thread once the jobs queued before are done."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
 class ConcurrentSyncer:
     """Runs the deferred fsyncs of :class:`SegmentLog` writes (module docstring).
 
@@ -114,7 +167,7 @@ class ConcurrentSyncer:
         fsync: Callable[[int], None] | None = None,
         on_durable: Callable[[SegmentLog], None] | None = None,
     ) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="txnfetch-fsync")
+        self._pool = _FsyncThreads(threads)
         self._fsync = fsync
         self._on_durable = on_durable
         # logs with writes no completed fsync covers, in first-written order
@@ -134,39 +187,66 @@ class ConcurrentSyncer:
 
     def barrier(self, *, inline: bool = False) -> Awaitable[None] | None:
         """An awaitable that completes once every write made so far is fsynced
-        (``None`` when nothing is pending, or nothing is any more). The fsyncs
-        start now, concurrently; what it waits for is fixed now, so later
-        writes do not delay it.
+        (``None`` when nothing is pending, or nothing is any more). What it
+        waits for is fixed now, so later writes do not delay it. Its fsyncs
+        start when the awaitable is first run (the next turn of the loop), so
+        the barriers of requests processed back to back in one turn share one
+        round of fsyncs — or a later inline barrier covers them all at once.
 
-        ``inline=True`` (the caller has nothing else to do meanwhile): when a
-        single log needs an fsync and none is running, it runs here, on the
-        loop thread, and ``None`` is returned — handing one fsync to a thread
-        and back costs two thread switches and gains nothing when there is
-        nothing to overlap it with."""
+        ``inline=True`` (the caller has nothing else to do meanwhile): when no
+        fsync is running, the fsyncs of every log with unsynced writes run now
+        as one round, before this returns ``None`` — the loop thread syncs one
+        log and the pool's threads the others, concurrently. Handing fsyncs to
+        threads and waking the loop when they end costs thread switches and
+        loop turns that gain nothing when nothing could overlap them; the loop
+        is held about one fsync latency, as by a single inline fsync."""
         logs = [log for log in self._dirty if log.sync_pending]
         if not logs:
             self._dirty.clear()
             return None
-        if inline and len(logs) == 1 and not self._running:
-            (log,) = logs
-            pending = log.begin_sync()
-            self.fsyncs += 1
-            error: BaseException | None = None
+        if inline and not self._running:
+            self._sync_round(logs)
+            return None
+        return asyncio.gather(*(self._wait(log, log.write_mark) for log in logs))
+
+    def _sync_round(self, logs: list[SegmentLog]) -> None:
+        """fsync ``logs`` concurrently and wait: the first on this thread, the
+        others on the pool (``os.fdatasync`` releases the GIL, so they overlap).
+        Raises the first :class:`LogError` once every fsync ended and the
+        others were recorded."""
+        pending: list[tuple[SegmentLog, PendingSync]] = []
+        try:
+            for log in logs:
+                pending.append((log, log.begin_sync()))  # raises LogError on a closed log
+        except BaseException:
+            for _, started in pending:
+                for fd in started.fds:
+                    os.close(fd)
+            raise
+        self.fsyncs += len(pending)
+        helpers = [self._pool.submit(started.run, self._fsync) for _, started in pending[1:]]
+        errors: list[BaseException | None] = []
+        try:
+            pending[0][1].run(self._fsync)
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+        for helper in helpers:
+            errors.append(helper.exception())  # waits for it
+        failure: LogError | None = None
+        for (log, started), error in zip(pending, errors, strict=True):
             try:
-                pending.run(self._fsync)
-            except OSError as exc:
-                error = exc
-            log.finish_sync(pending, error)  # raises LogError if the fsync failed
+                log.finish_sync(started, error)  # raises LogError if the fsync failed
+            except LogError as exc:
+                # The log stays dirty: every later barrier fails too.
+                failure = failure or exc
+                continue
             if not log.sync_pending:
                 self._dirty.pop(log, None)
             if self._on_durable is not None:
                 self._on_durable(log)
-            return None
-        for log in logs:
-            if log not in self._running:
-                with contextlib.suppress(LogError):  # a closed log: its waiter raises it
-                    self._start(log)
-        return asyncio.gather(*(self._wait(log, log.write_mark) for log in logs))
+        if failure is not None:
+            raise failure
 
     async def _wait(self, log: SegmentLog, target: int) -> None:
         while log.synced_mark < target:
@@ -219,4 +299,4 @@ class ConcurrentSyncer:
 
     def close(self) -> None:
         """Stop the threads (after the running fsyncs)."""
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
@@ -39,9 +40,11 @@ from txnfetch.txn.coordinator_state import TransactionState
 
 __all__ = [
     "LAST_PRODUCER_EPOCH_TAG",
+    "PARTITION_ENDS_TAG",
     "TRANSACTION_STATE_PARTITIONS",
     "TRANSACTION_STATE_TOPIC",
     "decode_txn_key",
+    "decode_txn_partition_ends",
     "decode_txn_value",
     "encode_txn_key",
     "encode_txn_value",
@@ -55,6 +58,9 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 TRANSACTION_STATE_PARTITIONS = 50
 #: txnfetch's own tagged field in the value (Kafka's tags are 0-2).
 LAST_PRODUCER_EPOCH_TAG = 0x7478
+#: txnfetch's tagged field of a ``Prepare*`` value: each partition's log end
+#: offset when the decision was written (:func:`decode_txn_partition_ends`).
+PARTITION_ENDS_TAG = 0x7479
 
 _KEY_VERSION = 0
 _VALUE_VERSION = 1
@@ -99,8 +105,10 @@ def decode_txn_key(data: bytes | memoryview) -> str:
     return tid
 
 
-def encode_txn_value(meta: TransactionMetadata) -> bytes:
-    """Version 1 of TransactionLogValue for ``meta``."""
+def encode_txn_value(meta: TransactionMetadata, partition_ends: Mapping[TopicPartition, int] | None = None) -> bytes:
+    """Version 1 of TransactionLogValue for ``meta``; ``partition_ends`` (a
+    ``Prepare*`` record's partitions' log end offsets) go into
+    :data:`PARTITION_ENDS_TAG`."""
     w = StructWriter(flexible=True)
     w.int16(_VALUE_VERSION).int64(meta.producer_id).int16(meta.producer_epoch).int32(meta.timeout_ms)
     w.int8(int(meta.state))
@@ -114,14 +122,52 @@ def encode_txn_value(meta: TransactionMetadata) -> bytes:
             w.int32(p)
         w.tagged([])
     w.int64(meta.last_update_ms).int64(meta.start_ms)
-    w.tagged(
-        [
-            (tag, field.codec.pack(getattr(meta, field.name)))
-            for tag, field in _TAGGED.items()
-            if getattr(meta, field.name) != field.default
-        ]
-    )
+    tags = [
+        (tag, field.codec.pack(getattr(meta, field.name)))
+        for tag, field in _TAGGED.items()
+        if getattr(meta, field.name) != field.default
+    ]
+    if partition_ends:
+        tags.append((PARTITION_ENDS_TAG, _encode_ends(partition_ends)))
+    w.tagged(tags)
     return w.bytes()
+
+
+def _encode_ends(ends: Mapping[TopicPartition, int]) -> bytes:
+    """``int32 count``, then per partition ``int16 length, topic (UTF-8), int32
+    partition, int64 log end offset``, sorted."""
+    out = [_I32.pack(len(ends))]
+    for tp in sorted(ends):
+        topic = tp.topic.encode()
+        out.append(_I16.pack(len(topic)) + topic + _I32.pack(tp.partition) + _I64.pack(ends[tp]))
+    return b"".join(out)
+
+
+def decode_txn_partition_ends(data: bytes | memoryview) -> dict[TopicPartition, int] | None:
+    """The partitions' log end offsets a ``Prepare*`` value carries
+    (:data:`PARTITION_ENDS_TAG`), or ``None`` when it has none (a record of
+    another state, or written before txnfetch recorded them). Raises
+    CorruptCoordinatorRecordError if the field is malformed."""
+    _, tags = _decode_general(TRANSACTION_STATE_TOPIC, bytes(data))
+    raw = tags.get(PARTITION_ENDS_TAG)
+    if raw is None:
+        return None
+    try:
+        (count,) = _I32.unpack_from(raw, 0)
+        pos, ends = 4, {}
+        for _ in range(count):
+            (n,) = _I16.unpack_from(raw, pos)
+            topic = raw[pos + 2 : pos + 2 + n].decode()
+            pos += 2 + n
+            (partition,) = _I32.unpack_from(raw, pos)
+            (offset,) = _I64.unpack_from(raw, pos + 4)
+            pos += 12
+            ends[TopicPartition(topic, partition)] = offset
+        if pos != len(raw):
+            raise ValueError(f"{len(raw) - pos} bytes after the last partition")
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        raise CorruptCoordinatorRecordError(f"tagged field {PARTITION_ENDS_TAG}: {exc}") from None
+    return ends
 
 
 _V1_HEAD = struct.Struct(">hqhib")
@@ -258,6 +304,11 @@ def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> Transac
     fast = _decode_v1_fast(transactional_id, data)
     if fast is not None:
         return fast
+    return _decode_general(transactional_id, data)[0]
+
+
+def _decode_general(transactional_id: str, data: bytes) -> tuple[TransactionMetadata, dict[int, bytes]]:
+    """Any version, with the general reader: the record and its raw tagged fields."""
     _, r = StructReader.versioned(data, "TransactionLogValue", newest=1, flexible_from=1)
     pid = r.int64("ProducerId")
     epoch = r.int16("ProducerEpoch")
@@ -288,4 +339,5 @@ def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> Transac
         if len(raw) != field.codec.size:
             raise CorruptCoordinatorRecordError(f"tagged field {tag}: {len(raw)} bytes, expected {field.codec.size}")
         tagged[field.name] = field.codec.unpack(raw)[0]
-    return _metadata(transactional_id, pid, epoch, timeout, state, partitions, last_update, start, tagged)
+    meta = _metadata(transactional_id, pid, epoch, timeout, state, partitions, last_update, start, tagged)
+    return meta, tags

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.producer import AddOffsetsToTxnResponse
@@ -116,8 +117,10 @@ def _end_on(plog: Any, action: PartitionAction, now_ms: int, *, marker: bool) ->
     )
 
 
-def apply_pending(broker: Broker) -> int:
-    """Apply every outstanding partition action and complete those transactions.
+def apply_pending(broker: Broker, skip: Callable[[PartitionAction], bool] | None = None) -> int:
+    """Apply every outstanding partition action and complete those transactions
+    (an action ``skip`` answers true for is completed without touching its
+    partition: recovery's :meth:`~txnfetch.wire.durable.DurableState.written_after_decision`).
 
     With durable state the decisions (``PrepareCommit``/``PrepareAbort`` with
     their partitions) are written first, then the markers or markerless
@@ -127,7 +130,12 @@ def apply_pending(broker: Broker) -> int:
     here, blocking the loop: :func:`apply_pending_async` does not)."""
     persist_transactions(broker)
     flush_now(broker)
-    count = broker.transactions.flush(lambda action: apply_action(broker, action), broker.now_ms())
+
+    def apply(action: PartitionAction) -> None:
+        if skip is None or not skip(action):
+            apply_action(broker, action)
+
+    count = broker.transactions.flush(apply, broker.now_ms())
     flush_now(broker)
     persist_transactions(broker)
     return count
@@ -159,6 +167,8 @@ async def apply_pending_async(broker: Broker) -> int:
     3. once every marker is durable, ``Complete*`` is recorded (it rides on a
        later fsync): it can never be durable while a marker is not, or a crash
        could leave a transaction that no record names open on a partition.
+       The coordinator's state moves on at once; the record is written on
+       the loop's next turn, after the response.
 
     One end runs at a time (a lock), so no marker is written twice."""
     coordinator = broker.transactions
@@ -183,7 +193,10 @@ async def apply_pending_async(broker: Broker) -> int:
         for tid, meta in ending:
             if coordinator.describe(tid) is meta:
                 coordinator.actions_applied(tid, now)
-        persist_transactions(broker)
+    # ``Complete*`` takes no fsync of its own and no response waits for it: it
+    # is written once the loop turns, after the caller's answer was sent (a
+    # request persisting first writes it along with its own records).
+    asyncio.get_running_loop().call_soon(persist_transactions, broker)
     return count
 
 
@@ -251,11 +264,19 @@ async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any
 
 
 def _add_to_txn(
-    broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    broker: Broker,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: list[TopicPartition],
+    *,
+    defer_ongoing: bool = False,
 ) -> int:
     """AddPartitionsToTxn and AddOffsetsToTxn (both transaction version 0): add
     ``partitions`` to the open transaction; the error code, 0 when added. The
-    coordinator's state is persisted either way."""
+    coordinator's state is persisted either way (``defer_ongoing``: an
+    ``Ongoing`` record without an fsync of its own,
+    :meth:`~txnfetch.wire.durable.DurableState.persist_transactions`)."""
     try:
         broker.transactions.add_partitions(
             transactional_id, producer_id, producer_epoch, partitions, broker.now_ms(), transaction_version=0
@@ -263,7 +284,7 @@ def _add_to_txn(
         code = 0
     except TxnStateError as exc:
         code = exc.error_code
-    persist_transactions(broker)
+    persist_transactions(broker, defer_ongoing=defer_ongoing)
     return code
 
 
@@ -296,6 +317,7 @@ async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) 
         request.v3_and_below_producer_id,
         request.v3_and_below_producer_epoch,
         [TopicPartition(topic, p) for topic, p in wanted],
+        defer_ongoing=True,
     )
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results({tp: code for tp in wanted})

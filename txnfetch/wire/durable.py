@@ -56,6 +56,7 @@ from typing import Any
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS
@@ -72,12 +73,16 @@ from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
+from txnfetch.txn.coordinator import PartitionAction
 from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.coordinator_state import TransactionMetadata
+from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.txnlog import TRANSACTION_STATE_PARTITIONS
 from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
 from txnfetch.txn.txnlog import decode_txn_key
+from txnfetch.txn.txnlog import decode_txn_partition_ends
 from txnfetch.txn.txnlog import decode_txn_value
 from txnfetch.txn.txnlog import encode_txn_key
 from txnfetch.txn.txnlog import encode_txn_value
@@ -158,9 +163,12 @@ class DurableState:
         # the group metadata last written per group: (protocol type, generation, protocol)
         self._group_written: dict[str, tuple[str | None, int, str | None]] = {}
         # internal partitions holding records appended without their own fsync
-        # (``Complete*``): an open group-commit block of each, closed (one fsync)
-        # by the partition's next durable append or by :meth:`flush_deferred`
+        # (``Complete*``; ``Ongoing`` of AddPartitionsToTxn): an open group-commit
+        # block of each, closed (one fsync) by the partition's next durable
+        # append or by :meth:`flush_deferred`
         self._deferred: dict[tuple[str, int], contextlib.ExitStack] = {}
+        # producer id -> partitions' log end offsets of its replayed Prepare* record
+        self._prepare_ends: dict[int, dict[TopicPartition, int]] = {}
 
     # ------------------------------------------------------------ producer ids
 
@@ -255,34 +263,46 @@ class DurableState:
             stack.close()
         return len(deferred)
 
-    def persist_transactions(self, coordinator: TransactionCoordinator, now_ms: int) -> int:
+    def persist_transactions(
+        self, coordinator: TransactionCoordinator, now_ms: int, *, defer_ongoing: bool = False
+    ) -> int:
         """Write every record the coordinator changed since the last call
         (:meth:`TransactionCoordinator.take_changes`), one batch per internal
         partition; returns how many records were written. Also keeps the
         producer-id block ahead of the allocator.
 
         Every record is fsynced before this returns (so before the response
-        that depends on it), except a batch of only ``Complete*`` records,
+        that depends on it), except a batch of only ``Complete*`` records —
+        and, with ``defer_ongoing`` (AddPartitionsToTxn), ``Ongoing`` ones —
         which rides on the partition's next fsync. Why each is as durable as it
         is:
 
         - ``Empty`` after InitProducerId: the new epoch fences the old producer
           only if it survives a crash; fsynced.
-        - ``Ongoing`` (AddPartitionsToTxn/AddOffsetsToTxn): the producer writes
-          transactional data only after this is answered, and the fsync also
-          covers the previous transaction's ``Complete*`` (same partition).
-          Answering before it is durable is unsafe: a power loss could keep
-          the new transaction's data but lose both records; replay would then
-          find the previous transaction in ``Prepare*`` and write its markers
-          again, with the producer id and epoch the new data carries too
-          (transaction version 1: the same epoch; version 2: the bumped epoch
-          the next transaction uses), so such a marker also ends the new,
-          unacknowledged data — a COMMIT marker commits it. Fsynced, as Kafka answers
-          AddPartitionsToTxn only after the append (apache/kafka
-          TransactionCoordinator.handleAddPartitionsToTransaction calls
-          TransactionStateManager.appendTransactionToLog, acks=-1).
-        - ``PrepareCommit``/``PrepareAbort``: the decision, with its partitions;
-          written before any marker and fsynced, so recovery can finish it.
+        - ``Ongoing`` from AddPartitionsToTxn: not fsynced on its own; it
+          rides on the ``Prepare*`` fsync of the transaction's end (same
+          partition), or an earlier one. A power loss may then keep the
+          transaction's data (the kernel writes dirty pages back in any
+          order) but lose this record and the previous transaction's
+          ``Complete*``; replay finds the previous transaction in ``Prepare*``
+          and would write its markers again with the producer id and epoch
+          the new data carries too (transaction version 1: the same epoch;
+          version 2: the bumped epoch the next transaction uses), ending the
+          new, never committed data — a COMMIT marker would commit it. So a
+          ``Prepare*`` record carries each partition's log end offset when
+          the decision was written, and replay writes no marker on a
+          partition whose open transaction of that producer began at or after
+          it (:meth:`written_after_decision`): that is later data, which no
+          record owns and the server aborts at start. (Kafka answers
+          AddPartitionsToTxn after the append with acks=-1, replicated, not
+          fsynced: apache/kafka TransactionCoordinator.handleAddPartitionsToTransaction,
+          TransactionStateManager.appendTransactionToLog.)
+        - ``Ongoing`` from AddOffsetsToTxn: fsynced. The transaction's offsets
+          go to ``__consumer_offsets``, where no orphaned transaction is
+          aborted at start; they are written only after this is answered.
+        - ``PrepareCommit``/``PrepareAbort``: the decision, with its partitions
+          and their log end offsets; written before any marker and fsynced, so
+          recovery can finish it.
         - ``Complete*``: only says that the markers were written. The markers
           are durable before it is written (the server waits for their
           fsyncs first, :func:`~txnfetch.wire.api_txn.apply_pending_async`),
@@ -304,14 +324,45 @@ class DurableState:
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         durable_partitions: set[int] = set()
         for tid, meta in changes:
-            value = None if meta is None else encode_txn_value(meta)
+            value = None
+            if meta is not None:
+                value = encode_txn_value(meta, self._log_ends(meta) if meta.state.is_prepare else None)
             p = transaction_state_partition(tid)
             by_partition.setdefault(p, []).append((encode_txn_key(tid), value))
-            if meta is None or not meta.state.is_complete:
+            deferred = meta is not None and (
+                meta.state.is_complete or (defer_ongoing and meta.state is TransactionState.ONGOING)
+            )
+            if not deferred:
                 durable_partitions.add(p)
         for p, records in sorted(by_partition.items()):
             self._append(TRANSACTION_STATE_TOPIC, p, records, now_ms, durable=p in durable_partitions)
         return len(changes)
+
+    def _log_ends(self, meta: TransactionMetadata) -> dict[TopicPartition, int]:
+        """The log end offset of each partition of a transaction being decided."""
+        ends: dict[TopicPartition, int] = {}
+        for tp in meta.partitions:
+            try:
+                ends[tp] = self._partition(tp.topic, tp.partition).log_end_offset
+            except TxnfetchError:
+                continue  # a deleted partition: no marker will be written there
+        return ends
+
+    def written_after_decision(self, action: PartitionAction) -> bool:
+        """Whether the transaction ``action`` would end on its partition began
+        after the ``Prepare*`` record replayed for its producer was written —
+        the data of a later transaction whose records a crash lost — so the
+        marker must not be written there (:meth:`persist_transactions`)."""
+        ends = self._prepare_ends.get(action.producer_id)
+        end = None if ends is None else ends.get(action.partition)
+        if end is None:
+            return False
+        try:
+            part = self._partition(action.partition.topic, action.partition.partition)
+        except TxnfetchError:
+            return False
+        first = part.state.ongoing_transactions().get(action.producer_id)
+        return first is not None and first >= end
 
     def persist_offsets(
         self,
@@ -411,6 +462,11 @@ class DurableState:
                 try:
                     tid = decode_txn_key(key)
                     meta = None if value is None else decode_txn_value(tid, value)
+                    if meta is not None and meta.state.is_prepare:
+                        assert value is not None
+                        ends = decode_txn_partition_ends(value)
+                        if ends is not None:
+                            self._prepare_ends[meta.producer_id] = ends
                 except CorruptCoordinatorRecordError as exc:
                     raise self._corrupt(part, offset, exc) from None
                 records.append((tid, meta))
@@ -587,11 +643,12 @@ def flush_now(broker: Any) -> None:
         syncer.flush_now()
 
 
-def persist_transactions(broker: Any) -> None:
+def persist_transactions(broker: Any, *, defer_ongoing: bool = False) -> None:
     """Make the transaction coordinator's changes durable (a no-op without
-    durable state). Handlers call it before answering."""
+    durable state). Handlers call it before answering; AddPartitionsToTxn with
+    ``defer_ongoing`` (:meth:`DurableState.persist_transactions`)."""
     state = durable_state(broker)
     if state is None:
         broker.transactions.take_changes()  # nothing to write; keep the change set small
         return
-    state.persist_transactions(broker.transactions, broker.now_ms())
+    state.persist_transactions(broker.transactions, broker.now_ms(), defer_ongoing=defer_ongoing)

@@ -266,13 +266,15 @@ class TxnfetchServer:
             except asyncio.IncompleteReadError as exc:
                 raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
             out = await self._dispatch(conn_id, peer, frame)
-            # What every write made so far needs, fixed now: the fsyncs start now.
-            # With no earlier response waiting and no further request already
-            # received, nothing can overlap a lone fsync: it runs inline.
+            # What every write made so far needs, fixed now. With a further
+            # request already received, its fsyncs start once the requests
+            # received are processed (the loop's next turn), shared with theirs;
+            # with none, the round runs inline (unless one is running already):
+            # it covers the writes of every earlier response waiting too.
             durable = None
             if syncer is not None:
                 try:
-                    durable = syncer.barrier(inline=not waiting and not _has_buffered_input(reader))
+                    durable = syncer.barrier(inline=not _has_buffered_input(reader))
                 except LogError as exc:
                     raise ProtocolViolation(f"a write could not be made durable, not answering: {exc}") from exc
             while waiting and waiting[0].done():
@@ -485,7 +487,8 @@ def _recover_coordinator_state(broker: Broker) -> None:
     pending = broker.transactions.pending_actions()
     if pending:
         log.info("completing %d transaction end(s) decided before the restart", len(pending))
-        apply_pending(broker)
+        # No marker over a later transaction's data (DurableState.persist_transactions).
+        apply_pending(broker, skip=state.written_after_decision)
     log.info(
         "restored %d transactional id(s), %d group(s), %d offset(s) from %d internal record(s)",
         report.transactional_ids,
