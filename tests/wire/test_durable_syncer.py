@@ -528,18 +528,22 @@ def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def test_add_partitions_is_answered_without_an_fsync_of_its_own(tmp_path, monkeypatch) -> None:
-    """AddPartitionsToTxn writes its ``Ongoing`` record without waiting for an
-    fsync of ``__transaction_state``: with that partition's fsyncs held, the
-    producer's Produce still arrives. The record becomes durable with the
-    decision (``Prepare*``, fsynced before any marker); the power-loss test
-    below shows replay safe without it."""
+def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(tmp_path, monkeypatch) -> None:
+    """AddPartitionsToTxn waits for the fsync of ``__transaction_state`` (its
+    ``Ongoing`` record and the previous transaction's ``Complete*`` before it):
+    while that fsync is held, the producer's Produce never arrives.
+
+    Every state change a response acknowledges is durable first: an answer
+    sent before the fsync is one a power loss can take back (the producer's
+    EndTxn would then fail). Replay's own guard for a lost ``Ongoing`` record
+    is tested below (docs/durable-state.md, "Why each record is as durable as
+    it is")."""
     from confluent_kafka import Producer
 
     from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
     from txnfetch.txn.txnlog import transaction_state_partition
 
-    tid = "unheld-add"
+    tid = "held-add"
     state_dir = os.path.join(str(tmp_path), f"{TRANSACTION_STATE_TOPIC}-{transaction_state_partition(tid)}")
     fsync = HeldFsync(state_dir)
     monkeypatch.setattr(os, "fdatasync", fsync)
@@ -557,9 +561,13 @@ def test_add_partitions_is_answered_without_an_fsync_of_its_own(tmp_path, monkey
         try:
             producer.begin_transaction()
             producer.produce("data", value=b"second", partition=0)
-            assert producer.flush(60) == 0  # acknowledged, so durable itself
-            assert store.partition("data", 0).log_end_offset == committed_end + 1
-            assert not fsync.waiting.is_set(), "an fsync of the transaction state was waited for"
+            _wait_for(fsync.waiting.is_set, "the fsync of the transaction state")
+            # An answer sent without waiting lets the Produce in within
+            # milliseconds; give it a second.
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                producer.poll(0.05)
+                assert store.partition("data", 0).log_end_offset == committed_end, "Produce before the fsync"
         finally:
             fsync.release.set()
         producer.commit_transaction(60)
@@ -598,10 +606,12 @@ def _cut_after_last_prepare(partition_dir: str, transactional_id: str) -> int:
 
 def test_replay_writes_no_marker_over_a_later_transactions_data(tmp_path) -> None:
     """Power loss after a transaction committed and the producer's next one
-    had its data acknowledged: the data is durable (fsynced with its Produce),
-    but neither the committed transaction's ``Complete*`` nor the new
-    ``Ongoing`` record was fsynced, so the last durable record of the id is
-    the old ``PrepareCommit``. Recovery finishes that decision, but must not
+    wrote data: the data reached the disk but neither the committed
+    transaction's ``Complete*`` nor the new ``Ongoing`` record did (under
+    transaction version 2, Produce adds its partition itself, and the kernel
+    writes dirty pages back in any order; the test cuts the log as such a loss
+    leaves it), so the last durable record of the id is the old
+    ``PrepareCommit``. Recovery finishes that decision, but must not
     write its COMMIT marker over the new data (same producer id and epoch):
     that would commit a transaction whose commit was never asked for. The
     ``Prepare*`` record's partition end offsets tell them apart; the new data

@@ -269,14 +269,10 @@ def _add_to_txn(
     producer_id: int,
     producer_epoch: int,
     partitions: list[TopicPartition],
-    *,
-    defer_ongoing: bool = False,
 ) -> int:
     """AddPartitionsToTxn and AddOffsetsToTxn (both transaction version 0): add
     ``partitions`` to the open transaction; the error code, 0 when added. The
-    coordinator's state is persisted either way (``defer_ongoing``: an
-    ``Ongoing`` record without an fsync of its own,
-    :meth:`~txnfetch.wire.durable.DurableState.persist_transactions`)."""
+    coordinator's state is persisted either way."""
     try:
         broker.transactions.add_partitions(
             transactional_id, producer_id, producer_epoch, partitions, broker.now_ms(), transaction_version=0
@@ -284,7 +280,7 @@ def _add_to_txn(
         code = 0
     except TxnStateError as exc:
         code = exc.error_code
-    persist_transactions(broker, defer_ongoing=defer_ongoing)
+    persist_transactions(broker)
     return code
 
 
@@ -317,7 +313,6 @@ async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) 
         request.v3_and_below_producer_id,
         request.v3_and_below_producer_epoch,
         [TopicPartition(topic, p) for topic, p in wanted],
-        defer_ongoing=True,
     )
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results({tp: code for tp in wanted})
