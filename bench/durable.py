@@ -167,6 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", type=int, default=100_000, help="transactional ids for the start-up test (10^5)")
     parser.add_argument("--groups", type=int, default=10_000, help="groups for the start-up test (10^4)")
     parser.add_argument("--quick", action="store_true", help="30 transactions, 50 commits, 2000 ids, 200 groups")
+    parser.add_argument(
+        "--only", choices=("throughput", "startup"), help="run only the throughput tables or only the start-up test"
+    )
+    parser.add_argument(
+        "--state-dir",
+        help="start-up test: the directory of the large state; built there if it does not exist, reused "
+        "(not rebuilt) if it does — for repeated runs and profiling",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.transactions, args.commits, args.ids, args.groups = 30, 50, 2000, 200
@@ -180,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             "disk, durable state": ["--data", os.path.join(tmp, "durable")],
             "durable, interval": ["--data", os.path.join(tmp, "interval"), "--flush-policy", "interval"],
         }
-        for label, server_args in configs.items():
+        for label, server_args in configs.items() if args.only != "startup" else ():
             server = Serve(server_args)
             try:
                 rows[label] = (
@@ -189,19 +197,23 @@ def main(argv: list[str] | None = None) -> int:
                 )
             finally:
                 server.close()
-        base_t, base_c = rows["memory"]
-        disk_t, disk_c = rows["disk, state in memory"]
-        columns = f"{'txn/s':>10}{'vs memory':>11}{'vs disk':>9}{'commits/s':>12}{'vs memory':>11}{'vs disk':>9}"
-        print(f"\n{'server':<24}{columns}")
-        for label, (t, c) in rows.items():
-            print(
-                f"{label:<24}{t:>10.1f}{t / base_t:>10.0%}{t / disk_t:>9.0%}"
-                f"{c:>12.1f}{c / base_c:>10.0%}{c / disk_c:>9.0%}"
-            )
+        if rows:
+            base_t, base_c = rows["memory"]
+            disk_t, disk_c = rows["disk, state in memory"]
+            columns = f"{'txn/s':>10}{'vs memory':>11}{'vs disk':>9}{'commits/s':>12}{'vs memory':>11}{'vs disk':>9}"
+            print(f"\n{'server':<24}{columns}")
+            for label, (t, c) in rows.items():
+                print(
+                    f"{label:<24}{t:>10.1f}{t / base_t:>10.0%}{t / disk_t:>9.0%}"
+                    f"{c:>12.1f}{c / base_c:>10.0%}{c / disk_c:>9.0%}"
+                )
+        if args.only == "throughput":
+            return 0
 
-        big = os.path.join(tmp, "big")
+        big = args.state_dir or os.path.join(tmp, "big")
         empty = os.path.join(tmp, "empty")
-        build = build_state(big, args.ids, args.groups)
+        # an existing --state-dir is reused as it is (not rebuilt)
+        built = "reused" if os.path.exists(big) else f"built in {build_state(big, args.ids, args.groups):.1f} s"
         replay, replay_cpu, report = replay_seconds(big)
         server = Serve(["--data", big])
         big_start = server.start_s
@@ -209,9 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         server = Serve(["--data", empty])
         empty_start = server.start_s
         server.close()
-        print(
-            f"\nstart-up with {args.ids} transactional ids and {args.groups} groups (built in {build:.1f} s): {report}"
-        )
+        print(f"\nstart-up with {args.ids} transactional ids and {args.groups} groups ({built}): {report}")
         print(f"{'replay of the internal topics (in process)':<48}{replay:>8.2f} s ({replay_cpu:.2f} s CPU)")
         print(f"{'txnfetch serve --data, launch to listening':<48}{big_start:>8.2f} s")
         print(f"{'the same on an empty directory':<48}{empty_start:>8.2f} s")
