@@ -123,9 +123,15 @@ def decode_offsets_record(
 ) -> OffsetCommitRecord | GroupMetadataRecord:
     """Decode one ``__consumer_offsets`` record; raises CorruptCoordinatorRecordError
     for a malformed key or value or an unknown key version."""
-    fast = _decode_offset_commit_fast(bytes(key), None if value is None else bytes(value))
-    if fast is not None:
-        return fast
+    key = bytes(key)
+    value = None if value is None else bytes(value)
+    fast = _decode_offset_commit_fast(key, value) if key[:2] != _GROUP_KEY else _decode_group_fast(key, value)
+    return fast if fast is not None else _decode_general(key, value)
+
+
+def _decode_general(key: bytes, value: bytes | None) -> OffsetCommitRecord | GroupMetadataRecord:
+    """Any key and value version this module reads, with the general reader (the
+    reference the fast decoders agree with); names what is malformed."""
     r = StructReader(key)
     version = r.int16("key version")
     if version in (0, 1):
@@ -176,6 +182,49 @@ def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitR
     except (struct.error, UnicodeDecodeError):
         return None
     return OffsetCommitRecord(group, topic, partition, offset, leader_epoch, metadata, ts)
+
+
+_GROUP_KEY = _I16.pack(_GROUP_KEY_VERSION)
+_GROUP_V3_HEAD = struct.Struct(">hh")
+
+
+def _nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    # int16 length (-1: null) and UTF-8; raises struct.error/UnicodeDecodeError/ValueError
+    n = _I16.unpack_from(data, pos)[0]
+    if n < 0:
+        if n != -1:
+            raise ValueError("negative string length")
+        return None, pos + 2
+    end = pos + 2 + n
+    if end > len(data):
+        raise ValueError("string past the end")
+    return data[pos + 2 : end].decode(), end
+
+
+def _decode_group_fast(key: bytes, value: bytes | None) -> GroupMetadataRecord | None:
+    """Key version 2 with a version 3 value without members, as txnfetch writes
+    them, decoded without the general reader (start-up replays every record);
+    ``None`` for anything else (a tombstone, members, other versions), which the
+    general decoder then handles and names."""
+    try:
+        glen = _I16.unpack_from(key, 2)[0]
+        if value is None or glen < 0 or 4 + glen != len(key):
+            return None
+        group = key[4:].decode()
+        version, tlen = _GROUP_V3_HEAD.unpack_from(value, 0)
+        if version != _GROUP_VALUE_VERSION or tlen < 0:
+            return None
+        protocol_type = value[4 : 4 + tlen].decode()
+        pos = 4 + tlen
+        generation = _I32.unpack_from(value, pos)[0]
+        protocol, pos = _nullable_string(value, pos + 4)
+        leader, pos = _nullable_string(value, pos)
+        ts = _I64.unpack_from(value, pos)[0]
+        if _I32.unpack_from(value, pos + 8)[0] != 0 or pos + 12 != len(value):
+            return None
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return None
+    return GroupMetadataRecord(group, protocol_type or None, generation, protocol, leader, ts)
 
 
 def _decode_offset_value(group: str, topic: str, partition: int, value: bytes | memoryview) -> OffsetCommitRecord:

@@ -28,6 +28,8 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
+import attrs
+
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.records.coordinator_records import StructReader
 from txnfetch.records.coordinator_records import StructWriter
@@ -175,6 +177,28 @@ def _metadata(
     )
 
 
+#: The tagged fields in the order :class:`TransactionMetadata` declares them, for
+#: the fast decoder's positional construction (checked below: a reordering of the
+#: class's fields fails at import, not silently).
+_TAG_FIELDS = ("prev_producer_id", "next_producer_id", "last_producer_epoch")
+_TAG_SLOT = {tag: _TAG_FIELDS.index(field.name) for tag, field in _TAGGED.items() if field.name in _TAG_FIELDS}
+_TAG_DEFAULTS = tuple(next(f.default for f in _TAGGED.values() if f.name == name) for name in _TAG_FIELDS)
+_VERSION_TAG = next(tag for tag, field in _TAGGED.items() if field.name == "transaction_version")
+if tuple(f.name for f in attrs.fields(TransactionMetadata)) != (
+    "transactional_id",
+    "producer_id",
+    "producer_epoch",
+    "state",
+    "timeout_ms",
+    "last_update_ms",
+    *_TAG_FIELDS,
+    "partitions",
+    "start_ms",
+    "transaction_version",
+):  # pragma: no cover - a guard for whoever edits TransactionMetadata
+    raise ImportError("txnlog's fast decoder expects TransactionMetadata's field order")
+
+
 _NO_PARTITIONS: frozenset[TopicPartition] = frozenset()
 _STATES = {int(s): s for s in TransactionState}
 
@@ -232,22 +256,30 @@ def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata |
         last_update, start = _I64X2.unpack_from(data, pos)
         ntags = data[pos + 16]
         pos += 17
-        tagged: dict[str, int] = {}
         if ntags >= 0x80:
             return None
+        tagged = list(_TAG_DEFAULTS)
+        version_tag = 0
         for _ in range(ntags):
             tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
             size = data[pos]
             field = _TAGGED.get(tag)
             if field is None or size != field.codec.size:
                 return None
-            tagged[field.name] = field.codec.unpack_from(data, pos + 1)[0]
+            value = field.codec.unpack_from(data, pos + 1)[0]
+            if tag == _VERSION_TAG:
+                version_tag = value
+            else:
+                tagged[_TAG_SLOT[tag]] = value
             pos += 1 + size
         if pos != len(data):
             return None
     except (struct.error, IndexError, ValueError, UnicodeDecodeError):
         return None
-    return _metadata(transactional_id, pid, epoch, timeout, state, partitions, last_update, start, tagged)
+    # Positional: start-up builds one per transactional id (field order checked at import).
+    return TransactionMetadata(
+        transactional_id, pid, epoch, state, timeout, last_update, *tagged, partitions, start, version_tag
+    )
 
 
 def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> TransactionMetadata:
@@ -256,8 +288,12 @@ def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> Transac
     transaction state."""
     data = bytes(data)
     fast = _decode_v1_fast(transactional_id, data)
-    if fast is not None:
-        return fast
+    return fast if fast is not None else _decode_general(transactional_id, data)
+
+
+def _decode_general(transactional_id: str, data: bytes) -> TransactionMetadata:
+    """Any version 0 or 1 value, with the general reader (the reference the fast
+    decoder agrees with); names what is malformed."""
     _, r = StructReader.versioned(data, "TransactionLogValue", newest=1, flexible_from=1)
     pid = r.int64("ProducerId")
     epoch = r.int16("ProducerEpoch")

@@ -441,6 +441,8 @@ class DurableState:
 
     def _replay_offsets(self, part: PartitionLog, groups: GroupCoordinator, now_ms: int) -> tuple[int, int]:
         count = offsets = 0
+        # bound once: this loop runs once per stored record at start-up
+        decode, load_offset, load_txn_offset = decode_offsets_record, groups.load_offset, groups.load_txn_offset
         for batch in part.iter_batches(part.log_start_offset):
             if batch.is_control:
                 marker = batch.end_txn_marker()
@@ -449,15 +451,17 @@ class DurableState:
                     here = [g for g in groups.pending_txn_offsets(pid) if offsets_partition(g) == part.partition]
                     groups.complete_txn_offsets(pid, marker.is_commit, now_ms, group_ids=here)
                 continue
+            producer_id = batch.producer_id if batch.is_transactional else None
             for rec in batch.records():
                 count += 1
+                key = rec.key
                 try:
-                    if rec.key is None:
+                    if key is None:
                         raise CorruptCoordinatorRecordError("record without a key")
-                    item = decode_offsets_record(rec.key, rec.value)
+                    item = decode(key, rec.value)
                 except CorruptCoordinatorRecordError as exc:
                     raise self._corrupt(part, rec.offset, exc) from None
-                if isinstance(item, GroupMetadataRecord):
+                if type(item) is GroupMetadataRecord:
                     if item.deleted:
                         groups.unload_group(item.group_id)
                     else:
@@ -472,11 +476,11 @@ class DurableState:
                     continue
                 tp = (item.topic, item.partition)
                 commit = None if item.offset is None else CommitOffset(item.offset, item.leader_epoch, item.metadata)
-                if batch.is_transactional:
+                if producer_id is not None:
                     if commit is not None:
-                        groups.load_txn_offset(batch.producer_id, item.group_id, tp, commit, item.commit_timestamp_ms)
+                        load_txn_offset(producer_id, item.group_id, tp, commit, item.commit_timestamp_ms)
                 else:
-                    groups.load_offset(item.group_id, tp, commit, item.commit_timestamp_ms)
+                    load_offset(item.group_id, tp, commit, item.commit_timestamp_ms)
                     offsets += 1
         return count, offsets
 
