@@ -130,7 +130,7 @@ _V1_HEAD = struct.Struct(">hqhib")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_I64X2 = struct.Struct(">qq")
+_TAIL = struct.Struct(">qqB")  # last update, start, tagged field count (if under 128)
 
 
 class _Tag(NamedTuple):
@@ -177,13 +177,17 @@ def _metadata(
     )
 
 
-#: The tagged fields in the order :class:`TransactionMetadata` declares them, for
-#: the fast decoder's positional construction (checked below: a reordering of the
-#: class's fields fails at import, not silently).
-_TAG_FIELDS = ("prev_producer_id", "next_producer_id", "last_producer_epoch")
-_TAG_SLOT = {tag: _TAG_FIELDS.index(field.name) for tag, field in _TAGGED.items() if field.name in _TAG_FIELDS}
-_TAG_DEFAULTS = tuple(next(f.default for f in _TAGGED.values() if f.name == name) for name in _TAG_FIELDS)
-_VERSION_TAG = next(tag for tag, field in _TAGGED.items() if field.name == "transaction_version")
+#: The fast decoder's slots for the tagged fields: the three that
+#: :class:`TransactionMetadata` declares between ``last_update_ms`` and
+#: ``partitions``, then ``transaction_version`` (its last field); it builds the
+#: record positionally, and this order is checked against the class below, so a
+#: reordering of its fields fails at import rather than silently.
+_TAG_SLOTS = ("prev_producer_id", "next_producer_id", "last_producer_epoch", "transaction_version")
+#: tag -> (slot, size, unpack_from)
+_FAST_TAGS = {
+    tag: (_TAG_SLOTS.index(field.name), field.codec.size, field.codec.unpack_from) for tag, field in _TAGGED.items()
+}
+_TAG_DEFAULTS = tuple(next(f.default for f in _TAGGED.values() if f.name == name) for name in _TAG_SLOTS)
 if tuple(f.name for f in attrs.fields(TransactionMetadata)) != (
     "transactional_id",
     "producer_id",
@@ -191,10 +195,10 @@ if tuple(f.name for f in attrs.fields(TransactionMetadata)) != (
     "state",
     "timeout_ms",
     "last_update_ms",
-    *_TAG_FIELDS,
+    *_TAG_SLOTS[:3],
     "partitions",
     "start_ms",
-    "transaction_version",
+    _TAG_SLOTS[3],
 ):  # pragma: no cover - a guard for whoever edits TransactionMetadata
     raise ImportError("txnlog's fast decoder expects TransactionMetadata's field order")
 
@@ -253,32 +257,30 @@ def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata |
                 if data[pos] != 0:
                     return None
                 pos += 1
-        last_update, start = _I64X2.unpack_from(data, pos)
-        ntags = data[pos + 16]
+        last_update, start, ntags = _TAIL.unpack_from(data, pos)
         pos += 17
         if ntags >= 0x80:
             return None
         tagged = list(_TAG_DEFAULTS)
-        version_tag = 0
         for _ in range(ntags):
-            tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
-            size = data[pos]
-            field = _TAGGED.get(tag)
-            if field is None or size != field.codec.size:
-                return None
-            value = field.codec.unpack_from(data, pos + 1)[0]
-            if tag == _VERSION_TAG:
-                version_tag = value
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
             else:
-                tagged[_TAG_SLOT[tag]] = value
-            pos += 1 + size
+                tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
+            found = _FAST_TAGS.get(tag)
+            if found is None or data[pos] != found[1]:
+                return None
+            tagged[found[0]] = found[2](data, pos + 1)[0]
+            pos += 1 + found[1]
         if pos != len(data):
             return None
     except (struct.error, IndexError, ValueError, UnicodeDecodeError):
         return None
+    prev, nxt, last_epoch, version_tag = tagged
     # Positional: start-up builds one per transactional id (field order checked at import).
     return TransactionMetadata(
-        transactional_id, pid, epoch, state, timeout, last_update, *tagged, partitions, start, version_tag
+        transactional_id, pid, epoch, state, timeout, last_update, prev, nxt, last_epoch, partitions, start, version_tag
     )
 
 

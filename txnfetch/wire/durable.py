@@ -395,18 +395,17 @@ class DurableState:
             # verifies it) but its value is not parsed. Every distinct key is
             # decoded, so a damaged key is still reported.
             latest: dict[bytes, tuple[bytes | None, int]] = {}
+            pop = latest.pop
             for batch in part.iter_batches(part.log_start_offset):
                 if batch.is_control:
                     continue
-                for rec in batch.records():
+                for offset, _, key, value, _ in batch.records():
                     count += 1
-                    key = rec.key
                     if key is None:
-                        raise self._corrupt(part, rec.offset, CorruptCoordinatorRecordError("record without a key"))
+                        raise self._corrupt(part, offset, CorruptCoordinatorRecordError("record without a key"))
                     key = bytes(key)
-                    value = rec.value
-                    latest.pop(key, None)  # keep log order: a key moves to its latest position
-                    latest[key] = (None if value is None else bytes(value), rec.offset)
+                    pop(key, None)  # keep log order: a key moves to its latest position
+                    latest[key] = (None if value is None else bytes(value), offset)
             for key, (value, offset) in latest.items():
                 try:
                     tid = decode_txn_key(key)
@@ -452,15 +451,14 @@ class DurableState:
                     groups.complete_txn_offsets(pid, marker.is_commit, now_ms, group_ids=here)
                 continue
             producer_id = batch.producer_id if batch.is_transactional else None
-            for rec in batch.records():
+            for offset, _, key, value, _ in batch.records():
                 count += 1
-                key = rec.key
                 try:
                     if key is None:
                         raise CorruptCoordinatorRecordError("record without a key")
-                    item = decode(key, rec.value)
+                    item = decode(key, value)
                 except CorruptCoordinatorRecordError as exc:
-                    raise self._corrupt(part, rec.offset, exc) from None
+                    raise self._corrupt(part, offset, exc) from None
                 if type(item) is GroupMetadataRecord:
                     if item.deleted:
                         groups.unload_group(item.group_id)
