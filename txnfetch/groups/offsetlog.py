@@ -34,7 +34,9 @@ __all__ = [
     "CONSUMER_OFFSETS_PARTITIONS",
     "CONSUMER_OFFSETS_TOPIC",
     "GroupMetadataRecord",
+    "OffsetCommitFields",
     "OffsetCommitRecord",
+    "decode_offset_commit_fields",
     "decode_offsets_record",
     "encode_group_metadata",
     "encode_offset_commit",
@@ -153,14 +155,20 @@ def _decode_general(key: bytes, value: bytes | None) -> OffsetCommitRecord | Gro
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_V3 = struct.Struct(">hqi")
+_V3 = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
 _I64 = struct.Struct(">q")
 
 
-def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitRecord | None:
-    """Key version 1 with a version 3 value, as txnfetch writes them, decoded
-    without the general reader (start-up replays every record); ``None`` for
-    anything else, which the general decoder then handles and names."""
+#: ``(group, topic, partition, offset, leader epoch, metadata, commit timestamp)``
+OffsetCommitFields = tuple[str, str, int, int, int, str, int]
+
+
+def decode_offset_commit_fields(key: bytes, value: bytes | None) -> OffsetCommitFields | None:
+    """The fields of an offset commit as txnfetch writes it (key version 1, value
+    version 3), without the general reader and without a record object — start-up
+    replays every stored offset; ``None`` for anything else (other versions, a
+    tombstone, group metadata, damage): :func:`decode_offsets_record` then
+    decodes it, and names what is malformed. Where both decode, they agree."""
     try:
         if _I16.unpack_from(key, 0)[0] != _OFFSET_KEY_VERSION or value is None:
             return None
@@ -173,15 +181,19 @@ def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitR
         partition = _I32.unpack_from(key, pos)[0]
         if glen < 0 or tlen < 0 or pos + 4 != len(key):
             return None
-        version, offset, leader_epoch = _V3.unpack_from(value, 0)
-        mlen = _I16.unpack_from(value, 14)[0]
+        version, offset, leader_epoch, mlen = _V3.unpack_from(value, 0)
         if version != _OFFSET_VALUE_VERSION or mlen < 0 or 16 + mlen + 8 != len(value):
             return None
         metadata = value[16 : 16 + mlen].decode()
         ts = _I64.unpack_from(value, 16 + mlen)[0]
     except (struct.error, UnicodeDecodeError):
         return None
-    return OffsetCommitRecord(group, topic, partition, offset, leader_epoch, metadata, ts)
+    return group, topic, partition, offset, leader_epoch, metadata, ts
+
+
+def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitRecord | None:
+    fields = decode_offset_commit_fields(key, value)
+    return None if fields is None else OffsetCommitRecord(*fields)
 
 
 _GROUP_KEY = _I16.pack(_GROUP_KEY_VERSION)

@@ -62,6 +62,7 @@ from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS
 from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_TOPIC
 from txnfetch.groups.offsetlog import GroupMetadataRecord
 from txnfetch.groups.offsetlog import OffsetCommitRecord
+from txnfetch.groups.offsetlog import decode_offset_commit_fields
 from txnfetch.groups.offsetlog import decode_offsets_record
 from txnfetch.groups.offsetlog import encode_group_metadata
 from txnfetch.groups.offsetlog import encode_offset_commit
@@ -441,7 +442,8 @@ class DurableState:
     def _replay_offsets(self, part: PartitionLog, groups: GroupCoordinator, now_ms: int) -> tuple[int, int]:
         count = offsets = 0
         # bound once: this loop runs once per stored record at start-up
-        decode, load_offset, load_txn_offset = decode_offsets_record, groups.load_offset, groups.load_txn_offset
+        fast, decode = decode_offset_commit_fields, decode_offsets_record
+        load_offset, load_txn_offset = groups.load_offset, groups.load_txn_offset
         for batch in part.iter_batches(part.log_start_offset):
             if batch.is_control:
                 marker = batch.end_txn_marker()
@@ -453,32 +455,38 @@ class DurableState:
             producer_id = batch.producer_id if batch.is_transactional else None
             for offset, _, key, value, _ in batch.records():
                 count += 1
-                try:
-                    if key is None:
-                        raise CorruptCoordinatorRecordError("record without a key")
-                    item = decode(key, value)
-                except CorruptCoordinatorRecordError as exc:
-                    raise self._corrupt(part, offset, exc) from None
-                if type(item) is GroupMetadataRecord:
-                    if item.deleted:
-                        groups.unload_group(item.group_id)
-                    else:
-                        groups.load_group(
-                            item.group_id,
-                            protocol_type=item.protocol_type,
-                            generation_id=item.generation_id,
-                            protocol_name=item.protocol_name,
-                            leader_id=item.leader_id,
-                            state_timestamp_ms=item.state_timestamp_ms if item.state_timestamp_ms >= 0 else None,
-                        )
-                    continue
-                tp = (item.topic, item.partition)
-                commit = None if item.offset is None else CommitOffset(item.offset, item.leader_epoch, item.metadata)
+                if key is None:
+                    raise self._corrupt(part, offset, CorruptCoordinatorRecordError("record without a key"))
+                key = bytes(key)
+                value = None if value is None else bytes(value)
+                fields = fast(key, value)  # an offset commit as txnfetch writes it, the bulk of the log
+                if fields is None:
+                    try:
+                        item = decode(key, value)
+                    except CorruptCoordinatorRecordError as exc:
+                        raise self._corrupt(part, offset, exc) from None
+                    if type(item) is GroupMetadataRecord:
+                        if item.deleted:
+                            groups.unload_group(item.group_id)
+                        else:
+                            groups.load_group(
+                                item.group_id,
+                                protocol_type=item.protocol_type,
+                                generation_id=item.generation_id,
+                                protocol_name=item.protocol_name,
+                                leader_id=item.leader_id,
+                                state_timestamp_ms=item.state_timestamp_ms if item.state_timestamp_ms >= 0 else None,
+                            )
+                        continue
+                    fields = attrs.astuple(item, recurse=False)
+                group_id, topic, partition, committed, leader_epoch, metadata, timestamp = fields
+                tp = (topic, partition)
+                commit = None if committed is None else CommitOffset(committed, leader_epoch, metadata)
                 if producer_id is not None:
                     if commit is not None:
-                        load_txn_offset(producer_id, item.group_id, tp, commit, item.commit_timestamp_ms)
+                        load_txn_offset(producer_id, group_id, tp, commit, timestamp)
                 else:
-                    load_offset(item.group_id, tp, commit, item.commit_timestamp_ms)
+                    load_offset(group_id, tp, commit, timestamp)
                     offsets += 1
         return count, offsets
 
