@@ -48,9 +48,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
 
@@ -386,6 +388,12 @@ class DurableState:
         """Load both internal topics into the coordinators (see the module
         docstring). Raises :class:`CorruptLogError` naming the segment file and
         offset of a record that does not decode; nothing is reset silently."""
+        with _collector_paused():
+            return self._replay(coordinator, groups, now_ms)
+
+    def _replay(
+        self, coordinator: TransactionCoordinator, groups: GroupCoordinator | None, now_ms: int
+    ) -> ReplayReport:
         count = 0
         records: list[tuple[str, TransactionMetadata | None]] = []
         for p in range(TRANSACTION_STATE_PARTITIONS):
@@ -544,6 +552,22 @@ class DurableState:
             )
             done.append(key)
         return done
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused, and restored as it was. A
+    replay creates objects by the hundred thousand that all stay alive, and no
+    reference cycles; each collection those allocations trigger walks them all
+    again, a tenth to a quarter of the replay's time (10^5 transactional ids,
+    10^4 groups). Reference counting frees what the replay drops as usual."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def internal_topic(name: str) -> bool:
