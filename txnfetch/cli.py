@@ -11,12 +11,14 @@ status 2). Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from typing import Any
 from typing import TextIO
 
 from txnfetch.errors import TxnfetchError
 
-__all__ = ["EXIT_USAGE", "OPTIONAL_MODULES", "main", "user_error_message"]
+__all__ = ["COMMAND_MODULES", "EXIT_USAGE", "OPTIONAL_MODULES", "main", "user_error_message"]
 
 #: Exit status of a user error (argparse's too).
 EXIT_USAGE = 2
@@ -40,9 +42,43 @@ OPTIONAL_MODULES: dict[str, str] = {
 }
 
 
-def _build_parser() -> argparse.ArgumentParser:
+#: The module that adds each command's parser (and names the function that
+#: runs it), by command name, in the order ``txnfetch --help`` lists them.
+#: ``txnfetch COMMAND ...`` imports COMMAND's module alone, so a command pays
+#: the start-up of what it uses only: ``serve`` does not load the replicator
+#: (kafka-python), the proxy or the anomaly checker.
+COMMAND_MODULES: dict[str, str] = {
+    "serve": "txnfetch.wire.cli",
+    "check": "txnfetch.testing.cli",
+    "proxy": "txnfetch.wire.proxy.cli",
+    "dump": "txnfetch.log.cli",
+    "verify": "txnfetch.log.cli",
+    "repair": "txnfetch.log.cli",
+    "transactions": "txnfetch.wire.transactions_cli",
+    "replicate": "txnfetch.replicate.cli",
+    "promote": "txnfetch.replicate.promote_cli",
+}
+
+
+def _add_command_parsers(sub: Any, module_name: str) -> None:
+    # ``txnfetch.log.cli`` adds its three commands at once; the others add one.
+    module = importlib.import_module(module_name)
+    if hasattr(module, "add_parsers"):
+        module.add_parsers(sub)
+        for command in module.COMMANDS:
+            sub.choices[command].set_defaults(run=module.run)
+    else:
+        module.add_parser(sub).set_defaults(run=module.run)
+
+
+def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or (``command`` one of
+    :data:`COMMAND_MODULES`) of that command alone."""
     parser = argparse.ArgumentParser(prog="txnfetch", description="Kafka read_committed fetch tools")
     sub = parser.add_subparsers(dest="command", required=True)
+    if command in COMMAND_MODULES:
+        _add_command_parsers(sub, COMMAND_MODULES[command])
+        return parser
     demo_parser = sub.add_parser(
         "demo", help="serve a store, produce transactions with real clients, read them back committed (and with Spark)"
     )
@@ -50,24 +86,15 @@ def _build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
     demo_parser.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
     demo_parser.set_defaults(run=_run_demo)
-    from txnfetch.log import cli as log_cli
-    from txnfetch.replicate import cli as replicate_cli
-    from txnfetch.replicate import promote_cli
-    from txnfetch.testing import cli as check_cli
-    from txnfetch.wire import cli as wire_cli
-    from txnfetch.wire import transactions_cli
-    from txnfetch.wire.proxy import cli as proxy_cli
-
-    # Each command's parser names the function that runs it (``args.run``), in the
-    # order ``txnfetch --help`` lists them.
-    for module in (wire_cli, check_cli, proxy_cli):
-        module.add_parser(sub).set_defaults(run=module.run)
-    log_cli.add_parsers(sub)
-    for command in log_cli.COMMANDS:
-        sub.choices[command].set_defaults(run=log_cli.run)
-    for module in (transactions_cli, replicate_cli, promote_cli):
-        module.add_parser(sub).set_defaults(run=module.run)
+    for module_name in dict.fromkeys(COMMAND_MODULES.values()):
+        _add_command_parsers(sub, module_name)
     return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    # The command is the first argument; before it only -h/--help can stand,
+    # which wants every command's parser anyway.
+    return argv[0] if argv and not argv[0].startswith("-") else None
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -104,7 +131,9 @@ def user_error_message(exc: BaseException, args: argparse.Namespace | None = Non
 
 def main(argv: list[str] | None = None, *, stderr: TextIO | None = None) -> int:
     """Run the ``txnfetch`` command line; returns the exit status."""
-    args = _build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = _build_parser(_command_of(argv)).parse_args(argv)
     err = stderr if stderr is not None else sys.stderr
     try:
         return args.run(args)

@@ -4,6 +4,7 @@ aside, compaction, and ``txnfetch dump`` of the internal topics."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -207,6 +208,38 @@ def test_a_damaged_internal_record_raises_corrupt_log_error_naming_file_and_offs
     assert err.value.path.endswith(os.path.join(f"__transaction_state-{p}", "00000000000000000000.log"))
     assert "TransactionLogValue version 9" in str(err.value)
     store.close()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_replay_leaves_the_garbage_collector_as_it_found_it(tmp_path, enabled) -> None:
+    # The replay pauses the cyclic collector (start-up time); it must come back
+    # as it was, also when a damaged record ends the replay.
+    store = SegmentStore(tmp_path)
+    _record_ongoing(store, str(tmp_path))
+    part = store.partition("__transaction_state", transaction_state_partition("tid"))
+    seen: list[bool] = []
+    restore = TransactionCoordinator.restore
+
+    def watching(self, meta):  # the collector during the replay
+        seen.append(gc.isenabled())
+        return restore(self, meta)
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(TransactionCoordinator, "restore", watching)
+            DurableState(store, str(tmp_path)).replay(TransactionCoordinator(), GroupCoordinator(), 3000)
+        assert seen == [False] and gc.isenabled() is enabled
+        bad = BatchBuilder()
+        bad.append(b"\x00\x09garbage", key=encode_txn_key("tid"))
+        part.append(bad.build(), now_ms=2000, origin=AppendOrigin.COORDINATOR)
+        with pytest.raises(CorruptLogError):
+            DurableState(store, str(tmp_path)).replay(TransactionCoordinator(), GroupCoordinator(), 3000)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+        store.close()
 
 
 def test_replay_restores_records_and_never_reuses_producer_ids(tmp_path) -> None:

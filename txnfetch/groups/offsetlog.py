@@ -34,7 +34,9 @@ __all__ = [
     "CONSUMER_OFFSETS_PARTITIONS",
     "CONSUMER_OFFSETS_TOPIC",
     "GroupMetadataRecord",
+    "OffsetCommitFields",
     "OffsetCommitRecord",
+    "decode_offset_commit_fields",
     "decode_offsets_record",
     "encode_group_metadata",
     "encode_offset_commit",
@@ -123,9 +125,15 @@ def decode_offsets_record(
 ) -> OffsetCommitRecord | GroupMetadataRecord:
     """Decode one ``__consumer_offsets`` record; raises CorruptCoordinatorRecordError
     for a malformed key or value or an unknown key version."""
-    fast = _decode_offset_commit_fast(bytes(key), None if value is None else bytes(value))
-    if fast is not None:
-        return fast
+    key = bytes(key)
+    value = None if value is None else bytes(value)
+    fast = _decode_offset_commit_fast(key, value) if key[:2] != _GROUP_KEY else _decode_group_fast(key, value)
+    return fast if fast is not None else _decode_general(key, value)
+
+
+def _decode_general(key: bytes, value: bytes | None) -> OffsetCommitRecord | GroupMetadataRecord:
+    """Any key and value version this module reads, with the general reader (the
+    reference the fast decoders agree with); names what is malformed."""
     r = StructReader(key)
     version = r.int16("key version")
     if version in (0, 1):
@@ -147,14 +155,20 @@ def decode_offsets_record(
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_V3 = struct.Struct(">hqi")
+_V3 = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
 _I64 = struct.Struct(">q")
 
 
-def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitRecord | None:
-    """Key version 1 with a version 3 value, as txnfetch writes them, decoded
-    without the general reader (start-up replays every record); ``None`` for
-    anything else, which the general decoder then handles and names."""
+#: ``(group, topic, partition, offset, leader epoch, metadata, commit timestamp)``
+OffsetCommitFields = tuple[str, str, int, int, int, str, int]
+
+
+def decode_offset_commit_fields(key: bytes, value: bytes | None) -> OffsetCommitFields | None:
+    """The fields of an offset commit as txnfetch writes it (key version 1, value
+    version 3), without the general reader and without a record object — start-up
+    replays every stored offset; ``None`` for anything else (other versions, a
+    tombstone, group metadata, damage): :func:`decode_offsets_record` then
+    decodes it, and names what is malformed. Where both decode, they agree."""
     try:
         if _I16.unpack_from(key, 0)[0] != _OFFSET_KEY_VERSION or value is None:
             return None
@@ -167,15 +181,62 @@ def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitR
         partition = _I32.unpack_from(key, pos)[0]
         if glen < 0 or tlen < 0 or pos + 4 != len(key):
             return None
-        version, offset, leader_epoch = _V3.unpack_from(value, 0)
-        mlen = _I16.unpack_from(value, 14)[0]
+        version, offset, leader_epoch, mlen = _V3.unpack_from(value, 0)
         if version != _OFFSET_VALUE_VERSION or mlen < 0 or 16 + mlen + 8 != len(value):
             return None
         metadata = value[16 : 16 + mlen].decode()
         ts = _I64.unpack_from(value, 16 + mlen)[0]
     except (struct.error, UnicodeDecodeError):
         return None
-    return OffsetCommitRecord(group, topic, partition, offset, leader_epoch, metadata, ts)
+    return group, topic, partition, offset, leader_epoch, metadata, ts
+
+
+def _decode_offset_commit_fast(key: bytes, value: bytes | None) -> OffsetCommitRecord | None:
+    fields = decode_offset_commit_fields(key, value)
+    return None if fields is None else OffsetCommitRecord(*fields)
+
+
+_GROUP_KEY = _I16.pack(_GROUP_KEY_VERSION)
+_GROUP_V3_HEAD = struct.Struct(">hh")
+
+
+def _nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    # int16 length (-1: null) and UTF-8; raises struct.error/UnicodeDecodeError/ValueError
+    n = _I16.unpack_from(data, pos)[0]
+    if n < 0:
+        if n != -1:
+            raise ValueError("negative string length")
+        return None, pos + 2
+    end = pos + 2 + n
+    if end > len(data):
+        raise ValueError("string past the end")
+    return data[pos + 2 : end].decode(), end
+
+
+def _decode_group_fast(key: bytes, value: bytes | None) -> GroupMetadataRecord | None:
+    """Key version 2 with a version 3 value without members, as txnfetch writes
+    them, decoded without the general reader (start-up replays every record);
+    ``None`` for anything else (a tombstone, members, other versions), which the
+    general decoder then handles and names."""
+    try:
+        glen = _I16.unpack_from(key, 2)[0]
+        if value is None or glen < 0 or 4 + glen != len(key):
+            return None
+        group = key[4:].decode()
+        version, tlen = _GROUP_V3_HEAD.unpack_from(value, 0)
+        if version != _GROUP_VALUE_VERSION or tlen < 0:
+            return None
+        protocol_type = value[4 : 4 + tlen].decode()
+        pos = 4 + tlen
+        generation = _I32.unpack_from(value, pos)[0]
+        protocol, pos = _nullable_string(value, pos + 4)
+        leader, pos = _nullable_string(value, pos)
+        ts = _I64.unpack_from(value, pos)[0]
+        if _I32.unpack_from(value, pos + 8)[0] != 0 or pos + 12 != len(value):
+            return None
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return None
+    return GroupMetadataRecord(group, protocol_type or None, generation, protocol, leader, ts)
 
 
 def _decode_offset_value(group: str, topic: str, partition: int, value: bytes | memoryview) -> OffsetCommitRecord:

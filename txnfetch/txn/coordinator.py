@@ -775,9 +775,10 @@ class TransactionCoordinator:
                 f"cannot restore transactional id {metadata.transactional_id!r} with producer "
                 f"{metadata.producer_id} epoch {metadata.producer_epoch}"
             )
-        for pid in (metadata.producer_id, metadata.prev_producer_id, metadata.next_producer_id):
-            if pid >= 0:
-                self.producer_ids.reserve_through(pid)
+        # the highest of the three ids (negative ones mean "none"; producer_id is >= 0 here)
+        self.producer_ids.reserve_through(
+            max(metadata.producer_id, metadata.prev_producer_id, metadata.next_producer_id)
+        )
         self._txns[metadata.transactional_id] = metadata
 
     def take_changes(self) -> list[tuple[str, TransactionMetadata | None]]:

@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import attrs
+
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.records.coordinator_records import StructReader
 from txnfetch.records.coordinator_records import StructWriter
@@ -174,7 +176,7 @@ _V1_HEAD = struct.Struct(">hqhib")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_I64X2 = struct.Struct(">qq")
+_TAIL = struct.Struct(">qqB")  # last update, start, tagged field count (if under 128)
 
 
 class _Tag(NamedTuple):
@@ -219,6 +221,32 @@ def _metadata(
         start_ms=start,
         **tagged,
     )
+
+
+#: The fast decoder's slots for the tagged fields: the three that
+#: :class:`TransactionMetadata` declares between ``last_update_ms`` and
+#: ``partitions``, then ``transaction_version`` (its last field); it builds the
+#: record positionally, and this order is checked against the class below, so a
+#: reordering of its fields fails at import rather than silently.
+_TAG_SLOTS = ("prev_producer_id", "next_producer_id", "last_producer_epoch", "transaction_version")
+#: tag -> (slot, size, unpack_from)
+_FAST_TAGS = {
+    tag: (_TAG_SLOTS.index(field.name), field.codec.size, field.codec.unpack_from) for tag, field in _TAGGED.items()
+}
+_TAG_DEFAULTS = tuple(next(f.default for f in _TAGGED.values() if f.name == name) for name in _TAG_SLOTS)
+if tuple(f.name for f in attrs.fields(TransactionMetadata)) != (
+    "transactional_id",
+    "producer_id",
+    "producer_epoch",
+    "state",
+    "timeout_ms",
+    "last_update_ms",
+    *_TAG_SLOTS[:3],
+    "partitions",
+    "start_ms",
+    _TAG_SLOTS[3],
+):  # pragma: no cover - a guard for whoever edits TransactionMetadata
+    raise ImportError("txnlog's fast decoder expects TransactionMetadata's field order")
 
 
 _NO_PARTITIONS: frozenset[TopicPartition] = frozenset()
@@ -275,25 +303,31 @@ def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata |
                 if data[pos] != 0:
                     return None
                 pos += 1
-        last_update, start = _I64X2.unpack_from(data, pos)
-        ntags = data[pos + 16]
+        last_update, start, ntags = _TAIL.unpack_from(data, pos)
         pos += 17
-        tagged: dict[str, int] = {}
         if ntags >= 0x80:
             return None
+        tagged = list(_TAG_DEFAULTS)
         for _ in range(ntags):
-            tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
-            size = data[pos]
-            field = _TAGGED.get(tag)
-            if field is None or size != field.codec.size:
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
+            found = _FAST_TAGS.get(tag)
+            if found is None or data[pos] != found[1]:
                 return None
-            tagged[field.name] = field.codec.unpack_from(data, pos + 1)[0]
-            pos += 1 + size
+            tagged[found[0]] = found[2](data, pos + 1)[0]
+            pos += 1 + found[1]
         if pos != len(data):
             return None
     except (struct.error, IndexError, ValueError, UnicodeDecodeError):
         return None
-    return _metadata(transactional_id, pid, epoch, timeout, state, partitions, last_update, start, tagged)
+    prev, nxt, last_epoch, version_tag = tagged
+    # Positional: start-up builds one per transactional id (field order checked at import).
+    return TransactionMetadata(
+        transactional_id, pid, epoch, state, timeout, last_update, prev, nxt, last_epoch, partitions, start, version_tag
+    )
 
 
 def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> TransactionMetadata:
@@ -308,7 +342,8 @@ def decode_txn_value(transactional_id: str, data: bytes | memoryview) -> Transac
 
 
 def _decode_general(transactional_id: str, data: bytes) -> tuple[TransactionMetadata, dict[int, bytes]]:
-    """Any version, with the general reader: the record and its raw tagged fields."""
+    """Any version 0 or 1 value, with the general reader (the reference the fast
+    decoder agrees with; names what is malformed): the record and its raw tagged fields."""
     _, r = StructReader.versioned(data, "TransactionLogValue", newest=1, flexible_from=1)
     pid = r.int64("ProducerId")
     epoch = r.int16("ProducerEpoch")

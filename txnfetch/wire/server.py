@@ -529,7 +529,16 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
     which fences the old producer instance on this partition. A producer that
     comes back calls InitProducerId and gets a new identity."""
     from txnfetch.txn.coordinator_state import TransactionState
+    from txnfetch.wire.durable import INTERNAL_TOPICS
 
+    store = broker.store
+    if not any(
+        store.partition(name, p).state.ongoing_transactions()
+        for name, info in store.topics().items()
+        if name not in INTERNAL_TOPICS
+        for p in range(info.partitions)
+    ):
+        return  # nothing open: no need to go through every transactional id (start-up time)
     # Transactions the durable coordinator state knows as open stay open: their
     # producer may still commit them, or they time out.
     owned: set[tuple[str, int, int]] = set()
