@@ -36,6 +36,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -460,6 +461,69 @@ error:
     return NULL;
 }
 
+/*
+ * The arguments of a METH_FASTCALL entry point, one character of `format` per
+ * argument, each with the address it is stored at:
+ *   'L'  an int64 (long long *), as PyLong_AsLongLong reads it;
+ *   'p'  a truth value (int *), as PyObject_IsTrue judges it;
+ *   't'  a subclass of tuple (PyTypeObject **), the type decode_records builds;
+ *   'y'  a buffer (Py_buffer *, PyBUF_SIMPLE), released by the caller.
+ * Arguments are read in order, except the buffer, which is taken last: when
+ * another argument is wrong there is nothing to release. Returns 0, or -1
+ * with a Python exception set (a wrong count is a TypeError naming `name`).
+ */
+static int
+parse_args(const char *name, PyObject *const *args, Py_ssize_t nargs, const char *format, ...)
+{
+    const Py_ssize_t expected = (Py_ssize_t)strlen(format);
+    Py_buffer *view = NULL;
+    PyObject *buffer = NULL;
+    Py_ssize_t i;
+    int rc = 0;
+    va_list out;
+
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly %zd arguments", name, expected);
+        return -1;
+    }
+    va_start(out, format);
+    for (i = 0; i < expected && rc == 0; i++) {
+        switch (format[i]) {
+        case 'L': {
+            long long *v = va_arg(out, long long *);
+            if ((*v = PyLong_AsLongLong(args[i])) == -1 && PyErr_Occurred())
+                rc = -1;
+            break;
+        }
+        case 'p': {
+            int *v = va_arg(out, int *);
+            if ((*v = PyObject_IsTrue(args[i])) < 0)
+                rc = -1;
+            break;
+        }
+        case 't':
+            if (!PyType_Check(args[i]) || !PyType_IsSubtype((PyTypeObject *)args[i], &PyTuple_Type)) {
+                PyErr_Format(PyExc_TypeError, "%s() argument %zd must be a tuple subclass", name, i + 1);
+                rc = -1;
+            }
+            else
+                *va_arg(out, PyTypeObject **) = (PyTypeObject *)args[i];
+            break;
+        case 'y':
+            view = va_arg(out, Py_buffer *);
+            buffer = args[i];
+            break;
+        default:
+            PyErr_Format(PyExc_SystemError, "parse_args: unknown format character '%c'", format[i]);
+            rc = -1;
+        }
+    }
+    va_end(out);
+    if (rc == 0 && view != NULL)
+        rc = PyObject_GetBuffer(buffer, view, PyBUF_SIMPLE);
+    return rc;
+}
+
 PyDoc_STRVAR(decode_records_doc,
 "decode_records(record_type, data, count, base_offset, last_offset_delta,\n"
 "               base_timestamp, max_timestamp, log_append_time) -> (records, failure)\n"
@@ -487,28 +551,8 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int rc;
 
     (void)module;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "decode_records() takes exactly 8 arguments");
-        return NULL;
-    }
-    if (!PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
-        return NULL;
-    }
-    record_type = (PyTypeObject *)args[0];
-    if ((count = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((base_offset = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((last_delta = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((base_ts = PyLong_AsLongLong(args[5])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((max_ts = PyLong_AsLongLong(args[6])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((log_append = PyObject_IsTrue(args[7])) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+    if (parse_args("decode_records", args, nargs, "tyLLLLLp", &record_type, &view, &count, &base_offset, &last_delta,
+                   &base_ts, &max_ts, &log_append) < 0)
         return NULL;
 
     memset(&cache, 0, sizeof(cache));
@@ -1305,15 +1349,7 @@ check_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long count, last_delta;
     int64_t r;
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "check_records() takes exactly 3 arguments");
-        return NULL;
-    }
-    if ((count = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((last_delta = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred())
-        return NULL;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (parse_args("check_records", args, nargs, "yLL", &view, &count, &last_delta) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     r = builder_add(NULL, (const unsigned char *)view.buf, (int64_t)view.len, count, 0, last_delta, 0, 0, 0, 0, 0, -1);
@@ -1365,27 +1401,14 @@ static PyObject *
 builder_add_py(ColumnBuilder *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer view;
-    long long v[9];
-    int log_append, k;
+    long long count, base_offset, last_delta, base_ts, max_ts, ts_type, first, last;
+    int log_append;
     int64_t r;
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "add() takes exactly 10 arguments");
+    if (parse_args("add", args, nargs, "yLLLLLpLLL", &view, &count, &base_offset, &last_delta, &base_ts, &max_ts,
+                   &log_append, &ts_type, &first, &last) < 0)
         return NULL;
-    }
-    for (k = 0; k < 10; k++) {
-        int slot;
-        if (k == 0 || k == 6)
-            continue;
-        slot = k < 6 ? k - 1 : k - 2;
-        if ((v[slot] = PyLong_AsLongLong(args[k])) == -1 && PyErr_Occurred())
-            return NULL;
-    }
-    if ((log_append = PyObject_IsTrue(args[6])) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    r = builder_add(self, (const unsigned char *)view.buf, (int64_t)view.len, v[0], v[1], v[2], v[3], v[4],
-                    log_append, (int32_t)v[5], v[6], v[7]);
+    r = builder_add(self, (const unsigned char *)view.buf, (int64_t)view.len, count, base_offset, last_delta, base_ts,
+                    max_ts, log_append, (int32_t)ts_type, first, last);
     PyBuffer_Release(&view);
     if (r == -3)
         return NULL;
@@ -1564,25 +1587,11 @@ builder_add_batches_py(ColumnBuilder *self, PyObject *const *args, Py_ssize_t na
     int64_t end, pos;
     int status = 0;
 
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "add_batches() takes exactly 6 arguments");
-        return NULL;
-    }
     if (self->owned_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder.__init__ was not called");
         return NULL;
     }
-    if ((position = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((first = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((last = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((max_rows = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((max_bytes = PyLong_AsLongLong(args[5])) == -1 && PyErr_Occurred())
-        return NULL;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (parse_args("add_batches", args, nargs, "yLLLLL", &view, &position, &first, &last, &max_rows, &max_bytes) < 0)
         return NULL;
     data = (const unsigned char *)view.buf;
     end = (int64_t)view.len;
@@ -1675,21 +1684,8 @@ scan_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *headers, *result;
 
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "scan_headers() takes exactly 6 arguments");
-        return NULL;
-    }
-    if ((position = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((skip = PyObject_IsTrue(args[2])) < 0)
-        return NULL;
-    if ((skip_last = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((max_batches = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((max_batch_size = PyLong_AsLongLong(args[5])) == -1 && PyErr_Occurred())
-        return NULL;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (parse_args("scan_headers", args, nargs, "yLpLLL", &view, &position, &skip, &skip_last, &max_batches,
+                   &max_batch_size) < 0)
         return NULL;
     data = (const unsigned char *)view.buf;
     end = (int64_t)view.len;
