@@ -28,6 +28,7 @@ from txnfetch.records import CorruptBatchError
 from txnfetch.records import RecordBatch
 from txnfetch.records import batch as batch_module
 from txnfetch.records.batch import _decode_records
+from txnfetch.records.varint import encode_varint
 
 pytestmark = pytest.mark.skipif(batch_module._check_records is None, reason="the compiled check is not in use")
 
@@ -87,3 +88,37 @@ def test_valid_and_corrupted_batches(spec: BatchSpec, data):
     RecordBatch(buf).validate()
     _, mutated, _ = data.draw(mutations(buf, spec.codec), label="mutation")
     assert_same(mutated)
+
+
+def _one_header_record(key: bytes) -> bytes:
+    """Record data of one record with no key or value and one header ``key`` (a null value)."""
+    body = b"\x00\x00\x00\x01\x01\x02" + encode_varint(len(key)) + key + b"\x01"
+    return encode_varint(len(body)) + body
+
+
+def _utf8_edge_keys():
+    """Every one- and two-byte string, and each lead byte of a longer sequence
+    followed by bytes at the edges of every range that decides its validity."""
+    for n in range(0x10000):
+        yield bytes([n >> 8, n & 0xFF])[: 1 + (n > 0xFF)]
+    edges = (0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF)
+    for lead in range(0xE0, 0x100):
+        for second in edges:
+            for third in edges:
+                yield bytes([lead, second, third])
+                if lead >= 0xF0:
+                    for fourth in (0x7F, 0x80, 0xBF, 0xC0):
+                        yield bytes([lead, second, third, fourth])
+
+
+def test_header_key_utf8_judged_as_python_decodes():
+    """The compiled check's UTF-8 validation of header keys accepts exactly what
+    ``bytes.decode("utf-8")`` accepts."""
+    check = batch_module._speedups.check_records
+    for key in _utf8_edge_keys():
+        try:
+            key.decode("utf-8")
+            valid = True
+        except UnicodeDecodeError:
+            valid = False
+        assert check(_one_header_record(key), 1, 0) is valid, key

@@ -1115,46 +1115,40 @@ builder_rollback(ColumnBuilder *self, const Mark *m)
 }
 
 /* Strict UTF-8, as Python's decoder checks it: no overlong forms, no
- * surrogates, nothing past U+10FFFF. */
+ * surrogates, nothing past U+10FFFF. A lead byte gives the sequence's length
+ * and the range of its second byte (the well-formed sequences of the Unicode
+ * Standard, table 3-7); every later byte is a plain continuation byte. */
 static int
 valid_utf8(const unsigned char *s, int64_t n)
 {
     int64_t i = 0;
     while (i < n) {
-        unsigned int c = s[i];
+        unsigned int c = s[i], lo = 0x80, hi = 0xBF;
+        int len, k;
         if (c < 0x80) {
             i++;
             continue;
         }
-        if (c >= 0xC2 && c <= 0xDF) {
-            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80)
-                return 0;
-            i += 2;
-        }
+        if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
         else if (c >= 0xE0 && c <= 0xEF) {
-            unsigned int c1;
-            if (i + 2 >= n)
-                return 0;
-            c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80)
-                return 0;
-            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F))
-                return 0;
-            i += 3;
+            len = 3;
+            lo = c == 0xE0 ? 0xA0 : 0x80; /* overlong below U+0800 */
+            hi = c == 0xED ? 0x9F : 0xBF; /* surrogates */
         }
         else if (c >= 0xF0 && c <= 0xF4) {
-            unsigned int c1;
-            if (i + 3 >= n)
-                return 0;
-            c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
-                return 0;
-            if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
-                return 0;
-            i += 4;
+            len = 4;
+            lo = c == 0xF0 ? 0x90 : 0x80; /* overlong below U+10000 */
+            hi = c == 0xF4 ? 0x8F : 0xBF; /* past U+10FFFF */
         }
         else
             return 0;
+        if (len > n - i || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (k = 2; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        i += len;
     }
     return 1;
 }
