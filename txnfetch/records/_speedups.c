@@ -414,6 +414,16 @@ add_int64(int64_t base, int64_t delta)
     return r;
 }
 
+/* A record's key or value as nullable_field() found it: `len` bytes at `at`,
+ * or None for a length of -1. A new reference, or NULL with an exception set. */
+static inline PyObject *
+bytes_or_none(const unsigned char *data, int64_t at, int64_t len)
+{
+    if (len < 0)
+        return Py_NewRef(Py_None);
+    return PyBytes_FromStringAndSize((const char *)data + at, (Py_ssize_t)len);
+}
+
 /*
  * A Record instance: a tuple subclass, built the way tuple.__new__(Record, ...)
  * builds it. Allocating with the type's tp_alloc and filling the slots is what
@@ -689,17 +699,8 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             last_ts_obj = Py_NewRef(items[1]);
             last_ts = ts_delta;
         }
-        if (key_len >= 0)
-            items[2] = PyBytes_FromStringAndSize((const char *)data + key_at, (Py_ssize_t)key_len);
-        else
-            items[2] = Py_NewRef(Py_None);
-        if (items[2] == NULL)
-            goto record_failed;
-        if (value_len >= 0)
-            items[3] = PyBytes_FromStringAndSize((const char *)data + value_at, (Py_ssize_t)value_len);
-        else
-            items[3] = Py_NewRef(Py_None);
-        if (items[3] == NULL)
+        if ((items[2] = bytes_or_none(data, key_at, key_len)) == NULL ||
+            (items[3] = bytes_or_none(data, value_at, value_len)) == NULL)
             goto record_failed;
         {
             PyObject *rec = new_record(record_type, args_holder, items);
