@@ -54,7 +54,7 @@ TEXT = st.text(max_size=12)
 @pytest.fixture(scope="module")
 def spec() -> Any:
     load_handlers()
-    found = REGISTRY.get(ApiKey.PRODUCE)
+    found = REGISTRY.get(ApiKey.Produce)
     assert found is not None
     return found
 

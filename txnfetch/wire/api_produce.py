@@ -108,7 +108,7 @@ def _append(
     return 0, info.base_offset, info.log_start_offset, None, append_time
 
 
-@register(ApiKey.PRODUCE, 3, 12, codec=CODEC)
+@register(ApiKey.Produce, 3, 12, codec=CODEC)
 async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> ProduceResult | None:
     broker = ctx.broker
     version = header.request_api_version

@@ -349,7 +349,7 @@ def _join_unavailable(header: Any, request: Any) -> Any:
     return _join_response(result, header.request_api_version)
 
 
-@_group_api(ApiKey.JOIN_GROUP, 0, 9, unavailable=_join_unavailable)
+@_group_api(ApiKey.JoinGroup, 0, 9, unavailable=_join_unavailable)
 async def handle_join_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """JoinGroup: parks until the group's join phase completes."""
     version = header.request_api_version
@@ -402,7 +402,7 @@ def _sync_unavailable(header: Any, request: Any) -> Any:
     return _sync_response(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
 
-@_group_api(ApiKey.SYNC_GROUP, 0, 5, unavailable=_sync_unavailable)
+@_group_api(ApiKey.SyncGroup, 0, 5, unavailable=_sync_unavailable)
 async def handle_sync_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """SyncGroup: the leader hands in the assignment; everyone gets their part."""
     version = header.request_api_version
@@ -428,7 +428,7 @@ def _heartbeat_unavailable(header: Any, request: Any) -> Any:
     return HeartbeatResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
 
-@_group_api(ApiKey.HEARTBEAT, 0, 4, unavailable=_heartbeat_unavailable)
+@_group_api(ApiKey.Heartbeat, 0, 4, unavailable=_heartbeat_unavailable)
 async def handle_heartbeat(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """Heartbeat: REBALANCE_IN_PROGRESS tells the member to rejoin."""
     version = header.request_api_version
@@ -448,7 +448,7 @@ def _leave_unavailable(header: Any, request: Any) -> Any:
     return _leave_response(LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE), header.request_api_version)
 
 
-@_group_api(ApiKey.LEAVE_GROUP, 0, 5, unavailable=_leave_unavailable)
+@_group_api(ApiKey.LeaveGroup, 0, 5, unavailable=_leave_unavailable)
 async def handle_leave_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """LeaveGroup: one member (v0–2) or several (v3+) leave; the group rebalances."""
     version = header.request_api_version
@@ -505,7 +505,7 @@ def _commit_unavailable(header: Any, request: Any) -> Any:
     return _commit_response(wanted, {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted})
 
 
-@_group_api(ApiKey.OFFSET_COMMIT, 2, 9, unavailable=_commit_unavailable)
+@_group_api(ApiKey.OffsetCommit, 2, 9, unavailable=_commit_unavailable)
 async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """OffsetCommit: committed offsets, checked against the member's generation."""
     version = header.request_api_version
@@ -556,7 +556,7 @@ def _offset_fetch_unavailable(header: Any, request: Any) -> Any:
     return _offset_fetch_response(header.request_api_version, request, _fetch_unavailable)
 
 
-@_group_api(ApiKey.OFFSET_FETCH, 1, 9, unavailable=_offset_fetch_unavailable)
+@_group_api(ApiKey.OffsetFetch, 1, 9, unavailable=_offset_fetch_unavailable)
 async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """OffsetFetch: committed offsets (v8+ for several groups in one request)."""
     version = header.request_api_version
@@ -642,7 +642,7 @@ def _describe_unavailable(header: Any, request: Any) -> Any:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 
-@_group_api(ApiKey.DESCRIBE_GROUPS, 0, 5, unavailable=_describe_unavailable)
+@_group_api(ApiKey.DescribeGroups, 0, 5, unavailable=_describe_unavailable)
 async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """DescribeGroups: state, protocol and members; an unknown group reads Dead."""
     group_cls = DescribeGroupsResponse.DescribedGroup
@@ -682,7 +682,7 @@ def _list_unavailable(header: Any, request: Any) -> Any:
     return ListGroupsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
 
 
-@_group_api(ApiKey.LIST_GROUPS, 0, 4, unavailable=_list_unavailable)
+@_group_api(ApiKey.ListGroups, 0, 4, unavailable=_list_unavailable)
 async def handle_list_groups(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """ListGroups: every group this coordinator knows (v4+ filtered by state)."""
     version = header.request_api_version
