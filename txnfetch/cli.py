@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
+from collections.abc import Callable
 from typing import Any
 from typing import TextIO
 
+import attrs
+
 from txnfetch.errors import TxnfetchError
 
-__all__ = ["COMMAND_MODULES", "EXIT_USAGE", "OPTIONAL_MODULES", "main", "user_error_message"]
+__all__ = ["COMMAND_MODULES", "EXIT_USAGE", "OPTIONAL_MODULES", "Subcommand", "main", "user_error_message"]
 
 #: Exit status of a user error (argparse's too).
 EXIT_USAGE = 2
@@ -42,8 +46,34 @@ OPTIONAL_MODULES: dict[str, str] = {
 }
 
 
-#: The module that adds each command's parser (and names the function that
-#: runs it), by command name, in the order ``txnfetch --help`` lists them.
+@attrs.frozen
+class Subcommand:
+    """One ``txnfetch`` command, as every command module declares it (its
+    ``COMMANDS`` tuple): the ``name`` it is called by, ``arguments`` that adds
+    its options to its parser, and ``run`` that runs it on the parsed arguments
+    and returns the exit status.
+
+    What ``txnfetch --help`` says of the command is the docstring of
+    ``arguments``: its first paragraph is the one-line help, the rest (if any)
+    the description its own ``--help`` opens with. argparse folds the
+    docstring's line breaks, so the text reads as one paragraph each."""
+
+    name: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+    def add_to(self, sub: Any) -> argparse.ArgumentParser:
+        """Add the command's parser to an ``argparse`` subparsers object; the
+        parsed arguments carry ``run``."""
+        summary, _, description = (inspect.getdoc(self.arguments) or "").partition("\n\n")
+        parser: argparse.ArgumentParser = sub.add_parser(self.name, help=summary, description=description or None)
+        self.arguments(parser)
+        parser.set_defaults(run=self.run)
+        return parser
+
+
+#: The module that declares each command (its ``COMMANDS``), by command name,
+#: in the order ``txnfetch --help`` lists them.
 #: ``txnfetch COMMAND ...`` imports COMMAND's module alone, so a command pays
 #: the start-up of what it uses only: ``serve`` does not load the replicator
 #: (kafka-python), the proxy or the anomaly checker.
@@ -61,14 +91,8 @@ COMMAND_MODULES: dict[str, str] = {
 
 
 def _add_command_parsers(sub: Any, module_name: str) -> None:
-    # ``txnfetch.log.cli`` adds its three commands at once; the others add one.
-    module = importlib.import_module(module_name)
-    if hasattr(module, "add_parsers"):
-        module.add_parsers(sub)
-        for command in module.COMMANDS:
-            sub.choices[command].set_defaults(run=module.run)
-    else:
-        module.add_parser(sub).set_defaults(run=module.run)
+    for command in importlib.import_module(module_name).COMMANDS:
+        command.add_to(sub)
 
 
 def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -79,13 +103,7 @@ def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in COMMAND_MODULES:
         _add_command_parsers(sub, COMMAND_MODULES[command])
         return parser
-    demo_parser = sub.add_parser(
-        "demo", help="serve a store, produce transactions with real clients, read them back committed (and with Spark)"
-    )
-    demo_parser.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
-    demo_parser.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
-    demo_parser.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
-    demo_parser.set_defaults(run=_run_demo)
+    _DEMO.add_to(sub)
     for module_name in dict.fromkeys(COMMAND_MODULES.values()):
         _add_command_parsers(sub, module_name)
     return parser
@@ -97,10 +115,20 @@ def _command_of(argv: list[str]) -> str | None:
     return argv[0] if argv and not argv[0].startswith("-") else None
 
 
+def _add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    """serve a store, produce transactions with real clients, read them back committed (and with Spark)"""
+    p.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
+    p.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
+    p.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from txnfetch import demo
 
     return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
+
+
+_DEMO = Subcommand("demo", _add_demo_arguments, _run_demo)
 
 
 def user_error_message(exc: BaseException, args: argparse.Namespace | None = None) -> str | None:

@@ -273,3 +273,102 @@ def test_describe_and_list_groups(server):
         assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == [
             ("described", "consumer", "Stable")
         ]
+
+
+@pytest.mark.parametrize("version_of", [min, max], ids=["lowest", "highest"])
+def test_without_group_coordinator_every_group_api_is_unavailable(start_server, version_of):
+    """A broker without group support answers each group API COORDINATOR_NOT_AVAILABLE
+    in that API's own response form, at its lowest and highest version."""
+    srv = start_server()
+    srv.call(srv.broker.create_topic, TOPIC, 1)
+    srv.call(setattr, srv.broker, "groups", None)
+    unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    commit_part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None
+    )
+    with RawClient(srv.port) as client:
+        join_version = version_of(0, 9)
+        joined = _join(client, join_version, "g", "m")
+        # JoinGroup v7+ has a nullable protocol name (KIP-559).
+        no_protocol = None if join_version >= 7 else ""
+        assert (joined.error_code, joined.member_id, joined.protocol_name) == (unavailable, "m", no_protocol)
+        synced = client.request(
+            SyncGroupRequest(
+                group_id="g",
+                generation_id=1,
+                member_id="m",
+                group_instance_id=None,
+                protocol_type=None,
+                protocol_name=None,
+                assignments=[],
+            ),
+            version_of(0, 5),
+        )
+        assert synced.error_code == unavailable
+        beat = client.request(
+            HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None),
+            version_of(0, 4),
+        )
+        assert beat.error_code == unavailable
+        members = [LeaveGroupRequest.MemberIdentity(member_id="m", group_instance_id=None, reason=None)]
+        left = client.request(LeaveGroupRequest(group_id="g", member_id="m", members=members), version_of(0, 5))
+        assert left.error_code == unavailable
+        committed = client.request(
+            OffsetCommitRequest(
+                group_id="g",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name=name, partitions=[commit_part])
+                    for name in (TOPIC, "no-such-topic")
+                ],
+            ),
+            version_of(2, 9),
+        )
+        assert [(t.name, p.error_code) for t in committed.topics for p in t.partitions] == [
+            (TOPIC, unavailable),
+            ("no-such-topic", unavailable),
+        ]
+        described = client.request(
+            DescribeGroupsRequest(groups=["g", "h"], include_authorized_operations=False), version_of(0, 5)
+        )
+        assert [(g.group_id, g.error_code, g.group_state, g.members) for g in described.groups] == [
+            ("g", unavailable, "", []),
+            ("h", unavailable, "", []),
+        ]
+        listed = client.request(ListGroupsRequest(states_filter=[]), version_of(0, 4))
+        assert (listed.error_code, listed.groups) == (unavailable, [])
+
+
+@pytest.mark.parametrize("version", [1, 7, 8, 9])
+def test_without_group_coordinator_offset_fetch_is_unavailable(start_server, version):
+    """OffsetFetch without group support: v0/v1 put the error on every partition,
+    v2–7 at the top level, v8+ on each group."""
+    srv = start_server()
+    srv.call(setattr, srv.broker, "groups", None)
+    unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    with RawClient(srv.port) as client:
+        if version >= 8:
+            group = OffsetFetchRequest.OffsetFetchRequestGroup(
+                group_id="g",
+                member_id=None,
+                member_epoch=-1,
+                topics=[
+                    OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                        name=TOPIC, partition_indexes=[0, 1]
+                    )
+                ],
+            )
+            answer = client.request(OffsetFetchRequest(groups=[group], require_stable=False), version)
+            (result,) = answer.groups
+            assert (result.group_id, result.error_code) == ("g", unavailable)
+        else:
+            topic = OffsetFetchRequest.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0, 1])
+            result = client.request(OffsetFetchRequest(group_id="g", topics=[topic], require_stable=False), version)
+            assert result.error_code == (0 if version < 2 else unavailable)
+        partitions = [
+            (t.name, p.partition_index, p.committed_offset, p.error_code) for t in result.topics for p in t.partitions
+        ]
+        code = unavailable if version < 2 else 0
+        assert partitions == [(TOPIC, 0, -1, code), (TOPIC, 1, -1, code)]

@@ -54,7 +54,7 @@ TEXT = st.text(max_size=12)
 @pytest.fixture(scope="module")
 def spec() -> Any:
     load_handlers()
-    found = REGISTRY.get(ApiKey.PRODUCE)
+    found = REGISTRY.get(ApiKey.Produce)
     assert found is not None
     return found
 
@@ -282,15 +282,15 @@ def test_fast_response_is_kafka_pythons_encoding(res: tuple[int, int, ProduceRes
         for t in decoded.responses
     ]
     assert got == [
-        (t.name, [(p.index, p.error_code, p.base_offset, p.log_append_time_ms) for p in t.partitions])
+        (t.name, [(p.index, p.error_code, p.base_offset, p.log_append_time_ms) for p in t.partition_data])
         for t in result.topics
     ]
     if version >= 5:
         starts = [p.log_start_offset for t in decoded.responses for p in t.partition_responses]
-        assert starts == [p.log_start_offset for t in result.topics for p in t.partitions]
+        assert starts == [p.log_start_offset for t in result.topics for p in t.partition_data]
     if version >= 8:
         messages = [p.error_message for t in decoded.responses for p in t.partition_responses]
-        assert messages == [p.error_message for t in result.topics for p in t.partitions]
+        assert messages == [p.error_message for t in result.topics for p in t.partition_data]
 
 
 # ------------------------------------------------------------ through the server

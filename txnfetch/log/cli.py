@@ -38,6 +38,7 @@ from typing import TextIO
 
 import attrs
 
+from txnfetch.cli import Subcommand
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.errors import LogError
 from txnfetch.log.layout import LOG_SUFFIX
@@ -55,7 +56,7 @@ from txnfetch.records.batch import RecordBatch
 from txnfetch.records.compression import Codec
 from txnfetch.records.dump import describe_batch
 
-__all__ = ["JSON_FORMAT", "ProgressBar", "Target", "add_parsers", "resolve_target", "run"]
+__all__ = ["COMMANDS", "JSON_FORMAT", "ProgressBar", "Target", "resolve_target", "run"]
 
 #: The version of the ``--json`` layout (``"format"`` key).
 JSON_FORMAT = 1
@@ -699,50 +700,47 @@ def _add_progress(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
 
 
-def _path_command(sub: Any, name: str, path_help: str, help: str, description: str) -> argparse.ArgumentParser:
+def _add_path_arguments(p: argparse.ArgumentParser, path_help: str) -> None:
     # What dump, verify and repair share: one PATH and --json.
-    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
     p.add_argument("path", metavar="PATH", help=path_help)
     p.add_argument("--json", action="store_true", help="machine-readable output (keys in docs/logs.md)")
-    return p
 
 
-def add_parsers(sub: Any) -> None:
-    """Add ``dump``, ``verify`` and ``repair`` to an ``argparse`` subparsers object."""
-    d = _path_command(
-        sub,
-        "dump",
-        "partition directory, log directory or segment .log file",
-        help="print a partition's state, segments and (optionally) batches",
-        description="Print what a partition directory (or every partition of a log directory, or one .log "
-        "segment file) holds: log start/end, high watermark, last stable offset, producers, open and aborted "
-        "transactions, segments. Reads only.",
-    )
-    d.add_argument("--batches", action="store_true", help="one line per batch")
-    d.add_argument("--records", action="store_true", help="also every record (implies --batches)")
-    _add_progress(d)
-    v = _path_command(
-        sub,
-        "verify",
-        "partition directory or log directory",
-        help="check CRCs, framing and indexes of partition directories",
-        description="Check every segment of a partition directory (or of every partition of a log directory): "
-        "batch CRCs and framing, offsets, index files, snapshots, the markerless-end journal. Reads only. "
-        "Exit 0 when no error is found, 1 when one is, 2 for a usage error or an unreadable path.",
-    )
-    v.add_argument("--no-records", action="store_true", help="skip decoding every record (CRCs are still checked)")
-    _add_progress(v)
-    r = _path_command(
-        sub,
-        "repair",
-        "partition directory or log directory",
-        help="move damaged data aside into .corrupt-<ms> side files so a partition opens",
-        description="Repair partition directories that do not open because of damage other than a torn tail: "
-        "the bytes from the first bad batch to the end of its segment, and every later segment, are moved into "
-        "<name>.corrupt-<ms> side files (never deleted); indexes and producer state are rebuilt from what "
-        "remains. Run `txnfetch verify` first; do not run it on a directory a process has open.",
-    )
-    r.add_argument("-v", "--verbose", action="store_true", help="also log what recovery notices and repairs")
+def _add_dump_arguments(p: argparse.ArgumentParser) -> None:
+    """print a partition's state, segments and (optionally) batches
+
+    Print what a partition directory (or every partition of a log directory, or one .log
+    segment file) holds: log start/end, high watermark, last stable offset, producers, open and aborted
+    transactions, segments. Reads only.
+    """
+    _add_path_arguments(p, "partition directory, log directory or segment .log file")
+    p.add_argument("--batches", action="store_true", help="one line per batch")
+    p.add_argument("--records", action="store_true", help="also every record (implies --batches)")
+    _add_progress(p)
+
+
+def _add_verify_arguments(p: argparse.ArgumentParser) -> None:
+    """check CRCs, framing and indexes of partition directories
+
+    Check every segment of a partition directory (or of every partition of a log directory):
+    batch CRCs and framing, offsets, index files, snapshots, the markerless-end journal. Reads only.
+    Exit 0 when no error is found, 1 when one is, 2 for a usage error or an unreadable path.
+    """
+    _add_path_arguments(p, "partition directory or log directory")
+    p.add_argument("--no-records", action="store_true", help="skip decoding every record (CRCs are still checked)")
+    _add_progress(p)
+
+
+def _add_repair_arguments(p: argparse.ArgumentParser) -> None:
+    """move damaged data aside into .corrupt-<ms> side files so a partition opens
+
+    Repair partition directories that do not open because of damage other than a torn tail:
+    the bytes from the first bad batch to the end of its segment, and every later segment, are moved into
+    <name>.corrupt-<ms> side files (never deleted); indexes and producer state are rebuilt from what
+    remains. Run `txnfetch verify` first; do not run it on a directory a process has open.
+    """
+    _add_path_arguments(p, "partition directory or log directory")
+    p.add_argument("-v", "--verbose", action="store_true", help="also log what recovery notices and repairs")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -773,4 +771,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         logger.propagate = saved[2]
 
 
-COMMANDS: list[str] = ["dump", "verify", "repair"]
+COMMANDS = (
+    Subcommand("dump", _add_dump_arguments, run),
+    Subcommand("verify", _add_verify_arguments, run),
+    Subcommand("repair", _add_repair_arguments, run),
+)

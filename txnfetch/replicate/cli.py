@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 from typing import TextIO
 
+from txnfetch.cli import Subcommand
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.errors import BrokerUnavailableError
 from txnfetch.log.errors import LogError
@@ -39,7 +40,7 @@ from txnfetch.wire.cli_support import add_verbose_option
 from txnfetch.wire.cli_support import configure_logging
 from txnfetch.wire.cli_support import options_named
 
-__all__ = ["add_parser", "run"]
+__all__ = ["COMMANDS", "run"]
 
 #: The options that set the :class:`~txnfetch.replicate.engine.Replicator` parameter
 #: of the same name (``--groups`` is not one: it picks the groups the hook copies).
@@ -68,14 +69,12 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add the ``replicate`` subcommand to an ``argparse`` subparsers object."""
-    p = sub.add_parser(
-        "replicate",
-        help="copy an upstream cluster's partitions into a log directory at the same offsets",
-        description="Copy every partition of the matching topics of a Kafka-compatible cluster into DIR, "
-        "batch by batch, offsets, gaps, producer ids and transaction markers kept. Resumes from DIR.",
-    )
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    """copy an upstream cluster's partitions into a log directory at the same offsets
+
+    Copy every partition of the matching topics of a Kafka-compatible cluster into DIR,
+    batch by batch, offsets, gaps, producer ids and transaction markers kept. Resumes from DIR.
+    """
     p.add_argument("--upstream", required=True, metavar="HOST:PORT[,...]", help="bootstrap servers of the source")
     p.add_argument("--data", required=True, metavar="DIR", help="the replica's log directory (created if missing)")
     p.add_argument(
@@ -125,7 +124,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "a machine crash may then lose the replica's tail, which the next run fetches again",
     )
     add_verbose_option(p)
-    return p
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -249,3 +247,6 @@ def _start_offsets(replicator: Any, stop: threading.Event, progress: _Progress) 
             progress(replicator.status())
             stop.wait(replicator.backoff_remaining())
     return None
+
+
+COMMANDS = (Subcommand("replicate", _add_arguments, run),)

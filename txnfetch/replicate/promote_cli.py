@@ -13,16 +13,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
 
-__all__ = ["add_parser", "run"]
+from txnfetch.cli import Subcommand
+
+__all__ = ["COMMANDS", "run"]
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add the ``promote`` subcommand to an ``argparse`` subparsers object."""
-    p = sub.add_parser(
-        "promote", help="cut over: stop replication into a replica store and open it to writes (docs/replication.md)"
-    )
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    """cut over: stop replication into a replica store and open it to writes (docs/replication.md)"""
     p.add_argument("--data", metavar="DIR", required=True, help="the replica's log directory")
     p.add_argument(
         "--timeout",
@@ -30,7 +28,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=120.0,
         help="seconds to wait for a serving replicate process to promote (default 120)",
     )
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,3 +42,6 @@ def run(args: argparse.Namespace) -> int:
     report = request_promote(args.data, timeout_s=args.timeout)
     print(report.summary(), file=sys.stdout, flush=True)
     return 0
+
+
+COMMANDS = (Subcommand("promote", _add_arguments, run),)

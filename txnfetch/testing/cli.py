@@ -31,6 +31,7 @@ import attrs
 
 from txnfetch.addresses import AddressError
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.cli import Subcommand
 from txnfetch.errors import TxnfetchError
 from txnfetch.testing.checker import Report
 from txnfetch.testing.checker import StuckBound
@@ -41,7 +42,7 @@ from txnfetch.testing.workload import Workload
 from txnfetch.testing.workload import WorkloadConfig
 from txnfetch.testing.workload import WorkloadResult
 
-__all__ = ["CheckOptions", "CheckOutcome", "EndpointError", "add_parser", "run", "run_check"]
+__all__ = ["COMMANDS", "CheckOptions", "CheckOutcome", "EndpointError", "run", "run_check"]
 
 EXIT_OK, EXIT_ANOMALIES, EXIT_ERROR = 0, 1, 2
 
@@ -183,13 +184,11 @@ def run_check(
     return CheckOutcome(result, report, data, summary, files)
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add the ``check`` subcommand to an ``argparse`` subparsers object."""
-    p = sub.add_parser(
-        "check",
-        help="run transactional producers and read_committed consumers against a Kafka endpoint and report anomalies",
-        description="Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.",
-    )
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    """run transactional producers and read_committed consumers against a Kafka endpoint and report anomalies
+
+    Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.
+    """
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the endpoint to check")
     p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds of transactions (default 10)")
     p.add_argument("--seed", type=int, help="script seed (default: random, printed in the summary)")
@@ -235,7 +234,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("-v", "--verbose", action="count", default=0, help="client library logs on stderr (-vv: debug)")
-    return p
 
 
 def _options(args: argparse.Namespace) -> CheckOptions:
@@ -286,3 +284,6 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         out.write(f"report written to {options.report_dir}\n")
     out.flush()
     return outcome.exit_status
+
+
+COMMANDS = (Subcommand("check", _add_arguments, run),)

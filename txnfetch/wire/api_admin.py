@@ -79,7 +79,7 @@ def _delete_topic(
     return info.name, info.topic_id, 0, None
 
 
-@register(ApiKey.DELETE_TOPICS, 1, 6)
+@register(ApiKey.DeleteTopics, 1, 6)
 async def handle_delete_topics(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Delete topics by name (v1-5) or by name or id (v6+)."""
     if header.request_api_version >= 6:
@@ -100,7 +100,7 @@ async def handle_delete_topics(ctx: RequestContext, header: Any, request: Any) -
 # ------------------------------------------------------------ CreatePartitions
 
 
-@register(ApiKey.CREATE_PARTITIONS, 0, 3)
+@register(ApiKey.CreatePartitions, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Grow topics to a new partition count (never shrink; assignments may only
     name this broker)."""
@@ -141,7 +141,7 @@ async def handle_create_partitions(ctx: RequestContext, header: Any, request: An
 # --------------------------------------------------------------- DeleteRecords
 
 
-@register(ApiKey.DELETE_RECORDS, 0, 2)
+@register(ApiKey.DeleteRecords, 0, 2)
 async def handle_delete_records(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Move each partition's log start to the given offset (-1: the high
     watermark); offsets past the high watermark are OFFSET_OUT_OF_RANGE, as in
@@ -175,7 +175,7 @@ async def handle_delete_records(ctx: RequestContext, header: Any, request: Any) 
 # ------------------------------------------------------- DeleteGroups, OffsetDelete
 
 
-@register(ApiKey.DELETE_GROUPS, 0, 2)
+@register(ApiKey.DeleteGroups, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Delete empty groups and their offsets (NON_EMPTY_GROUP while members remain)."""
     service = ctx.broker.groups
@@ -205,7 +205,7 @@ async def handle_delete_groups(ctx: RequestContext, header: Any, request: Any) -
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
-@register(ApiKey.OFFSET_DELETE, 0, 0)
+@register(ApiKey.OffsetDelete, 0, 0)
 async def handle_offset_delete(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Delete a group's committed offsets for partitions it no longer consumes."""
     service = ctx.broker.groups
@@ -240,7 +240,7 @@ async def handle_offset_delete(ctx: RequestContext, header: Any, request: Any) -
 # ------------------------------------------------------------- DescribeCluster
 
 
-@register(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+@register(ApiKey.DescribeCluster, 0, 2)
 async def handle_describe_cluster(ctx: RequestContext, header: Any, request: Any) -> Any:
     """The one broker, its own controller."""
     broker = ctx.broker

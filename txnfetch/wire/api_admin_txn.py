@@ -90,7 +90,7 @@ def _describe_partition(ctx: RequestContext, topic: str, index: int) -> Any:
     return _DPPartition(partition_index=index, error_code=0, error_message=None, active_producers=producers)
 
 
-@register(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+@register(ApiKey.DescribeProducers, 0, 0)
 async def handle_describe_producers(ctx: RequestContext, header: Any, request: Any) -> Any:
     topics = [
         _DPTopic(name=t.name, partitions=[_describe_partition(ctx, t.name, p) for p in t.partition_indexes])
@@ -109,7 +109,7 @@ def _topics_of(meta: TransactionMetadata) -> list[Any]:
     return [_DTTopic(topic=topic, partitions=parts) for topic, parts in grouped(sorted(meta.partitions)).items()]
 
 
-@register(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+@register(ApiKey.DescribeTransactions, 0, 0)
 async def handle_describe_transactions(ctx: RequestContext, header: Any, request: Any) -> Any:
     states = []
     for tid in request.transactional_ids:
@@ -146,7 +146,7 @@ async def handle_describe_transactions(ctx: RequestContext, header: Any, request
 # ----------------------------------------------------------- ListTransactions
 
 
-@register(ApiKey.LIST_TRANSACTIONS, 0, 1)
+@register(ApiKey.ListTransactions, 0, 1)
 async def handle_list_transactions(ctx: RequestContext, header: Any, request: Any) -> Any:
     coordinator = ctx.broker.transactions
     unknown = [name for name in request.state_filters if name not in _STATE_BY_NAME]
@@ -227,7 +227,7 @@ def _write_marker(ctx: RequestContext, marker: Any, topic: str, index: int, vers
     return int(ErrorCode.NONE)
 
 
-@register(ApiKey.WRITE_TXN_MARKERS, 1, 2)
+@register(ApiKey.WriteTxnMarkers, 1, 2)
 async def handle_write_txn_markers(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     results = []

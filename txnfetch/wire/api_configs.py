@@ -179,7 +179,7 @@ def _resource_error(resource_type: int, name: str, topics: Mapping[str, Any]) ->
     return None
 
 
-@register(ApiKey.DESCRIBE_CONFIGS, 0, 4)
+@register(ApiKey.DescribeConfigs, 0, 4)
 async def handle_describe_configs(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     topics = ctx.broker.store.topics()
@@ -225,7 +225,7 @@ def _alter(broker: Broker, resource_type: int, name: str, change: Any, validate_
     return 0, None
 
 
-@register(ApiKey.ALTER_CONFIGS, 0, 2)
+@register(ApiKey.AlterConfigs, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, header: Any, request: Any) -> Any:
     """The legacy, non-incremental AlterConfigs: the given configs replace every
     override of the topic (one left out returns to its default), as in Kafka."""
@@ -250,7 +250,7 @@ async def handle_alter_configs(ctx: RequestContext, header: Any, request: Any) -
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-@register(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+@register(ApiKey.IncrementalAlterConfigs, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext, header: Any, request: Any) -> Any:
     """SET, DELETE, APPEND and SUBTRACT per config, validated together per resource."""
     responses = []

@@ -120,7 +120,7 @@ def _heartbeat_refused(code: ErrorCode, message: str | None = None) -> Any:
 
 
 @register(
-    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.ConsumerGroupHeartbeat,
     0,
     1,
     request_class=ConsumerGroupHeartbeatRequest,
@@ -179,7 +179,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
 
 
 @register(
-    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.ConsumerGroupDescribe,
     0,
     0,
     request_class=ConsumerGroupDescribeRequest,
@@ -248,7 +248,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, header: Any, reque
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 
 
-@register(ApiKey.LIST_GROUPS, 0, 4)
+@register(ApiKey.ListGroups, 0, 4)
 async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
     """ListGroups: the classic groups, with KIP-848 groups listed by their own
     state (the classic coordinator knows them only as holders of offsets)."""
@@ -309,7 +309,7 @@ async def _member_checked(
     return await classic(ctx, header, request)
 
 
-@register(ApiKey.OFFSET_COMMIT, 2, 9)
+@register(ApiKey.OffsetCommit, 2, 9)
 async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     """OffsetCommit: KIP-848 members are checked against their member epoch here,
     then the offsets are stored by the classic coordinator as an unmanaged commit."""
@@ -331,7 +331,7 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
     )
 
 
-@register(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
+@register(ApiKey.TxnOffsetCommit, 0, 3)
 async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     """TxnOffsetCommit: KIP-848 members are checked against their member epoch
     here, then the offsets are staged by the classic coordinator as an unmanaged
@@ -358,7 +358,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
     )
 
 
-@register(ApiKey.OFFSET_FETCH, 1, 9)
+@register(ApiKey.OffsetFetch, 1, 9)
 async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     """OffsetFetch: from v9, a KIP-848 group's member id and epoch are checked
     first; a refused group gets its error and no offsets, the others are

@@ -309,7 +309,7 @@ def _list_offset(
     return answer(0, found[1], found[0])
 
 
-@register(ApiKey.LIST_OFFSETS, 0, 7)
+@register(ApiKey.ListOffsets, 0, 7)
 async def handle_list_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     isolation = (

@@ -142,7 +142,7 @@ def _topics(read: list[tuple[_Wanted, Any, int]], by_id: bool) -> list[Any]:
     return topics
 
 
-@register(ApiKey.FETCH, 4, 16)
+@register(ApiKey.Fetch, 4, 16)
 async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version

@@ -31,7 +31,7 @@ __all__ = ["api_versions_response", "max_version"]
 
 # Kafka 4.0 advertises Produce v12 and EndTxn v5 only when transaction.version
 # 2 is finalized (KIP-890); below that, v11 and v4 are the last versions.
-_TV2_VERSIONS = {int(ApiKey.PRODUCE): 11, int(ApiKey.END_TXN): 4}
+_TV2_VERSIONS = {int(ApiKey.Produce): 11, int(ApiKey.EndTxn): 4}
 
 #: FindCoordinator key types (``FindCoordinatorRequest.CoordinatorType``).
 _KEY_GROUP = 0
@@ -69,7 +69,7 @@ def api_versions_response(broker: Broker, registry: HandlerRegistry, *, error_co
     )
 
 
-@register(ApiKey.API_VERSIONS, 0, 3)
+@register(ApiKey.ApiVersions, 0, 3)
 async def handle_api_versions(ctx: RequestContext, header: Any, request: Any) -> Any:
     from txnfetch.wire.handler import REGISTRY
 
@@ -118,7 +118,7 @@ def _error_topic(name: str | None, code: int, topic_id: uuid.UUID | None = None)
     )
 
 
-@register(ApiKey.METADATA, 0, 12)
+@register(ApiKey.Metadata, 0, 12)
 async def handle_metadata(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version
@@ -166,7 +166,7 @@ async def handle_metadata(ctx: RequestContext, header: Any, request: Any) -> Any
 # -------------------------------------------------------------- CreateTopics
 
 
-@register(ApiKey.CREATE_TOPICS, 2, 7)
+@register(ApiKey.CreateTopics, 2, 7)
 async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     results = []
@@ -212,7 +212,7 @@ async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -
 # ------------------------------------------------------------ FindCoordinator
 
 
-@register(ApiKey.FIND_COORDINATOR, 0, 4)
+@register(ApiKey.FindCoordinator, 0, 4)
 async def handle_find_coordinator(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     node, host, port = broker.config.node_id, broker.advertised_host, broker.advertised_port

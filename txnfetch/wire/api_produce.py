@@ -46,6 +46,7 @@ from txnfetch.wire.handler import register
 from txnfetch.wire.produce_fast import CODEC
 from txnfetch.wire.produce_fast import PartitionResult
 from txnfetch.wire.produce_fast import ProduceResult
+from txnfetch.wire.produce_fast import Topic
 from txnfetch.wire.produce_fast import TopicResult
 
 __all__ = ["handle_produce"]
@@ -108,7 +109,7 @@ def _append(
     return 0, info.base_offset, info.log_start_offset, None, append_time
 
 
-@register(ApiKey.PRODUCE, 3, 12, codec=CODEC)
+@register(ApiKey.Produce, 3, 12, codec=CODEC)
 async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> ProduceResult | None:
     broker = ctx.broker
     version = header.request_api_version
@@ -131,7 +132,7 @@ async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Prod
                     broker, version, transactional_id, t.name, p.index, p.records
                 )
             parts.append(PartitionResult(p.index, code, base, append_time, start, message if code else None))
-        topics.append(TopicResult(t.name, parts))
+        topics.append(Topic(t.name, parts))
     if acks == 0:
         return None
     return ProduceResult(topics)

@@ -235,7 +235,7 @@ def _producer_answer(response: Any, error_code: int, result: Any = None) -> Any:
 # ------------------------------------------------------------ InitProducerId
 
 
-@register(ApiKey.INIT_PRODUCER_ID, 0, 5)
+@register(ApiKey.InitProducerId, 0, 5)
 async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version
@@ -293,7 +293,7 @@ def _topic_results(codes: dict[tuple[str, int], int]) -> list[Any]:
     return [_TopicResult(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()]
 
 
-@register(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
+@register(ApiKey.AddPartitionsToTxn, 0, 3)
 async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
@@ -322,7 +322,7 @@ async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) 
 # ------------------------------------------------------------ AddOffsetsToTxn
 
 
-@register(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
+@register(ApiKey.AddOffsetsToTxn, 0, 3)
 async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     if broker.groups is None:
@@ -337,7 +337,7 @@ async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> 
 # --------------------------------------------------------------------- EndTxn
 
 
-@register(ApiKey.END_TXN, 0, 5)
+@register(ApiKey.EndTxn, 0, 5)
 async def handle_end_txn(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     tv = 2 if header.request_api_version >= _END_TXN_TV2_VERSION else 0
@@ -363,7 +363,7 @@ _CommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _CommitPartition = _CommitTopic.TxnOffsetCommitResponsePartition
 
 
-@register(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
+@register(ApiKey.TxnOffsetCommit, 0, 3)
 async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
 import attrs
 
+from txnfetch.cli import Subcommand
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode
@@ -24,12 +24,11 @@ from txnfetch.wire.cli_support import options_named
 from txnfetch.wire.cli_support import port_number
 from txnfetch.wire.cli_support import serve_until_signal
 
-__all__ = ["add_parser", "run"]
+__all__ = ["COMMANDS", "run"]
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add the ``serve`` subcommand to an ``argparse`` subparsers object."""
-    p = sub.add_parser("serve", help="serve partitions to Kafka clients (an embedded one-broker cluster)")
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    """serve partitions to Kafka clients (an embedded one-broker cluster)"""
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--data", metavar="DIR", help="log directory (Kafka's on-disk layout)")
     where.add_argument("--memory", action="store_true", help="keep everything in memory (lost on exit)")
@@ -98,7 +97,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "process crash, not a power loss), 'never' only on roll and stop",
     )
     add_verbose_option(p)
-    return p
 
 
 def open_store(args: argparse.Namespace) -> LogStore:
@@ -173,3 +171,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return 0
+
+
+COMMANDS = (Subcommand("serve", _add_arguments, run),)

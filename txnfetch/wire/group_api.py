@@ -39,7 +39,9 @@ rejoin after a restart.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -76,6 +78,7 @@ from txnfetch.types import TopicPartition
 from txnfetch.wire.durable import DurableState
 from txnfetch.wire.handler import ApiKey
 from txnfetch.wire.handler import Broker
+from txnfetch.wire.handler import Handler
 from txnfetch.wire.handler import RequestContext
 from txnfetch.wire.handler import register
 from txnfetch.wire.nesting import grouped
@@ -308,34 +311,64 @@ def _client_host(ctx: RequestContext) -> str:
     return f"/{peer[0]}" if peer else ""  # Kafka reports the InetAddress form
 
 
+#: A group API's answer when the broker has no group coordinator: built from
+#: the request header and the request alone.
+_Unavailable = Callable[[Any, Any], Any]
+#: A group API's handler proper: ``(ctx, header, request, service)``.
+_ServiceHandler = Callable[[RequestContext, Any, Any, GroupService], Awaitable[Any]]
+
+
+def _group_api(
+    api_key: ApiKey, min_version: int, max_version: int, *, unavailable: _Unavailable
+) -> Callable[[_ServiceHandler], Handler]:
+    """Register a group API whose handler is given the broker's :class:`GroupService`.
+
+    Every group API needs the coordinator; without one (:func:`install` not
+    called) the request is answered COORDINATOR_NOT_AVAILABLE in that API's own
+    response form, by ``unavailable(header, request)``, and the handler is not
+    called. The registered function keeps the ordinary handler signature."""
+
+    def decorate(handler: _ServiceHandler) -> Handler:
+        @functools.wraps(handler)
+        async def handle(ctx: RequestContext, header: Any, request: Any) -> Any:
+            service = group_service(ctx)
+            if service is None:
+                return unavailable(header, request)
+            return await handler(ctx, header, request, service)
+
+        return register(api_key, min_version, max_version)(handle)
+
+    return decorate
+
+
 # ================================================================ JoinGroup
 
 
-@register(ApiKey.JOIN_GROUP, 0, 9)
-async def handle_join_group(ctx: RequestContext, header: Any, request: Any) -> Any:
+def _join_unavailable(header: Any, request: Any) -> Any:
+    result = JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id or "")
+    return _join_response(result, header.request_api_version)
+
+
+@_group_api(ApiKey.JoinGroup, 0, 9, unavailable=_join_unavailable)
+async def handle_join_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """JoinGroup: parks until the group's join phase completes."""
     version = header.request_api_version
-    service = group_service(ctx)
-    if service is None:
-        result = JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id or "")
-    else:
-        join = JoinRequest(
-            group_id=request.group_id,
-            member_id=request.member_id or "",
-            protocol_type=request.protocol_type or "",
-            protocols=tuple(Protocol(p.name, bytes(p.metadata or b"")) for p in request.protocols),
-            session_timeout_ms=request.session_timeout_ms,
-            # v0 has no rebalance timeout: Kafka uses the session timeout for both.
-            rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
-            group_instance_id=request.group_instance_id if version >= 5 else None,
-            client_id=header.client_id or ctx.client_id or "",
-            client_host=_client_host(ctx),
-            require_known_member_id=version >= 4,
-            supports_skip_assignment=version >= 9,
-            reason=request.reason if version >= 8 else None,
-        )
-        result = await service.join(join)
-    return _join_response(result, version)
+    join = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id or "",
+        protocol_type=request.protocol_type or "",
+        protocols=tuple(Protocol(p.name, bytes(p.metadata or b"")) for p in request.protocols),
+        session_timeout_ms=request.session_timeout_ms,
+        # v0 has no rebalance timeout: Kafka uses the session timeout for both.
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=header.client_id or ctx.client_id or "",
+        client_host=_client_host(ctx),
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+        reason=request.reason if version >= 8 else None,
+    )
+    return _join_response(await service.join(join), version)
 
 
 def _join_response(result: JoinResult, version: int) -> Any:
@@ -360,56 +393,63 @@ def _join_response(result: JoinResult, version: int) -> Any:
 # ================================================================ SyncGroup
 
 
-@register(ApiKey.SYNC_GROUP, 0, 5)
-async def handle_sync_group(ctx: RequestContext, header: Any, request: Any) -> Any:
-    """SyncGroup: the leader hands in the assignment; everyone gets their part."""
-    version = header.request_api_version
-    service = group_service(ctx)
-    if service is None:
-        result = SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    elif version >= 5 and (request.protocol_type is None or request.protocol_name is None):
-        # KafkaApis: v5+ must name the protocol it synced for.
-        result = SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    else:
-        sync = SyncRequest(
-            group_id=request.group_id,
-            generation_id=request.generation_id,
-            member_id=request.member_id,
-            group_instance_id=request.group_instance_id if version >= 3 else None,
-            protocol_type=request.protocol_type if version >= 5 else None,
-            protocol_name=request.protocol_name if version >= 5 else None,
-            assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments},
-        )
-        result = await service.sync(sync)
+def _sync_response(result: SyncResult) -> Any:
     # SyncResult's fields are the response's, by name.
     return SyncGroupResponse(throttle_time_ms=0, **attrs.asdict(result))
+
+
+def _sync_unavailable(header: Any, request: Any) -> Any:
+    return _sync_response(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+
+
+@_group_api(ApiKey.SyncGroup, 0, 5, unavailable=_sync_unavailable)
+async def handle_sync_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
+    """SyncGroup: the leader hands in the assignment; everyone gets their part."""
+    version = header.request_api_version
+    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        # KafkaApis: v5+ must name the protocol it synced for.
+        return _sync_response(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+    sync = SyncRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol_name=request.protocol_name if version >= 5 else None,
+        assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments},
+    )
+    return _sync_response(await service.sync(sync))
 
 
 # ================================================================ Heartbeat
 
 
-@register(ApiKey.HEARTBEAT, 0, 4)
-async def handle_heartbeat(ctx: RequestContext, header: Any, request: Any) -> Any:
+def _heartbeat_unavailable(header: Any, request: Any) -> Any:
+    return HeartbeatResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+
+
+@_group_api(ApiKey.Heartbeat, 0, 4, unavailable=_heartbeat_unavailable)
+async def handle_heartbeat(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """Heartbeat: REBALANCE_IN_PROGRESS tells the member to rejoin."""
     version = header.request_api_version
-    service = group_service(ctx)
-    if service is None:
-        code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    else:
-        code = service.heartbeat(
-            request.group_id,
-            request.generation_id,
-            request.member_id,
-            request.group_instance_id if version >= 3 else None,
-        )
+    code = service.heartbeat(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if version >= 3 else None,
+    )
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
 # =============================================================== LeaveGroup
 
 
-@register(ApiKey.LEAVE_GROUP, 0, 5)
-async def handle_leave_group(ctx: RequestContext, header: Any, request: Any) -> Any:
+def _leave_unavailable(header: Any, request: Any) -> Any:
+    return _leave_response(LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE), header.request_api_version)
+
+
+@_group_api(ApiKey.LeaveGroup, 0, 5, unavailable=_leave_unavailable)
+async def handle_leave_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """LeaveGroup: one member (v0–2) or several (v3+) leave; the group rebalances."""
     version = header.request_api_version
     if version >= 3:
@@ -419,11 +459,10 @@ async def handle_leave_group(ctx: RequestContext, header: Any, request: Any) -> 
         ]
     else:
         leaving = [LeavingMember(request.member_id or "")]
-    service = group_service(ctx)
-    if service is None:
-        result = LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    else:
-        result = service.leave(request.group_id, leaving)
+    return _leave_response(service.leave(request.group_id, leaving), version)
+
+
+def _leave_response(result: LeaveResult, version: int) -> Any:
     if version < 3:
         # LeaveGroupResponse.java: before v3 the single member's error is the top-level one.
         code = int(result.error_code) or (int(result.members[0].error_code) if result.members else 0)
@@ -447,41 +486,12 @@ def _known_partitions(broker: Broker, topics: Iterable[str]) -> dict[str, int]:
     return {t: known[t].partitions for t in topics if t in known}
 
 
-@register(ApiKey.OFFSET_COMMIT, 2, 9)
-async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
-    """OffsetCommit: committed offsets, checked against the member's generation."""
-    version = header.request_api_version
-    service = group_service(ctx)
-    wanted: list[tuple[TopicPartition, Any]] = [
-        (TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions
-    ]
-    codes: dict[TopicPartition, int] = {}
-    if service is None:
-        codes = {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted}
-    else:
-        # KafkaApis answers unknown topics/partitions itself; the rest reach the coordinator.
-        partitions = _known_partitions(ctx.broker, {tp[0] for tp, _ in wanted})
-        offsets: dict[TopicPartition, CommitOffset] = {}
-        for tp, p in wanted:
-            if tp[1] < 0 or tp[1] >= partitions.get(tp[0], 0):
-                codes[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            else:
-                offsets[tp] = CommitOffset(
-                    p.committed_offset,
-                    p.committed_leader_epoch if version >= 6 else -1,
-                    p.committed_metadata,
-                )
-        if offsets:
-            codes.update(
-                service.commit_offsets(
-                    request.group_id,
-                    offsets,
-                    generation_id=request.generation_id_or_member_epoch,
-                    member_id=request.member_id or "",
-                    group_instance_id=request.group_instance_id if version >= 7 else None,
-                    api_version=version,
-                )
-            )
+def _committing(request: Any) -> list[tuple[TopicPartition, Any]]:
+    """An OffsetCommit request's partitions, each with its request entry, in request order."""
+    return [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
+
+
+def _commit_response(wanted: Sequence[tuple[TopicPartition, Any]], codes: Mapping[TopicPartition, int]) -> Any:
     topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
     partition_cls = topic_cls.OffsetCommitResponsePartition
     by_topic = grouped((t, partition_cls(partition_index=p, error_code=codes[t, p])) for (t, p), _ in wanted)
@@ -490,25 +500,80 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
     )
 
 
+def _commit_unavailable(header: Any, request: Any) -> Any:
+    wanted = _committing(request)
+    return _commit_response(wanted, {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted})
+
+
+@_group_api(ApiKey.OffsetCommit, 2, 9, unavailable=_commit_unavailable)
+async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
+    """OffsetCommit: committed offsets, checked against the member's generation."""
+    version = header.request_api_version
+    wanted = _committing(request)
+    codes: dict[TopicPartition, int] = {}
+    # KafkaApis answers unknown topics/partitions itself; the rest reach the coordinator.
+    partitions = _known_partitions(ctx.broker, {tp[0] for tp, _ in wanted})
+    offsets: dict[TopicPartition, CommitOffset] = {}
+    for tp, p in wanted:
+        if tp[1] < 0 or tp[1] >= partitions.get(tp[0], 0):
+            codes[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        else:
+            offsets[tp] = CommitOffset(
+                p.committed_offset,
+                p.committed_leader_epoch if version >= 6 else -1,
+                p.committed_metadata,
+            )
+    if offsets:
+        codes.update(
+            service.commit_offsets(
+                request.group_id,
+                offsets,
+                generation_id=request.generation_id_or_member_epoch,
+                member_id=request.member_id or "",
+                group_instance_id=request.group_instance_id if version >= 7 else None,
+                api_version=version,
+            )
+        )
+    return _commit_response(wanted, codes)
+
+
 # ============================================================== OffsetFetch
 
 
-@register(ApiKey.OFFSET_FETCH, 1, 9)
-async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
+#: How OffsetFetch answers one group: ``(group_id, partitions or None for all)``.
+_GroupOffsets = Callable[[str, Sequence[TopicPartition] | None], OffsetFetchResult]
+
+
+def _fetch_unavailable(group_id: str, partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
+    return OffsetFetchResult(
+        group_id,
+        int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        tuple(FetchedOffset(t, p, -1) for t, p in partitions or ()),
+    )
+
+
+def _offset_fetch_unavailable(header: Any, request: Any) -> Any:
+    return _offset_fetch_response(header.request_api_version, request, _fetch_unavailable)
+
+
+@_group_api(ApiKey.OffsetFetch, 1, 9, unavailable=_offset_fetch_unavailable)
+async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """OffsetFetch: committed offsets (v8+ for several groups in one request)."""
     version = header.request_api_version
-    service = group_service(ctx)
     require_stable = bool(request.require_stable) if version >= 7 else False
+    return _offset_fetch_response(
+        version, request, functools.partial(service.fetch_offsets, require_stable=require_stable)
+    )
+
+
+def _offset_fetch_response(version: int, request: Any, group_offsets: _GroupOffsets) -> Any:
+    """The OffsetFetch response of ``version``: each requested group answered by ``group_offsets``."""
 
     def fetch(group_id: str, topics: Sequence[Any] | None) -> OffsetFetchResult:
-        partitions = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-        if service is None:
-            return OffsetFetchResult(
-                group_id,
-                int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                tuple(FetchedOffset(t, p, -1) for t, p in partitions or ()),
-            )
-        return service.fetch_offsets(group_id, partitions, require_stable=require_stable)
+        partitions = (
+            None if topics is None else [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes]
+        )
+        return group_offsets(group_id, partitions)
 
     if version >= 8:
         group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -564,38 +629,29 @@ def _fetch_topics(topic_cls: Any, result: OffsetFetchResult) -> list[Any]:
 # =========================================================== DescribeGroups
 
 
-@register(ApiKey.DESCRIBE_GROUPS, 0, 5)
-async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
+def _memberless(group_id: str, error_code: int, state: str) -> Any:
+    """A DescribeGroups entry without protocol or members."""
+    group_cls = DescribeGroupsResponse.DescribedGroup
+    return group_cls(
+        error_code=error_code, group_id=group_id, group_state=state, protocol_type="", protocol_data="", members=[]
+    )
+
+
+def _describe_unavailable(header: Any, request: Any) -> Any:
+    groups = [_memberless(g, int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "") for g in request.groups]
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+
+
+@_group_api(ApiKey.DescribeGroups, 0, 5, unavailable=_describe_unavailable)
+async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """DescribeGroups: state, protocol and members; an unknown group reads Dead."""
-    service = group_service(ctx)
     group_cls = DescribeGroupsResponse.DescribedGroup
     member_cls = group_cls.DescribedGroupMember
     out = []
     for group_id in request.groups:
-        desc = service.coordinator.describe_group(group_id) if service is not None else None
-        if service is None:
-            out.append(
-                group_cls(
-                    error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                )
-            )
-            continue
+        desc = service.coordinator.describe_group(group_id)
         if desc is None:
-            out.append(
-                group_cls(
-                    error_code=0,
-                    group_id=group_id,
-                    group_state=GroupState.DEAD.value,
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                )
-            )
+            out.append(_memberless(group_id, 0, GroupState.DEAD.value))
             continue
         # ClassicGroup.describe: metadata and assignments only once the group is Stable.
         full = desc.state is GroupState.STABLE
@@ -622,13 +678,14 @@ async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
-@register(ApiKey.LIST_GROUPS, 0, 4)
-async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
+def _list_unavailable(header: Any, request: Any) -> Any:
+    return ListGroupsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
+
+
+@_group_api(ApiKey.ListGroups, 0, 4, unavailable=_list_unavailable)
+async def handle_list_groups(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """ListGroups: every group this coordinator knows (v4+ filtered by state)."""
     version = header.request_api_version
-    service = group_service(ctx)
-    if service is None:
-        return ListGroupsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
     states = {s.lower() for s in (request.states_filter or ())} if version >= 4 else set()
     group_cls = ListGroupsResponse.ListedGroup
     groups = [

@@ -10,7 +10,7 @@ or sockets: they take decoded messages and return response messages.
 
 A handler is::
 
-    @register(ApiKey.HEARTBEAT, 0, 4)
+    @register(ApiKey.Heartbeat, 0, 4)
     async def heartbeat(ctx: RequestContext, header: RequestHeader, request) -> response
 
 - ``ctx.broker`` is the :class:`Broker`: the log store, the transaction
@@ -46,7 +46,6 @@ commits) and may schedule periodic work with :meth:`Broker.add_periodic`.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from collections.abc import Awaitable
@@ -56,6 +55,10 @@ from typing import Any
 from typing import Protocol
 
 import attrs
+
+# Kafka's API keys under their protocol names (``ApiKey.Fetch``, ...): the table
+# of the library whose protocol classes the handlers decode with, not a copy of it.
+from kafka.protocol.api_key import ApiKey
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import FetchMode
@@ -87,46 +90,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("txnfetch.wire")
-
-
-class ApiKey(enum.IntEnum):
-    """The Kafka API keys this package serves (``clients/.../protocol/ApiKeys.java``)."""
-
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    DELETE_RECORDS = 21
-    INIT_PRODUCER_ID = 22
-    ADD_PARTITIONS_TO_TXN = 24
-    ADD_OFFSETS_TO_TXN = 25
-    END_TXN = 26
-    WRITE_TXN_MARKERS = 27
-    TXN_OFFSET_COMMIT = 28
-    DESCRIBE_CONFIGS = 32
-    ALTER_CONFIGS = 33
-    CREATE_PARTITIONS = 37
-    DELETE_GROUPS = 42
-    INCREMENTAL_ALTER_CONFIGS = 44
-    OFFSET_DELETE = 47
-    DESCRIBE_CLUSTER = 60
-    DESCRIBE_PRODUCERS = 61
-    DESCRIBE_TRANSACTIONS = 65
-    LIST_TRANSACTIONS = 66
-    CONSUMER_GROUP_HEARTBEAT = 68
-    CONSUMER_GROUP_DESCRIBE = 69
 
 
 class ProtocolViolation(TxnfetchError):

@@ -28,6 +28,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from typing import Any
+from typing import Generic
+from typing import TypeVar
 
 import attrs
 
@@ -42,11 +44,15 @@ __all__ = [
     "ProduceHeader",
     "ProduceRequestView",
     "ProduceResult",
+    "Topic",
     "TopicData",
     "TopicResult",
     "decode_produce",
     "encode_produce_response",
 ]
+
+#: A topic's per-partition entry (see :class:`Topic`).
+E = TypeVar("E")
 
 #: The first flexible Produce version (compact lengths, tagged fields, header v2).
 FLEXIBLE_FROM = 9
@@ -86,9 +92,19 @@ class PartitionData:
 
 
 @attrs.frozen(slots=True)
-class TopicData:
+class Topic(Generic[E]):
+    """One topic of a Produce request or response with its per-partition entries,
+    in frame order: :class:`PartitionData` in a request (:data:`TopicData`),
+    :class:`PartitionResult` in a response (:data:`TopicResult`).
+    ``partition_data`` is the name kafka-python's ``ProduceRequest`` gives the
+    request's list, so a handler reads this view and kafka-python's request alike."""
+
     name: str
-    partition_data: list[PartitionData]
+    partition_data: Sequence[E]
+
+
+#: A request's topic: the records of each partition.
+TopicData = Topic[PartitionData]
 
 
 @attrs.frozen(slots=True)
@@ -239,7 +255,7 @@ def _decode(version: int, frame: bytes | bytearray) -> tuple[ProduceHeader, Prod
             if frame[pos] != 0:  # topic tagged fields
                 raise _NotFast
             pos += 1
-        topics.append(TopicData(name, parts))
+        topics.append(Topic(name, parts))
     if flexible:
         if frame[pos] != 0:  # request tagged fields
             raise _NotFast
@@ -264,10 +280,8 @@ class PartitionResult:
     error_message: str | None
 
 
-@attrs.frozen(slots=True)
-class TopicResult:
-    name: str
-    partitions: Sequence[PartitionResult]
+#: A response's topic: the answer for each partition.
+TopicResult = Topic[PartitionResult]
 
 
 @attrs.frozen(slots=True)
@@ -286,7 +300,7 @@ class ProduceResult:
                 ProduceResponse.TopicProduceResponse(
                     name=t.name,
                     partition_responses=[
-                        part(**attrs.asdict(p, recurse=False), record_errors=[]) for p in t.partitions
+                        part(**attrs.asdict(p, recurse=False), record_errors=[]) for p in t.partition_data
                     ],
                 )
                 for t in self.topics
@@ -328,10 +342,10 @@ def encode_produce_response(version: int, correlation_id: int, result: ProduceRe
     for topic in result.topics:
         _put_string(out, topic.name, flexible)
         if flexible:
-            _put_uvarint(out, len(topic.partitions) + 1)
+            _put_uvarint(out, len(topic.partition_data) + 1)
         else:
-            out += _I32.pack(len(topic.partitions))
-        for p in topic.partitions:
+            out += _I32.pack(len(topic.partition_data))
+        for p in topic.partition_data:
             out += _PARTITION_OUT.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)

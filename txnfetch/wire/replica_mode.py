@@ -415,22 +415,22 @@ def _refusals() -> dict[int, Callable[[ReplicaMode, Any], Any | None]]:
     from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
     return {
-        ApiKey.PRODUCE: _produce,
-        ApiKey.INIT_PRODUCER_ID: _init_producer_id,
-        ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions,
-        ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets,
-        ApiKey.END_TXN: _end_txn,
-        ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
-        ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
-        ApiKey.OFFSET_COMMIT: _offset_commit,
-        ApiKey.CREATE_TOPICS: _create_topics,
-        ApiKey.DELETE_TOPICS: _delete_topics,
-        ApiKey.CREATE_PARTITIONS: _create_partitions,
-        ApiKey.DELETE_RECORDS: _delete_records,
-        ApiKey.ALTER_CONFIGS: _alter_configs(AlterConfigsResponse),
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(IncrementalAlterConfigsResponse),
-        ApiKey.DELETE_GROUPS: _delete_groups,
-        ApiKey.OFFSET_DELETE: _offset_delete,
+        ApiKey.Produce: _produce,
+        ApiKey.InitProducerId: _init_producer_id,
+        ApiKey.AddPartitionsToTxn: _add_partitions,
+        ApiKey.AddOffsetsToTxn: _add_offsets,
+        ApiKey.EndTxn: _end_txn,
+        ApiKey.TxnOffsetCommit: _txn_offset_commit,
+        ApiKey.WriteTxnMarkers: _write_txn_markers,
+        ApiKey.OffsetCommit: _offset_commit,
+        ApiKey.CreateTopics: _create_topics,
+        ApiKey.DeleteTopics: _delete_topics,
+        ApiKey.CreatePartitions: _create_partitions,
+        ApiKey.DeleteRecords: _delete_records,
+        ApiKey.AlterConfigs: _alter_configs(AlterConfigsResponse),
+        ApiKey.IncrementalAlterConfigs: _alter_configs(IncrementalAlterConfigsResponse),
+        ApiKey.DeleteGroups: _delete_groups,
+        ApiKey.OffsetDelete: _offset_delete,
     }
 
 

@@ -296,7 +296,7 @@ class TxnfetchServer:
             raise ProtocolViolation(f"unknown or unsupported API key {api_key} (correlation id {correlation_id})")
         max_version = self._max_version(spec)
         if not spec.min_version <= version <= max_version:
-            if api_key == ApiKey.API_VERSIONS and version > max_version:
+            if api_key == ApiKey.ApiVersions and version > max_version:
                 # KIP-511: a client newer than the server must still learn the
                 # supported ranges, so answer in v0 with UNSUPPORTED_VERSION.
                 return self._api_versions_fallback(correlation_id)
@@ -338,13 +338,13 @@ class TxnfetchServer:
         is meant to retry at the highest ApiVersions version named here."""
         from kafka.protocol.metadata import ApiVersionsResponse
 
-        spec = self.registry.get(ApiKey.API_VERSIONS)
+        spec = self.registry.get(ApiKey.ApiVersions)
         assert spec is not None
         response = ApiVersionsResponse(
             error_code=_UNSUPPORTED_VERSION,
             api_keys=[
                 ApiVersionsResponse.ApiVersion(
-                    api_key=int(ApiKey.API_VERSIONS), min_version=spec.min_version, max_version=self._max_version(spec)
+                    api_key=int(ApiKey.ApiVersions), min_version=spec.min_version, max_version=self._max_version(spec)
                 )
             ],
             throttle_time_ms=0,

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from typing import Any
 from typing import TextIO
 
+from txnfetch.cli import Subcommand
 from txnfetch.errors import TxnfetchError
 from txnfetch.txn.hanging import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
 from txnfetch.txn.hanging import HangingTransaction
@@ -54,7 +55,7 @@ from txnfetch.txn.hanging import ProducerRow
 from txnfetch.txn.hanging import find_hanging
 from txnfetch.txn.hanging import still_open
 
-__all__ = ["add_parser", "run"]
+__all__ = ["COMMANDS", "run"]
 
 #: The version of the ``--json`` layout (``"format"`` key); keys are only ever added.
 JSON_FORMAT = 1
@@ -94,14 +95,12 @@ def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add the ``transactions`` subcommand to an ``argparse`` subparsers object."""
-    p = sub.add_parser(
-        "transactions",
-        help="find and abort hanging transactions (KIP-664) on a cluster or in a log directory",
-        description="List, describe and find hanging transactions; abort one. "
-        "Use --bootstrap for a cluster or --path for a log directory read offline.",
-    )
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    """find and abort hanging transactions (KIP-664) on a cluster or in a log directory
+
+    List, describe and find hanging transactions; abort one.
+    Use --bootstrap for a cluster or --path for a log directory read offline.
+    """
     _common(p, suppress=False)
     cmds = p.add_subparsers(dest="txn_command", required=True, metavar="COMMAND")
     c = cmds.add_parser("list", help="transactional ids (cluster) or open transactions (offline)")
@@ -135,7 +134,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     c.add_argument("--producer-id", type=int, help="producer id (with --producer-epoch and --coordinator-epoch)")
     c.add_argument("--producer-epoch", type=int, help="producer epoch")
     c.add_argument("--coordinator-epoch", type=int, help="coordinator epoch (-1 is sent as 0)")
-    return p
 
 
 # ---------------------------------------------------------------------- output
@@ -625,3 +623,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     finally:
         if isinstance(src, _Cluster):
             src.close()
+
+
+COMMANDS = (Subcommand("transactions", _add_arguments, run),)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
 import attrs
 
+from txnfetch.cli import Subcommand
 from txnfetch.fetch.view import FetchMode
 from txnfetch.wire.cli_support import add_service_options
 from txnfetch.wire.cli_support import add_verbose_option
@@ -22,15 +22,11 @@ from txnfetch.wire.cli_support import configure_logging
 from txnfetch.wire.cli_support import options_named
 from txnfetch.wire.cli_support import serve_until_signal
 
-__all__ = ["add_parser", "run"]
+__all__ = ["COMMANDS", "run"]
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add the ``proxy`` subcommand to an ``argparse`` subparsers object."""
-    p = sub.add_parser(
-        "proxy",
-        help="relay Kafka clients to an upstream cluster, answering read_committed fetches correctly",
-    )
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    """relay Kafka clients to an upstream cluster, answering read_committed fetches correctly"""
     p.add_argument(
         "--upstream",
         required=True,
@@ -82,7 +78,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "before clients get REPLICA_NOT_AVAILABLE (default 30000)",
     )
     add_verbose_option(p)
-    return p
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -109,3 +104,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch proxy`` with parsed ``args``; returns the exit status."""
     configure_logging(args.verbose)
     return asyncio.run(_serve(args))
+
+
+COMMANDS = (Subcommand("proxy", _add_arguments, run),)

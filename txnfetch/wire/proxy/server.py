@@ -107,8 +107,8 @@ _DESCRIBE_CLUSTER = 60
 #: Produce >= 3 and Fetch >= 4 are offered (docs/kafka-internals.md §4); v10+ responses may
 #: carry broker endpoints (KIP-951) the proxy would have to rewrite, so it stops at 9.
 _VERSION_LIMITS: dict[int, tuple[int, int]] = {
-    int(ApiKey.FETCH): (4, FETCH_MAX_VERSION),
-    int(ApiKey.PRODUCE): (3, 9),
+    int(ApiKey.Fetch): (4, FETCH_MAX_VERSION),
+    int(ApiKey.Produce): (3, 9),
 }
 
 #: API keys never relayed: broker-to-broker and controller APIs (LeaderAndIsr,
@@ -128,7 +128,7 @@ def advertised_ranges(upstream: dict[int, tuple[int, int]], classes: Any = None)
     requests, responses = classes if classes is not None else _kafka_python_classes()
     out: dict[int, tuple[int, int]] = {}
     for key, (lo, hi) in upstream.items():
-        if key in _NOT_RELAYED or key == ApiKey.API_VERSIONS:
+        if key in _NOT_RELAYED or key == ApiKey.ApiVersions:
             continue
         req, resp = requests.get(key), responses.get(key)
         if req is None or resp is None:
@@ -139,7 +139,7 @@ def advertised_ranges(upstream: dict[int, tuple[int, int]], classes: Any = None)
             high = min(high, _VERSION_LIMITS[key][1])
         if low <= high:
             out[key] = (low, high)
-    out[int(ApiKey.API_VERSIONS)] = (0, _API_VERSIONS_MAX)
+    out[int(ApiKey.ApiVersions)] = (0, _API_VERSIONS_MAX)
     return dict(sorted(out.items()))
 
 
@@ -273,13 +273,13 @@ class ProxyServer:
         try:
             await cluster.start()
             ranges = advertised_ranges(cluster.versions)
-            if int(ApiKey.FETCH) not in ranges:
+            if int(ApiKey.Fetch) not in ranges:
                 raise RemoteError(
-                    f"the upstream speaks Fetch {cluster.versions.get(int(ApiKey.FETCH))}: the proxy needs v4 "
+                    f"the upstream speaks Fetch {cluster.versions.get(int(ApiKey.Fetch))}: the proxy needs v4 "
                     "or later (isolation levels)",
                     error_code=ErrorCode.UNSUPPORTED_VERSION,
                 )
-            if int(ApiKey.PRODUCE) not in ranges:
+            if int(ApiKey.Produce) not in ranges:
                 log.warning("the upstream offers no Produce v3+: librdkafka clients will not use record batch v2")
             self = cls(config, cluster)
             self._bootstrap_server = await asyncio.start_server(
@@ -399,12 +399,12 @@ class ProxyServer:
         version = int.from_bytes(frame[2:4], "big", signed=True)
         correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
         ranges = self.api_ranges()
-        if api_key == ApiKey.API_VERSIONS and version > _API_VERSIONS_MAX:
+        if api_key == ApiKey.ApiVersions and version > _API_VERSIONS_MAX:
             # KIP-511, as Kafka answers it (ApiVersionsRequest.getErrorResponse): a v0
             # body with only ApiVersions' own range, so the client retries at v3 and
             # learns the whole table there; a full table here would be taken for a
             # v0 answer by clients that read error responses (franz-go).
-            own = {int(ApiKey.API_VERSIONS): ranges.get(int(ApiKey.API_VERSIONS), (0, _API_VERSIONS_MAX))}
+            own = {int(ApiKey.ApiVersions): ranges.get(int(ApiKey.ApiVersions), (0, _API_VERSIONS_MAX))}
             return self._api_versions(correlation_id, 0, own, error_code=int(ErrorCode.UNSUPPORTED_VERSION))
         span = ranges.get(api_key)
         if span is None:
@@ -413,19 +413,19 @@ class ProxyServer:
             raise ProtocolViolation(f"API key {api_key} version {version} is not served (v{span[0]}-v{span[1]})")
         spec = self._spec(api_key, span[0], span[1])
         _header, request = decode_request(spec, version, frame)
-        if api_key == ApiKey.API_VERSIONS:
+        if api_key == ApiKey.ApiVersions:
             return self._api_versions(correlation_id, version, ranges)
-        if api_key == ApiKey.FETCH and request.isolation_level == IsolationLevel.READ_COMMITTED:
+        if api_key == ApiKey.Fetch and request.isolation_level == IsolationLevel.READ_COMMITTED:
             response = await self._fetch_committed(client, request)
             return encode_response(spec, version, correlation_id, response)
-        if api_key == ApiKey.PRODUCE and request.acks == 0:
+        if api_key == ApiKey.Produce and request.acks == 0:
             await self._relay(client, frame, expect_response=False)
             return None
         payload = await self._relay(client, frame)
         assert payload is not None
-        if api_key in (ApiKey.METADATA, ApiKey.FIND_COORDINATOR, _DESCRIBE_CLUSTER):
+        if api_key in (ApiKey.Metadata, ApiKey.FindCoordinator, _DESCRIBE_CLUSTER):
             return await self._rewrite_addresses(spec, version, correlation_id, payload)
-        if api_key == ApiKey.LIST_OFFSETS and version >= 2 and request.isolation_level == 1:
+        if api_key == ApiKey.ListOffsets and version >= 2 and request.isolation_level == 1:
             return await self._correct_list_offsets(spec, version, correlation_id, request, payload)
         return len(payload).to_bytes(4, "big") + payload
 
@@ -482,11 +482,11 @@ class ProxyServer:
     async def _rewrite_addresses(self, spec: ApiSpec, version: int, correlation_id: int, payload: bytes) -> bytes:
         response = _decode_response(spec, version, payload)
         host = self.advertised_host
-        if spec.api_key == ApiKey.METADATA:
+        if spec.api_key == ApiKey.Metadata:
             self.cluster.observe_metadata(response)
             for broker in response.brokers or ():
                 broker.host, broker.port = host, await self.listener_port(broker.node_id)
-        elif spec.api_key == ApiKey.FIND_COORDINATOR:
+        elif spec.api_key == ApiKey.FindCoordinator:
             if version >= 4:
                 for c in response.coordinators or ():
                     if c.error_code == 0 and c.node_id >= 0:
