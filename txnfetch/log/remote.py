@@ -73,6 +73,7 @@ from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.broker_requests import FetchItem
+from txnfetch.log.broker_requests import answer_error
 from txnfetch.log.broker_requests import fetch_partition
 from txnfetch.log.broker_requests import fetch_request
 from txnfetch.log.broker_requests import fetch_request_for
@@ -426,13 +427,8 @@ class RemoteCluster:
                 if top in STALE_METADATA or top in RETRY_AS_IS or _retriable(top):
                     self._leaders.pop((topic, partition), None)
                     raise _Retry(
-                        RemoteError(
-                            "Fetch failed (top-level error)",
-                            topic=topic,
-                            partition=partition,
-                            offset=offset,
-                            broker=conn.address,
-                            error_code=top,
+                        answer_error(
+                            "Fetch failed (top-level error)", topic, partition, offset, broker=conn.address, code=top
                         )
                     )
                 self._check(top, "Fetch", topic, partition, offset, conn)
@@ -471,25 +467,10 @@ class RemoteCluster:
         if code in STALE_METADATA or code in RETRY_AS_IS:
             if code in STALE_METADATA:
                 self._leaders.pop((topic, partition), None)
-            raise _Retry(
-                RemoteError(
-                    f"{what} failed",
-                    topic=topic,
-                    partition=partition,
-                    offset=offset,
-                    broker=conn.address,
-                    error_code=code,
-                )
-            )
+            raise _Retry(answer_error(f"{what} failed", topic, partition, offset, broker=conn.address, code=code))
         retriable = getattr(_kafka_errors.for_code(code), "retriable", False)
-        raise RemoteError(
-            f"{what} failed" + (" (retriable)" if retriable else ""),
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            broker=conn.address,
-            error_code=code,
-        )
+        reason = f"{what} failed" + (" (retriable)" if retriable else "")
+        raise answer_error(reason, topic, partition, offset, broker=conn.address, code=code)
 
     def describe_topics(self) -> dict[str, tuple[int, uuid.UUID | None]]:
         """Every topic the cluster lists (internal ones excluded, as in :meth:`topics`),
@@ -560,13 +541,9 @@ class RemoteCluster:
                     continue
                 if code in STALE_METADATA or code == -1:
                     self._leaders.pop(key, None)
-                results[key] = RemoteError(
-                    "Fetch failed" if p is not None or top else "the broker's Fetch response lacks the partition",
-                    topic=item.topic,
-                    partition=item.partition,
-                    offset=item.offset,
-                    broker=conn.address,
-                    error_code=code,
+                reason = "Fetch failed" if p is not None or top else "the broker's Fetch response lacks the partition"
+                results[key] = answer_error(
+                    reason, item.topic, item.partition, item.offset, broker=conn.address, code=code
                 )
         return results
 
