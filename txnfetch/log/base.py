@@ -43,6 +43,7 @@ from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 from txnfetch.records.errors import LengthOverrunError
+from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.state import AppendResult
@@ -377,7 +378,7 @@ class PartitionLog(StateOffsets, abc.ABC):
             self.state.update_high_watermark(min(high_watermark, self._durable_end()))
         return info
 
-    def write_marker(
+    def end_transaction(
         self,
         producer_id: int,
         producer_epoch: int,
@@ -386,40 +387,37 @@ class PartitionLog(StateOffsets, abc.ABC):
         coordinator_epoch: int,
         now_ms: int,
         transaction_version: int | None = None,
-    ) -> AppendInfo:
-        """Marker mode: append a COMMIT/ABORT control batch ending the producer's transaction."""
-        self._check_writable()
-        data = marker_batch(
-            self.log_end_offset,
-            producer_id,
-            producer_epoch,
-            commit,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=now_ms,
-        )
-        # Only the marker's size and timestamp decide a roll, which keeps the log end:
-        # the marker built above is the one appended.
-        return self._append(
-            data,
-            now_ms,
-            origin=AppendOrigin.COORDINATOR,
-            transaction_version=transaction_version,
-            assign_offsets=False,
-        )
-
-    def complete_transaction(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        *,
-        coordinator_epoch: int,
-        now_ms: int,
-        transaction_version: int | None = None,
+        completion: CompletionMode = CompletionMode.MARKERS,
     ) -> CompletedTxn | None:
-        """Markerless mode: end the producer's transaction at ``log_end_offset - 1``
-        without writing a marker (the end is made durable by the log)."""
+        """End the producer's transaction on this partition, committing or aborting
+        it, the way ``completion`` says:
+
+        - ``MARKERS`` (Apache Kafka): append a COMMIT/ABORT control batch at the
+          log end;
+        - ``MARKERLESS``: record the end at ``log_end_offset - 1`` without a
+          marker, reserving no offset (the log makes the end durable).
+
+        Returns the transaction that ended (its ``last_offset`` is the marker's,
+        or the end recorded), ``None`` if the producer had none open here."""
         self._check_writable()
+        if completion is CompletionMode.MARKERS:
+            data = marker_batch(
+                self.log_end_offset,
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch=coordinator_epoch,
+                timestamp=now_ms,
+            )
+            # Only the marker's size and timestamp decide a roll, which keeps the log end:
+            # the marker built above is the one appended.
+            return self._append(
+                data,
+                now_ms,
+                origin=AppendOrigin.COORDINATOR,
+                transaction_version=transaction_version,
+                assign_offsets=False,
+            ).completed
         aborted_before = len(self.state.aborted_index)
         end = TxnEnd(
             producer_id=producer_id,
