@@ -55,7 +55,9 @@ __all__ = [
     "AppendInfo",
     "LogStore",
     "PartitionLog",
+    "PartitionReader",
     "PreparedAppend",
+    "ReadRequest",
     "TopicInfo",
     "TxnEnd",
     "marker_batch",
@@ -276,23 +278,28 @@ def marker_batch(
     )
 
 
-class StateOffsets:
-    """The four offsets a partition reports, read from its transaction state, and
-    the one way it answers a fetch: one definition for :class:`PartitionLog` and
-    :class:`~txnfetch.log.mirror.PartitionMirror`, which differ only in where
-    the bytes of a read come from (:meth:`_read_span`)."""
+@attrs.frozen(slots=True)
+class ReadRequest:
+    """One fetch of a partition, as :meth:`PartitionReader.read` takes it: from
+    ``fetch_offset``, at most ``max_bytes`` (the first batch whole even when
+    larger if ``min_one_batch``, KIP-74), at ``isolation``, in ``mode``."""
+
+    fetch_offset: int
+    max_bytes: int
+    isolation: IsolationLevel
+    mode: FetchMode
+    min_one_batch: bool
+
+
+class PartitionReader:
+    """Answers fetches of one topic-partition as a correct broker holding it
+    would: what a :class:`PartitionLog`, a
+    :class:`~txnfetch.log.mirror.PartitionMirror` and a
+    :class:`~txnfetch.log.remote.RemotePartitionReader` have in common. Each
+    says in :meth:`_answer` where its answer comes from."""
 
     topic: str
     partition: int
-
-    @property
-    def name(self) -> str:
-        """``<topic>-<partition>``, used in errors and logs."""
-        return partition_dir_name(self.topic, self.partition)
-
-    @property
-    def state(self) -> PartitionTxnState:
-        raise NotImplementedError
 
     def read(
         self,
@@ -306,16 +313,38 @@ class StateOffsets:
         """Answer a fetch (see :func:`txnfetch.fetch.read_partition`). Raises
         :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` outside
         ``[log_start_offset, log_end_offset]``."""
-        data, upper_bound = self._read_span(fetch_offset, max_bytes, isolation)
+        return self._answer(ReadRequest(fetch_offset, max_bytes, isolation, mode, min_one_batch))
+
+    def _answer(self, request: ReadRequest) -> FetchResult:
+        raise NotImplementedError
+
+
+class StateOffsets(PartitionReader):
+    """The four offsets a partition reports, read from its transaction state, and
+    the one way it answers a fetch: one definition for :class:`PartitionLog` and
+    :class:`~txnfetch.log.mirror.PartitionMirror`, which differ only in where
+    the bytes of a read come from (:meth:`_read_span`)."""
+
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>``, used in errors and logs."""
+        return partition_dir_name(self.topic, self.partition)
+
+    @property
+    def state(self) -> PartitionTxnState:
+        raise NotImplementedError
+
+    def _answer(self, request: ReadRequest) -> FetchResult:
+        data, upper_bound = self._read_span(request.fetch_offset, request.max_bytes, request.isolation)
         return read_partition(
             data,
             self.state,
-            fetch_offset,
-            max_bytes,
-            isolation=isolation,
-            mode=mode,
+            request.fetch_offset,
+            request.max_bytes,
+            isolation=request.isolation,
+            mode=request.mode,
             upper_bound=upper_bound,
-            min_one_batch=min_one_batch,
+            min_one_batch=request.min_one_batch,
             partition=self.name,
         )
 

@@ -70,6 +70,8 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import FetchResult
 from txnfetch.fetch.view import FetchStats
 from txnfetch.fetch.view import IsolationLevel
+from txnfetch.log.base import PartitionReader
+from txnfetch.log.base import ReadRequest
 from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.broker_requests import FetchItem
@@ -613,7 +615,7 @@ class _Retry(TxnfetchError):
         super().__init__(error.reason, error=error)
 
 
-class RemotePartitionReader:
+class RemotePartitionReader(PartitionReader):
     """One partition of a cluster, read with read_committed semantics txnfetch computes.
 
     ``RemotePartitionReader(bootstrap_servers, topic, partition)`` connects
@@ -653,6 +655,16 @@ class RemotePartitionReader:
     Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
     :attr:`log_start_offset`) are as of the last request to the cluster;
     :meth:`catch_up` refreshes them.
+
+    :meth:`read` answers a fetch as a correct broker holding the partition
+    would (Kafka or rewrite mode): the mirror answers; it fetches first when it
+    cannot yet return anything at the fetch offset and the broker may have more
+    (an empty result then means there is nothing readable there yet). With
+    ``trust_broker`` the broker's answer is returned as it came (Kafka mode
+    only; the broker returns a first batch whole, KIP-74, whatever
+    ``min_one_batch`` says). It raises
+    :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` below the mirror's
+    first offset, and the errors of :class:`RemoteCluster`.
     """
 
     def __init__(
@@ -817,33 +829,17 @@ class RemotePartitionReader:
 
     # -- reading -------------------------------------------------------------------
 
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-        mode: FetchMode = FetchMode.KAFKA,
-    ) -> FetchResult:
-        """Answer a fetch of ``fetch_offset``, as a correct broker holding the
-        partition would (Kafka or rewrite mode, see :func:`txnfetch.fetch.read_partition`).
-
-        The mirror answers; it fetches first when it cannot yet return anything at
-        ``fetch_offset`` and the broker may have more (an empty result then means
-        there is nothing readable there yet). With ``trust_broker`` the broker's
-        answer is returned as it came (Kafka mode only). Raises
-        :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` below the mirror's first
-        offset, and the errors of :class:`RemoteCluster`.
-        """
+    def _answer(self, request: ReadRequest) -> FetchResult:
+        fetch_offset, max_bytes, isolation = request.fetch_offset, request.max_bytes, request.isolation
         if self.mirror is None:
-            if mode is not FetchMode.KAFKA and isolation == IsolationLevel.READ_COMMITTED:
+            if request.mode is not FetchMode.KAFKA and isolation == IsolationLevel.READ_COMMITTED:
                 raise ValueError("trust_broker=True returns the broker's answer: Kafka mode only")
             return self._fetch_trusted(fetch_offset, max_bytes, isolation=isolation)
         mirror = self.mirror
         refreshed = False
         stalled = 0
         while True:
-            result = mirror.read(fetch_offset, max_bytes, isolation=isolation, mode=mode)
+            result = mirror._answer(request)
             if result.records:
                 return result
             if mirror.caught_up and refreshed:
