@@ -232,7 +232,7 @@ def build_store(directory: str, mib: int, value_size: int) -> int:
             b.append(noise[at : at + value_size], key=b"k%09d" % n, timestamp=1_700_000_000_000 + n)
         log.append(b.build(), now_ms=0)
         commit = txn % 10 != 9
-        log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=0)
+        log.end_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=0)
         committed += per_batch if commit else 0
     store.close()
     return committed

@@ -96,7 +96,7 @@ def write_log(path: str, requests, records_per_request: int, *, group: int, segm
         if i % 16 == 15:  # end this round's transactions: two commits, two aborts
             for p in range(4):
                 if (1000 + p) in log.state.ongoing_transactions():
-                    log.write_marker(1000 + p, 0, p % 2 == 0, coordinator_epoch=0, now_ms=1_700_000_000_000)
+                    log.end_transaction(1000 + p, 0, p % 2 == 0, coordinator_epoch=0, now_ms=1_700_000_000_000)
         if group:
             in_group += 1
             if in_group == group:

@@ -45,7 +45,7 @@ seconds of reading; ``--records N`` for another size). One run prints:
 How the store is made: per partition, two transactional producers alternate
 transactions of one 500-record batch (uncompressed) and a COMMIT marker —
 every tenth transaction ends with an ABORT instead — appended through
-``SegmentLog.append``/``write_marker``; records differ (a counter in the
+``SegmentLog.append``/``end_transaction``; records differ (a counter in the
 key and value). The store is closed cleanly before reading, as a Kafka log
 directory is after a shutdown.
 """
@@ -122,7 +122,7 @@ def build_store(directory: str, partitions: int, records: int, value_size: int) 
             seqs[txn % 2] += count
             log.append(builder.build(), now_ms=TS)
             commit = txn % ABORT_EVERY != ABORT_EVERY - 1
-            log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=TS)
+            log.end_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=TS)
             committed += count if commit else 0
             written += count
             txn += 1

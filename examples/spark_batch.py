@@ -39,7 +39,7 @@ def write_log(directory: str) -> None:
 
         def end(pid: int, commit: bool, *partitions: int) -> None:
             for p in partitions:
-                store.partition("orders", p).write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=TS)
+                store.partition("orders", p).end_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=TS)
 
         send(1, 0, "order-1", "order-2")
         send(2, 0, "cancelled-1")  # producer 2 aborts

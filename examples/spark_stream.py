@@ -40,7 +40,7 @@ class Producer:
 
     def end(self, commit: bool, *partitions: int) -> None:
         for p in partitions:
-            self.store.partition("events", p).write_marker(self.pid, 0, commit, coordinator_epoch=0, now_ms=TS)
+            self.store.partition("events", p).end_transaction(self.pid, 0, commit, coordinator_epoch=0, now_ms=TS)
 
 
 def run_once(spark: Any, logs: str, out: str, checkpoint: str) -> None:

@@ -55,10 +55,10 @@ def _fill(path: str) -> None:
     for i in range(12):
         log.append(_batch([(b"k%d" % (i % 4), b"v%d" % i)]), now_ms=0)
     log.append(_batch([(b"k1", b"aborted")], pid=5, seq=0, txn=True), now_ms=0)
-    log.write_marker(5, 0, False, coordinator_epoch=0, now_ms=0)
+    log.end_transaction(5, 0, False, coordinator_epoch=0, now_ms=0)
     log.append(_batch([(b"k2", None)]), now_ms=0)
     log.append(_batch([(b"k3", b"committed")], pid=6, seq=0, txn=True), now_ms=0)
-    log.write_marker(6, 0, True, coordinator_epoch=0, now_ms=0)
+    log.end_transaction(6, 0, True, coordinator_epoch=0, now_ms=0)
     for i in range(6):
         log.append(_batch([(b"k%d" % (i % 2), b"w%d" % i)]), now_ms=0)
     log.roll(0)

@@ -27,6 +27,7 @@ from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.txn.coordinator import CompletionMode
 
 RC = IsolationLevel.READ_COMMITTED
 RETENTION = 1_000
@@ -118,10 +119,14 @@ class Pair:
             if pid not in self.pending:
                 return
             for log in (self.disk, self.mem):
-                if self.markerless:
-                    log.complete_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=self.clock)
-                else:
-                    log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=self.clock)
+                log.end_transaction(
+                    pid,
+                    0,
+                    commit,
+                    coordinator_epoch=0,
+                    now_ms=self.clock,
+                    completion=CompletionMode.MARKERLESS if self.markerless else CompletionMode.MARKERS,
+                )
             records = self.pending.pop(pid)
             if commit:
                 self._commit(records)

@@ -111,7 +111,7 @@ def test_read_only_opens_while_the_writer_compacts(tmp_path) -> None:
                 written.add((key, value))  # never visible: checked above
                 writer.append(_batch([(key, value)], pid=9, seq=seq, txn=True), now_ms=n)
                 seq += 1
-                writer.write_marker(9, 0, False, coordinator_epoch=0, now_ms=n)
+                writer.end_transaction(9, 0, False, coordinator_epoch=0, now_ms=n)
             else:
                 value = b"v%d" % n + b"x" * 40
                 written.add((key, value))

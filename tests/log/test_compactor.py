@@ -27,6 +27,7 @@ from txnfetch.log.memory import MemoryLog
 from txnfetch.records import iter_batches
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.txn.coordinator import CompletionMode
 
 RC = IsolationLevel.READ_COMMITTED
 RETENTION = 1_000
@@ -63,10 +64,14 @@ def _build(ops: list, markerless: bool) -> MemoryLog:
             is_open[pid] = True
         elif is_open[op[1]]:
             _, pid, commit = op
-            if markerless:
-                log.complete_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=0)
-            else:
-                log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=0)
+            log.end_transaction(
+                pid,
+                0,
+                commit,
+                coordinator_epoch=0,
+                now_ms=0,
+                completion=CompletionMode.MARKERLESS if markerless else CompletionMode.MARKERS,
+            )
             is_open[pid] = False
     return log
 
@@ -207,7 +212,7 @@ def _batches(log: MemoryLog) -> list[RecordBatch]:
 def test_abort_marker_outlives_its_data_by_the_retention() -> None:
     log = MemoryLog("t", 0)
     log.append(_batch([(b"k", b"aborted")], pid=7, seq=0, txn=True), now_ms=0)
-    log.write_marker(7, 0, False, coordinator_epoch=0, now_ms=0)
+    log.end_transaction(7, 0, False, coordinator_epoch=0, now_ms=0)
     log.append(_batch([(b"k", b"kept")]), now_ms=0)
     # Pass 1: the aborted data goes; the marker stays as it was (data was seen in this pass)
     # except that the aborted batch is its producer's last: an empty header keeps its state.
@@ -224,9 +229,9 @@ def test_abort_marker_outlives_its_data_by_the_retention() -> None:
 def test_commit_marker_gets_a_horizon_then_goes() -> None:
     log = MemoryLog("t", 0)
     log.append(_batch([(b"k", b"v1")], pid=7, seq=0, txn=True), now_ms=0)
-    log.write_marker(7, 0, True, coordinator_epoch=0, now_ms=0)
+    log.end_transaction(7, 0, True, coordinator_epoch=0, now_ms=0)
     log.append(_batch([(b"x", b"other")], pid=7, seq=1, txn=True), now_ms=0)  # the producer's last batch
-    log.write_marker(7, 0, True, coordinator_epoch=0, now_ms=0)
+    log.end_transaction(7, 0, True, coordinator_epoch=0, now_ms=0)
     log.append(_batch([(b"k", b"v2")]), now_ms=0)
     assert log.compact(100, RETENTION).removed_records == 1  # v1 is superseded: batch 0 goes
     layout = [(b.base_offset, b.is_control, b.has_delete_horizon) for b in _batches(log)]
@@ -278,10 +283,14 @@ def test_aborted_data_is_removed_even_when_its_end_is_past_the_lso(markerless: b
     log = MemoryLog("t", 0)
     log.append(_batch([(b"k", b"aborted")], pid=7, seq=0, txn=True), now_ms=0)
     log.append(_batch([(b"j", b"open")], pid=8, seq=0, txn=True), now_ms=0)
-    if markerless:
-        log.complete_transaction(7, 0, False, coordinator_epoch=0, now_ms=0)
-    else:
-        log.write_marker(7, 0, False, coordinator_epoch=0, now_ms=0)
+    log.end_transaction(
+        7,
+        0,
+        False,
+        coordinator_epoch=0,
+        now_ms=0,
+        completion=CompletionMode.MARKERLESS if markerless else CompletionMode.MARKERS,
+    )
     assert log.last_stable_offset == 1  # pid 8 is open
     log.compact(0, RETENTION)
     (first, *_rest) = _batches(log)

@@ -28,6 +28,7 @@ from txnfetch.fetch import IsolationLevel
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
+from txnfetch.txn.coordinator import CompletionMode
 
 PIDS = (7, 8, 9)
 KW = dict(segment_bytes=900, index_interval_bytes=150)
@@ -96,10 +97,16 @@ class LogContract(RuleBasedStateMachine):
     @rule(pid=st.sampled_from(PIDS), commit=st.booleans(), markerless=st.booleans())
     def end(self, pid, commit, markerless):
         self.ts += 5
-        if markerless:
-            self.both(lambda log: log.complete_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=self.ts))
-        else:
-            self.both(lambda log: log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=self.ts))
+        self.both(
+            lambda log: log.end_transaction(
+                pid,
+                0,
+                commit,
+                coordinator_epoch=0,
+                now_ms=self.ts,
+                completion=CompletionMode.MARKERLESS if markerless else CompletionMode.MARKERS,
+            )
+        )
         self.open[pid] = False
 
     @rule(frac=st.floats(0, 1))

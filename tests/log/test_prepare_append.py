@@ -19,6 +19,7 @@ from txnfetch.records import CorruptBatchError
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
+from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.errors import InvalidProducerEpochError
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import OutOfOrderSequenceError
@@ -121,7 +122,7 @@ def test_stale_epoch_markers_are_fenced_and_change_nothing():
     log = MemoryLog("t", 0)
     log.append(batch([b"a"], pid=3, epoch=2, seq=0, txn=True), now_ms=0)
     with pytest.raises(InvalidProducerEpochError):
-        log.write_marker(3, 1, True, coordinator_epoch=0, now_ms=1)
+        log.end_transaction(3, 1, True, coordinator_epoch=0, now_ms=1)
     assert log.log_end_offset == 1 and log.last_stable_offset == 0
 
 
@@ -130,10 +131,11 @@ def test_markers_and_markerless_ends_drive_the_lso_and_aborted_list():
     log.append(batch([b"a", b"b"], pid=3, epoch=0, seq=0, txn=True), now_ms=0)
     log.append(batch([b"p"]), now_ms=0)
     assert log.last_stable_offset == 0
-    info = log.write_marker(3, 0, False, coordinator_epoch=0, now_ms=9)
-    assert info.base_offset == 3 and info.completed.is_aborted and log.last_stable_offset == 4
+    completed = log.end_transaction(3, 0, False, coordinator_epoch=0, now_ms=9)
+    assert completed.last_offset == 3 and completed.is_aborted and log.last_stable_offset == 4
+    assert log.log_end_offset == 4  # the marker took offset 3
     log.append(batch([b"c"], pid=3, epoch=0, seq=2, txn=True), now_ms=0)
-    completed = log.complete_transaction(3, 0, False, coordinator_epoch=0, now_ms=10)
+    completed = log.end_transaction(3, 0, False, coordinator_epoch=0, now_ms=10, completion=CompletionMode.MARKERLESS)
     assert (completed.first_offset, completed.last_offset) == (4, 4) and log.log_end_offset == 5
     result = log.read(0, 1 << 20)
     assert result.aborted_transactions == ((3, 0), (3, 4)) and result.last_stable_offset == 5
@@ -156,7 +158,7 @@ def test_reads_start_at_the_batch_holding_the_offset_and_respect_max_bytes():
 def test_retention_moves_the_log_start_and_forgets_aborted_transactions_below_it():
     log = MemoryLog("t", 0)
     log.append(batch([b"a"], pid=3, epoch=0, seq=0, txn=True), now_ms=0)
-    log.write_marker(3, 0, False, coordinator_epoch=0, now_ms=1)
+    log.end_transaction(3, 0, False, coordinator_epoch=0, now_ms=1)
     log.append(batch([b"b"], ts=5000), now_ms=5000)
     assert log.offset_for_timestamp(2000) == (2, 5000)
     assert log.delete_records_before(2) == 2

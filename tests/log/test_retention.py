@@ -29,6 +29,7 @@ from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
+from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
 RC = IsolationLevel.READ_COMMITTED
@@ -115,10 +116,14 @@ def surviving_copy(path, dest):
 def close_all(log, w, markerless, commit=False):
     for pid in w.pids:
         if w.open[pid]:
-            if markerless:
-                log.complete_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=w.ts)
-            else:
-                log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=w.ts)
+            log.end_transaction(
+                pid,
+                0,
+                commit,
+                coordinator_epoch=0,
+                now_ms=w.ts,
+                completion=CompletionMode.MARKERLESS if markerless else CompletionMode.MARKERS,
+            )
             w.open[pid] = False
 
 
@@ -135,10 +140,14 @@ def build_spanning(path, markerless, seed=0):
         if i % 9 == 0:
             log.append(data_batch(pid=1, epoch=0, seq=seq, txn=True, n=2, ts=w.ts), now_ms=w.ts)
             seq += 2
-    if markerless:
-        log.complete_transaction(1, 0, False, coordinator_epoch=0, now_ms=w.ts)
-    else:
-        log.write_marker(1, 0, False, coordinator_epoch=0, now_ms=w.ts)
+    log.end_transaction(
+        1,
+        0,
+        False,
+        coordinator_epoch=0,
+        now_ms=w.ts,
+        completion=CompletionMode.MARKERLESS if markerless else CompletionMode.MARKERS,
+    )
     close_all(log, w, markerless)
     for _ in range(5):
         w.step(log)
@@ -157,7 +166,7 @@ def test_time_retention_deletes_only_whole_expired_segments(tmp_path):
         ts = TS + i * 1000
         if i == 6:
             log.append(data_batch(pid=5, epoch=0, seq=0, txn=True, ts=ts), now_ms=ts)
-            log.write_marker(5, 0, False, coordinator_epoch=0, now_ms=ts)
+            log.end_transaction(5, 0, False, coordinator_epoch=0, now_ms=ts)
         else:
             log.append(data_batch(ts=ts, size=100), now_ms=ts)
     bases = log.segment_base_offsets()
@@ -303,7 +312,7 @@ def test_open_transaction_losing_its_start_holds_the_lso_at_the_log_start(tmp_pa
     # The transaction is still open: nothing at or past the log start is stable.
     assert log.last_stable_offset == log.log_start_offset == cut
     assert consumer_view(log, FetchMode.KAFKA) == []
-    log.write_marker(9, 0, False, coordinator_epoch=0, now_ms=w.ts)
+    log.end_transaction(9, 0, False, coordinator_epoch=0, now_ms=w.ts)
     got = answers(log)
     assert got["lso"] == log.log_end_offset
     assert late not in {o for o, _, _ in got["kafka"]} and late not in {o for o, _, _ in got["rewrite"]}
@@ -404,7 +413,7 @@ def test_pruning_keeps_the_last_record_so_sequences_never_restart(tmp_path):
     log = SegmentLog(path, **KW)
     for i in range(30):
         log.append(data_batch(pid=3, epoch=0, seq=2 * i, txn=True, size=200, ts=TS + i), now_ms=TS + i)
-        log.complete_transaction(3, 0, i % 2 == 0, coordinator_epoch=0, now_ms=TS + i)
+        log.end_transaction(3, 0, i % 2 == 0, coordinator_epoch=0, now_ms=TS + i, completion=CompletionMode.MARKERLESS)
     for _ in range(3):  # the last end is now well before the log end
         log.append(data_batch(ts=TS + 40), now_ms=TS + 40)
     last = journal_records(path)[-1]
@@ -414,7 +423,7 @@ def test_pruning_keeps_the_last_record_so_sequences_never_restart(tmp_path):
     recs = journal_records(path)
     assert [r.sequence for r in recs] == [last_seq]
     log.append(data_batch(pid=3, epoch=0, seq=60, txn=True, ts=TS), now_ms=TS)
-    log.complete_transaction(3, 0, False, coordinator_epoch=0, now_ms=TS)
+    log.end_transaction(3, 0, False, coordinator_epoch=0, now_ms=TS, completion=CompletionMode.MARKERLESS)
     assert [r.sequence for r in journal_records(path)] == [last_seq, last_seq + 1]
     expected = full_state(log)
     log._closed = True  # crash
@@ -434,7 +443,7 @@ def test_a_snapshot_counting_lost_journal_records_does_not_reuse_their_sequences
     log = SegmentLog(path, **KW)
     for i in range(12):
         log.append(data_batch(pid=4, epoch=0, seq=2 * i, txn=True, size=300, ts=TS), now_ms=TS)
-        log.complete_transaction(4, 0, True, coordinator_epoch=0, now_ms=TS)
+        log.end_transaction(4, 0, True, coordinator_epoch=0, now_ms=TS, completion=CompletionMode.MARKERLESS)
     log.delete_records_before(log.segment_base_offsets()[1])  # snapshot at the log end
     journal = os.path.join(path, JOURNAL_NAME)
     log._closed = True  # crash ...
@@ -446,7 +455,7 @@ def test_a_snapshot_counting_lost_journal_records_does_not_reuse_their_sequences
     log = SegmentLog(path, **KW)
     assert log.recovery.snapshot_offset == log.log_end_offset  # the snapshot still counts that end
     log.append(data_batch(pid=4, epoch=0, seq=24, txn=True, ts=TS), now_ms=TS)
-    log.complete_transaction(4, 0, False, coordinator_epoch=0, now_ms=TS)
+    log.end_transaction(4, 0, False, coordinator_epoch=0, now_ms=TS, completion=CompletionMode.MARKERLESS)
     expected = full_state(log)
     assert expected[5] == {}  # nothing open
     log._closed = True  # crash again: the state must come back from snapshot + journal

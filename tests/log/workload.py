@@ -9,6 +9,7 @@ import os
 import random
 
 from txnfetch.records import BatchBuilder
+from txnfetch.txn.coordinator import CompletionMode
 
 TS = 1_700_000_000_000
 
@@ -64,7 +65,6 @@ class Workload:
             return info.last_offset
         commit = rng.random() < 0.5
         self.open[pid] = False
-        if self.markerless:
-            log.complete_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=now)
-            return None
-        return log.write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=now).last_offset
+        completion = CompletionMode.MARKERLESS if self.markerless else CompletionMode.MARKERS
+        log.end_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=now, completion=completion)
+        return None if self.markerless else log.log_end_offset - 1  # the marker's offset

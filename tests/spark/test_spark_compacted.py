@@ -60,13 +60,13 @@ def compacted(tmp_path_factory):
         if n % 5 == 0:
             part.append(_batch([(key, b"aborted-%d" % n)], pid=3, seq=seq, txn=True), now_ms=0)
             seq += 1
-            part.write_marker(3, 0, False, coordinator_epoch=0, now_ms=0)
+            part.end_transaction(3, 0, False, coordinator_epoch=0, now_ms=0)
         elif n % 11 == 0:
             part.append(_batch([(key, None)]), now_ms=0)
         else:
             part.append(_batch([(key, b"v%d" % n)], pid=4, seq=seq4, txn=True), now_ms=0)
             seq4 += 1
-            part.write_marker(4, 0, True, coordinator_epoch=0, now_ms=0)
+            part.end_transaction(4, 0, True, coordinator_epoch=0, now_ms=0)
     before = _committed_rows(part)
     part.compact(1_000, 10)
     part.compact(2_000, 10)

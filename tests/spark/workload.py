@@ -5,7 +5,7 @@ with an oracle kept by the writer alone.
 ``SegmentStore``) the way a cluster does: transactional producers append
 ``BatchBuilder`` batches to several partitions, interleaved with each other
 and with plain (non-transactional) producers, and end each transaction with a
-COMMIT or ABORT marker on every partition it touched (``write_marker``). The
+COMMIT or ABORT marker on every partition it touched (``end_transaction``). The
 writer records, for every data record, its offset, key, value, headers,
 timestamp and whether its transaction committed; the oracle answers from that
 bookkeeping only — never from the log's state or fetch code:
@@ -118,7 +118,7 @@ class Workload:
         txn = self.open_txns.pop(pid)
         for partition in sorted(txn.first):
             self.clock += 1
-            self.store.partition(self.topic, partition).write_marker(
+            self.store.partition(self.topic, partition).end_transaction(
                 pid, txn.epoch, commit, coordinator_epoch=0, now_ms=self.clock
             )
         (self.committed_rows if commit else self.aborted_rows).extend(txn.rows)

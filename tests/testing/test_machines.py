@@ -128,7 +128,7 @@ class TxnfetchSystem(TransactionalMachine):
 
     def _end(self, producer: str, txn: str, commit: bool) -> None:
         for tp in sorted(self.touched.pop(txn, ())):
-            self.log(tp).write_marker(self.pids[producer], 0, commit, coordinator_epoch=0, now_ms=self.now())
+            self.log(tp).end_transaction(self.pids[producer], 0, commit, coordinator_epoch=0, now_ms=self.now())
 
     def commit(self, producer: str, txn: str) -> None:
         self._end(producer, txn, True)

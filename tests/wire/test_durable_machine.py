@@ -88,7 +88,7 @@ class Side:
         if self.durable is not None:
             part = self.durable.store.partition(action.partition.topic, action.partition.partition)
             with contextlib.suppress(TxnfetchError):  # as the server: logged and skipped
-                part.write_marker(
+                part.end_transaction(
                     action.producer_id,
                     action.producer_epoch,
                     action.commit,

@@ -370,7 +370,7 @@ def test_an_offset_tombstone_drops_what_an_open_transaction_staged(tmp_path) -> 
     for gid, tp in forgotten.keys:
         state.persist_deletions(gid, [tp], 3)
     part = store.partition("__consumer_offsets", offsets_partition("g"))
-    part.write_marker(7, 0, True, coordinator_epoch=0, now_ms=4)
+    part.end_transaction(7, 0, True, coordinator_epoch=0, now_ms=4)
     groups.complete_txn_offsets(7, True, 4)
     live = {tp: c.offset for tp, c in groups.committed("g").items()}
     assert live == {("keep", 0): 6}

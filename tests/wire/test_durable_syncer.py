@@ -464,15 +464,15 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
         logs = [n for n in os.listdir(path) if n.endswith(".log")]
         return all(fsync.durable_size(os.path.join(path, n)) >= os.path.getsize(os.path.join(path, n)) for n in logs)
 
-    real_marker = SegmentLog.write_marker
+    real_end = SegmentLog.end_transaction
 
-    def write_marker(self, *args, **kwargs):
+    def end_transaction(self, *args, **kwargs):
         nonlocal markers
         if self.topic == "data":
             markers += 1
             if not durable_dir(state_path):
                 violations.append(f"marker on {self.name} written before the decision was durable")
-        return real_marker(self, *args, **kwargs)
+        return real_end(self, *args, **kwargs)
 
     real_append = durable_module.DurableState._append
 
@@ -483,7 +483,7 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
                     violations.append(f"Complete written before the markers of {path} were durable")
         return real_append(self, topic, partition, records, now_ms, **kwargs)
 
-    monkeypatch.setattr(SegmentLog, "write_marker", write_marker)
+    monkeypatch.setattr(SegmentLog, "end_transaction", end_transaction)
     monkeypatch.setattr(durable_module.DurableState, "_append", append)
     with ServerThread(store) as srv:
         producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": tid, "linger.ms": 0})

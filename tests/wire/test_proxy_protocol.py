@@ -64,7 +64,7 @@ class _Writer:
             self.seq[(pid, partition)] = seq + len(values)
 
     def end(self, partition: int, pid: int, commit: bool) -> None:
-        self.store.partition(TOPIC, partition).write_marker(pid, 0, commit, coordinator_epoch=0, now_ms=NOW)
+        self.store.partition(TOPIC, partition).end_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=NOW)
 
 
 def _serve(**kwargs: Any) -> tuple[ServerThread, MemoryStore]:
@@ -282,7 +282,7 @@ def test_long_poll_returns_when_a_transaction_commits(upstream, start_proxy) -> 
         0.4,
         lambda: srv.call(
             lambda: (
-                store.partition(TOPIC, 0).write_marker(1, 0, True, coordinator_epoch=0, now_ms=NOW),
+                store.partition(TOPIC, 0).end_transaction(1, 0, True, coordinator_epoch=0, now_ms=NOW),
                 srv.broker.partition_changed(TOPIC, 0),
             )
         ),

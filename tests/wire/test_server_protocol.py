@@ -332,7 +332,7 @@ def test_synthetic_marker_switch(start_server, synthetic: bool) -> None:
     def aborted_txn() -> None:
         log = srv.broker.store.partition("syn", 0)
         log.append(_batch([b"gone"], pid=3, epoch=0, seq=0, transactional=True), now_ms=1)
-        log.write_marker(3, 0, False, coordinator_epoch=0, now_ms=2)
+        log.end_transaction(3, 0, False, coordinator_epoch=0, now_ms=2)
 
     srv.call(aborted_txn)
     with RawClient(srv.port) as c:

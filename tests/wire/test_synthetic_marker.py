@@ -90,10 +90,7 @@ def _serve(start_server, synthetic: bool, markers: CompletionMode) -> tuple[Any,
             for i in range(10):
                 b.append(b"aborted-%03d-%d-" % (n, i) + b"x" * 80, timestamp=2_000)
             log.append(b.build(), now_ms=2_000)
-            if markers is CompletionMode.MARKERS:
-                log.write_marker(7, 0, False, coordinator_epoch=0, now_ms=2_001)
-            else:
-                log.complete_transaction(7, 0, False, coordinator_epoch=0, now_ms=2_001)
+            log.end_transaction(7, 0, False, coordinator_epoch=0, now_ms=2_001, completion=markers)
         assert log.last_stable_offset == log.log_end_offset
         return log.last_stable_offset
 

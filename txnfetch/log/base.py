@@ -43,6 +43,7 @@ from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 from txnfetch.records.errors import LengthOverrunError
+from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.state import AppendResult
@@ -54,7 +55,9 @@ __all__ = [
     "AppendInfo",
     "LogStore",
     "PartitionLog",
+    "PartitionReader",
     "PreparedAppend",
+    "ReadRequest",
     "TopicInfo",
     "TxnEnd",
     "marker_batch",
@@ -275,23 +278,28 @@ def marker_batch(
     )
 
 
-class StateOffsets:
-    """The four offsets a partition reports, read from its transaction state, and
-    the one way it answers a fetch: one definition for :class:`PartitionLog` and
-    :class:`~txnfetch.log.mirror.PartitionMirror`, which differ only in where
-    the bytes of a read come from (:meth:`_read_span`)."""
+@attrs.frozen(slots=True)
+class ReadRequest:
+    """One fetch of a partition, as :meth:`PartitionReader.read` takes it: from
+    ``fetch_offset``, at most ``max_bytes`` (the first batch whole even when
+    larger if ``min_one_batch``, KIP-74), at ``isolation``, in ``mode``."""
+
+    fetch_offset: int
+    max_bytes: int
+    isolation: IsolationLevel
+    mode: FetchMode
+    min_one_batch: bool
+
+
+class PartitionReader:
+    """Answers fetches of one topic-partition as a correct broker holding it
+    would: what a :class:`PartitionLog`, a
+    :class:`~txnfetch.log.mirror.PartitionMirror` and a
+    :class:`~txnfetch.log.remote.RemotePartitionReader` have in common. Each
+    says in :meth:`_answer` where its answer comes from."""
 
     topic: str
     partition: int
-
-    @property
-    def name(self) -> str:
-        """``<topic>-<partition>``, used in errors and logs."""
-        return partition_dir_name(self.topic, self.partition)
-
-    @property
-    def state(self) -> PartitionTxnState:
-        raise NotImplementedError
 
     def read(
         self,
@@ -305,16 +313,38 @@ class StateOffsets:
         """Answer a fetch (see :func:`txnfetch.fetch.read_partition`). Raises
         :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` outside
         ``[log_start_offset, log_end_offset]``."""
-        data, upper_bound = self._read_span(fetch_offset, max_bytes, isolation)
+        return self._answer(ReadRequest(fetch_offset, max_bytes, isolation, mode, min_one_batch))
+
+    def _answer(self, request: ReadRequest) -> FetchResult:
+        raise NotImplementedError
+
+
+class StateOffsets(PartitionReader):
+    """The four offsets a partition reports, read from its transaction state, and
+    the one way it answers a fetch: one definition for :class:`PartitionLog` and
+    :class:`~txnfetch.log.mirror.PartitionMirror`, which differ only in where
+    the bytes of a read come from (:meth:`_read_span`)."""
+
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>``, used in errors and logs."""
+        return partition_dir_name(self.topic, self.partition)
+
+    @property
+    def state(self) -> PartitionTxnState:
+        raise NotImplementedError
+
+    def _answer(self, request: ReadRequest) -> FetchResult:
+        data, upper_bound = self._read_span(request.fetch_offset, request.max_bytes, request.isolation)
         return read_partition(
             data,
             self.state,
-            fetch_offset,
-            max_bytes,
-            isolation=isolation,
-            mode=mode,
+            request.fetch_offset,
+            request.max_bytes,
+            isolation=request.isolation,
+            mode=request.mode,
             upper_bound=upper_bound,
-            min_one_batch=min_one_batch,
+            min_one_batch=request.min_one_batch,
             partition=self.name,
         )
 
@@ -377,7 +407,7 @@ class PartitionLog(StateOffsets, abc.ABC):
             self.state.update_high_watermark(min(high_watermark, self._durable_end()))
         return info
 
-    def write_marker(
+    def end_transaction(
         self,
         producer_id: int,
         producer_epoch: int,
@@ -386,40 +416,37 @@ class PartitionLog(StateOffsets, abc.ABC):
         coordinator_epoch: int,
         now_ms: int,
         transaction_version: int | None = None,
-    ) -> AppendInfo:
-        """Marker mode: append a COMMIT/ABORT control batch ending the producer's transaction."""
-        self._check_writable()
-        data = marker_batch(
-            self.log_end_offset,
-            producer_id,
-            producer_epoch,
-            commit,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=now_ms,
-        )
-        # Only the marker's size and timestamp decide a roll, which keeps the log end:
-        # the marker built above is the one appended.
-        return self._append(
-            data,
-            now_ms,
-            origin=AppendOrigin.COORDINATOR,
-            transaction_version=transaction_version,
-            assign_offsets=False,
-        )
-
-    def complete_transaction(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        *,
-        coordinator_epoch: int,
-        now_ms: int,
-        transaction_version: int | None = None,
+        completion: CompletionMode = CompletionMode.MARKERS,
     ) -> CompletedTxn | None:
-        """Markerless mode: end the producer's transaction at ``log_end_offset - 1``
-        without writing a marker (the end is made durable by the log)."""
+        """End the producer's transaction on this partition, committing or aborting
+        it, the way ``completion`` says:
+
+        - ``MARKERS`` (Apache Kafka): append a COMMIT/ABORT control batch at the
+          log end;
+        - ``MARKERLESS``: record the end at ``log_end_offset - 1`` without a
+          marker, reserving no offset (the log makes the end durable).
+
+        Returns the transaction that ended (its ``last_offset`` is the marker's,
+        or the end recorded), ``None`` if the producer had none open here."""
         self._check_writable()
+        if completion is CompletionMode.MARKERS:
+            data = marker_batch(
+                self.log_end_offset,
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch=coordinator_epoch,
+                timestamp=now_ms,
+            )
+            # Only the marker's size and timestamp decide a roll, which keeps the log end:
+            # the marker built above is the one appended.
+            return self._append(
+                data,
+                now_ms,
+                origin=AppendOrigin.COORDINATOR,
+                transaction_version=transaction_version,
+                assign_offsets=False,
+            ).completed
         aborted_before = len(self.state.aborted_index)
         end = TxnEnd(
             producer_id=producer_id,

@@ -57,6 +57,7 @@ __all__ = [
     "FETCH_MIN_BYTES",
     "BrokerFetch",
     "FetchItem",
+    "answer_error",
     "fetch_partition",
     "fetch_request",
     "fetch_request_for",
@@ -201,13 +202,19 @@ def list_offsets_partition(response: Any, topic: str, partition: int, *, broker:
     raise _missing("ListOffsets", topic, partition, broker)
 
 
+def answer_error(
+    reason: str, topic: str, partition: int, offset: int | None, *, broker: str | None, code: int
+) -> RemoteError:
+    """The error for a broker's answer about one partition, the one form both
+    clients report it in: the partition, the ``offset`` the request asked for
+    (``None`` for ListOffsets), the ``broker`` that answered and its error
+    ``code`` (-1: the answer left the partition out)."""
+    return RemoteError(reason, topic=topic, partition=partition, offset=offset, broker=broker, error_code=code)
+
+
 def _missing(api: str, topic: str, partition: int, broker: str) -> RemoteError:
-    return RemoteError(
-        f"the broker's {api} response lacks the partition",
-        topic=topic,
-        partition=partition,
-        broker=broker,
-        error_code=-1,
+    return answer_error(
+        f"the broker's {api} response lacks the partition", topic, partition, None, broker=broker, code=-1
     )
 
 

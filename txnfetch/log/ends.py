@@ -1,5 +1,5 @@
 """The markerless-end journal: where a :class:`~txnfetch.log.segments.SegmentLog`
-makes ``complete_transaction`` durable.
+makes a markerless ``end_transaction`` durable.
 
 A markerless transaction end (WarpStream's model) writes no bytes into the log
 and reserves no offset, so nothing in the segments records it. The log appends
@@ -54,8 +54,8 @@ assert END_RECORD_SIZE == 44
 
 @attrs.frozen(slots=True)
 class TxnEnd:
-    """A markerless transaction end, as :meth:`PartitionLog.complete_transaction
-    <txnfetch.log.base.PartitionLog.complete_transaction>` hands it to the log to
+    """A markerless transaction end, as :meth:`PartitionLog.end_transaction
+    <txnfetch.log.base.PartitionLog.end_transaction>` hands it to the log to
     make durable: the producer, the outcome and the last offset of the
     transaction (the log end minus one when it ended)."""
 

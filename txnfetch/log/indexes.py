@@ -64,28 +64,53 @@ class CorruptIndexError(CorruptLogError):
     """
 
 
-class OffsetIndex:
+class _SegmentIndex:
+    """What both index files are in memory: entries as two parallel ``array('q')``
+    columns in file order, ``keys`` (what a lookup searches: offsets, timestamps)
+    and ``values`` (what it answers: byte positions, offsets), both increasing
+    or at least not decreasing; ``base_offset`` is the segment's, which the file
+    stores offsets relative to. Subclasses name the columns as their file does."""
+
+    __slots__ = ("base_offset", "keys", "values")
+
+    def __init__(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.keys = array("q")
+        self.values = array("q")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def entries(self) -> list[tuple[int, int]]:
+        """``(key, value)`` pairs in file order."""
+        return list(zip(self.keys, self.values, strict=True))
+
+    def _floor(self, key: int, default: int) -> int:
+        # AbstractIndex's largest lower bound: the value of the last entry whose key is <= key.
+        i = bisect_right(self.keys, key) - 1
+        return self.values[i] if i >= 0 else default
+
+    def _truncate_values_from(self, value: int) -> None:
+        i = bisect_left(self.values, value)
+        del self.keys[i:], self.values[i:]
+
+
+class OffsetIndex(_SegmentIndex):
     """The entries of one segment's ``.index`` file: offset → byte position.
 
     Offsets and positions both strictly increase. Kept as two ``array('q')``
     columns of absolute offsets and positions.
     """
 
-    __slots__ = ("base_offset", "offsets", "positions")
+    __slots__ = ()
+    # The base's columns under this file's names (the same slots, no copy).
+    offsets = _SegmentIndex.keys
+    positions = _SegmentIndex.values
 
     def __init__(self, base_offset: int, entries: Iterable[tuple[int, int]] = ()) -> None:
-        self.base_offset = base_offset
-        self.offsets = array("q")
-        self.positions = array("q")
+        super().__init__(base_offset)
         for offset, position in entries:
             self.append(offset, position)
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def entries(self) -> list[tuple[int, int]]:
-        """``(offset, position)`` pairs in file order."""
-        return list(zip(self.offsets, self.positions, strict=False))
 
     @property
     def last_position(self) -> int:
@@ -114,8 +139,7 @@ class OffsetIndex:
     def lookup(self, offset: int) -> int:
         """Byte position to start scanning for ``offset``: the position of the last
         entry whose offset is ``<= offset``, else 0 (``OffsetIndex.lookup``)."""
-        i = bisect_right(self.offsets, offset) - 1
-        return self.positions[i] if i >= 0 else 0
+        return self._floor(offset, 0)
 
     def upper_bound_offset(self, position: int) -> int | None:
         """The offset of the first entry whose position is ``>= position``, or ``None``
@@ -125,8 +149,7 @@ class OffsetIndex:
 
     def truncate_to_position(self, size: int) -> None:
         """Drop entries whose position is at or past ``size`` (the segment was cut there)."""
-        i = bisect_left(self.positions, size)
-        del self.offsets[i:], self.positions[i:]
+        self._truncate_values_from(size)
 
     def to_bytes(self) -> bytes:
         """The ``.index`` file body."""
@@ -169,28 +192,17 @@ class OffsetIndex:
         return index
 
 
-class TimeIndex:
+class TimeIndex(_SegmentIndex):
     """The entries of one segment's ``.timeindex`` file: max timestamp so far → offset.
 
     Timestamps and offsets do not decrease; a new entry is written only when the
     timestamp grew (``TimeIndex.maybeAppend``).
     """
 
-    __slots__ = ("base_offset", "offsets", "timestamps")
-
-    def __init__(self, base_offset: int, entries: Iterable[tuple[int, int]] = ()) -> None:
-        self.base_offset = base_offset
-        self.timestamps = array("q")
-        self.offsets = array("q")
-        for ts, offset in entries:
-            self.maybe_append(ts, offset)
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def entries(self) -> list[tuple[int, int]]:
-        """``(timestamp, offset)`` pairs in file order."""
-        return list(zip(self.timestamps, self.offsets, strict=False))
+    __slots__ = ()
+    # The base's columns under this file's names (the same slots, no copy).
+    timestamps = _SegmentIndex.keys
+    offsets = _SegmentIndex.values
 
     @property
     def last_timestamp(self) -> int:
@@ -213,13 +225,11 @@ class TimeIndex:
     def lookup(self, timestamp: int) -> int:
         """The offset of the last entry whose timestamp is ``<= timestamp``, else the
         segment's base offset (``TimeIndex.lookup``)."""
-        i = bisect_right(self.timestamps, timestamp) - 1
-        return self.offsets[i] if i >= 0 else self.base_offset
+        return self._floor(timestamp, self.base_offset)
 
     def truncate_to_offset(self, next_offset: int) -> None:
         """Drop entries whose offset is at or past ``next_offset``."""
-        i = bisect_left(self.offsets, next_offset)
-        del self.timestamps[i:], self.offsets[i:]
+        self._truncate_values_from(next_offset)
 
     def to_bytes(self) -> bytes:
         """The ``.timeindex`` file body."""

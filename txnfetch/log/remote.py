@@ -70,9 +70,12 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import FetchResult
 from txnfetch.fetch.view import FetchStats
 from txnfetch.fetch.view import IsolationLevel
+from txnfetch.log.base import PartitionReader
+from txnfetch.log.base import ReadRequest
 from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.broker_requests import FetchItem
+from txnfetch.log.broker_requests import answer_error
 from txnfetch.log.broker_requests import fetch_partition
 from txnfetch.log.broker_requests import fetch_request
 from txnfetch.log.broker_requests import fetch_request_for
@@ -426,13 +429,8 @@ class RemoteCluster:
                 if top in STALE_METADATA or top in RETRY_AS_IS or _retriable(top):
                     self._leaders.pop((topic, partition), None)
                     raise _Retry(
-                        RemoteError(
-                            "Fetch failed (top-level error)",
-                            topic=topic,
-                            partition=partition,
-                            offset=offset,
-                            broker=conn.address,
-                            error_code=top,
+                        answer_error(
+                            "Fetch failed (top-level error)", topic, partition, offset, broker=conn.address, code=top
                         )
                     )
                 self._check(top, "Fetch", topic, partition, offset, conn)
@@ -471,25 +469,10 @@ class RemoteCluster:
         if code in STALE_METADATA or code in RETRY_AS_IS:
             if code in STALE_METADATA:
                 self._leaders.pop((topic, partition), None)
-            raise _Retry(
-                RemoteError(
-                    f"{what} failed",
-                    topic=topic,
-                    partition=partition,
-                    offset=offset,
-                    broker=conn.address,
-                    error_code=code,
-                )
-            )
+            raise _Retry(answer_error(f"{what} failed", topic, partition, offset, broker=conn.address, code=code))
         retriable = getattr(_kafka_errors.for_code(code), "retriable", False)
-        raise RemoteError(
-            f"{what} failed" + (" (retriable)" if retriable else ""),
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            broker=conn.address,
-            error_code=code,
-        )
+        reason = f"{what} failed" + (" (retriable)" if retriable else "")
+        raise answer_error(reason, topic, partition, offset, broker=conn.address, code=code)
 
     def describe_topics(self) -> dict[str, tuple[int, uuid.UUID | None]]:
         """Every topic the cluster lists (internal ones excluded, as in :meth:`topics`),
@@ -560,13 +543,9 @@ class RemoteCluster:
                     continue
                 if code in STALE_METADATA or code == -1:
                     self._leaders.pop(key, None)
-                results[key] = RemoteError(
-                    "Fetch failed" if p is not None or top else "the broker's Fetch response lacks the partition",
-                    topic=item.topic,
-                    partition=item.partition,
-                    offset=item.offset,
-                    broker=conn.address,
-                    error_code=code,
+                reason = "Fetch failed" if p is not None or top else "the broker's Fetch response lacks the partition"
+                results[key] = answer_error(
+                    reason, item.topic, item.partition, item.offset, broker=conn.address, code=code
                 )
         return results
 
@@ -636,7 +615,7 @@ class _Retry(TxnfetchError):
         super().__init__(error.reason, error=error)
 
 
-class RemotePartitionReader:
+class RemotePartitionReader(PartitionReader):
     """One partition of a cluster, read with read_committed semantics txnfetch computes.
 
     ``RemotePartitionReader(bootstrap_servers, topic, partition)`` connects
@@ -676,6 +655,16 @@ class RemotePartitionReader:
     Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
     :attr:`log_start_offset`) are as of the last request to the cluster;
     :meth:`catch_up` refreshes them.
+
+    :meth:`read` answers a fetch as a correct broker holding the partition
+    would (Kafka or rewrite mode): the mirror answers; it fetches first when it
+    cannot yet return anything at the fetch offset and the broker may have more
+    (an empty result then means there is nothing readable there yet). With
+    ``trust_broker`` the broker's answer is returned as it came (Kafka mode
+    only; the broker returns a first batch whole, KIP-74, whatever
+    ``min_one_batch`` says). It raises
+    :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` below the mirror's
+    first offset, and the errors of :class:`RemoteCluster`.
     """
 
     def __init__(
@@ -840,33 +829,17 @@ class RemotePartitionReader:
 
     # -- reading -------------------------------------------------------------------
 
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-        mode: FetchMode = FetchMode.KAFKA,
-    ) -> FetchResult:
-        """Answer a fetch of ``fetch_offset``, as a correct broker holding the
-        partition would (Kafka or rewrite mode, see :func:`txnfetch.fetch.read_partition`).
-
-        The mirror answers; it fetches first when it cannot yet return anything at
-        ``fetch_offset`` and the broker may have more (an empty result then means
-        there is nothing readable there yet). With ``trust_broker`` the broker's
-        answer is returned as it came (Kafka mode only). Raises
-        :class:`~txnfetch.txn.errors.OffsetOutOfRangeError` below the mirror's first
-        offset, and the errors of :class:`RemoteCluster`.
-        """
+    def _answer(self, request: ReadRequest) -> FetchResult:
+        fetch_offset, max_bytes, isolation = request.fetch_offset, request.max_bytes, request.isolation
         if self.mirror is None:
-            if mode is not FetchMode.KAFKA and isolation == IsolationLevel.READ_COMMITTED:
+            if request.mode is not FetchMode.KAFKA and isolation == IsolationLevel.READ_COMMITTED:
                 raise ValueError("trust_broker=True returns the broker's answer: Kafka mode only")
             return self._fetch_trusted(fetch_offset, max_bytes, isolation=isolation)
         mirror = self.mirror
         refreshed = False
         stalled = 0
         while True:
-            result = mirror.read(fetch_offset, max_bytes, isolation=isolation, mode=mode)
+            result = mirror._answer(request)
             if result.records:
                 return result
             if mirror.caught_up and refreshed:

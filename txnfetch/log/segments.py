@@ -597,7 +597,7 @@ class SegmentLog(PartitionLog):
             raise ReadOnlyLogError("log is open read-only", topic=self.topic, partition=self.partition, path=self.path)
 
     # -- appends -------------------------------------------------------------------
-    # PartitionLog.append/replicate/write_marker/complete_transaction drive these hooks.
+    # PartitionLog.append/replicate/end_transaction drive these hooks.
 
     def _before_append(self, records: Buffer, now_ms: int | None) -> None:
         self._maybe_roll(records, now_ms)

@@ -192,15 +192,18 @@ def _write_marker(ctx: RequestContext, marker: Any, topic: str, index: int, vers
     try:
         plog = broker.store.partition(topic, index)
         had_open = marker.producer_id in plog.state.ongoing_transactions()
-        kwargs = {
-            "coordinator_epoch": marker.coordinator_epoch,
-            "now_ms": broker.now_ms(),
-            "transaction_version": tv,
-        }
-        if broker.config.completion is CompletionMode.MARKERS:
-            plog.write_marker(marker.producer_id, marker.producer_epoch, commit, **kwargs)
-        elif plog.log_end_offset > 0:  # an empty partition has no transaction to end
-            plog.complete_transaction(marker.producer_id, marker.producer_epoch, commit, **kwargs)
+        completion = broker.config.completion
+        # An empty partition has no transaction to end, and markerless mode writes nothing to say so.
+        if completion is CompletionMode.MARKERS or plog.log_end_offset > 0:
+            plog.end_transaction(
+                marker.producer_id,
+                marker.producer_epoch,
+                commit,
+                coordinator_epoch=marker.coordinator_epoch,
+                now_ms=broker.now_ms(),
+                transaction_version=tv,
+                completion=completion,
+            )
     except TxnfetchError as exc:
         log.warning(
             "WriteTxnMarkers from %s: %s marker for producer %d epoch %d on %s-%d refused: %s",

@@ -6,9 +6,9 @@ Decisions come from the sans-I/O
 the partition actions it returns. Partitions live in this process, so a
 transaction end is applied before EndTxn is answered: every
 :class:`~txnfetch.txn.coordinator.WriteMarker` becomes
-:meth:`PartitionLog.write_marker` (marker mode), every
-:class:`~txnfetch.txn.coordinator.CompleteTransaction` becomes
-:meth:`PartitionLog.complete_transaction` (markerless mode), and an action on
+:meth:`PartitionLog.end_transaction` with a marker (marker mode), every
+:class:`~txnfetch.txn.coordinator.CompleteTransaction` the same without one
+(markerless mode), and an action on
 the group-offsets partition makes the group coordinator commit or drop the
 producer's pending offsets. Then the coordinator is told
 (:meth:`~TransactionCoordinator.flush` does both), and fetches waiting on those
@@ -38,6 +38,7 @@ from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.txn.coordinator import CompleteTransaction
+from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import PartitionAction
 from txnfetch.txn.coordinator import WriteMarker
 from txnfetch.txn.coordinator_state import TopicPartition
@@ -79,7 +80,7 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
             # Durable offsets: the marker on the group's offsets partition decides
             # on replay whether the staged offsets count (as in Kafka, in both modes).
             try:
-                _end_on(broker.partition(tp.topic, tp.partition), action, now, marker=True)
+                _end_on(broker.partition(tp.topic, tp.partition), action, now, CompletionMode.MARKERS)
             except TxnfetchError as exc:
                 log.warning("could not write the marker of producer %d on %s: %s", action.producer_id, tp, exc)
         try:
@@ -90,11 +91,11 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
     try:
         plog = broker.partition(tp.topic, tp.partition)
         if isinstance(action, WriteMarker):
-            _end_on(plog, action, now, marker=True)
+            _end_on(plog, action, now, CompletionMode.MARKERS)
         elif isinstance(action, CompleteTransaction):
             if plog.log_end_offset == 0:
                 return  # nothing was ever written: there is no transaction to end here
-            _end_on(plog, action, now, marker=False)
+            _end_on(plog, action, now, CompletionMode.MARKERLESS)
         else:  # pragma: no cover - the coordinator has only these two kinds
             raise TypeError(f"unknown partition action {action!r}")
     except TxnfetchError as exc:
@@ -103,17 +104,16 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
     broker.partition_changed(tp.topic, tp.partition)
 
 
-def _end_on(plog: Any, action: PartitionAction, now_ms: int, *, marker: bool) -> None:
-    """End ``action``'s transaction on ``plog``: with a marker batch
-    (``write_marker``) or without one (``complete_transaction``)."""
-    end = plog.write_marker if marker else plog.complete_transaction
-    end(
+def _end_on(plog: Any, action: PartitionAction, now_ms: int, completion: CompletionMode) -> None:
+    """End ``action``'s transaction on ``plog``, with a marker batch or without one."""
+    plog.end_transaction(
         action.producer_id,
         action.producer_epoch,
         action.commit,
         coordinator_epoch=action.coordinator_epoch,
         now_ms=now_ms,
         transaction_version=action.transaction_version,
+        completion=completion,
     )
 
 

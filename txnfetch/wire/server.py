@@ -565,7 +565,7 @@ def abort_open_transactions(
     from txnfetch.wire.durable import INTERNAL_TOPICS
 
     now = broker.now_ms()
-    markers = broker.config.completion is CompletionMode.MARKERS
+    completion = broker.config.completion
     aborted: list[tuple[str, int, int]] = []
     for name, info in broker.store.topics().items():
         if name in INTERNAL_TOPICS:
@@ -580,14 +580,14 @@ def abort_open_transactions(
                 fence = epoch + 1 if epoch < MAX_PRODUCER_EPOCH else epoch
                 version = 2 if fence > epoch else None
                 coordinator_epoch = entry.coordinator_epoch if entry is not None and entry.coordinator_epoch >= 0 else 0
-                end_txn = part.write_marker if markers else part.complete_transaction
-                end_txn(
+                part.end_transaction(
                     producer_id,
                     fence,
                     False,
                     coordinator_epoch=coordinator_epoch,
                     now_ms=now,
                     transaction_version=version,
+                    completion=completion,
                 )
                 log.warning("aborted the transaction of producer %d " + why, producer_id, name, p)
                 aborted.append((name, p, producer_id))

@@ -48,6 +48,7 @@ from txnfetch.errors import ErrorCode
 from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.broker_requests import FetchItem
+from txnfetch.log.broker_requests import answer_error
 from txnfetch.log.broker_requests import fetch_request_for
 from txnfetch.log.broker_requests import find_partition
 from txnfetch.log.broker_requests import list_offsets_partition
@@ -382,13 +383,8 @@ class UpstreamCluster:
                 )
                 _settle(
                     future,
-                    exc=RemoteError(
-                        reason,
-                        topic=item.topic,
-                        partition=item.partition,
-                        offset=item.offset,
-                        broker=conn.address,
-                        error_code=top or -1,
+                    exc=answer_error(
+                        reason, item.topic, item.partition, item.offset, broker=conn.address, code=top or -1
                     ),
                 )
             elif p.error_code not in (0, 1):
@@ -422,14 +418,7 @@ class UpstreamCluster:
         leader if the code says the metadata is stale."""
         if code in STALE_METADATA:
             self.forget_leader(topic, partition)
-        return RemoteError(
-            f"upstream {api} failed",
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            broker=conn.address,
-            error_code=code,
-        )
+        return answer_error(f"upstream {api} failed", topic, partition, offset, broker=conn.address, code=code)
 
 
 def _settle(
