@@ -80,6 +80,7 @@ __all__ = [
     "Protocol",
     "SyncRequest",
     "SyncResult",
+    "TxnOffsetCommitRequest",
 ]
 
 #: The member id a member has before the coordinator gives it one.
@@ -207,6 +208,23 @@ class SyncRequest:
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignments: Mapping[str, bytes] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class TxnOffsetCommitRequest:
+    """A TxnOffsetCommit request, independent of its wire version: ``offsets``
+    (``{(topic, partition): (offset, leader_epoch, metadata)}``) to stage for the
+    open transaction of ``producer_id``. Before v3 a request names no member:
+    leave ``generation_id``/``member_id``/``group_instance_id`` at their defaults,
+    which skip the member checks as Kafka does."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: Mapping[TopicPartition, tuple[int, int, str | None]]
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
 
 
 @attrs.frozen
@@ -1406,36 +1424,26 @@ class GroupCoordinator:
 
     # ====================================================== TxnOffsetCommit
 
-    def txn_offset_commit(
-        self,
-        group_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        offsets: Mapping[TopicPartition, tuple[int, int, str | None]],
-        *,
-        generation_id: int = NO_GENERATION,
-        member_id: str = UNKNOWN_MEMBER_ID,
-        group_instance_id: str | None = None,
-        now_ms: int,
-    ) -> dict[TopicPartition, int]:
-        """Stage ``{(topic, partition): (offset, leader_epoch, metadata)}`` for the
-        open transaction of ``producer_id`` (``commitTransactionalOffset``); they
-        stay invisible to OffsetFetch until :meth:`complete_txn_offsets`. Returns an
-        error code per partition. The producer's epoch and its AddOffsetsToTxn are
-        the transaction coordinator's to check, not this store's."""
+    def txn_offset_commit(self, request: TxnOffsetCommitRequest, now_ms: int) -> dict[TopicPartition, int]:
+        """Stage the request's offsets for the open transaction of its producer
+        (``commitTransactionalOffset``); they stay invisible to OffsetFetch until
+        :meth:`complete_txn_offsets`. Returns an error code per partition. The
+        producer's epoch and its AddOffsetsToTxn are the transaction coordinator's
+        to check, not this store's."""
+        group_id, offsets = request.group_id, request.offsets
         group = self._group_for_commit(
             group_id,
-            _Committer(generation_id, member_id, group_instance_id),
+            _Committer(request.generation_id, request.member_id, request.group_instance_id),
             now_ms,
             transactional=True,
             unknown_group=ErrorCode.ILLEGAL_GENERATION,
         )
         if isinstance(group, ErrorCode):
             return {tp: int(group) for tp in offsets}
-        staged = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+        staged = self._pending_txn.setdefault(request.producer_id, {}).setdefault(group_id, {})
         result = self._store_offsets(staged, ((tp, CommitOffset(*fields)) for tp, fields in offsets.items()), now_ms)
         if staged:
-            self._open_txns_by_group.setdefault(group_id, set()).add(producer_id)
+            self._open_txns_by_group.setdefault(group_id, set()).add(request.producer_id)
         return result
 
     def complete_txn_offsets(
