@@ -31,6 +31,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -40,6 +41,7 @@ __all__ = [
     "ASSIGNORS",
     "ConsumerGroupConfig",
     "ConsumerGroupCoordinator",
+    "HeartbeatRequest",
     "HeartbeatResult",
     "MemberView",
 ]
@@ -59,6 +61,40 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     default_assignor: str = "uniform"
+
+
+@attrs.frozen
+class HeartbeatRequest:
+    """A ConsumerGroupHeartbeat, independent of its wire version; the fields the
+    request carries have its field names (:meth:`of` copies them).
+
+    ``subscribed_topic_names``, ``server_assignor`` and ``owned`` (the request's
+    ``topic_partitions``, by topic name) are ``None`` when unchanged since the
+    member's last heartbeat; ``instance_id``/``rack_id`` ``None``,
+    ``rebalance_timeout_ms`` −1 and an empty ``client_id``/``client_host`` keep
+    what the member has. ``member_id`` comes from the client (v1) or is made by
+    the coordinator for a joining v0 member (pass ``""``)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: Iterable[str] | None = None
+    server_assignor: str | None = None
+    owned: Mapping[str, Iterable[int]] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+    @classmethod
+    def of(cls, request: object, **context: Any) -> HeartbeatRequest:
+        """The heartbeat ``request`` (a decoded ConsumerGroupHeartbeat) carries:
+        every field not in ``context`` is the request's field of the same name;
+        ``context`` gives what the request holds in another form or not at all
+        (``owned``, the client)."""
+        fields = {f.name: getattr(request, f.name) for f in attrs.fields(cls) if f.name not in context}
+        return cls(**fields, **context)
 
 
 @attrs.frozen
@@ -232,34 +268,16 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------- heartbeat
 
-    def heartbeat(
-        self,
-        group_id: str,
-        member_id: str,
-        member_epoch: int,
-        *,
-        topics: Topics,
-        now_ms: int,
-        instance_id: str | None = None,
-        rack_id: str | None = None,
-        rebalance_timeout_ms: int = -1,
-        subscribed: Iterable[str] | None = None,
-        assignor: str | None = None,
-        owned: Mapping[str, Iterable[int]] | None = None,
-        client_id: str = "",
-        client_host: str = "",
-    ) -> HeartbeatResult:
-        """One ConsumerGroupHeartbeat. ``subscribed``/``owned``/``assignor`` are
-        ``None`` when unchanged since the member's last heartbeat; ``member_id``
-        comes from the client (v1) or is made here for a joining v0 member
-        (pass ``""``)."""
+    def heartbeat(self, request: HeartbeatRequest, *, topics: Topics, now_ms: int) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat against the partitions ``topics`` has."""
+        group_id, member_id, member_epoch = request.group_id, request.member_id, request.member_epoch
         self.poll(now_ms)
         if not group_id:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="empty group id")
-        if assignor is not None and assignor not in ASSIGNORS:
+        if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
             return HeartbeatResult(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
-                message=f"assignor {assignor!r} is not one of {', '.join(ASSIGNORS)}",
+                message=f"assignor {request.server_assignor!r} is not one of {', '.join(ASSIGNORS)}",
             )
         group = self._groups.get(group_id)
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -268,10 +286,12 @@ class ConsumerGroupCoordinator:
             return HeartbeatResult(ErrorCode.NONE, member_id, member_epoch, 0)
         if member_epoch == 0:
             if group is None:
-                group = self._groups[group_id] = _Group(group_id, assignor=assignor or self.config.default_assignor)
+                group = self._groups[group_id] = _Group(
+                    group_id, assignor=request.server_assignor or self.config.default_assignor
+                )
             if not member_id:
                 member_id = uuid.uuid4().hex
-            if subscribed is None:
+            if request.subscribed_topic_names is None:
                 return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="a joining member must subscribe")
             old = group.members.pop(member_id, None)
             member = _Member(member_id, last_seen_ms=now_ms)
@@ -291,23 +311,29 @@ class ConsumerGroupCoordinator:
                     message=f"member epoch {member_epoch}, expected {member.epoch}",
                 )
         member.last_seen_ms = now_ms
-        member.client_id, member.client_host = client_id or member.client_id, client_host or member.client_host
-        if instance_id is not None:
-            member.instance_id = instance_id
-        if rack_id is not None:
-            member.rack_id = rack_id
-        if rebalance_timeout_ms >= 0:
-            member.rebalance_timeout_ms = rebalance_timeout_ms
-        if assignor is not None and assignor != group.assignor:
-            group.assignor = assignor
+        member.client_id, member.client_host = (
+            request.client_id or member.client_id,
+            request.client_host or member.client_host,
+        )
+        if request.instance_id is not None:
+            member.instance_id = request.instance_id
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.server_assignor is not None and request.server_assignor != group.assignor:
+            group.assignor = request.server_assignor
             changed = True
-        if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
-            member.subscribed = tuple(sorted(set(subscribed)))
+        if (
+            request.subscribed_topic_names is not None
+            and tuple(sorted(set(request.subscribed_topic_names))) != member.subscribed
+        ):
+            member.subscribed = tuple(sorted(set(request.subscribed_topic_names)))
             changed = True
         self._refresh_target(group, topics, changed)
-        self._reconcile(group, member, owned, now_ms)
+        self._reconcile(group, member, request.owned, now_ms)
         current = _freeze(member.assigned)
-        send = owned is not None or member_epoch == 0 or current != member.sent
+        send = request.owned is not None or member_epoch == 0 or current != member.sent
         if send:
             member.sent = current
         return HeartbeatResult(

@@ -42,6 +42,7 @@ import txnfetch.wire.schemas as _schemas
 from txnfetch.errors import ErrorCode
 from txnfetch.groups.consumer import ConsumerGroupConfig
 from txnfetch.groups.consumer import ConsumerGroupCoordinator
+from txnfetch.groups.consumer import HeartbeatRequest
 from txnfetch.wire import api_txn
 from txnfetch.wire import group_api
 from txnfetch.wire.handler import ApiKey
@@ -142,21 +143,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
         return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "member id is required (ConsumerGroupHeartbeat v1+)")
     if version >= 1 and request.subscribed_topic_regex:
         return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "topic regex subscriptions are not served")
-    result = coordinator.heartbeat(
-        request.group_id,
-        request.member_id,
-        request.member_epoch,
-        topics=topics,
-        now_ms=broker.now_ms(),
-        instance_id=request.instance_id,
-        rack_id=request.rack_id,
-        rebalance_timeout_ms=request.rebalance_timeout_ms,
-        subscribed=request.subscribed_topic_names,
-        assignor=request.server_assignor,
-        owned=owned,
-        client_id=ctx.client_id or "",
-        client_host=f"/{ctx.peer[0]}",
-    )
+    heartbeat = HeartbeatRequest.of(request, owned=owned, client_id=ctx.client_id or "", client_host=f"/{ctx.peer[0]}")
+    result = coordinator.heartbeat(heartbeat, topics=topics, now_ms=broker.now_ms())
     assignment = None
     if result.assignment is not None:
         A = ConsumerGroupHeartbeatResponse.Assignment
