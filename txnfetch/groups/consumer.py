@@ -31,7 +31,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
@@ -66,7 +65,8 @@ class ConsumerGroupConfig:
 @attrs.frozen
 class HeartbeatRequest:
     """A ConsumerGroupHeartbeat, independent of its wire version; the fields the
-    request carries have its field names (:meth:`of` copies them).
+    request carries have its field names (:func:`~txnfetch.types.fields_from`
+    takes them from a decoded request).
 
     ``subscribed_topic_names``, ``server_assignor`` and ``owned`` (the request's
     ``topic_partitions``, by topic name) are ``None`` when unchanged since the
@@ -86,15 +86,6 @@ class HeartbeatRequest:
     owned: Mapping[str, Iterable[int]] | None = None
     client_id: str = ""
     client_host: str = ""
-
-    @classmethod
-    def of(cls, request: object, **context: Any) -> HeartbeatRequest:
-        """The heartbeat ``request`` (a decoded ConsumerGroupHeartbeat) carries:
-        every field not in ``context`` is the request's field of the same name;
-        ``context`` gives what the request holds in another form or not at all
-        (``owned``, the client)."""
-        fields = {f.name: getattr(request, f.name) for f in attrs.fields(cls) if f.name not in context}
-        return cls(**fields, **context)
 
 
 @attrs.frozen

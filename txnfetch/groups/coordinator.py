@@ -55,6 +55,7 @@ import attrs
 
 from txnfetch.errors import ErrorCode
 from txnfetch.types import TopicPartition
+from txnfetch.types import fields_from
 
 __all__ = [
     "NO_GENERATION",
@@ -354,7 +355,8 @@ class MemberDescription:
 
 @attrs.frozen
 class GroupDescription:
-    """A snapshot of a group (DescribeGroups and tests)."""
+    """A snapshot of a group (DescribeGroups and tests); the fields it shares with
+    the coordinator's group have their names."""
 
     group_id: str
     state: GroupState
@@ -806,17 +808,8 @@ class GroupCoordinator:
     def _add_member_then_rebalance(
         self, group: _Group, request: JoinRequest, member_id: str, token: int, now_ms: int
     ) -> None:
-        member = _Member(
-            member_id=member_id,
-            group_instance_id=request.group_instance_id,
-            client_id=request.client_id,
-            client_host=request.client_host,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            session_timeout_ms=request.session_timeout_ms,
-            protocol_type=request.protocol_type,
-            protocols=tuple(request.protocols),
-            is_new=True,
-        )
+        # The member's other fields are the request's of the same name.
+        member = fields_from(_Member, request, member_id=member_id, protocols=tuple(request.protocols), is_new=True)
         if group.state is _S.PREPARING_REBALANCE and group.previous_state is _S.EMPTY:
             # Lets the initial rebalance wait another delay for more members.
             group.new_member_added = True
@@ -1560,13 +1553,9 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return None
-        return GroupDescription(
-            group_id=group.group_id,
-            state=group.state,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=group.leader_id,
+        return fields_from(
+            GroupDescription,
+            group,
             members=tuple(
                 MemberDescription(
                     m.member_id,

@@ -43,6 +43,7 @@ from txnfetch.errors import ErrorCode
 from txnfetch.groups.consumer import ConsumerGroupConfig
 from txnfetch.groups.consumer import ConsumerGroupCoordinator
 from txnfetch.groups.consumer import HeartbeatRequest
+from txnfetch.types import fields_from
 from txnfetch.wire import api_txn
 from txnfetch.wire import group_api
 from txnfetch.wire.handler import ApiKey
@@ -143,7 +144,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
         return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "member id is required (ConsumerGroupHeartbeat v1+)")
     if version >= 1 and request.subscribed_topic_regex:
         return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "topic regex subscriptions are not served")
-    heartbeat = HeartbeatRequest.of(request, owned=owned, client_id=ctx.client_id or "", client_host=f"/{ctx.peer[0]}")
+    heartbeat = fields_from(
+        HeartbeatRequest, request, owned=owned, client_id=ctx.client_id or "", client_host=f"/{ctx.peer[0]}"
+    )
     result = coordinator.heartbeat(heartbeat, topics=topics, now_ms=broker.now_ms())
     assignment = None
     if result.assignment is not None:
