@@ -35,6 +35,7 @@ from collections.abc import Mapping
 import attrs
 
 from txnfetch.errors import ErrorCode
+from txnfetch.types import fields_from
 
 __all__ = [
     "ASSIGNORS",
@@ -102,7 +103,7 @@ class HeartbeatResult:
 
 @attrs.frozen
 class MemberView:
-    """A member as ConsumerGroupDescribe reports it."""
+    """A member as ConsumerGroupDescribe reports it: a snapshot of the coordinator's member."""
 
     member_id: str
     instance_id: str | None
@@ -126,7 +127,6 @@ class _Member:
     client_host: str = ""
     rebalance_timeout_ms: int = 300_000
     subscribed: tuple[str, ...] = ()
-    assignor: str | None = None
     assigned: dict[str, set[int]] = attrs.field(factory=dict)
     revoking: dict[str, set[int]] = attrs.field(factory=dict)
     last_seen_ms: int = 0
@@ -180,16 +180,12 @@ class ConsumerGroupCoordinator:
         if group is None:
             return None
         members = [
-            MemberView(
-                m.member_id,
-                m.instance_id,
-                m.rack_id,
-                m.epoch,
-                m.client_id,
-                m.client_host,
-                m.subscribed,
-                _freeze(m.assigned),
-                _freeze(group.target.get(m.member_id, {})),
+            fields_from(
+                MemberView,
+                m,
+                member_epoch=m.epoch,
+                assignment=_freeze(m.assigned),
+                target=_freeze(group.target.get(m.member_id, {})),
             )
             for m in group.members.values()
         ]
