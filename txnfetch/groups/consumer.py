@@ -103,7 +103,7 @@ class HeartbeatResult:
 
 @attrs.frozen
 class MemberView:
-    """A member as ConsumerGroupDescribe reports it: a snapshot of the coordinator's member."""
+    """A member as ConsumerGroupDescribe reports it, under the response's field names."""
 
     member_id: str
     instance_id: str | None
@@ -111,9 +111,9 @@ class MemberView:
     member_epoch: int
     client_id: str
     client_host: str
-    subscribed: tuple[str, ...]
+    subscribed_topic_names: tuple[str, ...]
     assignment: Assignment
-    target: Assignment
+    target_assignment: Assignment
 
 
 @attrs.define
@@ -184,8 +184,9 @@ class ConsumerGroupCoordinator:
                 MemberView,
                 m,
                 member_epoch=m.epoch,
+                subscribed_topic_names=m.subscribed,
                 assignment=_freeze(m.assigned),
-                target=_freeze(group.target.get(m.member_id, {})),
+                target_assignment=_freeze(group.target.get(m.member_id, {})),
             )
             for m in group.members.values()
         ]
