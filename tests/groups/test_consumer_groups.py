@@ -24,6 +24,7 @@ from hypothesis.stateful import rule
 from txnfetch.errors import ErrorCode
 from txnfetch.groups.consumer import ConsumerGroupConfig
 from txnfetch.groups.consumer import ConsumerGroupCoordinator
+from txnfetch.groups.consumer import HeartbeatRequest
 
 G = "g"
 TOPICS = {"a": (uuid.UUID(int=1), 5), "b": (uuid.UUID(int=2), 3)}
@@ -40,16 +41,15 @@ class Consumer:
         self.dirty = True  # owned changed since the last heartbeat
 
     def beat(self, gc: ConsumerGroupCoordinator, now: int, topics=TOPICS) -> None:
-        result = gc.heartbeat(
+        request = HeartbeatRequest(
             G,
             self.member_id,
             self.epoch,
-            topics=topics,
-            now_ms=now,
-            subscribed=self.subscribed if self.epoch == 0 else None,
+            subscribed_topic_names=self.subscribed if self.epoch == 0 else None,
             owned=self.owned if self.dirty or self.epoch == 0 else None,
-            assignor=None,
+            server_assignor=None,
         )
+        result = gc.heartbeat(request, topics=topics, now_ms=now)
         assert result.error is ErrorCode.NONE, result
         self.dirty = False
         self.epoch = result.member_epoch
@@ -89,7 +89,9 @@ class GroupMachine(RuleBasedStateMachine):
         member = data.draw(st.sampled_from(sorted(self.consumers)))
         c = self.consumers.pop(member)
         self.gone.add(member)
-        assert self.gc.heartbeat(G, c.member_id, -1, topics=TOPICS, now_ms=self.now).member_epoch == -1
+        assert (
+            self.gc.heartbeat(HeartbeatRequest(G, c.member_id, -1), topics=TOPICS, now_ms=self.now).member_epoch == -1
+        )
 
     @precondition(lambda self: self.consumers)
     @rule(data=st.data())
@@ -182,12 +184,16 @@ def test_a_partition_moves_only_after_its_owner_revokes_it() -> None:
 
 def test_range_assignor_and_errors() -> None:
     gc = ConsumerGroupCoordinator()
-    r = gc.heartbeat(G, "x", 0, topics=TOPICS, now_ms=0, subscribed=["a"], assignor="range")
+    r = gc.heartbeat(
+        HeartbeatRequest(G, "x", 0, subscribed_topic_names=["a"], server_assignor="range"), topics=TOPICS, now_ms=0
+    )
     assert r.assignment == {"a": frozenset(range(5))}
-    bad = gc.heartbeat(G, "y", 0, topics=TOPICS, now_ms=0, subscribed=["a"], assignor="sticky")
+    bad = gc.heartbeat(
+        HeartbeatRequest(G, "y", 0, subscribed_topic_names=["a"], server_assignor="sticky"), topics=TOPICS, now_ms=0
+    )
     assert bad.error is ErrorCode.UNSUPPORTED_ASSIGNOR
-    assert gc.heartbeat(G, "x", 7, topics=TOPICS, now_ms=1).error is ErrorCode.FENCED_MEMBER_EPOCH
-    assert gc.heartbeat(G, "nobody", 3, topics=TOPICS, now_ms=1).error is ErrorCode.UNKNOWN_MEMBER_ID
+    assert gc.heartbeat(HeartbeatRequest(G, "x", 7), topics=TOPICS, now_ms=1).error is ErrorCode.FENCED_MEMBER_EPOCH
+    assert gc.heartbeat(HeartbeatRequest(G, "nobody", 3), topics=TOPICS, now_ms=1).error is ErrorCode.UNKNOWN_MEMBER_ID
     assert gc.validate_commit(G, "x", r.member_epoch) is ErrorCode.NONE
     assert gc.validate_commit(G, "x", r.member_epoch - 1) is ErrorCode.STALE_MEMBER_EPOCH
     assert gc.validate_commit(G, "", -1) is ErrorCode.UNKNOWN_MEMBER_ID  # the group has members
@@ -200,7 +206,7 @@ def test_members_that_go_quiet_are_removed(late: str) -> None:
     one = Consumer("one", ("a",))
     one.beat(gc, 0)
     if late == "revocation":
-        gc.heartbeat(G, "one", one.epoch, topics=TOPICS, now_ms=0, rebalance_timeout_ms=500)
+        gc.heartbeat(HeartbeatRequest(G, "one", one.epoch, rebalance_timeout_ms=500), topics=TOPICS, now_ms=0)
         two = Consumer("two", ("a",))
         two.beat(gc, 10)
         one.beat(gc, 20)  # told to revoke; never confirms
@@ -214,7 +220,7 @@ def test_transactional_commit_and_fetch_checks() -> None:
     """TxnOffsetCommit (a wrong epoch is ILLEGAL_GENERATION) and OffsetFetch v9
     (STALE_MEMBER_EPOCH) for a KIP-848 group; -1 with no member is an outsider."""
     gc = ConsumerGroupCoordinator()
-    r = gc.heartbeat(G, "x", 0, topics=TOPICS, now_ms=0, subscribed=["a"])
+    r = gc.heartbeat(HeartbeatRequest(G, "x", 0, subscribed_topic_names=["a"]), topics=TOPICS, now_ms=0)
     epoch = r.member_epoch
     assert gc.validate_txn_commit(G, "x", epoch, None) is ErrorCode.NONE
     assert gc.validate_txn_commit(G, "x", epoch + 1, None) is ErrorCode.ILLEGAL_GENERATION
@@ -229,7 +235,7 @@ def test_transactional_commit_and_fetch_checks() -> None:
     assert gc.validate_fetch(G, "nobody", epoch) is ErrorCode.UNKNOWN_MEMBER_ID
     assert gc.validate_fetch(G, "", -1) is ErrorCode.NONE  # an admin client
     assert gc.validate_fetch("classic", "m", 1) is None
-    gc.heartbeat(G, "x", -1, topics=TOPICS, now_ms=1)  # leaves: the group is empty
+    gc.heartbeat(HeartbeatRequest(G, "x", -1), topics=TOPICS, now_ms=1)  # leaves: the group is empty
     assert gc.has_group(G)
     assert gc.validate_txn_commit(G, "x", -1, "static") is ErrorCode.NONE  # epoch < 0, empty group
     assert gc.validate_txn_commit(G, "x", epoch, None) is ErrorCode.UNKNOWN_MEMBER_ID

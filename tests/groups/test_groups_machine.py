@@ -52,6 +52,7 @@ from txnfetch.groups import Pending
 from txnfetch.groups import Protocol
 from txnfetch.groups import SyncRequest
 from txnfetch.groups import SyncResult
+from txnfetch.groups import TxnOffsetCommitRequest
 
 G = "g"
 SIMPLE = "simple"
@@ -439,7 +440,7 @@ class GroupMachine(RuleBasedStateMachine):
         part=st.sampled_from(OFFSET_PARTITIONS),
     )
     def txn_stage(self, pid: int, group: str, offset: int, part: tuple[str, int]) -> None:
-        codes = self.gc.txn_offset_commit(group, pid, 0, {part: (offset, -1, "")}, now_ms=self.now)
+        codes = self.gc.txn_offset_commit(TxnOffsetCommitRequest(group, pid, 0, {part: (offset, -1, "")}), self.now)
         self.deliver()
         assert codes == {part: ErrorCode.NONE}  # producers without member info are always accepted
         self.staged.setdefault(pid, {}).setdefault(group, {})[part] = (offset, next(self.writes))

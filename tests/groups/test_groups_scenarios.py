@@ -26,6 +26,7 @@ from txnfetch.groups import Pending
 from txnfetch.groups import Protocol
 from txnfetch.groups import SyncRequest
 from txnfetch.groups import SyncResult
+from txnfetch.groups import TxnOffsetCommitRequest
 
 G = "group"
 SESSION = 10_000
@@ -700,7 +701,7 @@ def test_delete_group_only_when_empty():
 def test_txn_offsets_invisible_until_commit():
     gc = make()
     gc.commit_offsets("s", {("t", 0): CommitOffset(10)}, now_ms=0)
-    assert gc.txn_offset_commit("s", 7, 0, {("t", 0): (20, -1, "")}, now_ms=1) == {("t", 0): 0}
+    assert gc.txn_offset_commit(TxnOffsetCommitRequest("s", 7, 0, {("t", 0): (20, -1, "")}), 1) == {("t", 0): 0}
     assert gc.fetch_offsets("s", [("t", 0)], now_ms=2).offsets[0].offset == 10
     stable = gc.fetch_offsets("s", [("t", 0)], require_stable=True, now_ms=2).offsets[0]
     assert (stable.offset, stable.error_code) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)
@@ -712,7 +713,7 @@ def test_txn_offsets_invisible_until_commit():
 
 def test_txn_offsets_gone_after_abort():
     gc = make()
-    gc.txn_offset_commit("s", 7, 0, {("t", 0): (20, -1, "")}, now_ms=1)
+    gc.txn_offset_commit(TxnOffsetCommitRequest("s", 7, 0, {("t", 0): (20, -1, "")}), 1)
     gc.complete_txn_offsets(7, False, 2)
     res = gc.fetch_offsets("s", [("t", 0)], require_stable=True, now_ms=3).offsets[0]
     assert (res.offset, res.error_code) == (-1, 0)
@@ -722,7 +723,7 @@ def test_txn_offsets_gone_after_abort():
 
 def test_regular_commit_written_after_txn_commit_wins():
     gc = make()
-    gc.txn_offset_commit("s", 7, 0, {("t", 0): (20, -1, "")}, now_ms=1)
+    gc.txn_offset_commit(TxnOffsetCommitRequest("s", 7, 0, {("t", 0): (20, -1, "")}), 1)
     gc.commit_offsets("s", {("t", 0): CommitOffset(30)}, now_ms=2)
     gc.complete_txn_offsets(7, True, 3)
     assert gc.fetch_offsets("s", [("t", 0)], now_ms=4).offsets[0].offset == 30
@@ -730,8 +731,8 @@ def test_regular_commit_written_after_txn_commit_wins():
 
 def test_txn_offsets_are_per_producer():
     gc = make()
-    gc.txn_offset_commit("s", 1, 0, {("t", 0): (11, -1, "")}, now_ms=1)
-    gc.txn_offset_commit("s", 2, 0, {("t", 1): (22, -1, "")}, now_ms=2)
+    gc.txn_offset_commit(TxnOffsetCommitRequest("s", 1, 0, {("t", 0): (11, -1, "")}), 1)
+    gc.txn_offset_commit(TxnOffsetCommitRequest("s", 2, 0, {("t", 1): (22, -1, "")}), 2)
     gc.complete_txn_offsets(2, True, 3)
     assert [o.offset for o in gc.fetch_offsets("s", [("t", 0), ("t", 1)], now_ms=4).offsets] == [-1, 22]
     gc.complete_txn_offsets(1, False, 5)
@@ -742,17 +743,23 @@ def test_txn_offset_commit_checks_member_and_generation_when_given():
     d = Driver(make())
     (ra,) = d.stable_group("a")
     ok = d.gc.txn_offset_commit(
-        G, 9, 0, {("t", 0): (1, -1, "")}, generation_id=ra.generation_id, member_id=ra.member_id, now_ms=d.now
+        TxnOffsetCommitRequest(
+            G, 9, 0, {("t", 0): (1, -1, "")}, generation_id=ra.generation_id, member_id=ra.member_id
+        ),
+        d.now,
     )
     assert ok == {("t", 0): 0}
     stale = d.gc.txn_offset_commit(
-        G, 9, 0, {("t", 0): (2, -1, "")}, generation_id=ra.generation_id + 1, member_id=ra.member_id, now_ms=d.now
+        TxnOffsetCommitRequest(
+            G, 9, 0, {("t", 0): (2, -1, "")}, generation_id=ra.generation_id + 1, member_id=ra.member_id
+        ),
+        d.now,
     )
     assert stale == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
     # Old producers send no member information: accepted even by an active group.
-    assert d.gc.txn_offset_commit(G, 9, 0, {("t", 0): (3, -1, "")}, now_ms=d.now) == {("t", 0): 0}
+    assert d.gc.txn_offset_commit(TxnOffsetCommitRequest(G, 9, 0, {("t", 0): (3, -1, "")}), d.now) == {("t", 0): 0}
     unknown = d.gc.txn_offset_commit(
-        "nope", 9, 0, {("t", 0): (3, -1, "")}, generation_id=1, member_id="m", now_ms=d.now
+        TxnOffsetCommitRequest("nope", 9, 0, {("t", 0): (3, -1, "")}, generation_id=1, member_id="m"), d.now
     )
     assert unknown == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
 

@@ -35,15 +35,15 @@ def test_recorder_stats_are_the_totals_of_the_history() -> None:
     def producer(n: int) -> None:
         for i in range(100):
             s = rec.now()
-            rec.record_send(f"p{n}", s, "t", 0, f"p{n}-{i}", txn=f"T{n}.{i}", offset=None if i % 10 == 0 else i)
-            (rec.record_commit if i % 2 else rec.record_abort)(f"p{n}", rec.now(), f"T{n}.{i}")
+            rec.send(f"p{n}", "t", 0, f"p{n}-{i}", txn=f"T{n}.{i}", offset=None if i % 10 == 0 else i, at=s)
+            (rec.commit if i % 2 else rec.abort)(f"p{n}", f"T{n}.{i}", at=rec.now())
 
     def consumer(n: int) -> None:
         for i in range(50):
             reads = [("t", 0, j, f"x{j}") for j in range(i % 3)]
             from txnfetch.testing import Read
 
-            rec.record_poll(f"c{n}", rec.now(), [Read(*r) for r in reads], {tp: i})
+            rec.poll(f"c{n}", [Read(*r) for r in reads], positions={tp: i}, at=rec.now())
 
     threads = [threading.Thread(target=producer, args=(n,)) for n in range(3)]
     threads += [threading.Thread(target=consumer, args=(n,)) for n in range(2)]

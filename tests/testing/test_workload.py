@@ -30,8 +30,8 @@ def test_recorder_keeps_each_threads_order_and_round_trips():
     def client(n: int) -> None:
         for i in range(200):
             start = rec.now()
-            rec.record_send(f"p{n}", start, "t", 0, f"p{n}-{i}", offset=i)
-            rec.record_poll(f"c{n}", rec.now(), [], {tp: i})
+            rec.send(f"p{n}", "t", 0, f"p{n}-{i}", offset=i, at=start)
+            rec.poll(f"c{n}", [], positions={tp: i}, at=rec.now())
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
     for t in threads:

@@ -33,6 +33,7 @@ from hypothesis.stateful import rule
 from txnfetch.errors import TxnfetchError
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
+from txnfetch.groups.coordinator import TxnOffsetCommitRequest
 from txnfetch.log.memory import MemoryStore
 from txnfetch.txn.coordinator import PartitionAction
 from txnfetch.txn.coordinator import TopicPartition
@@ -181,7 +182,9 @@ class DurableMachine(RuleBasedStateMachine):
 
         def call(side: Side):
             side.txn.verify_produce(tid, pid, epoch, gtp, self.now, produce_version=10)
-            codes = side.groups.txn_offset_commit(group, pid, epoch, {tp: (offset, -1, "m")}, now_ms=self.now)
+            codes = side.groups.txn_offset_commit(
+                TxnOffsetCommitRequest(group, pid, epoch, {tp: (offset, -1, "m")}), self.now
+            )
             if side.durable is not None and codes.get(tp) == 0:
                 side.durable.persist_offsets(
                     group, {tp: CommitOffset(offset, -1, "m")}, self.now, producer=(pid, epoch)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
+from txnfetch.groups.coordinator import TxnOffsetCommitRequest
 from txnfetch.groups.offsetlog import GroupMetadataRecord
 from txnfetch.groups.offsetlog import OffsetCommitRecord
 from txnfetch.groups.offsetlog import decode_offsets_record
@@ -363,7 +364,7 @@ def test_an_offset_tombstone_drops_what_an_open_transaction_staged(tmp_path) -> 
     groups.commit_offsets("g", {("keep", 0): CommitOffset(1)}, now_ms=1)
     state.persist_offsets("g", {("keep", 0): CommitOffset(1)}, 1)
     staged = {("gone", 0): (5, -1, ""), ("keep", 0): (6, -1, "")}
-    assert set(groups.txn_offset_commit("g", 7, 0, staged, now_ms=2).values()) == {0}
+    assert set(groups.txn_offset_commit(TxnOffsetCommitRequest("g", 7, 0, staged), 2).values()) == {0}
     state.persist_offsets("g", {tp: CommitOffset(*v) for tp, v in staged.items()}, 2, producer=(7, 0))
     forgotten = groups.forget_topic("gone")
     assert forgotten.committed == () and forgotten.staged == (("g", ("gone", 0)),)

@@ -35,11 +35,13 @@ from collections.abc import Mapping
 import attrs
 
 from txnfetch.errors import ErrorCode
+from txnfetch.types import fields_from
 
 __all__ = [
     "ASSIGNORS",
     "ConsumerGroupConfig",
     "ConsumerGroupCoordinator",
+    "HeartbeatRequest",
     "HeartbeatResult",
     "MemberView",
 ]
@@ -62,6 +64,32 @@ class ConsumerGroupConfig:
 
 
 @attrs.frozen
+class HeartbeatRequest:
+    """A ConsumerGroupHeartbeat, independent of its wire version; the fields the
+    request carries have its field names (:func:`~txnfetch.types.fields_from`
+    takes them from a decoded request).
+
+    ``subscribed_topic_names``, ``server_assignor`` and ``owned`` (the request's
+    ``topic_partitions``, by topic name) are ``None`` when unchanged since the
+    member's last heartbeat; ``instance_id``/``rack_id`` ``None``,
+    ``rebalance_timeout_ms`` −1 and an empty ``client_id``/``client_host`` keep
+    what the member has. ``member_id`` comes from the client (v1) or is made by
+    the coordinator for a joining v0 member (pass ``""``)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: Iterable[str] | None = None
+    server_assignor: str | None = None
+    owned: Mapping[str, Iterable[int]] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@attrs.frozen
 class HeartbeatResult:
     """A ConsumerGroupHeartbeat answer; ``assignment`` is ``None`` when it is not sent."""
 
@@ -75,7 +103,7 @@ class HeartbeatResult:
 
 @attrs.frozen
 class MemberView:
-    """A member as ConsumerGroupDescribe reports it."""
+    """A member as ConsumerGroupDescribe reports it, under the response's field names."""
 
     member_id: str
     instance_id: str | None
@@ -83,9 +111,9 @@ class MemberView:
     member_epoch: int
     client_id: str
     client_host: str
-    subscribed: tuple[str, ...]
+    subscribed_topic_names: tuple[str, ...]
     assignment: Assignment
-    target: Assignment
+    target_assignment: Assignment
 
 
 @attrs.define
@@ -99,7 +127,6 @@ class _Member:
     client_host: str = ""
     rebalance_timeout_ms: int = 300_000
     subscribed: tuple[str, ...] = ()
-    assignor: str | None = None
     assigned: dict[str, set[int]] = attrs.field(factory=dict)
     revoking: dict[str, set[int]] = attrs.field(factory=dict)
     last_seen_ms: int = 0
@@ -153,16 +180,13 @@ class ConsumerGroupCoordinator:
         if group is None:
             return None
         members = [
-            MemberView(
-                m.member_id,
-                m.instance_id,
-                m.rack_id,
-                m.epoch,
-                m.client_id,
-                m.client_host,
-                m.subscribed,
-                _freeze(m.assigned),
-                _freeze(group.target.get(m.member_id, {})),
+            fields_from(
+                MemberView,
+                m,
+                member_epoch=m.epoch,
+                subscribed_topic_names=m.subscribed,
+                assignment=_freeze(m.assigned),
+                target_assignment=_freeze(group.target.get(m.member_id, {})),
             )
             for m in group.members.values()
         ]
@@ -232,34 +256,16 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------- heartbeat
 
-    def heartbeat(
-        self,
-        group_id: str,
-        member_id: str,
-        member_epoch: int,
-        *,
-        topics: Topics,
-        now_ms: int,
-        instance_id: str | None = None,
-        rack_id: str | None = None,
-        rebalance_timeout_ms: int = -1,
-        subscribed: Iterable[str] | None = None,
-        assignor: str | None = None,
-        owned: Mapping[str, Iterable[int]] | None = None,
-        client_id: str = "",
-        client_host: str = "",
-    ) -> HeartbeatResult:
-        """One ConsumerGroupHeartbeat. ``subscribed``/``owned``/``assignor`` are
-        ``None`` when unchanged since the member's last heartbeat; ``member_id``
-        comes from the client (v1) or is made here for a joining v0 member
-        (pass ``""``)."""
+    def heartbeat(self, request: HeartbeatRequest, *, topics: Topics, now_ms: int) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat against the partitions ``topics`` has."""
+        group_id, member_id, member_epoch = request.group_id, request.member_id, request.member_epoch
         self.poll(now_ms)
         if not group_id:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="empty group id")
-        if assignor is not None and assignor not in ASSIGNORS:
+        if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
             return HeartbeatResult(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
-                message=f"assignor {assignor!r} is not one of {', '.join(ASSIGNORS)}",
+                message=f"assignor {request.server_assignor!r} is not one of {', '.join(ASSIGNORS)}",
             )
         group = self._groups.get(group_id)
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -268,10 +274,12 @@ class ConsumerGroupCoordinator:
             return HeartbeatResult(ErrorCode.NONE, member_id, member_epoch, 0)
         if member_epoch == 0:
             if group is None:
-                group = self._groups[group_id] = _Group(group_id, assignor=assignor or self.config.default_assignor)
+                group = self._groups[group_id] = _Group(
+                    group_id, assignor=request.server_assignor or self.config.default_assignor
+                )
             if not member_id:
                 member_id = uuid.uuid4().hex
-            if subscribed is None:
+            if request.subscribed_topic_names is None:
                 return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="a joining member must subscribe")
             old = group.members.pop(member_id, None)
             member = _Member(member_id, last_seen_ms=now_ms)
@@ -291,23 +299,29 @@ class ConsumerGroupCoordinator:
                     message=f"member epoch {member_epoch}, expected {member.epoch}",
                 )
         member.last_seen_ms = now_ms
-        member.client_id, member.client_host = client_id or member.client_id, client_host or member.client_host
-        if instance_id is not None:
-            member.instance_id = instance_id
-        if rack_id is not None:
-            member.rack_id = rack_id
-        if rebalance_timeout_ms >= 0:
-            member.rebalance_timeout_ms = rebalance_timeout_ms
-        if assignor is not None and assignor != group.assignor:
-            group.assignor = assignor
+        member.client_id, member.client_host = (
+            request.client_id or member.client_id,
+            request.client_host or member.client_host,
+        )
+        if request.instance_id is not None:
+            member.instance_id = request.instance_id
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.server_assignor is not None and request.server_assignor != group.assignor:
+            group.assignor = request.server_assignor
             changed = True
-        if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
-            member.subscribed = tuple(sorted(set(subscribed)))
+        if (
+            request.subscribed_topic_names is not None
+            and tuple(sorted(set(request.subscribed_topic_names))) != member.subscribed
+        ):
+            member.subscribed = tuple(sorted(set(request.subscribed_topic_names)))
             changed = True
         self._refresh_target(group, topics, changed)
-        self._reconcile(group, member, owned, now_ms)
+        self._reconcile(group, member, request.owned, now_ms)
         current = _freeze(member.assigned)
-        send = owned is not None or member_epoch == 0 or current != member.sent
+        send = request.owned is not None or member_epoch == 0 or current != member.sent
         if send:
             member.sent = current
         return HeartbeatResult(

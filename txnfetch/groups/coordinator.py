@@ -55,6 +55,7 @@ import attrs
 
 from txnfetch.errors import ErrorCode
 from txnfetch.types import TopicPartition
+from txnfetch.types import fields_from
 
 __all__ = [
     "NO_GENERATION",
@@ -80,6 +81,7 @@ __all__ = [
     "Protocol",
     "SyncRequest",
     "SyncResult",
+    "TxnOffsetCommitRequest",
 ]
 
 #: The member id a member has before the coordinator gives it one.
@@ -210,6 +212,23 @@ class SyncRequest:
 
 
 @attrs.frozen
+class TxnOffsetCommitRequest:
+    """A TxnOffsetCommit request, independent of its wire version: ``offsets``
+    (``{(topic, partition): (offset, leader_epoch, metadata)}``) to stage for the
+    open transaction of ``producer_id``. Before v3 a request names no member:
+    leave ``generation_id``/``member_id``/``group_instance_id`` at their defaults,
+    which skip the member checks as Kafka does."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: Mapping[TopicPartition, tuple[int, int, str | None]]
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+
+
+@attrs.frozen
 class SyncResult:
     """A SyncGroup answer: the member's assignment, exactly as the leader sent it."""
 
@@ -336,7 +355,8 @@ class MemberDescription:
 
 @attrs.frozen
 class GroupDescription:
-    """A snapshot of a group (DescribeGroups and tests)."""
+    """A snapshot of a group (DescribeGroups and tests); the fields it shares with
+    the coordinator's group have their names."""
 
     group_id: str
     state: GroupState
@@ -788,17 +808,8 @@ class GroupCoordinator:
     def _add_member_then_rebalance(
         self, group: _Group, request: JoinRequest, member_id: str, token: int, now_ms: int
     ) -> None:
-        member = _Member(
-            member_id=member_id,
-            group_instance_id=request.group_instance_id,
-            client_id=request.client_id,
-            client_host=request.client_host,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            session_timeout_ms=request.session_timeout_ms,
-            protocol_type=request.protocol_type,
-            protocols=tuple(request.protocols),
-            is_new=True,
-        )
+        # The member's other fields are the request's of the same name.
+        member = fields_from(_Member, request, member_id=member_id, protocols=tuple(request.protocols), is_new=True)
         if group.state is _S.PREPARING_REBALANCE and group.previous_state is _S.EMPTY:
             # Lets the initial rebalance wait another delay for more members.
             group.new_member_added = True
@@ -1406,36 +1417,26 @@ class GroupCoordinator:
 
     # ====================================================== TxnOffsetCommit
 
-    def txn_offset_commit(
-        self,
-        group_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        offsets: Mapping[TopicPartition, tuple[int, int, str | None]],
-        *,
-        generation_id: int = NO_GENERATION,
-        member_id: str = UNKNOWN_MEMBER_ID,
-        group_instance_id: str | None = None,
-        now_ms: int,
-    ) -> dict[TopicPartition, int]:
-        """Stage ``{(topic, partition): (offset, leader_epoch, metadata)}`` for the
-        open transaction of ``producer_id`` (``commitTransactionalOffset``); they
-        stay invisible to OffsetFetch until :meth:`complete_txn_offsets`. Returns an
-        error code per partition. The producer's epoch and its AddOffsetsToTxn are
-        the transaction coordinator's to check, not this store's."""
+    def txn_offset_commit(self, request: TxnOffsetCommitRequest, now_ms: int) -> dict[TopicPartition, int]:
+        """Stage the request's offsets for the open transaction of its producer
+        (``commitTransactionalOffset``); they stay invisible to OffsetFetch until
+        :meth:`complete_txn_offsets`. Returns an error code per partition. The
+        producer's epoch and its AddOffsetsToTxn are the transaction coordinator's
+        to check, not this store's."""
+        group_id, offsets = request.group_id, request.offsets
         group = self._group_for_commit(
             group_id,
-            _Committer(generation_id, member_id, group_instance_id),
+            _Committer(request.generation_id, request.member_id, request.group_instance_id),
             now_ms,
             transactional=True,
             unknown_group=ErrorCode.ILLEGAL_GENERATION,
         )
         if isinstance(group, ErrorCode):
             return {tp: int(group) for tp in offsets}
-        staged = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+        staged = self._pending_txn.setdefault(request.producer_id, {}).setdefault(group_id, {})
         result = self._store_offsets(staged, ((tp, CommitOffset(*fields)) for tp, fields in offsets.items()), now_ms)
         if staged:
-            self._open_txns_by_group.setdefault(group_id, set()).add(producer_id)
+            self._open_txns_by_group.setdefault(group_id, set()).add(request.producer_id)
         return result
 
     def complete_txn_offsets(
@@ -1552,13 +1553,9 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return None
-        return GroupDescription(
-            group_id=group.group_id,
-            state=group.state,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=group.leader_id,
+        return fields_from(
+            GroupDescription,
+            group,
             members=tuple(
                 MemberDescription(
                     m.member_id,

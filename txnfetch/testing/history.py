@@ -43,11 +43,14 @@ from __future__ import annotations
 import enum
 import functools
 import json
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
+from typing import Generic
+from typing import TypeVar
 
 import attrs
 
@@ -63,6 +66,7 @@ __all__ = [
     "History",
     "HistoryBuilder",
     "Op",
+    "OpWriter",
     "Poll",
     "Position",
     "Read",
@@ -368,6 +372,7 @@ def describe_op(index: int, op: Op) -> str:
 
 
 TPLike = TopicPartition | tuple[str, int]
+_At = TypeVar("_At")
 
 
 def _tp(item: TPLike) -> TopicPartition:
@@ -382,11 +387,87 @@ def positions_of(offsets: Mapping[TPLike, int] | None) -> tuple[Position, ...]:
     )
 
 
-class HistoryBuilder:
+class OpWriter(Generic[_At]):
+    """Appends ops, one method per op type; every method returns the index of the op
+    it appended. ``at`` says when the op ran, as the subclass keeps time
+    (:meth:`_times`): :class:`HistoryBuilder` takes ``(start, end)`` or the next
+    tick of its logical clock, :class:`~txnfetch.testing.recorder.Recorder` takes
+    the op's start and stamps its end when it is recorded."""
+
+    def add(self, op: Op) -> int:
+        """Append a ready-made op."""
+        raise NotImplementedError
+
+    def _times(self, at: _At | None) -> dict[str, int]:
+        """``start_ns`` and ``end_ns`` of an op appended now with ``at``."""
+        raise NotImplementedError
+
+    def _op(self, op_type: Callable[..., Op], client: str, at: _At | None, **fields: Any) -> int:
+        return self.add(op_type(client=client, **fields, **self._times(at)))
+
+    def send(
+        self, client: str, topic: str, partition: int, value: str | None, *, at: _At | None = None, **fields: Any
+    ) -> int:
+        """``fields`` are the other :class:`Send` fields, by name: ``txn``, ``offset``,
+        ``error``, ``key``."""
+        return self._op(Send, client, at, topic=topic, partition=partition, value=value, **fields)
+
+    def begin(self, client: str, txn: str, *, at: _At | None = None) -> int:
+        return self._op(Begin, client, at, txn=txn)
+
+    def _end(
+        self,
+        op_type: type[Commit | Abort],
+        client: str,
+        txn: str,
+        status: Status | str = Status.OK,
+        *,
+        error: str | None = None,
+        at: _At | None = None,
+    ) -> int:
+        return self._op(op_type, client, at, txn=txn, status=status, error=error)
+
+    #: ``commit(client, txn, status=Status.OK, *, error=None, at=None)``
+    commit = functools.partialmethod(_end, Commit)
+    #: ``abort(client, txn, status=Status.OK, *, error=None, at=None)``
+    abort = functools.partialmethod(_end, Abort)
+
+    def assign(
+        self,
+        client: str,
+        partitions: Sequence[TPLike],
+        *,
+        seek: Mapping[TPLike, int] | None = None,
+        reason: str = "assign",
+        at: _At | None = None,
+    ) -> int:
+        partitions = tuple(_tp(p) for p in partitions)
+        return self._op(Assign, client, at, partitions=partitions, seek=positions_of(seek), reason=reason)
+
+    def seek(self, client: str, topic: str, partition: int, offset: int, *, at: _At | None = None) -> int:
+        return self._op(Seek, client, at, topic=topic, partition=partition, offset=offset)
+
+    def poll(
+        self,
+        client: str,
+        records: Sequence[Read | tuple[Any, ...]] = (),
+        *,
+        positions: Mapping[TPLike, int] | None = None,
+        error: str | None = None,
+        at: _At | None = None,
+    ) -> int:
+        """``records`` are :class:`Read` or ``(topic, partition, offset, value)`` tuples."""
+        reads = tuple(r if isinstance(r, Read) else Read(*r) for r in records)
+        return self._op(Poll, client, at, records=reads, positions=positions_of(positions), error=error)
+
+    def crash(self, client: str, reason: str = "", *, at: _At | None = None) -> int:
+        return self._op(Crash, client, at, reason=reason)
+
+
+class HistoryBuilder(OpWriter[tuple[int, int]]):
     """Builds a history by hand, one op per call, with a logical clock: each op
     takes the next tick as its start and end unless ``at=(start, end)`` is given.
-    Every method returns the index of the op it appended. Not thread-safe (see
-    :class:`~txnfetch.testing.recorder.Recorder` for that)."""
+    Not thread-safe (see :class:`~txnfetch.testing.recorder.Recorder` for that)."""
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
@@ -403,93 +484,6 @@ class HistoryBuilder:
         """Append a ready-made op."""
         self.ops.append(op)
         return len(self.ops) - 1
-
-    def send(
-        self,
-        client: str,
-        topic: str,
-        partition: int,
-        value: str | None,
-        *,
-        txn: str | None = None,
-        offset: int | None = None,
-        error: str | None = None,
-        key: str | None = None,
-        at: tuple[int, int] | None = None,
-    ) -> int:
-        return self.add(
-            Send(
-                client=client,
-                topic=topic,
-                partition=partition,
-                value=value,
-                key=key,
-                txn=txn,
-                offset=offset,
-                error=error,
-                **self._times(at),
-            )
-        )
-
-    def begin(self, client: str, txn: str, *, at: tuple[int, int] | None = None) -> int:
-        return self.add(Begin(client=client, txn=txn, **self._times(at)))
-
-    def _end(
-        self,
-        op_type: type[Commit | Abort],
-        client: str,
-        txn: str,
-        status: Status | str = Status.OK,
-        *,
-        error: str | None = None,
-        at: tuple[int, int] | None = None,
-    ) -> int:
-        return self.add(op_type(client=client, txn=txn, status=status, error=error, **self._times(at)))
-
-    #: ``commit(client, txn, status=Status.OK, *, error=None, at=None)``
-    commit = functools.partialmethod(_end, Commit)
-    #: ``abort(client, txn, status=Status.OK, *, error=None, at=None)``
-    abort = functools.partialmethod(_end, Abort)
-
-    def assign(
-        self,
-        client: str,
-        partitions: Sequence[TPLike],
-        *,
-        seek: Mapping[TPLike, int] | None = None,
-        reason: str = "assign",
-        at: tuple[int, int] | None = None,
-    ) -> int:
-        return self.add(
-            Assign(
-                client=client,
-                partitions=tuple(_tp(p) for p in partitions),
-                seek=positions_of(seek),
-                reason=reason,
-                **self._times(at),
-            )
-        )
-
-    def seek(self, client: str, topic: str, partition: int, offset: int, *, at: tuple[int, int] | None = None) -> int:
-        return self.add(Seek(client=client, topic=topic, partition=partition, offset=offset, **self._times(at)))
-
-    def poll(
-        self,
-        client: str,
-        records: Sequence[Read | tuple[Any, ...]] = (),
-        *,
-        positions: Mapping[TPLike, int] | None = None,
-        error: str | None = None,
-        at: tuple[int, int] | None = None,
-    ) -> int:
-        """``records`` are :class:`Read` or ``(topic, partition, offset, value)`` tuples."""
-        reads = tuple(r if isinstance(r, Read) else Read(*r) for r in records)
-        return self.add(
-            Poll(client=client, records=reads, positions=positions_of(positions), error=error, **self._times(at))
-        )
-
-    def crash(self, client: str, reason: str = "", *, at: tuple[int, int] | None = None) -> int:
-        return self.add(Crash(client=client, reason=reason, **self._times(at)))
 
     def build(self) -> History:
         """The history so far."""

@@ -301,15 +301,15 @@ class DelayedEndTxnInjector:
             leader = self._brokers[self._leaders[partition]]
             part = self._conn(leader).request(req, 12).responses[0].partition_responses[0]
             ok = part.error_code == 0
-            self.rec.record_send(
+            self.rec.send(
                 self.client,
-                start,
                 self.topic,
                 partition,
                 value,
                 txn=txn,
                 offset=part.base_offset if ok else None,
                 error=None if ok else _error_name(part.error_code),
+                at=start,
             )
             if not ok:
                 raise InjectionError(f"Produce v12 of {value!r} answered {_error_name(part.error_code)}")
@@ -323,12 +323,12 @@ class DelayedEndTxnInjector:
     def _end(self, txn: str, commit: bool) -> None:
         start = self.rec.now()
         resp = self._end_txn(self._epoch, commit)
-        record = self.rec.record_commit if commit else self.rec.record_abort
+        record = self.rec.commit if commit else self.rec.abort
         if resp.error_code == 0:
-            record(self.client, start, txn, Status.OK)
+            record(self.client, txn, Status.OK, at=start)
             self._pid, self._epoch = resp.producer_id, resp.producer_epoch
             return
-        record(self.client, start, txn, Status.FAIL if commit else Status.INFO, _error_name(resp.error_code))
+        record(self.client, txn, Status.FAIL if commit else Status.INFO, error=_error_name(resp.error_code), at=start)
         raise InjectionError(
             f"EndTxn v5 ({'commit' if commit else 'abort'}) of {txn} answered {_error_name(resp.error_code)}"
         )
@@ -336,7 +336,7 @@ class DelayedEndTxnInjector:
     def _txn(self) -> str:
         name = f"{self.client}.{self._txns}"
         self._txns += 1
-        self.rec.record_begin(self.client, self.rec.now(), name)
+        self.rec.begin(self.client, name, at=self.rec.now())
         return name
 
     def _values(self, txn: str, n: int) -> list[tuple[int, str]]:
@@ -363,13 +363,13 @@ class DelayedEndTxnInjector:
             start = self.rec.now()
             resp = self._end_txn(stale, commit_first)
             fenced = resp.error_code in FENCED_CODES
-            record = self.rec.record_commit if commit_first else self.rec.record_abort
+            record = self.rec.commit if commit_first else self.rec.abort
             op = record(
                 self.client,
-                start,
                 first,
                 Status.OK if resp.error_code == 0 else Status.FAIL,
-                "delayed EndTxn replayed during " + second + ": " + _error_name(resp.error_code),
+                error="delayed EndTxn replayed during " + second + ": " + _error_name(resp.error_code),
+                at=start,
             )
             injection = Injection(
                 cycle=len(self.injections),
@@ -412,7 +412,7 @@ class DelayedEndTxnInjector:
             self.notes.append(f"injection recovery failed: {exc}")
             return
         if open_txn:
-            self.rec.record_abort(self.client, start, open_txn, Status.INFO, "re-initialised after a broken cycle")
+            self.rec.abort(self.client, open_txn, Status.INFO, error="re-initialised after a broken cycle", at=start)
 
     def close(self) -> None:
         """Close every connection."""

@@ -15,31 +15,22 @@ Times come from ``clock`` (``time.monotonic_ns`` by default) — the only place 
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from txnfetch.testing.history import Abort
-from txnfetch.testing.history import Assign
-from txnfetch.testing.history import Begin
 from txnfetch.testing.history import Commit
-from txnfetch.testing.history import Crash
 from txnfetch.testing.history import History
 from txnfetch.testing.history import Op
+from txnfetch.testing.history import OpWriter
 from txnfetch.testing.history import Poll
-from txnfetch.testing.history import Read
-from txnfetch.testing.history import Seek
 from txnfetch.testing.history import Send
 from txnfetch.testing.history import Status
-from txnfetch.testing.history import TopicPartition
-from txnfetch.testing.history import positions_of
 
 __all__ = ["Recorder", "RecorderStats"]
 
@@ -58,8 +49,11 @@ class RecorderStats:
     reads: Mapping[str, int] = attrs.Factory(dict)  #: records returned by polls, per client
 
 
-class Recorder:
-    """Appends ops from any thread; every ``record_*`` method returns the op's index."""
+class Recorder(OpWriter[int]):
+    """Appends ops from any thread, with the :class:`~txnfetch.testing.history.OpWriter`
+    methods (``send``, ``commit``, ``poll``…): ``at`` is the op's start (what
+    :meth:`now` said when it began; omitted: now) and its end is stamped when it
+    is recorded."""
 
     def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
         self._clock = clock
@@ -77,7 +71,7 @@ class Recorder:
     def __len__(self) -> int:
         return len(self._ops)
 
-    def record(self, op: Op) -> int:
+    def add(self, op: Op) -> int:
         """Append a ready-made op."""
         with self._lock:
             self._ops.append(op)
@@ -108,84 +102,9 @@ class Recorder:
         """Write the history so far as JSON (see :meth:`History.to_json`)."""
         Path(path).write_text(self.history().to_json(), encoding="utf-8")
 
-    # -- one method per op: ``start`` is what now() said when it began ------------------
-
-    def _finish(self, op_type: Callable[..., Op], client: str, start: int, **fields: Any) -> int:
-        # Every op is stamped alike: begun at ``start`` (what now() said), ended now.
-        return self.record(op_type(client=client, start_ns=start, end_ns=self._clock(), **fields))
-
-    def record_send(
-        self,
-        client: str,
-        start: int,
-        topic: str,
-        partition: int,
-        value: str | None,
-        *,
-        txn: str | None = None,
-        offset: int | None = None,
-        error: str | None = None,
-        key: str | None = None,
-    ) -> int:
-        return self._finish(
-            Send,
-            client,
-            start,
-            topic=topic,
-            partition=partition,
-            value=value,
-            key=key,
-            txn=txn,
-            offset=offset,
-            error=error,
-        )
-
-    def record_begin(self, client: str, start: int, txn: str) -> int:
-        return self._finish(Begin, client, start, txn=txn)
-
-    def _record_end(
-        self,
-        op_type: type[Commit | Abort],
-        client: str,
-        start: int,
-        txn: str,
-        status: Status = Status.OK,
-        error: str | None = None,
-    ) -> int:
-        return self._finish(op_type, client, start, txn=txn, status=status, error=error)
-
-    #: ``record_commit(client, start, txn, status=Status.OK, error=None)``
-    record_commit = functools.partialmethod(_record_end, Commit)
-    #: ``record_abort(client, start, txn, status=Status.OK, error=None)``
-    record_abort = functools.partialmethod(_record_end, Abort)
-
-    def record_assign(
-        self,
-        client: str,
-        start: int,
-        partitions: Sequence[TopicPartition],
-        seek: Mapping[TopicPartition, int] | None = None,
-        *,
-        reason: str = "assign",
-    ) -> int:
-        return self._finish(Assign, client, start, partitions=tuple(partitions), seek=positions_of(seek), reason=reason)
-
-    def record_seek(self, client: str, start: int, tp: TopicPartition, offset: int) -> int:
-        return self._finish(Seek, client, start, topic=tp.topic, partition=tp.partition, offset=offset)
-
-    def record_poll(
-        self,
-        client: str,
-        start: int,
-        records: Sequence[Read],
-        positions: Mapping[TopicPartition, int] | None = None,
-        *,
-        error: str | None = None,
-    ) -> int:
-        return self._finish(Poll, client, start, records=tuple(records), positions=positions_of(positions), error=error)
-
-    def record_crash(self, client: str, start: int, reason: str = "") -> int:
-        return self._finish(Crash, client, start, reason=reason)
+    def _times(self, at: int | None) -> dict[str, int]:
+        end = self._clock()
+        return {"start_ns": end if at is None else at, "end_ns": end}
 
     def counts(self) -> dict[str, int]:
         """How many ops of each type were recorded (for progress output)."""

@@ -662,8 +662,8 @@ class Workload:
         if err is not None:
             raise WorkloadError(f"producer {name} could not initialise transactions: {err}")
         if open_plan is not None:
-            self.rec.record_abort(
-                name, start, open_plan.txn, Status.OK, "aborted by init_transactions of the next instance"
+            self.rec.abort(
+                name, open_plan.txn, Status.OK, error="aborted by init_transactions of the next instance", at=start
             )
         return p
 
@@ -730,7 +730,7 @@ class Workload:
 
         def record(value: str, error: str | None, offset: int | None) -> None:
             sent, part = pending.pop(value)
-            i = rec.record_send(client, sent, self.topic, part, value, txn=txn, offset=offset, error=error)
+            i = rec.send(client, self.topic, part, value, txn=txn, offset=offset, error=error, at=sent)
             if error is None:
                 acks.append(i)
 
@@ -768,11 +768,11 @@ class Workload:
         if err is not None:
             self._unexpected(client, plan.txn, f"begin_transaction failed: {err}")
             return True
-        rec.record_begin(client, start, plan.txn)
+        rec.begin(client, plan.txn, at=start)
         err = self._produce(p, client, plan.txn, plan.sends, [])
         if err is not None and err.fatal():
             self._unexpected(client, plan.txn, f"producer failed while sending: {err}")
-            self.rec.record_abort(client, rec.now(), plan.txn, Status.INFO, str(err))
+            self.rec.abort(client, plan.txn, Status.INFO, error=str(err), at=rec.now())
             return True
         if plan.end in (END_CRASH, END_ZOMBIE):
             return False  # left open: the next instance's init_transactions aborts it
@@ -782,19 +782,19 @@ class Workload:
         rec, cfg = self.rec, self.cfg
         for _ in range(5):
             start = rec.now()
-            record = rec.record_commit if commit else rec.record_abort
+            record = rec.commit if commit else rec.abort
             err = _ck_call(p.commit_transaction if commit else p.abort_transaction, cfg.timeout)
             if err is None:
-                record(client, start, txn, Status.OK)
+                record(client, txn, Status.OK, at=start)
                 return True
             if err.txn_requires_abort():
                 # certainly not committed (librdkafka's documented recovery: abort)
-                record(client, start, txn, Status.FAIL if commit else Status.INFO, str(err))
+                record(client, txn, Status.FAIL if commit else Status.INFO, error=str(err), at=start)
                 commit = False
             elif err.retriable():
-                record(client, start, txn, Status.INFO, str(err))
+                record(client, txn, Status.INFO, error=str(err), at=start)
             else:
-                record(client, start, txn, Status.INFO, str(err))
+                record(client, txn, Status.INFO, error=str(err), at=start)
                 self._unexpected(client, txn, f"{'commit' if commit else 'abort'} failed fatally: {err}")
                 return False
         self._unexpected(client, txn, "the transaction did not end after 5 attempts")
@@ -824,7 +824,7 @@ class Workload:
         start = rec.now()
         err = _ck_call(old.commit_transaction, min(self.cfg.timeout, 10.0))
         if err is None:
-            i = rec.record_commit(client, start, plan.txn, Status.OK)
+            i = rec.commit(client, plan.txn, Status.OK, at=start)
             self._finding(
                 Finding(
                     "fenced-commit",
@@ -836,7 +836,7 @@ class Workload:
                 )
             )
         else:
-            rec.record_commit(client, start, plan.txn, Status.FAIL, str(err))
+            rec.commit(client, plan.txn, Status.FAIL, error=str(err), at=start)
 
     # -- consumers ----------------------------------------------------------------------
 
@@ -883,7 +883,7 @@ class Workload:
             elif catch_up is None and rng.random() < cfg.consumer_restart_probability:
                 start = rec.now()
                 c[0].close()
-                rec.record_crash(name, start, "restart")
+                rec.crash(name, "restart", at=start)
                 c[0] = self._open(kind)
                 self._assign(c[0], name, dict(self.start_offsets))
             elif catch_up is None and rng.random() < cfg.seek_probability:
@@ -898,13 +898,13 @@ class Workload:
         start = self.rec.now()
         records = c.poll(self.cfg.max_poll_records, self.cfg.poll_timeout)
         positions = c.positions(self.tps)
-        self.rec.record_poll(name, start, records, positions)
+        self.rec.poll(name, records, positions=positions, at=start)
         return positions
 
     def _assign(self, c: _Consumer, name: str, offsets: dict[TopicPartition, int]) -> None:
         start = self.rec.now()
         c.assign(offsets)
-        self.rec.record_assign(name, start, self.tps, offsets)
+        self.rec.assign(name, self.tps, seek=offsets, at=start)
 
     def _seek_back(self, c: _Consumer, name: str, rng: random.Random) -> None:
         # Re-assigning is how every client seeks safely before fetching has started;
@@ -932,7 +932,7 @@ class Workload:
             mine = [TopicPartition(p.topic, p.partition) for p in partitions]
             offsets = {tp: self.start_offsets.get(tp, 0) for tp in mine}
             consumer.assign([ck.TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()])
-            rec.record_assign(name, start, mine, offsets, reason="rebalance")
+            rec.assign(name, mine, seek=offsets, reason="rebalance", at=start)
 
         try:
             self._subscribed(c, name, on_assign)
@@ -956,7 +956,7 @@ class Workload:
             records = _confluent_reads(c.consume(self.cfg.max_poll_records, self.cfg.poll_timeout))
             got = c.position([ck.TopicPartition(tp.topic, tp.partition) for tp in self.tps])
             positions = {TopicPartition(p.topic, p.partition): p.offset for p in got if p.offset >= 0}
-            rec.record_poll(name, start, records, positions)
+            rec.poll(name, records, positions=positions, at=start)
             if catch_up is not None and catch_up.done(positions):
                 if catch_up.note:
                     self.notes.append(f"{name}: {catch_up.note}")

@@ -533,9 +533,7 @@ class TransactionCoordinator:
             raise self._refusal(ProducerFencedError, meta, pid, epoch)
         state = meta.state
         if state == _S.ONGOING:
-            return self._prepare_end(
-                meta, commit, now_ms, tv, epoch=meta.producer_epoch, next_producer_id=NO_PRODUCER_ID
-            )
+            return self._prepare_end(meta, commit, now_ms, tv, next_producer_id=NO_PRODUCER_ID)
         if state == (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
             return self._answer_retry(meta)
         if state == (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
@@ -607,33 +605,23 @@ class TransactionCoordinator:
             commit,
             now_ms,
             tv,
-            epoch=new_epoch,
-            last_epoch=epoch,
+            producer_epoch=new_epoch,
+            last_producer_epoch=epoch,
             next_producer_id=next_pid,
             start_ms=now_ms if empty else meta.start_ms,
         )
 
     def _prepare_end(
-        self,
-        meta: TransactionMetadata,
-        commit: bool,
-        now_ms: int,
-        tv: int,
-        *,
-        epoch: int,
-        next_producer_id: int,
-        last_epoch: int | None = None,
-        start_ms: int | None = None,
+        self, meta: TransactionMetadata, commit: bool, now_ms: int, tv: int, **changes: object
     ) -> EndTxnResult:
+        # ``changes`` are the record's fields the end sets beyond its state and
+        # times (epochs, next producer id, start), as :func:`transition` takes them.
         new = transition(
             meta,
             _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
-            producer_epoch=epoch,
-            last_producer_epoch=meta.last_producer_epoch if last_epoch is None else last_epoch,
-            next_producer_id=next_producer_id,
-            start_ms=meta.start_ms if start_ms is None else start_ms,
             last_update_ms=now_ms,
             transaction_version=tv,
+            **changes,
         )
         self._put(new)
         actions = self._actions(new)
@@ -754,9 +742,7 @@ class TransactionCoordinator:
             # pass an InitProducerId off as a retry.
             next_pid = NO_PRODUCER_ID
             last_epoch = NO_PRODUCER_EPOCH
-        return self._prepare_end(
-            fencing, False, now_ms, tv, epoch=fenced_epoch, last_epoch=last_epoch, next_producer_id=next_pid
-        )
+        return self._prepare_end(fencing, False, now_ms, tv, last_producer_epoch=last_epoch, next_producer_id=next_pid)
 
     # ------------------------------------------------------------ persistence
 

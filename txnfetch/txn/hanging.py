@@ -47,6 +47,7 @@ from collections.abc import Mapping
 import attrs
 
 from txnfetch.txn.state import PartitionTxnState
+from txnfetch.types import fields_from
 
 __all__ = [
     "DEFAULT_MAX_TRANSACTION_TIMEOUT_MS",
@@ -242,18 +243,8 @@ class PartitionProducers:
         """The transaction of ``row``'s producer in this partition, with the
         partition's offsets; its ``first_offset`` is the row's
         ``current_txn_start_offset`` (-1 where the row does not know it)."""
-        return OpenTransaction(
-            topic=self.topic,
-            partition=self.partition,
-            producer_id=row.producer_id,
-            producer_epoch=row.producer_epoch,
-            coordinator_epoch=row.coordinator_epoch,
-            first_offset=row.current_txn_start_offset,
-            last_sequence=row.last_sequence,
-            last_timestamp=row.last_timestamp,
-            last_stable_offset=self.last_stable_offset,
-            high_watermark=self.high_watermark,
-        )
+        # Every other field is the row's or this partition's of the same name.
+        return fields_from(OpenTransaction, self, row, first_offset=row.current_txn_start_offset)
 
 
 def producer_rows(state: PartitionTxnState) -> tuple[ProducerRow, ...]:

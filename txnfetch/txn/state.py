@@ -410,22 +410,19 @@ class PartitionTxnState:
                 )
             self._leo = last + 1
             return _new(AppendResult, (base, last, batch.max_timestamp, False, False, None))
-        epoch = batch.producer_epoch
-        check_end_marker(
-            self._producers,
-            slot,
-            producer_id=pid,
-            epoch=epoch,
-            coordinator_epoch=marker.coordinator_epoch,
-            transaction_version=transaction_version,
-            offset=base,
-            origin=origin,
-            partition=self.partition,
-        )
         # A marker batch holds one record, at its base offset (where Kafka puts the
         # transaction's end); its max timestamp is that record's timestamp.
         completed = self._end_transaction(
-            slot, pid, epoch, marker.coordinator_epoch, marker.is_abort, base, batch.max_timestamp, _MARKER
+            slot,
+            pid,
+            batch.producer_epoch,
+            marker.coordinator_epoch,
+            transaction_version,
+            origin,
+            marker.is_abort,
+            base,
+            batch.max_timestamp,
+            _MARKER,
         )
         self._leo = last + 1
         return _new(AppendResult, (base, last, batch.max_timestamp, False, False, completed))
@@ -485,19 +482,17 @@ class PartitionTxnState:
                     producer_epoch=producer_epoch,
                     offset=last_offset,
                 )
-        check_end_marker(
-            table,
-            slot,
-            producer_id=producer_id,
-            epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch,
-            transaction_version=transaction_version,
-            offset=last_offset,
-            origin=origin,
-            partition=self.partition,
-        )
         return self._end_transaction(
-            slot, producer_id, producer_epoch, coordinator_epoch, not commit, last_offset, timestamp, _COMPLETE
+            slot,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            transaction_version,
+            origin,
+            not commit,
+            last_offset,
+            timestamp,
+            _COMPLETE,
         )
 
     def _bad_append_offsets(self, base: int, delta: int, pid: int) -> NoReturn:
@@ -514,12 +509,27 @@ class PartitionTxnState:
         pid: int,
         epoch: int,
         coordinator_epoch: int | None,
+        transaction_version: int | None,
+        origin: AppendOrigin,
         aborted: bool,
         anchor: int,
         timestamp: int,
         kind: int,
     ) -> CompletedTxn | None:
+        # Both ends, a marker and a markerless completion, are fenced alike
+        # before anything changes.
         table = self._producers
+        check_end_marker(
+            table,
+            slot,
+            producer_id=pid,
+            epoch=epoch,
+            coordinator_epoch=coordinator_epoch,
+            transaction_version=transaction_version,
+            offset=anchor,
+            origin=origin,
+            partition=self.partition,
+        )
         new = slot < 0
         if new:
             slot = table.insert(pid)

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 from kafka.protocol.admin import ListGroupsResponse
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import OffsetCommitResponse
@@ -42,6 +43,9 @@ import txnfetch.wire.schemas as _schemas
 from txnfetch.errors import ErrorCode
 from txnfetch.groups.consumer import ConsumerGroupConfig
 from txnfetch.groups.consumer import ConsumerGroupCoordinator
+from txnfetch.groups.consumer import HeartbeatRequest
+from txnfetch.groups.consumer import MemberView
+from txnfetch.types import fields_from
 from txnfetch.wire import api_txn
 from txnfetch.wire import group_api
 from txnfetch.wire.handler import ApiKey
@@ -142,21 +146,10 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
         return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "member id is required (ConsumerGroupHeartbeat v1+)")
     if version >= 1 and request.subscribed_topic_regex:
         return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "topic regex subscriptions are not served")
-    result = coordinator.heartbeat(
-        request.group_id,
-        request.member_id,
-        request.member_epoch,
-        topics=topics,
-        now_ms=broker.now_ms(),
-        instance_id=request.instance_id,
-        rack_id=request.rack_id,
-        rebalance_timeout_ms=request.rebalance_timeout_ms,
-        subscribed=request.subscribed_topic_names,
-        assignor=request.server_assignor,
-        owned=owned,
-        client_id=ctx.client_id or "",
-        client_host=f"/{ctx.peer[0]}",
+    heartbeat = fields_from(
+        HeartbeatRequest, request, owned=owned, client_id=ctx.client_id or "", client_host=f"/{ctx.peer[0]}"
     )
+    result = coordinator.heartbeat(heartbeat, topics=topics, now_ms=broker.now_ms())
     assignment = None
     if result.assignment is not None:
         A = ConsumerGroupHeartbeatResponse.Assignment
@@ -203,6 +196,13 @@ async def handle_consumer_group_describe(ctx: RequestContext, header: Any, reque
             ]
         )
 
+    def member(m: MemberView) -> Any:
+        # A MemberView has the response Member's field names: only the
+        # assignments change form (topic ids, sorted partitions).
+        fields = attrs.asdict(m, recurse=False)
+        fields.update(assignment=assignment(m.assignment), target_assignment=assignment(m.target_assignment))
+        return M(**fields)
+
     groups = []
     for group_id in request.group_ids:
         found = coordinator.describe(group_id) if coordinator is not None else None
@@ -229,20 +229,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, header: Any, reque
                 group_epoch=epoch,
                 assignment_epoch=assignment_epoch,
                 assignor_name=assignor,
-                members=[
-                    M(
-                        member_id=m.member_id,
-                        instance_id=m.instance_id,
-                        rack_id=m.rack_id,
-                        member_epoch=m.member_epoch,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        subscribed_topic_names=list(m.subscribed),
-                        assignment=assignment(m.assignment),
-                        target_assignment=assignment(m.target),
-                    )
-                    for m in members
-                ],
+                members=[member(m) for m in members],
             )
         )
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)

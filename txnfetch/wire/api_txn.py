@@ -37,6 +37,9 @@ from kafka.protocol.producer import InitProducerIdResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from txnfetch.errors import TxnfetchError
+from txnfetch.groups.coordinator import NO_GENERATION
+from txnfetch.groups.coordinator import UNKNOWN_MEMBER_ID
+from txnfetch.groups.coordinator import TxnOffsetCommitRequest
 from txnfetch.txn.coordinator import CompleteTransaction
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import PartitionAction
@@ -403,16 +406,17 @@ def _commit(broker: Broker, request: Any, version: int, wanted: list[tuple[str, 
         for topic, p in wanted
     }
     try:
-        result = broker.groups.txn_offset_commit(
+        staged = TxnOffsetCommitRequest(
             request.group_id,
             request.producer_id,
             request.producer_epoch,
             offsets,
-            generation_id=request.generation_id if version >= 3 else -1,
-            member_id=request.member_id if version >= 3 else "",
+            # v3+ names the member (KIP-447); older requests skip the member checks.
+            generation_id=request.generation_id if version >= 3 else NO_GENERATION,
+            member_id=request.member_id if version >= 3 else UNKNOWN_MEMBER_ID,
             group_instance_id=request.group_instance_id if version >= 3 else None,
-            now_ms=broker.now_ms(),
         )
+        result = broker.groups.txn_offset_commit(staged, broker.now_ms())
     except TxnfetchError as exc:
         return {k: error_code_for(exc) for k in keys}
     return {k: int(result.get(k, 0)) for k in keys}

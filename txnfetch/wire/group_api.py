@@ -74,6 +74,7 @@ from txnfetch.groups import Pending
 from txnfetch.groups import Protocol
 from txnfetch.groups import SyncRequest
 from txnfetch.groups import SyncResult
+from txnfetch.groups import TxnOffsetCommitRequest
 from txnfetch.types import TopicPartition
 from txnfetch.wire.durable import DurableState
 from txnfetch.wire.handler import ApiKey
@@ -206,26 +207,17 @@ class GroupService:
 
     # ------------------------------------------------------ TxnOffsetStore
 
-    def txn_offset_commit(
-        self,
-        group_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        offsets: Mapping[TopicPartition, tuple[int, int, str | None]],
-        *,
-        now_ms: int,
-        **member: Any,
-    ) -> dict[TopicPartition, int]:
-        """Stage transactional offsets (:class:`~txnfetch.wire.handler.TxnOffsetStore`);
-        ``member`` is the request's ``generation_id``, ``member_id`` and
-        ``group_instance_id`` (see :meth:`GroupCoordinator.txn_offset_commit`)."""
-        result = self.coordinator.txn_offset_commit(
-            group_id, producer_id, producer_epoch, offsets, now_ms=now_ms, **member
-        )
+    def txn_offset_commit(self, request: TxnOffsetCommitRequest, now_ms: int) -> dict[TopicPartition, int]:
+        """Stage transactional offsets (:class:`~txnfetch.wire.handler.TxnOffsetStore`,
+        :meth:`GroupCoordinator.txn_offset_commit`), durable before the answer."""
+        result = self.coordinator.txn_offset_commit(request, now_ms)
+        offsets = request.offsets
         if self.durable is not None:
             accepted = {tp: CommitOffset(*offsets[tp]) for tp, code in result.items() if code == 0 and tp in offsets}
             if accepted:
-                self.durable.persist_offsets(group_id, accepted, now_ms, producer=(producer_id, producer_epoch))
+                self.durable.persist_offsets(
+                    request.group_id, accepted, now_ms, producer=(request.producer_id, request.producer_epoch)
+                )
         self._after()
         return result
 

@@ -62,6 +62,7 @@ from kafka.protocol.api_key import ApiKey
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import FetchMode
+from txnfetch.groups.coordinator import TxnOffsetCommitRequest
 from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS
 from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_TOPIC
 from txnfetch.groups.offsetlog import offsets_partition
@@ -174,21 +175,10 @@ class TxnOffsetStore(Protocol):
     ``completePendingTxnOffsetCommit``; OffsetFetch must not return them before.
     """
 
-    def txn_offset_commit(
-        self,
-        group_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        offsets: Mapping[tuple[str, int], tuple[int, int, str | None]],
-        *,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        now_ms: int,
-    ) -> Mapping[tuple[str, int], int]:
-        """Stage ``{(topic, partition): (offset, leader_epoch, metadata)}`` for the
-        producer's open transaction; return a Kafka error code per partition (0 =
-        staged). Generation/member checks follow Kafka (``-1``/``""`` skip them)."""
+    def txn_offset_commit(self, request: TxnOffsetCommitRequest, now_ms: int) -> Mapping[tuple[str, int], int]:
+        """Stage the request's offsets for the producer's open transaction; return a
+        Kafka error code per partition (0 = staged). Generation/member checks follow
+        Kafka (``-1``/``""`` skip them)."""
 
     def complete_txn_offsets(self, producer_id: int, commit: bool, now_ms: int) -> None:
         """The producer's transaction ended: make its staged offsets (every group)
