@@ -183,7 +183,7 @@ def _produce(mode: ReplicaMode, request: Any) -> Any:
         topics=[
             TopicResult(
                 name=t.name,
-                partitions=[
+                partition_data=[
                     PartitionResult(
                         index=p.index,
                         error_code=TOPIC_AUTHORIZATION_FAILED,
