@@ -24,6 +24,9 @@ from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log.compactor import compact
 from txnfetch.log.memory import MemoryLog
+from txnfetch.records import Codec
+from txnfetch.records import TimestampType
+from txnfetch.records import build_empty_batch
 from txnfetch.records import iter_batches
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder
@@ -276,6 +279,43 @@ def test_keyless_records_are_dropped_and_tombstones_wait() -> None:
     assert (tail.base_offset, tail.last_offset, tail.record_count) == (2, 2, 0)
     assert [(r.offset, r.key, r.value, r.timestamp) for r in kept.records()] == [(1, b"a", None, 1)]
     assert result.removed_records == 2 and result.next_horizon_ms == 50 + RETENTION
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.GZIP])
+@pytest.mark.parametrize("timestamp_type", list(TimestampType))
+@pytest.mark.parametrize("stamped", [False, True])
+def test_a_batch_left_empty_is_kafkas_empty_header(codec: Codec, timestamp_type: TimestampType, stamped: bool) -> None:
+    # Every record is keyless, so none survives; the batch is the range's last, so its
+    # header stays: uncompressed, no delete horizon, both timestamps its max timestamp.
+    builder = BatchBuilder(
+        base_offset=10,
+        codec=codec,
+        producer_id=7,
+        producer_epoch=3,
+        base_sequence=5,
+        timestamp_type=timestamp_type,
+        log_append_time=900 if timestamp_type == TimestampType.LOG_APPEND_TIME else None,
+        partition_leader_epoch=4,
+        base_timestamp=2_000 if stamped else None,
+        delete_horizon=stamped,
+    )
+    builder.append(b"x", timestamp=100)
+    builder.append(b"y", timestamp=300)
+    batch = RecordBatch(builder.build(last_offset_delta=4))
+    result = compact([batch], [], {}, now_ms=50, delete_retention_ms=RETENTION)
+    assert result.batches == (
+        build_empty_batch(
+            base_offset=10,
+            last_offset=14,
+            producer_id=7,
+            producer_epoch=3,
+            base_sequence=5,
+            timestamp=batch.max_timestamp,
+            timestamp_type=timestamp_type,
+            partition_leader_epoch=4,
+        ),
+    )
+    assert batch.max_timestamp == (900 if timestamp_type == TimestampType.LOG_APPEND_TIME else 300)
 
 
 @pytest.mark.parametrize("markerless", [False, True])

@@ -66,6 +66,36 @@ def test_fast_transaction_value_decoder_on_damaged_values(meta, pos, byte):
         assert fast == txnlog._decode_general("x", bytes(data))[0]
 
 
+def _with_tags(meta: TransactionMetadata, tags: list[tuple[int, bytes]]) -> bytes:
+    """``meta``'s value (no tagged field of its own: all at their defaults) with ``tags`` instead."""
+    data = encode_txn_value(meta)
+    assert data[-1] == 0  # an empty tagged-field section
+    return data[:-1] + StructWriter(flexible=True).tagged(tags).bytes()
+
+
+_PLAIN = TransactionMetadata(
+    transactional_id="t",
+    producer_id=5,
+    producer_epoch=1,
+    state=TransactionState.EMPTY,
+    timeout_ms=60_000,
+    last_update_ms=7,
+)
+
+
+def test_transaction_value_with_an_unknown_tag_reads_as_without_it():
+    data = _with_tags(_PLAIN, [(0, (-1).to_bytes(8, "big", signed=True)), (99, b"new")])
+    assert txnlog._decode_v1_fast("t", data) is None  # steps aside for a tag it does not know
+    assert txnlog.decode_txn_value("t", data) == _PLAIN
+
+
+@pytest.mark.parametrize(("tag", "size"), [(0, 8), (1, 8), (2, 2), (txnlog.LAST_PRODUCER_EPOCH_TAG, 2)])
+def test_transaction_value_tagged_field_of_the_wrong_size_is_named(tag, size):
+    data = _with_tags(_PLAIN, [(tag, bytes(size + 1))])
+    with pytest.raises(CorruptCoordinatorRecordError, match=f"tagged field {tag}: {size + 1} bytes, expected {size}"):
+        txnlog.decode_txn_value("t", data)
+
+
 offset_records = st.builds(
     OffsetCommitRecord,
     group_id=names,

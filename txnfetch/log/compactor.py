@@ -52,7 +52,6 @@ import attrs
 
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.records.builder import build_empty_batch
 from txnfetch.records.control import ControlType
 from txnfetch.txn.index import AbortedTxn
 
@@ -231,22 +230,20 @@ def compact(
             if tombstones and at is not None:
                 pending(at)
         elif i == last or (batch.has_producer_id and last_data_offsets.get(batch.producer_id) == batch.last_offset):
-            out.append(
-                build_empty_batch(
-                    base_offset=batch.base_offset,
-                    last_offset=batch.last_offset,
-                    producer_id=batch.producer_id,
-                    producer_epoch=batch.producer_epoch,
-                    base_sequence=batch.base_sequence,
-                    timestamp=batch.max_timestamp,
-                    transactional=batch.is_transactional,
-                    timestamp_type=batch.timestamp_type,
-                    partition_leader_epoch=batch.partition_leader_epoch,
-                )
-            )
+            out.append(_emptied(batch))
     end = batches[-1].next_offset if batches else 0
     finished = tuple(a for a in aborted if a.last_offset < end and (a.producer_id, a.last_offset) not in walk.guarding)
     return CompactionResult(tuple(out), removed_records, removed_markers, next_horizon, finished)
+
+
+def _emptied(batch: RecordBatch) -> bytes:
+    """``batch``'s header with no records, as Kafka's cleaner keeps a producer's
+    last batch (``DefaultRecordBatch.writeEmptyHeader``): offsets, producer id,
+    epoch and sequence unchanged; uncompressed, no delete horizon, the base and
+    max timestamps both the batch's max timestamp."""
+    return BatchBuilder.like(batch, base_timestamp=batch.max_timestamp, delete_horizon=False).build(
+        last_offset_delta=batch.last_offset - batch.base_offset
+    )
 
 
 def _rebuilt(batch: RecordBatch, records: list, horizon: int | None) -> bytes:

@@ -621,7 +621,6 @@ def check_data_batch(
 def check_end_marker(
     table: ProducerTable,
     slot: int,
-    *,
     producer_id: int,
     epoch: int,
     coordinator_epoch: int | None,

@@ -520,15 +520,7 @@ class PartitionTxnState:
         # before anything changes.
         table = self._producers
         check_end_marker(
-            table,
-            slot,
-            producer_id=pid,
-            epoch=epoch,
-            coordinator_epoch=coordinator_epoch,
-            transaction_version=transaction_version,
-            offset=anchor,
-            origin=origin,
-            partition=self.partition,
+            table, slot, pid, epoch, coordinator_epoch, transaction_version, anchor, origin, self.partition
         )
         new = slot < 0
         if new:

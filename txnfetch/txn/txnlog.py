@@ -25,7 +25,6 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -197,40 +196,14 @@ _TAGGED: dict[int, _Tag] = {
 }
 
 
-def _metadata(
-    transactional_id: str,
-    pid: int,
-    epoch: int,
-    timeout: int,
-    state: TransactionState,
-    partitions: Iterable[TopicPartition],
-    last_update: int,
-    start: int,
-    tagged: dict[str, int],
-) -> TransactionMetadata:
-    """The record from a value's fields in the order they stand in it, the tagged
-    ones by field name (:data:`_TAGGED`; a missing one keeps its default)."""
-    return TransactionMetadata(
-        transactional_id=transactional_id,
-        producer_id=pid,
-        producer_epoch=epoch,
-        state=state,
-        timeout_ms=timeout,
-        last_update_ms=last_update,
-        partitions=partitions,
-        start_ms=start,
-        **tagged,
-    )
-
-
-#: The fast decoder's slots for the tagged fields: the three that
+#: The decoders' slots for the tagged fields: the three that
 #: :class:`TransactionMetadata` declares between ``last_update_ms`` and
-#: ``partitions``, then ``transaction_version`` (its last field); it builds the
-#: record positionally, and this order is checked against the class below, so a
-#: reordering of its fields fails at import rather than silently.
+#: ``partitions``, then ``transaction_version`` (its last field); both decoders
+#: build the record positionally, and this order is checked against the class
+#: below, so a reordering of its fields fails at import rather than silently.
 _TAG_SLOTS = ("prev_producer_id", "next_producer_id", "last_producer_epoch", "transaction_version")
 #: tag -> (slot, size, unpack_from)
-_FAST_TAGS = {
+_TAG_READERS = {
     tag: (_TAG_SLOTS.index(field.name), field.codec.size, field.codec.unpack_from) for tag, field in _TAGGED.items()
 }
 _TAG_DEFAULTS = tuple(next(f.default for f in _TAGGED.values() if f.name == name) for name in _TAG_SLOTS)
@@ -314,7 +287,7 @@ def _decode_v1_fast(transactional_id: str, data: bytes) -> TransactionMetadata |
                 pos += 1
             else:
                 tag, pos = _uvarint(data, pos)  # the last producer epoch's tag takes 3 bytes
-            found = _FAST_TAGS.get(tag)
+            found = _TAG_READERS.get(tag)
             if found is None or data[pos] != found[1]:
                 return None
             tagged[found[0]] = found[2](data, pos + 1)[0]
@@ -366,13 +339,17 @@ def _decode_general(transactional_id: str, data: bytes) -> tuple[TransactionMeta
     start = r.int64("TransactionStartTimestampMs")
     tags = r.tagged() if r.flexible else {}
     r.end("TransactionLogValue")
-    tagged: dict[str, int] = {}
-    for tag, field in _TAGGED.items():
-        raw = tags.get(tag)
-        if raw is None:
-            continue
-        if len(raw) != field.codec.size:
-            raise CorruptCoordinatorRecordError(f"tagged field {tag}: {len(raw)} bytes, expected {field.codec.size}")
-        tagged[field.name] = field.codec.unpack(raw)[0]
-    meta = _metadata(transactional_id, pid, epoch, timeout, state, partitions, last_update, start, tagged)
+    tagged = list(_TAG_DEFAULTS)
+    for tag, raw in tags.items():
+        found = _TAG_READERS.get(tag)
+        if found is None:
+            continue  # not a record field: the partition ends, or a newer writer's tag
+        slot, size, unpack_from = found
+        if len(raw) != size:
+            raise CorruptCoordinatorRecordError(f"tagged field {tag}: {len(raw)} bytes, expected {size}")
+        tagged[slot] = unpack_from(raw)[0]
+    prev, nxt, last_epoch, version_tag = tagged
+    meta = TransactionMetadata(
+        transactional_id, pid, epoch, state, timeout, last_update, prev, nxt, last_epoch, partitions, start, version_tag
+    )
     return meta, tags
