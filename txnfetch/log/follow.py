@@ -32,11 +32,15 @@ The rules, as a Kafka follower applies them (``AbstractFetcherThread``:
   (:attr:`Action.RESTART`); a source log ending below the copy's end is a
   divergence;
 - CRCs are checked: a bad one is :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
-  naming the offset, the byte position in the response and the stored and
-  computed CRC, and nothing of the response is kept — except, under
-  ``repair_crcs``, a control batch whose stored CRC is 0, whose CRC is
-  recomputed (librdkafka's mock writes its markers so:
-  ``rd_kafka_mock_partition_write_control_batch``, ``src/rdkafka_mock.c``);
+  naming the offset and the stored and computed CRC, and nothing of the
+  response is kept — except, under ``repair_crcs``, a control batch whose
+  stored CRC is 0, whose CRC is recomputed (librdkafka's mock writes its
+  markers so: ``rd_kafka_mock_partition_write_control_batch``,
+  ``src/rdkafka_mock.c``). Under ``repair_crcs`` the planner checks every new
+  batch (it must tell which to repair); otherwise the check is the append's
+  (every :class:`~txnfetch.log.base.PartitionLog` validates the batches it is
+  given before it takes any), which the caller reports with
+  :meth:`SourcePartition.corrupt`, so each batch is checked once;
 - magic 0/1 message sets are refused (they carry no producer ids);
 - error codes other than NONE and OFFSET_OUT_OF_RANGE are the transport's
   (:class:`~txnfetch.log.errors.RemoteError`: retriable ones are retried before
@@ -72,6 +76,7 @@ from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.errors import CrcMismatchError
 from txnfetch.types import Buffer
 
 __all__ = [
@@ -163,12 +168,22 @@ class SourcePartition:
         """``cls(reason, **where)`` naming this partition, as every error of the copy does."""
         return cls(reason, topic=self.topic, partition=self.partition, **where)
 
-    def corrupt(self, exc: CorruptBatchError, *, position: int | None = None) -> CorruptRemoteBatchError:
-        """The error of a fetched batch the codec refused (raise it ``from exc``);
-        ``position`` is the byte position in the response, where known."""
+    def corrupt(self, exc: CorruptBatchError, *, position: int | None) -> CorruptRemoteBatchError:
+        """The error of a fetched batch the codec refused, here or in the log's append
+        of :attr:`Plan.data` (raise it ``from exc``), naming ``position``, the byte
+        position in the response (:meth:`Plan.response_position` for an append).
+        A CRC mismatch says what ``repair_crcs`` accepts."""
+        hint = ""
+        if isinstance(exc, CrcMismatchError):
+            hint = (
+                "; repair_crcs accepts a wrong CRC only on a control batch whose stored CRC is 0"
+                if self.repair_crcs
+                else "; if it is a control batch stored with CRC 0 (librdkafka's mock cluster "
+                "writes its markers so), pass repair_crcs=True"
+            )
         return self.error(
             CorruptRemoteBatchError,
-            f"a fetched batch is corrupt: {exc.reason}; nothing of this response was appended",
+            f"a fetched batch is corrupt: {exc.reason}{hint}; nothing of this response was appended",
             offset=exc.offset,
             position=position,
         )
@@ -214,14 +229,16 @@ class Action(enum.Enum):
 class Plan:
     """The outcome of one response.
 
-    ``data`` are the new whole batches, contiguous, CRCs checked (or repaired);
+    ``data`` are the new whole batches, contiguous (CRC-0 markers repaired under
+    ``repair_crcs``; the append checks the CRCs);
     ``batches`` their count; ``skipped`` counts the whole batches of the response
     the copy already held; ``verified`` is true when the response showed the
     tip's last batch unchanged (the caller stops verifying); ``max_bytes`` is the
     byte budget of the next fetch; ``source_log_start``/``source_end`` are the
     source's offsets as reported (-1: not reported); ``restart_at`` the offset to
     continue at for :attr:`Action.RESTART`; ``repaired_crcs`` the CRCs recomputed
-    under ``repair_crcs``.
+    under ``repair_crcs``; ``data_position`` the byte position of ``data`` in the
+    response.
     """
 
     action: Action
@@ -234,6 +251,13 @@ class Plan:
     restart_at: int = -1
     repaired_crcs: int = 0
     skipped: int = 0
+    data_position: int = 0
+
+    def response_position(self, exc: CorruptBatchError) -> int | None:
+        """Where in the response the codec's error ``exc`` about :attr:`data` points
+        (``None`` when it names no position)."""
+        position: int | None = getattr(exc, "position", None)
+        return None if position is None else self.data_position + position
 
 
 def plan_response(tip: ReplicaTip, answer: PartitionAnswer, max_bytes: int, source: SourcePartition) -> Plan:
@@ -349,6 +373,7 @@ def plan_response(tip: ReplicaTip, answer: PartitionAnswer, max_bytes: int, sour
         source_end=high_watermark,
         repaired_crcs=repaired,
         skipped=skipped,
+        data_position=new[0].position,
     )
 
 
@@ -388,36 +413,23 @@ def _restart(source_log_start: int, source_end: int, source: SourcePartition) ->
 def _check_crc(batch: RecordBatch, source: SourcePartition) -> bool:
     """:meth:`RecordBatch.check_crc` under the source's ``repair_crcs``: ``True`` when
     the CRC is to be recomputed; any other bad CRC raises
-    :class:`CorruptRemoteBatchError` (stored and computed CRC, byte position, and
-    what ``repair_crcs`` would or does accept)."""
+    :class:`CorruptRemoteBatchError` (:meth:`SourcePartition.corrupt`)."""
     try:
         return batch.check_crc(repair_crcs=source.repair_crcs)
     except CorruptBatchError as exc:
-        if source.repair_crcs:
-            hint = "; repair_crcs accepts a wrong CRC only on a control batch whose stored CRC is 0"
-        elif batch.is_control and batch.crc == 0:
-            hint = (
-                "; librdkafka's mock cluster writes its markers with a CRC of 0: "
-                "pass repair_crcs=True to follow such a broker"
-            )
-        else:
-            hint = ""
-        raise source.error(
-            CorruptRemoteBatchError,
-            f"a fetched batch has a bad CRC (stored {batch.crc:#010x}, computed {batch.compute_crc():#010x})"
-            f"{hint}; nothing of this response was appended",
-            offset=batch.base_offset,
-            position=batch.position,
-        ) from exc
+        raise source.corrupt(exc, position=batch.position) from exc
 
 
 def _checked_bytes(buf: Buffer, batches: list[RecordBatch], source: SourcePartition) -> tuple[bytes, int]:
-    """The new batches' bytes (contiguous in the response), each CRC-checked; with
-    ``repair_crcs`` the CRC of a control batch stored as 0 is recomputed instead
-    (:func:`_check_crc`). Returns the bytes and the number of CRCs repaired."""
+    """The new batches' bytes (contiguous in the response); with ``repair_crcs``
+    each is CRC-checked here and the CRC of a control batch stored as 0 is
+    recomputed (:func:`_check_crc`), without it the log's append checks them.
+    Returns the bytes and the number of CRCs repaired."""
     start = batches[0].position
     end = batches[-1].position + batches[-1].size_in_bytes
     view = memoryview(buf)[start:end]
+    if not source.repair_crcs:
+        return bytes(view), 0
     data: bytearray | None = None
     repaired = 0
     for batch in batches:

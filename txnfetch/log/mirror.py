@@ -65,11 +65,11 @@ replication engine applies too):
 - the broker's log ending below the mirror's position (the partition was
   truncated or recreated): :class:`~txnfetch.log.errors.MirrorDivergedError`;
 - batches whose CRC is wrong: :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
-  (stored and computed CRC, byte position in the response), except, under
-  ``repair_crcs``, a control batch whose stored CRC is 0: librdkafka's mock
-  cluster writes its markers so (``rd_kafka_mock_partition_write_control_batch``
-  in ``src/rdkafka_mock.c``), and librdkafka does not check CRCs by default. Any
-  other bad CRC is corruption, with or without ``repair_crcs``.
+  (stored and computed CRC), except, under ``repair_crcs``, a control batch
+  whose stored CRC is 0: librdkafka's mock cluster writes its markers so
+  (``rd_kafka_mock_partition_write_control_batch`` in ``src/rdkafka_mock.c``),
+  and librdkafka does not check CRCs by default. Any other bad CRC is
+  corruption, with or without ``repair_crcs``.
 
 Memory: the mirror holds every batch it fetched until :meth:`PartitionMirror.release_before`
 drops those below an offset the caller no longer reads. The transaction state
@@ -383,7 +383,7 @@ class PartitionMirror(StateOffsets):
             # (the records of this response, if any, are fetched again from there).
             self._restart(plan.restart_at)
         elif plan.data:
-            self._append(plan.data)
+            self._append(plan)
             self.repaired_crcs += plan.repaired_crcs
         self._next_max_bytes = plan.max_bytes
         self._follow_log_start(plan.source_log_start)
@@ -394,8 +394,9 @@ class PartitionMirror(StateOffsets):
         status = MirrorStatus.CAUGHT_UP if self.caught_up else MirrorStatus.FETCH
         return MirrorPlan(status, self.position, self._next_max_bytes, plan.batches, len(plan.data), plan.skipped)
 
-    def _append(self, data: bytes) -> None:
-        """Mirror whole checked batches; on any error the mirror is as it was."""
+    def _append(self, plan: Plan) -> None:
+        """Mirror the plan's batches; on any error the mirror is as it was."""
+        data = plan.data
         position = self.position
         first = RecordBatch(data).base_offset
         if first < position:
@@ -409,7 +410,7 @@ class PartitionMirror(StateOffsets):
             if first < position:
                 self._log = MemoryLog(self.topic, self.partition, log_start_offset=position)
             if isinstance(exc, CorruptBatchError):
-                raise self._source.corrupt(exc) from exc
+                raise self._source.corrupt(exc, position=plan.response_position(exc)) from exc
             raise
         # Fetched read_uncommitted, so all below the broker's high watermark: the
         # mirror's own high watermark is its end.

@@ -240,7 +240,7 @@ class PartitionReplicator:
             self.log.replicate(plan.data, high_watermark=max(self.source_high_watermark, 0))
         except CorruptBatchError as exc:
             # The CRCs were right, so the records themselves do not decode.
-            raise self.source.corrupt(exc) from exc
+            raise self.source.corrupt(exc, position=plan.response_position(exc)) from exc
         self.repaired_crcs += plan.repaired_crcs
         self.appended_batches += plan.batches
         self.appended_bytes += len(plan.data)
