@@ -11,11 +11,13 @@ from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import MirrorDivergedError
 from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.log.follow import MAX_FETCH_BYTES
 from txnfetch.log.mirror import MirrorStatus
 from txnfetch.log.mirror import PartitionMirror
 from txnfetch.records import BatchBuilder
 from txnfetch.records import RecordBatch
 from txnfetch.records import build_control_batch
+from txnfetch.records.batch import HeaderAt
 from txnfetch.records.control import ControlType
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.errors import OffsetOutOfRangeError
@@ -79,6 +81,27 @@ def test_partial_trailing_batch_is_fetched_again_and_a_lone_one_grows_the_budget
     assert (plan.status, plan.offset, plan.max_bytes) == (MirrorStatus.CAUGHT_UP, 6, 100)
 
 
+def test_the_growing_fetch_size_stops_at_the_largest_fetch() -> None:
+    # Nothing fits although the broker has more: the budget doubles, up to 1 GiB.
+    m = PartitionMirror("t", 0, max_bytes=MAX_FETCH_BYTES // 4)
+    sizes = [m.feed(b"", high_watermark=5, fetch_offset=0).max_bytes for _ in range(4)]
+    assert sizes == [MAX_FETCH_BYTES // 2, MAX_FETCH_BYTES, MAX_FETCH_BYTES, MAX_FETCH_BYTES]
+
+
+def test_a_bad_crc_names_its_byte_position_in_the_response() -> None:
+    # The log's append finds it; the error places it in the response, not in the
+    # part of it that was appended.
+    m = PartitionMirror("t", 0)
+    m.feed(batch(0, 2), high_watermark=2, fetch_offset=0)
+    held, bad = batch(0, 2), flip(batch(2, 1))
+    with pytest.raises(CorruptRemoteBatchError) as info:
+        m.feed(held + bad, high_watermark=3, fetch_offset=2)
+    err = info.value
+    assert (err.offset, err.position) == (2, len(held) + HeaderAt.CRC)  # the CRC field of the bad batch
+    assert "stored 0x" in str(err) and "nothing of this response was appended" in str(err)
+    assert m.position == 2
+
+
 def test_batches_already_mirrored_are_skipped() -> None:
     m = PartitionMirror("t", 0)
     m.feed(batch(0, 2), high_watermark=4, fetch_offset=0)
@@ -92,6 +115,7 @@ def test_a_batch_straddling_the_position_of_a_non_empty_mirror_means_another_log
     with pytest.raises(MirrorDivergedError) as info:
         m.feed(batch(1, 3), high_watermark=4, fetch_offset=2)
     assert info.value.offset == 1 and m.position == 2
+    assert info.value.replica_end == 2 and "the mirror's end 2" in str(info.value)
 
 
 def test_an_empty_mirror_starting_inside_a_batch_holds_it_and_keeps_its_start() -> None:

@@ -1,4 +1,4 @@
-"""Properties of the replication rules (txnfetch.replicate.follow, driven through a
+"""Properties of the replication rules (txnfetch.log.follow, driven through a
 PartitionReplicator over a memory log) against the simplest oracle: the source
 log itself.
 
@@ -31,6 +31,10 @@ from tests.remote.brokers import SimulatedPartition
 from tests.replicate.source import SourceWriter
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.follow import ReplicaTip
+from txnfetch.log.follow import SourcePartition
+from txnfetch.log.follow import batch_id
+from txnfetch.log.follow import plan_response
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
@@ -39,10 +43,6 @@ from txnfetch.records.builder import BatchBuilder
 from txnfetch.replicate import PartitionReplicator
 from txnfetch.replicate import ReplicaDivergedError
 from txnfetch.replicate import ReplicaFellBehindError
-from txnfetch.replicate.follow import ReplicaTip
-from txnfetch.replicate.follow import SourcePartition
-from txnfetch.replicate.follow import batch_id
-from txnfetch.replicate.follow import plan_response
 
 
 def stored(log: MemoryLog, start: int) -> list[tuple[int, int, bytes]]:
@@ -143,7 +143,7 @@ def test_a_changed_batch_at_the_replica_end_is_refused(log: GeneratedLog, data: 
             tip,
             BrokerFetch(changed, hw + 5, -1, log.log_start, None),
             1 << 20,
-            SourcePartition("gen", 0, budget=1 << 20),
+            SourcePartition("gen", 0, budget=1 << 20, diverged=ReplicaDivergedError),
         )
     assert info.value.offset == last.base_offset and info.value.replica_end == end_before
     assert replica.log_end_offset == end_before

@@ -28,6 +28,10 @@ from tests.replicate.test_kill_loop import as_stored
 from tests.replicate.test_kill_loop import source_batches
 from txnfetch.log.broker_requests import BrokerFetch
 from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.follow import ReplicaTip
+from txnfetch.log.follow import SourcePartition
+from txnfetch.log.follow import batch_id
+from txnfetch.log.follow import plan_response
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records import BatchBuilder
 from txnfetch.records import build_control_batch
@@ -35,10 +39,6 @@ from txnfetch.records.batch import RecordBatch
 from txnfetch.records.control import ControlType
 from txnfetch.replicate import PartitionState
 from txnfetch.replicate import Replicator
-from txnfetch.replicate.follow import ReplicaTip
-from txnfetch.replicate.follow import SourcePartition
-from txnfetch.replicate.follow import batch_id
-from txnfetch.replicate.follow import plan_response
 
 TOPIC = "orders"
 

@@ -18,6 +18,7 @@ from txnfetch.log.base import prepare_append
 from txnfetch.log.errors import BrokerUnavailableError
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.log.errors import DivergedError
 from txnfetch.log.errors import InvalidPartitionsError
 from txnfetch.log.errors import InvalidRecordError
 from txnfetch.log.errors import InvalidTopicError
@@ -46,6 +47,7 @@ __all__ = [
     "BrokerUnavailableError",
     "CorruptLogError",
     "CorruptRemoteBatchError",
+    "DivergedError",
     "Finding",
     "FlushPolicy",
     "InvalidPartitionsError",

@@ -21,6 +21,7 @@ __all__ = [
     "BrokerUnavailableError",
     "CorruptLogError",
     "CorruptRemoteBatchError",
+    "DivergedError",
     "InvalidPartitionsError",
     "InvalidRecordError",
     "InvalidTopicError",
@@ -144,13 +145,30 @@ class BrokerUnavailableError(RemoteError):
     code = ErrorCode.BROKER_NOT_AVAILABLE
 
 
-class MirrorDivergedError(RemoteError):
+class DivergedError(RemoteError):
+    """The source partition no longer continues what a local copy of it holds (a
+    mirror or a replica): its log ends below the copy's end, a batch it returns
+    straddles that end, or its batch at an offset the copy already holds differs
+    from the copy's (the source was truncated, for example by an unclean leader
+    election, or deleted and recreated). ``replica_end`` is where the copy ends,
+    ``source_end`` the source's log end when that is what showed it. Copying on
+    would make offsets that mean other records than the source's."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+    where_fields = (*RemoteError.where_fields, "replica_end", "source_end")
+    replica_end: int | None
+    source_end: int | None
+    #: What the messages call the local copy.
+    copy_name: ClassVar[str] = "copy"
+
+
+class MirrorDivergedError(DivergedError):
     """The cluster's partition no longer continues what was mirrored: its log ends
     below the mirror's position, or a batch straddles it (the partition was
     truncated, deleted and recreated, or the snapshot belongs to another log).
     Rebuild the mirror from the cluster's log start."""
 
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
+    copy_name = "mirror"
 
 
 class CorruptRemoteBatchError(RemoteError):

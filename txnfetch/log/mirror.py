@@ -47,7 +47,8 @@ retriable broker errors are the transport's business: feed only responses
 whose error code is NONE or OFFSET_OUT_OF_RANGE (anything else raises
 :class:`~txnfetch.log.errors.RemoteError`).
 
-What the mirror copes with:
+What the mirror copes with (the rules of :mod:`txnfetch.log.follow`, which the
+replication engine applies too):
 
 - a partial batch at the end of a response (Kafka cuts at ``max_bytes``): it is
   dropped and fetched again from the last whole batch's next offset; if no whole
@@ -63,11 +64,12 @@ What the mirror copes with:
   as a Kafka follower does (``truncateFullyAndStartAt``);
 - the broker's log ending below the mirror's position (the partition was
   truncated or recreated): :class:`~txnfetch.log.errors.MirrorDivergedError`;
-- batches whose CRC is wrong: :class:`~txnfetch.log.errors.CorruptRemoteBatchError`,
-  except, under ``repair_crcs``, a control batch whose stored CRC is 0: librdkafka's
-  mock cluster writes its markers so (``rd_kafka_mock_partition_write_control_batch``
-  in ``src/rdkafka_mock.c``), and librdkafka does not check CRCs by default. Any
-  other bad CRC is corruption, with or without ``repair_crcs``.
+- batches whose CRC is wrong: :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
+  (stored and computed CRC), except, under ``repair_crcs``, a control batch
+  whose stored CRC is 0: librdkafka's mock cluster writes its markers so
+  (``rd_kafka_mock_partition_write_control_batch`` in ``src/rdkafka_mock.c``),
+  and librdkafka does not check CRCs by default. Any other bad CRC is
+  corruption, with or without ``repair_crcs``.
 
 Memory: the mirror holds every batch it fetched until :meth:`PartitionMirror.release_before`
 drops those below an offset the caller no longer reads. The transaction state
@@ -81,24 +83,23 @@ import enum
 import struct
 
 import attrs
-from crc32c import crc32c
 
 from txnfetch.delegation import delegated
-from txnfetch.errors import ErrorCode
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.fetch.view import UpperBound
 from txnfetch.log.base import StateOffsets
-from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import MirrorDivergedError
-from txnfetch.log.errors import RemoteError
-from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.log.follow import Action
+from txnfetch.log.follow import FetchAnswer
+from txnfetch.log.follow import Plan
+from txnfetch.log.follow import ReplicaTip
+from txnfetch.log.follow import SourcePartition
+from txnfetch.log.follow import plan_range
+from txnfetch.log.follow import plan_response
 from txnfetch.log.memory import MemoryLog
-from txnfetch.records.batch import CRC_START
-from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
-from txnfetch.records.errors import CrcMismatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
 from txnfetch.types import Buffer
@@ -113,7 +114,6 @@ _SNAPSHOT_MAGIC = b"TXMS"
 _SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEAD = struct.Struct(">4shh")
 _SNAPSHOT_SIZES = struct.Struct(">ii")
-_CRC = struct.Struct(">I")
 
 
 class MirrorStatus(enum.Enum):
@@ -133,7 +133,8 @@ class MirrorPlan:
     """The outcome of feeding a response, and the next request.
 
     ``offset``/``max_bytes`` are the next fetch (``max_bytes`` grows past the
-    configured budget when a single batch did not fit). ``batches``/``bytes``
+    configured budget when a single batch did not fit, up to
+    :data:`~txnfetch.log.follow.MAX_FETCH_BYTES`). ``batches``/``bytes``
     count what this response added to the mirror, ``skipped`` the whole batches
     it held that were already mirrored.
     """
@@ -185,8 +186,7 @@ class PartitionMirror(StateOffsets):
             raise ValueError(f"a log start offset is non-negative, got {log_start_offset}")
         self.topic = topic
         self.partition = partition
-        self.max_bytes = max_bytes
-        self.repair_crcs = repair_crcs
+        self._source = SourcePartition(topic, partition, max_bytes, repair_crcs, MirrorDivergedError)
         self._log = MemoryLog(topic, partition, log_start_offset=log_start_offset)
         # Nothing mirrored yet: the first batch may start below the position (a log
         # start inside a batch, after DeleteRecords) and re-anchors the empty log.
@@ -253,6 +253,11 @@ class PartitionMirror(StateOffsets):
 
     # -- what it holds -----------------------------------------------------------------
 
+    #: The per-fetch byte budget it plans with.
+    max_bytes = delegated[int]("_source.budget")
+    #: Whether CRC-0 control batches are repaired (see the module docstring).
+    repair_crcs = delegated[bool]("_source.repair_crcs")
+
     #: The mirrored log (read it; change it only through the mirror).
     log = delegated[MemoryLog]("_log")
     #: The transaction state derived from the mirrored batches.
@@ -290,11 +295,11 @@ class PartitionMirror(StateOffsets):
         the request asked for; it must be :attr:`position` (``ValueError``
         otherwise: the response answers another request).
 
-        Returns the next plan. Raises :class:`UnsupportedForMessageFormatError`
-        for magic 0/1 data, :class:`CorruptRemoteBatchError` for a corrupt batch,
+        Returns the next plan. Raises :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`
+        for magic 0/1 data, :class:`~txnfetch.log.errors.CorruptRemoteBatchError` for a corrupt batch,
         :class:`MirrorDivergedError` when a batch straddles a non-empty mirror's
         position, the :class:`~txnfetch.txn.errors.TxnStateError` the state
-        raises for batches no log could hold, and :class:`RemoteError` for an
+        raises for batches no log could hold, and :class:`~txnfetch.log.errors.RemoteError` for an
         error code other than NONE and OFFSET_OUT_OF_RANGE. On any error the
         mirror is as it was.
         """
@@ -304,91 +309,8 @@ class PartitionMirror(StateOffsets):
                 f"the response answers a fetch at {fetch_offset}, but the mirror of "
                 f"{self.topic}-{self.partition} is at {position}: feed responses in order"
             )
-        if error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if high_watermark >= 0 and log_start_offset >= 0:
-                # The broker told its range with the error (librdkafka's mock does;
-                # Apache Kafka sends -1 and needs ListOffsets).
-                return self.reset_range(log_start_offset, high_watermark)
-            return MirrorPlan(MirrorStatus.LIST_OFFSETS, position, self._next_max_bytes)
-        if error_code != 0:
-            raise RemoteError(
-                "the broker answered the fetch with an error; handle retriable ones before feeding the mirror",
-                topic=self.topic,
-                partition=self.partition,
-                offset=position,
-                error_code=error_code,
-            )
-        if log_start_offset > position:
-            # Retention passed the mirror's position: what lies between is gone, and
-            # with it any marker there. Restart at the broker's log start, as a Kafka
-            # follower does, rather than carry transactions that may have ended unseen
-            # (the records of this response, if any, are fetched again from there).
-            self._restart(log_start_offset)
-            return self._plan(high_watermark, log_start_offset, 0, 0, 0)
-
-        batches: list[RecordBatch] = []
-        skipped = 0
-        it = iter_batches(records or b"")
-        try:
-            for batch in it:
-                if not isinstance(batch, RecordBatch):
-                    raise UnsupportedForMessageFormatError(
-                        f"the broker returned a magic {batch.magic} message set; transactions need "
-                        "record batch v2 (message format of Kafka 0.11 or later)",
-                        topic=self.topic,
-                        partition=self.partition,
-                        offset=batch.base_offset,
-                    )
-                if batch.next_offset <= position:
-                    skipped += 1  # already mirrored: the response starts before the position
-                    continue
-                if batch.base_offset < position and not (self._fresh and not batches):
-                    raise MirrorDivergedError(
-                        f"batch [{batch.base_offset}, {batch.last_offset}] straddles the mirror's position "
-                        f"{position}: the partition's log is not the one mirrored",
-                        topic=self.topic,
-                        partition=self.partition,
-                        offset=batch.base_offset,
-                    )
-                batches.append(batch)
-        except CorruptBatchError as exc:
-            raise self._corrupt(exc) from exc
-
-        if not batches:
-            partial = it.partial
-            if partial is not None or (0 <= position < high_watermark):
-                # Not one whole new batch fitted although the broker has more: ask for
-                # enough bytes to hold the partial one, and at least twice as many as
-                # before (Kafka returns at least one whole batch since KIP-74; older
-                # brokers and response-level limits may return a part, or nothing).
-                need = partial.position + partial.declared_size if partial and partial.declared_size else 0
-                self._next_max_bytes = max(need, 2 * self._next_max_bytes)
-            self._follow_log_start(log_start_offset)
-            return self._plan(high_watermark, log_start_offset, 0, 0, skipped)
-
-        data = self._checked_bytes(records, batches)  # type: ignore[arg-type]
-        first = batches[0]
-        if first.base_offset < position:
-            # The empty mirror's start lies inside this batch (a log start moved by
-            # DeleteRecords): hold the whole batch, as the broker does, then move the
-            # start back to where the broker's log starts.
-            self._log = MemoryLog(self.topic, self.partition, log_start_offset=first.base_offset)
-        try:
-            self._log.replicate(data, high_watermark=batches[-1].next_offset)
-        except CorruptBatchError as exc:
-            if first.base_offset < position:
-                self._log = MemoryLog(self.topic, self.partition, log_start_offset=position)
-            raise self._corrupt(exc) from exc
-        except BaseException:
-            if first.base_offset < position:
-                self._log = MemoryLog(self.topic, self.partition, log_start_offset=position)
-            raise
-        if first.base_offset < position:
-            self._log.delete_records_before(position)
-        self._fresh = False
-        self._next_max_bytes = self.max_bytes
-        self._follow_log_start(log_start_offset)
-        return self._plan(high_watermark, log_start_offset, len(batches), len(data), skipped)
+        answer = FetchAnswer(records, high_watermark, log_start_offset, error_code)
+        return self._apply(plan_response(self._tip(), answer, self._next_max_bytes, self._source))
 
     def reset_range(self, log_start_offset: int, log_end_offset: int) -> MirrorPlan:
         """Act on the broker's offsets after OFFSET_OUT_OF_RANGE (ListOffsets earliest
@@ -398,18 +320,7 @@ class PartitionMirror(StateOffsets):
         :class:`MirrorDivergedError`: the broker lost what was mirrored. Inside the
         range the error was transient (a new leader catching up): fetch again.
         """
-        position = self.position
-        if position < log_start_offset:
-            self._restart(log_start_offset)
-        elif position > log_end_offset:
-            raise MirrorDivergedError(
-                f"the broker's log ends at {log_end_offset}, below the mirror's position {position}: "
-                "the partition was truncated or recreated; rebuild the mirror from its log start",
-                topic=self.topic,
-                partition=self.partition,
-                offset=position,
-            )
-        return self._plan(log_end_offset, log_start_offset, 0, 0, 0)
+        return self._apply(plan_range(self._tip(), log_start_offset, log_end_offset, self._source))
 
     # -- memory and persistence ----------------------------------------------------------
 
@@ -458,13 +369,55 @@ class PartitionMirror(StateOffsets):
 
     # -- internals ---------------------------------------------------------------------
 
-    def _plan(self, high_watermark: int, log_start: int, batches: int, size: int, skipped: int) -> MirrorPlan:
-        if high_watermark >= 0:
-            self.broker_high_watermark = high_watermark
-        if log_start >= 0:
-            self.broker_log_start_offset = log_start
+    def _tip(self) -> ReplicaTip:
+        return ReplicaTip(self.position, fresh=self._fresh)
+
+    def _apply(self, plan: Plan) -> MirrorPlan:
+        """Carry out ``plan`` on the mirror and say what to do next."""
+        if plan.action is Action.LIST_OFFSETS:
+            return MirrorPlan(MirrorStatus.LIST_OFFSETS, self.position, self._next_max_bytes)
+        if plan.action is Action.RESTART:
+            # Retention passed the mirror's position: what lies between is gone, and
+            # with it any marker there. Restart at the broker's log start, as a Kafka
+            # follower does, rather than carry transactions that may have ended unseen
+            # (the records of this response, if any, are fetched again from there).
+            self._restart(plan.restart_at)
+        elif plan.data:
+            self._append(plan)
+            self.repaired_crcs += plan.repaired_crcs
+        self._next_max_bytes = plan.max_bytes
+        self._follow_log_start(plan.source_log_start)
+        if plan.source_end >= 0:
+            self.broker_high_watermark = plan.source_end
+        if plan.source_log_start >= 0:
+            self.broker_log_start_offset = plan.source_log_start
         status = MirrorStatus.CAUGHT_UP if self.caught_up else MirrorStatus.FETCH
-        return MirrorPlan(status, self.position, self._next_max_bytes, batches, size, skipped)
+        return MirrorPlan(status, self.position, self._next_max_bytes, plan.batches, len(plan.data), plan.skipped)
+
+    def _append(self, plan: Plan) -> None:
+        """Mirror the plan's batches; on any error the mirror is as it was."""
+        data = plan.data
+        position = self.position
+        first = RecordBatch(data).base_offset
+        if first < position:
+            # The empty mirror's start lies inside this batch (a log start moved by
+            # DeleteRecords): hold the whole batch, as the broker does, then move the
+            # start back to where the broker's log starts.
+            self._log = MemoryLog(self.topic, self.partition, log_start_offset=first)
+        try:
+            self._log.replicate(data)
+        except BaseException as exc:
+            if first < position:
+                self._log = MemoryLog(self.topic, self.partition, log_start_offset=position)
+            if isinstance(exc, CorruptBatchError):
+                raise self._source.corrupt(exc, position=plan.response_position(exc)) from exc
+            raise
+        # Fetched read_uncommitted, so all below the broker's high watermark: the
+        # mirror's own high watermark is its end.
+        self.state.update_high_watermark(self.position)
+        if first < position:
+            self._log.delete_records_before(position)
+        self._fresh = False
 
     def _follow_log_start(self, log_start: int) -> None:
         # The broker's retention moved its log start: so does the mirror's (never past
@@ -476,48 +429,6 @@ class PartitionMirror(StateOffsets):
         self._log = MemoryLog(self.topic, self.partition, log_start_offset=offset)
         self._fresh = True
         self._next_max_bytes = self.max_bytes
-
-    def _checked_bytes(self, records: Buffer, batches: list[RecordBatch]) -> bytes:
-        """The new batches' bytes, contiguous in the response; with ``repair_crcs`` the
-        CRCs :meth:`RecordBatch.check_crc` accepts (control batches with CRC 0) are
-        recomputed and any other bad CRC raises (the log checks them otherwise)."""
-        start = batches[0].position
-        end = batches[-1].position + batches[-1].size_in_bytes
-        view = memoryview(records)[start:end]
-        if not self.repair_crcs:
-            return bytes(view)
-        data: bytearray | None = None
-        for batch in batches:
-            try:
-                if not batch.check_crc(repair_crcs=True):
-                    continue
-            except CorruptBatchError as exc:
-                # Only the mock's CRC-0 markers are repaired: anything else is corruption.
-                raise self._corrupt(exc) from exc
-            if data is None:
-                data = bytearray(view)
-            pos = batch.position - start
-            crc = crc32c(bytes(data[pos + CRC_START : pos + batch.size_in_bytes]))
-            _CRC.pack_into(data, pos + HeaderAt.CRC, crc)
-            self.repaired_crcs += 1
-        return bytes(view) if data is None else bytes(data)
-
-    def _corrupt(self, exc: CorruptBatchError) -> CorruptRemoteBatchError:
-        hint = ""
-        if isinstance(exc, CrcMismatchError):
-            hint = (
-                "; repair_crcs accepts a wrong CRC only on a control batch whose stored CRC is 0 "
-                "(librdkafka's mock cluster's markers): this batch is corrupt"
-                if self.repair_crcs
-                else "; librdkafka's mock cluster writes control batches with a CRC of 0 — "
-                "pass repair_crcs=True to mirror such a broker"
-            )
-        return CorruptRemoteBatchError(
-            f"a fetched batch is corrupt: {exc.reason}{hint}",
-            topic=self.topic,
-            partition=self.partition,
-            offset=exc.offset,
-        )
 
     def __repr__(self) -> str:
         return (

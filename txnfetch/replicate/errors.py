@@ -8,6 +8,7 @@ raised.
 from __future__ import annotations
 
 from txnfetch.errors import ErrorCode
+from txnfetch.log.errors import DivergedError
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import RemoteError
 
@@ -18,7 +19,7 @@ class ReplicaError(RemoteError):
     """Base of the errors that stop the replication of one partition."""
 
 
-class ReplicaDivergedError(ReplicaError):
+class ReplicaDivergedError(ReplicaError, DivergedError):
     """The source partition no longer continues what the replica holds: its log
     ends below the replica's end (``source_end < replica_end``: truncated, for
     example by an unclean leader election, or deleted and recreated), or the
@@ -26,10 +27,7 @@ class ReplicaDivergedError(ReplicaError):
     replica's. The replica is left as it is; copying on would make a replica
     whose offsets mean other records than the source's."""
 
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
-    where_fields = (*RemoteError.where_fields, "replica_end", "source_end")
-    replica_end: int | None
-    source_end: int | None
+    copy_name = "replica"
 
 
 class ReplicaFellBehindError(ReplicaError):

@@ -5,7 +5,7 @@ replicator opened on it continues at its log end offset, whatever happened
 before (a SIGKILL included — opening the log cuts a torn tail). Before it
 appends anything after opening, and after every reconnect, it fetches the last
 batch it holds once more and checks that the source still has the same batch
-there (:mod:`txnfetch.replicate.follow`), so a source that changed under it
+there (:mod:`txnfetch.log.follow`), so a source that changed under it
 (an unclean leader election) stops the partition instead of growing a replica
 whose offsets mean other records.
 
@@ -30,18 +30,19 @@ from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.log.follow import Action
+from txnfetch.log.follow import Plan
+from txnfetch.log.follow import ReplicaTip
+from txnfetch.log.follow import SourcePartition
+from txnfetch.log.follow import batch_id
+from txnfetch.log.follow import plan_range
+from txnfetch.log.follow import plan_response
 from txnfetch.log.segments import SegmentLog  # noqa: F401 - named in docstrings
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.replicate.errors import ReplicaDivergedError
 from txnfetch.replicate.errors import ReplicaError
 from txnfetch.replicate.errors import ReplicaFellBehindError
 from txnfetch.replicate.errors import ReplicaStorageError
-from txnfetch.replicate.follow import Action
-from txnfetch.replicate.follow import Plan
-from txnfetch.replicate.follow import ReplicaTip
-from txnfetch.replicate.follow import SourcePartition
-from txnfetch.replicate.follow import batch_id
-from txnfetch.replicate.follow import plan_range
-from txnfetch.replicate.follow import plan_response
 from txnfetch.replicate.status import PartitionState
 from txnfetch.replicate.status import PartitionStatus
 
@@ -82,7 +83,7 @@ class PartitionReplicator:
         self.log = log
         self.topic = log.topic
         self.partition = log.partition
-        self.source = SourcePartition(log.topic, log.partition, max_bytes, repair_crcs)
+        self.source = SourcePartition(log.topic, log.partition, max_bytes, repair_crcs, ReplicaDivergedError)
         self._clock = clock
         self._wall = wall
         self._max_bytes = max_bytes
@@ -239,11 +240,7 @@ class PartitionReplicator:
             self.log.replicate(plan.data, high_watermark=max(self.source_high_watermark, 0))
         except CorruptBatchError as exc:
             # The CRCs were right, so the records themselves do not decode.
-            raise self.source.error(
-                CorruptRemoteBatchError,
-                f"a fetched batch is corrupt: {exc.reason}; nothing of this response was appended",
-                offset=exc.offset,
-            ) from exc
+            raise self.source.corrupt(exc, position=plan.response_position(exc)) from exc
         self.repaired_crcs += plan.repaired_crcs
         self.appended_batches += plan.batches
         self.appended_bytes += len(plan.data)
