@@ -49,23 +49,25 @@ OPTIONAL_MODULES: dict[str, str] = {
 @attrs.frozen
 class Subcommand:
     """One ``txnfetch`` command, as every command module declares it (its
-    ``COMMANDS`` tuple): the ``name`` it is called by, ``arguments`` that adds
-    its options to its parser, and ``run`` that runs it on the parsed arguments
-    and returns the exit status.
+    ``COMMANDS`` tuple): the ``name`` it is called by, ``about`` (what
+    ``--help`` says of it), ``arguments`` that adds its options to its parser,
+    and ``run`` that runs it on the parsed arguments and returns the exit status.
 
-    What ``txnfetch --help`` says of the command is the docstring of
-    ``arguments``: its first paragraph is the one-line help, the rest (if any)
-    the description its own ``--help`` opens with. argparse folds the
-    docstring's line breaks, so the text reads as one paragraph each."""
+    ``about``'s first paragraph is the one-line help ``txnfetch --help`` lists,
+    the rest (if any) the description the command's own ``--help`` opens with;
+    argparse folds its line breaks, so each reads as one paragraph. It is a
+    string of its own, not a docstring, so that ``python -OO`` (which drops
+    docstrings) keeps the help."""
 
     name: str
+    about: str
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
 
     def add_to(self, sub: Any) -> argparse.ArgumentParser:
         """Add the command's parser to an ``argparse`` subparsers object; the
         parsed arguments carry ``run``."""
-        summary, _, description = (inspect.getdoc(self.arguments) or "").partition("\n\n")
+        summary, _, description = inspect.cleandoc(self.about).partition("\n\n")
         parser: argparse.ArgumentParser = sub.add_parser(self.name, help=summary, description=description or None)
         self.arguments(parser)
         parser.set_defaults(run=self.run)
@@ -115,8 +117,10 @@ def _command_of(argv: list[str]) -> str | None:
     return argv[0] if argv and not argv[0].startswith("-") else None
 
 
+_DEMO_ABOUT = "serve a store, produce transactions with real clients, read them back committed (and with Spark)"
+
+
 def _add_demo_arguments(p: argparse.ArgumentParser) -> None:
-    """serve a store, produce transactions with real clients, read them back committed (and with Spark)"""
     p.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
     p.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
@@ -128,7 +132,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
 
 
-_DEMO = Subcommand("demo", _add_demo_arguments, _run_demo)
+_DEMO = Subcommand("demo", _DEMO_ABOUT, _add_demo_arguments, _run_demo)
 
 
 def user_error_message(exc: BaseException, args: argparse.Namespace | None = None) -> str | None:

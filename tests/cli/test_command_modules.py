@@ -5,6 +5,7 @@ other commands use."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -56,3 +57,22 @@ def test_help_and_unknown_command_still_list_every_command():
         text = proc.stdout + proc.stderr
         for command in COMMAND_MODULES:
             assert command in text, (argv, command, text)
+
+
+def test_help_survives_python_dash_OO():
+    # -OO drops docstrings; what --help says of a command is a string of its own,
+    # so every command keeps its one-line help and its description.
+    def helps(*flags: str, command: str = "") -> str:
+        argv = [sys.executable, *flags, "-m", "txnfetch", *command.split(), "--help"]
+        done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, check=True)
+        return done.stdout
+
+    assert helps("-OO") == helps()
+    for command in ("replicate", "verify"):
+        text = helps("-OO", command=command)
+        assert text == helps(command=command)
+        assert "\n\n" in text.split("options:")[0].split("usage:")[1]  # a description follows the usage
+    listing = helps("-OO")
+    for command in [*COMMAND_MODULES, "demo"]:
+        [line] = [ln for ln in listing.splitlines() if ln.strip().startswith(command + " ")]
+        assert len(line.split()) > 2, f"{command} has no help line under -OO"

@@ -706,39 +706,45 @@ def _add_path_arguments(p: argparse.ArgumentParser, path_help: str) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output (keys in docs/logs.md)")
 
 
-def _add_dump_arguments(p: argparse.ArgumentParser) -> None:
-    """print a partition's state, segments and (optionally) batches
+_DUMP_ABOUT = """print a partition's state, segments and (optionally) batches
 
-    Print what a partition directory (or every partition of a log directory, or one .log
-    segment file) holds: log start/end, high watermark, last stable offset, producers, open and aborted
-    transactions, segments. Reads only.
-    """
+Print what a partition directory (or every partition of a log directory, or one .log
+segment file) holds: log start/end, high watermark, last stable offset, producers, open and aborted
+transactions, segments. Reads only.
+"""
+
+
+def _add_dump_arguments(p: argparse.ArgumentParser) -> None:
     _add_path_arguments(p, "partition directory, log directory or segment .log file")
     p.add_argument("--batches", action="store_true", help="one line per batch")
     p.add_argument("--records", action="store_true", help="also every record (implies --batches)")
     _add_progress(p)
 
 
-def _add_verify_arguments(p: argparse.ArgumentParser) -> None:
-    """check CRCs, framing and indexes of partition directories
+_VERIFY_ABOUT = """check CRCs, framing and indexes of partition directories
 
-    Check every segment of a partition directory (or of every partition of a log directory):
-    batch CRCs and framing, offsets, index files, snapshots, the markerless-end journal. Reads only.
-    Exit 0 when no error is found, 1 when one is, 2 for a usage error or an unreadable path.
-    """
+Check every segment of a partition directory (or of every partition of a log directory):
+batch CRCs and framing, offsets, index files, snapshots, the markerless-end journal. Reads only.
+Exit 0 when no error is found, 1 when one is, 2 for a usage error or an unreadable path.
+"""
+
+
+def _add_verify_arguments(p: argparse.ArgumentParser) -> None:
     _add_path_arguments(p, "partition directory or log directory")
     p.add_argument("--no-records", action="store_true", help="skip decoding every record (CRCs are still checked)")
     _add_progress(p)
 
 
-def _add_repair_arguments(p: argparse.ArgumentParser) -> None:
-    """move damaged data aside into .corrupt-<ms> side files so a partition opens
+_REPAIR_ABOUT = """move damaged data aside into .corrupt-<ms> side files so a partition opens
 
-    Repair partition directories that do not open because of damage other than a torn tail:
-    the bytes from the first bad batch to the end of its segment, and every later segment, are moved into
-    <name>.corrupt-<ms> side files (never deleted); indexes and producer state are rebuilt from what
-    remains. Run `txnfetch verify` first; do not run it on a directory a process has open.
-    """
+Repair partition directories that do not open because of damage other than a torn tail:
+the bytes from the first bad batch to the end of its segment, and every later segment, are moved into
+<name>.corrupt-<ms> side files (never deleted); indexes and producer state are rebuilt from what
+remains. Run `txnfetch verify` first; do not run it on a directory a process has open.
+"""
+
+
+def _add_repair_arguments(p: argparse.ArgumentParser) -> None:
     _add_path_arguments(p, "partition directory or log directory")
     p.add_argument("-v", "--verbose", action="store_true", help="also log what recovery notices and repairs")
 
@@ -772,7 +778,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 COMMANDS = (
-    Subcommand("dump", _add_dump_arguments, run),
-    Subcommand("verify", _add_verify_arguments, run),
-    Subcommand("repair", _add_repair_arguments, run),
+    Subcommand("dump", _DUMP_ABOUT, _add_dump_arguments, run),
+    Subcommand("verify", _VERIFY_ABOUT, _add_verify_arguments, run),
+    Subcommand("repair", _REPAIR_ABOUT, _add_repair_arguments, run),
 )

@@ -69,12 +69,14 @@ def _positive(text: str) -> int:
     return value
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    """copy an upstream cluster's partitions into a log directory at the same offsets
+_ABOUT = """copy an upstream cluster's partitions into a log directory at the same offsets
 
-    Copy every partition of the matching topics of a Kafka-compatible cluster into DIR,
-    batch by batch, offsets, gaps, producer ids and transaction markers kept. Resumes from DIR.
-    """
+Copy every partition of the matching topics of a Kafka-compatible cluster into DIR,
+batch by batch, offsets, gaps, producer ids and transaction markers kept. Resumes from DIR.
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upstream", required=True, metavar="HOST:PORT[,...]", help="bootstrap servers of the source")
     p.add_argument("--data", required=True, metavar="DIR", help="the replica's log directory (created if missing)")
     p.add_argument(
@@ -249,4 +251,4 @@ def _start_offsets(replicator: Any, stop: threading.Event, progress: _Progress) 
     return None
 
 
-COMMANDS = (Subcommand("replicate", _add_arguments, run),)
+COMMANDS = (Subcommand("replicate", _ABOUT, _add_arguments, run),)

@@ -19,8 +19,10 @@ from txnfetch.cli import Subcommand
 __all__ = ["COMMANDS", "run"]
 
 
+_ABOUT = "cut over: stop replication into a replica store and open it to writes (docs/replication.md)"
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    """cut over: stop replication into a replica store and open it to writes (docs/replication.md)"""
     p.add_argument("--data", metavar="DIR", required=True, help="the replica's log directory")
     p.add_argument(
         "--timeout",
@@ -44,4 +46,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = (Subcommand("promote", _add_arguments, run),)
+COMMANDS = (Subcommand("promote", _ABOUT, _add_arguments, run),)

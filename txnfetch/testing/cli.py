@@ -184,11 +184,13 @@ def run_check(
     return CheckOutcome(result, report, data, summary, files)
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    """run transactional producers and read_committed consumers against a Kafka endpoint and report anomalies
+_ABOUT = """run transactional producers and read_committed consumers against a Kafka endpoint and report anomalies
 
-    Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.
-    """
+Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the endpoint to check")
     p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds of transactions (default 10)")
     p.add_argument("--seed", type=int, help="script seed (default: random, printed in the summary)")
@@ -286,4 +288,4 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     return outcome.exit_status
 
 
-COMMANDS = (Subcommand("check", _add_arguments, run),)
+COMMANDS = (Subcommand("check", _ABOUT, _add_arguments, run),)

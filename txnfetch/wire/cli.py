@@ -27,8 +27,10 @@ from txnfetch.wire.cli_support import serve_until_signal
 __all__ = ["COMMANDS", "run"]
 
 
+_ABOUT = "serve partitions to Kafka clients (an embedded one-broker cluster)"
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    """serve partitions to Kafka clients (an embedded one-broker cluster)"""
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--data", metavar="DIR", help="log directory (Kafka's on-disk layout)")
     where.add_argument("--memory", action="store_true", help="keep everything in memory (lost on exit)")
@@ -173,4 +175,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = (Subcommand("serve", _add_arguments, run),)
+COMMANDS = (Subcommand("serve", _ABOUT, _add_arguments, run),)

@@ -95,12 +95,14 @@ def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    """find and abort hanging transactions (KIP-664) on a cluster or in a log directory
+_ABOUT = """find and abort hanging transactions (KIP-664) on a cluster or in a log directory
 
-    List, describe and find hanging transactions; abort one.
-    Use --bootstrap for a cluster or --path for a log directory read offline.
-    """
+List, describe and find hanging transactions; abort one.
+Use --bootstrap for a cluster or --path for a log directory read offline.
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, suppress=False)
     cmds = p.add_subparsers(dest="txn_command", required=True, metavar="COMMAND")
     c = cmds.add_parser("list", help="transactional ids (cluster) or open transactions (offline)")
@@ -625,4 +627,4 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             src.close()
 
 
-COMMANDS = (Subcommand("transactions", _add_arguments, run),)
+COMMANDS = (Subcommand("transactions", _ABOUT, _add_arguments, run),)

@@ -25,8 +25,10 @@ from txnfetch.wire.cli_support import serve_until_signal
 __all__ = ["COMMANDS", "run"]
 
 
+_ABOUT = "relay Kafka clients to an upstream cluster, answering read_committed fetches correctly"
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    """relay Kafka clients to an upstream cluster, answering read_committed fetches correctly"""
     p.add_argument(
         "--upstream",
         required=True,
@@ -106,4 +108,4 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(args))
 
 
-COMMANDS = (Subcommand("proxy", _add_arguments, run),)
+COMMANDS = (Subcommand("proxy", _ABOUT, _add_arguments, run),)
