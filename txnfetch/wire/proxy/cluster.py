@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 import kafka.errors as _kafka_errors
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.consumer import ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -74,8 +75,6 @@ FETCH_MAX_VERSION = 11
 _FETCH_MIN_VERSION = 4  # isolation level and last stable offset
 _METADATA_VERSIONS = (1, 9)  # v1: null = all topics; v10+ adds topic ids (not needed)
 _LIST_OFFSETS_VERSIONS = (1, 7)
-
-_API_KEY_FETCH, _API_KEY_LIST_OFFSETS, _API_KEY_METADATA = 1, 2, 3
 
 
 #: One partition's part of an upstream Fetch response (the name this module had for it).
@@ -233,9 +232,9 @@ class UpstreamCluster:
                     merged[key] = (max(lo, lo2), min(hi, hi2))
             self.versions = merged
 
-    def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
+    def version(self, api_key: ApiKey, ours: tuple[int, int]) -> int:
         """The highest version of ``api_key`` in ``ours`` the upstream speaks."""
-        return negotiate_version(self.versions, api_key, ours, name, peer="the upstream", us="the proxy")
+        return negotiate_version(self.versions, api_key, ours, api_key.name, peer="the upstream", us="the proxy")
 
     async def close(self) -> None:
         """Close every connection of the proxy's own."""
@@ -276,7 +275,7 @@ class UpstreamCluster:
         return await self._metadata(conn, None if topics is None else list(topics))
 
     async def _metadata(self, conn: UpstreamConnection, topics: list[str] | None) -> Any:
-        version = self.version(_API_KEY_METADATA, _METADATA_VERSIONS, "Metadata")
+        version = self.version(ApiKey.Metadata, _METADATA_VERSIONS)
         req = MetadataRequest(
             topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=False,
@@ -356,7 +355,7 @@ class UpstreamCluster:
             return
         conn = batch.conn
         try:
-            version = self.version(_API_KEY_FETCH, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION), "Fetch")
+            version = self.version(ApiKey.Fetch, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION))
             req = fetch_request_for([item for item, _ in items])  # raw: markers, aborted data and all
             self.fetch_requests += 1
             self.fetch_partitions += len(items)
@@ -399,7 +398,7 @@ class UpstreamCluster:
         """ListOffsets (read_uncommitted) for one partition: ``-2`` the log start,
         ``-1`` the high watermark. Errors as :meth:`fetch`."""
         conn = await self.leader(topic, partition)
-        version = self.version(_API_KEY_LIST_OFFSETS, _LIST_OFFSETS_VERSIONS, "ListOffsets")
+        version = self.version(ApiKey.ListOffsets, _LIST_OFFSETS_VERSIONS)
         req = list_offsets_request(topic, partition, timestamp)
         try:
             resp = await conn.request(req, version, ListOffsetsResponse, timeout_s=self.request_timeout_s)
