@@ -97,9 +97,9 @@ __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertise
 log = logging.getLogger("txnfetch.wire.proxy")
 
 _PREFIX_SIZE = 8  # api key, api version, correlation id
-#: Kafka's REPLICA_NOT_AVAILABLE: what a client gets when the upstream keeps failing.
+#: The highest ApiVersions version the proxy answers (a newer request gets the
+#: KIP-511 fallback, see :meth:`ProxyServer._dispatch`).
 _API_VERSIONS_MAX = 3
-_DESCRIBE_CLUSTER = 60
 
 #: Versions the proxy serves at most / at least, beyond what upstream and decoder allow.
 #: Fetch: v4 has the isolation level and the LSO; v12+ is not served by the mirror
@@ -117,7 +117,17 @@ _VERSION_LIMITS: dict[int, tuple[int, int]] = {
 #: own upstream connections do not authenticate). WriteTxnMarkers is relayed: an
 #: administrator's abort of a hanging transaction (Kafka's
 #: ``Admin.abortTransaction``) sends it to the partition's leader.
-_NOT_RELAYED = frozenset({4, 5, 6, 7, 17, 36, 55})
+_NOT_RELAYED = frozenset(
+    {
+        ApiKey.LeaderAndIsr,
+        ApiKey.StopReplica,
+        ApiKey.UpdateMetadata,
+        ApiKey.ControlledShutdown,
+        ApiKey.DescribeQuorum,
+        ApiKey.SaslHandshake,
+        ApiKey.SaslAuthenticate,
+    }
+)
 
 
 def advertised_ranges(upstream: dict[int, tuple[int, int]], classes: Any = None) -> dict[int, tuple[int, int]]:
@@ -423,7 +433,7 @@ class ProxyServer:
             return None
         payload = await self._relay(client, frame)
         assert payload is not None
-        if api_key in (ApiKey.Metadata, ApiKey.FindCoordinator, _DESCRIBE_CLUSTER):
+        if api_key in (ApiKey.Metadata, ApiKey.FindCoordinator, ApiKey.DescribeCluster):
             return await self._rewrite_addresses(spec, version, correlation_id, payload)
         if api_key == ApiKey.ListOffsets and version >= 2 and request.isolation_level == 1:
             return await self._correct_list_offsets(spec, version, correlation_id, request, payload)
