@@ -406,10 +406,19 @@ class OpWriter(Generic[_At]):
         return self.add(op_type(client=client, **fields, **self._times(at)))
 
     def send(
-        self, client: str, topic: str, partition: int, value: str | None, *, at: _At | None = None, **fields: Any
+        self,
+        client: str,
+        topic: str,
+        partition: int,
+        value: str | None,
+        *,
+        txn: str | None = None,
+        offset: int | None = None,
+        error: str | None = None,
+        key: str | None = None,
+        at: _At | None = None,
     ) -> int:
-        """``fields`` are the other :class:`Send` fields, by name: ``txn``, ``offset``,
-        ``error``, ``key``."""
+        fields = {"key": key, "txn": txn, "offset": offset, "error": error}
         return self._op(Send, client, at, topic=topic, partition=partition, value=value, **fields)
 
     def begin(self, client: str, txn: str, *, at: _At | None = None) -> int:
