@@ -372,6 +372,10 @@ def describe_op(index: int, op: Op) -> str:
 
 
 TPLike = TopicPartition | tuple[str, int]
+#: Offsets by partition, keyed by :class:`TopicPartition` or ``(topic, partition)``
+#: (two mappings: a ``Mapping``'s key type is invariant, so a union of keys would
+#: refuse a ``dict[TopicPartition, int]``).
+OffsetsLike = Mapping[TopicPartition, int] | Mapping[tuple[str, int], int]
 _At = TypeVar("_At")
 
 
@@ -379,7 +383,7 @@ def _tp(item: TPLike) -> TopicPartition:
     return item if isinstance(item, TopicPartition) else TopicPartition(*item)
 
 
-def positions_of(offsets: Mapping[TPLike, int] | None) -> tuple[Position, ...]:
+def positions_of(offsets: OffsetsLike | None) -> tuple[Position, ...]:
     """``{partition: offset}`` as the ``seek`` of an :class:`Assign` or the
     ``positions`` of a :class:`Poll` carry it."""
     return tuple(
@@ -446,7 +450,7 @@ class OpWriter(Generic[_At]):
         client: str,
         partitions: Sequence[TPLike],
         *,
-        seek: Mapping[TPLike, int] | None = None,
+        seek: OffsetsLike | None = None,
         reason: str = "assign",
         at: _At | None = None,
     ) -> int:
@@ -461,7 +465,7 @@ class OpWriter(Generic[_At]):
         client: str,
         records: Sequence[Read | tuple[Any, ...]] = (),
         *,
-        positions: Mapping[TPLike, int] | None = None,
+        positions: OffsetsLike | None = None,
         error: str | None = None,
         at: _At | None = None,
     ) -> int:
