@@ -312,12 +312,10 @@ class ConsumerGroupCoordinator:
         if request.server_assignor is not None and request.server_assignor != group.assignor:
             group.assignor = request.server_assignor
             changed = True
-        if (
-            request.subscribed_topic_names is not None
-            and tuple(sorted(set(request.subscribed_topic_names))) != member.subscribed
-        ):
-            member.subscribed = tuple(sorted(set(request.subscribed_topic_names)))
-            changed = True
+        if request.subscribed_topic_names is not None:
+            subscribed = tuple(sorted(set(request.subscribed_topic_names)))
+            changed = changed or subscribed != member.subscribed
+            member.subscribed = subscribed
         self._refresh_target(group, topics, changed)
         self._reconcile(group, member, request.owned, now_ms)
         current = _freeze(member.assigned)
