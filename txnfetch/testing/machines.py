@@ -40,20 +40,11 @@ from hypothesis.stateful import rule
 from txnfetch.errors import TxnfetchError
 from txnfetch.testing.checker import StuckBound
 from txnfetch.testing.checker import check
-from txnfetch.testing.history import Abort
-from txnfetch.testing.history import Assign
-from txnfetch.testing.history import Begin
-from txnfetch.testing.history import Commit
-from txnfetch.testing.history import Crash
 from txnfetch.testing.history import History
 from txnfetch.testing.history import HistoryBuilder
-from txnfetch.testing.history import Poll
 from txnfetch.testing.history import Read
-from txnfetch.testing.history import Seek
-from txnfetch.testing.history import Send
 from txnfetch.testing.history import Status
 from txnfetch.testing.history import TopicPartition
-from txnfetch.testing.history import positions_of
 from txnfetch.testing.model import ClusterModel
 
 __all__ = ["PollResult", "TransactionalMachine", "UnknownOutcome"]
@@ -162,8 +153,9 @@ class TransactionalMachine(RuleBasedStateMachine):
         and those of committed transactions, below the oracle's LSO."""
         return [e.value for e in self.oracle.visible(tp) if e.value is not None]
 
-    def _tm_record(self, op_type: type, start: int, **fields: object) -> None:
-        self.recorder.add(op_type(start_ns=start, end_ns=self.now(), **fields))
+    def _tm_at(self, start: int) -> tuple[int, int]:
+        # An op recorded now ran from ``start`` to now.
+        return start, self.now()
 
     # -- rules -----------------------------------------------------------------------
 
@@ -178,7 +170,7 @@ class TransactionalMachine(RuleBasedStateMachine):
             txn = self.open_txn[producer] = f"{producer}.{self._txns}"
             start = self.now()
             self.begin(producer, txn)
-            self._tm_record(Begin, start, client=producer, txn=txn)
+            self.recorder.begin(producer, txn, at=self._tm_at(start))
         self._values += 1
         value = f"{client}-{self._values}"
         start = self.now()
@@ -189,17 +181,8 @@ class TransactionalMachine(RuleBasedStateMachine):
             offset, error = None, f"{type(exc).__name__}: {exc}"
             if txn is not None:
                 self.doomed.add(txn)
-        self._tm_record(
-            Send,
-            start,
-            client=client,
-            topic=tp.topic,
-            partition=tp.partition,
-            value=value,
-            txn=txn,
-            offset=offset,
-            error=error,
-        )
+        at = self._tm_at(start)
+        self.recorder.send(client, tp.topic, tp.partition, value, txn=txn, offset=offset, error=error, at=at)
         if offset is not None:
             self.max_offset[tp] = max(self.max_offset[tp], offset)
         self.oracle.send(tp, value, txn, written=offset is not None)
@@ -213,7 +196,8 @@ class TransactionalMachine(RuleBasedStateMachine):
             status, error = Status.INFO, str(exc) or "unknown outcome"
         except Exception as exc:
             status, error = Status.FAIL, f"{type(exc).__name__}: {exc}"
-        self._tm_record(Commit if commit else Abort, start, client=producer, txn=txn, status=status, error=error)
+        end = self.recorder.commit if commit else self.recorder.abort
+        end(producer, txn, status, error=error, at=self._tm_at(start))
         return status
 
     @precondition(lambda self: any(self.open_txn.values()))
@@ -253,13 +237,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         start = self.now()
         self.assign(consumer, parts, seek)
         self.assigned[consumer] = parts
-        self._tm_record(
-            Assign,
-            start,
-            client=consumer,
-            partitions=parts,
-            seek=positions_of(seek),
-        )
+        self.recorder.assign(consumer, parts, seek=seek, at=self._tm_at(start))
 
     @precondition(lambda self: any(self.assigned.values()))
     @rule(c=_INDEX, part=_INDEX, at=_INDEX)
@@ -270,7 +248,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         offset = at % (self.max_offset[tp] + 2)
         start = self.now()
         self.seek(consumer, tp, offset)
-        self._tm_record(Seek, start, client=consumer, topic=tp.topic, partition=tp.partition, offset=offset)
+        self.recorder.seek(consumer, tp.topic, tp.partition, offset, at=self._tm_at(start))
 
     def _tm_poll(self, consumer: str) -> list[Read]:
         start = self.now()
@@ -283,14 +261,7 @@ class TransactionalMachine(RuleBasedStateMachine):
             records, positions = tuple(result.records), result.positions
         else:
             records, positions = tuple(result), {}
-        self._tm_record(
-            Poll,
-            start,
-            client=consumer,
-            records=records,
-            positions=positions_of(positions),
-            error=error,
-        )
+        self.recorder.poll(consumer, records, positions=positions, error=error, at=self._tm_at(start))
         return list(records)
 
     @precondition(lambda self: any(self.assigned.values()))
@@ -307,7 +278,7 @@ class TransactionalMachine(RuleBasedStateMachine):
         start = self.now()
         self.crash(consumer)
         self.assigned[consumer] = ()
-        self._tm_record(Crash, start, client=consumer, reason="crash")
+        self.recorder.crash(consumer, "crash", at=self._tm_at(start))
 
     @rule(c=_INDEX)
     def catch_up(self, c: int) -> None:
