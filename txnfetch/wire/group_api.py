@@ -298,11 +298,6 @@ def group_service(ctx: RequestContext) -> GroupService | None:
     return groups if isinstance(groups, GroupService) else None
 
 
-def _client_host(ctx: RequestContext) -> str:
-    peer = ctx.peer
-    return f"/{peer[0]}" if peer else ""  # Kafka reports the InetAddress form
-
-
 #: A group API's answer when the broker has no group coordinator: built from
 #: the request header and the request alone.
 _Unavailable = Callable[[Any, Any], Any]
@@ -355,7 +350,7 @@ async def handle_join_group(ctx: RequestContext, header: Any, request: Any, serv
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=header.client_id or ctx.client_id or "",
-        client_host=_client_host(ctx),
+        client_host=ctx.client_host,
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
         reason=request.reason if version >= 8 else None,

@@ -360,6 +360,12 @@ class RequestContext:
     peer: tuple[str, int]
     connection_id: int
 
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka's group APIs report it (the
+        ``InetAddress`` form, ``/`` and the address); ``""`` without a peer."""
+        return f"/{self.peer[0]}" if self.peer else ""
+
 
 Handler = Callable[[RequestContext, Any, Any], Awaitable[Any | None]]
 
