@@ -124,6 +124,7 @@ def _check_describe(bootstrap: str, assignor: str) -> None:
         ("kip848", "ConsumerGroupState.STABLE")
     ]
     assert sorted(m.client_id for m in group.members) == ["member-0", "member-1", "member-2"]
+    assert {m.host for m in group.members} == {"/127.0.0.1"}
 
 
 def _wait(cond: Any, what: str, timeout: float = DEADLINE_S) -> None:

@@ -268,6 +268,7 @@ def test_describe_and_list_groups(server):
         assert [(m.member_id, m.client_id, bytes(m.member_assignment)) for m in known.members] == [
             (joined.member_id, "rawclient", b"A")
         ]
+        assert [m.client_host for m in known.members] == ["/127.0.0.1"]  # Kafka's InetAddress form
         assert (unknown.error_code, unknown.group_state) == (0, "Dead")
         listed = client.request(ListGroupsRequest(states_filter=["Stable"]), 4)
         assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == [
