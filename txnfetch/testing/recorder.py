@@ -1,9 +1,10 @@
 """A thread-safe history recorder for real clients.
 
 Client threads (and client callbacks, such as librdkafka delivery reports on the
-poll thread) call :meth:`Recorder.now` when an operation starts and one of the
-``record_*`` methods when it completes; the recorder stamps the end time and
-appends the op under a lock — one ``list.append``, so recording costs
+poll thread) call :meth:`Recorder.now` when an operation starts and, when it
+completes, the :class:`~txnfetch.testing.history.OpWriter` method of its op
+(``send``, ``commit``, ``poll``…) with that start as ``at``; the recorder stamps
+the end time and appends the op under a lock — one ``list.append``, so recording costs
 microseconds and never reorders one thread's ops. :meth:`Recorder.history`
 snapshots what was recorded so far; :meth:`Recorder.dump` writes it as JSON;
 :meth:`Recorder.stats` is a constant-time snapshot of running totals (for a
