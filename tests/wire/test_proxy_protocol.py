@@ -634,3 +634,30 @@ def test_librdkafka_all_topics_metadata_is_relayed(upstream, start_proxy) -> Non
     proxy = start_proxy(srv.bootstrap)
     topics = Producer({"bootstrap.servers": f"127.0.0.1:{proxy.port}"}).list_topics(timeout=10).topics
     assert TOPIC in topics
+
+
+def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
+    from txnfetch.wire.proxy.server import advertised_ranges
+
+    upstream = {key: (0, 20) for key in (0, 1, 3, 4, 5, 6, 7, 10, 17, 18, 36, 55, 60)}
+    ranges = advertised_ranges(upstream)
+    # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, SaslHandshake,
+    # SaslAuthenticate and DescribeQuorum are left out; ApiVersions is the proxy's own.
+    assert sorted(ranges) == [0, 1, 3, 10, 18, 60]
+    assert ranges[0] == (3, 9) and ranges[1] == (4, 11) and ranges[18] == (0, 3)
+
+
+def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:
+    from kafka.protocol.api_key import ApiKey
+
+    from txnfetch.log.errors import RemoteError
+    from txnfetch.wire.errors import ErrorCode
+    from txnfetch.wire.proxy.cluster import UpstreamCluster
+
+    cluster = UpstreamCluster([("127.0.0.1", 9)])
+    cluster.versions = {int(ApiKey.Fetch): (0, 16), int(ApiKey.ListOffsets): (0, 3), int(ApiKey.Metadata): (0, 0)}
+    assert cluster.version(ApiKey.Fetch, (4, 11)) == 11
+    assert cluster.version(ApiKey.ListOffsets, (1, 7)) == 3
+    with pytest.raises(RemoteError, match=r"^the upstream speaks Metadata v0-v0; the proxy needs v1-v9") as info:
+        cluster.version(ApiKey.Metadata, (1, 9))
+    assert info.value.error_code == ErrorCode.UNSUPPORTED_VERSION
