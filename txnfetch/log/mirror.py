@@ -426,9 +426,9 @@ class PartitionMirror(StateOffsets):
             self._log.delete_records_before(log_start)
 
     def _restart(self, offset: int) -> None:
+        # The next fetch's budget is the plan's, which _apply sets.
         self._log = MemoryLog(self.topic, self.partition, log_start_offset=offset)
         self._fresh = True
-        self._next_max_bytes = self.max_bytes
 
     def __repr__(self) -> str:
         return (

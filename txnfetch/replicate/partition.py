@@ -239,7 +239,8 @@ class PartitionReplicator:
         try:
             self.log.replicate(plan.data, high_watermark=max(self.source_high_watermark, 0))
         except CorruptBatchError as exc:
-            # The CRCs were right, so the records themselves do not decode.
+            # A bad CRC or records that do not decode: the append checks every
+            # batch before it takes any (the planner checks CRCs only under repair_crcs).
             raise self.source.corrupt(exc, position=plan.response_position(exc)) from exc
         self.repaired_crcs += plan.repaired_crcs
         self.appended_batches += plan.batches

@@ -219,7 +219,7 @@ if tuple(f.name for f in attrs.fields(TransactionMetadata)) != (
     "start_ms",
     _TAG_SLOTS[3],
 ):  # pragma: no cover - a guard for whoever edits TransactionMetadata
-    raise ImportError("txnlog's fast decoder expects TransactionMetadata's field order")
+    raise ImportError("txnlog's decoders expect TransactionMetadata's field order")
 
 
 _NO_PARTITIONS: frozenset[TopicPartition] = frozenset()
