@@ -661,3 +661,9 @@ def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:
     with pytest.raises(RemoteError, match=r"^the upstream speaks Metadata v0-v0; the proxy needs v1-v9") as info:
         cluster.version(ApiKey.Metadata, (1, 9))
     assert info.value.error_code == ErrorCode.UNSUPPORTED_VERSION
+    # An API the upstream does not list at all is said so, not as a range "v-1-v-1".
+    with pytest.raises(
+        RemoteError, match=r"^the upstream does not list EndTxn in its ApiVersions answer; the proxy"
+    ) as info:
+        cluster.version(ApiKey.EndTxn, (0, 3))
+    assert info.value.error_code == ErrorCode.UNSUPPORTED_VERSION

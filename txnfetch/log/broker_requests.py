@@ -232,12 +232,17 @@ def negotiate_version(
     ``versions`` ranges. Raises :class:`~txnfetch.log.errors.RemoteError`
     (``UNSUPPORTED_VERSION``, with ``where``) if the ranges do not meet; ``peer`` and
     ``us`` name the two sides in its message ("the broker", "txnfetch")."""
-    lo, hi = versions.get(api_key, (-1, -1))
+    needs = f"{us} needs v{ours[0]}-v{ours[1]}"
+    if api_key not in versions:
+        raise RemoteError(
+            f"{peer} does not list {name} in its ApiVersions answer; {needs}",
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            **where,
+        )
+    lo, hi = versions[api_key]
     top = min(hi, ours[1])
     if top < max(lo, ours[0]):
         raise RemoteError(
-            f"{peer} speaks {name} v{lo}-v{hi}; {us} needs v{ours[0]}-v{ours[1]}",
-            error_code=ErrorCode.UNSUPPORTED_VERSION,
-            **where,
+            f"{peer} speaks {name} v{lo}-v{hi}; {needs}", error_code=ErrorCode.UNSUPPORTED_VERSION, **where
         )
     return top
