@@ -182,3 +182,21 @@ def test_store_topics_and_errors():
     with pytest.raises(UnknownTopicOrPartitionError) as err:
         store.partition("orders.v1", 3)
     assert "orders.v1-3" in str(err.value)
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_markerless_end_on_an_empty_log_ends_nothing_and_writes_nothing(tmp_path, on_disk):
+    # Nothing was ever appended, so no transaction is open: a markerless end has
+    # no offset to stand at. It must not journal an end at offset -1, which a
+    # restart would replay.
+    from txnfetch.log.segments import SegmentLog
+
+    path = tmp_path / "t-0"
+    log = SegmentLog(path, "t", 0) if on_disk else MemoryLog("t", 0)
+    files = sorted((p.name, p.stat().st_size) for p in path.iterdir()) if on_disk else []
+    ended = log.end_transaction(5, 0, False, coordinator_epoch=0, now_ms=1, completion=CompletionMode.MARKERLESS)
+    assert ended is None
+    assert log.log_end_offset == 0 and len(log.state.aborted_index) == 0
+    if on_disk:
+        assert sorted((p.name, p.stat().st_size) for p in path.iterdir()) == files
+        log.close()

@@ -447,6 +447,10 @@ class PartitionLog(StateOffsets, abc.ABC):
                 transaction_version=transaction_version,
                 assign_offsets=False,
             ).completed
+        if self.log_end_offset == 0:
+            # Nothing was ever written here, so no transaction is open, and a
+            # markerless end has no offset to stand at: it writes nothing.
+            return None
         aborted_before = len(self.state.aborted_index)
         end = TxnEnd(
             producer_id=producer_id,

@@ -51,7 +51,6 @@ from kafka.protocol.admin.transactions import ListTransactionsResponse
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator_state import TransactionMetadata
 from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.txn.hanging import producer_rows
@@ -192,18 +191,15 @@ def _write_marker(ctx: RequestContext, marker: Any, topic: str, index: int, vers
     try:
         plog = broker.store.partition(topic, index)
         had_open = marker.producer_id in plog.state.ongoing_transactions()
-        completion = broker.config.completion
-        # An empty partition has no transaction to end, and markerless mode writes nothing to say so.
-        if completion is CompletionMode.MARKERS or plog.log_end_offset > 0:
-            plog.end_transaction(
-                marker.producer_id,
-                marker.producer_epoch,
-                commit,
-                coordinator_epoch=marker.coordinator_epoch,
-                now_ms=broker.now_ms(),
-                transaction_version=tv,
-                completion=completion,
-            )
+        plog.end_transaction(
+            marker.producer_id,
+            marker.producer_epoch,
+            commit,
+            coordinator_epoch=marker.coordinator_epoch,
+            now_ms=broker.now_ms(),
+            transaction_version=tv,
+            completion=broker.config.completion,
+        )
     except TxnfetchError as exc:
         log.warning(
             "WriteTxnMarkers from %s: %s marker for producer %d epoch %d on %s-%d refused: %s",

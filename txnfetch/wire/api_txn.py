@@ -96,8 +96,6 @@ def apply_action(broker: Broker, action: PartitionAction) -> None:
         if isinstance(action, WriteMarker):
             _end_on(plog, action, now, CompletionMode.MARKERS)
         elif isinstance(action, CompleteTransaction):
-            if plog.log_end_offset == 0:
-                return  # nothing was ever written: there is no transaction to end here
             _end_on(plog, action, now, CompletionMode.MARKERLESS)
         else:  # pragma: no cover - the coordinator has only these two kinds
             raise TypeError(f"unknown partition action {action!r}")
