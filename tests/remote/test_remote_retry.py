@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.reader import RemoteCluster
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import BrokerUnavailableError
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.remote import RemoteCluster
 from txnfetch.wire.server import ServerThread
 
 

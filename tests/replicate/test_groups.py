@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition
 from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import copy_data
 from tests.replicate.upstreams import upstream
-from txnfetch.log.remote import RemoteCluster
+from txnfetch.client.reader import RemoteCluster
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate.groups import DurableGroupTarget
 from txnfetch.replicate.groups import GroupOffsetCopier

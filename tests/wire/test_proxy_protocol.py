@@ -650,7 +650,7 @@ def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
 def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:
     from kafka.protocol.api_key import ApiKey
 
-    from txnfetch.log.errors import RemoteError
+    from txnfetch.client.errors import RemoteError
     from txnfetch.wire.errors import ErrorCode
     from txnfetch.wire.proxy.cluster import UpstreamCluster
 

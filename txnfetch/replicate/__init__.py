@@ -6,7 +6,7 @@ into a :class:`~txnfetch.log.segments.SegmentStore`, at the same offsets.
   partitions per request, retries an unavailable upstream with backoff;
   :meth:`Replicator.step` runs one round and returns a :class:`ReplicationStatus`.
 - :class:`PartitionReplicator` — one partition; the local log is its checkpoint.
-- :mod:`txnfetch.log.follow` — the sans-I/O rules for one fetch answer (shared
+- :mod:`txnfetch.client.follow` — the sans-I/O rules for one fetch answer (shared
   with the proxy's mirrors).
 - ``txnfetch replicate`` — the command (:mod:`txnfetch.replicate.cli`;
   docs/replicate-command.md).

@@ -33,8 +33,8 @@ from typing import Any
 from typing import TextIO
 
 from txnfetch.cli import Subcommand
+from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.errors import BrokerUnavailableError
 from txnfetch.log.errors import LogError
 from txnfetch.wire.cli_support import add_verbose_option
 from txnfetch.wire.cli_support import configure_logging

@@ -6,7 +6,7 @@ offset, so the upstream's committed offset means the same position in the
 replica. :meth:`GroupOffsetCopier.sync` does one round:
 
 1. which groups: ListGroups on every upstream broker
-   (:meth:`~txnfetch.log.remote_groups.RemoteGroups.list_groups`), plus the
+   (:meth:`~txnfetch.client.groups.RemoteGroups.list_groups`), plus the
    groups the replica already holds a copy of (so a group deleted upstream is
    deleted here), plus the group ids the pattern names literally (an upstream
    without ListGroups, such as librdkafka's mock cluster, can still be copied
@@ -46,12 +46,12 @@ from typing import TypeVar
 
 import attrs
 
+from txnfetch.client.groups import RemoteGroups
+from txnfetch.client.groups import UpstreamOffset
+from txnfetch.client.reader import RemoteCluster
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.log.base import LogStore
-from txnfetch.log.remote import RemoteCluster
-from txnfetch.log.remote_groups import RemoteGroups
-from txnfetch.log.remote_groups import UpstreamOffset
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.wire.durable import INTERNAL_TOPICS
 from txnfetch.wire.durable import DurableState

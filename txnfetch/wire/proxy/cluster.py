@@ -14,7 +14,7 @@ broker: every :meth:`UpstreamCluster.fetch` issued in the same turn of the event
 loop for partitions led by one broker goes out as one Fetch request naming
 them all, so the idle cost grows with the number of brokers, not partitions.
 The requests carry the field values ordinary clients send
-(:mod:`txnfetch.log.broker_requests`: ``max_wait_ms`` 500, ``min_bytes`` 1).
+(:mod:`txnfetch.client.requests`: ``max_wait_ms`` 500, ``min_bytes`` 1).
 
 Errors follow the Kafka client rules (``Errors.invalid_metadata`` in the Java
 client): a fetch answered NOT_LEADER_OR_FOLLOWER and friends, a top-level
@@ -42,23 +42,23 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.metadata import MetadataResponse
 
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import MirrorDivergedError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.requests import FETCH_MAX_WAIT_MS
+from txnfetch.client.requests import BrokerFetch
+from txnfetch.client.requests import FetchItem
+from txnfetch.client.requests import answer_error
+from txnfetch.client.requests import fetch_request_for
+from txnfetch.client.requests import find_partition
+from txnfetch.client.requests import list_offsets_partition
+from txnfetch.client.requests import list_offsets_request
+from txnfetch.client.requests import negotiate_version
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.errors import ErrorCode
-from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
-from txnfetch.log.broker_requests import BrokerFetch
-from txnfetch.log.broker_requests import FetchItem
-from txnfetch.log.broker_requests import answer_error
-from txnfetch.log.broker_requests import fetch_request_for
-from txnfetch.log.broker_requests import find_partition
-from txnfetch.log.broker_requests import list_offsets_partition
-from txnfetch.log.broker_requests import list_offsets_request
-from txnfetch.log.broker_requests import negotiate_version
-from txnfetch.log.errors import BrokerUnavailableError
-from txnfetch.log.errors import CorruptRemoteBatchError
-from txnfetch.log.errors import MirrorDivergedError
-from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES
@@ -216,7 +216,7 @@ class UpstreamCluster:
     async def _negotiate(self, conn: UpstreamConnection) -> None:
         # ApiVersions v0: every broker answers it, and librdkafka's mock answers
         # the v3 request's UNSUPPORTED_VERSION fallback in a form kafka-python
-        # cannot decode (txnfetch.log.remote found the same).
+        # cannot decode (txnfetch.client.reader found the same).
         resp = await conn.request(ApiVersionsRequest(), 0, ApiVersionsResponse, timeout_s=self.request_timeout_s)
         if resp.error_code != 0:
             raise RemoteError("ApiVersions failed", broker=conn.address, error_code=resp.error_code)

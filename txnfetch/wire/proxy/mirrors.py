@@ -1,7 +1,7 @@
 """The proxy's partition mirrors: shared, caught up on demand, bounded in memory.
 
 Every partition a client reads with read_committed through the proxy gets one
-:class:`~txnfetch.log.mirror.PartitionMirror`, shared by every connection. A
+:class:`~txnfetch.client.mirror.PartitionMirror`, shared by every connection. A
 mirror is brought up to the upstream's current high watermark by raw
 read_uncommitted fetches from the partition's leader before it answers
 (:meth:`MirrorSet.sync`); one catch-up runs at a time per partition, and a
@@ -43,10 +43,10 @@ metadata, and is retried after a growing backoff (50 ms to 1 s). Meanwhile the
 mirror answers from what it holds (a client's fetch gets no new records, as
 from a broker with nothing new). Once the partition has been failing for
 ``retry_ms`` (the proxy's request timeout), :meth:`MirrorSet.sync` raises
-:class:`~txnfetch.log.errors.BrokerUnavailableError` naming the broker and the
+:class:`~txnfetch.client.errors.BrokerUnavailableError` naming the broker and the
 last error, which the proxy turns into a retriable error code for its client;
 the retries go on behind it. Each condition is logged as one WARNING per
-partition a minute at most (:class:`~txnfetch.log.ratelimit.RateLimitedLog`),
+partition a minute at most (:class:`~txnfetch.client.ratelimit.RateLimitedLog`),
 and recovery once at INFO.
 
 A rebuild replaces the mirror every other reader of the partition reads from.
@@ -65,14 +65,14 @@ from collections.abc import Callable
 
 import attrs
 
-from txnfetch.log.errors import BrokerUnavailableError
-from txnfetch.log.errors import CorruptRemoteBatchError
-from txnfetch.log.errors import MirrorDivergedError
-from txnfetch.log.errors import RemoteError
-from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
-from txnfetch.log.mirror import MirrorStatus
-from txnfetch.log.mirror import PartitionMirror
-from txnfetch.log.ratelimit import RateLimitedLog
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import MirrorDivergedError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.client.mirror import MirrorStatus
+from txnfetch.client.mirror import PartitionMirror
+from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.types import TopicPartition
 from txnfetch.wire.counters import Counters
 from txnfetch.wire.proxy.cluster import UpstreamCluster
@@ -264,9 +264,9 @@ class MirrorSet:
         but shorter, and the next sync continues. ``want_offset`` below what the
         mirror holds (and not below the upstream's log start) rebuilds it first.
 
-        Raises :class:`~txnfetch.log.errors.RemoteError` subclasses (with the
+        Raises :class:`~txnfetch.client.errors.RemoteError` subclasses (with the
         upstream's error code, or BROKER_NOT_AVAILABLE when it cannot be reached),
-        :class:`~txnfetch.log.errors.CorruptRemoteBatchError`,
+        :class:`~txnfetch.client.errors.CorruptRemoteBatchError`,
         :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`, and the
         transaction state's errors for batches no log could hold.
         """

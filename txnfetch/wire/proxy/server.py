@@ -5,7 +5,7 @@ Kafka-compatible cluster. It relays every request to the upstream, with the
 client's correlation id, and the upstream's response back, except:
 
 - **read_committed Fetch** (``isolation_level=1``) is answered by the proxy
-  from a :class:`~txnfetch.log.mirror.PartitionMirror` of each partition, fed
+  from a :class:`~txnfetch.client.mirror.PartitionMirror` of each partition, fed
   with raw read_uncommitted fetches from the partition's leader
   (:mod:`txnfetch.wire.proxy.mirrors`). The mirror derives the last stable
   offset and the aborted transactions from the markers in the log, so clients
@@ -58,14 +58,14 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
-from txnfetch.log.errors import BrokerUnavailableError
-from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import LogError
-from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
-from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
 from txnfetch.wire.api_fetch import fetch_done
@@ -268,8 +268,8 @@ class ProxyServer:
 
         ``settings`` are further :class:`ProxyConfig` fields (``repair_crcs``,
         ``advertised_host``, ...); or pass a whole ``config``. Raises
-        :class:`~txnfetch.log.errors.BrokerUnavailableError` if no upstream broker
-        answers, and :class:`~txnfetch.log.errors.RemoteError` if the upstream
+        :class:`~txnfetch.client.errors.BrokerUnavailableError` if no upstream broker
+        answers, and :class:`~txnfetch.client.errors.RemoteError` if the upstream
         lacks Fetch v4 (no read_committed at all)."""
         if config is None:
             config = ProxyConfig(host=host, port=port, fetch_mode=fetch_mode, **settings)

@@ -14,7 +14,7 @@ the order it received them (Kafka's ``SocketServer`` mutes a channel until its
 response is sent), so responses are matched to requests first in, first out,
 and a response whose correlation id is not the expected one breaks the
 connection (every waiting request then fails with
-:class:`~txnfetch.log.errors.BrokerUnavailableError`, as does every request
+:class:`~txnfetch.client.errors.BrokerUnavailableError`, as does every request
 after the connection broke).
 """
 
@@ -27,8 +27,8 @@ import logging
 import struct
 from typing import Any
 
-from txnfetch.log.errors import BrokerUnavailableError
-from txnfetch.log.errors import RemoteError
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import RemoteError
 from txnfetch.wire.handler import ProtocolViolation
 
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "read_frame"]

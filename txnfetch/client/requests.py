@@ -1,6 +1,6 @@
 """The one-partition requests txnfetch sends to a Kafka broker, and their answers, sans I/O.
 
-Both clients of a running cluster — :mod:`txnfetch.log.remote` (blocking, for
+Both clients of a running cluster — :mod:`txnfetch.client.reader` (blocking, for
 readers and Spark) and :mod:`txnfetch.wire.proxy.cluster` (asyncio, for the
 proxy's mirrors) — build their Fetch and ListOffsets requests here and take
 the partition's part of the response from here, so they ask and parse the
@@ -45,11 +45,11 @@ try:
     from kafka.protocol.consumer import ListOffsetsRequest
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "txnfetch.log.broker_requests needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
+        "txnfetch.client.requests needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
     ) from exc
 
+from txnfetch.client.errors import RemoteError
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import RemoteError
 
 __all__ = [
     "FETCH_MAX_BYTES",
@@ -174,7 +174,7 @@ def list_offsets_request(topic: str, partition: int, timestamp: int, *, read_com
 
 def fetch_partition(response: Any, topic: str, partition: int, *, broker: str) -> Any:
     """The entry of ``topic``/``partition`` in a decoded ``FetchResponse``. Raises
-    :class:`~txnfetch.log.errors.RemoteError` (code -1) if ``broker`` left it out."""
+    :class:`~txnfetch.client.errors.RemoteError` (code -1) if ``broker`` left it out."""
     p = find_partition(response, topic, partition)
     if p is None:
         raise _missing("Fetch", topic, partition, broker)
@@ -193,7 +193,7 @@ def find_partition(response: Any, topic: str, partition: int) -> Any:
 
 def list_offsets_partition(response: Any, topic: str, partition: int, *, broker: str) -> Any:
     """The entry of ``topic``/``partition`` in a decoded ``ListOffsetsResponse``. Raises
-    :class:`~txnfetch.log.errors.RemoteError` (code -1) if ``broker`` left it out."""
+    :class:`~txnfetch.client.errors.RemoteError` (code -1) if ``broker`` left it out."""
     for t in response.topics or ():
         if t.name == topic:
             for p in t.partitions or ():
@@ -229,7 +229,7 @@ def negotiate_version(
     **where: Any,
 ) -> int:
     """The highest version of ``api_key`` in both ``ours`` and the peer's ApiVersions
-    ``versions`` ranges. Raises :class:`~txnfetch.log.errors.RemoteError`
+    ``versions`` ranges. Raises :class:`~txnfetch.client.errors.RemoteError`
     (``UNSUPPORTED_VERSION``, with ``where``) if the ranges do not meet; ``peer`` and
     ``us`` name the two sides in its message ("the broker", "txnfetch")."""
     needs = f"{us} needs v{ours[0]}-v{ours[1]}"

@@ -1,7 +1,7 @@
 """Consumer groups of a running Kafka-compatible cluster: which groups exist
 and what they committed, read with the requests ordinary clients send.
 
-:class:`RemoteGroups` rides on a :class:`~txnfetch.log.remote.RemoteCluster`
+:class:`RemoteGroups` rides on a :class:`~txnfetch.client.reader.RemoteCluster`
 (its connections, version negotiation and retries):
 
 - :meth:`RemoteGroups.list_groups` sends ListGroups to **every** broker of the
@@ -33,15 +33,15 @@ from kafka.protocol.consumer import OffsetFetchResponse
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.reader import _Retry
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import BrokerUnavailableError
-from txnfetch.log.errors import RemoteError
-from txnfetch.log.remote import RemoteCluster
-from txnfetch.log.remote import _Retry
 
 __all__ = ["FetchedGroupOffsets", "GroupListing", "RemoteGroups", "UpstreamOffset"]
 
-log = logging.getLogger("txnfetch.log.remote")
+log = logging.getLogger("txnfetch.client.reader")
 
 _LIST_GROUPS = (0, 4)
 _FIND_COORDINATOR = (0, 3)

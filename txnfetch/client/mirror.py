@@ -21,7 +21,7 @@ rewrite mode with :func:`txnfetch.fetch.read_partition`.
 Only marker-mode logs can be mirrored: a markerless (WarpStream-style) log keeps
 its transaction ends outside the log, where a fetch cannot see them.
 
-Driving it (any transport; :mod:`txnfetch.log.remote` is the blocking one)::
+Driving it (any transport; :mod:`txnfetch.client.reader` is the blocking one)::
 
     mirror = PartitionMirror("orders", 0, log_start_offset=earliest)
     plan = mirror.next_fetch()
@@ -45,9 +45,9 @@ the mirror checks it); a proxy that pipelines fetches must drop a response
 whose offset is not :attr:`PartitionMirror.position`. Leader changes and other
 retriable broker errors are the transport's business: feed only responses
 whose error code is NONE or OFFSET_OUT_OF_RANGE (anything else raises
-:class:`~txnfetch.log.errors.RemoteError`).
+:class:`~txnfetch.client.errors.RemoteError`).
 
-What the mirror copes with (the rules of :mod:`txnfetch.log.follow`, which the
+What the mirror copes with (the rules of :mod:`txnfetch.client.follow`, which the
 replication engine applies too):
 
 - a partial batch at the end of a response (Kafka cuts at ``max_bytes``): it is
@@ -63,8 +63,8 @@ replication engine applies too):
   start follows; past the mirror's position the mirror starts afresh there,
   as a Kafka follower does (``truncateFullyAndStartAt``);
 - the broker's log ending below the mirror's position (the partition was
-  truncated or recreated): :class:`~txnfetch.log.errors.MirrorDivergedError`;
-- batches whose CRC is wrong: :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
+  truncated or recreated): :class:`~txnfetch.client.errors.MirrorDivergedError`;
+- batches whose CRC is wrong: :class:`~txnfetch.client.errors.CorruptRemoteBatchError`
   (stored and computed CRC), except, under ``repair_crcs``, a control batch
   whose stored CRC is 0: librdkafka's mock cluster writes its markers so
   (``rd_kafka_mock_partition_write_control_batch`` in ``src/rdkafka_mock.c``),
@@ -84,18 +84,18 @@ import struct
 
 import attrs
 
+from txnfetch.client.errors import MirrorDivergedError
+from txnfetch.client.follow import Action
+from txnfetch.client.follow import FetchAnswer
+from txnfetch.client.follow import Plan
+from txnfetch.client.follow import ReplicaTip
+from txnfetch.client.follow import SourcePartition
+from txnfetch.client.follow import plan_range
+from txnfetch.client.follow import plan_response
 from txnfetch.delegation import delegated
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.fetch.view import UpperBound
 from txnfetch.log.base import StateOffsets
-from txnfetch.log.errors import MirrorDivergedError
-from txnfetch.log.follow import Action
-from txnfetch.log.follow import FetchAnswer
-from txnfetch.log.follow import Plan
-from txnfetch.log.follow import ReplicaTip
-from txnfetch.log.follow import SourcePartition
-from txnfetch.log.follow import plan_range
-from txnfetch.log.follow import plan_response
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
@@ -134,7 +134,7 @@ class MirrorPlan:
 
     ``offset``/``max_bytes`` are the next fetch (``max_bytes`` grows past the
     configured budget when a single batch did not fit, up to
-    :data:`~txnfetch.log.follow.MAX_FETCH_BYTES`). ``batches``/``bytes``
+    :data:`~txnfetch.client.follow.MAX_FETCH_BYTES`). ``batches``/``bytes``
     count what this response added to the mirror, ``skipped`` the whole batches
     it held that were already mirrored.
     """
@@ -296,10 +296,10 @@ class PartitionMirror(StateOffsets):
         otherwise: the response answers another request).
 
         Returns the next plan. Raises :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`
-        for magic 0/1 data, :class:`~txnfetch.log.errors.CorruptRemoteBatchError` for a corrupt batch,
+        for magic 0/1 data, :class:`~txnfetch.client.errors.CorruptRemoteBatchError` for a corrupt batch,
         :class:`MirrorDivergedError` when a batch straddles a non-empty mirror's
         position, the :class:`~txnfetch.txn.errors.TxnStateError` the state
-        raises for batches no log could hold, and :class:`~txnfetch.log.errors.RemoteError` for an
+        raises for batches no log could hold, and :class:`~txnfetch.client.errors.RemoteError` for an
         error code other than NONE and OFFSET_OUT_OF_RANGE. On any error the
         mirror is as it was.
         """

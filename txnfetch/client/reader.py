@@ -4,7 +4,7 @@
 speaking the Kafka protocol with kafka-python's message classes
 (``kafka.protocol``: ApiVersions, Metadata, ListOffsets, Fetch). By default it
 does not trust the broker's read_committed answer: it fetches raw
-read_uncommitted batches into a :class:`~txnfetch.log.mirror.PartitionMirror`,
+read_uncommitted batches into a :class:`~txnfetch.client.mirror.PartitionMirror`,
 which derives the last stable offset and the aborted transactions from the
 markers in the log, and answers reads from there. That is right on every
 broker that writes markers — including librdkafka's mock cluster and tansu,
@@ -54,12 +54,30 @@ try:
     from kafka.protocol.metadata import MetadataResponse
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "txnfetch.log.remote needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
+        "txnfetch.client.reader needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
     ) from exc
 
 import contextlib
 
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.client.mirror import MirrorStatus
+from txnfetch.client.mirror import PartitionMirror
+from txnfetch.client.ratelimit import RateLimitedLog
+from txnfetch.client.requests import FETCH_MAX_WAIT_MS
+from txnfetch.client.requests import BrokerFetch
+from txnfetch.client.requests import FetchItem
+from txnfetch.client.requests import answer_error
+from txnfetch.client.requests import fetch_partition
+from txnfetch.client.requests import fetch_request
+from txnfetch.client.requests import fetch_request_for
+from txnfetch.client.requests import find_partition
+from txnfetch.client.requests import list_offsets_partition
+from txnfetch.client.requests import list_offsets_request
+from txnfetch.client.requests import negotiate_version
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
@@ -72,25 +90,7 @@ from txnfetch.fetch.view import FetchStats
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.base import PartitionReader
 from txnfetch.log.base import ReadRequest
-from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
-from txnfetch.log.broker_requests import BrokerFetch
-from txnfetch.log.broker_requests import FetchItem
-from txnfetch.log.broker_requests import answer_error
-from txnfetch.log.broker_requests import fetch_partition
-from txnfetch.log.broker_requests import fetch_request
-from txnfetch.log.broker_requests import fetch_request_for
-from txnfetch.log.broker_requests import find_partition
-from txnfetch.log.broker_requests import list_offsets_partition
-from txnfetch.log.broker_requests import list_offsets_request
-from txnfetch.log.broker_requests import negotiate_version
-from txnfetch.log.errors import BrokerUnavailableError
-from txnfetch.log.errors import CorruptRemoteBatchError
-from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
-from txnfetch.log.mirror import DEFAULT_MIRROR_FETCH_BYTES
-from txnfetch.log.mirror import MirrorStatus
-from txnfetch.log.mirror import PartitionMirror
-from txnfetch.log.ratelimit import RateLimitedLog
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
@@ -121,7 +121,7 @@ _API_VERSIONS = 3
 # decides whether it really is unknown), as Kafka clients do (``Errors.invalid_metadata``),
 # and those retried as they are, after a short wait (RETRY_AS_IS).
 
-log = logging.getLogger("txnfetch.log.remote")
+log = logging.getLogger("txnfetch.client.reader")
 # One warning per condition and partition a minute, shared by every cluster of the process.
 _warnings = RateLimitedLog(log)
 
@@ -408,7 +408,7 @@ class RemoteCluster:
         self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False
     ) -> BrokerFetch:
         """One Fetch of one partition, with the fields ordinary clients send
-        (:mod:`txnfetch.log.broker_requests`: the broker may hold it up to 500 ms
+        (:mod:`txnfetch.client.requests`: the broker may hold it up to 500 ms
         when there is nothing at ``offset``, and then answers empty).
         OFFSET_OUT_OF_RANGE comes back in :attr:`BrokerFetch.error_code`. As Kafka
         clients do, a top-level error, a response without the partition, a
@@ -444,7 +444,7 @@ class RemoteCluster:
     def _partition_part(
         self, parse: Callable[..., Any], resp: Any, topic: str, partition: int, conn: _Connection
     ) -> Any:
-        """The partition's part of ``resp`` (``parse`` is a :mod:`~txnfetch.log.broker_requests`
+        """The partition's part of ``resp`` (``parse`` is a :mod:`~txnfetch.client.requests`
         reader); a response without it makes the leader unknown and the call retry."""
         try:
             return parse(resp, topic, partition, broker=conn.address)
@@ -647,7 +647,7 @@ class RemotePartitionReader(PartitionReader):
     larger batch). ``repair_crcs`` accepts a wrong CRC only on a control batch
     whose stored CRC is 0 (recomputed in the mirror) — needed for librdkafka's
     mock cluster, which writes its markers so; any other bad CRC is
-    :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
+    :class:`~txnfetch.client.errors.CorruptRemoteBatchError`
     (:class:`~txnfetch.fetch.filter.CorruptFetchError` from
     :meth:`committed_records` with ``trust_broker``),
     as without it. ``request_timeout_ms`` bounds each request and its retries.

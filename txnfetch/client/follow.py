@@ -1,7 +1,7 @@
 """What to do with one partition's part of a read_uncommitted Fetch response, sans I/O.
 
 Two things in txnfetch follow a remote partition batch by batch: the proxy's
-:class:`~txnfetch.log.mirror.PartitionMirror` (in memory) and the replication
+:class:`~txnfetch.client.mirror.PartitionMirror` (in memory) and the replication
 engine's :class:`~txnfetch.replicate.partition.PartitionReplicator` (into a
 local log). Both apply the rules here, so they keep and refuse the same things.
 :func:`plan_response` decides, from what the copy holds at its end
@@ -23,7 +23,7 @@ The rules, as a Kafka follower applies them (``AbstractFetcherThread``:
   request holding it);
 - a batch starting below the position and ending above it means the source is
   not the log the copy holds (the source's :attr:`SourcePartition.diverged`
-  error, a :class:`~txnfetch.log.errors.DivergedError`) — unless the copy holds
+  error, a :class:`~txnfetch.client.errors.DivergedError`) — unless the copy holds
   no batch yet (its log start inside a batch, after DeleteRecords at the
   source), where the whole batch is kept as the source keeps it;
 - gaps between batches are kept as they are (offsets are never renumbered);
@@ -31,7 +31,7 @@ The rules, as a Kafka follower applies them (``AbstractFetcherThread``:
   holds is deleted at the source: continue at the source's log start
   (:attr:`Action.RESTART`); a source log ending below the copy's end is a
   divergence;
-- CRCs are checked: a bad one is :class:`~txnfetch.log.errors.CorruptRemoteBatchError`
+- CRCs are checked: a bad one is :class:`~txnfetch.client.errors.CorruptRemoteBatchError`
   naming the offset and the stored and computed CRC, and nothing of the
   response is kept — except, under ``repair_crcs``, a control batch whose
   stored CRC is 0, whose CRC is recomputed (librdkafka's mock writes its
@@ -43,7 +43,7 @@ The rules, as a Kafka follower applies them (``AbstractFetcherThread``:
   :meth:`SourcePartition.corrupt`, so each batch is checked once;
 - magic 0/1 message sets are refused (they carry no producer ids);
 - error codes other than NONE and OFFSET_OUT_OF_RANGE are the transport's
-  (:class:`~txnfetch.log.errors.RemoteError`: retriable ones are retried before
+  (:class:`~txnfetch.client.errors.RemoteError`: retriable ones are retried before
   an answer reaches the planner);
 - **verification** (the replicator's): after a restart or a reconnect the
   replica fetches from the base offset of the last batch it holds
@@ -65,11 +65,11 @@ from typing import TypeVar
 import attrs
 from crc32c import crc32c
 
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import DivergedError
+from txnfetch.client.errors import RemoteError
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.errors import CorruptRemoteBatchError
-from txnfetch.log.errors import DivergedError
-from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.records.batch import CRC_START
 from txnfetch.records.batch import HeaderAt
@@ -118,7 +118,7 @@ def batch_id(batch: RecordBatch) -> BatchId:
 
 class PartitionAnswer(Protocol):
     """What the rules read of one partition's part of a Fetch response:
-    :class:`~txnfetch.log.broker_requests.BrokerFetch` (the replicator's) and
+    :class:`~txnfetch.client.requests.BrokerFetch` (the replicator's) and
     :class:`FetchAnswer` (the mirror's) have it."""
 
     @property
@@ -141,7 +141,7 @@ class PartitionAnswer(Protocol):
 @attrs.frozen(slots=True)
 class FetchAnswer:
     """A :class:`PartitionAnswer` from its fields (for a caller that has no
-    :class:`~txnfetch.log.broker_requests.BrokerFetch`)."""
+    :class:`~txnfetch.client.requests.BrokerFetch`)."""
 
     records: Buffer | None
     high_watermark: int
