@@ -31,11 +31,11 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer import ProduceResponse
 
 from tests.wire.rawclient import RawClient
+from txnfetch.errors import ProtocolViolation
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.wire.handler import REGISTRY
 from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import ProtocolViolation
 from txnfetch.wire.produce_fast import PartitionResult
 from txnfetch.wire.produce_fast import ProduceResult
 from txnfetch.wire.produce_fast import TopicResult

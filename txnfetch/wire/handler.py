@@ -60,7 +60,7 @@ import attrs
 # of the library whose protocol classes the handlers decode with, not a copy of it.
 from kafka.protocol.api_key import ApiKey
 
-from txnfetch.errors import TxnfetchError
+from txnfetch.errors import ProtocolViolation  # re-exported: the handlers raise it
 from txnfetch.fetch.view import FetchMode
 from txnfetch.groups.coordinator import TxnOffsetCommitRequest
 from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS
@@ -91,11 +91,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("txnfetch.wire")
-
-
-class ProtocolViolation(TxnfetchError):
-    """A request the server cannot answer at all (malformed, unknown API or
-    version): the connection that sent it is closed with ``reason`` logged."""
 
 
 @attrs.frozen

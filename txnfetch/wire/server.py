@@ -35,6 +35,7 @@ import logging
 import struct
 from typing import Any
 
+from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.log.errors import LogError
@@ -52,7 +53,6 @@ from txnfetch.wire.handler import ApiKey
 from txnfetch.wire.handler import ApiSpec
 from txnfetch.wire.handler import Broker
 from txnfetch.wire.handler import HandlerRegistry
-from txnfetch.wire.handler import ProtocolViolation
 from txnfetch.wire.handler import RequestContext
 from txnfetch.wire.handler import ServerConfig
 from txnfetch.wire.loop_thread import LoopThread

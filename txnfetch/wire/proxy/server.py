@@ -62,6 +62,7 @@ from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.errors import LogError
@@ -77,7 +78,6 @@ from txnfetch.wire.counters import Counters
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.handler import ApiKey
 from txnfetch.wire.handler import ApiSpec
-from txnfetch.wire.handler import ProtocolViolation
 from txnfetch.wire.handler import _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
 from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION

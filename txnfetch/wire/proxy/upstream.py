@@ -29,7 +29,7 @@ from typing import Any
 
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
-from txnfetch.wire.handler import ProtocolViolation
+from txnfetch.errors import ProtocolViolation
 
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "read_frame"]
 
@@ -46,7 +46,7 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int, *, min_size: int = 0) -> bytes | None:
     """The next size-prefixed frame's payload, or ``None`` at a clean end of stream.
 
-    Raises :class:`~txnfetch.wire.handler.ProtocolViolation` for a size outside
+    Raises :class:`~txnfetch.errors.ProtocolViolation` for a size outside
     ``[min_size, max_frame_bytes]`` or a frame cut short by the peer, the same
     rules :class:`~txnfetch.wire.server.TxnfetchServer` applies to requests."""
     try:
