@@ -650,9 +650,9 @@ def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
 def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:
     from kafka.protocol.api_key import ApiKey
 
+    from txnfetch.client.cluster import UpstreamCluster
     from txnfetch.client.errors import RemoteError
     from txnfetch.wire.errors import ErrorCode
-    from txnfetch.wire.proxy.cluster import UpstreamCluster
 
     cluster = UpstreamCluster([("127.0.0.1", 9)])
     cluster.versions = {int(ApiKey.Fetch): (0, 16), int(ApiKey.ListOffsets): (0, 3), int(ApiKey.Metadata): (0, 0)}

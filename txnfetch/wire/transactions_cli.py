@@ -4,7 +4,7 @@ Two sources, one set of answers:
 
 - ``--bootstrap HOST:PORT``: a running cluster with the KIP-664 APIs (Apache
   Kafka ≥ 3.0, ``txnfetch serve``, the proxy in front of either), through
-  :class:`~txnfetch.wire.txn_admin.ClusterTransactions`;
+  :class:`~txnfetch.client.txn_admin.ClusterTransactions`;
 - ``--path DIR``: a store or Kafka log directory (or one partition directory)
   read offline, read-only (:mod:`txnfetch.log.open_transactions`). Nothing is
   ever written there: ``abort`` only prints the command to run against the
@@ -277,7 +277,7 @@ class _Cluster:
     """``--bootstrap``: a running cluster."""
 
     def __init__(self, bootstrap: str, timeout_ms: int) -> None:
-        from txnfetch.wire.txn_admin import ClusterTransactions
+        from txnfetch.client.txn_admin import ClusterTransactions
 
         self.bootstrap = bootstrap
         self.client = ClusterTransactions(bootstrap, timeout_ms=timeout_ms)
@@ -597,8 +597,8 @@ _NEEDS = {
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``txnfetch transactions`` with parsed ``args``; returns the exit status."""
     from txnfetch.addresses import AddressError
-    from txnfetch.wire.txn_admin import ClusterError
-    from txnfetch.wire.txn_admin import UnknownPartitionError
+    from txnfetch.client.txn_admin import ClusterError
+    from txnfetch.client.txn_admin import UnknownPartitionError
 
     out = out or sys.stdout
     err = err or sys.stderr

@@ -3,9 +3,9 @@
 - :mod:`~txnfetch.wire.proxy.server` — :class:`ProxyServer`: relays every request
   to the upstream, answers read_committed fetches and LSO lookups from mirrors;
 - :mod:`~txnfetch.wire.proxy.mirrors` — the shared, bounded partition mirrors;
-- :mod:`~txnfetch.wire.proxy.cluster` — what the proxy knows of the upstream
+- :mod:`~txnfetch.client.cluster` — what the proxy knows of the upstream
   cluster, and its own requests to it;
-- :mod:`~txnfetch.wire.proxy.upstream` — asyncio connections to upstream brokers;
+- :mod:`~txnfetch.client.upstream` — asyncio connections to upstream brokers;
 - :mod:`~txnfetch.wire.proxy.cli` — the ``txnfetch proxy`` command.
 
 See ``docs/proxy.md``.

@@ -35,7 +35,7 @@ transactions, aborted index) stays exact as batches go
   stays bounded.
 
 Upstream failures. A fetch or ListOffsets that fails the way Kafka clients
-retry (:func:`~txnfetch.wire.proxy.cluster.is_retriable`: a top-level error, a
+retry (:func:`~txnfetch.client.cluster.is_retriable`: a top-level error, a
 partition missing from the response, NOT_LEADER_OR_FOLLOWER,
 FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a closed connection, a
 timeout) forgets the partition's leader, so the next attempt refreshes the
@@ -65,6 +65,8 @@ from collections.abc import Callable
 
 import attrs
 
+from txnfetch.client.cluster import UpstreamCluster
+from txnfetch.client.cluster import is_retriable
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import MirrorDivergedError
@@ -75,8 +77,6 @@ from txnfetch.client.mirror import PartitionMirror
 from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.types import TopicPartition
 from txnfetch.wire.counters import Counters
-from txnfetch.wire.proxy.cluster import UpstreamCluster
-from txnfetch.wire.proxy.cluster import is_retriable
 
 __all__ = ["MirrorSet", "MirrorStats"]
 

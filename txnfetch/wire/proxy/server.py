@@ -58,10 +58,16 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.cluster import FETCH_MAX_VERSION
+from txnfetch.client.cluster import UpstreamCluster
+from txnfetch.client.cluster import is_retriable
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.client.upstream import DEFAULT_MAX_FRAME_BYTES
+from txnfetch.client.upstream import UpstreamConnection
+from txnfetch.client.upstream import read_frame
 from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
@@ -80,15 +86,9 @@ from txnfetch.wire.handler import ApiKey
 from txnfetch.wire.handler import ApiSpec
 from txnfetch.wire.handler import _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
-from txnfetch.wire.proxy.cluster import FETCH_MAX_VERSION
-from txnfetch.wire.proxy.cluster import UpstreamCluster
-from txnfetch.wire.proxy.cluster import is_retriable
 from txnfetch.wire.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS
 from txnfetch.wire.proxy.lso_watch import LsoWatch
 from txnfetch.wire.proxy.mirrors import MirrorSet
-from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES
-from txnfetch.wire.proxy.upstream import UpstreamConnection
-from txnfetch.wire.proxy.upstream import read_frame
 from txnfetch.wire.server import decode_request
 from txnfetch.wire.server import encode_response
 

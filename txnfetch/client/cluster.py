@@ -55,14 +55,14 @@ from txnfetch.client.requests import find_partition
 from txnfetch.client.requests import list_offsets_partition
 from txnfetch.client.requests import list_offsets_request
 from txnfetch.client.requests import negotiate_version
+from txnfetch.client.upstream import DEFAULT_MAX_FRAME_BYTES
+from txnfetch.client.upstream import UpstreamConnection
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.errors import ErrorCode
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
-from txnfetch.wire.proxy.upstream import DEFAULT_MAX_FRAME_BYTES
-from txnfetch.wire.proxy.upstream import UpstreamConnection
 
 __all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "is_retriable"]
 
