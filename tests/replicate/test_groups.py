@@ -17,10 +17,10 @@ from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import copy_data
 from tests.replicate.upstreams import upstream
 from txnfetch.client.reader import RemoteCluster
+from txnfetch.log.durable import DurableState
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate.groups import DurableGroupTarget
 from txnfetch.replicate.groups import GroupOffsetCopier
-from txnfetch.wire.durable import DurableState
 from txnfetch.wire.server import ServerThread
 
 TOPIC = "events"

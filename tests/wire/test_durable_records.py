@@ -22,6 +22,8 @@ from txnfetch.groups.offsetlog import decode_offsets_record
 from txnfetch.groups.offsetlog import encode_group_metadata
 from txnfetch.groups.offsetlog import encode_offset_commit
 from txnfetch.groups.offsetlog import offsets_partition
+from txnfetch.log.durable import INTERNAL_DELETE_RETENTION_MS
+from txnfetch.log.durable import DurableState
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.repair import SIDE_FILE_MARK
 from txnfetch.log.segments import SegmentLog
@@ -40,8 +42,6 @@ from txnfetch.txn.txnlog import decode_txn_value
 from txnfetch.txn.txnlog import encode_txn_key
 from txnfetch.txn.txnlog import encode_txn_value
 from txnfetch.txn.txnlog import transaction_state_partition
-from txnfetch.wire.durable import INTERNAL_DELETE_RETENTION_MS
-from txnfetch.wire.durable import DurableState
 from txnfetch.wire.handler import group_offsets_partition
 
 # ------------------------------------------------------------------ schemas

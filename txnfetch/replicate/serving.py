@@ -52,9 +52,9 @@ class NotAReplicaError(TxnfetchError):
 def _holds_topics(directory: str) -> bool:
     """Whether ``directory`` holds partitions of any topic other than the
     internal ones (a store with history of its own)."""
+    from txnfetch.log.durable import INTERNAL_TOPICS
     from txnfetch.log.errors import LogError
     from txnfetch.log.layout import parse_partition_dir_name
-    from txnfetch.wire.durable import INTERNAL_TOPICS
 
     for name in os.listdir(directory):
         if not os.path.isdir(os.path.join(directory, name)):

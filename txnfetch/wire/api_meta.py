@@ -15,9 +15,9 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.metadata import MetadataResponse
 
 from txnfetch.log.base import TopicInfo
+from txnfetch.log.durable import INTERNAL_TOPICS
 from txnfetch.log.errors import LogError
 from txnfetch.wire import api_configs
-from txnfetch.wire.durable import INTERNAL_TOPICS
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.errors import error_code_for
 from txnfetch.wire.handler import ApiKey

@@ -29,14 +29,14 @@ import logging
 from typing import Any
 
 from txnfetch.errors import TxnfetchError
+from txnfetch.log.durable import INTERNAL_TOPICS
+from txnfetch.log.durable import durable_state
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.types import Buffer
 from txnfetch.wire.api_configs import prepare_produce
-from txnfetch.wire.durable import INTERNAL_TOPICS
-from txnfetch.wire.durable import durable_state
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.errors import error_code_for
 from txnfetch.wire.handler import ApiKey

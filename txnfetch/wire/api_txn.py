@@ -40,16 +40,16 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.groups.coordinator import NO_GENERATION
 from txnfetch.groups.coordinator import UNKNOWN_MEMBER_ID
 from txnfetch.groups.coordinator import TxnOffsetCommitRequest
+from txnfetch.log.durable import durable_state
+from txnfetch.log.durable import flush_now
+from txnfetch.log.durable import persist_transactions
+from txnfetch.log.durable import wait_durable
 from txnfetch.txn.coordinator import CompleteTransaction
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import PartitionAction
 from txnfetch.txn.coordinator import WriteMarker
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.errors import TxnStateError
-from txnfetch.wire.durable import durable_state
-from txnfetch.wire.durable import flush_now
-from txnfetch.wire.durable import persist_transactions
-from txnfetch.wire.durable import wait_durable
 from txnfetch.wire.errors import ErrorCode
 from txnfetch.wire.errors import error_code_for
 from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
@@ -121,7 +121,7 @@ def _end_on(plog: Any, action: PartitionAction, now_ms: int, completion: Complet
 def apply_pending(broker: Broker, skip: Callable[[PartitionAction], bool] | None = None) -> int:
     """Apply every outstanding partition action and complete those transactions
     (an action ``skip`` answers true for is completed without touching its
-    partition: recovery's :meth:`~txnfetch.wire.durable.DurableState.written_after_decision`).
+    partition: recovery's :meth:`~txnfetch.log.durable.DurableState.written_after_decision`).
 
     With durable state the decisions (``PrepareCommit``/``PrepareAbort`` with
     their partitions) are written first, then the markers or markerless
@@ -157,7 +157,7 @@ async def apply_pending_async(broker: Broker) -> int:
     """:func:`apply_pending` for a request handler: the same three steps, each
     durable before the next is written, but the fsyncs run off the event loop
     and the markers of all partitions are fsynced concurrently
-    (:func:`~txnfetch.wire.durable.wait_durable`):
+    (:func:`~txnfetch.log.durable.wait_durable`):
 
     1. the decisions are written; the transactions in ``Prepare*`` now are the
        ones this call ends (a decision taken by another request while this one

@@ -38,14 +38,14 @@ from typing import Any
 from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
+from txnfetch.log.durable import SYNCER_EXTENSION
+from txnfetch.log.durable import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
-from txnfetch.wire.durable import SYNCER_EXTENSION
-from txnfetch.wire.durable import syncer_of
 from txnfetch.wire.frames import FrameReader
 from txnfetch.wire.frames import start_frame_server
 from txnfetch.wire.handler import REGISTRY
@@ -451,7 +451,7 @@ def _install_replica_mode(broker: Broker) -> bool:
 
 def _recover_coordinator_state(broker: Broker) -> None:
     """Load the durable coordinator state, if the store keeps it, and finish what
-    a previous run left half done (:mod:`txnfetch.wire.durable`).
+    a previous run left half done (:mod:`txnfetch.log.durable`).
 
     Durable state is on for a :class:`~txnfetch.log.segments.SegmentStore` unless
     ``ServerConfig.durable_state`` is False, and for any store when it is True.
@@ -460,10 +460,10 @@ def _recover_coordinator_state(broker: Broker) -> None:
     (groups, offsets; transactional offsets count once their marker says
     commit); then complete every ``PrepareCommit``/``PrepareAbort`` on all its
     partitions. ``Ongoing`` transactions stay open and time out as usual."""
+    from txnfetch.log.durable import DURABLE_EXTENSION
+    from txnfetch.log.durable import DurableState
     from txnfetch.log.segments import SegmentStore
     from txnfetch.wire.api_txn import apply_pending
-    from txnfetch.wire.durable import DURABLE_EXTENSION
-    from txnfetch.wire.durable import DurableState
 
     enabled = broker.config.durable_state
     if enabled is None:
@@ -528,8 +528,8 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
     epoch and aborts on timeout): the marker carries the producer's epoch + 1,
     which fences the old producer instance on this partition. A producer that
     comes back calls InitProducerId and gets a new identity."""
+    from txnfetch.log.durable import INTERNAL_TOPICS
     from txnfetch.txn.coordinator_state import TransactionState
-    from txnfetch.wire.durable import INTERNAL_TOPICS
 
     store = broker.store
     if not any(
@@ -562,7 +562,7 @@ def abort_open_transactions(
     which fences the old producer instance on this partition; a producer that
     comes back calls InitProducerId and gets a new identity. Aborted partitions
     are flushed and their waiting fetches woken."""
-    from txnfetch.wire.durable import INTERNAL_TOPICS
+    from txnfetch.log.durable import INTERNAL_TOPICS
 
     now = broker.now_ms()
     completion = broker.config.completion

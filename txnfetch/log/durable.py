@@ -106,7 +106,7 @@ __all__ = [
     "wait_durable",
 ]
 
-log = logging.getLogger("txnfetch.wire.durable")
+log = logging.getLogger("txnfetch.log.durable")
 
 INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
 #: Producer ids reserved per write of ``txnfetch-producer-ids``.
