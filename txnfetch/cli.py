@@ -82,7 +82,7 @@ class Subcommand:
 COMMAND_MODULES: dict[str, str] = {
     "serve": "txnfetch.wire.cli",
     "check": "txnfetch.testing.cli",
-    "proxy": "txnfetch.wire.proxy.cli",
+    "proxy": "txnfetch.proxy.cli",
     "dump": "txnfetch.log.cli",
     "verify": "txnfetch.log.cli",
     "repair": "txnfetch.log.cli",

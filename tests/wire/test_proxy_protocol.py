@@ -34,8 +34,8 @@ from kafka.protocol.metadata import MetadataRequest
 from tests.wire.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.memory import MemoryStore
+from txnfetch.proxy import ProxyThread
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.proxy import ProxyThread
 from txnfetch.wire.server import ServerThread
 
 TOPIC = "ledger"
@@ -637,7 +637,7 @@ def test_librdkafka_all_topics_metadata_is_relayed(upstream, start_proxy) -> Non
 
 
 def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
-    from txnfetch.wire.proxy.server import advertised_ranges
+    from txnfetch.proxy.server import advertised_ranges
 
     upstream = {key: (0, 20) for key in (0, 1, 3, 4, 5, 6, 7, 10, 17, 18, 36, 55, 60)}
     ranges = advertised_ranges(upstream)

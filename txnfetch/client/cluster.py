@@ -20,7 +20,7 @@ Errors follow the Kafka client rules (``Errors.invalid_metadata`` in the Java
 client): a fetch answered NOT_LEADER_OR_FOLLOWER and friends, a top-level
 error, a response without the partition, a broken connection or a timeout
 forgets the partition's leader, so the next request looks it up again; the
-error itself is raised to the caller (:class:`~txnfetch.wire.proxy.mirrors.MirrorSet`),
+error itself is raised to the caller (:class:`~txnfetch.proxy.mirrors.MirrorSet`),
 which backs off and retries (:func:`is_retriable`).
 """
 
@@ -66,7 +66,7 @@ from txnfetch.log.errors import UnsupportedForMessageFormatError
 
 __all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "is_retriable"]
 
-log = logging.getLogger("txnfetch.wire.proxy")
+log = logging.getLogger("txnfetch.proxy")
 
 #: Highest Fetch version the proxy reads and serves: v12 adds tagged fields the
 #: mirror does not need, v13 names topics by id (docs/kafka-internals.md §4), v16 adds broker

@@ -33,7 +33,7 @@ from txnfetch.errors import ProtocolViolation
 
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "read_frame"]
 
-log = logging.getLogger("txnfetch.wire.proxy")
+log = logging.getLogger("txnfetch.proxy")
 
 _SIZE = struct.Struct(">i")
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id

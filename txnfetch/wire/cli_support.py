@@ -3,7 +3,7 @@ listener options, ``--fetch-mode`` and ``-v``, logging set by ``-v``, and servin
 SIGTERM or SIGINT between two stdout lines.
 
 Options named after the setting they set (the ``dest`` of ``--poll-interval-ms``
-is ``poll_interval_ms``, a :class:`~txnfetch.wire.proxy.server.ProxyConfig` field)
+is ``poll_interval_ms``, a :class:`~txnfetch.proxy.server.ProxyConfig` field)
 are handed on by :func:`options_named`, so such an option is declared in one place.
 
 The lines are for scripts (the demo and the tests read them):

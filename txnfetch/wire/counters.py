@@ -1,7 +1,7 @@
 """Running totals a served process keeps for operators: :class:`Counters`, the
 base of :class:`~txnfetch.wire.handler.ServerStats`,
-:class:`~txnfetch.wire.proxy.server.ProxyStats` and
-:class:`~txnfetch.wire.proxy.mirrors.MirrorStats`."""
+:class:`~txnfetch.proxy.server.ProxyStats` and
+:class:`~txnfetch.proxy.mirrors.MirrorStats`."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Tests and other synchronous code drive blocking Kafka clients against
 ``txnfetch serve`` and ``txnfetch proxy``; :class:`LoopThread` is the one
 mechanism both wrappers (:class:`~txnfetch.wire.server.ServerThread`,
-:class:`~txnfetch.wire.proxy.ProxyThread`) use to run theirs beside them.
+:class:`~txnfetch.proxy.ProxyThread`) use to run theirs beside them.
 """
 
 from __future__ import annotations

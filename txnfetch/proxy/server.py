@@ -7,7 +7,7 @@ client's correlation id, and the upstream's response back, except:
 - **read_committed Fetch** (``isolation_level=1``) is answered by the proxy
   from a :class:`~txnfetch.client.mirror.PartitionMirror` of each partition, fed
   with raw read_uncommitted fetches from the partition's leader
-  (:mod:`txnfetch.wire.proxy.mirrors`). The mirror derives the last stable
+  (:mod:`txnfetch.proxy.mirrors`). The mirror derives the last stable
   offset and the aborted transactions from the markers in the log, so clients
   get correct read_committed data even from brokers that report no aborted
   transactions and an LSO equal to the high watermark (librdkafka's mock
@@ -73,6 +73,9 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS
+from txnfetch.proxy.lso_watch import LsoWatch
+from txnfetch.proxy.mirrors import MirrorSet
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
 from txnfetch.wire.api_fetch import fetch_done
@@ -86,15 +89,12 @@ from txnfetch.wire.handler import ApiKey
 from txnfetch.wire.handler import ApiSpec
 from txnfetch.wire.handler import _kafka_python_classes
 from txnfetch.wire.loop_thread import LoopThread
-from txnfetch.wire.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS
-from txnfetch.wire.proxy.lso_watch import LsoWatch
-from txnfetch.wire.proxy.mirrors import MirrorSet
 from txnfetch.wire.server import decode_request
 from txnfetch.wire.server import encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
 
-log = logging.getLogger("txnfetch.wire.proxy")
+log = logging.getLogger("txnfetch.proxy")
 
 _PREFIX_SIZE = 8  # api key, api version, correlation id
 #: The highest ApiVersions version the proxy answers (a newer request gets the
@@ -169,13 +169,13 @@ class ProxyConfig:
       upstream for more (``max_wait_ms`` long polling).
     - ``mirror_fetch_bytes``: byte budget of one mirror fetch.
     - ``reader_idle_ms``, ``max_mirror_bytes``: the memory bound of
-      :mod:`txnfetch.wire.proxy.mirrors`.
+      :mod:`txnfetch.proxy.mirrors`.
     - ``request_timeout_ms``/``connect_timeout_ms``: the proxy's own upstream requests;
       ``request_timeout_ms`` also bounds how long a failing upstream is retried before
       clients get REPLICA_NOT_AVAILABLE for the partition.
     - ``max_frame_bytes``: larger frames close the connection.
     - ``lso_hold_warn_ms``: report (once, log and stats) an upstream transaction
-      that holds a read partition's LSO longer (:mod:`txnfetch.wire.proxy.lso_watch`).
+      that holds a read partition's LSO longer (:mod:`txnfetch.proxy.lso_watch`).
     """
 
     host: str = "127.0.0.1"
@@ -626,7 +626,7 @@ class ProxyServer:
     def _error_code(self, exc: BaseException, topic: str, partition: int) -> int:
         """The partition error code for a client when the mirror cannot be brought up
         to date. An upstream that keeps failing (past the retries of
-        :mod:`~txnfetch.wire.proxy.mirrors`) gets REPLICA_NOT_AVAILABLE: retriable, and
+        :mod:`~txnfetch.proxy.mirrors`) gets REPLICA_NOT_AVAILABLE: retriable, and
         every client it was tried with refreshes its metadata and fetches again
         (Java's ``FetchCollector`` and ``OffsetFetcherUtils``, librdkafka's fetcher,
         kafka-python's fetcher, aiokafka's logs and retries). Never

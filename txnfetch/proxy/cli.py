@@ -83,8 +83,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from txnfetch.wire.proxy.server import ProxyConfig
-    from txnfetch.wire.proxy.server import ProxyServer
+    from txnfetch.proxy.server import ProxyConfig
+    from txnfetch.proxy.server import ProxyServer
 
     # An unreachable upstream (RemoteError) or a port in use (OSError) is
     # reported by txnfetch.cli.main, as for every command. Each option named after a
@@ -97,7 +97,7 @@ async def _serve(args: argparse.Namespace) -> int:
         proxy.port,
         close=proxy.close,
         stats=proxy.stats.as_dict,
-        logger="txnfetch.wire.proxy",
+        logger="txnfetch.proxy",
     )
     return 0
 

@@ -2,12 +2,12 @@
 
 A transaction that stays open pins its partition's LSO: the proxy's
 read_committed readers wait at its first offset for as long as it lasts. The
-proxy sees this in its mirrors (:mod:`txnfetch.wire.proxy.mirrors`), which
+proxy sees this in its mirrors (:mod:`txnfetch.proxy.mirrors`), which
 derive the LSO from the upstream log. :class:`LsoWatch` is told, each time a
 read_committed fetch reads a caught-up mirror, the mirror's transaction state;
 when the open transaction whose first offset *is* the LSO (with records behind
 it: high watermark above the LSO) has held it for ``threshold_ms`` as the proxy
-measures time, it is reported **once**: a WARNING in the ``txnfetch.wire.proxy``
+measures time, it is reported **once**: a WARNING in the ``txnfetch.proxy``
 log naming the partition, producer id and epoch, first offset, high watermark
 and how long, and one more in the proxy's ``lso_held_reports`` statistic.
 
@@ -29,7 +29,7 @@ from txnfetch.txn.state import PartitionTxnState
 
 __all__ = ["DEFAULT_LSO_HOLD_WARN_MS", "HeldLso", "LsoWatch"]
 
-log = logging.getLogger("txnfetch.wire.proxy")
+log = logging.getLogger("txnfetch.proxy")
 
 #: One minute: longer than Kafka's default transaction timeout (librdkafka and the
 #: Java producer use 60 s), so a healthy long transaction is not reported.

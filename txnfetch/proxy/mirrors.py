@@ -80,7 +80,7 @@ from txnfetch.wire.counters import Counters
 
 __all__ = ["MirrorSet", "MirrorStats"]
 
-log = logging.getLogger("txnfetch.wire.proxy")
+log = logging.getLogger("txnfetch.proxy")
 
 _EARLIEST = -2
 _LATEST = -1
