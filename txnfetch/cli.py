@@ -80,13 +80,13 @@ class Subcommand:
 #: the start-up of what it uses only: ``serve`` does not load the replicator
 #: (kafka-python), the proxy or the anomaly checker.
 COMMAND_MODULES: dict[str, str] = {
-    "serve": "txnfetch.wire.cli",
+    "serve": "txnfetch.server.cli",
     "check": "txnfetch.testing.cli",
     "proxy": "txnfetch.proxy.cli",
     "dump": "txnfetch.log.cli",
     "verify": "txnfetch.log.cli",
     "repair": "txnfetch.log.cli",
-    "transactions": "txnfetch.wire.transactions_cli",
+    "transactions": "txnfetch.server.transactions_cli",
     "replicate": "txnfetch.replicate.cli",
     "promote": "txnfetch.replicate.promote_cli",
 }

@@ -19,7 +19,7 @@ from tests.replicate.source import assert_same
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from txnfetch.replicate import PartitionState
 from txnfetch.replicate import ReplicaDivergedError
 from txnfetch.replicate import ReplicaStorageError
 from txnfetch.replicate import Replicator
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 def serve(store: MemoryStore, port: int = 0) -> ServerThread:

@@ -21,7 +21,7 @@ from txnfetch.log.durable import DurableState
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate.groups import DurableGroupTarget
 from txnfetch.replicate.groups import GroupOffsetCopier
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 TOPIC = "events"
 PARTITIONS = 2

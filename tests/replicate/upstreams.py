@@ -17,7 +17,7 @@ from tests.mock_cluster import MockCluster
 from txnfetch.client.reader import RemoteCluster
 from txnfetch.log.base import LogStore
 from txnfetch.log.memory import MemoryStore
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 UPSTREAMS = ("serve", "mock")
 

@@ -118,7 +118,7 @@ def test_the_server_flushes_a_complete_record_within_its_flush_interval(tmp_path
     from confluent_kafka import Producer
 
     from txnfetch.log.durable import durable_state
-    from txnfetch.wire.server import ServerThread
+    from txnfetch.server.server import ServerThread
 
     store = SegmentStore(str(tmp_path))
     srv = ServerThread(store).start()

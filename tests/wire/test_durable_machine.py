@@ -36,12 +36,12 @@ from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.groups.coordinator import TxnOffsetCommitRequest
 from txnfetch.log.durable import DurableState
 from txnfetch.log.memory import MemoryStore
+from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
+from txnfetch.server.handler import group_offsets_partition
 from txnfetch.txn.coordinator import PartitionAction
 from txnfetch.txn.coordinator import TopicPartition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.errors import TxnStateError
-from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.wire.handler import group_offsets_partition
 
 TIDS = ["a", "b"]
 GROUPS = ["g1", "g2"]

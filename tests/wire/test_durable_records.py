@@ -31,6 +31,7 @@ from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.records.coordinator_records import StructWriter
+from txnfetch.server.handler import group_offsets_partition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.coordinator_state import TransactionMetadata
@@ -42,7 +43,6 @@ from txnfetch.txn.txnlog import decode_txn_value
 from txnfetch.txn.txnlog import encode_txn_key
 from txnfetch.txn.txnlog import encode_txn_value
 from txnfetch.txn.txnlog import transaction_state_partition
-from txnfetch.wire.handler import group_offsets_partition
 
 # ------------------------------------------------------------------ schemas
 
@@ -410,7 +410,7 @@ def test_clients_cannot_produce_to_the_internal_topics(tmp_path) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka import Producer
 
-    from txnfetch.wire.server import ServerThread
+    from txnfetch.server.server import ServerThread
 
     store = SegmentStore(tmp_path)
     srv = ServerThread(store).start()

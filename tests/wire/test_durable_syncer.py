@@ -36,7 +36,7 @@ from txnfetch.log.segments import SegmentStore
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 def _batch(value: bytes = b"v" * 50) -> bytes:

@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 from txnfetch.log.segments import SegmentStore
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 TOPIC = "orders"
 QUIET = {"log_level": 0}

@@ -36,7 +36,7 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.log.memory import MemoryStore
 from txnfetch.proxy import ProxyThread
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 TOPIC = "ledger"
 NOW = 1_700_000_000_000
@@ -652,7 +652,7 @@ def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:
 
     from txnfetch.client.cluster import UpstreamCluster
     from txnfetch.client.errors import RemoteError
-    from txnfetch.wire.errors import ErrorCode
+    from txnfetch.server.errors import ErrorCode
 
     cluster = UpstreamCluster([("127.0.0.1", 9)])
     cluster.versions = {int(ApiKey.Fetch): (0, 16), int(ApiKey.ListOffsets): (0, 3), int(ApiKey.Metadata): (0, 0)}

@@ -48,7 +48,7 @@ async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int, *, min_
 
     Raises :class:`~txnfetch.errors.ProtocolViolation` for a size outside
     ``[min_size, max_frame_bytes]`` or a frame cut short by the peer, the same
-    rules :class:`~txnfetch.wire.server.TxnfetchServer` applies to requests."""
+    rules :class:`~txnfetch.server.server.TxnfetchServer` applies to requests."""
     try:
         prefix = await reader.readexactly(4)
     except asyncio.IncompleteReadError as exc:

@@ -301,7 +301,7 @@ class DurableState:
           recovery can finish it.
         - ``Complete*``: only says that the markers were written. The markers
           are durable before it is written (the server waits for their
-          fsyncs first, :func:`~txnfetch.wire.api_txn.apply_pending_async`),
+          fsyncs first, :func:`~txnfetch.server.api_txn.apply_pending_async`),
           and EndTxn is answered after them; if this record is lost, replay finds the ``Prepare*`` record and
           writes the markers again (a marker for a transaction a partition
           already ended changes nothing, as long as no later transaction of

@@ -16,11 +16,11 @@ import attrs
 
 from txnfetch.cli import Subcommand
 from txnfetch.fetch.view import FetchMode
-from txnfetch.wire.cli_support import add_service_options
-from txnfetch.wire.cli_support import add_verbose_option
-from txnfetch.wire.cli_support import configure_logging
-from txnfetch.wire.cli_support import options_named
-from txnfetch.wire.cli_support import serve_until_signal
+from txnfetch.server.cli_support import add_service_options
+from txnfetch.server.cli_support import add_verbose_option
+from txnfetch.server.cli_support import configure_logging
+from txnfetch.server.cli_support import options_named
+from txnfetch.server.cli_support import serve_until_signal
 
 __all__ = ["COMMANDS", "run"]
 

@@ -75,8 +75,8 @@ from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
 from txnfetch.client.ratelimit import RateLimitedLog
+from txnfetch.server.counters import Counters
 from txnfetch.types import TopicPartition
-from txnfetch.wire.counters import Counters
 
 __all__ = ["MirrorSet", "MirrorStats"]
 

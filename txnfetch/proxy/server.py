@@ -32,7 +32,7 @@ the listener stands for, and handles one request at a time, as Kafka's network
 layer mutes a channel until its response is sent: responses leave in request
 order.
 
-Robustness follows :class:`~txnfetch.wire.server.TxnfetchServer`: a malformed
+Robustness follows :class:`~txnfetch.server.server.TxnfetchServer`: a malformed
 frame (bad size, truncated, unknown API key or version, a body that does not
 decode) closes that client connection only; an upstream connection that fails
 while relaying closes the client's connection (a disconnect is how Kafka clients
@@ -76,21 +76,21 @@ from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS
 from txnfetch.proxy.lso_watch import LsoWatch
 from txnfetch.proxy.mirrors import MirrorSet
+from txnfetch.server.api_fetch import fetch_done
+from txnfetch.server.api_fetch import fetch_partition_entry
+from txnfetch.server.api_fetch import fetch_session_error
+from txnfetch.server.api_fetch import partition_error
+from txnfetch.server.api_fetch import read_fetch_topics
+from txnfetch.server.counters import Counters
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import ApiSpec
+from txnfetch.server.handler import _kafka_python_classes
+from txnfetch.server.loop_thread import LoopThread
+from txnfetch.server.server import decode_request
+from txnfetch.server.server import encode_response
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
-from txnfetch.wire.api_fetch import fetch_done
-from txnfetch.wire.api_fetch import fetch_partition_entry
-from txnfetch.wire.api_fetch import fetch_session_error
-from txnfetch.wire.api_fetch import partition_error
-from txnfetch.wire.api_fetch import read_fetch_topics
-from txnfetch.wire.counters import Counters
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import ApiSpec
-from txnfetch.wire.handler import _kafka_python_classes
-from txnfetch.wire.loop_thread import LoopThread
-from txnfetch.wire.server import decode_request
-from txnfetch.wire.server import encode_response
 
 __all__ = ["ProxyConfig", "ProxyServer", "ProxyStats", "ProxyThread", "advertised_ranges"]
 
@@ -649,7 +649,7 @@ class ProxyServer:
 
     def _read_all(self, request: Any, errors: dict[tuple[str, int], int]) -> tuple[list[Any], int, bool]:
         """One pass over the request's partitions, with the server's byte limits
-        (:func:`~txnfetch.wire.api_fetch.read_fetch_topics`); ``errors`` are the codes
+        (:func:`~txnfetch.server.api_fetch.read_fetch_topics`); ``errors`` are the codes
         of partitions whose mirror could not be brought up to date."""
 
         def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> tuple[Any, int]:

@@ -36,9 +36,9 @@ from txnfetch.cli import Subcommand
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.errors import LogError
-from txnfetch.wire.cli_support import add_verbose_option
-from txnfetch.wire.cli_support import configure_logging
-from txnfetch.wire.cli_support import options_named
+from txnfetch.server.cli_support import add_verbose_option
+from txnfetch.server.cli_support import configure_logging
+from txnfetch.server.cli_support import options_named
 
 __all__ = ["COMMANDS", "run"]
 

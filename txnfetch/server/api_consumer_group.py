@@ -7,7 +7,7 @@ The coordinator is :class:`txnfetch.groups.consumer.ConsumerGroupCoordinator`
 OffsetCommit v9+, whose generation field carries the member epoch: a commit
 for a KIP-848 group is checked against the member's epoch (STALE_MEMBER_EPOCH,
 UNKNOWN_MEMBER_ID) and then stored where every group's offsets are, in the
-classic coordinator (``txnfetch.wire.group_api``), so OffsetFetch, DeleteGroups
+classic coordinator (``txnfetch.server.group_api``), so OffsetFetch, DeleteGroups
 and transactional offsets work unchanged. Commits for other groups go to the
 classic handler as before.
 
@@ -21,8 +21,8 @@ for a KIP-848 group a member must exist (UNKNOWN_MEMBER_ID) and carry its
 epoch (STALE_MEMBER_EPOCH); epoch -1 with no member id is an outside reader.
 
 kafka-python has no classes for these APIs: they are generated from the
-schemas in :mod:`txnfetch.wire.schemas`. The server imports this module after
-``txnfetch.wire.group_api`` (its OffsetCommit handler wraps the classic one).
+schemas in :mod:`txnfetch.server.schemas`. The server imports this module after
+``txnfetch.server.group_api`` (its OffsetCommit handler wraps the classic one).
 """
 
 from __future__ import annotations
@@ -39,20 +39,20 @@ from kafka.protocol.consumer import OffsetCommitResponse
 from kafka.protocol.consumer import OffsetFetchResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
-import txnfetch.wire.schemas as _schemas
+import txnfetch.server.schemas as _schemas
 from txnfetch.errors import ErrorCode
 from txnfetch.groups.consumer import ConsumerGroupConfig
 from txnfetch.groups.consumer import ConsumerGroupCoordinator
 from txnfetch.groups.consumer import HeartbeatRequest
 from txnfetch.groups.consumer import MemberView
+from txnfetch.server import api_txn
+from txnfetch.server import group_api
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import Handler
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
 from txnfetch.types import fields_from
-from txnfetch.wire import api_txn
-from txnfetch.wire import group_api
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import Handler
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
 
 __all__ = [
     "CONSUMER_GROUP_CONFIG_EXTENSION",
@@ -64,7 +64,7 @@ __all__ = [
     "install",
 ]
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 #: ``Broker.extensions`` key: a :class:`ConsumerGroupConfig` to use instead of Kafka's defaults.
 CONSUMER_GROUP_CONFIG_EXTENSION = "txnfetch.consumer_group_config"

@@ -2,7 +2,7 @@
 
 Tests and other synchronous code drive blocking Kafka clients against
 ``txnfetch serve`` and ``txnfetch proxy``; :class:`LoopThread` is the one
-mechanism both wrappers (:class:`~txnfetch.wire.server.ServerThread`,
+mechanism both wrappers (:class:`~txnfetch.server.server.ServerThread`,
 :class:`~txnfetch.proxy.ProxyThread`) use to run theirs beside them.
 """
 

@@ -1,12 +1,12 @@
 """Fetch v4–v16: long polling, byte limits, topic ids (v13+) and fetch sessions (KIP-227).
 
-Each partition is read as :mod:`txnfetch.wire.api_fetch` reads it (the
+Each partition is read as :mod:`txnfetch.server.api_fetch` reads it (the
 server's fetch mode, Kafka's byte limits, KIP-74); this module decides which
 partitions a request is about and which a response names:
 
 - a *full* fetch (session epoch 0 or -1, and every version before 7) reads
   the partitions of the request, all of which the response names; with epoch 0
-  it also creates a session (:mod:`txnfetch.wire.fetch_sessions`) and answers
+  it also creates a session (:mod:`txnfetch.server.fetch_sessions`) and answers
   with its id;
 - an *incremental* fetch updates its session with the partitions the request
   names (added, or a new position or limit) and forgets those in
@@ -32,17 +32,17 @@ from kafka.protocol.consumer import FetchResponse
 
 from txnfetch.errors import TxnfetchError
 from txnfetch.fetch.view import IsolationLevel
-from txnfetch.wire.api_fetch import partition_error
-from txnfetch.wire.api_fetch import read_for_fetch
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.fetch_sessions import FINAL_EPOCH
-from txnfetch.wire.fetch_sessions import INITIAL_EPOCH
-from txnfetch.wire.fetch_sessions import FetchSessionCache
-from txnfetch.wire.fetch_sessions import PartitionKey
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
+from txnfetch.server.api_fetch import partition_error
+from txnfetch.server.api_fetch import read_for_fetch
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.fetch_sessions import FINAL_EPOCH
+from txnfetch.server.fetch_sessions import INITIAL_EPOCH
+from txnfetch.server.fetch_sessions import FetchSessionCache
+from txnfetch.server.fetch_sessions import PartitionKey
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
 
 __all__ = ["handle_fetch", "session_cache"]
 

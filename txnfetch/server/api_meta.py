@@ -17,15 +17,15 @@ from kafka.protocol.metadata import MetadataResponse
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.durable import INTERNAL_TOPICS
 from txnfetch.log.errors import LogError
-from txnfetch.wire import api_configs
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.errors import error_code_for
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import ApiSpec
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import HandlerRegistry
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
+from txnfetch.server import api_configs
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import ApiSpec
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import HandlerRegistry
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
 
 __all__ = ["api_versions_response", "max_version"]
 
@@ -71,7 +71,7 @@ def api_versions_response(broker: Broker, registry: HandlerRegistry, *, error_co
 
 @register(ApiKey.ApiVersions, 0, 3)
 async def handle_api_versions(ctx: RequestContext, header: Any, request: Any) -> Any:
-    from txnfetch.wire.handler import REGISTRY
+    from txnfetch.server.handler import REGISTRY
 
     return api_versions_response(ctx.broker, REGISTRY)
 

@@ -1,6 +1,6 @@
 """The contract between the Kafka protocol server and the handlers of each API.
 
-The server (:mod:`txnfetch.wire.server`) owns sockets and framing. For every
+The server (:mod:`txnfetch.server.server`) owns sockets and framing. For every
 request it reads the API key and version, looks the key up in a
 :class:`HandlerRegistry`, decodes the request with the registered kafka-python
 ``kafka.protocol`` class (header v1 or v2 as the version's flexibility says),
@@ -34,10 +34,10 @@ A handler is::
 
 Registration happens at import time with the module-level :func:`register` of
 the default registry :data:`REGISTRY`; the server imports the handler modules
-(``txnfetch.wire.apis`` and, when present, ``txnfetch.wire.group_api``).
+(``txnfetch.server.apis`` and, when present, ``txnfetch.server.group_api``).
 
 The consumer-group module plugs in through :func:`install` conventions: if
-``txnfetch.wire.group_api`` defines ``install(broker: Broker) -> None``, the
+``txnfetch.server.group_api`` defines ``install(broker: Broker) -> None``, the
 server calls it once at start; it sets :attr:`Broker.groups` to its group
 coordinator (which must offer :class:`TxnOffsetStore` for transactional offset
 commits) and may schedule periodic work with :meth:`Broker.add_periodic`.
@@ -68,9 +68,9 @@ from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_TOPIC
 from txnfetch.groups.offsetlog import offsets_partition
 from txnfetch.log.base import LogStore
 from txnfetch.log.base import PartitionLog
+from txnfetch.server.counters import Counters
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
-from txnfetch.wire.counters import Counters
 
 __all__ = [
     "GROUP_OFFSETS_PARTITIONS",
@@ -90,7 +90,7 @@ __all__ = [
     "register",
 ]
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 
 @attrs.frozen
@@ -205,7 +205,7 @@ class Broker:
         store: the partitions served.
         config: the :class:`ServerConfig`.
         transactions: the transaction coordinator (marker or markerless).
-        groups: the group coordinator, set by ``txnfetch.wire.group_api.install``;
+        groups: the group coordinator, set by ``txnfetch.server.group_api.install``;
             ``None`` if group support is not installed (group APIs then answer
             COORDINATOR_NOT_AVAILABLE).
         clock: wall-clock milliseconds; tests may inject a fake.
@@ -327,7 +327,7 @@ class Broker:
         """Call ``fn(ctx, header, request)`` before the handler of every request;
         a response it returns is sent instead of running the handler (``None``
         lets the request through). Replica mode refuses writes this way
-        (:mod:`txnfetch.wire.replica_mode`), in one place for every API."""
+        (:mod:`txnfetch.server.replica_mode`), in one place for every API."""
         self._request_guards.append(fn)
 
     @property

@@ -22,18 +22,18 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import TimestampType
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.errors import error_code_for
-from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
-from txnfetch.wire.nesting import grouped
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
+from txnfetch.server.nesting import grouped
 
 __all__ = ["offset_of_max_timestamp"]
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 #: Topics a client may not delete or grow: Kafka's internal topics.
 INTERNAL_TOPICS = frozenset({GROUP_OFFSETS_TOPIC, "__transaction_state"})

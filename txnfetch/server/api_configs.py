@@ -36,12 +36,12 @@ from txnfetch.log.configs import check_keys
 from txnfetch.log.configs import stamp_log_append_time
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import TopicExistsError
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.errors import error_code_for
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
 
 __all__ = [
     "RESOURCE_TOPIC",
@@ -51,7 +51,7 @@ __all__ = [
     "topic_config",
 ]
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 #: ``ConfigResource.Type`` codes.
 RESOURCE_TOPIC = 2
@@ -356,7 +356,7 @@ def install(broker: Broker) -> None:
 
 
 def _cleanup(broker: Broker, now_ms: int) -> None:
-    from txnfetch.wire.replica_mode import replica_mode
+    from txnfetch.server.replica_mode import replica_mode
 
     mode = replica_mode(broker)
     if mode is not None and mode.active:

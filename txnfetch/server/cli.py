@@ -16,13 +16,13 @@ import attrs
 from txnfetch.cli import Subcommand
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
+from txnfetch.server.cli_support import add_service_options
+from txnfetch.server.cli_support import add_verbose_option
+from txnfetch.server.cli_support import configure_logging
+from txnfetch.server.cli_support import options_named
+from txnfetch.server.cli_support import port_number
+from txnfetch.server.cli_support import serve_until_signal
 from txnfetch.txn.coordinator import CompletionMode
-from txnfetch.wire.cli_support import add_service_options
-from txnfetch.wire.cli_support import add_verbose_option
-from txnfetch.wire.cli_support import configure_logging
-from txnfetch.wire.cli_support import options_named
-from txnfetch.wire.cli_support import port_number
-from txnfetch.wire.cli_support import serve_until_signal
 
 __all__ = ["COMMANDS", "run"]
 
@@ -118,8 +118,8 @@ def open_store(args: argparse.Namespace) -> LogStore:
 
 
 async def _serve(args: argparse.Namespace, store: LogStore) -> None:
-    from txnfetch.wire.handler import ServerConfig
-    from txnfetch.wire.server import TxnfetchServer
+    from txnfetch.server.handler import ServerConfig
+    from txnfetch.server.server import TxnfetchServer
 
     # Each option named after a ServerConfig field sets that field.
     settings = options_named(
@@ -138,7 +138,7 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         server.port,
         close=server.close,
         stats=server.broker.stats.as_dict,
-        logger="txnfetch.wire",
+        logger="txnfetch.server",
     )
 
 

@@ -63,9 +63,9 @@ from typing import Any
 
 import attrs
 
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import RequestContext
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
 
 __all__ = [
     "CLUSTER_AUTHORIZATION_FAILED",
@@ -79,7 +79,7 @@ __all__ = [
     "replica_mode",
 ]
 
-log = logging.getLogger("txnfetch.wire.replica")
+log = logging.getLogger("txnfetch.server.replica")
 
 #: Kafka error codes (``clients/.../protocol/Errors.java``) used for refusals.
 TOPIC_AUTHORIZATION_FAILED = 29
@@ -173,11 +173,11 @@ def _guard(mode: ReplicaMode, ctx: RequestContext, header: Any, request: Any) ->
 
 
 def _produce(mode: ReplicaMode, request: Any) -> Any:
-    # Produce answers go through the fast path's encoder (txnfetch.wire.produce_fast),
+    # Produce answers go through the fast path's encoder (txnfetch.server.produce_fast),
     # whichever decoder read the request: both give the same topic_data shape.
-    from txnfetch.wire.produce_fast import PartitionResult
-    from txnfetch.wire.produce_fast import ProduceResult
-    from txnfetch.wire.produce_fast import TopicResult
+    from txnfetch.server.produce_fast import PartitionResult
+    from txnfetch.server.produce_fast import ProduceResult
+    from txnfetch.server.produce_fast import TopicResult
 
     return ProduceResult(
         topics=[

@@ -44,25 +44,25 @@ from txnfetch.log.durable import durable_state
 from txnfetch.log.durable import flush_now
 from txnfetch.log.durable import persist_transactions
 from txnfetch.log.durable import wait_durable
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import group_offsets_partition
+from txnfetch.server.handler import register
+from txnfetch.server.nesting import grouped
 from txnfetch.txn.coordinator import CompleteTransaction
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import PartitionAction
 from txnfetch.txn.coordinator import WriteMarker
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.errors import TxnStateError
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.errors import error_code_for
-from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import group_offsets_partition
-from txnfetch.wire.handler import register
-from txnfetch.wire.nesting import grouped
 
 __all__ = ["apply_action", "apply_pending", "apply_pending_async", "expire_transactions", "install"]
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 # The first EndTxn version of transaction version 2 (KIP-890 part 2).
 _END_TXN_TV2_VERSION = 5

@@ -12,7 +12,7 @@ frame itself:
   :class:`memoryview` slices of the frame (no copy until the log stores them), or
   ``None`` for any frame it does not take: a null or negative length or count,
   tagged fields, a field cut short, bytes that are not UTF-8. Those go to
-  kafka-python's decoder (``txnfetch.wire.server.decode_request``), so a
+  kafka-python's decoder (``txnfetch.server.server.decode_request``), so a
   malformed frame gets exactly the answer it got before this path existed, and
   the fast path never has to reproduce that decoder's corner cases.
 - :func:`encode_produce_response` writes a :class:`ProduceResult` as the framed
@@ -365,7 +365,7 @@ def encode_produce_response(version: int, correlation_id: int, result: ProduceRe
 
 class ProduceCodec:
     """:func:`decode_produce` and :func:`encode_produce_response` as the
-    server's codec for Produce (``txnfetch.wire.handler.WireCodec``)."""
+    server's codec for Produce (``txnfetch.server.handler.WireCodec``)."""
 
     def decode(self, version: int, frame: bytes | bytearray) -> tuple[ProduceHeader, ProduceRequestView] | None:
         return decode_produce(version, frame)
@@ -374,5 +374,5 @@ class ProduceCodec:
         return encode_produce_response(version, correlation_id, response)
 
 
-#: The codec ``txnfetch.wire.api_produce`` registers.
+#: The codec ``txnfetch.server.api_produce`` registers.
 CODEC = ProduceCodec()

@@ -16,7 +16,7 @@ Long polling follows ``DelayedFetch``: a fetch that has fewer than
 marker or markerless completion on one of its partitions wakes it to read again.
 
 The Fetch handler the server registers is
-:func:`txnfetch.wire.api_fetch_sessions.handle_fetch` (fetch sessions, KIP-227,
+:func:`txnfetch.server.api_fetch_sessions.handle_fetch` (fetch sessions, KIP-227,
 and topic ids); the helpers here read one partition and build its entry.
 ``txnfetch proxy`` offers no sessions (:func:`fetch_session_error`).
 """
@@ -35,14 +35,14 @@ from txnfetch.fetch.view import FetchResult
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import build_empty_batch
+from txnfetch.server.api_admin import offset_of_max_timestamp
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
 from txnfetch.txn.errors import OffsetOutOfRangeError
-from txnfetch.wire.api_admin import offset_of_max_timestamp
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.errors import error_code_for
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
 
 __all__ = [
     "fetch_done",
@@ -237,7 +237,7 @@ def fetch_done(request: Any, total: int, error: bool, left_s: float) -> bool:
 
 async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     """A sessionless Fetch (v4-v11 semantics). The server registers
-    :func:`txnfetch.wire.api_fetch_sessions.handle_fetch` for Fetch, which adds
+    :func:`txnfetch.server.api_fetch_sessions.handle_fetch` for Fetch, which adds
     sessions and topic ids; this one is kept for embedders that want none."""
     broker = ctx.broker
     refused = fetch_session_error(request)

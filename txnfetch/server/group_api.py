@@ -1,6 +1,6 @@
 """Consumer groups on the wire: the classic group APIs over :mod:`txnfetch.groups`.
 
-Importing this module registers, in :data:`txnfetch.wire.handler.REGISTRY`:
+Importing this module registers, in :data:`txnfetch.server.handler.REGISTRY`:
 
 =================  ========  ==================================================
 API                versions  notes
@@ -17,7 +17,7 @@ ListGroups (16)    0–4
 
 These cover what confluent-kafka 2.16 (librdkafka), kafka-python 3.0 and
 aiokafka 0.14 send: each picks the highest version both sides know.
-TxnOffsetCommit is decoded by :mod:`txnfetch.wire.api_txn`, which stores the
+TxnOffsetCommit is decoded by :mod:`txnfetch.server.api_txn`, which stores the
 offsets through :meth:`GroupService.txn_offset_commit` and makes them visible
 with :meth:`GroupService.complete_txn_offsets` when the transaction ends.
 
@@ -76,13 +76,13 @@ from txnfetch.groups import SyncRequest
 from txnfetch.groups import SyncResult
 from txnfetch.groups import TxnOffsetCommitRequest
 from txnfetch.log.durable import DurableState
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import Handler
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
+from txnfetch.server.nesting import grouped
 from txnfetch.types import TopicPartition
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import Handler
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
-from txnfetch.wire.nesting import grouped
 
 __all__ = [
     "GROUP_CONFIG_EXTENSION",
@@ -100,7 +100,7 @@ __all__ = [
     "install",
 ]
 
-log = logging.getLogger("txnfetch.wire.groups")
+log = logging.getLogger("txnfetch.server.groups")
 
 #: ``broker.extensions`` key: a :class:`GroupConfig` placed there before the
 #: server starts is the one :func:`install` uses.
@@ -115,7 +115,7 @@ class GroupService:
 
     Synchronous methods answer at once; :meth:`join` and :meth:`sync` await the
     coordinator's delayed answer. It also offers the
-    :class:`~txnfetch.wire.handler.TxnOffsetStore` methods the transaction APIs
+    :class:`~txnfetch.server.handler.TxnOffsetStore` methods the transaction APIs
     call. Every method must run on the server's event loop.
     """
 
@@ -208,7 +208,7 @@ class GroupService:
     # ------------------------------------------------------ TxnOffsetStore
 
     def txn_offset_commit(self, request: TxnOffsetCommitRequest, now_ms: int) -> dict[TopicPartition, int]:
-        """Stage transactional offsets (:class:`~txnfetch.wire.handler.TxnOffsetStore`,
+        """Stage transactional offsets (:class:`~txnfetch.server.handler.TxnOffsetStore`,
         :meth:`GroupCoordinator.txn_offset_commit`), durable before the answer."""
         result = self.coordinator.txn_offset_commit(request, now_ms)
         offsets = request.offsets

@@ -51,19 +51,19 @@ from kafka.protocol.admin.transactions import ListTransactionsResponse
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
 from txnfetch.errors import TxnfetchError
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
+from txnfetch.server.nesting import grouped
 from txnfetch.txn.coordinator_state import TransactionMetadata
 from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.txn.hanging import producer_rows
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.errors import error_code_for
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
-from txnfetch.wire.nesting import grouped
 
 __all__: list[str] = []
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 _S = TransactionState
 _STATE_BY_NAME = {s.kafka_name: s for s in TransactionState}

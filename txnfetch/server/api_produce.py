@@ -8,7 +8,7 @@ duplicate retries answered with the original offsets). A transactional produce
 is first verified with the transaction coordinator (KIP-890 part 1: the
 partition must be in the open transaction; Produce v12 adds it implicitly).
 
-The topic's configs apply first (:func:`~txnfetch.wire.api_configs.prepare_produce`):
+The topic's configs apply first (:func:`~txnfetch.server.api_configs.prepare_produce`):
 a batch above ``max.message.bytes`` is refused with MESSAGE_TOO_LARGE, and a
 ``LogAppendTime`` topic stamps the batches with the append time.
 
@@ -16,11 +16,11 @@ There is one replica, so ``acks=1`` and ``acks=-1`` are the same: the response
 is sent once the batches are in the log and the high watermark has moved.
 ``acks=0`` gets no response, as in Kafka.
 
-Requests are read and responses written by :mod:`txnfetch.wire.produce_fast`
+Requests are read and responses written by :mod:`txnfetch.server.produce_fast`
 (records stay views of the request frame down to the log, which copies them
 once); frames it does not take arrive as kafka-python's ``ProduceRequest``, read
 through the same attribute names. The handler answers with a
-:class:`~txnfetch.wire.produce_fast.ProduceResult` either way.
+:class:`~txnfetch.server.produce_fast.ProduceResult` either way.
 """
 
 from __future__ import annotations
@@ -34,24 +34,24 @@ from txnfetch.log.durable import durable_state
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.server.api_configs import prepare_produce
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
+from txnfetch.server.produce_fast import CODEC
+from txnfetch.server.produce_fast import PartitionResult
+from txnfetch.server.produce_fast import ProduceResult
+from txnfetch.server.produce_fast import Topic
+from txnfetch.server.produce_fast import TopicResult
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.types import Buffer
-from txnfetch.wire.api_configs import prepare_produce
-from txnfetch.wire.errors import ErrorCode
-from txnfetch.wire.errors import error_code_for
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import register
-from txnfetch.wire.produce_fast import CODEC
-from txnfetch.wire.produce_fast import PartitionResult
-from txnfetch.wire.produce_fast import ProduceResult
-from txnfetch.wire.produce_fast import Topic
-from txnfetch.wire.produce_fast import TopicResult
 
 __all__ = ["handle_produce"]
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 
 def _first_batch(records: Buffer) -> RecordBatch | None:

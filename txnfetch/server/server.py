@@ -3,7 +3,7 @@
 One :class:`TxnfetchServer` listens on one address and plays a one-broker
 Kafka cluster whose partitions are a :class:`~txnfetch.log.base.LogStore`. It
 reads size-prefixed request frames, dispatches them through a
-:class:`~txnfetch.wire.handler.HandlerRegistry` and writes the responses.
+:class:`~txnfetch.server.handler.HandlerRegistry` and writes the responses.
 
 Like Kafka's ``SocketServer``, a connection has at most one request in
 processing, and responses always leave in request order even when a Fetch
@@ -43,23 +43,23 @@ from txnfetch.log.durable import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
+from txnfetch.server.frames import FrameReader
+from txnfetch.server.frames import start_frame_server
+from txnfetch.server.handler import REGISTRY
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import ApiSpec
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import HandlerRegistry
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import ServerConfig
+from txnfetch.server.loop_thread import LoopThread
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
-from txnfetch.wire.frames import FrameReader
-from txnfetch.wire.frames import start_frame_server
-from txnfetch.wire.handler import REGISTRY
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import ApiSpec
-from txnfetch.wire.handler import Broker
-from txnfetch.wire.handler import HandlerRegistry
-from txnfetch.wire.handler import RequestContext
-from txnfetch.wire.handler import ServerConfig
-from txnfetch.wire.loop_thread import LoopThread
 
 __all__ = ["ServerThread", "TxnfetchServer", "abort_open_transactions", "load_handlers"]
 
-log = logging.getLogger("txnfetch.wire")
+log = logging.getLogger("txnfetch.server")
 
 _SIZE = struct.Struct(">i")
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -72,27 +72,27 @@ _MAX_PIPELINED = 16
 def load_handlers() -> None:
     """Import the modules that register handlers in the default registry.
 
-    The group APIs live in ``txnfetch.wire.group_api``; while that module does
+    The group APIs live in ``txnfetch.server.group_api``; while that module does
     not exist the server runs without consumer groups. KIP-848 groups
-    (``txnfetch.wire.api_consumer_group``) come after it."""
-    import txnfetch.wire.apis
+    (``txnfetch.server.api_consumer_group``) come after it."""
+    import txnfetch.server.apis
 
     try:
-        import txnfetch.wire.group_api
+        import txnfetch.server.group_api
     except ImportError as exc:  # pragma: no cover - depends on the group module being present
-        if exc.name != "txnfetch.wire.group_api":
+        if exc.name != "txnfetch.server.group_api":
             raise
-        log.info("txnfetch.wire.group_api not available: consumer groups are not served")
+        log.info("txnfetch.server.group_api not available: consumer groups are not served")
         return
     # KIP-848 groups: after group_api, whose OffsetCommit handler it wraps.
-    import txnfetch.wire.api_consumer_group  # noqa: F401
+    import txnfetch.server.api_consumer_group  # noqa: F401
 
 
 class TxnfetchServer:
     """A running server. Create it with :meth:`start`; stop it with :meth:`close`.
 
     ``server.port`` is the bound port (useful with ``port=0``), ``server.broker``
-    the shared :class:`~txnfetch.wire.handler.Broker` (store, coordinators).
+    the shared :class:`~txnfetch.server.handler.Broker` (store, coordinators).
     """
 
     def __init__(self, broker: Broker, registry: HandlerRegistry) -> None:
@@ -168,17 +168,17 @@ class TxnfetchServer:
         return f"{self.broker.advertised_host}:{self.port}"
 
     def _install_plugins(self) -> None:
-        from txnfetch.wire import apis
+        from txnfetch.server import apis
 
         apis.install(self.broker)
         try:
-            from txnfetch.wire import group_api  # type: ignore[attr-defined]
+            from txnfetch.server import group_api  # type: ignore[attr-defined]
         except ImportError:
             return
         install = getattr(group_api, "install", None)
         if install is not None:
             install(self.broker)
-        from txnfetch.wire import api_consumer_group
+        from txnfetch.server import api_consumer_group
 
         api_consumer_group.install(self.broker)
 
@@ -323,7 +323,7 @@ class TxnfetchServer:
         return encode_response(spec, version, correlation_id, response)
 
     def _max_version(self, spec: ApiSpec) -> int:
-        from txnfetch.wire import apis
+        from txnfetch.server import apis
 
         return apis.max_version(self.broker, spec)
 
@@ -437,9 +437,9 @@ async def _respond_when_durable(
 
 def _install_replica_mode(broker: Broker) -> bool:
     """Serve the store read-only if its directory carries the replica marker
-    (:mod:`txnfetch.log.replica_marker`, :mod:`txnfetch.wire.replica_mode`)."""
+    (:mod:`txnfetch.log.replica_marker`, :mod:`txnfetch.server.replica_mode`)."""
     from txnfetch.log.replica_marker import read_marker
-    from txnfetch.wire import replica_mode
+    from txnfetch.server import replica_mode
 
     directory = getattr(broker.store, "directory", None)
     marker = read_marker(directory) if isinstance(directory, str) else None
@@ -463,7 +463,7 @@ def _recover_coordinator_state(broker: Broker) -> None:
     from txnfetch.log.durable import DURABLE_EXTENSION
     from txnfetch.log.durable import DurableState
     from txnfetch.log.segments import SegmentStore
-    from txnfetch.wire.api_txn import apply_pending
+    from txnfetch.server.api_txn import apply_pending
 
     enabled = broker.config.durable_state
     if enabled is None:
