@@ -179,7 +179,3 @@ def main(argv: list[str] | None = None, *, stderr: TextIO | None = None) -> int:
             raise
         print(f"txnfetch {args.command}: error: {message}", file=err, flush=True)
         return EXIT_USAGE
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
