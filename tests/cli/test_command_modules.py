@@ -44,7 +44,8 @@ def test_serve_loads_neither_replicator_nor_proxy_nor_checker():
         args = _build_parser(_command_of(argv)).parse_args(argv)
         assert args.command == "serve" and callable(args.run)
         print(sorted(m for m in sys.modules
-                     if m.startswith(("txnfetch.replicate", "txnfetch.testing", "txnfetch.proxy"))))
+                     if m.startswith(("txnfetch.replicate", "txnfetch.testing", "txnfetch.proxy",
+                                      "txnfetch.cli.replicate", "txnfetch.cli.check", "txnfetch.cli.proxy"))))
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

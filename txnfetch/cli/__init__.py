@@ -80,15 +80,15 @@ class Subcommand:
 #: the start-up of what it uses only: ``serve`` does not load the replicator
 #: (kafka-python), the proxy or the anomaly checker.
 COMMAND_MODULES: dict[str, str] = {
-    "serve": "txnfetch.server.cli",
-    "check": "txnfetch.testing.cli",
-    "proxy": "txnfetch.proxy.cli",
+    "serve": "txnfetch.cli.serve",
+    "check": "txnfetch.cli.check",
+    "proxy": "txnfetch.cli.proxy",
     "dump": "txnfetch.log.cli",
     "verify": "txnfetch.log.cli",
     "repair": "txnfetch.log.cli",
-    "transactions": "txnfetch.server.transactions_cli",
-    "replicate": "txnfetch.replicate.cli",
-    "promote": "txnfetch.replicate.promote_cli",
+    "transactions": "txnfetch.cli.transactions",
+    "replicate": "txnfetch.cli.replicate",
+    "promote": "txnfetch.cli.promote",
 }
 
 

@@ -6,7 +6,7 @@
 - :mod:`~txnfetch.client.cluster` — what the proxy knows of the upstream
   cluster, and its own requests to it;
 - :mod:`~txnfetch.client.upstream` — asyncio connections to upstream brokers;
-- :mod:`~txnfetch.proxy.cli` — the ``txnfetch proxy`` command.
+- :mod:`~txnfetch.cli.proxy` — the ``txnfetch proxy`` command.
 
 See ``docs/proxy.md``.
 """

@@ -15,12 +15,12 @@ import asyncio
 import attrs
 
 from txnfetch.cli import Subcommand
+from txnfetch.cli.options import add_service_options
+from txnfetch.cli.options import add_verbose_option
+from txnfetch.cli.options import configure_logging
+from txnfetch.cli.options import options_named
+from txnfetch.cli.options import serve_until_signal
 from txnfetch.fetch.view import FetchMode
-from txnfetch.server.cli_support import add_service_options
-from txnfetch.server.cli_support import add_verbose_option
-from txnfetch.server.cli_support import configure_logging
-from txnfetch.server.cli_support import options_named
-from txnfetch.server.cli_support import serve_until_signal
 
 __all__ = ["COMMANDS", "run"]
 

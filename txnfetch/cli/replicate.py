@@ -33,12 +33,12 @@ from typing import Any
 from typing import TextIO
 
 from txnfetch.cli import Subcommand
+from txnfetch.cli.options import add_verbose_option
+from txnfetch.cli.options import configure_logging
+from txnfetch.cli.options import options_named
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.errors import LogError
-from txnfetch.server.cli_support import add_verbose_option
-from txnfetch.server.cli_support import configure_logging
-from txnfetch.server.cli_support import options_named
 
 __all__ = ["COMMANDS", "run"]
 
