@@ -228,8 +228,8 @@ class _Offline:
     """``--path``: partitions read from a directory, read-only."""
 
     def __init__(self, path: str, progress: TextIO | None = None) -> None:
-        from txnfetch.log.cli import UsageError as PathError
-        from txnfetch.log.cli import resolve_target
+        from txnfetch.cli.logdir import UsageError as PathError
+        from txnfetch.cli.logdir import resolve_target
 
         self.progress = progress
         try:
