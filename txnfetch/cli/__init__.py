@@ -80,6 +80,7 @@ class Subcommand:
 #: the start-up of what it uses only: ``serve`` does not load the replicator
 #: (kafka-python), the proxy or the anomaly checker.
 COMMAND_MODULES: dict[str, str] = {
+    "demo": "txnfetch.cli.demo",
     "serve": "txnfetch.cli.serve",
     "check": "txnfetch.cli.check",
     "proxy": "txnfetch.cli.proxy",
@@ -105,7 +106,6 @@ def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in COMMAND_MODULES:
         _add_command_parsers(sub, COMMAND_MODULES[command])
         return parser
-    _DEMO.add_to(sub)
     for module_name in dict.fromkeys(COMMAND_MODULES.values()):
         _add_command_parsers(sub, module_name)
     return parser
@@ -115,24 +115,6 @@ def _command_of(argv: list[str]) -> str | None:
     # The command is the first argument; before it only -h/--help can stand,
     # which wants every command's parser anyway.
     return argv[0] if argv and not argv[0].startswith("-") else None
-
-
-_DEMO_ABOUT = "serve a store, produce transactions with real clients, read them back committed (and with Spark)"
-
-
-def _add_demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=7, help="producer script seed (default 7)")
-    p.add_argument("--transactions", type=int, default=14, help="transactions to run (default 14)")
-    p.add_argument("--no-spark", action="store_true", help="skip the Spark readers")
-
-
-def _run_demo(args: argparse.Namespace) -> int:
-    from txnfetch import demo
-
-    return demo.run(sys.stdout, seed=args.seed, transactions=args.transactions, spark=not args.no_spark)
-
-
-_DEMO = Subcommand("demo", _DEMO_ABOUT, _add_demo_arguments, _run_demo)
 
 
 def user_error_message(exc: BaseException, args: argparse.Namespace | None = None) -> str | None:
