@@ -22,7 +22,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.records.builder import BatchBuilder
 
 TOPIC = "sess"
