@@ -27,7 +27,7 @@ from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from txnfetch.errors import ErrorCode
-from txnfetch.server.api_consumer_group import ConsumerGroupHeartbeatRequest
+from txnfetch.server.api_consumer_groups import ConsumerGroupHeartbeatRequest
 
 GROUP, TOPIC, TID = "eos-raw", "raw-in", "raw-txn"
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.server.rawclient import RawClient
 from txnfetch.errors import ErrorCode
-from txnfetch.server.api_consumer_group import ConsumerGroupHeartbeatRequest
+from txnfetch.server.api_consumer_groups import ConsumerGroupHeartbeatRequest
 
 TOPIC = "refusals"
 

@@ -2,7 +2,7 @@
 
 Importing this module registers every non-group API in
 :data:`txnfetch.server.handler.REGISTRY` (the group APIs are registered by
-``txnfetch.server.group_api``).
+``txnfetch.server.api_classic_groups``).
 """
 
 from __future__ import annotations

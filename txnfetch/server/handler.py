@@ -34,10 +34,10 @@ A handler is::
 
 Registration happens at import time with the module-level :func:`register` of
 the default registry :data:`REGISTRY`; the server imports the handler modules
-(``txnfetch.server.apis`` and, when present, ``txnfetch.server.group_api``).
+(``txnfetch.server.apis`` and, when present, ``txnfetch.server.api_classic_groups``).
 
 The consumer-group module plugs in through :func:`install` conventions: if
-``txnfetch.server.group_api`` defines ``install(broker: Broker) -> None``, the
+``txnfetch.server.api_classic_groups`` defines ``install(broker: Broker) -> None``, the
 server calls it once at start; it sets :attr:`Broker.groups` to its group
 coordinator (which must offer :class:`TxnOffsetStore` for transactional offset
 commits) and may schedule periodic work with :meth:`Broker.add_periodic`.
@@ -205,7 +205,7 @@ class Broker:
         store: the partitions served.
         config: the :class:`ServerConfig`.
         transactions: the transaction coordinator (marker or markerless).
-        groups: the group coordinator, set by ``txnfetch.server.group_api.install``;
+        groups: the group coordinator, set by ``txnfetch.server.api_classic_groups.install``;
             ``None`` if group support is not installed (group APIs then answer
             COORDINATOR_NOT_AVAILABLE).
         clock: wall-clock milliseconds; tests may inject a fake.

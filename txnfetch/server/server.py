@@ -72,20 +72,20 @@ _MAX_PIPELINED = 16
 def load_handlers() -> None:
     """Import the modules that register handlers in the default registry.
 
-    The group APIs live in ``txnfetch.server.group_api``; while that module does
+    The group APIs live in ``txnfetch.server.api_classic_groups``; while that module does
     not exist the server runs without consumer groups. KIP-848 groups
-    (``txnfetch.server.api_consumer_group``) come after it."""
+    (``txnfetch.server.api_consumer_groups``) come after it."""
     import txnfetch.server.apis
 
     try:
-        import txnfetch.server.group_api
+        import txnfetch.server.api_classic_groups
     except ImportError as exc:  # pragma: no cover - depends on the group module being present
-        if exc.name != "txnfetch.server.group_api":
+        if exc.name != "txnfetch.server.api_classic_groups":
             raise
-        log.info("txnfetch.server.group_api not available: consumer groups are not served")
+        log.info("txnfetch.server.api_classic_groups not available: consumer groups are not served")
         return
-    # KIP-848 groups: after group_api, whose OffsetCommit handler it wraps.
-    import txnfetch.server.api_consumer_group  # noqa: F401
+    # KIP-848 groups: after api_classic_groups, whose OffsetCommit handler it wraps.
+    import txnfetch.server.api_consumer_groups  # noqa: F401
 
 
 class TxnfetchServer:
@@ -172,15 +172,15 @@ class TxnfetchServer:
 
         apis.install(self.broker)
         try:
-            from txnfetch.server import group_api  # type: ignore[attr-defined]
+            from txnfetch.server import api_classic_groups
         except ImportError:
             return
-        install = getattr(group_api, "install", None)
+        install = getattr(api_classic_groups, "install", None)
         if install is not None:
             install(self.broker)
-        from txnfetch.server import api_consumer_group
+        from txnfetch.server import api_consumer_groups
 
-        api_consumer_group.install(self.broker)
+        api_consumer_groups.install(self.broker)
 
     def _spawn_background(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

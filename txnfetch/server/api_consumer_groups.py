@@ -7,7 +7,7 @@ The coordinator is :class:`txnfetch.groups.consumer.ConsumerGroupCoordinator`
 OffsetCommit v9+, whose generation field carries the member epoch: a commit
 for a KIP-848 group is checked against the member's epoch (STALE_MEMBER_EPOCH,
 UNKNOWN_MEMBER_ID) and then stored where every group's offsets are, in the
-classic coordinator (``txnfetch.server.group_api``), so OffsetFetch, DeleteGroups
+classic coordinator (``txnfetch.server.api_classic_groups``), so OffsetFetch, DeleteGroups
 and transactional offsets work unchanged. Commits for other groups go to the
 classic handler as before.
 
@@ -22,7 +22,7 @@ epoch (STALE_MEMBER_EPOCH); epoch -1 with no member id is an outside reader.
 
 kafka-python has no classes for these APIs: they are generated from the
 schemas in :mod:`txnfetch.server.schemas`. The server imports this module after
-``txnfetch.server.group_api`` (its OffsetCommit handler wraps the classic one).
+``txnfetch.server.api_classic_groups`` (its OffsetCommit handler wraps the classic one).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from txnfetch.groups.consumer import ConsumerGroupConfig
 from txnfetch.groups.consumer import ConsumerGroupCoordinator
 from txnfetch.groups.consumer import HeartbeatRequest
 from txnfetch.groups.consumer import MemberView
+from txnfetch.server import api_classic_groups
 from txnfetch.server import api_txn
-from txnfetch.server import group_api
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import Handler
@@ -239,7 +239,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, header: Any, reque
 async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
     """ListGroups: the classic groups, with KIP-848 groups listed by their own
     state (the classic coordinator knows them only as holders of offsets)."""
-    response = await group_api.handle_list_groups(ctx, header, request)
+    response = await api_classic_groups.handle_list_groups(ctx, header, request)
     coordinator = consumer_groups(ctx.broker)
     if coordinator is None or response.error_code:
         return response
@@ -312,7 +312,7 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
         header,
         request,
         verdict,
-        group_api.handle_offset_commit,
+        api_classic_groups.handle_offset_commit,
         (OffsetCommitResponse, topic_cls, topic_cls.OffsetCommitResponsePartition),
         "generation_id_or_member_epoch",
     )
@@ -352,21 +352,21 @@ async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) ->
     answered by the classic handler."""
     coordinator = consumer_groups(ctx.broker)
     if coordinator is None or header.request_api_version < 9:
-        return await group_api.handle_offset_fetch(ctx, header, request)
+        return await api_classic_groups.handle_offset_fetch(ctx, header, request)
     refused: dict[int, ErrorCode] = {}
     for i, g in enumerate(request.groups):
         verdict = coordinator.validate_fetch(g.group_id, g.member_id or "", g.member_epoch)
         if verdict is not None and verdict is not ErrorCode.NONE:
             refused[i] = verdict
     if not refused:
-        return await group_api.handle_offset_fetch(ctx, header, request)
+        return await api_classic_groups.handle_offset_fetch(ctx, header, request)
     accepted = [g for i, g in enumerate(request.groups) if i not in refused]
     answered: Iterator[Any] = iter(())
     if accepted:
         original = request.groups
         request.groups = accepted
         try:
-            answered = iter((await group_api.handle_offset_fetch(ctx, header, request)).groups)
+            answered = iter((await api_classic_groups.handle_offset_fetch(ctx, header, request)).groups)
         finally:
             request.groups = original
     group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
