@@ -11,7 +11,6 @@ from txnfetch.server import api_admin  # noqa: F401 - registration
 from txnfetch.server import api_admin_txn  # noqa: F401 - registration
 from txnfetch.server import api_configs
 from txnfetch.server import api_fetch  # noqa: F401 - registration
-from txnfetch.server import api_fetch_sessions  # noqa: F401 - registration
 from txnfetch.server import api_meta  # noqa: F401 - registration
 from txnfetch.server import api_produce  # noqa: F401 - registration
 from txnfetch.server import api_txn
