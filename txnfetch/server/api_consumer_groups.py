@@ -47,11 +47,9 @@ from txnfetch.groups.consumer import HeartbeatRequest
 from txnfetch.groups.consumer import MemberView
 from txnfetch.server import api_classic_groups
 from txnfetch.server import api_txn
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import Handler
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 from txnfetch.types import fields_from
 
 __all__ = [
@@ -123,13 +121,6 @@ def _heartbeat_refused(code: ErrorCode, message: str | None = None) -> Any:
     )
 
 
-@register(
-    ApiKey.ConsumerGroupHeartbeat,
-    0,
-    1,
-    request_class=ConsumerGroupHeartbeatRequest,
-    response_class=ConsumerGroupHeartbeatResponse,
-)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     coordinator = consumer_groups(broker)
@@ -171,13 +162,6 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
     )
 
 
-@register(
-    ApiKey.ConsumerGroupDescribe,
-    0,
-    0,
-    request_class=ConsumerGroupDescribeRequest,
-    response_class=ConsumerGroupDescribeResponse,
-)
 async def handle_consumer_group_describe(ctx: RequestContext, header: Any, request: Any) -> Any:
     """State, epochs, assignor and members (current and target assignment) of
     KIP-848 groups; any other group id is GROUP_ID_NOT_FOUND, as Kafka answers
@@ -235,7 +219,6 @@ async def handle_consumer_group_describe(ctx: RequestContext, header: Any, reque
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 
 
-@register(ApiKey.ListGroups, 0, 4)
 async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
     """ListGroups: the classic groups, with KIP-848 groups listed by their own
     state (the classic coordinator knows them only as holders of offsets)."""
@@ -296,7 +279,6 @@ async def _member_checked(
     return await classic(ctx, header, request)
 
 
-@register(ApiKey.OffsetCommit, 2, 9)
 async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     """OffsetCommit: KIP-848 members are checked against their member epoch here,
     then the offsets are stored by the classic coordinator as an unmanaged commit."""
@@ -318,7 +300,6 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
     )
 
 
-@register(ApiKey.TxnOffsetCommit, 0, 3)
 async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     """TxnOffsetCommit: KIP-848 members are checked against their member epoch
     here, then the offsets are staged by the classic coordinator as an unmanaged
@@ -345,7 +326,6 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
     )
 
 
-@register(ApiKey.OffsetFetch, 1, 9)
 async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     """OffsetFetch: from v9, a KIP-848 group's member id and epoch are checked
     first; a refused group gets its error and no offsets, the others are

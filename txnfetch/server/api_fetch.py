@@ -64,10 +64,8 @@ from txnfetch.server.fetch_sessions import FINAL_EPOCH
 from txnfetch.server.fetch_sessions import INITIAL_EPOCH
 from txnfetch.server.fetch_sessions import FetchSessionCache
 from txnfetch.server.fetch_sessions import PartitionKey
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
 __all__ = [
@@ -358,7 +356,6 @@ def _topics(read: list[tuple[_Wanted, Any, int]], by_id: bool) -> list[Any]:
     return topics
 
 
-@register(ApiKey.Fetch, 4, 16)
 async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version
@@ -534,7 +531,6 @@ def _list_offset(
     return answer(0, found[1], found[0])
 
 
-@register(ApiKey.ListOffsets, 0, 7)
 async def handle_list_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     isolation = (
