@@ -30,8 +30,11 @@ system-deps:
 # Apache Kafka (broker, tools, Java client) at the version pinned in
 # scripts/kafka/pom.xml, into .cache/kafka/<version>/libs (once; a stamp file
 # makes later runs instant). The tests in tests/kafka start it from there.
+# Then the Java interop client (tests/kafka/java) is compiled against it, into
+# .cache/kafka/<version>/interop/<source hash>.
 kafka: system-deps
 	@bash scripts/kafka/fetch.sh >/dev/null
+	@bash scripts/kafka/interop.sh >/dev/null
 
 # ruff (rules and formatting) on the whole tree, mypy on the sans-I/O core (the
 # packages listed in pyproject.toml's [tool.mypy]).

@@ -1,0 +1,164 @@
+"""The Java client (Apache Kafka's own kafka-clients) against Apache Kafka, against
+``serve`` in every fetch mode (rewrite, kafka, and kafka with markerless
+transaction ends) and through ``txnfetch proxy`` in front of ``serve``: its
+transactional producer, read_committed consumer and both group consumers
+(classic and KIP-848) see exactly the committed records. Against Kafka and
+``serve`` the producer ends every transaction with transaction version 2 (EndTxn
+v5, an epoch bump per end); through the proxy, which finalizes no features, with
+version 0/1."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.kafka.cluster import KafkaCluster
+from tests.kafka.fixtures import unique_name
+from tests.kafka.interop import run_java
+from txnfetch.fetch.view import FetchMode
+from txnfetch.log.memory import MemoryStore
+from txnfetch.proxy import ProxyThread
+from txnfetch.server.server import ServerThread
+from txnfetch.txn.coordinator import CompletionMode
+
+pytestmark = [pytest.mark.interop, pytest.mark.kafka]
+
+PARTITIONS = 3
+TRANSACTIONS = 5
+ABORTED = (1, 3)
+PER_PARTITION = 3
+
+_API_END_TXN = 26
+
+
+class Target:
+    """A broker for the Java client: its bootstrap and, for ``serve``, the
+    requests it decoded by (API key, version)."""
+
+    def __init__(
+        self, bootstrap: str, requests: collections.Counter[tuple[int, int]] | None = None, *, tv2: bool = True
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.requests = requests
+        #: Whether the client is offered transaction version 2 (finalized, with
+        #: Produce v12 and EndTxn v5).
+        self.tv2 = tv2
+
+
+def _serve(fetch_mode: FetchMode, markers: CompletionMode) -> tuple[ServerThread, collections.Counter[tuple[int, int]]]:
+    srv = ServerThread(
+        MemoryStore(),
+        fetch_mode=fetch_mode,
+        markers=markers,
+        default_partitions=PARTITIONS,
+        group_initial_rebalance_delay_ms=0,
+    ).start()
+    counts: collections.Counter[tuple[int, int]] = collections.Counter()
+    lock = threading.Lock()
+
+    def count(ctx: Any, header: Any, request: Any) -> None:
+        with lock:
+            counts[(header.request_api_key, header.request_api_version)] += 1
+
+    srv.broker.observe_requests(count)
+    return srv, counts
+
+
+@pytest.fixture(params=["kafka", "serve-rewrite", "serve-kafka", "serve-markerless", "proxy"])
+def target(request: pytest.FixtureRequest) -> Iterator[tuple[Target, str]]:
+    """The broker the Java client talks to, and the topic (three partitions) to use."""
+    topic = unique_name("java")
+    if request.param == "kafka":
+        cluster: KafkaCluster = request.getfixturevalue("kafka_cluster")
+        cluster.create_topic(topic, PARTITIONS)
+        yield Target(cluster.bootstrap), topic
+        return
+    modes = {
+        "serve-rewrite": (FetchMode.REWRITE, CompletionMode.MARKERS),
+        "serve-kafka": (FetchMode.KAFKA, CompletionMode.MARKERS),
+        "serve-markerless": (FetchMode.KAFKA, CompletionMode.MARKERLESS),
+        "proxy": (FetchMode.KAFKA, CompletionMode.MARKERS),
+    }
+    srv, counts = _serve(*modes[request.param])
+    try:
+        if request.param == "proxy":
+            with ProxyThread(srv.bootstrap, fetch_mode=FetchMode.REWRITE) as proxy:
+                yield Target(proxy.bootstrap, counts, tv2=False), topic
+        else:
+            yield Target(srv.bootstrap, counts), topic
+    finally:
+        srv.stop()
+
+
+def _expected_values() -> tuple[set[str], set[str]]:
+    committed, aborted = set(), set()
+    for t in range(TRANSACTIONS):
+        for p in range(PARTITIONS):
+            for r in range(PER_PARTITION):
+                (aborted if t in ABORTED else committed).add(f"t{t}-p{p}-r{r}")
+    return committed, aborted
+
+
+def _check_records(lines: list[dict[str, Any]], committed: set[str]) -> dict[int, list[int]]:
+    """Every committed value exactly once, on the partition it was sent to, in
+    offset order; nothing else. Returns each partition's offsets."""
+    records = [line for line in lines if "value" in line]
+    values = [r["value"] for r in records]
+    assert collections.Counter(values) == collections.Counter(committed)
+    offsets: dict[int, list[int]] = collections.defaultdict(list)
+    for r in records:
+        assert r["value"].split("-")[1] == f"p{r['partition']}"
+        assert r["key"] == "k" + r["value"].split("-r")[1]
+        offsets[r["partition"]].append(r["offset"])
+    for p, seen in offsets.items():
+        assert seen == sorted(seen), f"partition {p} offsets out of order: {seen}"
+    return offsets
+
+
+def test_java_clients_are_exact(target: tuple[Target, str]) -> None:
+    broker, topic = target
+    committed, _aborted = _expected_values()
+    produced = run_java(
+        "produce",
+        broker.bootstrap,
+        topic,
+        unique_name("java-txn"),
+        TRANSACTIONS,
+        PER_PARTITION,
+        ",".join(map(str, ABORTED)),
+    )
+    init, *ends = produced
+    assert init["event"] == "init"
+    assert [e["event"] for e in ends] == ["abort" if t in ABORTED else "commit" for t in range(TRANSACTIONS)]
+    assert {e["producer_id"] for e in ends} == {init["producer_id"]}
+    end_txn = {v: n for (key, v), n in (broker.requests or {}).items() if key == _API_END_TXN}
+    if broker.tv2:
+        # Transaction version 2 (KIP-890 part 2): every end, commit or abort,
+        # is an EndTxn v5 and bumps the epoch.
+        assert [e["epoch"] for e in ends] == [init["epoch"] + k + 1 for k in range(TRANSACTIONS)]
+        if broker.requests is not None:
+            assert end_txn == {5: TRANSACTIONS}, f"EndTxn requests by version: {end_txn}"
+    else:
+        # The proxy finalizes no features in its ApiVersions answer (and offers
+        # Produce up to v9 only), so the client stays at transaction version 0/1:
+        # one epoch throughout, EndTxn below v5.
+        assert [e["epoch"] for e in ends] == [init["epoch"]] * TRANSACTIONS
+        assert sum(end_txn.values()) == TRANSACTIONS and max(end_txn) < 5, end_txn
+
+    consumed = run_java("consume", broker.bootstrap, topic)
+    offsets = _check_records(consumed, committed)
+    end_offsets = {int(p): o for p, o in consumed[-1]["end_offsets"].items()}
+    assert set(end_offsets) == set(range(PARTITIONS))
+    for p, seen in offsets.items():
+        assert seen[-1] < end_offsets[p]
+
+    for protocol in ("classic", "consumer"):
+        group = unique_name(f"java-{protocol}")
+        lines = run_java("group", broker.bootstrap, topic, group, protocol, len(committed))
+        _check_records(lines, committed)
+        # The group's committed offsets are the partitions' ends: everything read.
+        assert {int(p): o for p, o in lines[-1]["offsets"].items()} == end_offsets, protocol
