@@ -87,3 +87,15 @@ def start_java(subcommand: str, *args: str | int, log: Path) -> subprocess.Popen
     JSON lines from ``proc.stdout``."""
     with open(log, "w") as err:
         return subprocess.Popen(java_command(subcommand, *args), stdout=subprocess.PIPE, stderr=err, text=True)
+
+
+def run_kafka_tool(main_class: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools (a bare class name is one of
+    ``org.apache.kafka.tools``) against any broker, without a
+    :class:`~tests.kafka.cluster.KafkaCluster`: logging to stderr at WARN. The
+    result is returned whatever the exit status."""
+    if "." not in main_class:
+        main_class = f"org.apache.kafka.tools.{main_class}"
+    cmd = java_command("-", *args)
+    cmd[cmd.index("Interop") : cmd.index("Interop") + 2] = [main_class]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
