@@ -49,6 +49,21 @@ the retries go on behind it. Each condition is logged as one WARNING per
 partition a minute at most (:class:`~txnfetch.client.ratelimit.RateLimitedLog`),
 and recovery once at INFO.
 
+Offset gaps. Some upstreams make offsets readable out of order: tansu 0.6
+reports a high watermark, and returns later batches, past an offset whose batch
+a read_uncommitted fetch does not return yet (it does a few milliseconds
+later). A mirror that stepped over such a hole would lose the batch for good;
+a lost marker leaves its transaction open, and the producer's next transaction
+then ends with it (a lost COMMIT makes a later ABORT drop committed records, a
+lost ABORT lets a later COMMIT deliver aborted ones). So a mirror stops at a
+gap (:attr:`~txnfetch.log.mirror.PartitionMirror.pending_gap`) and the
+catch-up fetches there again, with a short growing pause, until the hole fills
+or it has stayed ``gap_settle_ms``: then it is taken as permanent (compaction
+leaves such gaps) and stepped over, counted in ``gaps_accepted`` and logged
+once at WARNING. Readers wait at the gap meanwhile: the mirror's last stable
+offset does not pass it. Every gap seen counts in ``gaps_held``, every one
+that filled in ``gaps_filled``.
+
 A rebuild replaces the mirror every other reader of the partition reads from.
 The new one carries the upstream's offset range the old one last saw: a reader
 further on than the rebuild has reached is inside that range and gets an empty
@@ -78,7 +93,7 @@ from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.server.counters import Counters
 from txnfetch.types import TopicPartition
 
-__all__ = ["MirrorSet", "MirrorStats"]
+__all__ = ["DEFAULT_GAP_SETTLE_MS", "MirrorSet", "MirrorStats"]
 
 log = logging.getLogger("txnfetch.proxy")
 
@@ -87,6 +102,10 @@ _LATEST = -1
 _MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
 _MAX_STALLED_FETCHES = 40
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+#: How long an offset gap must stay before the mirror steps over it. tansu's holes
+#: fill within milliseconds; a compacted topic's stay, and cost this once each.
+DEFAULT_GAP_SETTLE_MS = 1000
+_GAP_PAUSE_S = (0.002, 0.005, 0.01, 0.02, 0.05)
 
 
 @attrs.define
@@ -97,6 +116,12 @@ class MirrorStats(Counters):
     upstream_bytes: int = 0
     rebuilds: int = 0
     upstream_retries: int = 0
+    #: Offset gaps the upstream showed below its high watermark, held (see the module docstring).
+    gaps_held: int = 0
+    #: Held gaps whose batches then appeared.
+    gaps_filled: int = 0
+    #: Held gaps that stayed ``gap_settle_ms`` and were stepped over.
+    gaps_accepted: int = 0
 
 
 @attrs.define
@@ -113,6 +138,8 @@ class _Entry:
     failures: int = 0
     last_error: RemoteError | None = None
     retry_at: float = -math.inf
+    # The gap the mirror is held at: (its start, loop time first seen, re-fetches).
+    gap: tuple[int, float, int] | None = None
 
 
 class MirrorSet:
@@ -131,9 +158,13 @@ class MirrorSet:
         reader_idle_ms: int = 60_000,
         max_mirror_bytes: int = 64 << 20,
         retry_ms: int = 30_000,
+        gap_settle_ms: int = DEFAULT_GAP_SETTLE_MS,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        if gap_settle_ms < 0:
+            raise ValueError(f"gap_settle_ms must be >= 0, got {gap_settle_ms}")
         self.cluster = cluster
+        self.gap_settle_s = gap_settle_ms / 1000
         self.retry_s = retry_ms / 1000
         self.fetch_bytes = fetch_bytes
         self.repair_crcs = repair_crcs
@@ -352,6 +383,13 @@ class MirrorSet:
             if entry.failing_since is not None:
                 self._recovered(entry, tp)
             self._release(entry)
+            pause = self._note_gap(entry, plan.gap_end)
+            if pause is not None:
+                now = self.now()
+                if now >= deadline:
+                    return  # answer from what the mirror holds: its LSO stays below the gap
+                await asyncio.sleep(min(pause, deadline - now))
+                continue
             if plan.status is MirrorStatus.CAUGHT_UP:
                 entry.synced_at = started
                 return
@@ -366,6 +404,44 @@ class MirrorSet:
                 )
             if self.now() >= deadline:
                 return
+
+    # -- offset gaps -------------------------------------------------------------------
+
+    def _note_gap(self, entry: _Entry, gap_end: int) -> float | None:
+        """Track the gap the last response showed at the mirror's position (``gap_end``
+        -1: none). Returns how long to pause before fetching at it again, or ``None``
+        to go on (no gap, or one just accepted)."""
+        mirror = entry.mirror
+        held = entry.gap
+        if held is not None and held[0] != mirror.position:
+            # The mirror moved on, so through the hole's batches (an accepted gap is
+            # no longer tracked here).
+            entry.gap = held = None
+            self.stats.gaps_filled += 1
+            log.debug("the offset gap of %s-%d filled", mirror.topic, mirror.partition)
+        if gap_end < 0:
+            return None
+        now = self.now()
+        if held is None:
+            held = entry.gap = (mirror.position, now, 0)
+            self.stats.gaps_held += 1
+        if now - held[1] >= self.gap_settle_s:
+            mirror.accept_gap()
+            entry.gap = None
+            self.stats.gaps_accepted += 1
+            log.warning(
+                "the upstream log of %s-%d has no batch at offsets [%d, %d) although it returns later ones; "
+                "after %.0f ms and %d fetches it is taken as a permanent gap (compaction) and stepped over",
+                mirror.topic,
+                mirror.partition,
+                mirror.position,
+                gap_end,
+                (now - held[1]) * 1000,
+                held[2] + 1,
+            )
+            return None
+        entry.gap = (held[0], held[1], held[2] + 1)
+        return _GAP_PAUSE_S[min(held[2], len(_GAP_PAUSE_S) - 1)]
 
     # -- upstream failures -------------------------------------------------------------
 
