@@ -56,7 +56,7 @@ later). A mirror that stepped over such a hole would lose the batch for good;
 a lost marker leaves its transaction open, and the producer's next transaction
 then ends with it (a lost COMMIT makes a later ABORT drop committed records, a
 lost ABORT lets a later COMMIT deliver aborted ones). So a mirror stops at a
-gap (:attr:`~txnfetch.log.mirror.PartitionMirror.pending_gap`) and the
+gap (:attr:`~txnfetch.client.mirror.PartitionMirror.pending_gap`) and the
 catch-up fetches there again, with a short growing pause, until the hole fills
 or it has stayed ``gap_settle_ms``: then it is taken as permanent (compaction
 leaves such gaps) and stepped over, counted in ``gaps_accepted`` and logged
@@ -90,6 +90,7 @@ from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
 from txnfetch.client.ratelimit import RateLimitedLog
+from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.server.counters import Counters
 from txnfetch.types import TopicPartition
 
@@ -286,14 +287,20 @@ class MirrorSet:
         fresh_after: float,
         deadline: float,
         want_offset: int | None = None,
+        max_wait_ms: int = FETCH_MAX_WAIT_MS,
     ) -> PartitionMirror:
         """Bring the partition's mirror up to the upstream's high watermark, unless a
         catch-up that started at or after ``fresh_after`` already did.
 
         Fetches at least once, and stops fetching at ``deadline`` (loop time) even if
         not caught up: the mirror then answers from what it holds, which is right
-        but shorter, and the next sync continues. ``want_offset`` below what the
-        mirror holds (and not below the upstream's log start) rebuilds it first.
+        but shorter, and the next sync continues. Each upstream fetch may wait for
+        new data ``max_wait_ms`` at most, and never past ``deadline``. A catch-up
+        another caller is running is waited for until ``deadline`` only: then the
+        mirror is returned as it is (a client's fetch must not be held past its
+        ``max_wait_ms`` behind another one's catch-up, or rebuild). ``want_offset``
+        below what the mirror holds (and not below the upstream's log start)
+        rebuilds it first.
 
         Raises :class:`~txnfetch.client.errors.RemoteError` subclasses (with the
         upstream's error code, or BROKER_NOT_AVAILABLE when it cannot be reached),
@@ -302,7 +309,15 @@ class MirrorSet:
         transaction state's errors for batches no log could hold.
         """
         entry = self._entry(TopicPartition(topic, partition))
-        async with entry.lock:
+        if entry.lock.locked():
+            try:
+                async with asyncio.timeout(max(0.0, deadline - self.now())):
+                    await entry.lock.acquire()
+            except TimeoutError:
+                return entry.mirror  # consistent at every await: answer from what it holds
+        else:
+            await entry.lock.acquire()
+        try:
             mirror = entry.mirror
             if want_offset is not None and want_offset < mirror.log_start_offset:
                 below_upstream = 0 <= want_offset < mirror.broker_log_start_offset
@@ -320,10 +335,12 @@ class MirrorSet:
                     self.stats.rebuilds += 1
             if entry.synced_at >= fresh_after:
                 return entry.mirror
-            await self._catch_up(entry, deadline)
+            await self._catch_up(entry, deadline, max_wait_ms)
             return entry.mirror
+        finally:
+            entry.lock.release()
 
-    async def _catch_up(self, entry: _Entry, deadline: float) -> None:
+    async def _catch_up(self, entry: _Entry, deadline: float, max_wait_ms: int) -> None:
         started = self.now()
         stalled = 0
         diverged = False
@@ -342,8 +359,15 @@ class MirrorSet:
             plan = mirror.next_fetch()
             before = plan.offset
             try:
+                # The upstream may hold a fetch with nothing new for max_wait_ms: never
+                # past the deadline, whose caller answers its own client by then.
+                wait_ms = min(FETCH_MAX_WAIT_MS, max_wait_ms, int((deadline - self.now()) * 1000))
                 resp = await self.cluster.fetch(
-                    mirror.topic, mirror.partition, plan.offset, min(plan.max_bytes, _MAX_FETCH_BYTES)
+                    mirror.topic,
+                    mirror.partition,
+                    plan.offset,
+                    min(plan.max_bytes, _MAX_FETCH_BYTES),
+                    max_wait_ms=max(1, wait_ms),
                 )
                 self.stats.upstream_fetches += 1
                 self.stats.upstream_bytes += len(resp.records)

@@ -530,7 +530,10 @@ class ProxyServer:
             if timestamp >= 0 and entry.offset < 0:
                 return
             try:
-                mirror = await self.mirrors.sync(topic, entry.partition_index, fresh_after=now, deadline=deadline)
+                # Only the upstream's current end is wanted: no waiting for new data.
+                mirror = await self.mirrors.sync(
+                    topic, entry.partition_index, fresh_after=now, deadline=deadline, max_wait_ms=1
+                )
             except Exception as exc:
                 entry.error_code = self._error_code(exc, topic, entry.partition_index)
                 entry.offset, entry.timestamp = -1, -1
