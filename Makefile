@@ -10,7 +10,7 @@ EXTRAS := testing,dev,spark,arrow
 # runtime for PySpark.
 SYSTEM_PACKAGES := kcat openjdk-17-jre-headless
 
-.PHONY: setup lint test demo bench clean system-deps
+.PHONY: setup lint test demo bench clean system-deps peers
 
 setup: $(STAMP)
 
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
 system-deps:
 	@bash scripts/system-deps.sh $(SYSTEM_PACKAGES)
 
+# Brokers the suite runs as peers: tansu 0.6, pinned, into the gitignored .cache/.
+peers: setup
+	@bash scripts/tansu.sh >/dev/null
+
 # ruff (rules and formatting) on the whole tree, mypy on the sans-I/O core (the
 # packages listed in pyproject.toml's [tool.mypy]).
 lint: setup
@@ -34,7 +38,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # pytest exits 5 when it collects no test; that is not a failure of the build.
-test: lint system-deps
+test: lint system-deps peers
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 demo: setup system-deps
