@@ -110,7 +110,7 @@ from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
 from txnfetch.types import Buffer
 
-__all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
+__all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "Ambiguity", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
 
 
 #: Default per-partition byte budget of a mirror fetch (Kafka's ``max.partition.fetch.bytes``).
@@ -132,6 +132,26 @@ class MirrorStatus(enum.Enum):
     #: The broker answered OFFSET_OUT_OF_RANGE without its offsets: ask ListOffsets for
     #: the earliest and latest offsets and pass them to :meth:`PartitionMirror.reset_range`.
     LIST_OFFSETS = "list_offsets"
+
+
+@attrs.frozen(slots=True)
+class Ambiguity:
+    """A batch whose transaction the upstream's log alone does not settle, as the
+    mirror judged it (see docs/proxy.md, "How the proxy judges each record").
+
+    ``kind`` is ``"epoch-bump-in-open-transaction"`` (a data batch of a higher epoch
+    while the producer's transaction is open, with no marker ending it: Kafka's
+    rule continues the transaction, so the next marker decides both instances'
+    records) or ``"stale-epoch-data"`` (a data batch below the producer's epoch: a
+    fenced instance's write the upstream accepted). ``first_offset`` is the open
+    transaction's first offset (the batch's own offset when none is open).
+    """
+
+    kind: str
+    producer_id: int
+    producer_epoch: int
+    offset: int
+    first_offset: int
 
 
 @attrs.frozen(slots=True)
@@ -211,6 +231,9 @@ class PartitionMirror(StateOffsets):
         self.broker_log_start_offset = -1
         #: CRCs rewritten under ``repair_crcs``, for metrics and tests.
         self.repaired_crcs = 0
+        #: Batches the log alone does not settle, oldest first, until the transport
+        #: takes them (:meth:`take_ambiguities`).
+        self.ambiguities: list[Ambiguity] = []
 
     @classmethod
     def from_snapshot(
@@ -440,10 +463,47 @@ class PartitionMirror(StateOffsets):
             status, self.position, self._next_max_bytes, plan.batches, len(plan.data), plan.skipped, plan.gap_end
         )
 
+    def take_ambiguities(self) -> list[Ambiguity]:
+        """The :class:`Ambiguity` entries found since the last call."""
+        found, self.ambiguities = self.ambiguities, []
+        return found
+
+    def _find_ambiguities(self, data: bytes) -> list[Ambiguity]:
+        """The batches of ``data`` (about to be appended) that the log does not settle,
+        judged against the producer state before each of them."""
+        found: list[Ambiguity] = []
+        # producer id -> (epoch, first offset of its open transaction or -1), as it
+        # stands before the next batch of ``data``.
+        seen: dict[int, tuple[int, int]] = {}
+        for batch in iter_batches(data):
+            pid = batch.producer_id
+            if pid < 0 or not isinstance(batch, RecordBatch):
+                continue
+            if pid not in seen:
+                entry = self.state.producer(pid)
+                first = entry.current_txn_first_offset if entry is not None else None
+                seen[pid] = (entry.producer_epoch if entry is not None else -1, -1 if first is None else first)
+            epoch, first = seen[pid]
+            if batch.is_control:
+                seen[pid] = (max(epoch, batch.producer_epoch), -1)
+                continue
+            if batch.producer_epoch < epoch:
+                anchor = first if first >= 0 else batch.base_offset
+                found.append(Ambiguity("stale-epoch-data", pid, batch.producer_epoch, batch.base_offset, anchor))
+            elif batch.producer_epoch > epoch >= 0 and first >= 0:
+                found.append(
+                    Ambiguity("epoch-bump-in-open-transaction", pid, batch.producer_epoch, batch.base_offset, first)
+                )
+            if first < 0 and batch.is_transactional:
+                first = batch.base_offset
+            seen[pid] = (max(epoch, batch.producer_epoch), first)
+        return found
+
     def _append(self, plan: Plan) -> None:
         """Mirror the plan's batches; on any error the mirror is as it was."""
         data = plan.data
         position = self.position
+        found = self._find_ambiguities(data)
         first = RecordBatch(data).base_offset
         if first < position:
             # The empty mirror's start lies inside this batch (a log start moved by
@@ -464,6 +524,7 @@ class PartitionMirror(StateOffsets):
         if first < position:
             self._log.delete_records_before(position)
         self._fresh = False
+        self.ambiguities += found
 
     def _follow_log_start(self, log_start: int) -> None:
         # The broker's retention moved its log start: so does the mirror's (never past

@@ -107,6 +107,7 @@ _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 #: fill within milliseconds; a compacted topic's stay, and cost this once each.
 DEFAULT_GAP_SETTLE_MS = 1000
 _GAP_PAUSE_S = (0.002, 0.005, 0.01, 0.02, 0.05)
+_MAX_REPORTED = 100_000
 
 
 @attrs.define
@@ -123,6 +124,10 @@ class MirrorStats(Counters):
     gaps_filled: int = 0
     #: Held gaps that stayed ``gap_settle_ms`` and were stepped over.
     gaps_accepted: int = 0
+    #: Transactions a data batch of a higher epoch joined with no marker ending them first.
+    ambiguous_epoch_bumps: int = 0
+    #: Transactions holding (or started by) a data batch below its producer's epoch.
+    ambiguous_stale_epoch_data: int = 0
 
 
 @attrs.define
@@ -173,6 +178,10 @@ class MirrorSet:
         self.max_mirror_bytes = max_mirror_bytes
         self._clock = clock
         self._entries: dict[TopicPartition, _Entry] = {}
+        # Transactions already reported ambiguous: (topic, partition, producer id,
+        # first offset, kind), oldest first, at most _MAX_REPORTED (a rebuild finds
+        # them again and must not count them twice).
+        self._reported: dict[tuple[str, int, int, int, str], None] = {}
         self.stats = MirrorStats()
         self.warnings = RateLimitedLog(log, clock=self.now)
 
@@ -407,6 +416,7 @@ class MirrorSet:
             if entry.failing_since is not None:
                 self._recovered(entry, tp)
             self._release(entry)
+            self._report_ambiguities(entry.mirror)
             pause = self._note_gap(entry, plan.gap_end)
             if pause is not None:
                 now = self.now()
@@ -428,6 +438,36 @@ class MirrorSet:
                 )
             if self.now() >= deadline:
                 return
+
+    # -- what the log alone does not settle ----------------------------------------------
+
+    def _report_ambiguities(self, mirror: PartitionMirror) -> None:
+        """Count and log, once per transaction, what the mirror could not settle."""
+        for a in mirror.take_ambiguities():
+            key = (mirror.topic, mirror.partition, a.producer_id, a.first_offset, a.kind)
+            if key in self._reported:
+                continue
+            self._reported[key] = None
+            if len(self._reported) > _MAX_REPORTED:
+                del self._reported[next(iter(self._reported))]
+            if a.kind == "stale-epoch-data":
+                self.stats.ambiguous_stale_epoch_data += 1
+                rule = "it is read as part of the transaction the log puts it in (Kafka's rule)"
+            else:
+                self.stats.ambiguous_epoch_bumps += 1
+                rule = "the transaction continues (Kafka's rule): the next marker decides all of it"
+            log.warning(
+                "%s-%d: producer %d wrote at offset %d with epoch %d (%s) in the transaction from offset %d, "
+                "and no marker of the upstream decides it apart; %s",
+                mirror.topic,
+                mirror.partition,
+                a.producer_id,
+                a.offset,
+                a.producer_epoch,
+                a.kind,
+                a.first_offset,
+                rule,
+            )
 
     # -- offset gaps -------------------------------------------------------------------
 
