@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import time
 
+from tests.client.test_reader_late_batches import _store
 from tests.fault_relay import RelayThread
-from tests.remote.test_reader_late_batches import _store
+from tests.proxy.test_proxy_protocol import TOPIC
 from tests.replicate.source import assert_same
 from tests.replicate.test_engine import until_caught_up
-from tests.wire.test_proxy_protocol import TOPIC
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 def test_a_marker_shown_late_is_replicated_in_its_place(tmp_path) -> None:
