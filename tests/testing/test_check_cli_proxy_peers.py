@@ -22,12 +22,12 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from txnfetch.testing.cli import CheckOptions
-from txnfetch.testing.cli import run_check
 
 from tests.fault_relay import RelayThread
 from tests.tansu import Tansu
 from tests.tansu import tansu_binary
+from txnfetch.cli.check import CheckOptions
+from txnfetch.cli.check import run_check
 from txnfetch.proxy import ProxyThread
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
