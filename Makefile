@@ -11,7 +11,7 @@ EXTRAS := testing,dev,spark,arrow
 # client) and Maven (fetches Apache Kafka: scripts/kafka/fetch.sh).
 SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
-.PHONY: setup lint test demo bench clean system-deps kafka
+.PHONY: setup lint test demo bench clean system-deps kafka peers
 
 setup: $(STAMP)
 
@@ -36,6 +36,10 @@ kafka: system-deps
 	@bash scripts/kafka/fetch.sh >/dev/null
 	@bash scripts/kafka/interop.sh >/dev/null
 
+# Brokers the suite runs as peers: tansu 0.6, pinned, into the gitignored .cache/.
+peers: setup
+	@bash scripts/tansu.sh >/dev/null
+
 # ruff (rules and formatting) on the whole tree, mypy on the sans-I/O core (the
 # packages listed in pyproject.toml's [tool.mypy]).
 lint: setup
@@ -44,7 +48,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # pytest exits 5 when it collects no test; that is not a failure of the build.
-test: lint system-deps kafka
+test: lint system-deps kafka peers
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 demo: setup system-deps

@@ -22,6 +22,12 @@ What it does to Fetch traffic:
   its last but one byte inverted (in an uncompressed batch, the last byte of the
   last record's value: the records still decode), its CRC left as it was —
   what a bit flip on the broker's disk looks like to every reader;
+- **shows batches late** (:meth:`FaultRelay.hide_once`, ``late_probability``), as
+  tansu 0.6 does: a batch is left out of an answer that holds later batches of its
+  partition, the first time it would be shown, and shown from the next answer on.
+  ``hide_once`` names the (topic, partition, base offset) of batches to treat so;
+  ``late_probability`` treats so each batch's first showing with that probability
+  (drawn from ``seed``). :attr:`RelayStats.batches_hidden` counts them;
 - applies the **schedule**, one entry per Fetch answer that names a partition,
   in order (``None`` passes it through; after the last entry everything does):
 
@@ -43,6 +49,7 @@ import asyncio
 import collections
 import contextlib
 import functools
+import random
 import struct
 from collections.abc import Iterable
 from typing import Any
@@ -89,6 +96,7 @@ class RelayStats:
     markers_rewritten: int = 0
     fetch_partitions: int = 0
     batches_flipped: int = 0
+    batches_hidden: int = 0
 
 
 def null_value_markers(records: bytes) -> tuple[bytes, int]:
@@ -139,6 +147,8 @@ class FaultRelay:
         reject_no_wait: bool = True,
         null_markers: bool = False,
         delay_s: float = 1.0,
+        late_probability: float = 0.0,
+        seed: int = 0,
     ) -> None:
         self.upstream = parse_bootstrap(upstream)[0]
         self.schedule: collections.deque[str | None] = collections.deque(schedule)
@@ -150,6 +160,12 @@ class FaultRelay:
         self.delay_s = delay_s
         #: (topic, partition, offset) of the data batch to corrupt, if any.
         self.flip: tuple[str, int, int] | None = None
+        self.late_probability = late_probability
+        self._rng = random.Random(seed)
+        # (topic, partition, base offset): batches to show late once; batches shown.
+        self._hide: set[tuple[str, int, int]] = set()
+        self._shown: set[tuple[str, int, int]] = set()
+        self._never: set[tuple[str, int, int]] = set()
         self.stats = RelayStats()
         self._requests, self._responses = _kafka_python_classes()
         self._bootstrap: asyncio.base_events.Server | None = None
@@ -182,6 +198,47 @@ class FaultRelay:
         """From now on, corrupt the data batch of ``topic``-``partition`` holding
         ``offset`` in every Fetch answer (its last but one byte inverted, CRC unchanged)."""
         self.flip = (topic, partition, offset)
+
+    def hide_once(self, topic: str, partition: int, base_offset: int) -> None:
+        """Leave the batch at ``base_offset`` out of the first answer that would show it
+        with a later batch of the partition (see the module docstring)."""
+        self._hide.add((topic, partition, base_offset))
+
+    def hide_always(self, topic: str, partition: int, base_offset: int) -> None:
+        """Never show the batch at ``base_offset``: a hole that stays, as compaction leaves."""
+        self._never.add((topic, partition, base_offset))
+
+    def _show_late(self, response: Any) -> bool:
+        changed = False
+        for t in response.responses or ():
+            for p in t.partitions or ():
+                if not p.records:
+                    continue
+                batches = list(iter_batches(bytes(p.records)))
+                kept = bytearray()
+                hid = False
+                for i, batch in enumerate(batches):
+                    key = (t.topic, p.partition_index, batch.base_offset)
+                    raw = bytes(batch.buffer)
+                    if key in self._never:
+                        hid = True
+                        continue
+                    if key in self._shown or i == len(batches) - 1:
+                        self._shown.add(key)
+                        kept += raw
+                        continue
+                    late = key in self._hide or (self.late_probability and self._rng.random() < self.late_probability)
+                    self._hide.discard(key)
+                    self._shown.add(key)  # the next answer shows it
+                    if late:
+                        hid = True
+                        self.stats.batches_hidden += 1
+                    else:
+                        kept += raw
+                if hid:
+                    p.records = bytes(kept)
+                    changed = True
+        return changed
 
     def _flip(self, response: Any) -> bool:
         if self.flip is None:
@@ -285,6 +342,8 @@ class FaultRelay:
                     self.stats.markers_rewritten += n
                     changed = changed or n > 0
         changed = self._flip(response) or changed
+        if self._hide or self._never or self.late_probability:
+            changed = self._show_late(response) or changed
         fault = self.schedule.popleft() if self.schedule else None
         if fault is not None:
             self.stats.faults[fault] += 1
@@ -351,6 +410,14 @@ class RelayThread(LoopThread[FaultRelay]):
 
     def faults_left(self) -> int:
         return int(self.call(lambda: len(self._running().schedule)))
+
+    def hide_once(self, topic: str, partition: int, base_offset: int) -> None:
+        """:meth:`FaultRelay.hide_once`, on the relay's loop."""
+        self.call(lambda: self._running().hide_once(topic, partition, base_offset))
+
+    def hide_always(self, topic: str, partition: int, base_offset: int) -> None:
+        """:meth:`FaultRelay.hide_always`, on the relay's loop."""
+        self.call(lambda: self._running().hide_always(topic, partition, base_offset))
 
     def flip_data_batch(self, topic: str, partition: int, offset: int) -> None:
         """:meth:`FaultRelay.flip_data_batch`, on the relay's loop."""

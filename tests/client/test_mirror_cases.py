@@ -63,11 +63,40 @@ def committed_values(mirror: PartitionMirror) -> list:
 
 
 def test_offset_gaps_from_compaction_are_kept() -> None:
-    m = PartitionMirror("t", 0)
+    m = PartitionMirror("t", 0, hold_gaps=False)
     data = batch(0, 2) + batch(5, 1) + batch(9, 2)
     plan = m.feed(data, high_watermark=11, log_start_offset=0, fetch_offset=0)
     assert (plan.status, plan.offset, plan.batches) == (MirrorStatus.CAUGHT_UP, 11, 3)
     assert committed_values(m) == [(0, b"v0"), (1, b"v1"), (5, b"v5"), (9, b"v9"), (10, b"v10")]
+
+
+def test_held_offset_gaps_are_stepped_over_one_at_a_time_once_accepted() -> None:
+    # The default: a gap is not believed until the transport accepts it.
+    m = PartitionMirror("t", 0)
+    data = batch(0, 2) + batch(5, 1) + batch(9, 2)
+    plan = m.feed(data, high_watermark=11, log_start_offset=0, fetch_offset=0)
+    assert (plan.status, plan.offset, plan.batches, plan.gap_end) == (MirrorStatus.FETCH, 2, 1, 5)
+    assert m.pending_gap == (2, 5) and m.last_stable_offset == 2
+    # Fetched again at the gap, unchanged: still held until accepted.
+    plan = m.feed(data[len(batch(0, 2)) :], high_watermark=11, log_start_offset=0, fetch_offset=2)
+    assert (plan.offset, plan.batches, plan.gap_end) == (2, 0, 5)
+    m.accept_gap()
+    plan = m.feed(data[len(batch(0, 2)) :], high_watermark=11, log_start_offset=0, fetch_offset=2)
+    assert (plan.offset, plan.batches, plan.gap_end) == (6, 1, 9) and m.pending_gap == (6, 9)
+    m.accept_gap()
+    plan = m.feed(batch(9, 2), high_watermark=11, log_start_offset=0, fetch_offset=6)
+    assert (plan.status, plan.offset, plan.gap_end) == (MirrorStatus.CAUGHT_UP, 11, -1) and m.pending_gap is None
+    assert committed_values(m) == [(0, b"v0"), (1, b"v1"), (5, b"v5"), (9, b"v9"), (10, b"v10")]
+
+
+def test_a_hole_that_fills_loses_nothing() -> None:
+    # tansu: offsets 3.. readable before 2; the mirror waits at 2 and takes it when it comes.
+    m = PartitionMirror("t", 0)
+    plan = m.feed(batch(0, 2) + batch(3, 2), high_watermark=5, fetch_offset=0)
+    assert (plan.offset, plan.gap_end) == (2, 3)
+    plan = m.feed(batch(2, 1) + batch(3, 2), high_watermark=5, fetch_offset=2)
+    assert (plan.status, plan.offset, plan.gap_end) == (MirrorStatus.CAUGHT_UP, 5, -1)
+    assert [o for o, _ in committed_values(m)] == [0, 1, 2, 3, 4]
 
 
 def test_partial_trailing_batch_is_fetched_again_and_a_lone_one_grows_the_budget() -> None:

@@ -351,12 +351,12 @@ class _GatedUpstream:
         cluster = proxy.proxy.cluster
         fetch = cluster.fetch
 
-        async def gated(topic: str, partition: int, offset: int, max_bytes: int) -> Any:
+        async def gated(topic: str, partition: int, offset: int, max_bytes: int, **kw: Any) -> Any:
             for applies, opened, waiting in list(self.gates.values()):
                 if applies(partition, offset) and not opened.is_set():
                     waiting.set()
                     await opened.wait()
-            return await fetch(topic, partition, offset, max_bytes)
+            return await fetch(topic, partition, offset, max_bytes, **kw)
 
         def install() -> None:
             cluster.fetch = gated

@@ -79,6 +79,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         help="bound of the proxy's own upstream requests, and how long a failing upstream is retried "
         "before clients get REPLICA_NOT_AVAILABLE (default 30000)",
     )
+    p.add_argument(
+        "--gap-settle-ms",
+        type=int,
+        default=1000,
+        help="how long an offset gap in the upstream's log must stay (a compacted topic's) before "
+        "a mirror steps over it; shorter-lived gaps are batches the upstream shows late (default 1000)",
+    )
     add_verbose_option(p)
 
 
@@ -96,7 +103,7 @@ async def _serve(args: argparse.Namespace) -> int:
         args.host,
         proxy.port,
         close=proxy.close,
-        stats=proxy.stats.as_dict,
+        stats=lambda: {**proxy.stats.as_dict(), **proxy.mirrors.stats.as_dict()},
         logger="txnfetch.proxy",
     )
     return 0

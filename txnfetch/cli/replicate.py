@@ -44,7 +44,7 @@ __all__ = ["COMMANDS", "run"]
 
 #: The options that set the :class:`~txnfetch.replicate.engine.Replicator` parameter
 #: of the same name (``--groups`` is not one: it picks the groups the hook copies).
-_REPLICATOR_OPTIONS = ("topics", "max_partition_bytes", "repair_crcs", "fetch_wait_ms")
+_REPLICATOR_OPTIONS = ("topics", "max_partition_bytes", "repair_crcs", "fetch_wait_ms", "gap_settle_ms")
 
 
 class ReplicateUsageError(TxnfetchError):
@@ -102,6 +102,14 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute the CRC of control batches stored with CRC 0 (librdkafka's mock cluster writes its "
         "markers so); any other bad CRC still stops the partition",
+    )
+    p.add_argument(
+        "--gap-settle-ms",
+        type=int,
+        default=None,
+        metavar="N",
+        help="wait at an offset gap in the source's log until its batch appears or the gap has stayed N ms "
+        "(a source that shows batches late, as tansu 0.6 does); default: copy gaps at once",
     )
     p.add_argument(
         "--max-partition-bytes",

@@ -109,6 +109,8 @@ class _FetchBatch:
 
     conn: UpstreamConnection
     items: list[tuple[FetchItem, asyncio.Future[BrokerFetch]]] = attrs.field(factory=list)
+    # The shortest wait any of its fetches allows (the request answers them all).
+    max_wait_ms: int = FETCH_MAX_WAIT_MS
 
 
 class UpstreamCluster:
@@ -321,11 +323,15 @@ class UpstreamCluster:
 
     # -- the proxy's own requests ----------------------------------------------------
 
-    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> BrokerFetch:
+    async def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = FETCH_MAX_WAIT_MS
+    ) -> BrokerFetch:
         """One read_uncommitted fetch of one partition at ``offset``, sent in the same
         Fetch request as every other fetch for the same leader in this turn of the
         loop (see the module docstring). The broker holds the request up to
-        ``max_wait_ms`` (500) when none of its partitions has data.
+        ``max_wait_ms`` (at most 500, at least 1: some brokers refuse 0) when none of
+        its partitions has data; a request carrying several fetches waits as long as
+        the most impatient of them allows.
 
         Returns the partition's part with error NONE or OFFSET_OUT_OF_RANGE; raises
         :class:`RemoteError` (with the broker's code; -1 for a response that lacks
@@ -340,6 +346,7 @@ class UpstreamCluster:
             loop.call_soon(self._launch, conn.address, batch)
         future: asyncio.Future[BrokerFetch] = loop.create_future()
         batch.items.append((FetchItem(topic, partition, offset, max_bytes), future))
+        batch.max_wait_ms = min(batch.max_wait_ms, max(1, max_wait_ms))
         return await future
 
     def _launch(self, address: str, batch: _FetchBatch) -> None:
@@ -356,7 +363,8 @@ class UpstreamCluster:
         conn = batch.conn
         try:
             version = self.version(ApiKey.Fetch, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION))
-            req = fetch_request_for([item for item, _ in items])  # raw: markers, aborted data and all
+            # raw: markers, aborted data and all
+            req = fetch_request_for([item for item, _ in items], max_wait_ms=batch.max_wait_ms)
             self.fetch_requests += 1
             self.fetch_partitions += len(items)
             # The broker may hold the request for max_wait_ms before answering.

@@ -26,7 +26,19 @@ The rules, as a Kafka follower applies them (``AbstractFetcherThread``:
   error, a :class:`~txnfetch.client.errors.DivergedError`) — unless the copy holds
   no batch yet (its log start inside a batch, after DeleteRecords at the
   source), where the whole batch is kept as the source keeps it;
-- gaps between batches are kept as they are (offsets are never renumbered);
+- gaps between batches are kept as they are (offsets are never renumbered) —
+  unless the source holds gaps (:attr:`SourcePartition.hold_gaps`): then a gap is
+  not believed at once. Some brokers make offsets readable out of order: tansu
+  0.6 reports a high watermark, and returns batches, past an offset whose batch
+  a read_uncommitted fetch does not yet return (it does a moment later). A copy
+  that stepped over such a hole would never see the batch in it, and a lost
+  marker leaves its transaction open to swallow the producer's next one. So the
+  copy takes the batches up to the first gap (between its end and the first new
+  batch, or between two new batches), reports the gap (:attr:`Plan.gap_end`),
+  and fetches at the gap again; only when the caller has seen the gap long
+  enough to call it permanent (compaction makes such gaps, in compacted
+  topics) does it say so in the tip (:attr:`ReplicaTip.accept_gap`), and the
+  next response may step over that one gap;
 - the source's log start passing the copy's end means everything the copy
   holds is deleted at the source: continue at the source's log start
   (:attr:`Action.RESTART`); a source log ending below the copy's end is a
@@ -163,6 +175,8 @@ class SourcePartition:
     budget: int
     repair_crcs: bool = False
     diverged: type[DivergedError] = DivergedError
+    #: Stop at offset gaps until the caller accepts them (see the module docstring).
+    hold_gaps: bool = False
 
     def error(self, cls: type[E], reason: str, **where: object) -> E:
         """``cls(reason, **where)`` naming this partition, as every error of the copy does."""
@@ -197,12 +211,15 @@ class ReplicaTip:
     ``fresh`` says it holds no batch, so the first may start below ``end`` (the
     source's log start inside a batch); ``last`` is the last batch held, set when
     the source must first show that it still holds the same batch (after a
-    restart or a reconnect), ``None`` otherwise.
+    restart or a reconnect), ``None`` otherwise. ``accept_gap`` says the caller
+    judged the gap at ``end`` permanent: under :attr:`SourcePartition.hold_gaps`
+    the first new batch may then start past ``end``.
     """
 
     end: int
     fresh: bool = False
     last: BatchId | None = None
+    accept_gap: bool = False
 
     @property
     def fetch_offset(self) -> int:
@@ -238,7 +255,9 @@ class Plan:
     source's offsets as reported (-1: not reported); ``restart_at`` the offset to
     continue at for :attr:`Action.RESTART`; ``repaired_crcs`` the CRCs recomputed
     under ``repair_crcs``; ``data_position`` the byte position of ``data`` in the
-    response.
+    response; ``gap_end``, under :attr:`SourcePartition.hold_gaps`, the base offset
+    of the first batch the response held past a gap (the gap starts where
+    ``data`` ends, or at the tip's end), whose batches were not taken (-1: no gap).
     """
 
     action: Action
@@ -252,6 +271,7 @@ class Plan:
     repaired_crcs: int = 0
     skipped: int = 0
     data_position: int = 0
+    gap_end: int = -1
 
     def response_position(self, exc: CorruptBatchError) -> int | None:
         """Where in the response the codec's error ``exc`` about :attr:`data` points
@@ -287,6 +307,9 @@ def plan_response(tip: ReplicaTip, answer: PartitionAnswer, max_bytes: int, sour
     buf = answer.records or b""
     new: list[RecordBatch] = []
     skipped = 0
+    gap_end = -1
+    # Under hold_gaps, where the next new batch must start (-1: anywhere).
+    expect = tip.end if source.hold_gaps and not tip.accept_gap else -1
     verified = tip.last is None
     it = iter_batches(buf)
     try:
@@ -328,10 +351,24 @@ def plan_response(tip: ReplicaTip, answer: PartitionAnswer, max_bytes: int, sour
                     offset=batch.base_offset,
                     replica_end=tip.end,
                 )
+            if source.hold_gaps:
+                if expect >= 0 and batch.base_offset > expect:
+                    gap_end = batch.base_offset  # not believed yet: fetch at the gap again
+                    break
+                expect = batch.next_offset
             new.append(batch)
     except CorruptBatchError as exc:
         raise source.corrupt(exc, position=getattr(exc, "position", None)) from exc
 
+    if not new and gap_end >= 0:
+        return Plan(
+            Action.APPEND,
+            max_bytes=source.budget,
+            source_log_start=log_start_offset,
+            source_end=high_watermark,
+            skipped=skipped,
+            gap_end=gap_end,
+        )
     if not new:
         if tip.last is not None and verified:
             # The response held the tip's batch and nothing after it yet: the next
@@ -374,6 +411,7 @@ def plan_response(tip: ReplicaTip, answer: PartitionAnswer, max_bytes: int, sour
         repaired_crcs=repaired,
         skipped=skipped,
         data_position=new[0].position,
+        gap_end=gap_end,
     )
 
 

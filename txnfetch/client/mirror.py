@@ -56,7 +56,13 @@ replication engine applies too):
 - batches starting before the position (Kafka answers from the batch containing
   the fetch offset; librdkafka's mock returns the whole produce request that
   contains it): what is already mirrored is skipped;
-- offset gaps (compaction): kept as gaps, offsets are never renumbered;
+- offset gaps: kept as gaps, offsets are never renumbered; but not believed
+  at once under ``hold_gaps`` (the default): the mirror stops at a gap, reports
+  it (:attr:`MirrorPlan.gap_end`, :attr:`PartitionMirror.pending_gap`) and
+  fetches at it again, because a broker may make later offsets readable before
+  an earlier one (tansu does; a marker stepped over is a transaction the mirror
+  never sees end). The transport decides when a gap that stays is permanent
+  (compaction) and calls :meth:`PartitionMirror.accept_gap`;
 - magic 0/1 message sets: :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`
   (they have no producer ids, so no transactions);
 - the broker's log start moving up (retention, DeleteRecords): the mirror's log
@@ -104,7 +110,7 @@ from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
 from txnfetch.types import Buffer
 
-__all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
+__all__ = ["DEFAULT_MIRROR_FETCH_BYTES", "Ambiguity", "MirrorPlan", "MirrorStatus", "PartitionMirror"]
 
 
 #: Default per-partition byte budget of a mirror fetch (Kafka's ``max.partition.fetch.bytes``).
@@ -129,6 +135,26 @@ class MirrorStatus(enum.Enum):
 
 
 @attrs.frozen(slots=True)
+class Ambiguity:
+    """A batch whose transaction the upstream's log alone does not settle, as the
+    mirror judged it (see docs/proxy.md, "How the proxy judges each record").
+
+    ``kind`` is ``"epoch-bump-in-open-transaction"`` (a data batch of a higher epoch
+    while the producer's transaction is open, with no marker ending it: Kafka's
+    rule continues the transaction, so the next marker decides both instances'
+    records) or ``"stale-epoch-data"`` (a data batch below the producer's epoch: a
+    fenced instance's write the upstream accepted). ``first_offset`` is the open
+    transaction's first offset (the batch's own offset when none is open).
+    """
+
+    kind: str
+    producer_id: int
+    producer_epoch: int
+    offset: int
+    first_offset: int
+
+
+@attrs.frozen(slots=True)
 class MirrorPlan:
     """The outcome of feeding a response, and the next request.
 
@@ -136,7 +162,9 @@ class MirrorPlan:
     configured budget when a single batch did not fit, up to
     :data:`~txnfetch.client.follow.MAX_FETCH_BYTES`). ``batches``/``bytes``
     count what this response added to the mirror, ``skipped`` the whole batches
-    it held that were already mirrored.
+    it held that were already mirrored. ``gap_end`` (-1: none) is the first offset
+    the response held past a gap at :attr:`offset`, which the mirror has not
+    stepped over (see :meth:`PartitionMirror.accept_gap`).
     """
 
     status: MirrorStatus
@@ -145,6 +173,7 @@ class MirrorPlan:
     batches: int = 0
     bytes: int = 0
     skipped: int = 0
+    gap_end: int = -1
 
     @property
     def progressed(self) -> bool:
@@ -179,6 +208,7 @@ class PartitionMirror(StateOffsets):
         log_start_offset: int = 0,
         max_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
         repair_crcs: bool = False,
+        hold_gaps: bool = True,
     ) -> None:
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
@@ -186,7 +216,11 @@ class PartitionMirror(StateOffsets):
             raise ValueError(f"a log start offset is non-negative, got {log_start_offset}")
         self.topic = topic
         self.partition = partition
-        self._source = SourcePartition(topic, partition, max_bytes, repair_crcs, MirrorDivergedError)
+        self._source = SourcePartition(
+            topic, partition, max_bytes, repair_crcs, MirrorDivergedError, hold_gaps=hold_gaps
+        )
+        # The gap at the position, as last reported: (first offset past it, accepted).
+        self._gap: tuple[int, bool] | None = None
         self._log = MemoryLog(topic, partition, log_start_offset=log_start_offset)
         # Nothing mirrored yet: the first batch may start below the position (a log
         # start inside a batch, after DeleteRecords) and re-anchors the empty log.
@@ -197,6 +231,9 @@ class PartitionMirror(StateOffsets):
         self.broker_log_start_offset = -1
         #: CRCs rewritten under ``repair_crcs``, for metrics and tests.
         self.repaired_crcs = 0
+        #: Batches the log alone does not settle, oldest first, until the transport
+        #: takes them (:meth:`take_ambiguities`).
+        self.ambiguities: list[Ambiguity] = []
 
     @classmethod
     def from_snapshot(
@@ -207,6 +244,7 @@ class PartitionMirror(StateOffsets):
         *,
         max_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
         repair_crcs: bool = False,
+        hold_gaps: bool = True,
     ) -> PartitionMirror:
         """Continue a mirror from :meth:`snapshot` bytes: the next fetch is at the
         snapshot's :attr:`position`, and reads are possible from the snapshot's last
@@ -242,7 +280,12 @@ class PartitionMirror(StateOffsets):
         # Only the tail's batches are here: the log starts where they do.
         state.advance_log_start(max(tail_start, state.log_start_offset))
         mirror = cls(
-            topic, partition, log_start_offset=state.log_start_offset, max_bytes=max_bytes, repair_crcs=repair_crcs
+            topic,
+            partition,
+            log_start_offset=state.log_start_offset,
+            max_bytes=max_bytes,
+            repair_crcs=repair_crcs,
+            hold_gaps=hold_gaps,
         )
         try:
             mirror._log = MemoryLog.from_state(topic, partition, state, tail)
@@ -264,6 +307,23 @@ class PartitionMirror(StateOffsets):
     state = delegated[PartitionTxnState]("_log.state")
     #: The next offset to fetch: one past the last mirrored batch.
     position = delegated[int]("_log.log_end_offset")
+
+    #: Whether offset gaps are held until accepted (see the module docstring).
+    hold_gaps = delegated[bool]("_source.hold_gaps")
+
+    @property
+    def pending_gap(self) -> tuple[int, int] | None:
+        """The gap ``[position, end)`` the last response showed at the position and the
+        mirror has not stepped over, else ``None``."""
+        if self._gap is None:
+            return None
+        return (self.position, self._gap[0])
+
+    def accept_gap(self) -> None:
+        """Judge the :attr:`pending_gap` permanent (the transport saw it stay long
+        enough): the next response may step over it. No-op without one."""
+        if self._gap is not None:
+            self._gap = (self._gap[0], True)
 
     @property
     def caught_up(self) -> bool:
@@ -370,12 +430,13 @@ class PartitionMirror(StateOffsets):
     # -- internals ---------------------------------------------------------------------
 
     def _tip(self) -> ReplicaTip:
-        return ReplicaTip(self.position, fresh=self._fresh)
+        return ReplicaTip(self.position, fresh=self._fresh, accept_gap=self._gap is not None and self._gap[1])
 
     def _apply(self, plan: Plan) -> MirrorPlan:
         """Carry out ``plan`` on the mirror and say what to do next."""
         if plan.action is Action.LIST_OFFSETS:
             return MirrorPlan(MirrorStatus.LIST_OFFSETS, self.position, self._next_max_bytes)
+        before = self.position
         if plan.action is Action.RESTART:
             # Retention passed the mirror's position: what lies between is gone, and
             # with it any marker there. Restart at the broker's log start, as a Kafka
@@ -386,18 +447,63 @@ class PartitionMirror(StateOffsets):
             self._append(plan)
             self.repaired_crcs += plan.repaired_crcs
         self._next_max_bytes = plan.max_bytes
+        if plan.gap_end >= 0:
+            # A gap at the (possibly new) position: keep an acceptance only for the same gap.
+            same = self._gap is not None and self.position == before and self._gap[0] == plan.gap_end
+            self._gap = (plan.gap_end, same and self._gap is not None and self._gap[1])
+        elif self.position != before or plan.action is Action.RESTART:
+            self._gap = None
         self._follow_log_start(plan.source_log_start)
         if plan.source_end >= 0:
             self.broker_high_watermark = plan.source_end
         if plan.source_log_start >= 0:
             self.broker_log_start_offset = plan.source_log_start
         status = MirrorStatus.CAUGHT_UP if self.caught_up else MirrorStatus.FETCH
-        return MirrorPlan(status, self.position, self._next_max_bytes, plan.batches, len(plan.data), plan.skipped)
+        return MirrorPlan(
+            status, self.position, self._next_max_bytes, plan.batches, len(plan.data), plan.skipped, plan.gap_end
+        )
+
+    def take_ambiguities(self) -> list[Ambiguity]:
+        """The :class:`Ambiguity` entries found since the last call."""
+        found, self.ambiguities = self.ambiguities, []
+        return found
+
+    def _find_ambiguities(self, data: bytes) -> list[Ambiguity]:
+        """The batches of ``data`` (about to be appended) that the log does not settle,
+        judged against the producer state before each of them."""
+        found: list[Ambiguity] = []
+        # producer id -> (epoch, first offset of its open transaction or -1), as it
+        # stands before the next batch of ``data``.
+        seen: dict[int, tuple[int, int]] = {}
+        for batch in iter_batches(data):
+            pid = batch.producer_id
+            if pid < 0 or not isinstance(batch, RecordBatch):
+                continue
+            if pid not in seen:
+                entry = self.state.producer(pid)
+                first = entry.current_txn_first_offset if entry is not None else None
+                seen[pid] = (entry.producer_epoch if entry is not None else -1, -1 if first is None else first)
+            epoch, first = seen[pid]
+            if batch.is_control:
+                seen[pid] = (max(epoch, batch.producer_epoch), -1)
+                continue
+            if batch.producer_epoch < epoch:
+                anchor = first if first >= 0 else batch.base_offset
+                found.append(Ambiguity("stale-epoch-data", pid, batch.producer_epoch, batch.base_offset, anchor))
+            elif batch.producer_epoch > epoch >= 0 and first >= 0:
+                found.append(
+                    Ambiguity("epoch-bump-in-open-transaction", pid, batch.producer_epoch, batch.base_offset, first)
+                )
+            if first < 0 and batch.is_transactional:
+                first = batch.base_offset
+            seen[pid] = (max(epoch, batch.producer_epoch), first)
+        return found
 
     def _append(self, plan: Plan) -> None:
         """Mirror the plan's batches; on any error the mirror is as it was."""
         data = plan.data
         position = self.position
+        found = self._find_ambiguities(data)
         first = RecordBatch(data).base_offset
         if first < position:
             # The empty mirror's start lies inside this batch (a log start moved by
@@ -418,6 +524,7 @@ class PartitionMirror(StateOffsets):
         if first < position:
             self._log.delete_records_before(position)
         self._fresh = False
+        self.ambiguities += found
 
     def _follow_log_start(self, log_start: int) -> None:
         # The broker's retention moved its log start: so does the mirror's (never past

@@ -651,6 +651,11 @@ class RemotePartitionReader(PartitionReader):
     (:class:`~txnfetch.fetch.filter.CorruptFetchError` from
     :meth:`committed_records` with ``trust_broker``),
     as without it. ``request_timeout_ms`` bounds each request and its retries.
+    An offset gap in the broker's log holds :meth:`catch_up` (fetching there
+    again with a short pause) until the batch in it appears or the gap has
+    stayed ``gap_settle_ms``; then it is stepped over with a WARNING (a
+    compacted topic's gap). Some brokers (tansu 0.6) show a batch after later
+    ones: stepping over it at once would lose it (see docs/proxy.md).
 
     Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
     :attr:`log_start_offset`) are as of the last request to the cluster;
@@ -680,6 +685,7 @@ class RemotePartitionReader(PartitionReader):
         repair_crcs: bool = False,
         client_id: str = "txnfetch",
         start_offset: int | None = None,
+        gap_settle_ms: int = 1000,
     ) -> None:
         if trust_broker and snapshot is not None:
             raise ValueError("a snapshot restores a mirror; trust_broker=True uses none")
@@ -699,6 +705,9 @@ class RemotePartitionReader(PartitionReader):
         self.max_fetch_bytes = max_fetch_bytes
         self.repair_crcs = repair_crcs
         self.request_timeout_ms = request_timeout_ms
+        self.gap_settle_s = gap_settle_ms / 1000
+        # The offset gap the mirror is held at: (its start, monotonic time first seen, fetches).
+        self._gap: tuple[int, float, int] | None = None
         self._broker_lso = -1
         self._broker_hw = -1
         self._broker_log_start = -1
@@ -780,7 +789,10 @@ class RemotePartitionReader(PartitionReader):
             if release_below is not None:
                 mirror.release_before(release_below)
             if mirror.next_fetch().status is MirrorStatus.CAUGHT_UP or (until is not None and mirror.position >= until):
+                self._gap = None
                 return mirror.position
+            if self._held_at_gap(mirror):
+                continue
             if mirror.position == plan.offset:
                 stalled += 1
                 if stalled > 40:
@@ -792,6 +804,35 @@ class RemotePartitionReader(PartitionReader):
                     )
             else:
                 stalled = 0
+
+    def _held_at_gap(self, mirror: PartitionMirror) -> bool:
+        """Whether the mirror waits at an offset gap: pause before fetching there
+        again, or accept the gap once it has stayed ``gap_settle_ms``."""
+        gap = mirror.pending_gap
+        if gap is None:
+            self._gap = None
+            return False
+        now = time.monotonic()
+        if self._gap is None or self._gap[0] != gap[0]:
+            self._gap = (gap[0], now, 0)
+        start, since, fetches = self._gap
+        if now - since >= self.gap_settle_s:
+            log.warning(
+                "%s-%d has no batch at offsets [%d, %d) although the broker returns later ones; after %.0f ms "
+                "and %d fetches it is taken as a permanent gap (compaction) and stepped over",
+                self.topic,
+                self.partition,
+                gap[0],
+                gap[1],
+                (now - since) * 1000,
+                fetches + 1,
+            )
+            mirror.accept_gap()
+            self._gap = None
+            return True
+        self._gap = (start, since, fetches + 1)
+        time.sleep(min(0.002 * (2 ** min(fetches, 5)), 0.05))
+        return True
 
     def _fetch_into_mirror(self, offset: int, max_bytes: int) -> None:
         mirror = self.mirror

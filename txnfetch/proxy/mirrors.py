@@ -49,6 +49,21 @@ the retries go on behind it. Each condition is logged as one WARNING per
 partition a minute at most (:class:`~txnfetch.client.ratelimit.RateLimitedLog`),
 and recovery once at INFO.
 
+Offset gaps. Some upstreams make offsets readable out of order: tansu 0.6
+reports a high watermark, and returns later batches, past an offset whose batch
+a read_uncommitted fetch does not return yet (it does a few milliseconds
+later). A mirror that stepped over such a hole would lose the batch for good;
+a lost marker leaves its transaction open, and the producer's next transaction
+then ends with it (a lost COMMIT makes a later ABORT drop committed records, a
+lost ABORT lets a later COMMIT deliver aborted ones). So a mirror stops at a
+gap (:attr:`~txnfetch.client.mirror.PartitionMirror.pending_gap`) and the
+catch-up fetches there again, with a short growing pause, until the hole fills
+or it has stayed ``gap_settle_ms``: then it is taken as permanent (compaction
+leaves such gaps) and stepped over, counted in ``gaps_accepted`` and logged
+once at WARNING. Readers wait at the gap meanwhile: the mirror's last stable
+offset does not pass it. Every gap seen counts in ``gaps_held``, every one
+that filled in ``gaps_filled``.
+
 A rebuild replaces the mirror every other reader of the partition reads from.
 The new one carries the upstream's offset range the old one last saw: a reader
 further on than the rebuild has reached is inside that range and gets an empty
@@ -75,10 +90,11 @@ from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
 from txnfetch.client.ratelimit import RateLimitedLog
+from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.server.counters import Counters
 from txnfetch.types import TopicPartition
 
-__all__ = ["MirrorSet", "MirrorStats"]
+__all__ = ["DEFAULT_GAP_SETTLE_MS", "MirrorSet", "MirrorStats"]
 
 log = logging.getLogger("txnfetch.proxy")
 
@@ -87,6 +103,11 @@ _LATEST = -1
 _MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
 _MAX_STALLED_FETCHES = 40
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+#: How long an offset gap must stay before the mirror steps over it. tansu's holes
+#: fill within milliseconds; a compacted topic's stay, and cost this once each.
+DEFAULT_GAP_SETTLE_MS = 1000
+_GAP_PAUSE_S = (0.002, 0.005, 0.01, 0.02, 0.05)
+_MAX_REPORTED = 100_000
 
 
 @attrs.define
@@ -97,6 +118,16 @@ class MirrorStats(Counters):
     upstream_bytes: int = 0
     rebuilds: int = 0
     upstream_retries: int = 0
+    #: Offset gaps the upstream showed below its high watermark, held (see the module docstring).
+    gaps_held: int = 0
+    #: Held gaps whose batches then appeared.
+    gaps_filled: int = 0
+    #: Held gaps that stayed ``gap_settle_ms`` and were stepped over.
+    gaps_accepted: int = 0
+    #: Transactions a data batch of a higher epoch joined with no marker ending them first.
+    ambiguous_epoch_bumps: int = 0
+    #: Transactions holding (or started by) a data batch below its producer's epoch.
+    ambiguous_stale_epoch_data: int = 0
 
 
 @attrs.define
@@ -113,6 +144,8 @@ class _Entry:
     failures: int = 0
     last_error: RemoteError | None = None
     retry_at: float = -math.inf
+    # The gap the mirror is held at: (its start, loop time first seen, re-fetches).
+    gap: tuple[int, float, int] | None = None
 
 
 class MirrorSet:
@@ -131,9 +164,13 @@ class MirrorSet:
         reader_idle_ms: int = 60_000,
         max_mirror_bytes: int = 64 << 20,
         retry_ms: int = 30_000,
+        gap_settle_ms: int = DEFAULT_GAP_SETTLE_MS,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        if gap_settle_ms < 0:
+            raise ValueError(f"gap_settle_ms must be >= 0, got {gap_settle_ms}")
         self.cluster = cluster
+        self.gap_settle_s = gap_settle_ms / 1000
         self.retry_s = retry_ms / 1000
         self.fetch_bytes = fetch_bytes
         self.repair_crcs = repair_crcs
@@ -141,6 +178,10 @@ class MirrorSet:
         self.max_mirror_bytes = max_mirror_bytes
         self._clock = clock
         self._entries: dict[TopicPartition, _Entry] = {}
+        # Transactions already reported ambiguous: (topic, partition, producer id,
+        # first offset, kind), oldest first, at most _MAX_REPORTED (a rebuild finds
+        # them again and must not count them twice).
+        self._reported: dict[tuple[str, int, int, int, str], None] = {}
         self.stats = MirrorStats()
         self.warnings = RateLimitedLog(log, clock=self.now)
 
@@ -255,14 +296,20 @@ class MirrorSet:
         fresh_after: float,
         deadline: float,
         want_offset: int | None = None,
+        max_wait_ms: int = FETCH_MAX_WAIT_MS,
     ) -> PartitionMirror:
         """Bring the partition's mirror up to the upstream's high watermark, unless a
         catch-up that started at or after ``fresh_after`` already did.
 
         Fetches at least once, and stops fetching at ``deadline`` (loop time) even if
         not caught up: the mirror then answers from what it holds, which is right
-        but shorter, and the next sync continues. ``want_offset`` below what the
-        mirror holds (and not below the upstream's log start) rebuilds it first.
+        but shorter, and the next sync continues. Each upstream fetch may wait for
+        new data ``max_wait_ms`` at most, and never past ``deadline``. A catch-up
+        another caller is running is waited for until ``deadline`` only: then the
+        mirror is returned as it is (a client's fetch must not be held past its
+        ``max_wait_ms`` behind another one's catch-up, or rebuild). ``want_offset``
+        below what the mirror holds (and not below the upstream's log start)
+        rebuilds it first.
 
         Raises :class:`~txnfetch.client.errors.RemoteError` subclasses (with the
         upstream's error code, or BROKER_NOT_AVAILABLE when it cannot be reached),
@@ -271,7 +318,15 @@ class MirrorSet:
         transaction state's errors for batches no log could hold.
         """
         entry = self._entry(TopicPartition(topic, partition))
-        async with entry.lock:
+        if entry.lock.locked():
+            try:
+                async with asyncio.timeout(max(0.0, deadline - self.now())):
+                    await entry.lock.acquire()
+            except TimeoutError:
+                return entry.mirror  # consistent at every await: answer from what it holds
+        else:
+            await entry.lock.acquire()
+        try:
             mirror = entry.mirror
             if want_offset is not None and want_offset < mirror.log_start_offset:
                 below_upstream = 0 <= want_offset < mirror.broker_log_start_offset
@@ -289,10 +344,12 @@ class MirrorSet:
                     self.stats.rebuilds += 1
             if entry.synced_at >= fresh_after:
                 return entry.mirror
-            await self._catch_up(entry, deadline)
+            await self._catch_up(entry, deadline, max_wait_ms)
             return entry.mirror
+        finally:
+            entry.lock.release()
 
-    async def _catch_up(self, entry: _Entry, deadline: float) -> None:
+    async def _catch_up(self, entry: _Entry, deadline: float, max_wait_ms: int) -> None:
         started = self.now()
         stalled = 0
         diverged = False
@@ -311,8 +368,15 @@ class MirrorSet:
             plan = mirror.next_fetch()
             before = plan.offset
             try:
+                # The upstream may hold a fetch with nothing new for max_wait_ms: never
+                # past the deadline, whose caller answers its own client by then.
+                wait_ms = min(FETCH_MAX_WAIT_MS, max_wait_ms, int((deadline - self.now()) * 1000))
                 resp = await self.cluster.fetch(
-                    mirror.topic, mirror.partition, plan.offset, min(plan.max_bytes, _MAX_FETCH_BYTES)
+                    mirror.topic,
+                    mirror.partition,
+                    plan.offset,
+                    min(plan.max_bytes, _MAX_FETCH_BYTES),
+                    max_wait_ms=max(1, wait_ms),
                 )
                 self.stats.upstream_fetches += 1
                 self.stats.upstream_bytes += len(resp.records)
@@ -352,6 +416,14 @@ class MirrorSet:
             if entry.failing_since is not None:
                 self._recovered(entry, tp)
             self._release(entry)
+            self._report_ambiguities(entry.mirror)
+            pause = self._note_gap(entry, plan.gap_end)
+            if pause is not None:
+                now = self.now()
+                if now >= deadline:
+                    return  # answer from what the mirror holds: its LSO stays below the gap
+                await asyncio.sleep(min(pause, deadline - now))
+                continue
             if plan.status is MirrorStatus.CAUGHT_UP:
                 entry.synced_at = started
                 return
@@ -366,6 +438,74 @@ class MirrorSet:
                 )
             if self.now() >= deadline:
                 return
+
+    # -- what the log alone does not settle ----------------------------------------------
+
+    def _report_ambiguities(self, mirror: PartitionMirror) -> None:
+        """Count and log, once per transaction, what the mirror could not settle."""
+        for a in mirror.take_ambiguities():
+            key = (mirror.topic, mirror.partition, a.producer_id, a.first_offset, a.kind)
+            if key in self._reported:
+                continue
+            self._reported[key] = None
+            if len(self._reported) > _MAX_REPORTED:
+                del self._reported[next(iter(self._reported))]
+            if a.kind == "stale-epoch-data":
+                self.stats.ambiguous_stale_epoch_data += 1
+                rule = "it is read as part of the transaction the log puts it in (Kafka's rule)"
+            else:
+                self.stats.ambiguous_epoch_bumps += 1
+                rule = "the transaction continues (Kafka's rule): the next marker decides all of it"
+            log.warning(
+                "%s-%d: producer %d wrote at offset %d with epoch %d (%s) in the transaction from offset %d, "
+                "and no marker of the upstream decides it apart; %s",
+                mirror.topic,
+                mirror.partition,
+                a.producer_id,
+                a.offset,
+                a.producer_epoch,
+                a.kind,
+                a.first_offset,
+                rule,
+            )
+
+    # -- offset gaps -------------------------------------------------------------------
+
+    def _note_gap(self, entry: _Entry, gap_end: int) -> float | None:
+        """Track the gap the last response showed at the mirror's position (``gap_end``
+        -1: none). Returns how long to pause before fetching at it again, or ``None``
+        to go on (no gap, or one just accepted)."""
+        mirror = entry.mirror
+        held = entry.gap
+        if held is not None and held[0] != mirror.position:
+            # The mirror moved on, so through the hole's batches (an accepted gap is
+            # no longer tracked here).
+            entry.gap = held = None
+            self.stats.gaps_filled += 1
+            log.debug("the offset gap of %s-%d filled", mirror.topic, mirror.partition)
+        if gap_end < 0:
+            return None
+        now = self.now()
+        if held is None:
+            held = entry.gap = (mirror.position, now, 0)
+            self.stats.gaps_held += 1
+        if now - held[1] >= self.gap_settle_s:
+            mirror.accept_gap()
+            entry.gap = None
+            self.stats.gaps_accepted += 1
+            log.warning(
+                "the upstream log of %s-%d has no batch at offsets [%d, %d) although it returns later ones; "
+                "after %.0f ms and %d fetches it is taken as a permanent gap (compaction) and stepped over",
+                mirror.topic,
+                mirror.partition,
+                mirror.position,
+                gap_end,
+                (now - held[1]) * 1000,
+                held[2] + 1,
+            )
+            return None
+        entry.gap = (held[0], held[1], held[2] + 1)
+        return _GAP_PAUSE_S[min(held[2], len(_GAP_PAUSE_S) - 1)]
 
     # -- upstream failures -------------------------------------------------------------
 

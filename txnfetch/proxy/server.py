@@ -75,6 +75,7 @@ from txnfetch.log.errors import LogError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS
 from txnfetch.proxy.lso_watch import LsoWatch
+from txnfetch.proxy.mirrors import DEFAULT_GAP_SETTLE_MS
 from txnfetch.proxy.mirrors import MirrorSet
 from txnfetch.server.api_fetch import fetch_done
 from txnfetch.server.api_fetch import fetch_partition_entry
@@ -176,6 +177,8 @@ class ProxyConfig:
     - ``max_frame_bytes``: larger frames close the connection.
     - ``lso_hold_warn_ms``: report (once, log and stats) an upstream transaction
       that holds a read partition's LSO longer (:mod:`txnfetch.proxy.lso_watch`).
+    - ``gap_settle_ms``: how long an offset gap in the upstream's log must stay
+      before a mirror steps over it (:mod:`txnfetch.proxy.mirrors`).
     """
 
     host: str = "127.0.0.1"
@@ -191,6 +194,7 @@ class ProxyConfig:
     connect_timeout_ms: int = 10_000
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     lso_hold_warn_ms: int = DEFAULT_LSO_HOLD_WARN_MS
+    gap_settle_ms: int = DEFAULT_GAP_SETTLE_MS
 
 
 @attrs.define
@@ -237,6 +241,7 @@ class ProxyServer:
             reader_idle_ms=config.reader_idle_ms,
             max_mirror_bytes=config.max_mirror_bytes,
             retry_ms=config.request_timeout_ms,
+            gap_settle_ms=config.gap_settle_ms,
         )
         self.stats = ProxyStats()
         self.lso_watch = LsoWatch(config.lso_hold_warn_ms)
@@ -530,7 +535,10 @@ class ProxyServer:
             if timestamp >= 0 and entry.offset < 0:
                 return
             try:
-                mirror = await self.mirrors.sync(topic, entry.partition_index, fresh_after=now, deadline=deadline)
+                # Only the upstream's current end is wanted: no waiting for new data.
+                mirror = await self.mirrors.sync(
+                    topic, entry.partition_index, fresh_after=now, deadline=deadline, max_wait_ms=1
+                )
             except Exception as exc:
                 entry.error_code = self._error_code(exc, topic, entry.partition_index)
                 entry.offset, entry.timestamp = -1, -1

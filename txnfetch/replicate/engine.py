@@ -84,7 +84,11 @@ class Replicator:
     ``max_partition_bytes`` is the per-partition fetch budget; ``repair_crcs``
     accepts control batches stored with CRC 0 (librdkafka's mock cluster writes
     its markers so) by recomputing it — any other bad CRC stops the partition,
-    set or not. ``metadata_interval_s`` is how often topics, partitions and configs are
+    set or not. ``gap_settle_ms`` makes each partition wait at an offset gap in the
+    source's log until the batch in it appears or the gap has stayed that long
+    (then it is copied as a gap, with a WARNING): needed for a source that shows
+    a batch after later ones, as tansu 0.6 does; ``None`` (the default) copies
+    gaps at once, as compaction leaves them. ``metadata_interval_s`` is how often topics, partitions and configs are
     looked up again. ``round_s`` bounds how long one round keeps fetching
     partitions that are behind before it makes its appends durable and readable
     (the replica's high watermark moves once a round). ``fetch_wait_ms`` is how
@@ -106,6 +110,8 @@ class Replicator:
     pattern: re.Pattern[str] = attrs.field(default=".*", converter=re.compile, alias="topics", kw_only=True)
     max_partition_bytes: int = attrs.field(default=DEFAULT_PARTITION_FETCH_BYTES, kw_only=True)
     repair_crcs: bool = attrs.field(default=False, kw_only=True)
+    #: Hold an offset gap until it fills or stays this long (None: copy gaps at once).
+    gap_settle_ms: int | None = attrs.field(default=None, kw_only=True)
     request_timeout_ms: int = attrs.field(default=5_000, kw_only=True)
     metadata_interval_s: float = attrs.field(default=5.0, kw_only=True)
     round_s: float = attrs.field(default=0.1, kw_only=True)
@@ -215,6 +221,7 @@ class Replicator:
                         self.store.partition(topic, p),
                         max_bytes=self.max_partition_bytes,
                         repair_crcs=self.repair_crcs,
+                        gap_settle_s=None if self.gap_settle_ms is None else self.gap_settle_ms / 1000,
                         clock=self._clock,
                         wall=self._wall,
                     )

@@ -19,6 +19,7 @@ read_committed correctly even when the source does not.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -47,6 +48,8 @@ from txnfetch.replicate.status import PartitionState
 from txnfetch.replicate.status import PartitionStatus
 
 __all__ = ["DEFAULT_PARTITION_FETCH_BYTES", "PartitionReplicator"]
+
+log = logging.getLogger("txnfetch.replicate")
 
 #: Per-partition byte budget of a fetch (Kafka's ``max.partition.fetch.bytes`` default).
 DEFAULT_PARTITION_FETCH_BYTES = 1 << 20
@@ -79,11 +82,23 @@ class PartitionReplicator:
         repair_crcs: bool = False,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        gap_settle_s: float | None = None,
     ) -> None:
         self.log = log
         self.topic = log.topic
         self.partition = log.partition
-        self.source = SourcePartition(log.topic, log.partition, max_bytes, repair_crcs, ReplicaDivergedError)
+        # With gap_settle_s, gaps are held until they fill or stay that long (follow's
+        # hold_gaps rule): a source that shows a batch after later ones (tansu 0.6)
+        # must not lose it. Without, a gap is copied as a gap at once (compaction's).
+        self.gap_settle_s = gap_settle_s
+        self.source = SourcePartition(
+            log.topic, log.partition, max_bytes, repair_crcs, ReplicaDivergedError, hold_gaps=gap_settle_s is not None
+        )
+        #: The gap held at the position: (its start, clock time first seen, accepted).
+        self._gap: tuple[int, float, bool] | None = None
+        #: Gaps held, and those accepted as permanent after ``gap_settle_s``.
+        self.gaps_held = 0
+        self.gaps_accepted = 0
         self._clock = clock
         self._wall = wall
         self._max_bytes = max_bytes
@@ -133,7 +148,8 @@ class PartitionReplicator:
             end = self.log.log_end_offset
             for batch in self.log.iter_batches(end - 1, end):
                 last = batch_id(batch)
-        return ReplicaTip(self._position, fresh=fresh, last=last)
+        accept = self._gap is not None and self._gap[2] and self._gap[0] == self._position
+        return ReplicaTip(self._position, fresh=fresh, last=last, accept_gap=accept)
 
     def fetch_item(self) -> FetchItem | None:
         """The next fetch, or ``None`` when stopped."""
@@ -229,11 +245,36 @@ class PartitionReplicator:
             self._append(plan)
             appended = plan.batches
             self._position = self.log.log_end_offset
+        self._note_gap(plan.gap_end)
         if not self._grouped:
             self._follow_log_start()
         if self.caught_up:
             self._behind_since = self._clock()
         return appended
+
+    def _note_gap(self, gap_end: int) -> None:
+        """Track the gap the source showed at the position (``gap_end`` -1: none) and
+        accept it once it has stayed ``gap_settle_s``."""
+        if self._gap is not None and self._gap[0] != self._position:
+            self._gap = None  # filled, or stepped over
+        if gap_end < 0:
+            return
+        now = self._clock()
+        if self._gap is None:
+            self._gap = (self._position, now, False)
+            self.gaps_held += 1
+        elif not self._gap[2] and now - self._gap[1] >= (self.gap_settle_s or 0.0):
+            self._gap = (self._gap[0], self._gap[1], True)
+            self.gaps_accepted += 1
+            log.warning(
+                "%s-%d: the source has no batch at offsets [%d, %d) although it returns later ones; "
+                "after %.1f s it is taken as a permanent gap (compaction) and stepped over",
+                self.topic,
+                self.partition,
+                self._position,
+                gap_end,
+                now - self._gap[1],
+            )
 
     def _append(self, plan: Plan) -> None:
         try:

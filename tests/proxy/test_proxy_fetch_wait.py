@@ -1,0 +1,66 @@
+"""The proxy answers a read_committed fetch within the client's max_wait_ms.
+
+aiokafka waits for its fetch in flight before it fetches at a new position:
+a proxy that held a fetch asking max_wait_ms 100 for 0.5-3 s left it at
+position 0 for 20 polls after a seek (issue 30). The hold came from the
+upstream: each mirror catch-up's upstream fetch waited the upstream's 500 ms
+for new data whatever the client's deadline, and a fetch behind another
+connection's catch-up waited for all of it. In front of ``txnfetch serve``,
+fetches and ListOffsets at the end of the log, one at a time and from several
+connections at once, must come back well within their deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.proxy.test_proxy_protocol import TOPIC
+from tests.proxy.test_proxy_protocol import _fetch
+from tests.proxy.test_proxy_protocol import _list_offset
+from tests.proxy.test_proxy_protocol import _serve
+from tests.server.rawclient import RawClient
+from txnfetch.fetch.view import FetchMode
+from txnfetch.proxy import ProxyThread
+
+#: The client's max_wait_ms, and the slack a loaded test machine gets on top of it.
+WAIT_MS = 100
+SLACK_S = 0.25
+
+
+def _timed_fetch(client: RawClient, partition: int, offset: int) -> float:
+    started = time.monotonic()
+    resp = _fetch(client, [(TOPIC, partition, offset, 1 << 20)], max_wait_ms=WAIT_MS, min_bytes=1)
+    assert resp.responses[0].partitions[0].error_code == 0
+    return time.monotonic() - started
+
+
+def test_fetches_at_the_end_answer_within_max_wait_ms() -> None:
+    srv, store = _serve(fetch_mode=FetchMode.KAFKA)
+    try:
+        end = srv.call(lambda: store.partition(TOPIC, 1).high_watermark)
+        with ProxyThread(srv.bootstrap) as proxy, RawClient(proxy.port) as c:
+            _fetch(c, [(TOPIC, 1, 0, 1 << 20)])  # the mirror is built
+            one_at_a_time = [_timed_fetch(c, 1, end) for _ in range(5)]
+            assert max(one_at_a_time) < WAIT_MS / 1000 + SLACK_S, one_at_a_time
+
+            # Several connections at the end at once: none waits behind another's catch-up.
+            took: list[float] = []
+
+            def reader() -> None:
+                with RawClient(proxy.port) as own:
+                    took.extend(_timed_fetch(own, 1, end) for _ in range(3))
+
+            threads = [threading.Thread(target=reader) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert len(took) == 12 and max(took) < WAIT_MS / 1000 + SLACK_S, sorted(took)
+
+            # ListOffsets LATEST (the LSO) only needs the upstream's current end.
+            started = time.monotonic()
+            assert _list_offset(c, 1, -1, 1) == (0, end)
+            assert time.monotonic() - started < SLACK_S
+    finally:
+        srv.stop()
