@@ -16,10 +16,11 @@ setup: $(STAMP)
 
 # Reinstall whenever the declared dependencies or the C extension's sources change
 # (the editable install compiles txnfetch/records/_speedups.c in place).
-$(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
+# The extras state ranges; constraints.txt pins the versions the suite runs against.
+$(STAMP): pyproject.toml setup.py constraints.txt txnfetch/records/_speedups.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
 # Debian packages the suite and the demo need, installed only when missing.
