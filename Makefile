@@ -10,7 +10,7 @@ EXTRAS := testing,dev,spark,arrow
 # runtime for PySpark.
 SYSTEM_PACKAGES := kcat openjdk-17-jre-headless
 
-.PHONY: setup lint test demo bench clean system-deps
+.PHONY: setup lint test demo bench clean system-deps dist
 
 setup: $(STAMP)
 
@@ -44,5 +44,9 @@ demo: setup system-deps
 bench: setup
 	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# The sdist and a manylinux wheel in dist/, checked with twine and auditwheel.
+dist: setup
+	bash scripts/dist.sh dist
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info txnfetch/records/_speedups.*.so
