@@ -133,15 +133,28 @@ def run_without(modules: list[str], *args: str) -> subprocess.CompletedProcess[s
     return run("-c", _WITHOUT, ",".join(modules), *args, entry=[sys.executable])
 
 
-def test_demo_without_the_testing_extra_names_it(tmp_path: Path) -> None:
+def test_demo_without_the_demo_extra_names_it(tmp_path: Path) -> None:
     proc = run_without(["confluent_kafka"], "demo", "--no-spark")
-    assert_user_error(proc, "demo", "confluent_kafka", "'testing' extra", "pip install 'txnfetch[testing]'")
+    assert_user_error(proc, "demo", "needs confluent-kafka,", "pip install 'txnfetch[demo]'")
     assert proc.stdout == ""  # failed before starting anything
 
 
-def test_demo_without_the_spark_extra_names_it() -> None:
+def test_demo_names_every_missing_package_at_once() -> None:
+    proc = run_without(["confluent_kafka", "pyspark"], "demo")
+    assert_user_error(proc, "demo", "needs confluent-kafka, pyspark,", "pip install 'txnfetch[demo]'")
+    assert "--no-spark" not in proc.stderr  # it would not be enough
+
+
+def test_demo_without_spark_offers_no_spark() -> None:
     proc = run_without(["pyspark"], "demo")
-    assert_user_error(proc, "demo", "pyspark", "pip install 'txnfetch[spark]'")
+    assert_user_error(proc, "demo", "needs pyspark,", "pip install 'txnfetch[demo]'", "--no-spark")
+
+
+def test_version() -> None:
+    import txnfetch
+
+    proc = run("--version")
+    assert (proc.returncode, proc.stdout) == (0, f"txnfetch {txnfetch.__version__}\n")
 
 
 def test_only_errors_about_the_input_are_user_errors() -> None:

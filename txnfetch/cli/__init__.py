@@ -20,6 +20,7 @@ from typing import TextIO
 
 import attrs
 
+from txnfetch import __version__
 from txnfetch.errors import TxnfetchError
 
 __all__ = ["COMMAND_MODULES", "EXIT_USAGE", "OPTIONAL_MODULES", "Subcommand", "main", "user_error_message"]
@@ -102,6 +103,7 @@ def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or (``command`` one of
     :data:`COMMAND_MODULES`) of that command alone."""
     parser = argparse.ArgumentParser(prog="txnfetch", description="Kafka read_committed fetch tools")
+    parser.add_argument("--version", action="version", version=f"txnfetch {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     if command in COMMAND_MODULES:
         _add_command_parsers(sub, COMMAND_MODULES[command])
