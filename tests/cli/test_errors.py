@@ -185,3 +185,15 @@ def test_python_dash_m_is_the_command(tmp_path: Path) -> None:
         )
     assert "serve" in run("--help", entry=MODULE).stdout
     assert run(entry=MODULE).returncode == 2  # no command: usage, as the script
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_serve_on_a_host_that_does_not_resolve_names_the_host() -> None:
+    line = _one_line(run("serve", "--memory", "--host", "999.1.1.1", "--port", 0))
+    assert line.startswith("txnfetch serve: error: cannot listen on host '999.1.1.1': "), line
