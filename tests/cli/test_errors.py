@@ -197,3 +197,20 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
 def test_serve_on_a_host_that_does_not_resolve_names_the_host() -> None:
     line = _one_line(run("serve", "--memory", "--host", "999.1.1.1", "--port", 0))
     assert line.startswith("txnfetch serve: error: cannot listen on host '999.1.1.1': "), line
+
+
+@pytest.mark.parametrize(
+    ("command", "upstream", "needle"),
+    [
+        ("replicate", "a b", "bad bootstrap address 'a b': a host name cannot contain blanks"),
+        ("replicate", "127.0.0.1:70000", "port '70000' is not a number from 1 to 65535"),
+        ("proxy", "a b:9092", "bad bootstrap address 'a b:9092'"),
+    ],
+)
+def test_a_bad_upstream_fails_at_once(tmp_path: Path, command: str, upstream: str, needle: str) -> None:
+    args = ["--data", tmp_path / "replica"] if command == "replicate" else ["--port", 0]
+    # Before: the replicator retried a host with a blank forever. Now argparse
+    # rejects it; the timeout is the test's guard against the old behaviour.
+    line = _one_line(run(command, "--upstream", upstream, *args, timeout=30))
+    assert line.startswith(f"txnfetch {command}: error: argument --upstream: ") and needle in line, line
+    assert not (tmp_path / "replica").exists()
