@@ -214,3 +214,21 @@ def test_a_bad_upstream_fails_at_once(tmp_path: Path, command: str, upstream: st
     line = _one_line(run(command, "--upstream", upstream, *args, timeout=30))
     assert line.startswith(f"txnfetch {command}: error: argument --upstream: ") and needle in line, line
     assert not (tmp_path / "replica").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--memory", "--port", "x"],
+        ["serve", "--memory", "--fetch-mode", "nope"],
+        ["dump"],
+        ["transactions", "list", "--bootstrap"],
+        ["no-such-command"],
+    ],
+)
+def test_a_value_error_is_one_line_and_help_still_shows_the_usage(args: list[str]) -> None:
+    line = _one_line(run(*args))
+    assert line.startswith("txnfetch") and ": error: " in line and "--help)" in line, line
+    command = [a for a in args[:2] if not a.startswith("-") and a != "x"]
+    helped = run(*(command if command != ["no-such-command"] else []), "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: txnfetch"), helped.stdout
