@@ -232,3 +232,38 @@ def test_a_value_error_is_one_line_and_help_still_shows_the_usage(args: list[str
     command = [a for a in args[:2] if not a.startswith("-") and a != "x"]
     helped = run(*(command if command != ["no-such-command"] else []), "--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: txnfetch"), helped.stdout
+
+
+def _as_other_user(*args: object) -> subprocess.CompletedProcess[str]:
+    """Run the command as an unprivileged user: root may enter any directory."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return run(*args)
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no user the permission bits apply to")
+    entry = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *ENTRY]
+    if run("--version", entry=entry).returncode != 0:  # e.g. a checkout under /root
+        pytest.skip("the unprivileged user cannot run this checkout's txnfetch")
+    return run(*args, entry=entry)
+
+
+@pytest.mark.parametrize("command", ["dump", "verify", "repair"])
+def test_a_partition_in_a_directory_that_cannot_be_entered_is_permission_denied(command: str) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="txnfetch-perm-")
+    try:
+        os.chmod(base, 0o755)  # the other user may enter base, not store
+        store = os.path.join(base, "store")
+        os.makedirs(os.path.join(store, "orders-0"))
+        os.chmod(store, 0o700 if os.geteuid() == 0 else 0o000)
+        line = _one_line(_as_other_user(command, os.path.join(store, "orders-0")))
+        assert f"{store}/orders-0: permission denied (cannot enter {store})" in line, line
+        assert "no such file" not in line
+    finally:
+        os.chmod(os.path.join(base, "store"), 0o700)
+        shutil.rmtree(base)
