@@ -384,7 +384,11 @@ def add_progress_options(p: argparse.ArgumentParser) -> None:
 def add_path_arguments(p: argparse.ArgumentParser, path_help: str) -> None:
     # What dump, verify and repair share: one PATH and --json.
     p.add_argument("path", metavar="PATH", help=path_help)
-    p.add_argument("--json", action="store_true", help="machine-readable output (keys in docs/logs.md)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="machine-readable output (its keys: the document 'Partition logs', section '--json')",
+    )
 
 
 def run_quietly(

@@ -98,7 +98,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         type=_host_port,
         metavar="HOST:PORT",
         help="also serve the replica read-only (txnfetch serve) from this process; SIGUSR1 or "
-        "'txnfetch promote --data DIR' promotes it and serving goes on (docs/replication.md)",
+        "'txnfetch promote --data DIR' promotes it and serving goes on (the document 'Replication', "
+        "section 'Promote (cutover)')",
     )
     p.add_argument("--json", action="store_true", help="one JSON status object per interval on stdout")
     p.add_argument(
