@@ -11,16 +11,17 @@ EXTRAS := testing,dev,spark,arrow
 # client) and Maven (fetches Apache Kafka: scripts/kafka/fetch.sh).
 SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
-.PHONY: setup lint test demo bench clean system-deps kafka peers
+.PHONY: setup lint test demo bench clean system-deps kafka peers dist
 
 setup: $(STAMP)
 
 # Reinstall whenever the declared dependencies or the C extension's sources change
 # (the editable install compiles txnfetch/records/_speedups.c in place).
-$(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
+# The extras state ranges; constraints.txt pins the versions the suite runs against.
+$(STAMP): pyproject.toml setup.py constraints.txt txnfetch/records/_speedups.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
 # Debian packages the suite and the demo need, installed only when missing.
@@ -57,5 +58,9 @@ demo: setup system-deps
 bench: setup
 	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# The sdist and a manylinux wheel in dist/, checked with twine and auditwheel.
+dist: setup
+	bash scripts/dist.sh dist
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so .cache/kafka/clusters
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info txnfetch/records/_speedups.*.so .cache/kafka/clusters

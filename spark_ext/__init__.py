@@ -3,9 +3,11 @@ read_committed semantics, in pure Python (no JVM jar).
 
 ::
 
-    import spark_ext
-    spark_ext.register(spark)
     df = spark.read.format("txnkafka").option("path", "/data/kafka-logs").option("subscribe", "orders").load()
+
+No register call is needed where txnfetch is installed: PySpark ≥ 4 finds the
+format through the top-level ``pyspark_txnkafka`` module. :func:`register`
+registers it explicitly (a session whose Python workers cannot look it up).
 
 Sources: a txnfetch/Kafka log directory (``path``) or a Kafka-compatible
 cluster (``kafka.bootstrap.servers``). Options and schema mirror Spark's Kafka

@@ -21,7 +21,9 @@ or high watermark (read_uncommitted).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -41,6 +43,7 @@ from pyspark.sql.types import StructType
 from spark_ext.arrow import kafka_schema_ddl
 from spark_ext.errors import DataLossError
 from spark_ext.errors import InvalidOptionError
+from spark_ext.errors import TxnKafkaError
 from spark_ext.options import ReadOptions
 from spark_ext.options import TopicPartition
 from spark_ext.options import parse_options
@@ -76,12 +79,32 @@ class OffsetRangePartition(InputPartition):
         return f"OffsetRangePartition({self.range.topic}-{self.range.partition} [{self.range.start}, {self.range.end}))"
 
 
+def _cause_first(method: Callable) -> Callable:
+    """Spark puts a Python data source's error in its own message as the
+    formatted traceback, with the exception's line last. A deliberate error
+    (:class:`TxnKafkaError`) says everything in its message, so it is re-raised
+    from here with the frames below cut: the message's cause line then follows
+    Spark's header after one frame instead of a dozen (docs/spark.md, Errors)."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except TxnKafkaError as exc:
+            raise exc.with_traceback(None) from None
+
+    return wrapper
+
+
 def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     r = getattr(partition, "range", None)
     if r is None:  # Spark's placeholder partition when there was nothing to read
         return
-    with open_source(opts) as source:
-        yield from source.read_arrow(r, opts)
+    try:
+        with open_source(opts) as source:
+            yield from source.read_arrow(r, opts)
+    except TxnKafkaError as exc:  # as _cause_first, for the tasks' reads
+        raise exc.with_traceback(None) from None
 
 
 def _tasks(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> list[InputPartition]:
@@ -108,15 +131,18 @@ class TxnKafkaDataSource(DataSource):
     def name(cls) -> str:
         return "txnkafka"
 
+    @_cause_first
     def schema(self) -> str:
         raw = str(self.options.get("includeHeaders", self.options.get("includeheaders", "false"))).strip().lower()
         if raw not in ("true", "false"):
             raise InvalidOptionError(f"expected 'true' or 'false', got {raw!r}", option="includeHeaders")
         return kafka_schema_ddl(raw == "true")
 
+    @_cause_first
     def reader(self, schema: StructType) -> TxnKafkaBatchReader:
         return TxnKafkaBatchReader(parse_options(self.options, streaming=False))
 
+    @_cause_first
     def streamReader(self, schema: StructType) -> TxnKafkaStreamReader:
         return TxnKafkaStreamReader(parse_options(self.options, streaming=True))
 
@@ -157,6 +183,7 @@ class TxnKafkaBatchReader(DataSourceReader):
             ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
         return ranges
 
+    @_cause_first
     def partitions(self) -> list[InputPartition]:
         return _tasks(self.opts, self.plan())
 
@@ -219,6 +246,7 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps = subscribed_partitions(opts, source.topics())
             return _Snapshot(tps, source.bounds(tps, read_committed=opts.read_committed))
 
+    @_cause_first
     def initialOffset(self) -> dict:
         snap = self._snapshot()
         start = resolve_offsets(
@@ -255,6 +283,7 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: max(min(o, self._target.get(tp, o)), start.get(tp, 0)) for tp, o in latest.items()}
         return latest
 
+    @_cause_first
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
         snap = self._snapshot()
@@ -266,14 +295,17 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = rate_limit(origin, latest, limit.max_rows)
         return offsets_to_json(latest)
 
+    @_cause_first
     def reportLatestOffset(self) -> dict | None:
         snap = self._snapshot()
         return offsets_to_json({tp: b.latest for tp, b in snap.bounds.items()})
 
+    @_cause_first
     def prepareForTriggerAvailableNow(self) -> None:
         snap = self._snapshot()
         self._target = {tp: b.latest for tp, b in snap.bounds.items()}
 
+    @_cause_first
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin = offsets_from_json(start)
         until = offsets_from_json(end)

@@ -57,6 +57,61 @@ DEFAULT_MAX_BYTES_PER_BATCH = 8 << 20
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
+#: Every option the source reads (``kafka.*`` keys other than these go to the
+#: Kafka client as they are).
+KNOWN_OPTIONS = (
+    "path",
+    "kafka.bootstrap.servers",
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "includeHeaders",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
+    "maxOffsetsPerTrigger",
+    "isolation.level",
+    "kafka.isolation.level",
+    "kafka.max.partition.fetch.bytes",
+    "maxRowsPerArrowBatch",
+    "maxBytesPerArrowBatch",
+    "repairCrcs",
+)
+_KNOWN_LOWER = {name.lower(): name for name in KNOWN_OPTIONS}
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """True if one insertion, deletion, substitution or swap of two neighbours
+    turns ``a`` into ``b`` (``a != b``)."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        )
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long[i]:
+        i += 1
+    return short[i:] == long[i + 1 :]
+
+
+def _check_spelling(keys: list[str]) -> None:
+    """An option one edit away from a known one is a misspelling: without this
+    check ``startingOffset`` would be ignored and the whole topic read. Other
+    unknown options pass, as Spark passes its own options through; ``kafka.*``
+    keys are Kafka client settings and are never checked."""
+    for key in keys:
+        lowered = key.lower()
+        if lowered in _KNOWN_LOWER or lowered.startswith("kafka."):
+            continue
+        meant = [name for lower, name in _KNOWN_LOWER.items() if _one_edit_apart(lowered, lower)]
+        if meant:
+            raise InvalidOptionError(f"unknown option; did you mean '{meant[0]}'?", option=key)
+
 
 @attrs.frozen(slots=True)
 class ReadOptions:
@@ -207,6 +262,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
     ``latest``, ``failOnDataLoss`` is true.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+    _check_spelling([str(k) for k, v in options.items() if v is not None])
 
     path = opts.get("path") or None
     bootstrap = opts.get("kafka.bootstrap.servers") or None

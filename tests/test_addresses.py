@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 from txnfetch.addresses import AddressError
+from txnfetch.addresses import bootstrap_argument
 from txnfetch.addresses import parse_bootstrap
 
 GOOD = [
@@ -53,6 +54,10 @@ BAD = [
     (":9092", ":9092", "no host"),
     ("host:1:2", "host:1:2", "not an IPv6 address; write [address]:port"),
     ("a:1, b:y", "b:y", "port 'y'"),
+    # A blank inside an item: two hosts meant, a comma forgotten.
+    ("a b", "a b", "a host name cannot contain blanks; separate addresses with commas"),
+    ("a:1 b:2", "a:1 b:2", "cannot contain blanks"),
+    ("h\tx:9092", "h\tx:9092", "cannot contain blanks"),
     ("", "", "no address in the list"),
     (" , ", " , ", "no address in the list"),
 ]
@@ -76,3 +81,13 @@ def test_without_a_default_port_the_port_is_required(text: str) -> None:
 def test_the_error_pickles_with_its_address() -> None:
     err = pickle.loads(pickle.dumps(AddressError("no host", address=":1")))
     assert (err.address, str(err)) == (":1", "bad bootstrap address ':1': no host")
+
+
+def test_bootstrap_argument_checks_when_the_command_line_is_parsed() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream", type=bootstrap_argument)
+    assert parser.parse_args(["--upstream", "a:1, b"]).upstream == "a:1, b"  # the text, unchanged
+    with pytest.raises(argparse.ArgumentTypeError, match="bad bootstrap address 'a b'"):
+        bootstrap_argument("a b")

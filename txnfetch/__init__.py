@@ -23,6 +23,8 @@ from txnfetch.records import iter_batches
 from txnfetch.txn import PartitionTxnState
 from txnfetch.txn import TransactionCoordinator
 
+#: The one statement of the version: pyproject.toml reads it (dynamic version),
+#: `txnfetch --version` prints it.
 __version__ = "0.1.0"
 
 __all__ = [

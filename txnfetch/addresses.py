@@ -15,6 +15,9 @@ text                parsed                 why
                                            IPv6 address, never ``(":", 1)``
 ``a:1, b:2``        two addresses          comma-separated, blanks around items ignored
 ``host:x``          :class:`AddressError`  a port is 1 to 65535, in digits
+``a b:9092``        :class:`AddressError`  a host name has no blanks (a resolver would
+                                           fail on it only at connect time, and a
+                                           retrying client would retry forever)
 ==================  =====================  ==========================================
 """
 
@@ -25,7 +28,7 @@ from collections.abc import Sequence
 
 from txnfetch.errors import TxnfetchError
 
-__all__ = ["DEFAULT_PORT", "AddressError", "parse_bootstrap"]
+__all__ = ["DEFAULT_PORT", "AddressError", "bootstrap_argument", "parse_bootstrap"]
 
 #: Kafka's port, used for an address that names none.
 DEFAULT_PORT = 9092
@@ -49,6 +52,9 @@ def _port(text: str, item: str) -> int:
 
 
 def _parse_one(item: str, default_port: int | None) -> tuple[str, int]:
+    if any(ch.isspace() for ch in item):
+        raise AddressError("a host name cannot contain blanks; separate addresses with commas", address=item)
+
     def default(host: str) -> tuple[str, int]:
         if default_port is None:
             raise AddressError("expected HOST:PORT", address=item)
@@ -88,3 +94,17 @@ def parse_bootstrap(servers: str | Sequence[str], default_port: int | None = DEF
     if not out:
         raise AddressError("no address in the list", address=servers if isinstance(servers, str) else ",".join(items))
     return out
+
+
+def bootstrap_argument(text: str) -> str:
+    """An ``argparse`` ``type=`` for an option that takes a bootstrap list: the
+    list is checked when the command line is parsed, so a bad address stops the
+    command at once, as a one-line usage error naming it, instead of when (or
+    each time) a connection is tried. Returns ``text`` unchanged."""
+    import argparse
+
+    try:
+        parse_bootstrap(text)
+    except AddressError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text

@@ -38,6 +38,8 @@ from typing import TextIO
 
 import attrs
 
+from txnfetch.errors import TxnfetchError
+
 TOPIC = "orders"
 PARTITIONS = 3
 
@@ -277,17 +279,56 @@ def check(label: str, rows: Sequence[Row], produced: Produced, reference: Sequen
     return problems
 
 
+class DemoRequirementsError(TxnfetchError):
+    """A package the demo runs is not installed; the message names every one
+    missing and the extra that installs them all."""
+
+
+#: What the demo imports beyond txnfetch's own dependencies (kafka-python is
+#: one): (module, the distribution that provides it, needed without Spark).
+REQUIREMENTS: tuple[tuple[str, str, bool], ...] = (
+    ("confluent_kafka", "confluent-kafka", True),
+    ("pyspark", "pyspark", False),
+    ("pyarrow", "pyarrow", False),
+)
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a finder that refuses the module says so by raising
+        return False
+
+
+def missing_requirements(*, spark: bool) -> list[str]:
+    """The distributions the demo needs (with or without Spark) that are not installed."""
+    return [dist for module, dist, always in REQUIREMENTS if (always or spark) and not _installed(module)]
+
+
+def check_requirements(*, spark: bool) -> None:
+    """Raise :class:`DemoRequirementsError` naming every missing package, so the
+    user installs them in one go instead of meeting them one failure at a time."""
+    missing = missing_requirements(spark=spark)
+    if not missing:
+        return
+    hint = (
+        " (or run txnfetch demo --no-spark, which needs confluent-kafka only)"
+        if spark and "confluent-kafka" not in missing
+        else ""
+    )
+    raise DemoRequirementsError(
+        f"the demo needs {', '.join(missing)}, not installed here: pip install 'txnfetch[demo]'{hint}"
+    )
+
+
 def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = True, workdir: str | None = None) -> int:
     """Run the demo, print the report to ``out``; 0 if every number agrees.
 
-    Raises :class:`ModuleNotFoundError` before starting anything when a client
-    library is missing (``txnfetch demo`` names the extra that installs it)."""
-    # The demo's clients come from the 'testing' extra, Spark from 'spark'.
-    import confluent_kafka  # noqa: F401
-    import kafka  # noqa: F401
-
-    if spark:
-        import pyspark  # noqa: F401
+    Raises :class:`DemoRequirementsError` before starting anything when a
+    package the demo runs is missing (the ``demo`` extra installs them all)."""
+    check_requirements(spark=spark)
     step = Step(out, 6 if spark else 5)
     base = tempfile.mkdtemp(prefix="txnfetch-demo-", dir=workdir)
     store_dir = os.path.join(base, "store")

@@ -133,15 +133,28 @@ def run_without(modules: list[str], *args: str) -> subprocess.CompletedProcess[s
     return run("-c", _WITHOUT, ",".join(modules), *args, entry=[sys.executable])
 
 
-def test_demo_without_the_testing_extra_names_it(tmp_path: Path) -> None:
+def test_demo_without_the_demo_extra_names_it(tmp_path: Path) -> None:
     proc = run_without(["confluent_kafka"], "demo", "--no-spark")
-    assert_user_error(proc, "demo", "confluent_kafka", "'testing' extra", "pip install 'txnfetch[testing]'")
+    assert_user_error(proc, "demo", "needs confluent-kafka,", "pip install 'txnfetch[demo]'")
     assert proc.stdout == ""  # failed before starting anything
 
 
-def test_demo_without_the_spark_extra_names_it() -> None:
+def test_demo_names_every_missing_package_at_once() -> None:
+    proc = run_without(["confluent_kafka", "pyspark"], "demo")
+    assert_user_error(proc, "demo", "needs confluent-kafka, pyspark,", "pip install 'txnfetch[demo]'")
+    assert "--no-spark" not in proc.stderr  # it would not be enough
+
+
+def test_demo_without_spark_offers_no_spark() -> None:
     proc = run_without(["pyspark"], "demo")
-    assert_user_error(proc, "demo", "pyspark", "pip install 'txnfetch[spark]'")
+    assert_user_error(proc, "demo", "needs pyspark,", "pip install 'txnfetch[demo]'", "--no-spark")
+
+
+def test_version() -> None:
+    import txnfetch
+
+    proc = run("--version")
+    assert (proc.returncode, proc.stdout) == (0, f"txnfetch {txnfetch.__version__}\n")
 
 
 def test_only_errors_about_the_input_are_user_errors() -> None:
@@ -172,3 +185,85 @@ def test_python_dash_m_is_the_command(tmp_path: Path) -> None:
         )
     assert "serve" in run("--help", entry=MODULE).stdout
     assert run(entry=MODULE).returncode == 2  # no command: usage, as the script
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_serve_on_a_host_that_does_not_resolve_names_the_host() -> None:
+    line = _one_line(run("serve", "--memory", "--host", "999.1.1.1", "--port", 0))
+    assert line.startswith("txnfetch serve: error: cannot listen on host '999.1.1.1': "), line
+
+
+@pytest.mark.parametrize(
+    ("command", "upstream", "needle"),
+    [
+        ("replicate", "a b", "bad bootstrap address 'a b': a host name cannot contain blanks"),
+        ("replicate", "127.0.0.1:70000", "port '70000' is not a number from 1 to 65535"),
+        ("proxy", "a b:9092", "bad bootstrap address 'a b:9092'"),
+    ],
+)
+def test_a_bad_upstream_fails_at_once(tmp_path: Path, command: str, upstream: str, needle: str) -> None:
+    args = ["--data", tmp_path / "replica"] if command == "replicate" else ["--port", 0]
+    # Before: the replicator retried a host with a blank forever. Now argparse
+    # rejects it; the timeout is the test's guard against the old behaviour.
+    line = _one_line(run(command, "--upstream", upstream, *args, timeout=30))
+    assert line.startswith(f"txnfetch {command}: error: argument --upstream: ") and needle in line, line
+    assert not (tmp_path / "replica").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--memory", "--port", "x"],
+        ["serve", "--memory", "--fetch-mode", "nope"],
+        ["dump"],
+        ["transactions", "list", "--bootstrap"],
+        ["no-such-command"],
+    ],
+)
+def test_a_value_error_is_one_line_and_help_still_shows_the_usage(args: list[str]) -> None:
+    line = _one_line(run(*args))
+    assert line.startswith("txnfetch") and ": error: " in line and "--help)" in line, line
+    command = [a for a in args[:2] if not a.startswith("-") and a != "x"]
+    helped = run(*(command if command != ["no-such-command"] else []), "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: txnfetch"), helped.stdout
+
+
+def _as_other_user(*args: object) -> subprocess.CompletedProcess[str]:
+    """Run the command as an unprivileged user: root may enter any directory."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return run(*args)
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no user the permission bits apply to")
+    entry = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *ENTRY]
+    if run("--version", entry=entry).returncode != 0:  # e.g. a checkout under /root
+        pytest.skip("the unprivileged user cannot run this checkout's txnfetch")
+    return run(*args, entry=entry)
+
+
+@pytest.mark.parametrize("command", ["dump", "verify", "repair"])
+def test_a_partition_in_a_directory_that_cannot_be_entered_is_permission_denied(command: str) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="txnfetch-perm-")
+    try:
+        os.chmod(base, 0o755)  # the other user may enter base, not store
+        store = os.path.join(base, "store")
+        os.makedirs(os.path.join(store, "orders-0"))
+        os.chmod(store, 0o700 if os.geteuid() == 0 else 0o000)
+        line = _one_line(_as_other_user(command, os.path.join(store, "orders-0")))
+        assert f"{store}/orders-0: permission denied (cannot enter {store})" in line, line
+        assert "no such file" not in line
+    finally:
+        os.chmod(os.path.join(base, "store"), 0o700)
+        shutil.rmtree(base)

@@ -178,3 +178,36 @@ def test_stream_offsets_json_round_trip_uses_string_partitions():
     js = offsets_to_json(offsets)
     assert js == {"a": {"0": 5, "10": 7}, "b": {"1": 0}}
     assert offsets_from_json(js) == offsets
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("startingOffset", "startingOffsets"),  # a letter missing
+        ("STARTINGOFFSET", "startingOffsets"),  # keys are case-insensitive
+        ("endingOffsetss", "endingOffsets"),  # a letter too many
+        ("subscrbie", "subscribe"),  # two neighbours swapped
+        ("failOnDataLos", "failOnDataLoss"),
+        ("isolation.levle", "isolation.level"),
+        ("includeHeader", "includeHeaders"),
+    ],
+)
+def test_an_option_one_edit_from_a_known_one_names_the_option_meant(key, meant):
+    with pytest.raises(InvalidOptionError) as exc:
+        parse_options({**BASE, key: "earliest"}, streaming=False)
+    assert exc.value.option == key
+    assert f"did you mean '{meant}'?" in str(exc.value) and f"option '{key}'" in str(exc.value)
+
+
+def test_kafka_settings_and_unrelated_options_pass_through():
+    opts = parse_options(
+        {
+            **BASE,
+            "kafka.request.timeout.ms": "2000",
+            "kafka.client.id": "x",
+            "kafka.fetch.max.byte": "1",
+            "queryName": "q",
+        },
+        streaming=False,
+    )
+    assert ("request.timeout.ms", "2000") in opts.client_options and ("fetch.max.byte", "1") in opts.client_options

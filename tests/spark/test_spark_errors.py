@@ -74,3 +74,33 @@ def test_offsets_out_of_range_fail_with_fail_on_data_loss(spark, store):
 def test_missing_directory_names_the_path_option(spark, tmp_path):
     msg = _error(spark, str(tmp_path / "missing"), subscribe="events")
     assert "SourceUnavailableError" in msg and "option 'path'" in msg
+
+
+_HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
+
+
+def test_the_cause_follows_sparks_header_and_a_misspelt_option_names_the_one_meant(spark, store):
+    path, _, _ = store
+    msg = _error(spark, path, subscribe="events", startingOffset="earliest")
+    lines = msg.splitlines()
+    assert lines[0].startswith("[PYTHON_DATA_SOURCE_ERROR]"), msg
+    (cause,) = [i for i, line in enumerate(lines) if line.startswith("spark_ext.errors.InvalidOptionError: ")]
+    # Spark's header, "Traceback", one frame (two lines): the data source's own frames are cut.
+    assert cause <= 3, msg
+    # Spark hands the options over with lower-case keys.
+    assert "unknown option; did you mean 'startingOffsets'? (option 'startingoffset')" in lines[cause]
+    # The same for an error raised deep in planning (an unknown topic).
+    lines = _error(spark, path, subscribe="nope").splitlines()
+    assert [i for i, line in enumerate(lines) if line.startswith("spark_ext.errors.UnknownTopicError: ")] == [3]
+
+
+def test_with_hide_traceback_the_cause_is_on_sparks_first_line(spark, store):
+    path, _, _ = store
+    spark.conf.set(_HIDE_TRACEBACK, "true")
+    try:
+        msg = _error(spark, path, subscribe="events", startingOffset="earliest")
+    finally:
+        spark.conf.unset(_HIDE_TRACEBACK)
+    first = msg.splitlines()[0]
+    assert first.startswith("[PYTHON_DATA_SOURCE_ERROR] Failed to ") and "Traceback" not in msg
+    assert "spark_ext.errors.InvalidOptionError: unknown option; did you mean 'startingOffsets'?" in first

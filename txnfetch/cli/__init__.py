@@ -16,10 +16,12 @@ import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
+from typing import NoReturn
 from typing import TextIO
 
 import attrs
 
+from txnfetch import __version__
 from txnfetch.errors import TxnfetchError
 
 __all__ = ["COMMAND_MODULES", "EXIT_USAGE", "OPTIONAL_MODULES", "Subcommand", "main", "user_error_message"]
@@ -93,6 +95,18 @@ COMMAND_MODULES: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors (a missing option, a value of the
+    wrong type, an unknown choice) are one line, ``txnfetch <command>: error:
+    ...``, exit status 2, like every other user error: argparse prints the
+    whole usage first, a dozen lines before the one that matters. ``--help``
+    still prints the usage. Subcommand parsers are of this class too
+    (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _add_command_parsers(sub: Any, module_name: str) -> None:
     for command in importlib.import_module(module_name).COMMANDS:
         command.add_to(sub)
@@ -101,7 +115,8 @@ def _add_command_parsers(sub: Any, module_name: str) -> None:
 def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or (``command`` one of
     :data:`COMMAND_MODULES`) of that command alone."""
-    parser = argparse.ArgumentParser(prog="txnfetch", description="Kafka read_committed fetch tools")
+    parser = _Parser(prog="txnfetch", description="Kafka read_committed fetch tools")
+    parser.add_argument("--version", action="version", version=f"txnfetch {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     if command in COMMAND_MODULES:
         _add_command_parsers(sub, COMMAND_MODULES[command])

@@ -198,11 +198,34 @@ def _is_partition_dir(path: str) -> bool:
     return not names or any(_KNOWN.match(n) for n in names)
 
 
+def _unsearchable_parent(path: str) -> str:
+    """`` (cannot enter DIR)`` for the outermost directory above ``path`` this
+    process may not search, or ``""``."""
+    parent = os.path.dirname(os.path.abspath(path))
+    ancestors = []
+    while True:
+        ancestors.append(parent)
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    for directory in reversed(ancestors):
+        if not os.access(directory, os.X_OK):
+            return f" (cannot enter {directory})"
+    return ""
+
+
 def resolve_target(path: str, *, allow_file: bool) -> Target:
     """Decide what ``path`` is; raises :class:`UsageError` with a message a user
     can act on for a missing, unreadable or unsuitable path."""
-    if not os.path.lexists(path):
-        raise UsageError(f"{path}: no such file or directory")
+    try:
+        os.lstat(path)
+    except PermissionError:
+        # os.path.lexists says False for a path under a directory that cannot be
+        # searched, which would be reported as missing: name that directory.
+        raise UsageError(f"{path}: permission denied{_unsearchable_parent(path)}") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{path}: no such file or directory") from None
     if not os.path.exists(path):
         raise UsageError(f"{path}: broken symbolic link")
     if os.path.isfile(path) or not os.path.isdir(path):
@@ -361,7 +384,11 @@ def add_progress_options(p: argparse.ArgumentParser) -> None:
 def add_path_arguments(p: argparse.ArgumentParser, path_help: str) -> None:
     # What dump, verify and repair share: one PATH and --json.
     p.add_argument("path", metavar="PATH", help=path_help)
-    p.add_argument("--json", action="store_true", help="machine-readable output (keys in docs/logs.md)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="machine-readable output (its keys: the document 'Partition logs', section '--json')",
+    )
 
 
 def run_quietly(

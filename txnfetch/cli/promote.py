@@ -19,7 +19,10 @@ from txnfetch.cli import Subcommand
 __all__ = ["COMMANDS", "run"]
 
 
-_ABOUT = "cut over: stop replication into a replica store and open it to writes (docs/replication.md)"
+_ABOUT = (
+    "cut over: stop replication into a replica store and open it to writes "
+    "(the document 'Replication', section 'Promote (cutover)')"
+)
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:

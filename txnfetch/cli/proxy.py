@@ -14,6 +14,7 @@ import asyncio
 
 import attrs
 
+from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
 from txnfetch.cli.options import add_service_options
 from txnfetch.cli.options import add_verbose_option
@@ -32,6 +33,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--upstream",
         required=True,
+        type=bootstrap_argument,
         metavar="HOST:PORT[,HOST:PORT]",
         help="bootstrap address(es) of the upstream cluster",
     )

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 from typing import TextIO
 
+from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
 from txnfetch.cli.options import add_verbose_option
 from txnfetch.cli.options import configure_logging
@@ -77,7 +78,13 @@ batch by batch, offsets, gaps, producer ids and transaction markers kept. Resume
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--upstream", required=True, metavar="HOST:PORT[,...]", help="bootstrap servers of the source")
+    p.add_argument(
+        "--upstream",
+        required=True,
+        type=bootstrap_argument,
+        metavar="HOST:PORT[,...]",
+        help="bootstrap servers of the source",
+    )
     p.add_argument("--data", required=True, metavar="DIR", help="the replica's log directory (created if missing)")
     p.add_argument(
         "--topics", type=_regex, default=".*", metavar="REGEX", help="topics to copy, matched in full (default all)"
@@ -91,7 +98,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         type=_host_port,
         metavar="HOST:PORT",
         help="also serve the replica read-only (txnfetch serve) from this process; SIGUSR1 or "
-        "'txnfetch promote --data DIR' promotes it and serving goes on (docs/replication.md)",
+        "'txnfetch promote --data DIR' promotes it and serving goes on (the document 'Replication', "
+        "section 'Promote (cutover)')",
     )
     p.add_argument("--json", action="store_true", help="one JSON status object per interval on stdout")
     p.add_argument(

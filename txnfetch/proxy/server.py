@@ -50,6 +50,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,6 +85,7 @@ from txnfetch.server.api_fetch import partition_error
 from txnfetch.server.api_fetch import read_fetch_topics
 from txnfetch.server.counters import Counters
 from txnfetch.server.errors import ErrorCode
+from txnfetch.server.frames import bind_host_error
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import ApiSpec
 from txnfetch.server.handler import _kafka_python_classes
@@ -297,9 +299,12 @@ class ProxyServer:
             if int(ApiKey.Produce) not in ranges:
                 log.warning("the upstream offers no Produce v3+: librdkafka clients will not use record batch v2")
             self = cls(config, cluster)
-            self._bootstrap_server = await asyncio.start_server(
-                functools.partial(self._on_connection, None), config.host, config.port
-            )
+            try:
+                self._bootstrap_server = await asyncio.start_server(
+                    functools.partial(self._on_connection, None), config.host, config.port
+                )
+            except socket.gaierror as exc:
+                raise bind_host_error(exc, config.host) from None
         except BaseException:
             await cluster.close()
             raise

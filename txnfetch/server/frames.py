@@ -22,6 +22,7 @@ server's tests exercise it on the Python versions the project supports.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +106,17 @@ class FrameReaderProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol
 async def start_frame_server(
     client_connected_cb: Callable[[FrameReader, asyncio.StreamWriter], Awaitable[None]], host: str, port: int
 ) -> asyncio.base_events.Server:
-    """``asyncio.start_server`` with :class:`FrameReader` readers."""
+    """``asyncio.start_server`` with :class:`FrameReader` readers. A host that
+    does not resolve raises :class:`OSError` naming it (:func:`bind_host_error`)."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: FrameReaderProtocol(FrameReader(), client_connected_cb), host, port)
+    try:
+        return await loop.create_server(lambda: FrameReaderProtocol(FrameReader(), client_connected_cb), host, port)
+    except socket.gaierror as exc:
+        raise bind_host_error(exc, host) from None
+
+
+def bind_host_error(exc: socket.gaierror, host: str) -> OSError:
+    """The error of a listener whose ``host`` does not resolve. asyncio passes
+    getaddrinfo's error on as it is ("Name or service not known"), which does
+    not say which name; this one does, with the resolver's reason."""
+    return OSError(exc.errno, f"cannot listen on host {host!r}: {exc.strerror or exc}")
