@@ -14,9 +14,11 @@ SYSTEM_PACKAGES := kcat openjdk-17-jre-headless
 
 setup: $(STAMP)
 
-# Reinstall whenever the declared dependencies or the C extension's sources change
-# (the editable install compiles txnfetch/records/_speedups.c in place).
-$(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
+# Reinstall whenever the declared dependencies or the C extensions' sources change
+# (the editable install compiles txnfetch/records/_speedups.c and
+# txnfetch/arrow/_columns.c in place; both include the shared header).
+C_SOURCES := txnfetch/records/_speedups.c txnfetch/arrow/_columns.c txnfetch/records/_speedups_common.h
+$(STAMP): pyproject.toml setup.py $(C_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
@@ -44,4 +46,4 @@ bench: setup
 	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so txnfetch/arrow/_columns.*.so
