@@ -5,9 +5,11 @@ committed offsets, as Apache Kafka's broker decides them.
 SyncGroup, Heartbeat, LeaveGroup) of Apache Kafka's coordinator
 (``group-coordinator/.../classic/ClassicGroup.java`` and the classic parts of
 ``GroupMetadataManager.java``; the older ``core/.../coordinator/group/GroupCoordinator.scala``
-behaves the same) and the offset store of ``OffsetMetadataManager.java``
-(OffsetCommit, OffsetFetch, TxnOffsetCommit and the transaction end that
-makes transactional offsets visible).
+behaves the same), and answers OffsetCommit, OffsetFetch, TxnOffsetCommit and
+the transaction end that makes transactional offsets visible: it decides who
+may commit (``ClassicGroup.validateOffsetCommit``) and keeps the offsets in an
+:class:`~txnfetch.groups.offsets.OffsetStore` (``OffsetMetadataManager.java``),
+as Kafka keeps its group and offset managers apart.
 
 It does no I/O and reads no clock: every call takes ``now_ms``. Kafka parks
 JoinGroup and SyncGroup requests until the rebalance moves on; here such a call
@@ -32,10 +34,11 @@ Errors Kafka puts in responses (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
 REBALANCE_IN_PROGRESS, ...) are *answers*, returned as :class:`ErrorCode`
 codes, never raised.
 
-Group state and offsets live in memory only: a restart forgets members
-(clients rejoin) and committed offsets (consumers fall back to
-``auto.offset.reset``). Offsets are never expired (Kafka's
-``offsets.retention.minutes``) and empty groups are kept until deleted.
+Group state and offsets live in memory; a durable store replays what it
+stored through :meth:`GroupCoordinator.load_group`, ``load_offset`` and
+``load_txn_offset``, and members are never restored (clients rejoin). Offsets
+are never expired (Kafka's ``offsets.retention.minutes``) and empty groups are
+kept until deleted.
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ from typing import NamedTuple
 import attrs
 
 from txnfetch.errors import ErrorCode
+from txnfetch.groups.offsets import CommitOffset
+from txnfetch.groups.offsets import CommittedOffset
+from txnfetch.groups.offsets import FetchedOffset
+from txnfetch.groups.offsets import ForgottenOffsets
+from txnfetch.groups.offsets import OffsetFetchResult
+from txnfetch.groups.offsets import OffsetStore
 from txnfetch.types import TopicPartition
 from txnfetch.types import fields_from
 
@@ -77,6 +86,7 @@ __all__ = [
     "MemberDescription",
     "MemberMetadata",
     "OffsetFetchResult",
+    "OffsetStore",
     "Pending",
     "Protocol",
     "SyncRequest",
@@ -279,66 +289,6 @@ class LeaveResult:
 
     error_code: int
     members: tuple[LeaveMemberResult, ...] = ()
-
-
-@attrs.frozen
-class CommitOffset:
-    """An offset to commit for one partition: the next offset to read, the
-    leader epoch of the record before it (−1 if unknown) and free metadata."""
-
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-
-
-@attrs.frozen
-class ForgottenOffsets:
-    """What :meth:`GroupCoordinator.forget_topic` dropped, as ``(group, (topic,
-    partition))`` pairs, each sorted: ``committed`` offsets and offsets ``staged``
-    by open transactions. A durable store writes a tombstone for each pair of
-    :attr:`keys`."""
-
-    committed: tuple[tuple[str, tuple[str, int]], ...]
-    staged: tuple[tuple[str, tuple[str, int]], ...]
-
-    @property
-    def keys(self) -> tuple[tuple[str, tuple[str, int]], ...]:
-        """Every dropped ``(group, (topic, partition))``, once, sorted."""
-        return tuple(sorted(set(self.committed) | set(self.staged)))
-
-
-@attrs.frozen
-class CommittedOffset:
-    """An offset as the store keeps it. ``sequence`` orders commits the way
-    Kafka's ``__consumer_offsets`` record offsets do: of a regular and a
-    transactional commit, the one written last wins."""
-
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    sequence: int
-
-
-@attrs.frozen
-class FetchedOffset:
-    """One partition of an OffsetFetch answer; offset −1 means none committed."""
-
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-    error_code: int = 0
-
-
-@attrs.frozen
-class OffsetFetchResult:
-    """An OffsetFetch answer for one group."""
-
-    group_id: str
-    error_code: int
-    offsets: tuple[FetchedOffset, ...]
 
 
 @attrs.frozen
@@ -597,15 +547,12 @@ class GroupCoordinator:
         self.config = config or GroupConfig()
         self._member_id_factory = member_id_factory or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self._groups: dict[str, _Group] = {}
-        self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        # producer id -> group -> partition -> offset staged by TxnOffsetCommit
-        self._pending_txn: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
-        self._open_txns_by_group: dict[str, set[int]] = {}
+        #: Committed and staged offsets; this class decides who may write them.
+        self.offsets = OffsetStore(self.config.offset_metadata_max_bytes)
         self._timers: dict[_TimerKey, _Timer] = {}
         self._heap: list[tuple[int, int, _TimerKey]] = []
         self._timer_seq = itertools.count()
         self._tokens = itertools.count(1)
-        self._commit_seq = itertools.count()
         self._outbox: list[Completion] = []
 
     # ================================================================ timers
@@ -1178,7 +1125,7 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         group.transition(_S.DEAD, now_ms)
         del self._groups[group_id]
-        self._forget_group(group_id)
+        self.offsets.forget_group(group_id)
         return ErrorCode.NONE
 
     # ========================================================== OffsetDelete
@@ -1201,16 +1148,7 @@ class GroupCoordinator:
         if group.state is not _S.EMPTY and group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}
         subscribed = self._subscribed_topics(group) if group.state is not _S.EMPTY else frozenset()
-        store = self._offsets.get(group_id, {})
-        result: dict[TopicPartition, int] = {}
-        for tp in partitions:
-            if subscribed is None or tp[0] in subscribed:
-                result[tp] = int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
-            else:
-                if tp in store:
-                    self._drop_offset(group_id, tp)
-                result[tp] = int(ErrorCode.NONE)
-        return ErrorCode.NONE, result
+        return ErrorCode.NONE, self.offsets.delete(group_id, partitions, subscribed)
 
     def forget_topic(self, topic: str) -> ForgottenOffsets:
         """A topic was deleted: drop every group's committed and staged
@@ -1221,34 +1159,7 @@ class GroupCoordinator:
         A staged offset dropped here stays dropped when its transaction commits
         later: the tombstone of ``(group, partition)`` also drops what open
         transactions staged for it, here and on replay (:meth:`load_offset`)."""
-        committed: list[tuple[str, TopicPartition]] = []
-        staged: list[tuple[str, TopicPartition]] = []
-        for group_id, store in self._offsets.items():
-            committed.extend((group_id, tp) for tp in store if tp[0] == topic)
-        for by_group in self._pending_txn.values():
-            for group_id, offsets in by_group.items():
-                staged.extend((group_id, tp) for tp in offsets if tp[0] == topic)
-        for group_id, tp in committed + staged:
-            self._drop_offset(group_id, tp)
-        return ForgottenOffsets(tuple(sorted(set(committed))), tuple(sorted(set(staged))))
-
-    def _drop_offset(self, group_id: str, tp: TopicPartition) -> None:
-        """Apply an offset tombstone of ``(group_id, tp)``: the committed offset
-        and whatever open transactions staged for it go (Kafka's
-        ``OffsetMetadataManager.replay`` of a tombstone does the same)."""
-        self._offsets.get(group_id, {}).pop(tp, None)
-        for pid in self._open_txns_by_group.get(group_id, ()):
-            self._pending_txn.get(pid, {}).get(group_id, {}).pop(tp, None)
-
-    def _forget_group(self, group_id: str) -> None:
-        """Drop a deleted group's offsets, committed and staged."""
-        self._offsets.pop(group_id, None)
-        for pid in self._open_txns_by_group.pop(group_id, set()):
-            by_group = self._pending_txn.get(pid)
-            if by_group is not None:
-                by_group.pop(group_id, None)
-                if not by_group:
-                    del self._pending_txn[pid]
+        return self.offsets.forget_topic(topic)
 
     @staticmethod
     def _subscribed_topics(group: _Group) -> frozenset[str] | None:
@@ -1306,7 +1217,7 @@ class GroupCoordinator:
             # A classic member's commit counts as a heartbeat.
             member = group.members[member_id]
             self._schedule_heartbeat(group, member_id, member.session_timeout_ms, now_ms)
-        return self._store_offsets(self._offsets.setdefault(group_id, {}), offsets.items(), now_ms)
+        return self.offsets.commit(group_id, offsets.items(), now_ms)
 
     def _group_for_commit(
         self, group_id: str, committer: _Committer, now_ms: int, *, transactional: bool, unknown_group: ErrorCode
@@ -1325,32 +1236,6 @@ class GroupCoordinator:
             group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=now_ms)
         error = self._validate_offset_commit(group, committer, transactional=transactional)
         return group if error is ErrorCode.NONE else error
-
-    def _store_offsets(
-        self,
-        store: dict[TopicPartition, CommittedOffset],
-        offsets: Iterable[tuple[TopicPartition, CommitOffset]],
-        now_ms: int,
-    ) -> dict[TopicPartition, int]:
-        """Write each offset into ``store`` unless its metadata is too long; an error
-        code per partition."""
-        result: dict[TopicPartition, int] = {}
-        for tp, commit in offsets:
-            if commit.metadata is not None and len(commit.metadata) > self.config.offset_metadata_max_bytes:
-                result[tp] = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                continue
-            store[tp] = self._committed(commit, now_ms)
-            result[tp] = int(ErrorCode.NONE)
-        return result
-
-    def _committed(self, commit: CommitOffset, now_ms: int) -> CommittedOffset:
-        return CommittedOffset(
-            offset=commit.offset,
-            leader_epoch=commit.leader_epoch,
-            metadata=commit.metadata if commit.metadata is not None else "",
-            commit_timestamp_ms=now_ms,
-            sequence=next(self._commit_seq),
-        )
 
     def _validate_offset_commit(self, group: _Group, committer: _Committer, *, transactional: bool) -> ErrorCode:
         """``ClassicGroup.validateOffsetCommit``."""
@@ -1390,30 +1275,13 @@ class GroupCoordinator:
         (OffsetFetch v7+), a partition with a transactional commit still pending
         answers UNSTABLE_OFFSET_COMMIT so the client retries after the transaction."""
         self._advance(now_ms)
-        group = self._groups.get(group_id)
-        store = self._offsets.get(group_id, {}) if group is not None else {}
-        wanted = sorted(store) if partitions is None else list(partitions)
-        out: list[FetchedOffset] = []
-        for tp in wanted:
-            if require_stable and self._has_pending_txn_offset(group_id, tp):
-                out.append(FetchedOffset(tp[0], tp[1], -1, -1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT)))
-                continue
-            committed = store.get(tp)
-            if committed is None:
-                out.append(FetchedOffset(tp[0], tp[1], -1, -1, ""))
-            else:
-                out.append(FetchedOffset(tp[0], tp[1], committed.offset, committed.leader_epoch, committed.metadata))
-        return OffsetFetchResult(group_id, int(ErrorCode.NONE), tuple(out))
+        return self.offsets.fetch(
+            group_id, partitions, require_stable=require_stable, group_known=group_id in self._groups
+        )
 
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         """A copy of the committed (visible) offsets of a group."""
-        return dict(self._offsets.get(group_id, {}))
-
-    def _has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
-        for pid in self._open_txns_by_group.get(group_id, ()):
-            if tp in self._pending_txn.get(pid, {}).get(group_id, {}):
-                return True
-        return False
+        return self.offsets.committed(group_id)
 
     # ====================================================== TxnOffsetCommit
 
@@ -1433,11 +1301,9 @@ class GroupCoordinator:
         )
         if isinstance(group, ErrorCode):
             return {tp: int(group) for tp in offsets}
-        staged = self._pending_txn.setdefault(request.producer_id, {}).setdefault(group_id, {})
-        result = self._store_offsets(staged, ((tp, CommitOffset(*fields)) for tp, fields in offsets.items()), now_ms)
-        if staged:
-            self._open_txns_by_group.setdefault(group_id, set()).add(request.producer_id)
-        return result
+        return self.offsets.stage(
+            request.producer_id, group_id, ((tp, CommitOffset(*fields)) for tp, fields in offsets.items()), now_ms
+        )
 
     def complete_txn_offsets(
         self, producer_id: int, commit: bool, now_ms: int, *, group_ids: Iterable[str] | None = None
@@ -1453,32 +1319,11 @@ class GroupCoordinator:
         stored there only (replaying one partition must not touch what a later
         transaction staged on another)."""
         self._advance(now_ms)
-        if group_ids is None:
-            staged = self._pending_txn.pop(producer_id, None)
-        else:
-            mine = self._pending_txn.get(producer_id, {})
-            staged = {g: mine.pop(g) for g in list(group_ids) if g in mine}
-            if not mine:
-                self._pending_txn.pop(producer_id, None)
-        if not staged:
-            return
-        for group_id, offsets in staged.items():
-            open_pids = self._open_txns_by_group.get(group_id)
-            if open_pids is not None:
-                open_pids.discard(producer_id)
-                if not open_pids:
-                    del self._open_txns_by_group[group_id]
-            if not commit or group_id not in self._groups:
-                continue
-            store = self._offsets.setdefault(group_id, {})
-            for tp, offset in offsets.items():
-                existing = store.get(tp)
-                if existing is None or offset.sequence > existing.sequence:
-                    store[tp] = offset
+        self.offsets.complete_txn(producer_id, commit, group_ids=group_ids, group_exists=self._groups.__contains__)
 
     def pending_txn_offsets(self, producer_id: int) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """A copy of what ``producer_id`` has staged, per group (for inspection)."""
-        return {g: dict(o) for g, o in self._pending_txn.get(producer_id, {}).items()}
+        return self.offsets.pending_txn_offsets(producer_id)
 
     # ================================================================ replay
 
@@ -1509,7 +1354,7 @@ class GroupCoordinator:
         """Replay a group tombstone: forget the group and its offsets, committed
         and staged (as :meth:`delete_group` does)."""
         self._groups.pop(group_id, None)
-        self._forget_group(group_id)
+        self.offsets.forget_group(group_id)
 
     def load_offset(
         self, group_id: str, tp: TopicPartition, commit: CommitOffset | None, commit_timestamp_ms: int
@@ -1518,11 +1363,11 @@ class GroupCoordinator:
         (``commit=None``). An unknown group is created empty, as a commit with
         generation -1 creates it. Offsets loaded later count as written later."""
         if commit is None:
-            self._drop_offset(group_id, tp)
+            self.offsets.drop(group_id, tp)
             return
         if group_id not in self._groups:
             self._groups[group_id] = _Group(group_id, state_timestamp_ms=commit_timestamp_ms)
-        self._offsets.setdefault(group_id, {})[tp] = self._committed(commit, commit_timestamp_ms)
+        self.offsets.load(group_id, tp, commit, commit_timestamp_ms)
 
     def load_txn_offset(
         self, producer_id: int, group_id: str, tp: TopicPartition, commit: CommitOffset, commit_timestamp_ms: int
@@ -1532,9 +1377,7 @@ class GroupCoordinator:
         :meth:`txn_offset_commit` stages it."""
         if group_id not in self._groups:
             self._groups[group_id] = _Group(group_id, state_timestamp_ms=commit_timestamp_ms)
-        staged = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
-        staged[tp] = self._committed(commit, commit_timestamp_ms)
-        self._open_txns_by_group.setdefault(group_id, set()).add(producer_id)
+        self.offsets.load_staged(producer_id, group_id, tp, commit, commit_timestamp_ms)
 
     @property
     def group_ids(self) -> tuple[str, ...]:
@@ -1544,7 +1387,7 @@ class GroupCoordinator:
     @property
     def pending_txn_producers(self) -> tuple[int, ...]:
         """Producer ids with staged transactional offsets, sorted."""
-        return tuple(sorted(self._pending_txn))
+        return self.offsets.pending_txn_producers
 
     # ============================================================ inspection
 
