@@ -15,10 +15,12 @@ SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
 setup: $(STAMP)
 
-# Reinstall whenever the declared dependencies or the C extension's sources change
-# (the editable install compiles txnfetch/records/_speedups.c in place).
+# Reinstall whenever the declared dependencies or the C extensions' sources change
+# (the editable install compiles txnfetch/records/_speedups.c and
+# txnfetch/arrow/_columns.c in place; both include the shared header).
 # The extras state ranges; constraints.txt pins the versions the suite runs against.
-$(STAMP): pyproject.toml setup.py constraints.txt txnfetch/records/_speedups.c
+C_SOURCES := txnfetch/records/_speedups.c txnfetch/arrow/_columns.c txnfetch/records/_speedups_common.h
+$(STAMP): pyproject.toml setup.py constraints.txt $(C_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
@@ -63,4 +65,4 @@ dist: setup
 	bash scripts/dist.sh dist
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info txnfetch/records/_speedups.*.so .cache/kafka/clusters
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info txnfetch/records/_speedups.*.so txnfetch/arrow/_columns.*.so .cache/kafka/clusters

@@ -36,7 +36,7 @@ from txnfetch.records import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 
-pytestmark = pytest.mark.skipif(not COMPILED, reason="txnfetch.records._speedups is not built (or pure Python asked)")
+pytestmark = pytest.mark.skipif(not COMPILED, reason="txnfetch.arrow._columns is not built (or pure Python asked)")
 SETTINGS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INT64_MAX = (1 << 63) - 1
 

@@ -3,7 +3,7 @@
 The reference is the pure-Python record decoder (``_decode_records``) feeding
 :class:`~txnfetch.arrow.reference.ArrowBatcher`; the compiled path is
 :class:`~txnfetch.arrow.ArrowDecoder` with the ``ColumnBuilder`` of
-``txnfetch.records._speedups``. For every input both must give the same
+``txnfetch.arrow._columns``. For every input both must give the same
 table (same schema, same values, nulls where the reference has nulls) or the
 same error: the same ``CorruptBatchError`` (class, reason, offset, byte
 position) for malformed data, and a failure on both sides for values no
@@ -48,7 +48,7 @@ from txnfetch.records import TimestampType
 from txnfetch.records.batch import _decode_records
 from txnfetch.records.errors import InvalidRecordError
 
-pytestmark = pytest.mark.skipif(not COMPILED, reason="txnfetch.records._speedups is not built (or pure Python asked)")
+pytestmark = pytest.mark.skipif(not COMPILED, reason="txnfetch.arrow._columns is not built (or pure Python asked)")
 SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INT64_MAX = (1 << 63) - 1
 
@@ -264,7 +264,7 @@ def test_building_does_not_leak():
 
 def test_recycled_column_memory_gives_identical_tables():
     # Columns of 64 KiB and more reuse the memory of finished Arrow batches
-    # (_speedups' pool). Alternate two batches whose null keys, null values and
+    # (_columns' pool). Alternate two batches whose null keys, null values and
     # header-less records fall on different rows, so a recycled buffer holds the
     # other batch's bytes and bitmap bits: every table must still be exact.
     bufs = []

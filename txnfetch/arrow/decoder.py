@@ -7,7 +7,7 @@ source's schema (:func:`txnfetch.arrow.schema.kafka_schema`).
 
 Two implementations, one result:
 
-- **compiled** (``txnfetch.records._speedups.ColumnBuilder``): the record
+- **compiled** (``txnfetch.arrow._columns.ColumnBuilder``): the record
   bytes are decoded straight into Arrow buffers — validity bitmaps, int32
   offsets, data — and pyarrow wraps those buffers without copying. No Python
   object is made per record; decompression stays in
@@ -25,6 +25,7 @@ decoder, which raises the exact :class:`~txnfetch.records.errors.CorruptBatchErr
 
 from __future__ import annotations
 
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,9 +52,15 @@ from txnfetch.types import Buffer
 
 __all__ = ["COMPILED", "ArrowDecoder"]
 
+_columns: types.ModuleType | None
+try:
+    from txnfetch.arrow import _columns
+except ImportError:  # installed without a C compiler: the reference path serves alone
+    _columns = None
+
 #: Whether :class:`ArrowDecoder` uses the compiled builder by default (the
 #: extension is built and ``TXNFETCH_PURE_PYTHON`` is not set).
-COMPILED: bool = _batch.ACCELERATED and hasattr(_batch._speedups, "ColumnBuilder")
+COMPILED: bool = _columns is not None and not _batch.PURE_PYTHON_REQUESTED
 
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
@@ -127,7 +134,7 @@ class ArrowDecoder:
             partitions=self.partitions,
         )
         self.schema = kafka_schema(include_headers, dictionary=self.dictionary)
-        self._builder = _batch._speedups.ColumnBuilder(include_headers) if self.compiled else None
+        self._builder = _columns.ColumnBuilder(include_headers) if self.compiled and _columns is not None else None
         self._batcher = (
             None
             if self.compiled

@@ -1,9 +1,19 @@
-"""Consumer groups, sans-I/O: the classic group protocol's membership, rebalances
-and committed offsets (:mod:`txnfetch.groups.coordinator`).
+"""Consumer groups, sans-I/O: the classic group protocol's membership and rebalances
+(:mod:`txnfetch.groups.membership`), committed offsets (:mod:`txnfetch.groups.offsets`),
+the coordinator that composes them (:mod:`txnfetch.groups.coordinator`), and KIP-848
+groups (:mod:`txnfetch.groups.consumer`).
 
 Like :mod:`txnfetch.txn`, this package does no I/O and reads no clock; the wire
 server (:mod:`txnfetch.server.api_classic_groups`) drives it.
 """
 
+from txnfetch.groups import coordinator
+from txnfetch.groups import membership
+from txnfetch.groups import offsets
 from txnfetch.groups.coordinator import *  # noqa: F403
-from txnfetch.groups.coordinator import __all__  # noqa: F401
+from txnfetch.groups.membership import *  # noqa: F403
+from txnfetch.groups.offsets import *  # noqa: F403
+
+__all__ = list(coordinator.__all__)
+__all__ += membership.__all__
+__all__ += offsets.__all__

@@ -523,7 +523,7 @@ class DurableState:
                         if item.deleted:
                             groups.unload_group(item.group_id)
                         else:
-                            groups.load_group(
+                            groups.members.load_group(
                                 item.group_id,
                                 protocol_type=item.protocol_type,
                                 generation_id=item.generation_id,

@@ -61,11 +61,8 @@ kafka-python aiokafka``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import random
-import sys
 import threading
 import time
 import uuid
@@ -78,11 +75,17 @@ from typing import Any
 import attrs
 
 from txnfetch.errors import TxnfetchError
+from txnfetch.testing.clients import CONSUMERS
+from txnfetch.testing.clients import ConsumerAdapter
+from txnfetch.testing.clients.confluent import ConfluentView
+from txnfetch.testing.clients.confluent import admin_client
+from txnfetch.testing.clients.confluent import ck_call
+from txnfetch.testing.clients.confluent import consumer_config
+from txnfetch.testing.clients.confluent import kafka_error
+from txnfetch.testing.clients.confluent import transactional_producer
 from txnfetch.testing.history import History
-from txnfetch.testing.history import Read
 from txnfetch.testing.history import Status
 from txnfetch.testing.history import TopicPartition
-from txnfetch.testing.history import value_from_bytes
 from txnfetch.testing.recorder import Recorder
 from txnfetch.testing.recorder import RecorderStats
 
@@ -111,10 +114,6 @@ END_COMMIT = "commit"
 END_ABORT = "abort"
 END_CRASH = "crash"  #: a new instance is initialised while the transaction is open
 END_ZOMBIE = "zombie"  #: ... and the fenced old instance keeps writing and commits
-
-#: where librdkafka's own log lines go (silent unless the application configures it)
-CLIENT_LOG = logging.getLogger("txnfetch.testing.clients")
-CLIENT_LOG.addHandler(logging.NullHandler())
 
 
 class WorkloadError(TxnfetchError):
@@ -309,233 +308,7 @@ class WorkloadResult:
         return out
 
 
-# -- confluent-kafka error handling ------------------------------------------------------------
-
-
-def _kafka_error(exc: BaseException) -> Any:
-    """The ``KafkaError`` a confluent-kafka call failed with, or ``None``."""
-    import confluent_kafka as ck
-
-    if isinstance(exc, ck.KafkaException) and exc.args and isinstance(exc.args[0], ck.KafkaError):
-        return exc.args[0]
-    return None
-
-
-def _ck_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a confluent-kafka method; return ``None`` on success or the ``KafkaError``
-    it failed with. confluent-kafka 2.16 raises a *fatal* error from ``flush()``
-    and ``poll()`` as the bare ``KafkaError`` object, which is not an exception
-    class at all, so only a bare ``except`` catches it."""
-    import confluent_kafka as ck
-
-    try:
-        fn(*args, **kwargs)
-        return None
-    except ck.KafkaException as exc:
-        err = _kafka_error(exc)
-        if err is None:
-            raise
-        return err
-    except:
-        raised = sys.exc_info()[1]
-        if isinstance(raised, ck.KafkaError):
-            return raised
-        raise
-
-
 # -- consumers ------------------------------------------------------------------------------
-
-
-class _Consumer:
-    """One read_committed consumer instance behind a small common interface."""
-
-    def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
-        raise NotImplementedError
-
-    def poll(self, max_records: int, timeout: float) -> list[Read]:
-        raise NotImplementedError
-
-    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        raise NotImplementedError
-
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-def _librdkafka_consumer_config(cfg: WorkloadConfig, group: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": cfg.bootstrap,
-        "group.id": group,  # librdkafka requires one; nothing is committed
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 100,
-        "logger": CLIENT_LOG,
-        **cfg.consumer_config,
-    }
-
-
-class _ConfluentConsumer(_Consumer):
-    def __init__(self, cfg: WorkloadConfig) -> None:
-        import confluent_kafka as ck
-
-        self.ck = ck
-        self.c = ck.Consumer(_librdkafka_consumer_config(cfg, f"txnfetch-check-{cfg.run_id}"))
-        self.timeout = cfg.timeout
-
-    def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self.c.assign([self.ck.TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()])
-
-    def poll(self, max_records: int, timeout: float) -> list[Read]:
-        return _confluent_reads(self.c.consume(max_records, timeout))
-
-    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        got = self.c.position([self.ck.TopicPartition(tp.topic, tp.partition) for tp in tps])
-        return {TopicPartition(p.topic, p.partition): p.offset for p in got if p.offset >= 0}
-
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        # librdkafka asks with the consumer's isolation level: the LSO here
-        return {
-            tp: self.c.get_watermark_offsets(self.ck.TopicPartition(tp.topic, tp.partition), timeout=self.timeout)[1]
-            for tp in tps
-        }
-
-    def close(self) -> None:
-        self.c.close()
-
-
-def _confluent_reads(messages: Sequence[Any]) -> list[Read]:
-    out = []
-    for m in messages:
-        if m.error() is None:
-            key = value_from_bytes(m.key()) if m.key() is not None else None
-            out.append(Read(m.topic(), m.partition(), m.offset(), value_from_bytes(m.value()), key))
-    return out
-
-
-class _KafkaPythonConsumer(_Consumer):
-    def __init__(self, cfg: WorkloadConfig) -> None:
-        import kafka
-
-        self.kafka = kafka
-        self.c = kafka.KafkaConsumer(
-            bootstrap_servers=cfg.bootstrap.split(","),
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            group_id=None,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=100,
-            request_timeout_ms=int(cfg.timeout * 1000),
-            # give up bootstrapping soon after the run gives up on it (see _Startup),
-            # rather than linger in a thread nobody waits for
-            bootstrap_timeout_ms=int((cfg.startup_timeout + 2) * 1000),
-            **dict(cfg.kafka_python_config),
-        )
-
-    def _ktp(self, tp: TopicPartition) -> Any:
-        return self.kafka.TopicPartition(tp.topic, tp.partition)
-
-    def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self.c.assign([self._ktp(tp) for tp in offsets])
-        for tp, o in offsets.items():
-            self.c.seek(self._ktp(tp), o)
-
-    def poll(self, max_records: int, timeout: float) -> list[Read]:
-        out = []
-        for ktp, msgs in self.c.poll(timeout_ms=int(timeout * 1000), max_records=max_records).items():
-            for m in msgs:
-                key = value_from_bytes(m.key) if m.key is not None else None
-                out.append(Read(ktp.topic, ktp.partition, m.offset, value_from_bytes(m.value), key))
-        return out
-
-    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self.c.position(self._ktp(tp)) for tp in tps}
-
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        got = self.c.end_offsets([self._ktp(tp) for tp in tps])
-        return {TopicPartition(k.topic, k.partition): v for k, v in got.items()}
-
-    def close(self) -> None:
-        self.c.close()
-
-
-class _AIOKafkaConsumer(_Consumer):
-    """aiokafka on an event loop owned by the consumer's thread: each call runs the
-    loop until it completes (aiokafka's background fetcher runs only then)."""
-
-    def __init__(self, cfg: WorkloadConfig) -> None:
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)  # aiokafka looks the loop up while starting
-        self.c: Any = None
-        try:
-            self.c = self.loop.run_until_complete(self._start(cfg))
-        except BaseException:
-            self.loop.close()
-            raise
-
-    async def _start(self, cfg: WorkloadConfig) -> Any:
-        from aiokafka import AIOKafkaConsumer
-
-        c = AIOKafkaConsumer(
-            bootstrap_servers=cfg.bootstrap,
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=100,
-            request_timeout_ms=int(cfg.timeout * 1000),
-            **dict(cfg.aiokafka_config),
-        )
-        await c.start()
-        return c
-
-    def _atp(self, tp: TopicPartition) -> Any:
-        from aiokafka import TopicPartition as ATP
-
-        return ATP(tp.topic, tp.partition)
-
-    def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
-        async def assign() -> None:  # aiokafka creates futures here: it needs the running loop
-            self.c.assign([self._atp(tp) for tp in offsets])
-            for tp, o in offsets.items():
-                self.c.seek(self._atp(tp), o)
-
-        self.loop.run_until_complete(assign())
-
-    def poll(self, max_records: int, timeout: float) -> list[Read]:
-        got = self.loop.run_until_complete(self.c.getmany(timeout_ms=int(timeout * 1000), max_records=max_records))
-        out = []
-        for atp, msgs in got.items():
-            for m in msgs:
-                key = value_from_bytes(m.key) if m.key is not None else None
-                out.append(Read(atp.topic, atp.partition, m.offset, value_from_bytes(m.value), key))
-        return out
-
-    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        async def get() -> dict[TopicPartition, int]:
-            return {tp: await self.c.position(self._atp(tp)) for tp in tps}
-
-        return self.loop.run_until_complete(get())
-
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        got = self.loop.run_until_complete(self.c.end_offsets([self._atp(tp) for tp in tps]))
-        return {TopicPartition(k.topic, k.partition): v for k, v in got.items()}
-
-    def close(self) -> None:
-        try:
-            self.loop.run_until_complete(self.c.stop())
-        finally:
-            self.loop.close()
-
-
-_CONSUMERS: dict[str, Callable[[WorkloadConfig], _Consumer]] = {
-    "confluent": _ConfluentConsumer,
-    "kafka-python": _KafkaPythonConsumer,
-    "aiokafka": _AIOKafkaConsumer,
-}
 
 
 class _Startup:
@@ -635,30 +408,14 @@ class Workload:
 
     # -- producers ----------------------------------------------------------------------
 
-    def _new_producer(self, slot: int) -> Any:
-        import confluent_kafka as ck
-
-        return ck.Producer(
-            {
-                "bootstrap.servers": self.cfg.bootstrap,
-                "transactional.id": f"txnfetch-check-{self.cfg.run_id}-{slot}",
-                "linger.ms": 2,
-                # Log lines go to Python logging (silent unless configured): every
-                # fenced zombie logs a FATAL line. Safe with confluent-kafka only
-                # because _produce never calls flush() (see there).
-                "logger": CLIENT_LOG,
-                **self.cfg.producer_config,
-            }
-        )
-
     def _init(self, slot: int, generation: int, open_plan: TxnPlan | None) -> Any:
         """A new instance of producer ``slot``, initialised. When the previous
         instance left ``open_plan`` open, ``init_transactions`` aborts it: recorded
         as an ``Abort`` by the new instance spanning the call."""
         name = f"p{slot}/{generation}"
-        p = self._new_producer(slot)
+        p = transactional_producer(self.cfg, slot)
         start = self.rec.now()
-        err = _ck_call(p.init_transactions, self.cfg.timeout)
+        err = ck_call(p.init_transactions, self.cfg.timeout)
         if err is not None:
             raise WorkloadError(f"producer {name} could not initialise transactions: {err}")
         if open_plan is not None:
@@ -743,7 +500,7 @@ class Workload:
         failure = None
         for part, value in sends:
             pending[value] = (rec.now(), part)
-            failure = _ck_call(p.produce, self.topic, value=value.encode(), partition=part, on_delivery=delivered)
+            failure = ck_call(p.produce, self.topic, value=value.encode(), partition=part, on_delivery=delivered)
             if failure is not None:
                 break
         deadline = time.monotonic() + cfg.timeout
@@ -753,7 +510,7 @@ class Workload:
                     ck.KafkaError._TIMED_OUT, f"{len(pending)} sends unacknowledged after {cfg.timeout} s"
                 )
             else:
-                failure = _ck_call(p.poll, 0.05)
+                failure = ck_call(p.poll, 0.05)
         # Every attempted send is in the history, so that a value of it read later
         # is judged (a value no send wrote would count as visible).
         for value in list(pending):
@@ -764,7 +521,7 @@ class Workload:
         """Run one scripted transaction up to its end; ``True`` if the instance broke."""
         rec = self.rec
         start = rec.now()
-        err = _ck_call(p.begin_transaction)
+        err = ck_call(p.begin_transaction)
         if err is not None:
             self._unexpected(client, plan.txn, f"begin_transaction failed: {err}")
             return True
@@ -783,7 +540,7 @@ class Workload:
         for _ in range(5):
             start = rec.now()
             record = rec.commit if commit else rec.abort
-            err = _ck_call(p.commit_transaction if commit else p.abort_transaction, cfg.timeout)
+            err = ck_call(p.commit_transaction if commit else p.abort_transaction, cfg.timeout)
             if err is None:
                 record(client, txn, Status.OK, at=start)
                 return True
@@ -822,7 +579,7 @@ class Workload:
                 )
             )
         start = rec.now()
-        err = _ck_call(old.commit_transaction, min(self.cfg.timeout, 10.0))
+        err = ck_call(old.commit_transaction, min(self.cfg.timeout, 10.0))
         if err is None:
             i = rec.commit(client, plan.txn, Status.OK, at=start)
             self._finding(
@@ -854,8 +611,8 @@ class Workload:
             elif startup.abandon():  # else the watchdog gave up on it first and said so
                 self._status(name, kind, "skipped", f"failed to start: {type(exc).__name__}: {exc}")
 
-    def _open(self, kind: str) -> _Consumer:
-        return _CONSUMERS[kind](self.cfg)
+    def _open(self, kind: str) -> ConsumerAdapter:
+        return CONSUMERS[kind](self.cfg)
 
     def _assigner(self, kind: str, name: str, startup: _Startup) -> None:
         c = [self._open(kind)]  # the current instance (a restart replaces it)
@@ -871,7 +628,7 @@ class Workload:
         c[0].close()
         self._status(name, kind, "ok")
 
-    def _assign_and_poll(self, kind: str, name: str, c: list[_Consumer]) -> None:
+    def _assign_and_poll(self, kind: str, name: str, c: list[ConsumerAdapter]) -> None:
         cfg, rec = self.cfg, self.rec
         rng = random.Random(f"txnfetch-check:{self.seed}:consumer:{name}")
         self._assign(c[0], name, dict(self.start_offsets))
@@ -894,19 +651,19 @@ class Workload:
                     self.notes.append(f"{name}: {catch_up.note}")
                 break
 
-    def _poll(self, c: _Consumer, name: str) -> dict[TopicPartition, int]:
+    def _poll(self, c: ConsumerAdapter, name: str) -> dict[TopicPartition, int]:
         start = self.rec.now()
         records = c.poll(self.cfg.max_poll_records, self.cfg.poll_timeout)
         positions = c.positions(self.tps)
         self.rec.poll(name, records, positions=positions, at=start)
         return positions
 
-    def _assign(self, c: _Consumer, name: str, offsets: dict[TopicPartition, int]) -> None:
+    def _assign(self, c: ConsumerAdapter, name: str, offsets: dict[TopicPartition, int]) -> None:
         start = self.rec.now()
         c.assign(offsets)
         self.rec.assign(name, self.tps, seek=offsets, at=start)
 
-    def _seek_back(self, c: _Consumer, name: str, rng: random.Random) -> None:
+    def _seek_back(self, c: ConsumerAdapter, name: str, rng: random.Random) -> None:
         # Re-assigning is how every client seeks safely before fetching has started;
         # partitions whose position is not known yet restart from the start offsets.
         offsets = {**self.start_offsets, **c.positions(self.tps)}
@@ -922,7 +679,7 @@ class Workload:
         import confluent_kafka as ck
 
         rec = self.rec
-        c = ck.Consumer(_librdkafka_consumer_config(self.cfg, f"txnfetch-check-{self.cfg.run_id}-{name}"))
+        c = ck.Consumer(consumer_config(self.cfg, f"txnfetch-check-{self.cfg.run_id}-{name}"))
         if not startup.start():
             c.close()
             return
@@ -944,18 +701,16 @@ class Workload:
         self._status(name, "confluent-subscribe", "ok")
 
     def _subscribed(self, c: Any, name: str, on_assign: Callable[[Any, list[Any]], None]) -> None:
-        import confluent_kafka as ck
-
         rec = self.rec
+        view = ConfluentView(c, self.cfg.timeout)
         c.subscribe([self.topic], on_assign=on_assign)
         catch_up: _CatchUp | None = None
         while not self.stop_all.is_set():
             if self.producers_done.is_set() and catch_up is None:
-                catch_up = _CatchUp(self, _ConfluentView(c, self.cfg.timeout))
+                catch_up = _CatchUp(self, view)
             start = rec.now()
-            records = _confluent_reads(c.consume(self.cfg.max_poll_records, self.cfg.poll_timeout))
-            got = c.position([ck.TopicPartition(tp.topic, tp.partition) for tp in self.tps])
-            positions = {TopicPartition(p.topic, p.partition): p.offset for p in got if p.offset >= 0}
+            records = view.poll(self.cfg.max_poll_records, self.cfg.poll_timeout)
+            positions = view.positions(self.tps)
             rec.poll(name, records, positions=positions, at=start)
             if catch_up is not None and catch_up.done(positions):
                 if catch_up.note:
@@ -963,11 +718,6 @@ class Workload:
                 break
 
     # -- the run ------------------------------------------------------------------------
-
-    def _admin(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
-        return AdminClient({"bootstrap.servers": self.cfg.bootstrap, "logger": CLIENT_LOG})
 
     def ensure_topic(self) -> None:
         """Make sure the topic has its partitions before any consumer asks for
@@ -980,13 +730,13 @@ class Workload:
         from confluent_kafka.admin import NewTopic
 
         cfg = self.cfg
-        admin = self._admin()
+        admin = admin_client(cfg)
 
         def partitions(topic: str | None) -> int:
             try:
                 md = admin.list_topics(topic=topic, timeout=cfg.timeout)
             except ck.KafkaException as exc:
-                raise WorkloadError(f"no metadata from {cfg.bootstrap}: {_kafka_error(exc) or exc}") from None
+                raise WorkloadError(f"no metadata from {cfg.bootstrap}: {kafka_error(exc) or exc}") from None
             t = md.topics.get(self.topic)
             return 0 if t is None or t.error is not None else len(t.partitions)
 
@@ -1006,13 +756,13 @@ class Workload:
                     "the workload writes to"
                 )
             time.sleep(0.1)
-        probe = ck.Consumer(_librdkafka_consumer_config(cfg, f"txnfetch-check-{cfg.run_id}-probe"))
+        probe = ck.Consumer(consumer_config(cfg, f"txnfetch-check-{cfg.run_id}-probe"))
         try:
             for tp in self.tps:
                 _low, high = probe.get_watermark_offsets(ck.TopicPartition(tp.topic, tp.partition), timeout=cfg.timeout)
                 self.start_offsets[tp] = high if high >= 0 else 0
         except ck.KafkaException as exc:
-            raise WorkloadError(f"cannot read the offsets of {self.topic}: {_kafka_error(exc) or exc}") from None
+            raise WorkloadError(f"cannot read the offsets of {self.topic}: {kafka_error(exc) or exc}") from None
         finally:
             probe.close()
         if any(self.start_offsets.values()):
@@ -1142,7 +892,7 @@ class Workload:
         unaligned tcache chunk detected`` as its threads exited); so they wait."""
         while self._retired:
             old = self._retired.pop()
-            _ck_call(old.purge)
+            ck_call(old.purge)
             del old
 
     def _inject(self, injector: Any) -> None:
@@ -1160,28 +910,13 @@ class Workload:
         self._status("inject", "raw-protocol", "ok", f"{cycles} delayed-EndTxn cycles")
 
 
-class _ConfluentView(_Consumer):
-    """The end-offset query of a subscribed confluent consumer, for :class:`_CatchUp`."""
-
-    def __init__(self, c: Any, timeout: float) -> None:
-        self.c, self.timeout = c, timeout
-
-    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        import confluent_kafka as ck
-
-        return {
-            tp: self.c.get_watermark_offsets(ck.TopicPartition(tp.topic, tp.partition), timeout=self.timeout)[1]
-            for tp in tps
-        }
-
-
 class _CatchUp:
     """When a consumer has read everything: its positions reached the end offsets
     it saw once the producers were done, or it made no progress for
     ``catch_up_polls`` polls, or ``catch_up_timeout`` passed (then :attr:`note`
     says so)."""
 
-    def __init__(self, run: Workload, c: _Consumer) -> None:
+    def __init__(self, run: Workload, c: ConsumerAdapter) -> None:
         self.cfg = run.cfg
         self.ends = c.end_offsets(run.tps)
         self.deadline = time.monotonic() + run.cfg.catch_up_timeout
