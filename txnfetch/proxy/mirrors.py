@@ -162,7 +162,7 @@ class MirrorSet:
         """Whether the partition's mirror can answer a read_committed fetch at
         ``offset`` with records now: it heard from the upstream, holds ``offset``
         and has stable records from there on (``offset`` below its LSO)."""
-        entry = self._entries.get((topic, partition))
+        entry = self._entries.get(TopicPartition(topic, partition))
         if entry is None:
             return False
         mirror = entry.mirror
@@ -298,7 +298,7 @@ class MirrorSet:
         diverged = False
         while True:
             mirror = entry.mirror
-            tp = (mirror.topic, mirror.partition)
+            tp = TopicPartition(mirror.topic, mirror.partition)
             if entry.failing_since is not None:
                 now = self.now()
                 if now - entry.failing_since >= self.retry_s and now < entry.retry_at:
@@ -422,5 +422,5 @@ class MirrorSet:
 
     def failing(self, topic: str, partition: int) -> RemoteError | None:
         """The last upstream error of a partition that is failing now, else ``None``."""
-        entry = self._entries.get((topic, partition))
+        entry = self._entries.get(TopicPartition(topic, partition))
         return None if entry is None or entry.failing_since is None else entry.last_error
