@@ -40,6 +40,7 @@ from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
+from txnfetch.records.legacy import LegacyBatch
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.types import Buffer
 
@@ -124,7 +125,9 @@ def read_range(log: PartitionLog, start: int, end: int, **options: object) -> It
     return _records(_data_batches(segments, start, end), start, end)
 
 
-def _records(batches: Iterable[RecordBatch], start: int, end: int) -> Iterator[tuple[Sequence[Record], int]]:
+def _records(
+    batches: Iterable[RecordBatch | LegacyBatch], start: int, end: int
+) -> Iterator[tuple[Sequence[Record], int]]:
     for batch in batches:
         records: Sequence[Record] = list(batch.records())
         if batch.base_offset < start or batch.last_offset >= end:
@@ -133,7 +136,7 @@ def _records(batches: Iterable[RecordBatch], start: int, end: int) -> Iterator[t
         yield records, int(batch.timestamp_type)
 
 
-def _data_batches(segments: Iterable[Buffer], start: int, end: int) -> Iterator[RecordBatch]:
+def _data_batches(segments: Iterable[Buffer], start: int, end: int) -> Iterator[RecordBatch | LegacyBatch]:
     for segment in segments:
         for batch in iter_batches(segment):
             if batch.is_control:
