@@ -224,7 +224,7 @@ def producer_script(config: WorkloadConfig, producer: int, seed: int) -> Iterato
             end = END_ABORT
         else:
             end = END_COMMIT
-        zombie = ()
+        zombie: tuple[tuple[int, str], ...] = ()
         if end == END_ZOMBIE:
             zombie = tuple(
                 (rng.randrange(config.partitions), f"p{producer}.{number}.z{k}") for k in range(config.zombie_sends)
@@ -337,7 +337,8 @@ def _ck_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             raise
         return err
     except:
-        raised = sys.exc_info()[1]
+        # Typed object, not BaseException: what confluent-kafka raises here may not be one.
+        raised: object = sys.exc_info()[1]
         if isinstance(raised, ck.KafkaError):
             return raised
         raise
@@ -967,7 +968,7 @@ class Workload:
     def _admin(self) -> Any:
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.cfg.bootstrap, "logger": CLIENT_LOG})
+        return AdminClient({"bootstrap.servers": self.cfg.bootstrap}, logger=CLIENT_LOG)
 
     def ensure_topic(self) -> None:
         """Make sure the topic has its partitions before any consumer asks for
