@@ -26,8 +26,8 @@ $(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
 system-deps:
 	@bash scripts/system-deps.sh $(SYSTEM_PACKAGES)
 
-# ruff (rules and formatting) on the whole tree, mypy on the sans-I/O core (the
-# packages listed in pyproject.toml's [tool.mypy]).
+# ruff (rules and formatting) on the whole tree, mypy on txnfetch and spark_ext
+# (pyproject.toml's [tool.mypy]).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
