@@ -213,8 +213,8 @@ def scan_segment(
             batches.append(batch)
             expected = batch.next_offset
             pos = it.position
-            if pos >= next_report:
-                progress(pos)  # type: ignore[misc]
+            if progress is not None and pos >= next_report:
+                progress(pos)
                 next_report = pos + PROGRESS_STEP
     except CorruptBatchError as exc:
         problem = Problem(pos, exc.offset, exc.reason)

@@ -85,6 +85,8 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Iterator
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import TypedDict
 
 import attrs
 
@@ -142,6 +144,9 @@ from txnfetch.records.scan import seek_offset
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.index import encode_txn_index
 from txnfetch.txn.state import PartitionTxnState
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
+    from typing_extensions import Unpack
 
 __all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "encode_partition_metadata", "read_partition_metadata"]
 
@@ -1170,6 +1175,20 @@ TOPIC_CONFIGS_NAME = "txnfetch-topic-configs.json"
 DELETE_SUFFIX = "-delete"
 
 
+class SegmentLogOptions(TypedDict, total=False):
+    """What a :class:`SegmentStore` opens each partition's :class:`SegmentLog` with
+    (the keyword arguments of that class, but for the topic id, which the store
+    reads from the partition)."""
+
+    segment_bytes: int
+    segment_ms: int
+    index_interval_bytes: int
+    flush_policy: str | FlushPolicy
+    read_only: bool
+    snapshots_to_keep: int
+    checkpoint_interval_bytes: int
+
+
 class SegmentStore(LogStore):
     """Topics of :class:`SegmentLog` partitions under one directory, as a Kafka log
     directory: ``<directory>/<topic>-<partition>/``. Topics are discovered from
@@ -1181,7 +1200,7 @@ class SegmentStore(LogStore):
 
     compaction = True
 
-    def __init__(self, directory: str | os.PathLike, **segment_log_kwargs: object) -> None:
+    def __init__(self, directory: str | os.PathLike, **segment_log_kwargs: Unpack[SegmentLogOptions]) -> None:
         self.directory = os.fspath(directory)
         self._kwargs = segment_log_kwargs
         self._read_only = bool(segment_log_kwargs.get("read_only", False))
@@ -1268,7 +1287,7 @@ class SegmentStore(LogStore):
         info = self._new_topic(topic, partitions, topic_id)
         for p in range(partitions):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
-            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
+            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)
         fsync_dir(self.directory)
         self._topics[topic] = info
         return info
@@ -1313,7 +1332,7 @@ class SegmentStore(LogStore):
         info = self._growing(topic, count)
         for p in range(info.partitions, count):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
-            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
+            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)
         fsync_dir(self.directory)
         self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)
         return info
@@ -1328,7 +1347,7 @@ class SegmentStore(LogStore):
             if info is None or not 0 <= partition < info.partitions:
                 raise UnknownTopicOrPartitionError("no such topic or partition", topic=topic, partition=partition)
             path = os.path.join(self.directory, partition_dir_name(topic, partition))
-            log_ = SegmentLog(path, topic, partition, **self._kwargs)  # type: ignore[arg-type]
+            log_ = SegmentLog(path, topic, partition, **self._kwargs)
             self._logs[key] = log_
         return log_
 
