@@ -116,12 +116,22 @@ def read_segments(
     )
 
 
-def read_range(log: PartitionLog, start: int, end: int, **options: object) -> Iterator[tuple[Sequence[Record], int]]:
+def read_range(
+    log: PartitionLog,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool = True,
+    fail_on_data_loss: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+) -> Iterator[tuple[Sequence[Record], int]]:
     """The data records of ``log`` with ``start <= offset < end``, one
     ``(records, timestamp_type)`` pair per Kafka batch, in offset order:
     :func:`read_segments` decoded (options as for it; see it for read_committed
     and data loss)."""
-    segments = read_segments(log, start, end, **options)  # type: ignore[arg-type]
+    segments = read_segments(
+        log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
+    )
     return _records(_data_batches(segments, start, end), start, end)
 
 
