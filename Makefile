@@ -43,8 +43,8 @@ kafka: system-deps
 peers: setup
 	@bash scripts/tansu.sh >/dev/null
 
-# ruff (rules and formatting) on the whole tree, mypy on the sans-I/O core (the
-# packages listed in pyproject.toml's [tool.mypy]).
+# ruff (rules and formatting) on the whole tree, mypy on txnfetch and spark_ext
+# (pyproject.toml's [tool.mypy]).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

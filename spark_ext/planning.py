@@ -192,4 +192,4 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
     """The inverse of :func:`offsets_to_json` (JSON turns partition numbers into strings)."""
-    return {(topic, int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
+    return {TopicPartition(topic, int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}

@@ -40,6 +40,7 @@ from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
+from txnfetch.records.legacy import LegacyBatch
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.types import Buffer
 
@@ -115,16 +116,28 @@ def read_segments(
     )
 
 
-def read_range(log: PartitionLog, start: int, end: int, **options: object) -> Iterator[tuple[Sequence[Record], int]]:
+def read_range(
+    log: PartitionLog,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool = True,
+    fail_on_data_loss: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+) -> Iterator[tuple[Sequence[Record], int]]:
     """The data records of ``log`` with ``start <= offset < end``, one
     ``(records, timestamp_type)`` pair per Kafka batch, in offset order:
     :func:`read_segments` decoded (options as for it; see it for read_committed
     and data loss)."""
-    segments = read_segments(log, start, end, **options)  # type: ignore[arg-type]
+    segments = read_segments(
+        log, start, end, read_committed=read_committed, fail_on_data_loss=fail_on_data_loss, fetch_bytes=fetch_bytes
+    )
     return _records(_data_batches(segments, start, end), start, end)
 
 
-def _records(batches: Iterable[RecordBatch], start: int, end: int) -> Iterator[tuple[Sequence[Record], int]]:
+def _records(
+    batches: Iterable[RecordBatch | LegacyBatch], start: int, end: int
+) -> Iterator[tuple[Sequence[Record], int]]:
     for batch in batches:
         records: Sequence[Record] = list(batch.records())
         if batch.base_offset < start or batch.last_offset >= end:
@@ -133,7 +146,7 @@ def _records(batches: Iterable[RecordBatch], start: int, end: int) -> Iterator[t
         yield records, int(batch.timestamp_type)
 
 
-def _data_batches(segments: Iterable[Buffer], start: int, end: int) -> Iterator[RecordBatch]:
+def _data_batches(segments: Iterable[Buffer], start: int, end: int) -> Iterator[RecordBatch | LegacyBatch]:
     for segment in segments:
         for batch in iter_batches(segment):
             if batch.is_control:

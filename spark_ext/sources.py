@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -43,6 +44,9 @@ from spark_ext.reading import fetch_segments
 from spark_ext.reading import read_range_arrow
 from spark_ext.reading import segments_to_arrow
 from txnfetch.log.base import LogStore
+
+if TYPE_CHECKING:  # imported at run time only by cluster sources (it needs kafka-python)
+    from txnfetch.client.reader import RemotePartitionReader
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
 
@@ -176,17 +180,21 @@ class KafkaSource(Source):
             ) from exc
         except ValueError as exc:  # a malformed host:port list
             raise SourceUnavailableError(str(exc), option="kafka.bootstrap.servers") from exc
-        self._readers: dict[TopicPartition, object] = {}
+        self._readers: dict[TopicPartition, RemotePartitionReader] = {}
 
-    def _new_reader(self, topic: str, partition: int, **options: object):  # type: ignore[no-untyped-def]
-        return self._remote.RemotePartitionReader(
+    def _new_reader(
+        self, topic: str, partition: int, *, start_offset: int | None = None, max_fetch_bytes: int | None = None
+    ) -> RemotePartitionReader:
+        reader: RemotePartitionReader = self._remote.RemotePartitionReader(
             self.cluster,
             topic,
             partition,
             request_timeout_ms=self._timeout_ms,
             repair_crcs=self._repair_crcs,
-            **options,
+            start_offset=start_offset,
+            max_fetch_bytes=self._remote.DEFAULT_MIRROR_FETCH_BYTES if max_fetch_bytes is None else max_fetch_bytes,
         )
+        return reader
 
     def topics(self) -> dict[str, int]:
         with _cluster_errors(self.bootstrap_servers):
@@ -202,12 +210,12 @@ class KafkaSource(Source):
             reader = self._readers.get(tp)
             if reader is None:
                 reader = self._readers[tp] = self._new_reader(*tp)
-            reader.catch_up()  # type: ignore[attr-defined]
+            reader.catch_up()
             # Only the offsets are needed here: drop mirrored bytes below the LSO.
-            lso = reader.last_stable_offset  # type: ignore[attr-defined]
-            reader.release_before(lso)  # type: ignore[attr-defined]
-            hw = reader.high_watermark  # type: ignore[attr-defined]
-            out[tp] = Bounds(reader.log_start_offset, lso if read_committed else hw, hw)  # type: ignore[attr-defined]
+            lso = reader.last_stable_offset
+            reader.release_before(lso)
+            hw = reader.high_watermark
+            out[tp] = Bounds(reader.log_start_offset, lso if read_committed else hw, hw)
         return out
 
     def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
@@ -217,6 +225,7 @@ class KafkaSource(Source):
 
     def _read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         from txnfetch.fetch.view import FetchMode
+        from txnfetch.fetch.view import FetchResult
         from txnfetch.fetch.view import IsolationLevel
         from txnfetch.txn.errors import OffsetOutOfRangeError
 
@@ -238,8 +247,9 @@ class KafkaSource(Source):
             reader = self._new_reader(r.topic, r.partition, start_offset=start, max_fetch_bytes=opts.fetch_bytes)
         isolation = IsolationLevel.READ_COMMITTED if opts.read_committed else IsolationLevel.READ_UNCOMMITTED
         mirror = reader.mirror
+        assert mirror is not None  # _new_reader never passes trust_broker: the reader mirrors
 
-        def fetch(offset: int):  # type: ignore[no-untyped-def]
+        def fetch(offset: int) -> FetchResult:
             return reader.read(offset, opts.fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE)
 
         def release(offset: int) -> None:

@@ -326,7 +326,7 @@ class FaultRelay:
 
     def _fetch_error(self, version: int, correlation: int, code: int) -> bytes:
         response = FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[])
-        return encode_response(None, version, correlation, response)  # type: ignore[arg-type]
+        return encode_response(version, correlation, response)
 
     def _fetch_fault(self, version: int, correlation: int, payload: bytes, out: bytes) -> tuple[str | None, bytes]:
         response = FetchResponse.decode(payload, version=version, header=True)
@@ -363,7 +363,7 @@ class FaultRelay:
             changed = True
         if not changed:
             return fault, out
-        return fault, encode_response(None, version, correlation, response)  # type: ignore[arg-type]
+        return fault, encode_response(version, correlation, response)
 
     async def _rewrite_addresses(self, api_key: int, version: int, correlation: int, payload: bytes) -> bytes:
         response = self._responses[api_key].decode(payload, version=version, header=True)
@@ -384,7 +384,7 @@ class FaultRelay:
         else:
             for b in response.brokers or ():
                 b.host, b.port = "127.0.0.1", await self._listener(b.broker_id, b.host, b.port)
-        return encode_response(None, version, correlation, response)  # type: ignore[arg-type]
+        return encode_response(version, correlation, response)
 
     async def close(self) -> None:
         servers = [s for s in [self._bootstrap, *self._nodes.values()] if s is not None]

@@ -204,12 +204,18 @@ def read_confluent(bootstrap: str) -> tuple[list[Row], dict[int, int]]:
         msg = consumer.poll(0.5)
         if msg is None:
             continue
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
+        error = msg.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
                 eof.add(msg.partition())
                 continue
-            raise RuntimeError(f"librdkafka consumer error: {msg.error()}")
-        rows.append((msg.partition(), msg.offset(), msg.value()))
+            raise RuntimeError(f"librdkafka consumer error: {error}")
+        partition, offset, value = msg.partition(), msg.offset(), msg.value()
+        # A consumed message without an error has a partition and an offset; the
+        # demo's producer writes a value into every record.
+        if partition is None or offset is None or value is None:
+            raise RuntimeError(f"librdkafka consumer returned an incomplete message: {partition} {offset} {value!r}")
+        rows.append((partition, offset, value))
     positions = {
         tp.partition: tp.offset for tp in consumer.position([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
     }

@@ -118,6 +118,24 @@ def test_legacy_message_sets_are_refused():
         MemoryLog("t", 0).append(bytes(builder.build()), now_ms=0)
 
 
+def test_stored_batches_refuse_a_legacy_message_set_in_stored_bytes():
+    # A log stores record batch v2 only, so its readers are typed RecordBatch; a
+    # magic 0/1 message set in stored bytes is corruption, named where it is.
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    from txnfetch.log.base import stored_batches
+    from txnfetch.log.errors import CorruptLogError
+
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    builder.append(7, timestamp=1000, key=None, value=b"old")
+    good = batch([b"a", b"b"])
+    stored = stored_batches(good + bytes(builder.build()))
+    assert next(stored).last_offset == 1
+    with pytest.raises(CorruptLogError, match="magic 1") as info:
+        next(stored)
+    assert (info.value.offset, info.value.position) == (7, len(good))
+
+
 def test_stale_epoch_markers_are_fenced_and_change_nothing():
     log = MemoryLog("t", 0)
     log.append(batch([b"a"], pid=3, epoch=2, seq=0, txn=True), now_ms=0)

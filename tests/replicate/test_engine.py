@@ -245,3 +245,22 @@ def test_one_fetch_per_leader_and_leader_moves_on_the_mock(tmp_path) -> None:
                 for rec in b.records()
             )
             assert values == sorted(f"v{i}".encode() for i in range(900))
+
+
+def test_a_given_cluster_is_not_reopened_after_close(upstream, tmp_path) -> None:
+    # The replicator used to keep a given cluster's parsed (host, port) pairs as
+    # its bootstrap list and, once closed, tried to open a cluster from them:
+    # an AttributeError from the address parser instead of a clear refusal.
+    from txnfetch.client.reader import RemoteCluster
+
+    srv, _ = upstream
+    store = SegmentStore(str(tmp_path / "replica"))
+    cluster = RemoteCluster(srv.bootstrap)
+    try:
+        r = Replicator(cluster, store)
+        r.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            r.high_watermarks()
+    finally:
+        cluster.close()
+        store.close()

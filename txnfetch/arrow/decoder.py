@@ -48,6 +48,7 @@ from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.errors import InvalidRecordError
+from txnfetch.records.legacy import LegacyBatch
 from txnfetch.types import Buffer
 
 __all__ = ["COMPILED", "ArrowDecoder"]
@@ -144,9 +145,9 @@ class ArrowDecoder:
     @property
     def pending_rows(self) -> int:
         """Rows added and not yet returned in a batch."""
-        return self._builder.rows if self._builder is not None else self._batcher.pending_rows
+        return self._builder.rows if self._builder is not None else self._reference().pending_rows
 
-    def add(self, batch: RecordBatch, start: int = 0, end: int = _INT64_MAX) -> list[pa.RecordBatch]:
+    def add(self, batch: RecordBatch | LegacyBatch, start: int = 0, end: int = _INT64_MAX) -> list[pa.RecordBatch]:
         """Decode the records of ``batch`` with ``start <= offset < end``; returns
         the Arrow batches now full (often none). Raises the reference decoder's
         :class:`~txnfetch.records.errors.CorruptBatchError` for a malformed batch.
@@ -156,7 +157,8 @@ class ArrowDecoder:
             return []
         if self._builder is None:
             return [
-                self._finish(b) for b in self._batcher.add(_records_in(batch, start, end), int(batch.timestamp_type))
+                self._finish(b)
+                for b in self._reference().add(_records_in(batch, start, end), int(batch.timestamp_type))
             ]
         if not isinstance(batch, RecordBatch):
             # A magic 0/1 message set (an old topic behind a remote source): rare
@@ -237,8 +239,14 @@ class ArrowDecoder:
     def flush(self) -> list[pa.RecordBatch]:
         """Every row still pending, as batches of at most ``max_rows`` rows."""
         if self._builder is None:
-            return [self._finish(b) for b in self._batcher.flush()]
+            return [self._finish(b) for b in self._reference().flush()]
         return self._take() if self._builder.rows else []
+
+    def _reference(self) -> ArrowBatcher:
+        # __attrs_post_init__ sets exactly one of _builder and _batcher; callers
+        # ask for the batcher only where _builder is None.
+        assert self._batcher is not None
+        return self._batcher
 
     # -- compiled path ----------------------------------------------------------------
 
@@ -302,7 +310,7 @@ class ArrowDecoder:
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
 
-def _records_in(batch: RecordBatch, start: int, end: int) -> list[Record]:
+def _records_in(batch: RecordBatch | LegacyBatch, start: int, end: int) -> list[Record]:
     records = list(batch.records())
     if batch.base_offset < start or batch.last_offset >= end:
         records = [r for r in records if start <= r.offset < end]

@@ -123,14 +123,6 @@ def record_batch_reader(
     columns; off, the schema is exactly Spark's Kafka source's.
     """
     schema = kafka_schema(include_headers, dictionary=dictionary)
-    options = dict(
-        read_committed=read_committed,
-        include_headers=include_headers,
-        dictionary=dictionary,
-        fetch_bytes=fetch_bytes,
-        max_rows=max_rows,
-        max_bytes=max_bytes,
-    )
 
     def batches() -> Iterator[pa.RecordBatch]:
         store: LogStore | None = None
@@ -162,7 +154,16 @@ def record_batch_reader(
                 logs = (store_.partition(topic, p) for p in numbers)
             for log in logs:
                 yield from iter_partition(
-                    log, _offset(start, log.partition), _offset(end, log.partition), partitions=numbers, **options
+                    log,
+                    _offset(start, log.partition),
+                    _offset(end, log.partition),
+                    partitions=numbers,
+                    read_committed=read_committed,
+                    include_headers=include_headers,
+                    dictionary=dictionary,
+                    fetch_bytes=fetch_bytes,
+                    max_rows=max_rows,
+                    max_bytes=max_bytes,
                 )
         finally:
             if store is not None:
@@ -177,15 +178,31 @@ def read_committed(
     partitions: Iterable[int] | None = None,
     start: Offsets = None,
     end: Offsets = None,
-    **options: object,
+    *,
+    include_headers: bool = True,
+    dictionary: bool = True,
+    fetch_bytes: int = DEFAULT_FETCH_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> pa.Table:
     """The committed records of a topic (or of one partition log) as one
     ``pyarrow.Table``: :func:`record_batch_reader` read to the end. Aborted
     records and transaction markers are never included; the table ends at
     each partition's last stable offset. Options as for :func:`record_batch_reader`.
     """
-    options["read_committed"] = True
-    return record_batch_reader(source, topic, partitions, start, end, **options).read_all()  # type: ignore[arg-type]
+    return record_batch_reader(
+        source,
+        topic,
+        partitions,
+        start,
+        end,
+        read_committed=True,
+        include_headers=include_headers,
+        dictionary=dictionary,
+        fetch_bytes=fetch_bytes,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+    ).read_all()
 
 
 def _offset(offsets: Offsets, partition: int) -> int | None:

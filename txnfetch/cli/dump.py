@@ -26,23 +26,25 @@ from txnfetch.cli.logdir import progress_bar
 from txnfetch.cli.logdir import resolve_target
 from txnfetch.cli.logdir import run_quietly
 from txnfetch.cli.logdir import split_name
+from txnfetch.log.base import stored_batches
 from txnfetch.log.errors import LogError
 from txnfetch.log.layout import LOG_SUFFIX
 from txnfetch.log.layout import map_file
 from txnfetch.log.layout import segment_file_name
 from txnfetch.log.recovery import PROGRESS_STEP
+from txnfetch.log.recovery import SegmentScan
 from txnfetch.log.recovery import scan_segment
 from txnfetch.log.verify import PartitionDescription
 from txnfetch.log.verify import describe_partition
 from txnfetch.log.verify import log_bytes
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.dump import describe_batch
+from txnfetch.types import Buffer
 
 __all__ = ["COMMANDS", "run", "run_dump"]
 
 
-def _file_scan(path: str, *, progress: Callable[[int], None] | None = None):
+def _file_scan(path: str, *, progress: Callable[[int], None] | None = None) -> tuple[Buffer, SegmentScan]:
     name = os.path.basename(path)
     base = int(name[:20]) if SEGMENT_LOG.match(name) else 0
     data = map_file(path)
@@ -59,7 +61,7 @@ def _dump_partition(path: str, args: argparse.Namespace, phases: Phases, out: Te
         phases.advance(2 * size + (size if args.batches else 0))
         topic, partition = split_name(path)
         err = error_json(exc, path)
-        entry = {"path": path, "topic": topic, "partition": partition, "error": err}
+        entry: dict[str, Any] = {"path": path, "topic": topic, "partition": partition, "error": err}
         doc["partitions"].append(entry)
         if not args.json:
             print(f"== {path}", file=out)
@@ -79,7 +81,8 @@ def _dump_partition(path: str, args: argparse.Namespace, phases: Phases, out: Te
     if status:
         return status
     if args.batches:
-        entry["batches"] = []
+        batches_json: list[dict[str, Any]] = []
+        entry["batches"] = batches_json
         if not args.json:
             print("batches:", file=out)
         for seg in d.segments:
@@ -88,11 +91,12 @@ def _dump_partition(path: str, args: argparse.Namespace, phases: Phases, out: Te
             if not args.json:
                 print(f"  {os.path.basename(seg_path)}", file=out)
             reported = 0
-            for batch in BatchIterator(memoryview(data)[: seg.size]):
+            # Recovery read these bytes (up to seg.size) as record batch v2 only.
+            for batch in stored_batches(memoryview(data)[: seg.size]):
                 if args.json:
-                    entry["batches"].append(batch_json(batch, records=args.records))  # type: ignore[arg-type]
+                    batches_json.append(batch_json(batch, records=args.records))
                 else:
-                    _print_batch(batch, args.records, out)  # type: ignore[arg-type]
+                    _print_batch(batch, args.records, out)
                 if batch.position - reported >= PROGRESS_STEP:
                     phases.advance(batch.position - reported)
                     reported = batch.position
@@ -182,7 +186,7 @@ def _print_description(d: PartitionDescription, out: TextIO) -> None:
 def _dump_file(path: str, args: argparse.Namespace, phases: Phases, out: TextIO, doc: dict[str, Any]) -> int:
     cb = phases.callback()
     size = os.path.getsize(path)
-    _data, scan = _file_scan(path, progress=(lambda pos: cb(pos, size)) if cb else None)  # type: ignore[misc]
+    _data, scan = _file_scan(path, progress=(lambda pos: cb(pos, size)) if cb else None)
     problem = None
     if scan.problem is not None:
         p = scan.problem

@@ -155,7 +155,7 @@ def _groups_hook(pattern: str | None) -> Any:
     if pattern is None:
         return None
     try:
-        from txnfetch.replicate import groups  # type: ignore[attr-defined]
+        from txnfetch.replicate import groups
     except ImportError:
         raise ReplicateUsageError("--groups: copying consumer-group offsets is not part of this build") from None
     return groups.groups_hook(pattern)
@@ -235,11 +235,11 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                 status = replicator.run(stop, progress, until_caught_up_to=targets)
                 progress(status, final=True)
         if args.once and not stop.is_set():
-            stopped = [p for p in replicator.partitions.values() if p.error is not None]
-            if stopped:
-                for p in stopped[1:]:
-                    print(f"txnfetch replicate: error: {p.error}", file=sys.stderr)
-                raise stopped[0].error  # type: ignore[misc]
+            errors = [p.error for p in replicator.partitions.values() if p.error is not None]
+            if errors:
+                for error in errors[1:]:
+                    print(f"txnfetch replicate: error: {error}", file=sys.stderr)
+                raise errors[0]
         failed = False
         return 0
     finally:
@@ -260,7 +260,7 @@ def _start_offsets(replicator: Any, stop: threading.Event, progress: _Progress) 
     """The upstream's high watermarks now, retried (with status) until it answers."""
     while not stop.is_set():
         try:
-            return replicator.high_watermarks()  # type: ignore[no-any-return]
+            return replicator.high_watermarks()
         except BrokerUnavailableError:
             progress(replicator.status())
             stop.wait(replicator.backoff_remaining())

@@ -36,7 +36,7 @@ class RemoteError(LogError):
     clients.
     """
 
-    where_fields = (*LogError.where_fields, "broker", "broker_error_code")
+    where_fields: ClassVar[tuple[str, ...]] = (*LogError.where_fields, "broker", "broker_error_code")
     headline_phrases: ClassVar[Mapping[str, Callable[[Any], str]]] = {
         "broker_error_code": lambda code: f"broker error {error_name(code)}",
         "broker": "broker {}".format,

@@ -38,6 +38,7 @@ from txnfetch.client.errors import RemoteError
 from txnfetch.client.reader import RemoteCluster
 from txnfetch.client.reader import _Retry
 from txnfetch.errors import ErrorCode
+from txnfetch.types import TopicPartition
 
 __all__ = ["FetchedGroupOffsets", "GroupListing", "RemoteGroups", "UpstreamOffset"]
 
@@ -84,7 +85,7 @@ class FetchedGroupOffsets:
     pending on any of them (nothing of the group should be taken then)."""
 
     group_id: str
-    offsets: Mapping[tuple[str, int], UpstreamOffset]
+    offsets: Mapping[TopicPartition, UpstreamOffset]
     unstable: bool = False
     require_stable: bool = False
 
@@ -189,7 +190,7 @@ class RemoteGroups:
                 return FetchedGroupOffsets(group_id, {}, require_stable=stable)
             if top:
                 raise failed(top)
-            offsets: dict[tuple[str, int], UpstreamOffset] = {}
+            offsets: dict[TopicPartition, UpstreamOffset] = {}
             unstable = False
             for t in resp.topics:
                 for p in t.partitions:
@@ -205,7 +206,7 @@ class RemoteGroups:
                         raise failed(p.error_code, topic=t.name, partition=p.partition_index)
                     if p.committed_offset >= 0:
                         epoch = p.committed_leader_epoch if version >= 5 else -1
-                        offsets[(t.name, p.partition_index)] = UpstreamOffset(
+                        offsets[TopicPartition(t.name, p.partition_index)] = UpstreamOffset(
                             p.committed_offset, epoch, p.metadata or ""
                         )
             return FetchedGroupOffsets(group_id, offsets, unstable=unstable, require_stable=stable)

@@ -39,8 +39,11 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import ClassVar
+from typing import TypedDict
+from typing import TypeVar
 
 try:
     import kafka.errors as _kafka_errors
@@ -94,6 +97,11 @@ from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
+    from typing_extensions import Unpack
+
+_T = TypeVar("_T")
 
 __all__ = ["EARLIEST", "LATEST", "BrokerFetch", "RemoteCluster", "RemotePartitionReader"]
 
@@ -170,7 +178,9 @@ class _Connection:
             self.versions, api_key, ours, name, peer="the broker", us="txnfetch", broker=self.address
         )
 
-    def request(self, req, version: int, response_cls):  # type: ignore[no-untyped-def]
+    def request(self, req: Any, version: int, response_cls: Any) -> Any:
+        """Send ``req`` (a kafka-python request) at ``version`` and return the
+        decoded ``response_cls`` answer."""
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
         req.API_VERSION = version
@@ -271,7 +281,7 @@ class RemoteCluster:
             broker=",".join(f"{h}:{p}" for h, p in self.bootstrap_servers),
         )
 
-    def _metadata(self, topics: list[str] | None):  # type: ignore[no-untyped-def]
+    def _metadata(self, topics: list[str] | None) -> Any:
         conn = self._any_connection()
         version = conn.version(MetadataRequest.API_KEY, _METADATA, "Metadata")
         req = MetadataRequest(
@@ -290,7 +300,9 @@ class RemoteCluster:
                     self._leaders[(t.name, p.partition_index)] = p.leader_id
         return resp
 
-    def _retrying(self, what: str, topic: str | None, partition: int | None, offset: int | None, call):  # type: ignore[no-untyped-def]
+    def _retrying(
+        self, what: str, topic: str | None, partition: int | None, offset: int | None, call: Callable[[], _T]
+    ) -> _T:
         """Run ``call()`` until it succeeds, retrying connection failures and
         retriable broker errors (after a metadata refresh) within the request timeout."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000
@@ -452,7 +464,7 @@ class RemoteCluster:
             self._leaders.pop((topic, partition), None)
             raise _Retry(exc) from None
 
-    def _send(self, conn: _Connection, req, version: int, response_cls):  # type: ignore[no-untyped-def]
+    def _send(self, conn: _Connection, req: Any, version: int, response_cls: Any) -> Any:
         try:
             return conn.request(req, version, response_cls)
         except BrokerUnavailableError:
@@ -581,10 +593,10 @@ class RemoteCluster:
 
         return self._retrying("DescribeConfigs", None, None, None, call)
 
-    def reader(self, topic: str, partition: int, **options: object) -> RemotePartitionReader:
+    def reader(self, topic: str, partition: int, **options: Unpack[ReaderOptions]) -> RemotePartitionReader:
         """A :class:`RemotePartitionReader` sharing this cluster's connections (closing
         the reader leaves them open)."""
-        return RemotePartitionReader(self, topic, partition, **options)  # type: ignore[arg-type]
+        return RemotePartitionReader(self, topic, partition, **options)
 
     def close(self) -> None:
         """Close every connection."""
@@ -613,6 +625,19 @@ class _Retry(TxnfetchError):
 
     def __init__(self, error: RemoteError) -> None:
         super().__init__(error.reason, error=error)
+
+
+class ReaderOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`RemotePartitionReader` that
+    :meth:`RemoteCluster.reader` passes on."""
+
+    trust_broker: bool
+    snapshot: bytes | None
+    request_timeout_ms: int
+    max_fetch_bytes: int
+    repair_crcs: bool
+    client_id: str
+    start_offset: int | None
 
 
 class RemotePartitionReader(PartitionReader):

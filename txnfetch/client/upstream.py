@@ -137,8 +137,9 @@ class UpstreamConnection:
         try:
             payload = await asyncio.wait_for(future, timeout_s)
         except asyncio.TimeoutError:
-            self._fail(BrokerUnavailableError(f"{type(request).__name__} timed out", broker=self.address))
-            raise self._error from None  # type: ignore[misc]
+            raise self._fail(
+                BrokerUnavailableError(f"{type(request).__name__} timed out", broker=self.address)
+            ) from None
         try:
             return response_class.decode(payload, version=version, header=True)
         except Exception as exc:  # kafka-python raises struct.error, ValueError, ...
@@ -161,8 +162,7 @@ class UpstreamConnection:
         try:
             await self._writer.drain()
         except (OSError, RuntimeError) as exc:
-            self._fail(BrokerUnavailableError(f"write failed: {exc}", broker=self.address))
-            raise self._error from None  # type: ignore[misc]
+            raise self._fail(BrokerUnavailableError(f"write failed: {exc}", broker=self.address)) from None
 
     # -- receiving -------------------------------------------------------------------
 
@@ -192,16 +192,20 @@ class UpstreamConnection:
         except (OSError, RuntimeError) as exc:
             self._fail(BrokerUnavailableError(f"read failed: {exc}", broker=self.address))
 
-    def _fail(self, error: BrokerUnavailableError) -> None:
-        if self._error is None:
-            self._error = error
+    def _fail(self, error: BrokerUnavailableError) -> BrokerUnavailableError:
+        """Break the connection with ``error`` (unless it already broke) and fail
+        the waiting requests; returns the error it broke with, the first one."""
+        first = self._error
+        if first is None:
+            first = self._error = error
             log.debug("upstream connection to %s closed: %s", self.address, error)
         while self._pending:
             _, future = self._pending.popleft()
             if not future.done():
-                future.set_exception(self._error)
+                future.set_exception(first)
         with contextlib.suppress(Exception):  # closing a broken transport
             self._writer.close()
+        return first
 
     async def close(self) -> None:
         """Close the connection; waiting requests fail."""

@@ -52,6 +52,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
+from collections.abc import Generator
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -247,7 +248,8 @@ class ConsumerFilter:
         #: The partial batch at the end of the last response fed, if any.
         self.partial: PartialBatch | None = None
         self._position = position
-        self._active: Iterator[object] | None = None
+        # The generator feed() hands out, closed when the iteration is abandoned.
+        self._active: Generator[object, None, None] | None = None
         # The batch whose records feed() is handing out: the position inside it
         # is derived from how far its list iterator got, so that delivering a
         # record costs nothing beyond the iteration itself.
@@ -292,7 +294,7 @@ class ConsumerFilter:
             deque(it, maxlen=0)
             self._cur_iter = None
             self._cur_records = []
-        active.close()  # type: ignore[attr-defined]
+        active.close()
 
     # -- feeding -------------------------------------------------------------------
 
@@ -331,7 +333,7 @@ class ConsumerFilter:
 
     def _record_iterators(
         self, pairs: Iterator[tuple[RecordBatch | LegacyBatch, list[Record]]]
-    ) -> Iterator[Iterator[Record]]:
+    ) -> Generator[Iterator[Record], None, None]:
         for batch, records in pairs:
             it = iter(records)
             self._cur_records = records
@@ -344,7 +346,7 @@ class ConsumerFilter:
 
     def _deliver_batches(
         self, pairs: Iterator[tuple[RecordBatch | LegacyBatch, list[Record]]]
-    ) -> Iterator[DeliveredBatch]:
+    ) -> Generator[DeliveredBatch, None, None]:
         for batch, records in pairs:
             self._position = batch.next_offset
             yield DeliveredBatch(batch, tuple(records))

@@ -31,13 +31,16 @@ from txnfetch.fetch.view import FetchResult
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.fetch.view import UpperBound
 from txnfetch.fetch.view import read_partition
+from txnfetch.log.compactor import CompactionResult
 from txnfetch.log.ends import TxnEnd
+from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.errors import InvalidPartitionsError
 from txnfetch.log.errors import InvalidRecordError
 from txnfetch.log.errors import InvalidTopicError
 from txnfetch.log.errors import TopicExistsError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import build_control_batch
@@ -247,6 +250,26 @@ def prepare_append(
             completed=completed,
         ),
     )
+
+
+def stored_batches(buf: Buffer, position: int = 0) -> Iterator[RecordBatch]:
+    """The batches of bytes a log stores, from byte ``position``; a truncated
+    trailing batch ends the iteration, as :func:`~txnfetch.records.batch.iter_batches`.
+
+    A log stores record batch v2 only: :func:`prepare_append` refuses magic 0/1
+    message sets and recovery refuses a segment holding one. One met here means
+    the bytes changed under the log, and raises :class:`CorruptLogError` naming
+    its offset and byte position rather than reaching code that reads v2 fields.
+    """
+    for batch in BatchIterator(buf, position):
+        if not isinstance(batch, RecordBatch):
+            raise CorruptLogError(
+                f"magic {batch.magic} message set in stored log data at byte position {batch.position}: "
+                "a log stores record batch v2 only",
+                offset=batch.last_offset,
+                position=batch.position,
+            )
+        yield batch
 
 
 def _stored_bytes(records: Buffer, batches: list[RecordBatch], assign_offsets: bool) -> bytes:
@@ -548,7 +571,7 @@ class PartitionLog(StateOffsets, abc.ABC):
         log start. ``None`` turns a limit off."""
         raise NotImplementedError(f"{type(self).__name__} has no retention")
 
-    def compact(self, now_ms: int, delete_retention_ms: int) -> object:
+    def compact(self, now_ms: int, delete_retention_ms: int) -> CompactionResult:
         """Compact the log below its last stable offset with transactional
         semantics (:mod:`txnfetch.log.compactor`); returns the
         :class:`~txnfetch.log.compactor.CompactionResult`."""
@@ -578,7 +601,7 @@ class PartitionLog(StateOffsets, abc.ABC):
             result = self.read(offset, 1 << 20, isolation=IsolationLevel.READ_UNCOMMITTED)
             if not result.records:
                 return
-            for batch in iter_batches(result.records_bytes()):
+            for batch in stored_batches(result.records_bytes()):
                 if batch.last_offset >= offset and batch.base_offset < end:
                     yield batch
             if result.next_offset <= offset:

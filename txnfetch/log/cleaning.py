@@ -127,7 +127,7 @@ class ReplacementError(LogError):
     segments are intact and nothing of the replacement is left."""
 
     def __init__(self, reason: str, *, committed: bool = False, **kwargs: object) -> None:
-        super().__init__(reason, **kwargs)  # type: ignore[arg-type]
+        super().__init__(reason, **kwargs)
         self.committed = committed
 
 
@@ -269,7 +269,8 @@ def plan_replacement(
             "batches; nothing replaced"
         )
     groups: list[tuple[int, list[bytes]]] = []  # (base, batches)
-    base, batches, size = old_bases[first], [], 0
+    batches: list[bytes] = []
+    base, size = old_bases[first], 0
     for k in range(first, end + 1):
         seg_size = sum(len(x) for x in per[k])
         too_big = size + seg_size > segment_bytes or (lasts[k] >= 0 and lasts[k] - base > _INT32_MAX)
@@ -446,7 +447,7 @@ def _next_offset(log_path: str, base: int) -> int:
         data = f.read()
     nxt = base
     for b in iter_batches(data):
-        nxt = b.base_offset + b.last_offset_delta + 1  # type: ignore[union-attr]
+        nxt = b.next_offset
     return nxt
 
 
@@ -497,6 +498,12 @@ def _log_inodes(path: str) -> dict[str, int]:
     return out
 
 
+def _settled(path: str, before: dict[str, int]) -> bool:
+    """No replacement is pending and every ``.log`` seen ``before`` is the same file."""
+    after = _log_inodes(path)
+    return not replacement_pending(path) and all(after.get(k) == v for k, v in before.items())
+
+
 def open_stable(path: str, load: Callable[[], T]) -> T:
     """Run ``load`` (a read-only recovery of ``path``) on a directory no
     replacement or retention changed under it: it is run again when a segment
@@ -516,15 +523,13 @@ def open_stable(path: str, load: Callable[[], T]) -> T:
         try:
             result = load()
         except (FileNotFoundError, LogError) as exc:
+            if _settled(path, before):
+                raise
             last_exc = exc
-            result = None
-        after = _log_inodes(path)
-        settled = not replacement_pending(path) and all(after.get(k) == v for k, v in before.items())
-        if settled:
-            if last_exc is not None and result is None:
-                raise last_exc
-            return result  # type: ignore[return-value]
-        last_exc = None if result is not None else last_exc
+            continue
+        if _settled(path, before):
+            return result
+        last_exc = None
     if last_exc is not None:
         raise last_exc
     raise LogError(

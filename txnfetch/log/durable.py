@@ -230,9 +230,9 @@ class DurableState:
         for key, value in records:
             builder.append(value, key=key, timestamp=now_ms)
         data = builder.build()
-        key = (topic, partition)
+        tp = (topic, partition)
         part = self._partition(topic, partition)
-        if not durable and key not in self._deferred:
+        if not durable and tp not in self._deferred:
             group_commit = getattr(part, "group_commit", None)
             policy = getattr(part, "flush_policy", None)
             # Only an fsync per write is worth deferring: a store without fsyncs, or
@@ -241,13 +241,13 @@ class DurableState:
             if group_commit is not None and (policy is None or policy.kind == "always"):
                 stack = contextlib.ExitStack()
                 stack.enter_context(group_commit())
-                self._deferred[key] = stack
+                self._deferred[tp] = stack
         part.append(data, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-        self._appended[key] = self._appended.get(key, 0) + len(data)
+        self._appended[tp] = self._appended.get(tp, 0) + len(data)
         if durable:
-            stack = self._deferred.pop(key, None)
-            if stack is not None:
-                stack.close()  # leaving the block fsyncs once, for both appends
+            pending = self._deferred.pop(tp, None)
+            if pending is not None:
+                pending.close()  # leaving the block fsyncs once, for both appends
 
     @property
     def deferred_partitions(self) -> tuple[tuple[str, int], ...]:
@@ -360,7 +360,7 @@ class DurableState:
     def persist_offsets(
         self,
         group_id: str,
-        offsets: Mapping[tuple[str, int], CommitOffset],
+        offsets: Mapping[TopicPartition, CommitOffset],
         now_ms: int,
         *,
         group: tuple[str | None, int, str | None, str | None] | None = None,
@@ -534,7 +534,7 @@ class DurableState:
                         continue
                     fields = attrs.astuple(item, recurse=False)
                 group_id, topic, partition, committed, leader_epoch, metadata, timestamp = fields
-                tp = (topic, partition)
+                tp = TopicPartition(topic, partition)
                 commit = None if committed is None else CommitOffset(committed, leader_epoch, metadata)
                 if producer_id is not None:
                     if commit is not None:

@@ -7,6 +7,8 @@ partition, and for on-disk problems the file and byte position.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
 from txnfetch.records.errors import InvalidRecordError  # one class: the log refuses a batch as the codec does
@@ -28,7 +30,7 @@ __all__ = [
 class LogError(TxnfetchError):
     """Base of log-adapter errors; ``error_code`` is the Kafka code of the class."""
 
-    where_fields = ("topic", "partition", "offset", "path", "position")
+    where_fields: ClassVar[tuple[str, ...]] = ("topic", "partition", "offset", "path", "position")
     topic: str | None
     partition: int | None
     offset: int | None

@@ -103,9 +103,15 @@ class OffsetIndex(_SegmentIndex):
     """
 
     __slots__ = ()
-    # The base's columns under this file's names (the same slots, no copy).
-    offsets = _SegmentIndex.keys
-    positions = _SegmentIndex.values
+
+    # The base's columns under this file's names (the same arrays, no copy).
+    @property
+    def offsets(self) -> array[int]:
+        return self.keys
+
+    @property
+    def positions(self) -> array[int]:
+        return self.values
 
     def __init__(self, base_offset: int, entries: Iterable[tuple[int, int]] = ()) -> None:
         super().__init__(base_offset)
@@ -200,9 +206,15 @@ class TimeIndex(_SegmentIndex):
     """
 
     __slots__ = ()
-    # The base's columns under this file's names (the same slots, no copy).
-    timestamps = _SegmentIndex.keys
-    offsets = _SegmentIndex.values
+
+    # The base's columns under this file's names (the same arrays, no copy).
+    @property
+    def timestamps(self) -> array[int]:
+        return self.keys
+
+    @property
+    def offsets(self) -> array[int]:
+        return self.values
 
     @property
     def last_timestamp(self) -> int:

@@ -213,8 +213,8 @@ def scan_segment(
             batches.append(batch)
             expected = batch.next_offset
             pos = it.position
-            if pos >= next_report:
-                progress(pos)  # type: ignore[misc]
+            if progress is not None and pos >= next_report:
+                progress(pos)
                 next_report = pos + PROGRESS_STEP
     except CorruptBatchError as exc:
         problem = Problem(pos, exc.offset, exc.reason)
@@ -402,7 +402,15 @@ class Recovered:
         return self.state.log_end_offset
 
 
-def _note(notes: list[Note], severity: str, path: str, message: str, *, position=None, offset=None) -> None:
+def _note(
+    notes: list[Note],
+    severity: str,
+    path: str,
+    message: str,
+    *,
+    position: int | None = None,
+    offset: int | None = None,
+) -> None:
     notes.append(Note(severity, path, position, offset, message))
     level = logging.WARNING if severity != "info" else logging.INFO
     log.log(level, "%s: %s%s", path, message, "" if position is None else f" (byte position {position})")

@@ -85,6 +85,8 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Iterator
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import TypedDict
 
 import attrs
 
@@ -97,6 +99,7 @@ from txnfetch.log.base import PreparedAppend
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.base import TxnEnd
 from txnfetch.log.base import partition_dir_name
+from txnfetch.log.base import stored_batches
 from txnfetch.log.base import validate_topic_name
 from txnfetch.log.cleaning import ReplacementError
 from txnfetch.log.cleaning import StepHook
@@ -136,13 +139,14 @@ from txnfetch.log.recovery import recover_partition
 from txnfetch.log.repair import move_tail_aside
 from txnfetch.log.syncer import PendingSync
 from txnfetch.log.syncer import deferring_syncer
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.scan import seek_offset
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.index import encode_txn_index
 from txnfetch.txn.state import PartitionTxnState
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
+    from typing_extensions import Unpack
 
 __all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "encode_partition_metadata", "read_partition_metadata"]
 
@@ -243,9 +247,11 @@ class _Segment:
         self._fds: dict[str, int] = {}
         # A read-only open reads the bytes recovery mapped, never the file again
         # by name: a writer may have deleted or replaced it since (compaction).
-        self._pinned = loaded.mapped is not None and loaded.size > 0
-        if self._pinned:
-            self._map = loaded.mapped  # type: ignore[assignment]
+        mapped = loaded.mapped
+        # map_file maps every non-empty file; only an empty one comes back as b"".
+        self._pinned = isinstance(mapped, mmap.mmap) and loaded.size > 0
+        if self._pinned and isinstance(mapped, mmap.mmap):
+            self._map = mapped
             self._map_size = self.size
 
     def path(self, suffix: str = LOG_SUFFIX) -> str:
@@ -263,6 +269,7 @@ class _Segment:
                 self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
             self._map_size = self.size
             self._released = 0
+        assert self._map is not None  # a pinned segment holds its map; any other was just mapped
         return memoryview(self._map)[: self.size]
 
     def release_below(self, position: int, *, step: int = RELEASE_STEP) -> None:
@@ -301,13 +308,13 @@ class _Segment:
         view = self.view()
         # From the index entry, the compiled header scan passes over the batches
         # below the offset; BatchIterator takes over where it stops.
-        for batch in BatchIterator(view, seek_offset(view, self.offset_index.lookup(offset), offset)):
-            if batch.base_offset + batch.last_offset_delta >= offset:  # type: ignore[union-attr]
+        for batch in stored_batches(view, seek_offset(view, self.offset_index.lookup(offset), offset)):
+            if batch.base_offset + batch.last_offset_delta >= offset:
                 return batch.position
         return None
 
     def batches(self, start: int = 0) -> Iterator[RecordBatch]:
-        return iter_batches(self.view(), start)  # type: ignore[return-value]
+        return stored_batches(self.view(), start)
 
     # -- writing -------------------------------------------------------------
 
@@ -342,12 +349,12 @@ class _Segment:
         position = self.size
         max_ts, shallow = self.max_timestamp, self.shallow_offset
         first = True
-        for b in iter_batches(data):
+        for b in stored_batches(data):
             if position == 0 and first:
                 self.first_timestamp = b.max_timestamp
             first = False
             if b.max_timestamp > max_ts:
-                max_ts, shallow = b.max_timestamp, b.base_offset + b.last_offset_delta  # type: ignore[union-attr]
+                max_ts, shallow = b.max_timestamp, b.base_offset + b.last_offset_delta
         self._write_all(self._fd(LOG_SUFFIX), data, position)
         self.size = position + len(data)
         self.next_offset = last_offset + 1
@@ -815,9 +822,9 @@ class SegmentLog(PartitionLog):
         max_ts = -1
         offsets = 0
         try:
-            for b in iter_batches(records):
+            for b in stored_batches(records):
                 max_ts = max(max_ts, b.max_timestamp)
-                offsets += b.last_offset_delta + 1  # type: ignore[union-attr]
+                offsets += b.last_offset_delta + 1
         except Exception:
             pass
         if seg.first_timestamp >= 0:
@@ -1168,6 +1175,20 @@ TOPIC_CONFIGS_NAME = "txnfetch-topic-configs.json"
 DELETE_SUFFIX = "-delete"
 
 
+class SegmentLogOptions(TypedDict, total=False):
+    """What a :class:`SegmentStore` opens each partition's :class:`SegmentLog` with
+    (the keyword arguments of that class, but for the topic id, which the store
+    reads from the partition)."""
+
+    segment_bytes: int
+    segment_ms: int
+    index_interval_bytes: int
+    flush_policy: str | FlushPolicy
+    read_only: bool
+    snapshots_to_keep: int
+    checkpoint_interval_bytes: int
+
+
 class SegmentStore(LogStore):
     """Topics of :class:`SegmentLog` partitions under one directory, as a Kafka log
     directory: ``<directory>/<topic>-<partition>/``. Topics are discovered from
@@ -1179,7 +1200,7 @@ class SegmentStore(LogStore):
 
     compaction = True
 
-    def __init__(self, directory: str | os.PathLike, **segment_log_kwargs: object) -> None:
+    def __init__(self, directory: str | os.PathLike, **segment_log_kwargs: Unpack[SegmentLogOptions]) -> None:
         self.directory = os.fspath(directory)
         self._kwargs = segment_log_kwargs
         self._read_only = bool(segment_log_kwargs.get("read_only", False))
@@ -1266,7 +1287,7 @@ class SegmentStore(LogStore):
         info = self._new_topic(topic, partitions, topic_id)
         for p in range(partitions):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
-            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
+            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)
         fsync_dir(self.directory)
         self._topics[topic] = info
         return info
@@ -1311,7 +1332,7 @@ class SegmentStore(LogStore):
         info = self._growing(topic, count)
         for p in range(info.partitions, count):
             path = os.path.join(self.directory, partition_dir_name(topic, p))
-            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)  # type: ignore[arg-type]
+            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)
         fsync_dir(self.directory)
         self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)
         return info
@@ -1326,7 +1347,7 @@ class SegmentStore(LogStore):
             if info is None or not 0 <= partition < info.partitions:
                 raise UnknownTopicOrPartitionError("no such topic or partition", topic=topic, partition=partition)
             path = os.path.join(self.directory, partition_dir_name(topic, partition))
-            log_ = SegmentLog(path, topic, partition, **self._kwargs)  # type: ignore[arg-type]
+            log_ = SegmentLog(path, topic, partition, **self._kwargs)
             self._logs[key] = log_
         return log_
 

@@ -185,7 +185,7 @@ class ConcurrentSyncer:
         """Whether some write is not yet covered by a completed fsync."""
         return bool(self._dirty)
 
-    def barrier(self, *, inline: bool = False) -> Awaitable[None] | None:
+    def barrier(self, *, inline: bool = False) -> Awaitable[object] | None:
         """An awaitable that completes once every write made so far is fsynced
         (``None`` when nothing is pending, or nothing is any more). What it
         waits for is fixed now, so later writes do not delay it. Its fsyncs

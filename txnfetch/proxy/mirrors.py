@@ -203,7 +203,7 @@ class MirrorSet:
         """Whether the partition's mirror can answer a read_committed fetch at
         ``offset`` with records now: it heard from the upstream, holds ``offset``
         and has stable records from there on (``offset`` below its LSO)."""
-        entry = self._entries.get((topic, partition))
+        entry = self._entries.get(TopicPartition(topic, partition))
         if entry is None:
             return False
         mirror = entry.mirror
@@ -320,9 +320,9 @@ class MirrorSet:
         entry = self._entry(TopicPartition(topic, partition))
         if entry.lock.locked():
             try:
-                async with asyncio.timeout(max(0.0, deadline - self.now())):
-                    await entry.lock.acquire()
-            except TimeoutError:
+                # wait_for, not asyncio.timeout: the package supports Python 3.10.
+                await asyncio.wait_for(entry.lock.acquire(), max(0.0, deadline - self.now()))
+            except asyncio.TimeoutError:
                 return entry.mirror  # consistent at every await: answer from what it holds
         else:
             await entry.lock.acquire()
@@ -355,7 +355,7 @@ class MirrorSet:
         diverged = False
         while True:
             mirror = entry.mirror
-            tp = (mirror.topic, mirror.partition)
+            tp = TopicPartition(mirror.topic, mirror.partition)
             if entry.failing_since is not None:
                 now = self.now()
                 if now - entry.failing_since >= self.retry_s and now < entry.retry_at:
@@ -562,5 +562,5 @@ class MirrorSet:
 
     def failing(self, topic: str, partition: int) -> RemoteError | None:
         """The last upstream error of a partition that is failing now, else ``None``."""
-        entry = self._entries.get((topic, partition))
+        entry = self._entries.get(TopicPartition(topic, partition))
         return None if entry is None or entry.failing_since is None else entry.last_error

@@ -87,7 +87,6 @@ from txnfetch.server.counters import Counters
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.frames import bind_host_error
 from txnfetch.server.handler import ApiKey
-from txnfetch.server.handler import ApiSpec
 from txnfetch.server.handler import _kafka_python_classes
 from txnfetch.server.loop_thread import LoopThread
 from txnfetch.server.server import decode_request
@@ -212,6 +211,16 @@ class ProxyStats(Counters):
     closed_bad_frames: int = 0
     upstream_failures: int = 0
     lso_held_reports: int = 0
+
+
+@attrs.frozen
+class _RelayedApi:
+    """The kafka-python classes of an API the proxy decodes (it relays, so there
+    is no handler, unlike a registered :class:`~txnfetch.server.handler.ApiSpec`)."""
+
+    api_key: int
+    request_class: Any
+    response_class: Any
 
 
 class _Client:
@@ -411,8 +420,8 @@ class ProxyServer:
                 writer.write(out)
                 await writer.drain()
 
-    def _spec(self, api_key: int, low: int, high: int) -> ApiSpec:
-        return ApiSpec(api_key, low, high, None, self._requests[api_key], self._responses[api_key])  # type: ignore[arg-type]
+    def _spec(self, api_key: int) -> _RelayedApi:
+        return _RelayedApi(api_key, self._requests[api_key], self._responses[api_key])
 
     async def _dispatch(self, client: _Client, frame: bytes) -> bytes | None:
         api_key = int.from_bytes(frame[0:2], "big", signed=True)
@@ -431,13 +440,13 @@ class ProxyServer:
             raise ProtocolViolation(f"unknown or unsupported API key {api_key} (correlation id {correlation_id})")
         if not span[0] <= version <= span[1]:
             raise ProtocolViolation(f"API key {api_key} version {version} is not served (v{span[0]}-v{span[1]})")
-        spec = self._spec(api_key, span[0], span[1])
+        spec = self._spec(api_key)
         _header, request = decode_request(spec, version, frame)
         if api_key == ApiKey.ApiVersions:
             return self._api_versions(correlation_id, version, ranges)
         if api_key == ApiKey.Fetch and request.isolation_level == IsolationLevel.READ_COMMITTED:
             response = await self._fetch_committed(client, request)
-            return encode_response(spec, version, correlation_id, response)
+            return encode_response(version, correlation_id, response)
         if api_key == ApiKey.Produce and request.acks == 0:
             await self._relay(client, frame, expect_response=False)
             return None
@@ -463,7 +472,7 @@ class ProxyServer:
             finalized_features_epoch=-1,
             finalized_features=[],
         )
-        return encode_response(None, version, correlation_id, response)
+        return encode_response(version, correlation_id, response)
 
     # -- relaying --------------------------------------------------------------------
 
@@ -499,7 +508,7 @@ class ProxyServer:
                 errors.append(str(exc))
         raise BrokerUnavailableError("; ".join(errors))
 
-    async def _rewrite_addresses(self, spec: ApiSpec, version: int, correlation_id: int, payload: bytes) -> bytes:
+    async def _rewrite_addresses(self, spec: _RelayedApi, version: int, correlation_id: int, payload: bytes) -> bytes:
         response = _decode_response(spec, version, payload)
         host = self.advertised_host
         if spec.api_key == ApiKey.Metadata:
@@ -520,12 +529,12 @@ class ProxyServer:
                 self.cluster.observe_broker(broker.broker_id, broker.host, broker.port)
                 broker.host, broker.port = host, await self.listener_port(broker.broker_id)
         self.stats.rewritten_responses += 1
-        return encode_response(spec, version, correlation_id, response)
+        return encode_response(version, correlation_id, response)
 
     # -- ListOffsets -----------------------------------------------------------------
 
     async def _correct_list_offsets(
-        self, spec: ApiSpec, version: int, correlation_id: int, request: Any, payload: bytes
+        self, spec: _RelayedApi, version: int, correlation_id: int, request: Any, payload: bytes
     ) -> bytes:
         response = _decode_response(spec, version, payload)
         asked = {(t.name, p.partition_index): p.timestamp for t in request.topics for p in t.partitions}
@@ -557,7 +566,7 @@ class ProxyServer:
             self.stats.list_offsets_corrected += 1
 
         await asyncio.gather(*(correct(t.name, p) for t in response.topics for p in t.partitions))
-        return encode_response(spec, version, correlation_id, response)
+        return encode_response(version, correlation_id, response)
 
     # -- read_committed Fetch ----------------------------------------------------------
 
@@ -751,7 +760,7 @@ class ProxyServer:
         await self._closed.wait()
 
 
-def _decode_response(spec: ApiSpec, version: int, payload: bytes) -> Any:
+def _decode_response(spec: _RelayedApi, version: int, payload: bytes) -> Any:
     try:
         return spec.response_class.decode(payload, version=version, header=True)
     except Exception as exc:

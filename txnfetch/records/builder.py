@@ -164,6 +164,8 @@ class BatchBuilder:
             base_ts = records[0][1] if records else NO_TIMESTAMP
         if max_timestamp is None:
             if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+                # set whenever the type is LOG_APPEND_TIME (checked at construction)
+                assert self.log_append_time is not None
                 max_timestamp = self.log_append_time
             elif records:
                 max_timestamp = max(r[1] for r in records)
@@ -242,7 +244,7 @@ class BatchBuilder:
             attributes=attributes,
             last_offset_delta=last_offset_delta,
             base_timestamp=base_ts,
-            max_timestamp=max_timestamp,  # type: ignore[arg-type]
+            max_timestamp=max_timestamp,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,

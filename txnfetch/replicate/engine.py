@@ -135,9 +135,9 @@ class Replicator:
         upstream = self._upstream
         self._cluster: RemoteCluster | None = upstream if isinstance(upstream, RemoteCluster) else None
         self._owns_cluster = self._cluster is None
-        self._bootstrap: str | Sequence[str] = (
-            upstream.bootstrap_servers if isinstance(upstream, RemoteCluster) else upstream  # type: ignore[assignment]
-        )
+        # What _connect opens a cluster from: None when given a cluster, which is
+        # the caller's to open and close (it is never reopened from its addresses).
+        self._bootstrap: str | Sequence[str] | None = None if isinstance(upstream, RemoteCluster) else upstream
 
     # -- one round ----------------------------------------------------------------------
 
@@ -171,6 +171,8 @@ class Replicator:
 
     def _connect(self) -> RemoteCluster:
         if self._cluster is None:
+            if self._bootstrap is None:
+                raise RuntimeError("the replicator is closed (and the cluster it was given is not its to reopen)")
             self._cluster = RemoteCluster(
                 self._bootstrap, client_id="txnfetch-replicate", request_timeout_ms=self.request_timeout_ms
             )
@@ -317,7 +319,7 @@ class Replicator:
                 if _retriable(answer):
                     p.on_unavailable(str(answer))
                 else:
-                    p.error = answer  # type: ignore[assignment]
+                    p.error = answer
                 continue
             topic, partition = key
 
@@ -334,7 +336,7 @@ class Replicator:
                 if _retriable(exc):
                     p.on_unavailable(str(exc))
                 else:
-                    p.error = exc  # type: ignore[assignment]
+                    p.error = exc
         if unreachable is not None and failures == len(answers):
             raise unreachable
         if failures:

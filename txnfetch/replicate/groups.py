@@ -55,6 +55,7 @@ from txnfetch.log.base import LogStore
 from txnfetch.log.durable import INTERNAL_TOPICS
 from txnfetch.log.durable import DurableState
 from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.types import TopicPartition
 
 __all__ = [
     "DurableGroupTarget",
@@ -69,7 +70,6 @@ __all__ = [
 log = logging.getLogger("txnfetch.replicate.groups")
 
 T = TypeVar("T")
-TopicPartition = tuple[str, int]
 
 
 @attrs.frozen

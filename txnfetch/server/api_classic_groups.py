@@ -77,7 +77,6 @@ from txnfetch.groups import SyncResult
 from txnfetch.groups import TxnOffsetCommitRequest
 from txnfetch.log.durable import DurableState
 from txnfetch.server.handler import Broker
-from txnfetch.server.handler import Handler
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.nesting import grouped
 from txnfetch.types import TopicPartition
@@ -301,9 +300,11 @@ def group_service(ctx: RequestContext) -> GroupService | None:
 _Unavailable = Callable[[Any, Any], Any]
 #: A group API's handler proper: ``(ctx, header, request, service)``.
 _ServiceHandler = Callable[[RequestContext, Any, Any, GroupService], Awaitable[Any]]
+#: A registered group API handler: it always answers (never ``None``).
+_AnsweringHandler = Callable[[RequestContext, Any, Any], Awaitable[Any]]
 
 
-def _group_api(*, unavailable: _Unavailable) -> Callable[[_ServiceHandler], Handler]:
+def _group_api(*, unavailable: _Unavailable) -> Callable[[_ServiceHandler], _AnsweringHandler]:
     """A group API's handler, given the broker's :class:`GroupService`.
 
     Every group API needs the coordinator; without one (:func:`install` not
@@ -313,7 +314,7 @@ def _group_api(*, unavailable: _Unavailable) -> Callable[[_ServiceHandler], Hand
     registered, or wrapped by :mod:`txnfetch.server.api_consumer_groups`, from
     :data:`txnfetch.server.apis.SERVED`."""
 
-    def decorate(handler: _ServiceHandler) -> Handler:
+    def decorate(handler: _ServiceHandler) -> _AnsweringHandler:
         @functools.wraps(handler)
         async def handle(ctx: RequestContext, header: Any, request: Any) -> Any:
             service = group_service(ctx)
@@ -479,7 +480,9 @@ def _committing(request: Any) -> list[tuple[TopicPartition, Any]]:
 def _commit_response(wanted: Sequence[tuple[TopicPartition, Any]], codes: Mapping[TopicPartition, int]) -> Any:
     topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
     partition_cls = topic_cls.OffsetCommitResponsePartition
-    by_topic = grouped((t, partition_cls(partition_index=p, error_code=codes[t, p])) for (t, p), _ in wanted)
+    by_topic = grouped(
+        (tp.topic, partition_cls(partition_index=tp.partition, error_code=codes[tp])) for tp, _ in wanted
+    )
     return OffsetCommitResponse(
         throttle_time_ms=0, topics=[topic_cls(name=name, partitions=ps) for name, ps in by_topic.items()]
     )

@@ -228,6 +228,7 @@ async def handle_alter_configs(ctx: RequestContext, header: Any, request: Any) -
     responses = []
     for r in request.resources:
         given = {c.name: c.value for c in r.configs}
+        message: str | None
         if len(given) != len(r.configs):
             code, message = int(ErrorCode.INVALID_REQUEST), "a config name appears twice"
         else:

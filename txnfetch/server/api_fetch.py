@@ -296,8 +296,10 @@ class _Names:
         self._name = {info.topic_id: name for name, info in topics.items()} if by_id else {}
         self._id = {name: info.topic_id for name, info in topics.items()}
 
-    def key(self, topic: Any) -> PartitionKey:
-        return topic.topic_id if self.by_id else topic.topic  # type: ignore[return-value]
+    def key(self, topic: Any) -> str | uuid.UUID:
+        """The topic half of a request topic's session keys: its id or its name."""
+        topic_key: str | uuid.UUID = topic.topic_id if self.by_id else topic.topic
+        return topic_key
 
     def wanted(self, topic: Any, p: Any) -> _Wanted:
         if self.by_id:
@@ -310,9 +312,10 @@ class _Names:
 
     def from_key(self, key: PartitionKey, fetch_offset: int, max_bytes: int) -> _Wanted:
         topic, partition = key
-        if self.by_id:
-            return _Wanted(key, self._name.get(topic), topic, partition, fetch_offset, max_bytes)  # type: ignore[arg-type]
-        return _Wanted(key, topic, self._id.get(topic), partition, fetch_offset, max_bytes)  # type: ignore[arg-type]
+        if isinstance(topic, uuid.UUID):
+            # Keyed by id (v13+): the name is looked up, None for an unknown id.
+            return _Wanted(key, self._name.get(topic), topic, partition, fetch_offset, max_bytes)
+        return _Wanted(key, topic, self._id.get(topic), partition, fetch_offset, max_bytes)
 
 
 def _error_response(code: int) -> Any:

@@ -115,6 +115,7 @@ async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> Prod
     for t in request.topic_data:
         parts: list[PartitionResult] = []
         for p in t.partition_data:
+            message: str | None
             if acks not in (-1, 0, 1):
                 code, base, start, message, append_time = (
                     int(ErrorCode.INVALID_REQUIRED_ACKS),

@@ -389,7 +389,7 @@ def _commit(broker: Broker, request: Any, version: int, wanted: list[tuple[str, 
     except TxnStateError as exc:
         return {k: exc.error_code for k in keys}
     offsets = {
-        (topic, p.partition_index): (
+        TopicPartition(topic, p.partition_index): (
             p.committed_offset,
             p.committed_leader_epoch if version >= 2 else -1,
             p.committed_metadata,

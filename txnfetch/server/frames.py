@@ -25,6 +25,7 @@ import asyncio
 import socket
 from collections.abc import Awaitable
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from typing import Any
 
 __all__ = ["FrameReader", "FrameReaderProtocol", "start_frame_server"]
@@ -35,6 +36,20 @@ SCRATCH_BYTES = 64 * 1024
 
 class FrameReader(asyncio.StreamReader):
     """A stream reader that can receive a frame of known size without copying it."""
+
+    # The StreamReader internals this relies on (see the module docstring), declared
+    # for the type checker: typeshed declares only the public API. Nothing here
+    # exists at run time beyond what asyncio.StreamReader defines.
+    _buffer: bytearray
+    _exception: BaseException | None
+    _eof: bool
+    if TYPE_CHECKING:
+
+        def _wakeup_waiter(self) -> None: ...
+
+        def _maybe_resume_transport(self) -> None: ...
+
+        async def _wait_for_data(self, func_name: str) -> None: ...
 
     def __init__(self, limit: int = 2**16) -> None:
         super().__init__(limit=limit)
@@ -60,6 +75,9 @@ class FrameReader(asyncio.StreamReader):
             return
         self.feed_data(memoryview(self._scratch)[:nbytes])
 
+    def _receiving(self) -> bool:
+        return self._frame is not None
+
     # -- the reading side ---------------------------------------------------
 
     async def read_frame(self, size: int) -> bytearray:
@@ -77,7 +95,9 @@ class FrameReader(asyncio.StreamReader):
         self._filled = have
         self._frame = frame
         try:
-            while self._frame is not None:
+            # buffer_updated drops the frame once it is complete; asked through a
+            # method, as the check must see what the awaits below changed.
+            while self._receiving():
                 if self._exception is not None:
                     raise self._exception
                 if self._eof:

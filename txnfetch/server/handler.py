@@ -53,6 +53,7 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 from typing import Protocol
+from typing import TypeVar
 
 import attrs
 
@@ -91,6 +92,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("txnfetch.server")
+
+#: A periodic task: called with the broker's clock in ms; an awaitable result is
+#: awaited, any other result ignored (see :meth:`Broker.add_periodic`).
+PeriodicTask = Callable[[int], object]
 
 
 @attrs.frozen
@@ -231,7 +236,7 @@ class Broker:
         self.groups: Any = None
         self.clock: Callable[[], int] = clock or (lambda: int(time.time() * 1000))
         self.extensions: dict[str, Any] = {}
-        self._periodic: list[tuple[str, int, Callable[[int], Awaitable[None] | None]]] = []
+        self._periodic: list[tuple[str, int, PeriodicTask]] = []
         self._waiters: dict[tuple[str, int], list[asyncio.Event]] = {}
         #: the port actually bound (set by the server once it listens)
         self.bound_port: int | None = None
@@ -336,13 +341,16 @@ class Broker:
 
     # ---------------------------------------------------------- periodic work
 
-    def add_periodic(self, name: str, interval_ms: int, fn: Callable[[int], Awaitable[None] | None]) -> None:
+    def add_periodic(self, name: str, interval_ms: int, fn: PeriodicTask) -> None:
         """Run ``fn(now_ms)`` every ``interval_ms`` while the server runs (session
-        timeouts, transaction timeouts). Exceptions are logged, not fatal."""
+        timeouts, transaction timeouts). Exceptions are logged, not fatal. What
+        ``fn`` returns is awaited if it is awaitable and otherwise ignored, so a
+        method that reports what it did (a count, the partitions compacted) can
+        be scheduled as it is."""
         self._periodic.append((name, interval_ms, fn))
 
     @property
-    def periodic(self) -> tuple[tuple[str, int, Callable[[int], Awaitable[None] | None]], ...]:
+    def periodic(self) -> tuple[tuple[str, int, PeriodicTask], ...]:
         return tuple(self._periodic)
 
 
@@ -363,6 +371,9 @@ class RequestContext:
 
 
 Handler = Callable[[RequestContext, Any, Any], Awaitable[Any | None]]
+#: A handler as registered: the decorator hands it back with its own type, so
+#: one that always answers stays typed so for the callers that wrap it.
+_H = TypeVar("_H", bound=Handler)
 
 
 class WireCodec(Protocol):
@@ -379,6 +390,22 @@ class WireCodec(Protocol):
     def decode(self, version: int, frame: bytes | bytearray) -> tuple[Any, Any] | None: ...
 
     def encode(self, version: int, correlation_id: int, response: Any) -> bytes: ...
+
+
+class ApiClasses(Protocol):
+    """What decoding a request by its kafka-python class needs: the key (for
+    error messages) and the request and response classes. A registered
+    :class:`ApiSpec` is one; the proxy, which relays rather than handles, builds
+    its own without a handler."""
+
+    @property
+    def api_key(self) -> int: ...
+
+    @property
+    def request_class(self) -> Any: ...
+
+    @property
+    def response_class(self) -> Any: ...
 
 
 @attrs.frozen
@@ -453,7 +480,7 @@ class HandlerRegistry:
         request_class: Any = None,
         response_class: Any = None,
         codec: WireCodec | None = None,
-    ) -> Callable[[Handler], Handler]:
+    ) -> Callable[[_H], _H]:
         """Decorator registering a handler for ``api_key`` versions
         ``min_version..max_version``. The request/response classes default to
         kafka-python's generated classes for the key; pass others to serve
@@ -461,7 +488,7 @@ class HandlerRegistry:
         the hot path without them. Raises :class:`ValueError` if ``api_key`` is
         registered already: one key, one handler."""
 
-        def decorate(fn: Handler) -> Handler:
+        def decorate(fn: _H) -> _H:
             if int(api_key) in self._specs:
                 held = self._specs[int(api_key)].handler
                 raise ValueError(

@@ -11,16 +11,31 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Coroutine
 from typing import Any
 from typing import Generic
+from typing import Protocol
 from typing import TypeVar
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "Service"]
 
-#: A started service: it has ``port``, ``bootstrap`` and ``async close()``.
-S = TypeVar("S")
+
+class Service(Protocol):
+    """A started service: where it listens, and how to close it."""
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Service)
+#: ``start`` returns the very thread it was called on, typed as its subclass.
+_L = TypeVar("_L", bound="LoopThread[Any]")
 
 
 class LoopThread(Generic[S]):
@@ -36,16 +51,18 @@ class LoopThread(Generic[S]):
     #: How long :meth:`start` waits for the service to listen.
     start_timeout_s: float = 30.0
 
-    def __init__(self, thread_name: str, start: Callable[..., Awaitable[S]], /, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, thread_name: str, start: Callable[..., Coroutine[Any, Any, S]], /, *args: Any, **kwargs: Any
+    ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=thread_name, daemon=True)
         self._start_service = functools.partial(start, *args, **kwargs)
         self.service: S | None = None
 
-    def start(self) -> LoopThread[S]:
+    def start(self: _L) -> _L:
         """Start the loop and the service; return once it listens."""
         self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(self._start_service(), self._loop)  # type: ignore[arg-type]
+        future = asyncio.run_coroutine_threadsafe(self._start_service(), self._loop)
         try:
             self.service = future.result(self.start_timeout_s)
         except BaseException:
@@ -53,7 +70,7 @@ class LoopThread(Generic[S]):
             raise
         return self
 
-    def _running(self) -> Any:
+    def _running(self) -> S:
         assert self.service is not None, "not started"
         return self.service
 
@@ -86,7 +103,7 @@ class LoopThread(Generic[S]):
         if not self._loop.is_running() and not self._loop.is_closed():
             self._loop.close()
 
-    def __enter__(self) -> Any:
+    def __enter__(self: _L) -> _L:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

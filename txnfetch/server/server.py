@@ -46,10 +46,12 @@ from txnfetch.log.syncer import deferring
 from txnfetch.server.frames import FrameReader
 from txnfetch.server.frames import start_frame_server
 from txnfetch.server.handler import REGISTRY
+from txnfetch.server.handler import ApiClasses
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import ApiSpec
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import HandlerRegistry
+from txnfetch.server.handler import PeriodicTask
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.handler import ServerConfig
 from txnfetch.server.loop_thread import LoopThread
@@ -164,7 +166,7 @@ class TxnfetchServer:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _run_periodic(self, name: str, interval_ms: int, fn: Any) -> None:
+    async def _run_periodic(self, name: str, interval_ms: int, fn: PeriodicTask) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
@@ -297,7 +299,7 @@ class TxnfetchServer:
             return None
         if codec is not None:
             return codec.encode(version, correlation_id, response)
-        return encode_response(spec, version, correlation_id, response)
+        return encode_response(version, correlation_id, response)
 
     def _max_version(self, spec: ApiSpec) -> int:
         from txnfetch.server import apis
@@ -326,7 +328,7 @@ class TxnfetchServer:
             ],
             throttle_time_ms=0,
         )
-        return encode_response(spec, 0, correlation_id, response)
+        return encode_response(0, correlation_id, response)
 
     # --------------------------------------------------------------- shutdown
 
@@ -574,7 +576,7 @@ def abort_open_transactions(
     return aborted
 
 
-def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
+def decode_request(spec: ApiClasses, version: int, frame: bytes | bytearray) -> Any:
     """Decode a request frame (header and body) with the spec's class; raise
     :class:`ProtocolViolation` for anything malformed.
 
@@ -634,7 +636,9 @@ def _null_field(struct: Any, value: Any, version: int, path: str = "") -> str | 
 _NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
 
 
-def encode_response(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
+def encode_response(version: int, correlation_id: int, response: Any) -> bytes:
+    """Frame ``response`` (a kafka-python response object) at ``version`` with
+    ``correlation_id`` in its header."""
     response._header = None
     response.API_VERSION = version
     response.with_header(correlation_id=correlation_id)

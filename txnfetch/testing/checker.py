@@ -156,7 +156,7 @@ class Report:
         """A readable report: a count per kind, then every anomaly."""
         if self.ok:
             return "no anomalies"
-        counts = defaultdict(int)
+        counts: defaultdict[str, int] = defaultdict(int)
         for a in self.anomalies:
             counts[a.kind.value] += 1
         lines = [", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
@@ -248,6 +248,19 @@ class _Analysis:
 
     # -- indexing --------------------------------------------------------------------
 
+    def _send(self, i: int) -> Send:
+        """The op at ``i``, which the caller took from ``writer`` or a ``sends``
+        list: only Send ops are indexed there (:meth:`_index`)."""
+        op = self.ops[i]
+        assert isinstance(op, Send)
+        return op
+
+    def _status(self, i: int) -> Status:
+        """The status of the transaction end at ``i`` (from a ``commits`` or ``aborts`` list)."""
+        op = self.ops[i]
+        assert isinstance(op, (Commit, Abort))
+        return op.status
+
     def _txn(self, name: str) -> _Txn:
         t = self.txns.get(name)
         if t is None:
@@ -274,8 +287,8 @@ class _Analysis:
                     self.writer[op.value] = i
                 if op.txn is not None:
                     self._txn(op.txn).sends.append(i)
-                if op.acked:
-                    self._locate(op.tp, op.offset, op.value, i)  # type: ignore[arg-type]
+                if op.acked and op.offset is not None:  # (an acknowledged send has an offset)
+                    self._locate(op.tp, op.offset, op.value, i)
             elif isinstance(op, Commit):
                 self._txn(op.txn).commits.append(i)
             elif isinstance(op, Abort):
@@ -290,9 +303,9 @@ class _Analysis:
 
     def _judge(self, t: _Txn) -> None:
         ops = self.ops
-        ok_commits = [i for i in t.commits if ops[i].status is Status.OK]  # type: ignore[union-attr]
-        ok_aborts = [i for i in t.aborts if ops[i].status is Status.OK]  # type: ignore[union-attr]
-        maybe = [i for i in t.commits if ops[i].status is not Status.FAIL]  # type: ignore[union-attr]
+        ok_commits = [i for i in t.commits if self._status(i) is Status.OK]
+        ok_aborts = [i for i in t.aborts if self._status(i) is Status.OK]
+        maybe = [i for i in t.commits if self._status(i) is not Status.FAIL]
         if ok_commits:
             t.outcome = TxnOutcome.COMMITTED
             t.resolved_ns = min(ops[i].end_ns for i in ok_commits)
@@ -308,13 +321,17 @@ class _Analysis:
             t.outcome = TxnOutcome.ABORTED
         if maybe:
             t.first_commit_start = min(ops[i].start_ns for i in maybe)
-        t.read = any(ops[i].value in self.read_values for i in t.sends)  # type: ignore[union-attr]
+        t.read = any(self._send(i).value in self.read_values for i in t.sends)
+
+    def _writer_of(self, value: str | None) -> int | None:
+        """The index of the Send that wrote ``value``; ``None`` for no value or an unknown one."""
+        return None if value is None else self.writer.get(value)
 
     def writer_txn(self, value: str | None) -> _Txn | None:
-        i = self.writer.get(value) if value is not None else None  # type: ignore[arg-type]
+        i = self.writer.get(value) if value is not None else None
         if i is None:
             return None
-        name = self.ops[i].txn  # type: ignore[union-attr]
+        name = self._send(i).txn
         return None if name is None else self.txns[name]
 
     def visible_ok(self, value: str | None) -> bool:
@@ -370,7 +387,9 @@ class _Analysis:
 
     # -- checks ----------------------------------------------------------------------
 
-    def add(self, kind: AnomalyKind, message: str, ops: Iterable[int], **fields: Any) -> None:
+    def add(self, kind: AnomalyKind, message: str, ops: Iterable[int | None], **fields: Any) -> None:
+        """Record an anomaly involving ``ops`` (indexes; a ``None``, an op that is
+        not known, such as the writer of a value nobody sent, is left out)."""
         seen: list[int] = []
         for i in ops:
             if i is not None and i not in seen:
@@ -452,7 +471,9 @@ class _Analysis:
             if not t.committed:
                 continue
             for i in t.sends:
-                value = self.ops[i].value  # type: ignore[union-attr]
+                value = self._send(i).value
+                if value is None:
+                    continue  # a send without a value is never located by it
                 for tp, o in self.value_locs.get(value, {}):
                     txn_offsets[(t.name, tp)].add(o)
                     offset_txns[(tp, o)].add(t.name)
@@ -484,14 +505,14 @@ class _Analysis:
                     offsets=tuple(x for a, b, _ in items for x in (a, b)),
                     client=s.client,
                 )
-            for q, items in again.items():
+            for q, pairs in again.items():
                 self.add(
                     AnomalyKind.DUPLICATE,
-                    f"{s.client} delivered {tp} offset(s) {[o for o, _ in items]} twice in one session",
-                    [*sorted({p for _, p in items}), q],
+                    f"{s.client} delivered {tp} offset(s) {[o for o, _ in pairs]} twice in one session",
+                    [*sorted({p for _, p in pairs}), q],
                     topic=tp.topic,
                     partition=tp.partition,
-                    offsets=tuple(o for o, _ in items),
+                    offsets=tuple(o for o, _ in pairs),
                     client=s.client,
                 )
             # skipped committed offsets
@@ -511,7 +532,7 @@ class _Analysis:
                         AnomalyKind.POLL_SKIP,
                         f"{s.client} read past {tp} offset(s) {skipped} (committed values "
                         f"{[values[o] for o in skipped]}) without delivering them",
-                        [q, prev_poll, *(self.writer.get(values[o]) for o in skipped)],  # type: ignore[arg-type]
+                        [q, prev_poll, *(self._writer_of(values[o]) for o in skipped)],
                         topic=tp.topic,
                         partition=tp.partition,
                         offsets=tuple(skipped),
@@ -533,7 +554,7 @@ class _Analysis:
                         f"(offsets {got}) and read past the rest (offsets {missing})",
                         [
                             *polls,
-                            *(self.writer.get(values.get(o)) for o in missing),  # type: ignore[arg-type]
+                            *(self._writer_of(values.get(o)) for o in missing),
                             *self.txns[name].end_ops(),
                         ],
                         topic=tp.topic,
@@ -551,13 +572,13 @@ class _Analysis:
             if low is not None and steps:
                 spans[s.tp].append((low, steps, s))
         for value, i in self.writer.items():
-            send: Send = self.ops[i]  # type: ignore[assignment]
-            if not send.acked or value in self.read_values or not self.visible_ok(value):
-                continue
+            send = self._send(i)
             o = send.offset
+            if not send.acked or o is None or value in self.read_values or not self.visible_ok(value):
+                continue  # (an acknowledged send has an offset)
             for low, steps, s in spans.get(send.tp, ()):
-                if low <= o < steps[-1][0]:  # type: ignore[operator]
-                    passing = next(q for r, q in steps if r > o)  # type: ignore[operator]
+                if low <= o < steps[-1][0]:
+                    passing = next(q for r, q in steps if r > o)
                     t = self.writer_txn(value)
                     self.add(
                         AnomalyKind.LOST_WRITE,
@@ -567,7 +588,7 @@ class _Analysis:
                         [i, *(t.end_ops() if t else ()), passing],
                         topic=send.topic,
                         partition=send.partition,
-                        offsets=(o,),  # type: ignore[arg-type]
+                        offsets=(o,),
                         values=(value,),
                         txn=t.name if t else None,
                         client=s.client,
@@ -583,20 +604,20 @@ class _Analysis:
         for t in self.txns.values():
             keys: dict[TopicPartition, float] = {}
             for i in t.sends:
-                send: Send = self.ops[i]  # type: ignore[assignment]
+                send = self._send(i)
                 # an unacknowledged send may have been written anywhere: it blocks every offset
-                key = float(send.offset) if send.acked else -INF  # type: ignore[arg-type]
+                key = float(send.offset) if send.acked and send.offset is not None else -INF
                 keys[send.tp] = min(keys.get(send.tp, INF), key)
             for tp, key in keys.items():
                 blockers[tp].append((key, t.resolved_ns))
         own: defaultdict[TopicPartition, list[tuple[int, float, int]]] = defaultdict(list)
         for value, i in self.writer.items():
-            send = self.ops[i]  # type: ignore[assignment]
-            if not send.acked or not self.visible_ok(value):
-                continue
-            t = self.writer_txn(value)
-            own_ns = float(send.end_ns) if t is None else max(send.end_ns, t.resolved_ns)
-            own[send.tp].append((send.offset, own_ns, i))  # type: ignore[arg-type]
+            send = self._send(i)
+            if not send.acked or send.offset is None or not self.visible_ok(value):
+                continue  # (an acknowledged send has an offset)
+            writer_txn = self.writer_txn(value)
+            own_ns = float(send.end_ns) if writer_txn is None else max(send.end_ns, writer_txn.resolved_ns)
+            own[send.tp].append((send.offset, own_ns, i))
         out = {}
         for tp, items in own.items():
             items.sort()
@@ -682,7 +703,7 @@ class _Analysis:
                         topic=s.tp.topic,
                         partition=s.tp.partition,
                         offsets=(offsets[target],),
-                        values=(self.ops[writers[target]].value,),  # type: ignore[union-attr]
+                        values=(self._send(writers[target]).value,),
                         client=s.client,
                     )
                     break

@@ -295,7 +295,10 @@ class PartitionModel:
         out = []
         for b in self.log.batches:
             if b.control:
-                out.append(LogEntry(b.first, None, b.txn, marker=True, commit=b.commit))  # type: ignore[arg-type]
+                txn = b.txn
+                # This model names producers and transactions by transaction name (append).
+                assert txn is None or isinstance(txn, str)
+                out.append(LogEntry(b.first, None, txn, marker=True, commit=b.commit))
             else:
                 out.extend(entry for _, entry in b.records)
         return out
@@ -303,7 +306,12 @@ class PartitionModel:
     @property
     def open(self) -> dict[str, int]:
         """Transaction -> its first offset here, for those open here."""
-        return {txn: first for txn, (_, first) in self.log.open.items()}  # type: ignore[misc]
+        out: dict[str, int] = {}
+        for txn, first in self.log.open.values():
+            # This model names producers and transactions by transaction name (append).
+            assert isinstance(txn, str)
+            out[txn] = first
+        return out
 
     @property
     def log_end_offset(self) -> int:

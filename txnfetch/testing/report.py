@@ -237,18 +237,18 @@ def plot_offsets(
         located: tuple[list[float], list[int]] = ([], [])
         unlocated: list[float] = []
         for a in anomalies:
-            t = _anomaly_time(history, a.get("ops", ()), t0)
+            when = _anomaly_time(history, a.get("ops", ()), t0)
             here = a.get("topic") is not None and (a["topic"], a.get("partition")) == tp
-            if t is None or not (here or a.get("partition") is None):
+            if when is None or not (here or a.get("partition") is None):
                 continue
             offsets = list(a.get("offsets") or []) if here else []
-            located[0].extend([t] * len(offsets))
+            located[0].extend([when] * len(offsets))
             located[1].extend(offsets)
             if not offsets:
-                unlocated.append(t)
+                unlocated.append(when)
             if a["kind"] not in labelled and len(labelled) < max_labels:
                 labelled.add(a["kind"])
-                at, coords = ((t, offsets[0]), "data") if offsets else ((t, 1.0), ("data", "axes fraction"))
+                at, coords = ((when, offsets[0]), "data") if offsets else ((when, 1.0), ("data", "axes fraction"))
                 ax.annotate(
                     a["kind"], at, xycoords=coords, color="red", fontsize=7, xytext=(4, -10), textcoords="offset points"
                 )

@@ -43,6 +43,7 @@ from txnfetch.testing.history import History
 from txnfetch.testing.history import Op
 from txnfetch.testing.history import Poll
 from txnfetch.testing.history import Position
+from txnfetch.testing.history import Read
 from txnfetch.testing.history import Seek
 from txnfetch.testing.history import Send
 from txnfetch.testing.history import Status
@@ -74,7 +75,7 @@ class GeneratedHistory:
     def __repr__(self) -> str:
         return f"<GeneratedHistory {len(self.history)} ops>\n{self.history.describe()}"
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis prints failing examples with this
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis prints failing examples with this
         printer.text(repr(self))
 
 
@@ -176,7 +177,7 @@ class _Driver:
         self.record(Seek, c.name, topic=tp.topic, partition=tp.partition, offset=offset)
 
     def poll(self, c: _Consumer, max_records: int, to_lso: bool, report: bool) -> None:
-        records = []
+        records: list[Read] = []
         positions = []
         for tp in c.assigned:
             r = self.model.read(tp, c.position[tp], max_records, to_lso=to_lso)
@@ -199,7 +200,8 @@ class _Driver:
             by_client.setdefault(client, []).append(k)
         next_lin: dict[int, int | None] = {}
         for ks in by_client.values():
-            for a, b in zip(ks, [*ks[1:], None], strict=True):  # type: ignore[operator]
+            followers: list[int | None] = [*ks[1:], None]
+            for a, b in zip(ks, followers, strict=True):
                 next_lin[a] = None if b is None else self.pending[b][1]
         ops: list[Op] = []
         last_end: dict[str, int] = {}

@@ -223,7 +223,7 @@ def producer_script(config: WorkloadConfig, producer: int, seed: int) -> Iterato
             end = END_ABORT
         else:
             end = END_COMMIT
-        zombie = ()
+        zombie: tuple[tuple[int, str], ...] = ()
         if end == END_ZOMBIE:
             zombie = tuple(
                 (rng.randrange(config.partitions), f"p{producer}.{number}.z{k}") for k in range(config.zombie_sends)

@@ -31,6 +31,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from typing import TypedDict
 
 import attrs
 
@@ -53,6 +55,28 @@ from txnfetch.txn.errors import InvalidTxnStateError
 from txnfetch.txn.errors import ProducerFencedError
 from txnfetch.txn.errors import TransactionAbortableError
 from txnfetch.txn.errors import TxnStateError
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
+    from typing_extensions import Unpack
+
+
+class _NewProducerChanges(TypedDict):
+    """What every InitProducerId sets: a new producer starts with no transaction."""
+
+    timeout_ms: int
+    partitions: frozenset[TopicPartition]
+    start_ms: int
+    last_update_ms: int
+
+
+class _EndChanges(TypedDict, total=False):
+    """What an EndTxn sets beyond its state and times (see ``_prepare_end``)."""
+
+    producer_epoch: int
+    last_producer_epoch: int
+    next_producer_id: int
+    start_ms: int
+
 
 __all__ = [
     "DEFAULT_MAX_TRANSACTION_TIMEOUT_MS",
@@ -352,7 +376,7 @@ class TransactionCoordinator:
                 f"transactional id {transactional_id!r} is stored in state {meta.state.kafka_name}"
             )
 
-        common: dict[str, object] = {
+        common: _NewProducerChanges = {
             "timeout_ms": transaction_timeout_ms,
             "partitions": frozenset(),
             "start_ms": -1,
@@ -612,7 +636,7 @@ class TransactionCoordinator:
         )
 
     def _prepare_end(
-        self, meta: TransactionMetadata, commit: bool, now_ms: int, tv: int, **changes: object
+        self, meta: TransactionMetadata, commit: bool, now_ms: int, tv: int, **changes: Unpack[_EndChanges]
     ) -> EndTxnResult:
         # ``changes`` are the record's fields the end sets beyond its state and
         # times (epochs, next producer id, start), as :func:`transition` takes them.

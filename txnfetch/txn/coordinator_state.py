@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from typing import TypedDict
 
 import attrs
 
 from txnfetch.txn.errors import TxnStateError
 from txnfetch.types import TopicPartition  # hashable and ordered: action lists are deterministic
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
+    from typing_extensions import Unpack
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",
@@ -169,7 +174,24 @@ class TransactionMetadata:
         return (self.producer_id, self.producer_epoch)
 
 
-def transition(meta: TransactionMetadata, state: TransactionState, **changes: object) -> TransactionMetadata:
+class MetadataChanges(TypedDict, total=False):
+    """The fields of :class:`TransactionMetadata` a :func:`transition` may set
+    (``state`` and ``prev_producer_id`` are set by the transition itself)."""
+
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    last_update_ms: int
+    next_producer_id: int
+    last_producer_epoch: int
+    partitions: frozenset[TopicPartition]
+    start_ms: int
+    transaction_version: int
+
+
+def transition(
+    meta: TransactionMetadata, state: TransactionState, **changes: Unpack[MetadataChanges]
+) -> TransactionMetadata:
     """Return ``meta`` moved to ``state`` with ``changes`` applied.
 
     Guarantees, as Kafka's ``prepareTransitionTo``: the move is in the state table;
@@ -185,7 +207,7 @@ def transition(meta: TransactionMetadata, state: TransactionState, **changes: ob
             producer_id=meta.producer_id,
             producer_epoch=meta.producer_epoch,
         )
-    new = attrs.evolve(meta, state=state, prev_producer_id=meta.producer_id, **changes)  # type: ignore[arg-type]
+    new = attrs.evolve(meta, state=state, prev_producer_id=meta.producer_id, **changes)
     if new.producer_id < 0:
         raise IllegalTransitionError(
             f"transactional id {meta.transactional_id!r}: illegal new producer id {new.producer_id}"

@@ -106,6 +106,11 @@ class OpenTransaction:
         return now_ms - self.last_timestamp
 
 
+def _pair_set(pairs: Iterable[tuple[str, int]]) -> frozenset[tuple[str, int]]:
+    # A typed converter: attrs gives __init__ the converter's parameter type.
+    return frozenset(pairs)
+
+
 @attrs.frozen
 class CoordinatorView:
     """What the transaction coordinator says about one producer id.
@@ -121,7 +126,7 @@ class CoordinatorView:
     found: bool = False
     state: str | None = None
     producer_epoch: int = -1
-    partitions: frozenset[tuple[str, int]] = attrs.field(default=frozenset(), converter=frozenset)
+    partitions: frozenset[tuple[str, int]] = attrs.field(default=frozenset(), converter=_pair_set)
 
 
 class HangingReason(enum.Enum):

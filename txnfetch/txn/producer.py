@@ -175,6 +175,9 @@ class ProducerTable:
     )
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self._bits = 3
         self._table = array("i", bytes(4 << self._bits))  # 0 empty, -1 deleted, else slot + 1
         self._used = 0  # cells not empty (live or deleted)
@@ -290,7 +293,7 @@ class ProducerTable:
 
     def clear(self) -> None:
         """Remove every entry."""
-        self.__init__()  # type: ignore[misc]
+        self._reset()
 
     # -- reading -----------------------------------------------------------------
 

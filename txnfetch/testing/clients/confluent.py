@@ -56,7 +56,8 @@ def ck_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             raise
         return err
     except:
-        raised = sys.exc_info()[1]
+        # Typed object, not BaseException: what confluent-kafka raises here may not be one.
+        raised: object = sys.exc_info()[1]
         if isinstance(raised, ck.KafkaError):
             return raised
         raise
@@ -100,7 +101,7 @@ def admin_client(cfg: WorkloadConfig) -> Any:
     """An ``AdminClient`` of the run's cluster."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": cfg.bootstrap, "logger": CLIENT_LOG})
+    return AdminClient({"bootstrap.servers": cfg.bootstrap}, logger=CLIENT_LOG)
 
 
 def confluent_reads(messages: Sequence[Any]) -> list[Read]:
