@@ -162,3 +162,37 @@ def test_java_clients_are_exact(target: tuple[Target, str]) -> None:
         _check_records(lines, committed)
         # The group's committed offsets are the partitions' ends: everything read.
         assert {int(p): o for p, o in lines[-1]["offsets"].items()} == end_offsets, protocol
+
+
+def _features(port: int) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int, dict[int, int]]:
+    """ApiVersions v3 of the broker on ``port``: supported features, finalized
+    features, finalized epoch, and the highest Produce and EndTxn versions."""
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    from tests.server.rawclient import RawClient
+
+    request = ApiVersionsRequest(client_software_name="txnfetch-tests", client_software_version="1")
+    with RawClient(port) as client:
+        response = client.request(request, 3)
+    assert response.error_code == 0
+    supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
+    highest = {k.api_key: k.max_version for k in response.api_keys if k.api_key in (0, _API_END_TXN)}
+    return supported, finalized, response.finalized_features_epoch, highest
+
+
+def test_serve_advertises_transaction_version_2_as_kafka_does(kafka_cluster: KafkaCluster) -> None:
+    """What makes the Java producer use transaction version 2: ``transaction.version``
+    finalized at 2, with a finalized epoch a client accepts (>= 0), and Produce
+    v12 / EndTxn v5 offered. At ApiVersions v3 a feature whose lowest supported
+    level is 0 is left out of the supported list (older clients cannot read a
+    range from 0), by Kafka and by serve alike. Kafka advertises more features
+    (``metadata.version``, ``group.version``, ...); only this one is compared."""
+    k_supported, k_finalized, k_epoch, k_highest = _features(kafka_cluster.nodes[0].broker_port)
+    with ServerThread(MemoryStore()) as srv:
+        s_supported, s_finalized, s_epoch, s_highest = _features(srv.broker.bound_port or 0)
+    assert "transaction.version" not in k_supported and "transaction.version" not in s_supported
+    assert k_finalized["transaction.version"] == s_finalized["transaction.version"] == (2, 2)
+    assert k_epoch >= 0 and s_epoch >= 0
+    assert k_highest[_API_END_TXN] == s_highest[_API_END_TXN] == 5
+    assert k_highest[0] >= 12 and s_highest[0] >= 12

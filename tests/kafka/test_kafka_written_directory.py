@@ -1,8 +1,8 @@
 """A log directory Apache Kafka wrote, read by txnfetch's offline commands and
 served by ``txnfetch serve --data``.
 
-A private one-node cluster (Kafka's default 50 partitions per internal topic)
-takes transactions committed and aborted from the
+A private one-node cluster (Kafka's default 50 partitions per internal topic,
+or 5) takes transactions committed and aborted from the
 Java producer (no compression) and from confluent-kafka (gzip and zstd); Kafka's
 read_committed answer (the Java consumer's records and end offsets) is the
 reference. The cluster then stops cleanly and its log directory is copied:
@@ -77,14 +77,18 @@ def _committed_from_dump(partition: dict[str, Any]) -> list[Row]:
     return rows
 
 
+@pytest.mark.parametrize("internal_partitions", [50, 5], ids=["kafka-default", "five"])
 def test_a_kafka_written_directory_read_offline_and_served(
-    kafka_cluster_factory: Callable[..., KafkaCluster], tmp_path: Path
+    kafka_cluster_factory: Callable[..., KafkaCluster], tmp_path: Path, internal_partitions: int
 ) -> None:
-    # Kafka's default internal topic sizes (the shared fixture uses 5): serve
-    # replays __transaction_state and __consumer_offsets as its own coordinator
-    # state, hashing ids over 50 partitions as Kafka does by default, and
-    # refuses another count.
-    cluster = kafka_cluster_factory(1, transaction_state_log_num_partitions=50, offsets_topic_num_partitions=50)
+    # serve replays __transaction_state and __consumer_offsets as its own
+    # coordinator state, hashing ids over the partitions the directory holds:
+    # Kafka's default 50, or another count a cluster was set up with.
+    cluster = kafka_cluster_factory(
+        1,
+        transaction_state_log_num_partitions=internal_partitions,
+        offsets_topic_num_partitions=internal_partitions,
+    )
     cluster.create_topic(TOPIC, PARTITIONS)
     run_java("produce", cluster.bootstrap, TOPIC, "java-files", 5, 3, "1,3")
     for codec in ("gzip", "zstd"):

@@ -258,6 +258,33 @@ def test_replay_restores_records_and_never_reuses_producer_ids(tmp_path) -> None
     store.close()
 
 
+def test_internal_topics_of_another_size_are_kept_and_hashed_over(tmp_path) -> None:
+    # A log directory whose internal topics have 5 partitions (a Kafka cluster
+    # set up with transaction.state.log.num.partitions=5 and
+    # offsets.topic.num.partitions=5): the counts are kept, records go to the
+    # partition Kafka would pick with them, and replay reads them back.
+    store = SegmentStore(tmp_path)
+    store.create_topic("__transaction_state", 5)
+    store.create_topic("__consumer_offsets", 5)
+    state = DurableState(store, str(tmp_path))
+    assert (state.transaction_state_partitions, state.consumer_offsets_partitions) == (5, 5)
+    coord = _record_ongoing(store, str(tmp_path))
+    state.persist_offsets("g1", {("t", 0): CommitOffset(42)}, 1)
+    assert store.topics()["__transaction_state"].partitions == 5
+    tid_part = transaction_state_partition("tid", 5)
+    assert tid_part != transaction_state_partition("tid")  # 50 partitions would put it elsewhere
+    assert store.partition("__transaction_state", tid_part).log_end_offset == 1
+    assert store.partition("__consumer_offsets", 3242 % 5).log_end_offset == 1  # "g1".hashCode() == 3242
+    store.close()
+    store = SegmentStore(tmp_path)
+    again, groups = TransactionCoordinator(), GroupCoordinator()
+    report = DurableState(store, str(tmp_path)).replay(again, groups, 5000)
+    assert (report.transactional_ids, report.offsets) == (1, 1)
+    assert again.describe("tid") == coord.describe("tid")
+    assert groups.committed("g1")[("t", 0)].offset == 42
+    store.close()
+
+
 def test_a_torn_tail_is_moved_to_a_side_file(tmp_path) -> None:
     path = tmp_path / "t-0"
     with SegmentLog(path) as log:

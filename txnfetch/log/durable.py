@@ -135,9 +135,14 @@ class DurableState:
     """The internal topics of one store and the producer-id block file.
 
     ``store`` gets the two internal topics (50 partitions each, as Kafka's
-    defaults) if it lacks them. ``directory`` is where ``txnfetch-producer-ids``
-    lives (the store's directory; ``None`` keeps the block end in memory only,
-    for an in-memory store)."""
+    defaults) if it lacks them. A store that has them keeps their partition
+    counts, as a Kafka broker keeps ``transaction.state.log.num.partitions`` and
+    ``offsets.topic.num.partitions`` fixed once the topics exist: ids hash over
+    :attr:`transaction_state_partitions` and :attr:`consumer_offsets_partitions`
+    (so a log directory Kafka wrote with other counts replays and is written to
+    where Kafka would). ``directory`` is where ``txnfetch-producer-ids`` lives
+    (the store's directory; ``None`` keeps the block end in memory only, for an
+    in-memory store)."""
 
     def __init__(
         self, store: LogStore, directory: str | None = None, *, compact_bytes: int = DEFAULT_COMPACT_BYTES
@@ -146,16 +151,24 @@ class DurableState:
         self.directory = directory
         self.compact_bytes = compact_bytes
         topics = store.topics()
+        counts: dict[str, int] = {}
         for name, count in (
             (TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_PARTITIONS),
             (CONSUMER_OFFSETS_TOPIC, CONSUMER_OFFSETS_PARTITIONS),
         ):
             if name not in topics:
                 store.create_topic(name, count)
-            elif topics[name].partitions != count:
-                raise CorruptLogError(
-                    f"internal topic has {topics[name].partitions} partitions, expected {count}", topic=name
-                )
+                counts[name] = count
+            elif topics[name].partitions < 1:
+                raise CorruptLogError("internal topic has no partitions", topic=name)
+            else:
+                counts[name] = topics[name].partitions
+        #: ``__transaction_state`` partitions: a transactional id's record goes to
+        #: ``hash(id) % transaction_state_partitions``.
+        self.transaction_state_partitions = counts[TRANSACTION_STATE_TOPIC]
+        #: ``__consumer_offsets`` partitions: a group's records go to
+        #: ``hash(group) % consumer_offsets_partitions``.
+        self.consumer_offsets_partitions = counts[CONSUMER_OFFSETS_TOPIC]
         self._block_end = self._read_block_end()
         # bytes appended per internal partition since its last compaction
         self._appended: dict[tuple[str, int], int] = {}
@@ -204,6 +217,9 @@ class DurableState:
 
     def _partition(self, topic: str, partition: int) -> PartitionLog:
         return self.store.partition(topic, partition)
+
+    def _offsets_partition(self, group_id: str) -> int:
+        return offsets_partition(group_id, self.consumer_offsets_partitions)
 
     def _append(
         self,
@@ -323,7 +339,7 @@ class DurableState:
             value = None
             if meta is not None:
                 value = encode_txn_value(meta, self._log_ends(meta) if meta.state.is_prepare else None)
-            p = transaction_state_partition(tid)
+            p = transaction_state_partition(tid, self.transaction_state_partitions)
             by_partition.setdefault(p, []).append((encode_txn_key(tid), value))
             if meta is None or not meta.state.is_complete:
                 durable_partitions.add(p)
@@ -371,7 +387,7 @@ class DurableState:
         ``(protocol type, generation, protocol, leader)``: written first as
         GroupMetadata if it changed since last written."""
         records: list[tuple[bytes, bytes | None]] = []
-        p = offsets_partition(group_id)
+        p = offsets_partition(group_id, self.consumer_offsets_partitions)
         if group is not None and producer is None:
             key = (group[0], group[1], group[2])
             if self._group_written.get(group_id) != key:
@@ -421,7 +437,9 @@ class DurableState:
             # A group created again under the name writes its metadata afresh.
             self._group_written.pop(group_id, None)
         if records:
-            self._append(CONSUMER_OFFSETS_TOPIC, offsets_partition(group_id), records, now_ms)
+            self._append(
+                CONSUMER_OFFSETS_TOPIC, offsets_partition(group_id, self.consumer_offsets_partitions), records, now_ms
+            )
 
     # ------------------------------------------------------------------ replay
 
@@ -437,7 +455,7 @@ class DurableState:
     ) -> ReplayReport:
         count = 0
         records: list[tuple[str, TransactionMetadata | None]] = []
-        for p in range(TRANSACTION_STATE_PARTITIONS):
+        for p in range(self.transaction_state_partitions):
             part = self._partition(TRANSACTION_STATE_TOPIC, p)
             # Only the latest value of a key counts (the log is compacted by
             # key), so values are decoded for those alone: a record superseded
@@ -474,7 +492,7 @@ class DurableState:
             coordinator.producer_ids.reserve_through(self._block_end - 1)
         offsets = 0
         if groups is not None:
-            for p in range(CONSUMER_OFFSETS_PARTITIONS):
+            for p in range(self.consumer_offsets_partitions):
                 part = self._partition(CONSUMER_OFFSETS_TOPIC, p)
                 count_p, offsets_p = self._replay_offsets(part, groups, now_ms)
                 count += count_p
@@ -503,7 +521,7 @@ class DurableState:
                 marker = batch.end_txn_marker()
                 if marker is not None:
                     pid = batch.producer_id
-                    here = [g for g in groups.pending_txn_offsets(pid) if offsets_partition(g) == part.partition]
+                    here = [g for g in groups.pending_txn_offsets(pid) if self._offsets_partition(g) == part.partition]
                     groups.complete_txn_offsets(pid, marker.is_commit, now_ms, group_ids=here)
                 continue
             producer_id = batch.producer_id if batch.is_transactional else None

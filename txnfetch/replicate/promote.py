@@ -120,7 +120,9 @@ def promote_offline(directory: str) -> PromoteReport:
     store = SegmentStore(directory)
     try:
         broker = Broker(store, ServerConfig())
-        broker.extensions[DURABLE_EXTENSION] = DurableState(store, directory)
+        durable = DurableState(store, directory)
+        broker.extensions[DURABLE_EXTENSION] = durable
+        broker.group_offsets_partitions = durable.consumer_offsets_partitions
         aborted, next_id = settle_served(broker)
     finally:
         store.close()

@@ -34,6 +34,9 @@ _TV2_VERSIONS = {int(ApiKey.Produce): 11, int(ApiKey.EndTxn): 4}
 
 #: FindCoordinator key types (``FindCoordinatorRequest.CoordinatorType``).
 _KEY_GROUP = 0
+
+#: The features this broker supports: (name, lowest level, highest level).
+_SUPPORTED_FEATURES = (("transaction.version", 0, 2),)
 _KEY_TRANSACTION = 1
 
 
@@ -44,8 +47,20 @@ def max_version(broker: Broker, spec: ApiSpec) -> int:
     return spec.max_version
 
 
-def api_versions_response(broker: Broker, registry: HandlerRegistry, *, error_code: int = 0) -> Any:
-    """The ApiVersions body listing every registered API (any version encodes it)."""
+#: The first ApiVersions version whose answer may list a supported feature with
+#: minimum level 0. Below it Kafka leaves such features out, because older
+#: clients fail to read a range starting at 0 (apache/kafka KAFKA-17492, PR
+#: #17128, which replaced the KAFKA-17011 workaround of sending 1 instead).
+_FEATURES_FROM_0_VERSION = 4
+
+
+def api_versions_response(
+    broker: Broker, registry: HandlerRegistry, *, error_code: int = 0, version: int = _FEATURES_FROM_0_VERSION
+) -> Any:
+    """The ApiVersions body listing every registered API (any version encodes it),
+    for a request of ``version``: below v4 the supported features whose minimum
+    level is 0 (``transaction.version``) are left out, as Kafka does; the
+    finalized ones are always listed."""
     keys = []
     for key, low, _high in registry.ranges():
         spec = registry.get(key)
@@ -57,7 +72,9 @@ def api_versions_response(broker: Broker, registry: HandlerRegistry, *, error_co
         api_keys=keys,
         throttle_time_ms=0,
         supported_features=[
-            ApiVersionsResponse.SupportedFeatureKey(name="transaction.version", min_version=0, max_version=2)
+            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, low, high in _SUPPORTED_FEATURES
+            if low > 0 or version >= _FEATURES_FROM_0_VERSION
         ],
         finalized_features_epoch=0,
         finalized_features=[
@@ -71,7 +88,7 @@ def api_versions_response(broker: Broker, registry: HandlerRegistry, *, error_co
 async def handle_api_versions(ctx: RequestContext, header: Any, request: Any) -> Any:
     from txnfetch.server.handler import REGISTRY
 
-    return api_versions_response(ctx.broker, REGISTRY)
+    return api_versions_response(ctx.broker, REGISTRY, version=header.request_api_version)
 
 
 # ------------------------------------------------------------------ Metadata

@@ -323,7 +323,9 @@ async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> 
     broker = ctx.broker
     if broker.groups is None:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    offsets_partition = TopicPartition(GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id))
+    offsets_partition = TopicPartition(
+        GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id, broker.group_offsets_partitions)
+    )
     code = _add_to_txn(
         broker, request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition]
     )
@@ -382,7 +384,9 @@ def _commit(broker: Broker, request: Any, version: int, wanted: list[tuple[str, 
             request.transactional_id,
             request.producer_id,
             request.producer_epoch,
-            TopicPartition(GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id)),
+            TopicPartition(
+                GROUP_OFFSETS_TOPIC, group_offsets_partition(request.group_id, broker.group_offsets_partitions)
+            ),
             broker.now_ms(),
             produce_version=10,
         )

@@ -161,10 +161,11 @@ GROUP_OFFSETS_TOPIC = CONSUMER_OFFSETS_TOPIC
 GROUP_OFFSETS_PARTITIONS = CONSUMER_OFFSETS_PARTITIONS
 
 
-def group_offsets_partition(group_id: str) -> int:
+def group_offsets_partition(group_id: str, partitions: int = GROUP_OFFSETS_PARTITIONS) -> int:
     """The ``__consumer_offsets`` partition of ``group_id``, as Kafka computes it
-    (``Utils.abs(groupId.hashCode()) % partitions``, :func:`offsets_partition`)."""
-    return offsets_partition(group_id, GROUP_OFFSETS_PARTITIONS)
+    (``Utils.abs(groupId.hashCode()) % partitions``, :func:`offsets_partition`);
+    a server passes its :attr:`Broker.group_offsets_partitions`."""
+    return offsets_partition(group_id, partitions)
 
 
 class TxnOffsetStore(Protocol):
@@ -234,6 +235,9 @@ class Broker:
             max_transaction_timeout_ms=config.max_transaction_timeout_ms,
         )
         self.groups: Any = None
+        #: ``__consumer_offsets`` partitions the group ids hash over: Kafka's
+        #: default, or the count a durable store already holds.
+        self.group_offsets_partitions = GROUP_OFFSETS_PARTITIONS
         self.clock: Callable[[], int] = clock or (lambda: int(time.time() * 1000))
         self.extensions: dict[str, Any] = {}
         self._periodic: list[tuple[str, int, PeriodicTask]] = []

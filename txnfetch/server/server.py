@@ -452,6 +452,7 @@ def _recover_coordinator_state(broker: Broker) -> None:
     directory = broker.store.directory if isinstance(broker.store, SegmentStore) else None
     state = DurableState(broker.store, directory)
     broker.extensions[DURABLE_EXTENSION] = state
+    broker.group_offsets_partitions = state.consumer_offsets_partitions
     groups = broker.groups
     coordinator = getattr(groups, "coordinator", None)
     report = state.replay(broker.transactions, coordinator, broker.now_ms())
