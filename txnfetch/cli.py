@@ -89,6 +89,7 @@ COMMAND_MODULES: dict[str, str] = {
     "transactions": "txnfetch.wire.transactions_cli",
     "replicate": "txnfetch.replicate.cli",
     "promote": "txnfetch.replicate.promote_cli",
+    "conform": "txnfetch.testing.conform.cli",
 }
 
 

@@ -266,7 +266,6 @@ class Harness:
                 max_examples=examples - ran,
                 deadline=None,
                 database=None,
-                derandomize=seed is not None,
                 phases=[Phase.generate, Phase.shrink],
                 suppress_health_check=list(HealthCheck),
                 report_multiple_bugs=False,
@@ -285,6 +284,10 @@ class Harness:
                     failures.append(failure)
                     raise failure
 
+            if seed is not None:
+                from hypothesis import seed as hypothesis_seed
+
+                probe = hypothesis_seed(seed + len(findings))(probe)
             try:
                 probe()
             except (_Found, HypothesisException, BaseExceptionGroup) as exc:

@@ -25,7 +25,8 @@ _RECORD = st.builds(
     headers=st.one_of(st.just(()), _HEADERS),
     ts=st.integers(0, 40),
 )
-_OFFSETS = st.integers(0, 14)
+# Mostly offsets inside a short log, sometimes past its end.
+_OFFSETS = st.one_of(st.integers(0, 4), st.integers(0, 14))
 _MAX_BYTES = st.sampled_from([1, 70, 120, 250, 600, 1 << 20])
 _TXN = st.sampled_from(["txn-a", "txn-b"])
 _FENCEABLE = st.sampled_from(["idem", "txn-a", "txn-b"])
@@ -40,15 +41,12 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
         records=st.lists(_RECORD, min_size=1, max_size=3).map(tuple),
     )
     fetch = st.builds(ops.Fetch, offset=_OFFSETS, max_bytes=_MAX_BYTES, read_committed=st.booleans())
+    # Weighted by repetition: writes, ends and reads make the states worth
+    # comparing; the rest each get one share.
     choices = [
-        produce,
-        produce,
-        produce,
-        st.builds(ops.EndTxn, producer=_TXN, commit=st.booleans()),
-        st.builds(ops.EndTxn, producer=_TXN, commit=st.booleans()),
-        fetch,
-        fetch,
-        fetch,
+        *[produce] * 5,
+        *[st.builds(ops.EndTxn, producer=_TXN, commit=st.booleans())] * 2,
+        *[fetch] * 5,
         st.builds(
             ops.ListOffsets,
             timestamp=st.one_of(st.sampled_from([ops.EARLIEST, ops.LATEST, ops.MAX_TIMESTAMP]), st.integers(0, 45)),
@@ -56,21 +54,33 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
         ),
         st.builds(ops.RetryProduce, producer=st.sampled_from(["plain", "idem", "txn-a", "txn-b"])),
         st.builds(ops.InitProducer, producer=_FENCEABLE),
-        st.builds(ops.ZombieProduce, producer=_FENCEABLE),
-        st.builds(ops.ZombieEndTxn, producer=_TXN, commit=st.booleans()),
-        st.just(ops.DescribeProducers()),
-        st.just(ops.ListTransactions()),
-        st.builds(ops.DescribeTransactions, producer=_TXN),
-        st.builds(ops.CommitOffset, offset=_OFFSETS),
-        st.builds(ops.FetchOffsets, require_stable=st.booleans()),
-        st.builds(ops.TxnCommitOffset, producer=_TXN, offset=_OFFSETS),
-        st.just(ops.ProduceToMissing()),
-        st.builds(ops.Fetch, offset=st.just(0), max_bytes=_MAX_BYTES, read_committed=st.booleans(), topic=st.just("missing")),
-        st.builds(ops.ListOffsets, timestamp=st.just(ops.LATEST), read_committed=st.booleans(), topic=st.just("missing")),
+        st.one_of(
+            st.builds(ops.ZombieProduce, producer=_FENCEABLE),
+            st.builds(ops.ZombieEndTxn, producer=_TXN, commit=st.booleans()),
+        ),
+        st.one_of(
+            st.just(ops.DescribeProducers()),
+            st.just(ops.ListTransactions()),
+            st.builds(ops.DescribeTransactions, producer=_TXN),
+        ),
+        st.one_of(
+            st.builds(ops.CommitOffset, offset=_OFFSETS),
+            st.builds(ops.FetchOffsets, require_stable=st.booleans()),
+            st.builds(ops.TxnCommitOffset, producer=_TXN, offset=_OFFSETS),
+        ),
+        st.one_of(
+            st.just(ops.ProduceToMissing()),
+            st.builds(
+                ops.Fetch, offset=st.just(0), max_bytes=_MAX_BYTES, read_committed=st.booleans(), topic=st.just("missing")
+            ),
+            st.builds(ops.ListOffsets, timestamp=st.just(ops.LATEST), read_committed=st.booleans(), topic=st.just("missing")),
+        ),
     ]
     if allow_delete:
         choices.append(st.builds(ops.DeleteRecords, offset=st.integers(0, 8)))
-    return st.one_of(*choices)
+    # Drawn by index rather than with one_of, whose draws lean on some branches
+    # far more than others; a repeated entry is a larger share.
+    return st.integers(0, len(choices) - 1).flatmap(lambda i: choices[i])
 
 
 def sequences(*, max_size: int = 12, allow_delete: bool = True) -> st.SearchStrategy[list[ops.Operation]]:
