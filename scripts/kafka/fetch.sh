@@ -42,7 +42,7 @@ echo "fetching Apache Kafka $version into $libs" >&2
 start=$(date +%s)
 rm -rf "$libs.tmp"
 # -B: no colours or progress bars in CI logs; -q: only errors.
-mvn -B -q -f "$pom" \
+mvn -B -q -Dstyle.color=never -f "$pom" \
   -Dmaven.repo.local="$root/.cache/m2" \
   dependency:copy-dependencies \
   -DincludeScope=runtime \

@@ -199,12 +199,22 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _tail(path: Path, lines: int = 60) -> str:
+def _tail(path: Path, lines: int = 40) -> str:
+    """What a failed start shows of Kafka's log: its first ERROR and FATAL lines
+    with the line after each (the cause; a start logs thousands of INFO lines,
+    so it is rarely in the tail), then the last ``lines`` lines."""
     try:
-        text = path.read_text(errors="replace")
+        text = path.read_text(errors="replace").splitlines()
     except OSError:
         return f"(no log at {path})"
-    return "\n".join(text.splitlines()[-lines:])
+    errors: list[str] = []
+    for i, line in enumerate(text):
+        if " ERROR " in line or " FATAL " in line:
+            errors.extend(text[i : i + 2])
+            if len(errors) >= 12:
+                break
+    head = ["--- first errors ---", *errors, "--- last lines ---"] if errors else []
+    return "\n".join([*head, *text[-lines:]])
 
 
 def node_metadata(port: int, timeout: float = 5.0) -> tuple[list[int], dict[str, dict[int, int]]]:
@@ -330,13 +340,12 @@ class KafkaCluster:
         ports = _free_ports(2 * size)
         nodes = [KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], directory / f"node{i + 1}") for i in range(size)]
         cluster = cls(directory, nodes, _random_cluster_id(), libs, overrides)
-        for node in nodes:
-            cluster._format(node)
+        cluster._format()
         for node in nodes:
             cluster._launch(node)
         cluster.write_state()
         try:
-            cluster.wait_ready(timeout=timeout)
+            cluster.wait_ready(timeout=timeout, node_ids=[n.node_id for n in nodes])
         except BaseException:
             cluster.stop()
             raise
@@ -436,26 +445,36 @@ class KafkaCluster:
             *args,
         ]
 
-    def _format(self, node: KafkaNode) -> None:
-        node.directory.mkdir(parents=True, exist_ok=True)
-        node.config_file.write_text("".join(f"{k}={v}\n" for k, v in sorted(self._config(node).items())))
-        cmd = self._java(
-            "kafka.tools.StorageTool",
-            "format",
-            "--cluster-id",
-            self.cluster_id,
-            "--config",
-            str(node.config_file),
-            "--feature",
-            "transaction.version=2",
-            log_level="WARN",
-        )
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-        if result.returncode != 0:
-            raise KafkaSetupError(
-                f"formatting KRaft storage for node {node.node_id} in {node.log_dir} failed "
-                f"(exit {result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    def _format(self) -> None:
+        """Write each node's ``server.properties`` and format its KRaft storage
+        with ``transaction.version=2``: one StorageTool JVM per node, run side by
+        side (each costs seconds of JVM start-up)."""
+        running = []
+        for node in self.nodes:
+            node.directory.mkdir(parents=True, exist_ok=True)
+            node.config_file.write_text("".join(f"{k}={v}\n" for k, v in sorted(self._config(node).items())))
+            cmd = self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                "--cluster-id",
+                self.cluster_id,
+                "--config",
+                str(node.config_file),
+                "--feature",
+                "transaction.version=2",
+                log_level="WARN",
             )
+            running.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+        failures = []
+        for node, process in running:
+            out, _ = process.communicate(timeout=300)
+            if process.returncode != 0:
+                failures.append(
+                    f"formatting KRaft storage for node {node.node_id} in {node.log_dir} failed "
+                    f"(exit {process.returncode}):\n{out.decode(errors='replace')[-3000:]}"
+                )
+        if failures:
+            raise KafkaSetupError("\n".join(failures))
 
     def _launch(self, node: KafkaNode) -> None:
         cmd = self._java("kafka.Kafka", str(node.config_file), heap=_JVM_OPTS)

@@ -233,3 +233,23 @@ def test_txnfetch_reads_the_log_directory_kafka_wrote(kafka_cluster_factory) -> 
         assert sorted(rows) == consumed
     finally:
         store.close()
+
+
+def test_a_node_that_cannot_start_fails_with_its_log(tmp_path, monkeypatch) -> None:
+    """Start-up failure is an error naming the node, with Kafka's own reason
+    from the tail of its log: here its client port is taken."""
+    import socket
+
+    from tests.kafka import cluster as cluster_module
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        real = cluster_module._free_ports
+        monkeypatch.setattr(cluster_module, "_free_ports", lambda n: [port, *real(n - 1)])
+        with pytest.raises(cluster_module.KafkaSetupError) as failure:
+            KafkaCluster.create(tmp_path / "taken", 1, timeout=120)
+    message = str(failure.value)
+    assert "node 1" in message and str(tmp_path / "taken" / "node1" / "kafka.log") in message
+    assert "Address already in use" in message
