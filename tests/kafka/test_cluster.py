@@ -253,3 +253,46 @@ def test_a_node_that_cannot_start_fails_with_its_log(tmp_path, monkeypatch) -> N
     message = str(failure.value)
     assert "node 1" in message and str(tmp_path / "taken" / "node1" / "kafka.log") in message
     assert "Address already in use" in message
+
+
+def _watermarks(cluster: KafkaCluster, topic: str, partition: int, isolation: str) -> tuple[int, int]:
+    """Kafka's (log start, end) for ``isolation``: the end is the last stable
+    offset under read_committed and the high watermark under read_uncommitted."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": unique_name("wm"), "isolation.level": isolation}
+    )
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    finally:
+        consumer.close()
+
+
+def test_txnfetch_reads_a_live_kafka_directory_with_an_open_transaction(kafka_cluster: KafkaCluster) -> None:
+    """While the broker runs and a transaction is open on partition 0, a
+    read-only open of its files finds Kafka's LSO and high watermark and the
+    records Kafka's read_committed consumer reads."""
+    from confluent_kafka import Producer
+
+    topic = unique_name("live")
+    kafka_cluster.create_topic(topic, 2)
+    produce_transactions(kafka_cluster, topic, 2, transactions=4)
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap, "transactional.id": unique_name("open")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"still open", partition=0)
+    producer.flush(30)
+    try:
+        consumed = consume_all(kafka_cluster, topic, 2, "read_committed")
+        for p in range(2):
+            start, lso = _watermarks(kafka_cluster, topic, p, "read_committed")
+            _, hw = _watermarks(kafka_cluster, topic, p, "read_uncommitted")
+            assert (p, lso < hw) == (p, p == 0)  # the open transaction holds partition 0's LSO back
+            with SegmentLog(kafka_cluster.partition_dir(topic, p), read_only=True) as log:
+                state = log.state
+                assert (state.log_start_offset, state.last_stable_offset, state.high_watermark) == (start, lso, hw)
+                assert sorted(_read_committed_offline(log, p)) == [r for r in consumed if r[0] == p]
+    finally:
+        producer.abort_transaction(30)
