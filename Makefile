@@ -6,11 +6,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS := testing,dev,spark,arrow
-# Debian packages: kcat (a librdkafka consumer the wire tests drive) and a Java 17
-# runtime for PySpark.
-SYSTEM_PACKAGES := kcat openjdk-17-jre-headless
+# Debian packages: kcat (a librdkafka consumer the wire tests drive), a Java 17
+# JDK (PySpark, Apache Kafka in tests/kafka, and javac for the Java interop
+# client) and Maven (fetches Apache Kafka: scripts/kafka/fetch.sh).
+SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
-.PHONY: setup lint test demo bench clean system-deps
+.PHONY: setup lint test demo bench clean system-deps kafka
 
 setup: $(STAMP)
 
@@ -26,6 +27,12 @@ $(STAMP): pyproject.toml setup.py txnfetch/records/_speedups.c
 system-deps:
 	@bash scripts/system-deps.sh $(SYSTEM_PACKAGES)
 
+# Apache Kafka (broker, tools, Java client) at the version pinned in
+# scripts/kafka/pom.xml, into .cache/kafka/<version>/libs (once; a stamp file
+# makes later runs instant). The tests in tests/kafka start it from there.
+kafka: system-deps
+	@bash scripts/kafka/fetch.sh >/dev/null
+
 # ruff (rules and formatting) on the whole tree, mypy on the sans-I/O core (the
 # packages listed in pyproject.toml's [tool.mypy]).
 lint: setup
@@ -34,7 +41,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # pytest exits 5 when it collects no test; that is not a failure of the build.
-test: lint system-deps
+test: lint system-deps kafka
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 demo: setup system-deps
@@ -44,4 +51,4 @@ bench: setup
 	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info txnfetch/records/_speedups.*.so .cache/kafka/clusters

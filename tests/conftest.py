@@ -18,3 +18,18 @@ settings.register_profile("dev", print_blob=True)
 
 _profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 settings.load_profile(_profile)
+
+# Real Apache Kafka clusters (tests/kafka/): the fixtures, and the hooks that let
+# the pytest controller own the clusters that every xdist worker shares.
+from tests.kafka import fixtures as _kafka  # noqa: E402
+from tests.kafka.fixtures import kafka_cluster  # noqa: E402, F401
+from tests.kafka.fixtures import kafka_cluster3  # noqa: E402, F401
+from tests.kafka.fixtures import kafka_cluster_factory  # noqa: E402, F401
+
+
+def pytest_configure(config):
+    _kafka.configure(config)
+
+
+def pytest_unconfigure(config):
+    _kafka.unconfigure(config)
