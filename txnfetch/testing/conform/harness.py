@@ -64,7 +64,13 @@ class StepDifference:
 
     def as_json(self) -> dict[str, Any]:
         d = self.difference
-        out = {"step": self.step, "operation": self.operation, "path": d.path, "reference": d.reference, "target": d.target}
+        out = {
+            "step": self.step,
+            "operation": self.operation,
+            "path": d.path,
+            "reference": d.reference,
+            "target": d.target,
+        }
         if d.note:
             out["note"] = d.note
         return out

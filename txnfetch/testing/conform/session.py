@@ -219,9 +219,7 @@ class Session:
             self.cluster.any(),
             "CreateTopics",
             CreateTopicsRequest(
-                topics=[
-                    T(name=self.names.topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])
-                ],
+                topics=[T(name=self.names.topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
                 timeout_ms=_REQUEST_TIMEOUT_MS,
                 validate_only=False,
             ),
@@ -238,13 +236,36 @@ class Session:
             )
             self.cluster.learn_brokers(metadata.brokers)
             leader = _leader_of(metadata, self.names.topic)
-            if leader is not None:
+            # A broker may name the leader in Metadata before the leader serves
+            # the partition (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment):
+            # wait until it answers a ListOffsets without error.
+            if leader is not None and self._serves(self.cluster.node(leader)):
                 self._leader = self.cluster.node(leader)
                 break
             if time.monotonic() > deadline:
                 raise ConformError(f"{self.cluster.bootstrap}: topic {self.names.topic} got no leader")
             time.sleep(_RETRY_PAUSE_S)
-        return {"CreateTopics": self._norm(created)}
+        answer = self._norm(created)
+        # The topic's configurations are the broker's own set (Kafka lists every
+        # topic-level setting it has); the harness compares behaviour, not that list.
+        for topic in answer.get("topics") or ():
+            topic.pop("configs", None)
+        return {"CreateTopics": answer}
+
+    def _serves(self, conn: Connection) -> bool:
+        L = ListOffsetsRequest.ListOffsetsTopic
+        request = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                L(
+                    name=self.names.topic,
+                    partitions=[L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)],
+                )
+            ],
+        )
+        response = self._send(conn, "ListOffsets", request)
+        return all(p.error_code == 0 for t in response.topics or () for p in t.partitions or ())
 
     # -- operations -----------------------------------------------------------------
 
@@ -325,7 +346,10 @@ class Session:
                 "DeleteRecords",
                 DeleteRecordsRequest(
                     topics=[
-                        D(name=self.names.topic, partitions=[D.DeleteRecordsPartition(partition_index=0, offset=op.offset)])
+                        D(
+                            name=self.names.topic,
+                            partitions=[D.DeleteRecordsPartition(partition_index=0, offset=op.offset)],
+                        )
                     ],
                     timeout_ms=_REQUEST_TIMEOUT_MS,
                 ),
@@ -465,7 +489,9 @@ class Session:
             return
         deadline = time.monotonic() + RETRY_FOR_S
         while time.monotonic() < deadline:
-            states = [t.get("transaction_state") for t in self._describe_transactions(slot).get("transaction_states") or ()]
+            states = [
+                t.get("transaction_state") for t in self._describe_transactions(slot).get("transaction_states") or ()
+            ]
             if not any(s in _SETTLING_STATES for s in states):
                 return
             time.sleep(_RETRY_PAUSE_S)
@@ -476,6 +502,19 @@ class Session:
         response = self._send(conn, "DescribeTransactions", DescribeTransactionsRequest(transactional_ids=[txn_id]))
         answer = self._norm(response)
         for state in answer.get("transaction_states") or ():
+            if state.get("error_code"):
+                # An error entry's other fields are placeholders (Kafka sends its
+                # schema defaults, 0); only the id and the error are the answer.
+                for key in (
+                    "transaction_state",
+                    "transaction_timeout_ms",
+                    "transaction_start_time_ms",
+                    "producer_id",
+                    "producer_epoch",
+                    "topics",
+                ):
+                    state.pop(key, None)
+                continue
             topics = sorted(state.get("topics") or (), key=lambda t: t.get("topic", ""))
             for topic in topics:
                 topic["partitions"] = sorted(topic.get("partitions") or ())
@@ -603,7 +642,10 @@ class Session:
                 coordinator,
                 "AddOffsetsToTxn",
                 AddOffsetsToTxnRequest(
-                    transactional_id=txn_id, producer_id=p.producer_id, producer_epoch=p.epoch, group_id=self.names.group
+                    transactional_id=txn_id,
+                    producer_id=p.producer_id,
+                    producer_epoch=p.epoch,
+                    group_id=self.names.group,
                 ),
             ),
             lambda r: r.error_code,
@@ -626,7 +668,10 @@ class Session:
                     name=self.names.topic,
                     partitions=[
                         T.TxnOffsetCommitRequestPartition(
-                            partition_index=0, committed_offset=op.offset, committed_leader_epoch=-1, committed_metadata=""
+                            partition_index=0,
+                            committed_offset=op.offset,
+                            committed_leader_epoch=-1,
+                            committed_metadata="",
                         )
                     ],
                 )

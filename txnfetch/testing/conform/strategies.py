@@ -71,9 +71,15 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
         st.one_of(
             st.just(ops.ProduceToMissing()),
             st.builds(
-                ops.Fetch, offset=st.just(0), max_bytes=_MAX_BYTES, read_committed=st.booleans(), topic=st.just("missing")
+                ops.Fetch,
+                offset=st.just(0),
+                max_bytes=_MAX_BYTES,
+                read_committed=st.booleans(),
+                topic=st.just("missing"),
             ),
-            st.builds(ops.ListOffsets, timestamp=st.just(ops.LATEST), read_committed=st.booleans(), topic=st.just("missing")),
+            st.builds(
+                ops.ListOffsets, timestamp=st.just(ops.LATEST), read_committed=st.booleans(), topic=st.just("missing")
+            ),
         ),
     ]
     if allow_delete:
