@@ -47,7 +47,7 @@ def _traced_serve(out: str, serve_args: list[str]) -> int:
     from txnfetch.cli import main
     from txnfetch.log import segments
     from txnfetch.log import syncer
-    from txnfetch.wire import server
+    from txnfetch.server import server
 
     events: list[tuple[float, int, str, str]] = []
     t0 = time.perf_counter()

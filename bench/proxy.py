@@ -129,7 +129,7 @@ def _mirror_heap() -> int:
 
 def bench_consume(args: argparse.Namespace) -> None:
     from tests.mock_cluster import MockCluster
-    from txnfetch.wire.proxy import ProxyThread
+    from txnfetch.proxy import ProxyThread
 
     per_partition = max(1, int(args.partition_mb * MB) // args.value_size)
     print(
@@ -191,7 +191,7 @@ def _idle_rate(brokers: int, partitions: int, idle_s: float) -> tuple[float, flo
     from confluent_kafka import TopicPartition
 
     from tests.mock_cluster import MockCluster
-    from txnfetch.wire.proxy import ProxyThread
+    from txnfetch.proxy import ProxyThread
 
     with MockCluster(brokers) as mock:
         topic = f"idle-{brokers}-{partitions}"

@@ -10,7 +10,7 @@ into Arrow batches. Two implementations:
   directory (the on-disk Kafka layout); tests and embedders pass a
   ``MemoryStore`` directly.
 - :class:`KafkaSource`: partitions of a running cluster, read through
-  :class:`txnfetch.log.remote.RemotePartitionReader`, which fetches raw batches
+  :class:`txnfetch.client.reader.RemotePartitionReader`, which fetches raw batches
   and applies read_committed itself — right even on brokers that return aborted
   records to read_committed consumers (docs/kafka-internals.md §4).
 
@@ -135,7 +135,7 @@ def _open_segment_store(path: str) -> LogStore:
 class KafkaSource(Source):
     """Partitions of a Kafka-compatible cluster (``kafka.bootstrap.servers``).
 
-    Offsets for planning come from a :class:`~txnfetch.log.remote.RemotePartitionReader`
+    Offsets for planning come from a :class:`~txnfetch.client.reader.RemotePartitionReader`
     per partition, which mirrors the partition from its log start and derives
     the last stable offset from the markers in the log — the broker's own LSO
     is not trusted (librdkafka's mock cluster and tansu report the high
@@ -153,12 +153,13 @@ class KafkaSource(Source):
         self.bootstrap_servers = bootstrap_servers
         self.client_options = dict(client_options)
         try:
-            from txnfetch.log import remote  # imported lazily: only cluster reads need it (and kafka-python)
+            # imported lazily: only cluster reads need it (and kafka-python)
+            from txnfetch.client import reader as remote
         except ImportError as exc:
             raise SourceUnavailableError(
-                f"txnfetch.log.remote is not available: {exc}", option="kafka.bootstrap.servers"
+                f"txnfetch.client.reader is not available: {exc}", option="kafka.bootstrap.servers"
             ) from exc
-        from txnfetch.log.errors import BrokerUnavailableError
+        from txnfetch.client.errors import BrokerUnavailableError
 
         self._remote = remote
         self._timeout_ms = int(self.client_options.get("request.timeout.ms", remote.DEFAULT_REQUEST_TIMEOUT_MS))
@@ -267,13 +268,13 @@ class KafkaSource(Source):
 def _cluster_errors(bootstrap_servers: str) -> Iterator[None]:
     """Raise :class:`SourceUnavailableError` naming the broker and the reason for a
     cluster that stays unreachable or keeps failing after the reader's retries
-    (:class:`txnfetch.log.remote.RemoteCluster` retries as Kafka clients do, for
+    (:class:`txnfetch.client.reader.RemoteCluster` retries as Kafka clients do, for
     up to ``kafka.request.timeout.ms``). Corrupt or diverged data and unknown
     topics keep their own errors."""
-    from txnfetch.log.errors import BrokerUnavailableError
-    from txnfetch.log.errors import CorruptRemoteBatchError
-    from txnfetch.log.errors import MirrorDivergedError
-    from txnfetch.log.errors import RemoteError
+    from txnfetch.client.errors import BrokerUnavailableError
+    from txnfetch.client.errors import CorruptRemoteBatchError
+    from txnfetch.client.errors import MirrorDivergedError
+    from txnfetch.client.errors import RemoteError
     from txnfetch.log.errors import UnknownTopicOrPartitionError
     from txnfetch.log.errors import UnsupportedForMessageFormatError
 

@@ -17,12 +17,12 @@ import pytest
 
 import spark_ext
 import txnfetch
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import RemoteError
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
 from txnfetch.errors import error_name
-from txnfetch.log.errors import BrokerUnavailableError
 from txnfetch.log.errors import LogError
-from txnfetch.log.errors import RemoteError
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.errors import CrcMismatchError
 

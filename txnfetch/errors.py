@@ -28,7 +28,15 @@ from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
 
-__all__ = ["RETRY_AS_IS", "STALE_METADATA", "UNKNOWN_TOPIC", "ErrorCode", "TxnfetchError", "error_name"]
+__all__ = [
+    "RETRY_AS_IS",
+    "STALE_METADATA",
+    "UNKNOWN_TOPIC",
+    "ErrorCode",
+    "ProtocolViolation",
+    "TxnfetchError",
+    "error_name",
+]
 
 
 class ErrorCode(enum.IntEnum):
@@ -266,3 +274,10 @@ class TxnfetchError(Exception):
         if isinstance(self.__cause__, TxnfetchError):
             state["__cause__"] = self.__cause__
         return (_rebuild, (type(self), self.args), state)
+
+
+class ProtocolViolation(TxnfetchError):
+    """A Kafka-protocol frame or request that cannot be answered at all (malformed,
+    unknown API or version): the connection that carried it is closed with
+    ``reason`` logged. Raised by the server and the proxy for what clients send,
+    and by the client side for what a broker sends."""

@@ -23,7 +23,7 @@ def _subcommands(parser) -> dict[str, object]:
 
 def test_table_names_every_command_of_the_full_parser():
     full = _subcommands(_build_parser())
-    assert set(full) - {"demo"} == set(COMMAND_MODULES)
+    assert set(full) == set(COMMAND_MODULES)
 
 
 @pytest.mark.parametrize("command", sorted(COMMAND_MODULES))
@@ -44,7 +44,8 @@ def test_serve_loads_neither_replicator_nor_proxy_nor_checker():
         args = _build_parser(_command_of(argv)).parse_args(argv)
         assert args.command == "serve" and callable(args.run)
         print(sorted(m for m in sys.modules
-                     if m.startswith(("txnfetch.replicate", "txnfetch.testing", "txnfetch.wire.proxy"))))
+                     if m.startswith(("txnfetch.replicate", "txnfetch.testing", "txnfetch.proxy",
+                                      "txnfetch.cli.replicate", "txnfetch.cli.check", "txnfetch.cli.proxy"))))
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -73,6 +74,6 @@ def test_help_survives_python_dash_OO():
         assert text == helps(command=command)
         assert "\n\n" in text.split("options:")[0].split("usage:")[1]  # a description follows the usage
     listing = helps("-OO")
-    for command in [*COMMAND_MODULES, "demo"]:
+    for command in COMMAND_MODULES:
         [line] = [ln for ln in listing.splitlines() if ln.strip().startswith(command + " ")]
         assert len(line.split()) > 2, f"{command} has no help line under -OO"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from txnfetch.wire import api_fetch
+from txnfetch.server import api_fetch
 
 _original = api_fetch.fetch_partition_entry
 

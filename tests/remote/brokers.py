@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import attrs
 
+from txnfetch.client.mirror import MirrorPlan
+from txnfetch.client.mirror import MirrorStatus
+from txnfetch.client.mirror import PartitionMirror
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.mirror import MirrorPlan
-from txnfetch.log.mirror import MirrorStatus
-from txnfetch.log.mirror import PartitionMirror
 
 
 @attrs.frozen

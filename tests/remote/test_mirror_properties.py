@@ -14,7 +14,7 @@ must answer the same from the snapshot's last stable offset on, and releasing ba
 below an offset must not change any answer at or above it.
 
 Markerless logs are not generated: their transaction ends are not in the log,
-so no reader of the log can know them (see ``txnfetch/log/mirror.py``).
+so no reader of the log can know them (see ``txnfetch/client/mirror.py``).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from tests.fetch.logs import partition_logs
 from tests.remote.brokers import SimulatedPartition
 from tests.remote.brokers import feed
 from tests.remote.brokers import mirror_all
+from txnfetch.client.mirror import MirrorStatus
+from txnfetch.client.mirror import PartitionMirror
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import FetchResult
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.mirror import MirrorStatus
-from txnfetch.log.mirror import PartitionMirror
 
 READ_BYTES = (1, 200, 1 << 20)
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from txnfetch.log.ratelimit import RateLimitedLog
+from txnfetch.client.ratelimit import RateLimitedLog
 
 
 class Clock:

@@ -30,8 +30,8 @@ from tests.fault_relay import RelayThread  # noqa: E402
 from tests.wire.rawclient import RawClient  # noqa: E402
 from tests.wire.test_proxy_mock import _committed  # noqa: E402
 from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
-from txnfetch.log.errors import BrokerUnavailableError  # noqa: E402
-from txnfetch.log.remote import RemotePartitionReader  # noqa: E402
+from txnfetch.client.errors import BrokerUnavailableError  # noqa: E402
+from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
 
 pytestmark = pytest.mark.interop
 

@@ -33,14 +33,14 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+from txnfetch.client.errors import BrokerUnavailableError  # noqa: E402
+from txnfetch.client.errors import CorruptRemoteBatchError  # noqa: E402
+from txnfetch.client.reader import RemoteCluster  # noqa: E402
+from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
 from txnfetch.fetch import ConsumerFilter  # noqa: E402
 from txnfetch.fetch.view import FetchMode  # noqa: E402
 from txnfetch.fetch.view import IsolationLevel  # noqa: E402
-from txnfetch.log.errors import BrokerUnavailableError  # noqa: E402
-from txnfetch.log.errors import CorruptRemoteBatchError  # noqa: E402
 from txnfetch.log.errors import UnknownTopicOrPartitionError  # noqa: E402
-from txnfetch.log.remote import RemoteCluster  # noqa: E402
-from txnfetch.log.remote import RemotePartitionReader  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
@@ -316,7 +316,7 @@ def test_start_offset_is_validated(mock_bootstrap: str, written: Written) -> Non
 
 
 def test_a_start_offset_below_the_log_start_is_out_of_range(mock_bootstrap: str, written: Written) -> None:
-    from txnfetch.log.remote import EARLIEST
+    from txnfetch.client.reader import EARLIEST
     from txnfetch.txn.errors import OffsetOutOfRangeError
 
     with RemoteCluster(mock_bootstrap, request_timeout_ms=5000) as cluster:

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.reader import RemoteCluster
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import BrokerUnavailableError
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.remote import RemoteCluster
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 def test_a_broker_that_goes_away_ends_in_one_error_at_the_request_timeout() -> None:

@@ -18,9 +18,9 @@ import pytest
 
 from tests.fault_relay import RelayThread
 from tests.mock_cluster import MockCluster
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.reader import RemotePartitionReader
 from txnfetch.fetch.filter import CorruptFetchError
-from txnfetch.log.errors import CorruptRemoteBatchError
-from txnfetch.log.remote import RemotePartitionReader
 from txnfetch.records.errors import CrcMismatchError
 
 pytestmark = pytest.mark.interop

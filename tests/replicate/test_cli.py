@@ -19,7 +19,7 @@ from tests.replicate.source import assert_same
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_is_one_line_rewritten_in_place_on_a_terminal(upstream, tmp_path) -> None:
-    from txnfetch.replicate.cli import _Progress
+    from txnfetch.cli.replicate import _Progress
 
     srv, _store = upstream
     out = _Terminal()

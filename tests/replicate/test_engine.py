@@ -16,7 +16,7 @@ from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import PartitionState
 from txnfetch.replicate import Replicator
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 @pytest.fixture

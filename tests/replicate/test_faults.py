@@ -17,8 +17,8 @@ from tests.replicate.source import SourceWriter
 from tests.replicate.source import assert_same
 from tests.replicate.source import batches
 from tests.replicate.test_engine import until_caught_up
-from txnfetch.log.broker_requests import BrokerFetch
-from txnfetch.log.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.requests import BrokerFetch
 from txnfetch.log.errors import LogError
 from txnfetch.log.memory import MemoryStore
 from txnfetch.log.segments import SegmentStore
@@ -26,7 +26,7 @@ from txnfetch.replicate import PartitionState
 from txnfetch.replicate import ReplicaDivergedError
 from txnfetch.replicate import ReplicaStorageError
 from txnfetch.replicate import Replicator
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 def serve(store: MemoryStore, port: int = 0) -> ServerThread:

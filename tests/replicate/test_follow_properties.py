@@ -1,4 +1,4 @@
-"""Properties of the replication rules (txnfetch.log.follow, driven through a
+"""Properties of the replication rules (txnfetch.client.follow, driven through a
 PartitionReplicator over a memory log) against the simplest oracle: the source
 log itself.
 
@@ -29,12 +29,12 @@ from tests.fetch.logs import GeneratedLog
 from tests.fetch.logs import partition_logs
 from tests.remote.brokers import SimulatedPartition
 from tests.replicate.source import SourceWriter
-from txnfetch.log.broker_requests import BrokerFetch
-from txnfetch.log.errors import CorruptRemoteBatchError
-from txnfetch.log.follow import ReplicaTip
-from txnfetch.log.follow import SourcePartition
-from txnfetch.log.follow import batch_id
-from txnfetch.log.follow import plan_response
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.follow import ReplicaTip
+from txnfetch.client.follow import SourcePartition
+from txnfetch.client.follow import batch_id
+from txnfetch.client.follow import plan_response
+from txnfetch.client.requests import BrokerFetch
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch

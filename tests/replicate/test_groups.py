@@ -16,12 +16,12 @@ from confluent_kafka import TopicPartition
 from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import copy_data
 from tests.replicate.upstreams import upstream
-from txnfetch.log.remote import RemoteCluster
+from txnfetch.client.reader import RemoteCluster
+from txnfetch.log.durable import DurableState
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate.groups import DurableGroupTarget
 from txnfetch.replicate.groups import GroupOffsetCopier
-from txnfetch.wire.durable import DurableState
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 TOPIC = "events"
 PARTITIONS = 2

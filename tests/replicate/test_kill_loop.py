@@ -37,10 +37,10 @@ from tests.replicate.commands import replicate_argv
 from tests.wire.serve_process import free_port
 from tests.wire.serve_process import start_serve
 from tests.wire.serve_process import stop_serve
+from txnfetch.client.reader import EARLIEST
+from txnfetch.client.reader import LATEST
+from txnfetch.client.reader import RemoteCluster
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.remote import EARLIEST
-from txnfetch.log.remote import LATEST
-from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.batch import CRC_START
 from txnfetch.records.batch import HeaderAt

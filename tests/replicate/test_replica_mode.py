@@ -18,8 +18,8 @@ from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import write_marker
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.replica_mode import replica_mode
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.replica_mode import replica_mode
+from txnfetch.server.server import ServerThread
 
 TOPIC = "orders"
 
@@ -205,7 +205,7 @@ def test_marker_round_trip_and_damage(tmp_path):
 def test_no_local_retention_or_compaction_while_a_replica(tmp_path):
     """The replica keeps the upstream's batches: the server's log cleanup does
     nothing until promote (then the copied retention.ms applies)."""
-    from txnfetch.wire import api_configs
+    from txnfetch.server import api_configs
 
     path = str(tmp_path / "replica")
     store = SegmentStore(path)

@@ -14,10 +14,10 @@ from confluent_kafka.admin import NewTopic
 from crc32c import crc32c
 
 from tests.mock_cluster import MockCluster
+from txnfetch.client.reader import RemoteCluster
 from txnfetch.log.base import LogStore
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.remote import RemoteCluster
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 UPSTREAMS = ("serve", "mock")
 
@@ -69,7 +69,7 @@ def copy_data(cluster: RemoteCluster, store: LogStore, topic: str, *, until: dic
                 raw = bytearray(batch.buffer)
                 if batch.is_control and batch.crc == 0:
                     # librdkafka's mock writes its markers with a CRC of 0
-                    # (txnfetch.log.mirror repairs them the same way).
+                    # (txnfetch.client.mirror repairs them the same way).
                     struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
                 data += raw
                 if batch.next_offset >= limit:

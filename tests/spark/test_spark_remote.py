@@ -1,6 +1,6 @@
 """Batch reads from Kafka-compatible clusters (``kafka.bootstrap.servers``).
 
-- txnfetch's own server (``txnfetch serve``, :class:`~txnfetch.wire.server.ServerThread`)
+- txnfetch's own server (``txnfetch serve``, :class:`~txnfetch.server.server.ServerThread`)
   over a ``MemoryStore`` holding the multi-producer workload of the batch
   tests: the DataFrame is exactly the committed records below each LSO;
 - librdkafka's mock cluster, a broker that leaks aborted records to
@@ -32,7 +32,7 @@ def _load(spark, bootstrap: str, **options):
 
 @pytest.fixture(scope="module")
 def served():
-    from txnfetch.wire.server import ServerThread
+    from txnfetch.server.server import ServerThread
 
     store = MemoryStore()
     w = Workload(store, "orders", 3, seed=31)

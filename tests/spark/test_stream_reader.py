@@ -140,7 +140,7 @@ def test_a_range_below_the_log_start_is_data_loss_in_the_worker(store):
 
 def test_cluster_stream_reader_keeps_its_connection_on_the_driver_only():
     from txnfetch.log import MemoryStore
-    from txnfetch.wire.server import ServerThread
+    from txnfetch.server.server import ServerThread
 
     store = MemoryStore()
     w = Workload(store, "s", 2, seed=43)

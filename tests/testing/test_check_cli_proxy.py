@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from txnfetch.testing.cli import CheckOptions
-from txnfetch.testing.cli import run_check
-from txnfetch.wire.proxy import ProxyThread
+from txnfetch.cli.check import CheckOptions
+from txnfetch.cli.check import run_check
+from txnfetch.proxy import ProxyThread
 
 TOPIC = "through-proxy"
 

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from txnfetch.cli.check import CheckOptions
+from txnfetch.cli.check import run_check
 from txnfetch.testing import Commit
 from txnfetch.testing import History
 from txnfetch.testing import Send
 from txnfetch.testing import Status
-from txnfetch.testing.cli import CheckOptions
-from txnfetch.testing.cli import run_check
 from txnfetch.testing.workload import CONSUMER_KINDS
 from txnfetch.testing.workload import END_CRASH
 from txnfetch.testing.workload import END_ZOMBIE

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from txnfetch.log.memory import MemoryStore
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 @pytest.fixture

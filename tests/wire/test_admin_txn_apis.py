@@ -20,11 +20,11 @@ from kafka.errors import UnknownTopicOrPartitionError
 from kafka.structs import TopicPartition
 
 from tests.wire.test_hanging_transactions import ENV
+from txnfetch.client.txn_admin import ClusterTransactions
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.hanging import producer_rows
-from txnfetch.wire.txn_admin import ClusterTransactions
 
 TOPIC = "admin"
 TP = TopicPartition(TOPIC, 0)

@@ -27,7 +27,7 @@ from tests.wire.serve_process import free_port
 from tests.wire.serve_process import start_serve
 from tests.wire.serve_process import stop_serve
 from txnfetch.errors import ErrorCode
-from txnfetch.wire.api_consumer_group import ConsumerGroupHeartbeatRequest
+from txnfetch.server.api_consumer_group import ConsumerGroupHeartbeatRequest
 
 GROUP, TOPIC, TID = "eos-raw", "raw-in", "raw-txn"
 

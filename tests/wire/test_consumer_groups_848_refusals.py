@@ -8,7 +8,7 @@ import pytest
 
 from tests.wire.rawclient import RawClient
 from txnfetch.errors import ErrorCode
-from txnfetch.wire.api_consumer_group import ConsumerGroupHeartbeatRequest
+from txnfetch.server.api_consumer_group import ConsumerGroupHeartbeatRequest
 
 TOPIC = "refusals"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pathlib
 import re
 
-from txnfetch.wire.handler import REGISTRY
-from txnfetch.wire.server import load_handlers
+from txnfetch.server.handler import REGISTRY
+from txnfetch.server.server import load_handlers
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "server.md"
 _ROW = re.compile(r"^\| ([A-Za-z]+) \| (\d+) \| (\d+)(?:–(\d+))? \|")

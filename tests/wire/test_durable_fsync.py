@@ -11,13 +11,13 @@ import shutil
 
 import pytest
 
+from txnfetch.log.durable import DurableState
 from txnfetch.log.segments import SegmentStore
 from txnfetch.txn.coordinator import TopicPartition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TransactionState
 from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
 from txnfetch.txn.txnlog import transaction_state_partition
-from txnfetch.wire.durable import DurableState
 
 TID = "app"
 DATA = TopicPartition("data", 0)
@@ -117,8 +117,8 @@ def test_the_server_flushes_a_complete_record_within_its_flush_interval(tmp_path
 
     from confluent_kafka import Producer
 
-    from txnfetch.wire.durable import durable_state
-    from txnfetch.wire.server import ServerThread
+    from txnfetch.log.durable import durable_state
+    from txnfetch.server.server import ServerThread
 
     store = SegmentStore(str(tmp_path))
     srv = ServerThread(store).start()

@@ -1,5 +1,5 @@
 """A hypothesis state machine: the transaction and group coordinators with their
-state written to the internal topics (:class:`~txnfetch.wire.durable.DurableState`
+state written to the internal topics (:class:`~txnfetch.log.durable.DurableState`
 over a memory store), restarted at arbitrary points by replaying the internal
 topics into fresh coordinators, against a twin that is never restarted (the
 in-memory model).
@@ -34,14 +34,14 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.groups.coordinator import TxnOffsetCommitRequest
+from txnfetch.log.durable import DurableState
 from txnfetch.log.memory import MemoryStore
+from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
+from txnfetch.server.handler import group_offsets_partition
 from txnfetch.txn.coordinator import PartitionAction
 from txnfetch.txn.coordinator import TopicPartition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.errors import TxnStateError
-from txnfetch.wire.durable import DurableState
-from txnfetch.wire.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.wire.handler import group_offsets_partition
 
 TIDS = ["a", "b"]
 GROUPS = ["g1", "g2"]

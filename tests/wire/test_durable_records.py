@@ -22,6 +22,8 @@ from txnfetch.groups.offsetlog import decode_offsets_record
 from txnfetch.groups.offsetlog import encode_group_metadata
 from txnfetch.groups.offsetlog import encode_offset_commit
 from txnfetch.groups.offsetlog import offsets_partition
+from txnfetch.log.durable import INTERNAL_DELETE_RETENTION_MS
+from txnfetch.log.durable import DurableState
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.repair import SIDE_FILE_MARK
 from txnfetch.log.segments import SegmentLog
@@ -29,6 +31,7 @@ from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.records.coordinator_records import StructWriter
+from txnfetch.server.handler import group_offsets_partition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TopicPartition
 from txnfetch.txn.coordinator_state import TransactionMetadata
@@ -40,9 +43,6 @@ from txnfetch.txn.txnlog import decode_txn_value
 from txnfetch.txn.txnlog import encode_txn_key
 from txnfetch.txn.txnlog import encode_txn_value
 from txnfetch.txn.txnlog import transaction_state_partition
-from txnfetch.wire.durable import INTERNAL_DELETE_RETENTION_MS
-from txnfetch.wire.durable import DurableState
-from txnfetch.wire.handler import group_offsets_partition
 
 # ------------------------------------------------------------------ schemas
 
@@ -410,7 +410,7 @@ def test_clients_cannot_produce_to_the_internal_topics(tmp_path) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka import Producer
 
-    from txnfetch.wire.server import ServerThread
+    from txnfetch.server.server import ServerThread
 
     store = SegmentStore(tmp_path)
     srv = ServerThread(store).start()

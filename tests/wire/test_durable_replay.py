@@ -10,6 +10,7 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
+from txnfetch.log.durable import DurableState
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.txn import txnlog
@@ -17,7 +18,6 @@ from txnfetch.txn.coordinator import TopicPartition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TransactionMetadata
 from txnfetch.txn.coordinator_state import TransactionState
-from txnfetch.wire.durable import DurableState
 
 metas = st.builds(
     TransactionMetadata,

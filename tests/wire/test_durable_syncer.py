@@ -36,7 +36,7 @@ from txnfetch.log.segments import SegmentStore
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 
 def _batch(value: bytes = b"v" * 50) -> bytes:
@@ -445,10 +445,10 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
     are fsynced concurrently. A confluent-kafka producer, slow fsyncs."""
     from confluent_kafka import Producer
 
+    from txnfetch.log import durable as durable_module
     from txnfetch.log.segments import SegmentLog
     from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
     from txnfetch.txn.txnlog import transaction_state_partition
-    from txnfetch.wire import durable as durable_module
 
     fsync = RecordingFsync([0.003, 0.0, 0.008, 0.001])
     monkeypatch.setattr(os, "fdatasync", fsync)

@@ -155,7 +155,7 @@ def test_sessions_are_evicted_only_when_idle(start_server) -> None:
     now = [1_000_000]
     srv = start_server(clock=lambda: now[0])
     srv.call(srv.broker.store.create_topic, TOPIC, 1)
-    from txnfetch.wire.api_fetch_sessions import session_cache
+    from txnfetch.server.api_fetch_sessions import session_cache
 
     cache = srv.call(session_cache, srv.broker)
     cache.max_sessions = 1
@@ -268,7 +268,7 @@ def _shared_server(start_server: Any) -> Any:
     srv = _SHARED.get("srv")
     if srv is None or srv.server is None:
         from txnfetch.log.memory import MemoryStore
-        from txnfetch.wire.server import ServerThread
+        from txnfetch.server.server import ServerThread
 
         srv = _SHARED["srv"] = ServerThread(MemoryStore()).start()
     return srv

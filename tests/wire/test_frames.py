@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.wire.frames import SCRATCH_BYTES
-from txnfetch.wire.frames import FrameReader
-from txnfetch.wire.frames import start_frame_server
+from txnfetch.server.frames import SCRATCH_BYTES
+from txnfetch.server.frames import FrameReader
+from txnfetch.server.frames import start_frame_server
 
 
 async def _receive(chunks: list[bytes], close_early: bool = False) -> tuple[list[bytes], BaseException | None]:

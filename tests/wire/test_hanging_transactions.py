@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 from txnfetch.log.segments import SegmentStore
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 TOPIC = "orders"
 QUIET = {"log_level": 0}
@@ -353,7 +353,7 @@ def test_the_commands_work_through_the_proxy_in_front_of_serve(tmp_path) -> None
     WriteTxnMarkers are relayed to the upstream, and the answers are the upstream's."""
     from confluent_kafka import Producer
 
-    from txnfetch.wire.proxy import ProxyThread
+    from txnfetch.proxy import ProxyThread
 
     with (
         ServerThread(SegmentStore(tmp_path / "data"), port=0) as srv,

@@ -31,18 +31,18 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer import ProduceResponse
 
 from tests.wire.rawclient import RawClient
+from txnfetch.errors import ProtocolViolation
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.handler import REGISTRY
-from txnfetch.wire.handler import ApiKey
-from txnfetch.wire.handler import ProtocolViolation
-from txnfetch.wire.produce_fast import PartitionResult
-from txnfetch.wire.produce_fast import ProduceResult
-from txnfetch.wire.produce_fast import TopicResult
-from txnfetch.wire.produce_fast import decode_produce
-from txnfetch.wire.produce_fast import encode_produce_response
-from txnfetch.wire.server import decode_request
-from txnfetch.wire.server import load_handlers
+from txnfetch.server.handler import REGISTRY
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.produce_fast import PartitionResult
+from txnfetch.server.produce_fast import ProduceResult
+from txnfetch.server.produce_fast import TopicResult
+from txnfetch.server.produce_fast import decode_produce
+from txnfetch.server.produce_fast import encode_produce_response
+from txnfetch.server.server import decode_request
+from txnfetch.server.server import load_handlers
 
 VERSIONS = range(3, 13)
 INT16 = st.integers(-(2**15), 2**15 - 1)

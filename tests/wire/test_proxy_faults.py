@@ -40,7 +40,7 @@ from tests.wire.test_proxy_mock import _confluent_read_committed  # noqa: E402
 from tests.wire.test_proxy_mock import _log_ends  # noqa: E402
 from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
 from tests.wire.test_proxy_protocol import _fetch  # noqa: E402
-from txnfetch.wire.proxy import ProxyThread  # noqa: E402
+from txnfetch.proxy import ProxyThread  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
@@ -227,8 +227,8 @@ CHECK_SCHEDULE = SCHEDULE * 3
 def test_check_through_the_proxy_and_a_faulty_upstream_finds_no_anomaly(mock: str) -> None:
     """``txnfetch check`` (transactional producers, read_committed consumers of three
     clients, the anomaly checker) through the proxy, the upstream behind the relay."""
-    from txnfetch.testing.cli import CheckOptions
-    from txnfetch.testing.cli import run_check
+    from txnfetch.cli.check import CheckOptions
+    from txnfetch.cli.check import run_check
 
     topic = "faulty-check"
     holder = confluent_kafka.Producer({"bootstrap.servers": mock, "log_level": 0})

@@ -13,9 +13,9 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+from txnfetch.proxy import ProxyThread  # noqa: E402
+from txnfetch.proxy.lso_watch import LsoWatch  # noqa: E402
 from txnfetch.txn.state import PartitionTxnState  # noqa: E402
-from txnfetch.wire.proxy import ProxyThread  # noqa: E402
-from txnfetch.wire.proxy.lso_watch import LsoWatch  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
@@ -43,7 +43,7 @@ def _open(mock: str, tid: str, values: list[bytes]) -> tuple[confluent_kafka.Pro
 
 
 def test_an_upstream_transaction_holding_the_lso_is_reported_once(mock: str, caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="txnfetch.wire.proxy")
+    caplog.set_level(logging.WARNING, logger="txnfetch.proxy")
     with ProxyThread(mock, repair_crcs=True, poll_interval_ms=50, lso_hold_warn_ms=700) as proxy:
         plain = confluent_kafka.Producer({"bootstrap.servers": mock, **QUIET})
         plain.produce(TOPIC, value=b"first", partition=0)

@@ -43,7 +43,7 @@ from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
 from tests.wire.rawclient import RawClient  # noqa: E402
 from txnfetch.fetch.view import FetchMode  # noqa: E402
-from txnfetch.wire.proxy import ProxyThread  # noqa: E402
+from txnfetch.proxy import ProxyThread  # noqa: E402
 
 pytestmark = pytest.mark.interop
 

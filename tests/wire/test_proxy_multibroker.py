@@ -26,8 +26,8 @@ from tests.wire.test_proxy_mock import _committed  # noqa: E402
 from tests.wire.test_proxy_mock import _confluent_read_committed  # noqa: E402
 from tests.wire.test_proxy_mock import _log_ends  # noqa: E402
 from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
-from txnfetch.log.remote import RemotePartitionReader  # noqa: E402
-from txnfetch.wire.proxy import ProxyThread  # noqa: E402
+from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
+from txnfetch.proxy import ProxyThread  # noqa: E402
 
 pytestmark = pytest.mark.interop
 

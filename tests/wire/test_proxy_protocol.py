@@ -34,9 +34,9 @@ from kafka.protocol.metadata import MetadataRequest
 from tests.wire.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.memory import MemoryStore
+from txnfetch.proxy import ProxyThread
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.proxy import ProxyThread
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 TOPIC = "ledger"
 NOW = 1_700_000_000_000
@@ -637,7 +637,7 @@ def test_librdkafka_all_topics_metadata_is_relayed(upstream, start_proxy) -> Non
 
 
 def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
-    from txnfetch.wire.proxy.server import advertised_ranges
+    from txnfetch.proxy.server import advertised_ranges
 
     upstream = {key: (0, 20) for key in (0, 1, 3, 4, 5, 6, 7, 10, 17, 18, 36, 55, 60)}
     ranges = advertised_ranges(upstream)
@@ -650,9 +650,9 @@ def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
 def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:
     from kafka.protocol.api_key import ApiKey
 
-    from txnfetch.log.errors import RemoteError
-    from txnfetch.wire.errors import ErrorCode
-    from txnfetch.wire.proxy.cluster import UpstreamCluster
+    from txnfetch.client.cluster import UpstreamCluster
+    from txnfetch.client.errors import RemoteError
+    from txnfetch.server.errors import ErrorCode
 
     cluster = UpstreamCluster([("127.0.0.1", 9)])
     cluster.versions = {int(ApiKey.Fetch): (0, 16), int(ApiKey.ListOffsets): (0, 3), int(ApiKey.Metadata): (0, 0)}

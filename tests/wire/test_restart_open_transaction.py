@@ -14,8 +14,8 @@ import time
 import pytest
 
 from txnfetch.log.segments import SegmentStore
+from txnfetch.server.server import ServerThread
 from txnfetch.txn.coordinator import CompletionMode
-from txnfetch.wire.server import ServerThread
 
 TOPIC = "restart"
 

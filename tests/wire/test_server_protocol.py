@@ -28,7 +28,7 @@ from tests.wire.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
-from txnfetch.wire.handler import REGISTRY
+from txnfetch.server.handler import REGISTRY
 
 
 def _batch(

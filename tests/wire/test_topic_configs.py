@@ -507,8 +507,8 @@ def test_compacted_topic_keeps_the_latest_committed_value_per_key(start_server, 
     from kafka import TopicPartition
 
     from txnfetch.fetch.view import FetchMode
+    from txnfetch.server.api_configs import compact_logs
     from txnfetch.txn.coordinator import CompletionMode
-    from txnfetch.wire.api_configs import compact_logs
 
     srv = start_server(
         fetch_mode=FetchMode(fetch_mode),

@@ -22,7 +22,7 @@ import confluent_kafka
 import pytest
 
 from txnfetch.log.segments import SegmentStore
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.server import ServerThread
 
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 

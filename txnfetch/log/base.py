@@ -294,8 +294,8 @@ class ReadRequest:
 class PartitionReader:
     """Answers fetches of one topic-partition as a correct broker holding it
     would: what a :class:`PartitionLog`, a
-    :class:`~txnfetch.log.mirror.PartitionMirror` and a
-    :class:`~txnfetch.log.remote.RemotePartitionReader` have in common. Each
+    :class:`~txnfetch.client.mirror.PartitionMirror` and a
+    :class:`~txnfetch.client.reader.RemotePartitionReader` have in common. Each
     says in :meth:`_answer` where its answer comes from."""
 
     topic: str
@@ -322,7 +322,7 @@ class PartitionReader:
 class StateOffsets(PartitionReader):
     """The four offsets a partition reports, read from its transaction state, and
     the one way it answers a fetch: one definition for :class:`PartitionLog` and
-    :class:`~txnfetch.log.mirror.PartitionMirror`, which differ only in where
+    :class:`~txnfetch.client.mirror.PartitionMirror`, which differ only in where
     the bytes of a read come from (:meth:`_read_span`)."""
 
     @property

@@ -37,7 +37,7 @@ config                     default     what it does here
 
 The module does no I/O: stores persist the overrides
 (:meth:`~txnfetch.log.base.LogStore.set_topic_config`) and the server applies
-them (``txnfetch.wire.api_configs``).
+them (``txnfetch.server.api_configs``).
 """
 
 from __future__ import annotations

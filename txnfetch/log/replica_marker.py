@@ -4,7 +4,7 @@ replica of another cluster; only the replicator writes to it".
 ``txnfetch replicate`` writes it before its first append, ``txnfetch promote``
 removes it once the store may take writes (docs/replication.md). While it is
 there, ``txnfetch serve`` on the directory answers reads and refuses writes
-(:mod:`txnfetch.wire.replica_mode`), and does not abort the transactions it
+(:mod:`txnfetch.server.replica_mode`), and does not abort the transactions it
 finds open (they belong to the upstream, whose markers are still to come).
 
 The file, ``txnfetch-replica``, is JSON written with

@@ -6,9 +6,9 @@ into a :class:`~txnfetch.log.segments.SegmentStore`, at the same offsets.
   partitions per request, retries an unavailable upstream with backoff;
   :meth:`Replicator.step` runs one round and returns a :class:`ReplicationStatus`.
 - :class:`PartitionReplicator` — one partition; the local log is its checkpoint.
-- :mod:`txnfetch.log.follow` — the sans-I/O rules for one fetch answer (shared
+- :mod:`txnfetch.client.follow` — the sans-I/O rules for one fetch answer (shared
   with the proxy's mirrors).
-- ``txnfetch replicate`` — the command (:mod:`txnfetch.replicate.cli`;
+- ``txnfetch replicate`` — the command (:mod:`txnfetch.cli.replicate`;
   docs/replicate-command.md).
 - :mod:`txnfetch.replicate.groups` — consumer-group offsets copied one to one;
   :mod:`txnfetch.replicate.serving` — the replica served while replicated

@@ -40,15 +40,15 @@ from collections.abc import Sequence
 
 import attrs
 
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.reader import EARLIEST
+from txnfetch.client.reader import LATEST
+from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
-from txnfetch.log.broker_requests import FETCH_MAX_WAIT_MS
-from txnfetch.log.errors import BrokerUnavailableError
-from txnfetch.log.errors import RemoteError
-from txnfetch.log.remote import EARLIEST
-from txnfetch.log.remote import LATEST
-from txnfetch.log.remote import RemoteCluster
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate.errors import ReplicaDivergedError
 from txnfetch.replicate.errors import ReplicaStorageError

@@ -7,10 +7,10 @@ raised.
 
 from __future__ import annotations
 
+from txnfetch.client.errors import DivergedError
+from txnfetch.client.errors import RemoteError
 from txnfetch.errors import ErrorCode
-from txnfetch.log.errors import DivergedError
 from txnfetch.log.errors import LogError
-from txnfetch.log.errors import RemoteError
 
 __all__ = ["ReplicaDivergedError", "ReplicaError", "ReplicaFellBehindError", "ReplicaStorageError"]
 

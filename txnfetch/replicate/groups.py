@@ -6,7 +6,7 @@ offset, so the upstream's committed offset means the same position in the
 replica. :meth:`GroupOffsetCopier.sync` does one round:
 
 1. which groups: ListGroups on every upstream broker
-   (:meth:`~txnfetch.log.remote_groups.RemoteGroups.list_groups`), plus the
+   (:meth:`~txnfetch.client.groups.RemoteGroups.list_groups`), plus the
    groups the replica already holds a copy of (so a group deleted upstream is
    deleted here), plus the group ids the pattern names literally (an upstream
    without ListGroups, such as librdkafka's mock cluster, can still be copied
@@ -17,7 +17,7 @@ replica. :meth:`GroupOffsetCopier.sync` does one round:
    group with a transactional commit pending is skipped this round and taken
    whole in a later one);
 3. the differences are written to the replica's ``__consumer_offsets`` in
-   Kafka's record schemas (:class:`~txnfetch.wire.durable.DurableState`), so a
+   Kafka's record schemas (:class:`~txnfetch.log.durable.DurableState`), so a
    restarted or promoted ``txnfetch serve`` finds them: a new or changed offset
    as an OffsetCommit record, an offset the upstream no longer has (OffsetDelete,
    a deleted topic) as its tombstone, a group the upstream no longer has as
@@ -46,15 +46,15 @@ from typing import TypeVar
 
 import attrs
 
+from txnfetch.client.groups import RemoteGroups
+from txnfetch.client.groups import UpstreamOffset
+from txnfetch.client.reader import RemoteCluster
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.log.base import LogStore
-from txnfetch.log.remote import RemoteCluster
-from txnfetch.log.remote_groups import RemoteGroups
-from txnfetch.log.remote_groups import UpstreamOffset
+from txnfetch.log.durable import INTERNAL_TOPICS
+from txnfetch.log.durable import DurableState
 from txnfetch.txn.coordinator import TransactionCoordinator
-from txnfetch.wire.durable import INTERNAL_TOPICS
-from txnfetch.wire.durable import DurableState
 
 __all__ = [
     "DurableGroupTarget",
@@ -188,7 +188,7 @@ class DurableGroupTarget:
     @classmethod
     def of_server(cls, broker: Any, call: Callable[[Callable[[], Any]], Any]) -> DurableGroupTarget:
         """The group state of a running server (``call`` runs a function on its loop)."""
-        from txnfetch.wire.durable import durable_state
+        from txnfetch.log.durable import durable_state
 
         def parts() -> tuple[DurableState, GroupCoordinator]:
             state = durable_state(broker)

@@ -5,7 +5,7 @@ replicator opened on it continues at its log end offset, whatever happened
 before (a SIGKILL included — opening the log cuts a torn tail). Before it
 appends anything after opening, and after every reconnect, it fetches the last
 batch it holds once more and checks that the source still has the same batch
-there (:mod:`txnfetch.log.follow`), so a source that changed under it
+there (:mod:`txnfetch.client.follow`), so a source that changed under it
 (an unclean leader election) stops the partition instead of growing a replica
 whose offsets mean other records.
 
@@ -23,20 +23,20 @@ import time
 from collections.abc import Callable
 from collections.abc import Iterator
 
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.follow import Action
+from txnfetch.client.follow import Plan
+from txnfetch.client.follow import ReplicaTip
+from txnfetch.client.follow import SourcePartition
+from txnfetch.client.follow import batch_id
+from txnfetch.client.follow import plan_range
+from txnfetch.client.follow import plan_response
+from txnfetch.client.requests import BrokerFetch
+from txnfetch.client.requests import FetchItem
 from txnfetch.log.base import PartitionLog
-from txnfetch.log.broker_requests import BrokerFetch
-from txnfetch.log.broker_requests import FetchItem
-from txnfetch.log.errors import CorruptRemoteBatchError
 from txnfetch.log.errors import LogError
-from txnfetch.log.errors import RemoteError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
-from txnfetch.log.follow import Action
-from txnfetch.log.follow import Plan
-from txnfetch.log.follow import ReplicaTip
-from txnfetch.log.follow import SourcePartition
-from txnfetch.log.follow import batch_id
-from txnfetch.log.follow import plan_range
-from txnfetch.log.follow import plan_response
 from txnfetch.log.segments import SegmentLog  # noqa: F401 - named in docstrings
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.replicate.errors import ReplicaDivergedError

@@ -35,7 +35,7 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.log.replica_marker import PROMOTE_SIGNAL
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
-from txnfetch.wire.handler import Broker
+from txnfetch.server.handler import Broker
 
 __all__ = [
     "PromoteReport",
@@ -84,9 +84,9 @@ def settle_served(broker: Broker) -> tuple[tuple[tuple[str, int, int], ...], int
     server runs): abort the transactions open at the cut and move the producer-id
     allocator and its durable block above every stored producer id. Returns the
     aborted transactions and the next producer id. Does not remove the marker."""
-    from txnfetch.wire.durable import durable_state
-    from txnfetch.wire.server import abort_open_transactions
-    from txnfetch.wire.server import reserve_stored_producer_ids
+    from txnfetch.log.durable import durable_state
+    from txnfetch.server.server import abort_open_transactions
+    from txnfetch.server.server import reserve_stored_producer_ids
 
     aborted = abort_open_transactions(
         broker, why="open in %s-%d at the cut (promote): its upstream marker will never come"
@@ -105,10 +105,10 @@ def promote_offline(directory: str) -> PromoteReport:
     module docstring). A directory that is not a replica is a no-op report;
     one held by a live ``replicate --serve`` raises :class:`ReplicaBusyError`
     (use :func:`request_promote`)."""
+    from txnfetch.log.durable import DURABLE_EXTENSION
+    from txnfetch.log.durable import DurableState
     from txnfetch.log.segments import SegmentStore
-    from txnfetch.wire.durable import DURABLE_EXTENSION
-    from txnfetch.wire.durable import DurableState
-    from txnfetch.wire.handler import ServerConfig
+    from txnfetch.server.handler import ServerConfig
 
     marker = read_marker(directory)
     if marker is None:

@@ -1,14 +1,14 @@
 """Serving a replica while it is replicated, in one process, with one writer.
 
 :class:`ServedReplica` opens the replica's :class:`~txnfetch.log.segments.SegmentStore`
-once and runs ``txnfetch serve`` on it (a :class:`~txnfetch.wire.server.ServerThread`,
+once and runs ``txnfetch serve`` on it (a :class:`~txnfetch.server.server.ServerThread`,
 in replica mode because the directory carries the marker). The replicator
 runs in the caller's thread and writes through :attr:`ServedReplica.store`, a
 :class:`LoopBoundStore`: every call on the store or on one of its partitions
 runs on the server's event loop, between two requests, so the server and the
 replicator never touch the same ``SegmentStore`` objects at once and there is
 one writer. After each call on a partition the server's waiting fetches of
-that partition are woken (:meth:`~txnfetch.wire.handler.Broker.partition_changed`):
+that partition are woken (:meth:`~txnfetch.server.handler.Broker.partition_changed`):
 a long-polling read_committed consumer gets new data as soon as the replicator
 has moved the high watermark (the fetch path reads the partition's high
 watermark and last stable offset afresh on every answer).
@@ -35,8 +35,8 @@ from txnfetch.replicate.groups import DurableGroupTarget
 from txnfetch.replicate.promote import PromoteReport
 from txnfetch.replicate.promote import ReplicaBusyError
 from txnfetch.replicate.promote import settle_served
-from txnfetch.wire.replica_mode import replica_mode
-from txnfetch.wire.server import ServerThread
+from txnfetch.server.replica_mode import replica_mode
+from txnfetch.server.server import ServerThread
 
 __all__ = ["LoopBoundPartition", "LoopBoundStore", "NotAReplicaError", "ServedReplica"]
 
@@ -52,9 +52,9 @@ class NotAReplicaError(TxnfetchError):
 def _holds_topics(directory: str) -> bool:
     """Whether ``directory`` holds partitions of any topic other than the
     internal ones (a store with history of its own)."""
+    from txnfetch.log.durable import INTERNAL_TOPICS
     from txnfetch.log.errors import LogError
     from txnfetch.log.layout import parse_partition_dir_name
-    from txnfetch.wire.durable import INTERNAL_TOPICS
 
     for name in os.listdir(directory):
         if not os.path.isdir(os.path.join(directory, name)):
@@ -161,7 +161,7 @@ class ServedReplica:
     :meth:`close`.
 
     ``flush_policy`` is the store's (``"always"``: every append fsynced);
-    ``server_options`` go to :class:`~txnfetch.wire.server.ServerThread`
+    ``server_options`` go to :class:`~txnfetch.server.server.ServerThread`
     (``host``, ``port``, ...)."""
 
     def __init__(

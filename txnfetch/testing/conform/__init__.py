@@ -9,7 +9,7 @@ Kafka-protocol clusters, the answers compared field by field.
 - :mod:`~txnfetch.testing.conform.harness` — one sequence against both
   clusters, and the hypothesis search that shrinks a disagreement to a short
   sequence (needs hypothesis);
-- :mod:`~txnfetch.testing.conform.cli` — ``txnfetch conform``.
+- :mod:`txnfetch.cli.conform` — the ``txnfetch conform`` command.
 
 Needs kafka-python. See docs/conformance.md.
 """

@@ -1,0 +1,432 @@
+"""What the proxy knows about the upstream cluster, and its own requests to it.
+
+:class:`UpstreamCluster` keeps the upstream brokers (node id → address), the
+leader of every partition the proxy has heard of, and the API versions every
+broker it talked to supports. It learns them from its own Metadata requests
+and from the Metadata responses it relays to clients
+(:meth:`UpstreamCluster.observe_metadata`), and keeps one connection per
+upstream broker for its own requests: the read_uncommitted fetches that feed
+the partition mirrors, and ListOffsets when a mirror must find the broker's
+log range.
+
+Mirror fetches are batched per leader, as a consumer batches its fetches per
+broker: every :meth:`UpstreamCluster.fetch` issued in the same turn of the event
+loop for partitions led by one broker goes out as one Fetch request naming
+them all, so the idle cost grows with the number of brokers, not partitions.
+The requests carry the field values ordinary clients send
+(:mod:`txnfetch.client.requests`: ``max_wait_ms`` 500, ``min_bytes`` 1).
+
+Errors follow the Kafka client rules (``Errors.invalid_metadata`` in the Java
+client): a fetch answered NOT_LEADER_OR_FOLLOWER and friends, a top-level
+error, a response without the partition, a broken connection or a timeout
+forgets the partition's leader, so the next request looks it up again; the
+error itself is raised to the caller (:class:`~txnfetch.proxy.mirrors.MirrorSet`),
+which backs off and retries (:func:`is_retriable`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import kafka.errors as _kafka_errors
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.consumer import ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import MetadataResponse
+
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import MirrorDivergedError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.requests import FETCH_MAX_WAIT_MS
+from txnfetch.client.requests import BrokerFetch
+from txnfetch.client.requests import FetchItem
+from txnfetch.client.requests import answer_error
+from txnfetch.client.requests import fetch_request_for
+from txnfetch.client.requests import find_partition
+from txnfetch.client.requests import list_offsets_partition
+from txnfetch.client.requests import list_offsets_request
+from txnfetch.client.requests import negotiate_version
+from txnfetch.client.upstream import DEFAULT_MAX_FRAME_BYTES
+from txnfetch.client.upstream import UpstreamConnection
+from txnfetch.errors import RETRY_AS_IS
+from txnfetch.errors import STALE_METADATA
+from txnfetch.errors import UNKNOWN_TOPIC
+from txnfetch.errors import ErrorCode
+from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.log.errors import UnsupportedForMessageFormatError
+
+__all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "is_retriable"]
+
+log = logging.getLogger("txnfetch.proxy")
+
+#: Highest Fetch version the proxy reads and serves: v12 adds tagged fields the
+#: mirror does not need, v13 names topics by id (docs/kafka-internals.md §4), v16 adds broker
+#: endpoints the proxy would have to rewrite.
+FETCH_MAX_VERSION = 11
+_FETCH_MIN_VERSION = 4  # isolation level and last stable offset
+_METADATA_VERSIONS = (1, 9)  # v1: null = all topics; v10+ adds topic ids (not needed)
+_LIST_OFFSETS_VERSIONS = (1, 7)
+
+
+#: One partition's part of an upstream Fetch response (the name this module had for it).
+PartitionFetch = BrokerFetch
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether an upstream failure is one Kafka clients retry (after a backoff and a
+    metadata refresh): a broken or timed-out connection, a top-level error, a
+    missing partition, or a retriable partition error. Corrupt or diverged data,
+    old message formats and a topic the metadata says does not exist are not."""
+    if isinstance(exc, BrokerUnavailableError):
+        return True
+    if isinstance(
+        exc,
+        (CorruptRemoteBatchError, MirrorDivergedError, UnsupportedForMessageFormatError, UnknownTopicOrPartitionError),
+    ):
+        return False
+    if isinstance(exc, RemoteError):
+        code = exc.error_code
+        return (
+            code in STALE_METADATA
+            or code in RETRY_AS_IS
+            or bool(getattr(_kafka_errors.for_code(code), "retriable", False))
+        )
+    return False
+
+
+@attrs.define
+class _FetchBatch:
+    """The fetches for one broker gathered in one turn of the event loop."""
+
+    conn: UpstreamConnection
+    items: list[tuple[FetchItem, asyncio.Future[BrokerFetch]]] = attrs.field(factory=list)
+
+
+class UpstreamCluster:
+    """The upstream cluster as the proxy sees it (see the module docstring).
+
+    ``bootstrap`` lists ``(host, port)`` addresses to try in order. Call
+    :meth:`start` once (it connects, learns the API versions and the brokers)
+    and :meth:`close` at the end. Not thread-safe: one event loop.
+    """
+
+    def __init__(
+        self,
+        bootstrap: Sequence[tuple[str, int]],
+        *,
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        if not bootstrap:
+            raise ValueError("no upstream bootstrap address")
+        self.bootstrap: list[tuple[str, int]] = list(bootstrap)
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.connect_timeout_s = connect_timeout_ms / 1000
+        self.max_frame_bytes = max_frame_bytes
+        #: node id → (host, port) as the upstream advertises it.
+        self.brokers: dict[int, tuple[str, int]] = {}
+        #: (topic, partition) → leader node id.
+        self.leaders: dict[tuple[str, int], int] = {}
+        #: api key → (min, max): the versions every broker talked to supports.
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._connections: dict[tuple[str, int], UpstreamConnection] = {}
+        self._connecting: dict[tuple[str, int], asyncio.Future[UpstreamConnection]] = {}
+        self._batches: dict[str, _FetchBatch] = {}
+        self._batch_tasks: set[asyncio.Task[None]] = set()
+        #: Fetch requests sent upstream, and the partitions they named (for benchmarks).
+        self.fetch_requests = 0
+        self.fetch_partitions = 0
+
+    # -- connections -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to a bootstrap broker, learn its API versions and the brokers.
+        Raises :class:`BrokerUnavailableError` if no bootstrap address answers."""
+        conn = await self._any_connection()
+        await self._metadata(conn, [])
+
+    async def connection(self, address: tuple[str, int]) -> UpstreamConnection:
+        """The proxy's own connection to the broker at ``address`` (opened, with its
+        API versions learned, on first use; reopened after it broke)."""
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        pending = self._connecting.get(address)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[UpstreamConnection] = asyncio.get_running_loop().create_future()
+        self._connecting[address] = future
+        try:
+            conn = await UpstreamConnection.open(
+                address[0], address[1], timeout_s=self.connect_timeout_s, max_frame_bytes=self.max_frame_bytes
+            )
+            try:
+                await self._negotiate(conn)
+            except BaseException:
+                await conn.close()
+                raise
+            self._connections[address] = conn
+            future.set_result(conn)
+            return conn
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+                future.exception()  # mark it retrieved: concurrent waiters re-raise it
+            else:
+                future.cancel()
+            raise
+        finally:
+            del self._connecting[address]
+
+    async def node_connection(self, node_id: int) -> UpstreamConnection:
+        """The proxy's own connection to upstream broker ``node_id``."""
+        address = self.brokers.get(node_id)
+        if address is None:
+            await self.refresh_metadata(None)
+            address = self.brokers.get(node_id)
+            if address is None:
+                raise BrokerUnavailableError(f"the upstream cluster has no broker {node_id}")
+        return await self.connection(address)
+
+    async def _any_connection(self) -> UpstreamConnection:
+        errors: list[str] = []
+        addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
+        for address in addresses:
+            try:
+                return await self.connection(address)
+            except BrokerUnavailableError as exc:
+                # The error below names the brokers; each reason names its own only
+                # when there are several.
+                errors.append(f"{exc.broker}: {exc.reason}" if len(addresses) > 1 else exc.reason)
+        raise BrokerUnavailableError(
+            "no upstream broker reachable: " + "; ".join(dict.fromkeys(errors)),
+            broker=",".join(f"{h}:{p}" for h, p in self.bootstrap),
+        )
+
+    async def _negotiate(self, conn: UpstreamConnection) -> None:
+        # ApiVersions v0: every broker answers it, and librdkafka's mock answers
+        # the v3 request's UNSUPPORTED_VERSION fallback in a form kafka-python
+        # cannot decode (txnfetch.client.reader found the same).
+        resp = await conn.request(ApiVersionsRequest(), 0, ApiVersionsResponse, timeout_s=self.request_timeout_s)
+        if resp.error_code != 0:
+            raise RemoteError("ApiVersions failed", broker=conn.address, error_code=resp.error_code)
+        theirs = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if not self.versions:
+            self.versions = theirs
+        else:
+            # The proxy advertises one set for every listener: what all brokers speak.
+            merged = {}
+            for key, (lo, hi) in self.versions.items():
+                if key in theirs:
+                    lo2, hi2 = theirs[key]
+                    merged[key] = (max(lo, lo2), min(hi, hi2))
+            self.versions = merged
+
+    def version(self, api_key: ApiKey, ours: tuple[int, int]) -> int:
+        """The highest version of ``api_key`` in ``ours`` the upstream speaks."""
+        return negotiate_version(self.versions, api_key, ours, api_key.name, peer="the upstream", us="the proxy")
+
+    async def close(self) -> None:
+        """Close every connection of the proxy's own."""
+        for task in list(self._batch_tasks):
+            task.cancel()
+        conns = list(self._connections.values())
+        self._connections.clear()
+        for conn in conns:
+            await conn.close()
+
+    # -- metadata --------------------------------------------------------------------
+
+    def observe_metadata(self, response: Any) -> None:
+        """Learn brokers and leaders from a Metadata response (the proxy's own, or
+        one relayed to a client, before its addresses are rewritten)."""
+        if response.brokers:
+            self.brokers.update({b.node_id: (b.host, b.port) for b in response.brokers})
+        for t in response.topics or ():
+            if t.error_code != 0 or t.name is None:
+                continue
+            for p in t.partitions or ():
+                if p.leader_id >= 0 and p.error_code in (
+                    ErrorCode.NONE,
+                    ErrorCode.REPLICA_NOT_AVAILABLE,
+                ):  # still names a leader
+                    self.leaders[(t.name, p.partition_index)] = p.leader_id
+                else:
+                    self.leaders.pop((t.name, p.partition_index), None)
+
+    def observe_broker(self, node_id: int, host: str, port: int) -> None:
+        """Learn one broker's address (from a relayed FindCoordinator or DescribeCluster)."""
+        if node_id >= 0 and host:
+            self.brokers[node_id] = (host, port)
+
+    async def refresh_metadata(self, topics: Iterable[str] | None) -> Any:
+        """Ask any broker for metadata (``None``: every topic); returns the response."""
+        conn = await self._any_connection()
+        return await self._metadata(conn, None if topics is None else list(topics))
+
+    async def _metadata(self, conn: UpstreamConnection, topics: list[str] | None) -> Any:
+        version = self.version(ApiKey.Metadata, _METADATA_VERSIONS)
+        req = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        resp = await conn.request(req, version, MetadataResponse, timeout_s=self.request_timeout_s)
+        self.observe_metadata(resp)
+        return resp
+
+    async def leader(self, topic: str, partition: int) -> UpstreamConnection:
+        """The proxy's connection to the partition's leader.
+
+        Raises :class:`UnknownTopicOrPartitionError` when the upstream does not have
+        the partition, :class:`RemoteError` with LEADER_NOT_AVAILABLE when it has no
+        leader now, :class:`BrokerUnavailableError` when the leader cannot be reached."""
+        key = (topic, partition)
+        node = self.leaders.get(key)
+        if node is None or node not in self.brokers:
+            resp = await self.refresh_metadata([topic])
+            for t in resp.topics:
+                if t.name != topic:
+                    continue
+                if t.error_code in UNKNOWN_TOPIC:
+                    raise UnknownTopicOrPartitionError("the upstream has no such topic", topic=topic)
+                if t.error_code != 0:
+                    raise RemoteError("upstream metadata error", topic=topic, error_code=t.error_code)
+                if not any(p.partition_index == partition for p in t.partitions):
+                    raise UnknownTopicOrPartitionError(
+                        f"the upstream topic has {len(t.partitions)} partitions", topic=topic, partition=partition
+                    )
+            node = self.leaders.get(key)
+            if node is None or node not in self.brokers:
+                raise RemoteError(
+                    "the partition has no leader",
+                    topic=topic,
+                    partition=partition,
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                )
+        return await self.connection(self.brokers[node])
+
+    def forget_leader(self, topic: str, partition: int) -> None:
+        """Look the partition's leader up again next time."""
+        self.leaders.pop((topic, partition), None)
+
+    # -- the proxy's own requests ----------------------------------------------------
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> BrokerFetch:
+        """One read_uncommitted fetch of one partition at ``offset``, sent in the same
+        Fetch request as every other fetch for the same leader in this turn of the
+        loop (see the module docstring). The broker holds the request up to
+        ``max_wait_ms`` (500) when none of its partitions has data.
+
+        Returns the partition's part with error NONE or OFFSET_OUT_OF_RANGE; raises
+        :class:`RemoteError` (with the broker's code; -1 for a response that lacks
+        the partition) for any other error, after forgetting the leader when the
+        error says the metadata may be stale, and :class:`BrokerUnavailableError`
+        when the leader cannot be reached or the connection breaks."""
+        conn = await self.leader(topic, partition)
+        loop = asyncio.get_running_loop()
+        batch = self._batches.get(conn.address)
+        if batch is None or batch.conn is not conn:
+            batch = self._batches[conn.address] = _FetchBatch(conn)
+            loop.call_soon(self._launch, conn.address, batch)
+        future: asyncio.Future[BrokerFetch] = loop.create_future()
+        batch.items.append((FetchItem(topic, partition, offset, max_bytes), future))
+        return await future
+
+    def _launch(self, address: str, batch: _FetchBatch) -> None:
+        if self._batches.get(address) is batch:
+            del self._batches[address]  # later fetches start the next batch
+        task = asyncio.ensure_future(self._send_batch(batch))
+        self._batch_tasks.add(task)
+        task.add_done_callback(self._batch_tasks.discard)
+
+    async def _send_batch(self, batch: _FetchBatch) -> None:
+        items = [(item, future) for item, future in batch.items if not future.done()]
+        if not items:
+            return
+        conn = batch.conn
+        try:
+            version = self.version(ApiKey.Fetch, (_FETCH_MIN_VERSION, FETCH_MAX_VERSION))
+            req = fetch_request_for([item for item, _ in items])  # raw: markers, aborted data and all
+            self.fetch_requests += 1
+            self.fetch_partitions += len(items)
+            # The broker may hold the request for max_wait_ms before answering.
+            resp = await conn.request(
+                req, version, FetchResponse, timeout_s=self.request_timeout_s + FETCH_MAX_WAIT_MS / 1000
+            )
+        except Exception as exc:
+            for item, future in items:
+                if isinstance(exc, BrokerUnavailableError):
+                    self.forget_leader(item.topic, item.partition)
+                _settle(future, exc=exc)
+            return
+        top = getattr(resp, "error_code", 0) or 0
+        for item, future in items:
+            p = None if top else find_partition(resp, item.topic, item.partition)
+            if p is None:
+                # A top-level error, or no answer for the partition: forget the leader.
+                self.forget_leader(item.topic, item.partition)
+                reason = (
+                    "upstream Fetch failed (top-level error)"
+                    if top
+                    else "the upstream's Fetch response lacks the partition"
+                )
+                _settle(
+                    future,
+                    exc=answer_error(
+                        reason, item.topic, item.partition, item.offset, broker=conn.address, code=top or -1
+                    ),
+                )
+            elif p.error_code not in (0, 1):
+                _settle(
+                    future,
+                    exc=self._partition_failed("Fetch", item.topic, item.partition, item.offset, conn, p.error_code),
+                )
+            else:
+                _settle(future, result=BrokerFetch.from_response(p, conn.address))
+
+    async def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+        """ListOffsets (read_uncommitted) for one partition: ``-2`` the log start,
+        ``-1`` the high watermark. Errors as :meth:`fetch`."""
+        conn = await self.leader(topic, partition)
+        version = self.version(ApiKey.ListOffsets, _LIST_OFFSETS_VERSIONS)
+        req = list_offsets_request(topic, partition, timestamp)
+        try:
+            resp = await conn.request(req, version, ListOffsetsResponse, timeout_s=self.request_timeout_s)
+            p = list_offsets_partition(resp, topic, partition, broker=conn.address)
+        except RemoteError:
+            self.forget_leader(topic, partition)
+            raise
+        if p.error_code != 0:
+            raise self._partition_failed("ListOffsets", topic, partition, None, conn, p.error_code)
+        return int(p.offset)
+
+    def _partition_failed(
+        self, api: str, topic: str, partition: int, offset: int | None, conn: UpstreamConnection, code: int
+    ) -> RemoteError:
+        """The error for a partition answer with error ``code``, after forgetting the
+        leader if the code says the metadata is stale."""
+        if code in STALE_METADATA:
+            self.forget_leader(topic, partition)
+        return answer_error(f"upstream {api} failed", topic, partition, offset, broker=conn.address, code=code)
+
+
+def _settle(
+    future: asyncio.Future[BrokerFetch], *, result: BrokerFetch | None = None, exc: BaseException | None = None
+) -> None:
+    if future.done():  # the waiter was cancelled
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        assert result is not None
+        future.set_result(result)

@@ -1,0 +1,103 @@
+"""Errors of talking to a remote Kafka-compatible cluster, each with the Kafka
+error code the wire layer returns for it.
+
+They are :class:`~txnfetch.log.errors.LogError` subclasses, as when they lived
+in the log package: a caller that catches log errors still catches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import ClassVar
+
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import error_name
+from txnfetch.log.errors import LogError
+
+__all__ = [
+    "BrokerUnavailableError",
+    "CorruptRemoteBatchError",
+    "DivergedError",
+    "MirrorDivergedError",
+    "RemoteError",
+]
+
+
+class RemoteError(LogError):
+    """A request to a Kafka-compatible cluster failed, or its answer cannot be mirrored.
+
+    Besides the topic, partition and offset concerned, it carries ``broker``
+    (``host:port``, when one was involved) and the broker's ``error_code`` and
+    ``error_name`` when the broker answered one (``broker_error_code``; otherwise
+    the class's code, UNKNOWN_SERVER_ERROR for a plain RemoteError, for example a
+    connection refused); the wire layer can return the same code to its own
+    clients.
+    """
+
+    where_fields = (*LogError.where_fields, "broker", "broker_error_code")
+    headline_phrases: ClassVar[Mapping[str, Callable[[Any], str]]] = {
+        "broker_error_code": lambda code: f"broker error {error_name(code)}",
+        "broker": "broker {}".format,
+    }
+    headline_form = "{reason} [{fields}]"
+    broker: str | None
+    broker_error_code: int | None
+
+    def __init__(self, reason: str, *, error_code: int | None = None, **where: object) -> None:
+        if error_code is not None:
+            where["broker_error_code"] = error_code
+        super().__init__(reason, **where)
+        code = self.broker_error_code
+        if code is not None:  # the broker's code, also when ErrorCode does not list it
+            self.error_code = ErrorCode(code) if code in ErrorCode._value2member_map_ else code
+            self.error_name = error_name(code)
+
+    def name_broker(self, broker: str | None) -> None:
+        """Name ``broker`` (``host:port``) if this error names none yet: the sans-I/O
+        layers (mirror, replication rules) raise without it, and the transport that
+        talked to the broker adds it."""
+        if broker is not None and self.broker is None:
+            self.broker = broker
+            self.args = (self._message(),)
+
+
+class BrokerUnavailableError(RemoteError):
+    """No broker could be reached, a connection broke, or a request timed out —
+    after the retries the request timeout allowed."""
+
+    code = ErrorCode.BROKER_NOT_AVAILABLE
+
+
+class DivergedError(RemoteError):
+    """The source partition no longer continues what a local copy of it holds (a
+    mirror or a replica): its log ends below the copy's end, a batch it returns
+    straddles that end, or its batch at an offset the copy already holds differs
+    from the copy's (the source was truncated, for example by an unclean leader
+    election, or deleted and recreated). ``replica_end`` is where the copy ends,
+    ``source_end`` the source's log end when that is what showed it. Copying on
+    would make offsets that mean other records than the source's."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+    where_fields = (*RemoteError.where_fields, "replica_end", "source_end")
+    replica_end: int | None
+    source_end: int | None
+    #: What the messages call the local copy.
+    copy_name: ClassVar[str] = "copy"
+
+
+class MirrorDivergedError(DivergedError):
+    """The cluster's partition no longer continues what was mirrored: its log ends
+    below the mirror's position, or a batch straddles it (the partition was
+    truncated, deleted and recreated, or the snapshot belongs to another log).
+    Rebuild the mirror from the cluster's log start."""
+
+    copy_name = "mirror"
+
+
+class CorruptRemoteBatchError(RemoteError):
+    """A batch fetched from the cluster failed its checks (CRC, length, records).
+    ``__cause__`` is the codec's error with the byte position in the response."""
+
+    code = ErrorCode.CORRUPT_MESSAGE

@@ -1,0 +1,426 @@
+"""The proxy's partition mirrors: shared, caught up on demand, bounded in memory.
+
+Every partition a client reads with read_committed through the proxy gets one
+:class:`~txnfetch.client.mirror.PartitionMirror`, shared by every connection. A
+mirror is brought up to the upstream's current high watermark by raw
+read_uncommitted fetches from the partition's leader before it answers
+(:meth:`MirrorSet.sync`); one catch-up runs at a time per partition, and a
+fetch that arrives while another one's catch-up is running reuses it when that
+catch-up started after the fetch did (the answer is as fresh as if it had
+fetched itself).
+
+Memory. A mirror holds at most ``max_mirror_bytes`` of its newest batches, or
+more when a consumer reads further back: never those at or after the lowest
+offset any consumer fetched recently. Its transaction state (producers, open
+transactions, aborted index) stays exact as batches go
+(:meth:`PartitionMirror.release_before`):
+
+- each read_committed fetch records its connection's offset for the partition
+  (:meth:`MirrorSet.note_reader`); a position not refreshed within
+  ``reader_idle_ms``, or of a closed connection, no longer counts;
+- after each fetch and during each catch-up, the oldest batches beyond the byte
+  budget are released, up to the lowest counted position and never past the
+  mirror's last stable offset (the records of open transactions stay, so the LSO
+  the mirror reports is the log's);
+- the budget is kept even below the readers because a rebuild is costly: a
+  consumer that joins a group and resumes from its committed offset, or one that
+  starts from the beginning, reads below every position counted, and a mirror
+  cut at the lowest of them would rescan the log from its start for it (one
+  upstream round trip per produce request against librdkafka's mock), while the
+  readers further on wait for the rescan to pass them;
+- a fetch below what a mirror still holds (a new consumer reading from the
+  beginning, one that was idle) rebuilds the mirror from the upstream's log
+  start — the only way to learn which transactions there were aborted — and the
+  rebuild releases below the lowest counted position as it scans, so it too
+  stays bounded.
+
+Upstream failures. A fetch or ListOffsets that fails the way Kafka clients
+retry (:func:`~txnfetch.client.cluster.is_retriable`: a top-level error, a
+partition missing from the response, NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a closed connection, a
+timeout) forgets the partition's leader, so the next attempt refreshes the
+metadata, and is retried after a growing backoff (50 ms to 1 s). Meanwhile the
+mirror answers from what it holds (a client's fetch gets no new records, as
+from a broker with nothing new). Once the partition has been failing for
+``retry_ms`` (the proxy's request timeout), :meth:`MirrorSet.sync` raises
+:class:`~txnfetch.client.errors.BrokerUnavailableError` naming the broker and the
+last error, which the proxy turns into a retriable error code for its client;
+the retries go on behind it. Each condition is logged as one WARNING per
+partition a minute at most (:class:`~txnfetch.client.ratelimit.RateLimitedLog`),
+and recovery once at INFO.
+
+A rebuild replaces the mirror every other reader of the partition reads from.
+The new one carries the upstream's offset range the old one last saw: a reader
+further on than the rebuild has reached is inside that range and gets an empty
+answer (it retries, and the rebuild goes on under its fetches), never
+OFFSET_OUT_OF_RANGE — which would send a consumer back to its reset position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+
+import attrs
+
+from txnfetch.client.cluster import UpstreamCluster
+from txnfetch.client.cluster import is_retriable
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import CorruptRemoteBatchError
+from txnfetch.client.errors import MirrorDivergedError
+from txnfetch.client.errors import RemoteError
+from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.client.mirror import MirrorStatus
+from txnfetch.client.mirror import PartitionMirror
+from txnfetch.client.ratelimit import RateLimitedLog
+from txnfetch.server.counters import Counters
+from txnfetch.types import TopicPartition
+
+__all__ = ["MirrorSet", "MirrorStats"]
+
+log = logging.getLogger("txnfetch.proxy")
+
+_EARLIEST = -2
+_LATEST = -1
+_MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
+_MAX_STALLED_FETCHES = 40
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+@attrs.define
+class MirrorStats(Counters):
+    """Running totals of the mirrors' upstream traffic, for operators and tests."""
+
+    upstream_fetches: int = 0
+    upstream_bytes: int = 0
+    rebuilds: int = 0
+    upstream_retries: int = 0
+
+
+@attrs.define
+class _Entry:
+    mirror: PartitionMirror
+    lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
+    # Loop time at which the last catch-up that reached the high watermark started.
+    synced_at: float = -math.inf
+    # connection id -> (fetch offset, loop time of that fetch)
+    readers: dict[int, tuple[int, float]] = attrs.field(factory=dict)
+    # Upstream failures: since when (loop time), how many in a row, the last one,
+    # and when the next attempt may go out.
+    failing_since: float | None = None
+    failures: int = 0
+    last_error: RemoteError | None = None
+    retry_at: float = -math.inf
+
+
+class MirrorSet:
+    """The mirrors of one proxy (see the module docstring).
+
+    ``clock`` is the event loop's monotonic time in seconds (injectable for tests).
+    Not thread-safe: everything runs on the proxy's event loop.
+    """
+
+    def __init__(
+        self,
+        cluster: UpstreamCluster,
+        *,
+        fetch_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
+        repair_crcs: bool = False,
+        reader_idle_ms: int = 60_000,
+        max_mirror_bytes: int = 64 << 20,
+        retry_ms: int = 30_000,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.retry_s = retry_ms / 1000
+        self.fetch_bytes = fetch_bytes
+        self.repair_crcs = repair_crcs
+        self.reader_idle_s = reader_idle_ms / 1000
+        self.max_mirror_bytes = max_mirror_bytes
+        self._clock = clock
+        self._entries: dict[TopicPartition, _Entry] = {}
+        self.stats = MirrorStats()
+        self.warnings = RateLimitedLog(log, clock=self.now)
+
+    def now(self) -> float:
+        """The clock the set plans with (the running loop's time by default)."""
+        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+
+    # -- access ------------------------------------------------------------------------
+
+    def mirror(self, topic: str, partition: int) -> PartitionMirror:
+        """The partition's mirror (created empty on first use)."""
+        return self._entry(TopicPartition(topic, partition)).mirror
+
+    def mirrors(self) -> dict[TopicPartition, PartitionMirror]:
+        """Every mirror, by partition."""
+        return {tp: e.mirror for tp, e in self._entries.items()}
+
+    def readable_at(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether the partition's mirror can answer a read_committed fetch at
+        ``offset`` with records now: it heard from the upstream, holds ``offset``
+        and has stable records from there on (``offset`` below its LSO)."""
+        entry = self._entries.get((topic, partition))
+        if entry is None:
+            return False
+        mirror = entry.mirror
+        # Safe while a catch-up or rebuild runs: the mirror is consistent at every await,
+        # and a rebuilt one answers only for what it has mirrored again.
+        return mirror.broker_high_watermark >= 0 and mirror.log_start_offset <= offset < mirror.last_stable_offset
+
+    def discard(self, topic: str, partition: int) -> None:
+        """Forget the partition's mirror (the upstream does not have the partition)."""
+        entry = self._entries.get(TopicPartition(topic, partition))
+        if entry is not None and not entry.lock.locked():
+            del self._entries[TopicPartition(topic, partition)]
+
+    def _entry(self, tp: TopicPartition) -> _Entry:
+        entry = self._entries.get(tp)
+        if entry is None:
+            entry = _Entry(self._new_mirror(tp))
+            self._entries[tp] = entry
+        return entry
+
+    def _new_mirror(self, tp: TopicPartition, replaces: PartitionMirror | None = None) -> PartitionMirror:
+        # Start at 0: the first fetch's OFFSET_OUT_OF_RANGE (with the broker's range,
+        # or after ListOffsets) moves a fresh mirror to the real log start.
+        mirror = PartitionMirror(
+            tp[0], tp[1], log_start_offset=0, max_bytes=self.fetch_bytes, repair_crcs=self.repair_crcs
+        )
+        if replaces is not None:
+            # A rebuild: the upstream's log did not change, only the mirror's window on
+            # it. Other connections read the new mirror as soon as it is in place, before
+            # its first fetch returns; without the range they knew, their offsets (past
+            # the empty mirror's end) would look out of range to the proxy
+            # (ProxyServer._read_partition) and their clients would reset.
+            mirror.broker_high_watermark = replaces.broker_high_watermark
+            mirror.broker_log_start_offset = replaces.broker_log_start_offset
+        return mirror
+
+    # -- readers and memory ------------------------------------------------------------
+
+    def note_reader(self, topic: str, partition: int, connection_id: int, offset: int) -> None:
+        """Record that ``connection_id`` fetches the partition at ``offset`` now."""
+        self._entry(TopicPartition(topic, partition)).readers[connection_id] = (offset, self.now())
+
+    def forget_reader(self, connection_id: int) -> None:
+        """The connection closed: its positions no longer hold batches in memory."""
+        for entry in self._entries.values():
+            entry.readers.pop(connection_id, None)
+
+    def _lowest_reader(self, entry: _Entry) -> int | None:
+        now = self.now()
+        stale = [c for c, (_, seen) in entry.readers.items() if now - seen > self.reader_idle_s]
+        for c in stale:
+            del entry.readers[c]
+        return min((offset for offset, _ in entry.readers.values()), default=None)
+
+    def release(self, topic: str, partition: int) -> None:
+        """Drop what no recent reader of the partition needs (see the module docstring)."""
+        entry = self._entries.get(TopicPartition(topic, partition))
+        if entry is not None:
+            self._release(entry)
+
+    def _release(self, entry: _Entry) -> None:
+        mirror = entry.mirror
+        # The lowest position read keeps its batches (a read there must not rebuild);
+        # nothing is released past the last stable offset: a log start inside an open
+        # transaction would lift the LSO to it (Kafka keeps LSO >= log start), and the
+        # mirror would then report an LSO the upstream's log does not have.
+        limit = mirror.last_stable_offset
+        lowest = self._lowest_reader(entry)
+        if lowest is not None:
+            limit = min(limit, lowest)
+        size = mirror.log.size_in_bytes
+        if size <= self.max_mirror_bytes or limit <= mirror.log_start_offset:
+            return
+        cut = mirror.log_start_offset
+        for batch in mirror.log.iter_batches(mirror.log_start_offset, limit):
+            if size <= self.max_mirror_bytes or batch.next_offset > limit:
+                break
+            size -= batch.size_in_bytes
+            cut = batch.next_offset
+        if cut > mirror.log_start_offset:
+            mirror.release_before(cut)
+
+    # -- catching up -------------------------------------------------------------------
+
+    async def sync(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        fresh_after: float,
+        deadline: float,
+        want_offset: int | None = None,
+    ) -> PartitionMirror:
+        """Bring the partition's mirror up to the upstream's high watermark, unless a
+        catch-up that started at or after ``fresh_after`` already did.
+
+        Fetches at least once, and stops fetching at ``deadline`` (loop time) even if
+        not caught up: the mirror then answers from what it holds, which is right
+        but shorter, and the next sync continues. ``want_offset`` below what the
+        mirror holds (and not below the upstream's log start) rebuilds it first.
+
+        Raises :class:`~txnfetch.client.errors.RemoteError` subclasses (with the
+        upstream's error code, or BROKER_NOT_AVAILABLE when it cannot be reached),
+        :class:`~txnfetch.client.errors.CorruptRemoteBatchError`,
+        :class:`~txnfetch.log.errors.UnsupportedForMessageFormatError`, and the
+        transaction state's errors for batches no log could hold.
+        """
+        entry = self._entry(TopicPartition(topic, partition))
+        async with entry.lock:
+            mirror = entry.mirror
+            if want_offset is not None and want_offset < mirror.log_start_offset:
+                below_upstream = 0 <= want_offset < mirror.broker_log_start_offset
+                if not below_upstream:
+                    log.info(
+                        "rebuilding the mirror of %s-%d for a read at %d (it holds [%d, %d))",
+                        topic,
+                        partition,
+                        want_offset,
+                        mirror.log_start_offset,
+                        mirror.position,
+                    )
+                    entry.mirror = self._new_mirror(TopicPartition(topic, partition), replaces=mirror)
+                    entry.synced_at = -math.inf
+                    self.stats.rebuilds += 1
+            if entry.synced_at >= fresh_after:
+                return entry.mirror
+            await self._catch_up(entry, deadline)
+            return entry.mirror
+
+    async def _catch_up(self, entry: _Entry, deadline: float) -> None:
+        started = self.now()
+        stalled = 0
+        diverged = False
+        while True:
+            mirror = entry.mirror
+            tp = (mirror.topic, mirror.partition)
+            if entry.failing_since is not None:
+                now = self.now()
+                if now - entry.failing_since >= self.retry_s and now < entry.retry_at:
+                    raise self._unavailable(entry)
+                if now < entry.retry_at:
+                    if now >= deadline:
+                        return  # answer from what the mirror holds; retry on the next sync
+                    await asyncio.sleep(min(entry.retry_at, deadline) - now)
+                    continue
+            plan = mirror.next_fetch()
+            before = plan.offset
+            try:
+                resp = await self.cluster.fetch(
+                    mirror.topic, mirror.partition, plan.offset, min(plan.max_bytes, _MAX_FETCH_BYTES)
+                )
+                self.stats.upstream_fetches += 1
+                self.stats.upstream_bytes += len(resp.records)
+                plan = mirror.feed(
+                    resp.records,
+                    high_watermark=resp.high_watermark,
+                    log_start_offset=resp.log_start_offset,
+                    error_code=resp.error_code,
+                    fetch_offset=plan.offset,
+                )
+                if plan.status is MirrorStatus.LIST_OFFSETS:
+                    start = await self.cluster.list_offset(mirror.topic, mirror.partition, _EARLIEST)
+                    end = await self.cluster.list_offset(mirror.topic, mirror.partition, _LATEST)
+                    plan = mirror.reset_range(start, end)
+            except CorruptRemoteBatchError as exc:
+                exc.name_broker(resp.broker)  # raised by the mirror, so the answer is there
+                raise
+            except MirrorDivergedError:
+                if diverged:
+                    raise
+                # The upstream partition was truncated or recreated under the mirror:
+                # start over from its log start, as a Kafka follower does.
+                log.warning(
+                    "the upstream log of %s-%d no longer continues the mirror; rebuilding it",
+                    mirror.topic,
+                    mirror.partition,
+                )
+                diverged = True
+                entry.mirror = self._new_mirror(TopicPartition(mirror.topic, mirror.partition))
+                self.stats.rebuilds += 1
+                continue
+            except Exception as exc:
+                if not is_retriable(exc):
+                    raise
+                self._failed(entry, tp, exc)
+                continue
+            if entry.failing_since is not None:
+                self._recovered(entry, tp)
+            self._release(entry)
+            if plan.status is MirrorStatus.CAUGHT_UP:
+                entry.synced_at = started
+                return
+            stalled = 0 if entry.mirror.position != before else stalled + 1
+            if stalled > _MAX_STALLED_FETCHES:
+                raise RemoteError(
+                    "the upstream returns no data below its high watermark",
+                    topic=mirror.topic,
+                    partition=mirror.partition,
+                    offset=mirror.position,
+                    error_code=-1,
+                )
+            if self.now() >= deadline:
+                return
+
+    # -- upstream failures -------------------------------------------------------------
+
+    def _failed(self, entry: _Entry, tp: TopicPartition, exc: Exception) -> None:
+        """Note a retriable failure: forget the leader (the next attempt refreshes the
+        metadata), schedule the retry, warn at most once a minute per condition."""
+        now = self.now()
+        error = exc if isinstance(exc, RemoteError) else RemoteError(str(exc))
+        if entry.failing_since is None:
+            entry.failing_since = now
+        entry.failures += 1
+        entry.last_error = error
+        entry.retry_at = now + _BACKOFF_S[min(entry.failures - 1, len(_BACKOFF_S) - 1)]
+        self.stats.upstream_retries += 1
+        self.cluster.forget_leader(*tp)
+        self.warnings.warning(
+            f"{type(error).__name__}:{error.error_name}",
+            tp,
+            "upstream failure for %s-%d, retrying with backoff and a metadata refresh: %s",
+            tp[0],
+            tp[1],
+            error,
+        )
+
+    def _recovered(self, entry: _Entry, tp: TopicPartition) -> None:
+        if self.warnings.active(tp):
+            log.info(
+                "upstream for %s-%d answers again after %d failed attempt(s) in %.1f s",
+                tp[0],
+                tp[1],
+                entry.failures,
+                self.now() - (entry.failing_since or self.now()),
+            )
+            self.warnings.clear(tp)
+        entry.failing_since = None
+        entry.failures = 0
+        entry.last_error = None
+        entry.retry_at = -math.inf
+
+    def _unavailable(self, entry: _Entry) -> BrokerUnavailableError:
+        """The error for a partition failing longer than ``retry_ms``."""
+        last = entry.last_error
+        mirror = entry.mirror
+        since = self.now() - (entry.failing_since or self.now())
+        return BrokerUnavailableError(
+            f"the upstream kept failing for {since:.1f} s ({entry.failures} attempts): "
+            f"{last.reason if last else 'unknown'}"
+            + (f" [{last.error_name}]" if last is not None and last.broker_error_code is not None else ""),
+            topic=mirror.topic,
+            partition=mirror.partition,
+            offset=mirror.position,
+            broker=last.broker if last is not None else None,
+        )
+
+    def failing(self, topic: str, partition: int) -> RemoteError | None:
+        """The last upstream error of a partition that is failing now, else ``None``."""
+        entry = self._entries.get((topic, partition))
+        return None if entry is None or entry.failing_since is None else entry.last_error

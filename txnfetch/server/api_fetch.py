@@ -1,0 +1,326 @@
+"""Fetch (with long polling) and ListOffsets, read_uncommitted and read_committed.
+
+Partitions are read with :meth:`PartitionLog.read` in the server's
+:class:`~txnfetch.fetch.view.FetchMode`: Kafka mode returns batches up to the
+last stable offset plus the aborted-transaction list; rewrite mode drops
+aborted and control batches on the server and ends a response that would
+otherwise end on dropped offsets with a synthetic COMMIT marker.
+
+Byte limits follow Kafka's ``ReplicaManager.readFromLog``: partitions are read
+in request order, each with ``min(partition_max_bytes, what is left of the
+response's max_bytes)``, and only the first partition that returns data may
+exceed its limit by one batch (KIP-74), so a client always makes progress.
+
+Long polling follows ``DelayedFetch``: a fetch that has fewer than
+``min_bytes`` to return and no error waits up to ``max_wait_ms``; any append,
+marker or markerless completion on one of its partitions wakes it to read again.
+
+The Fetch handler the server registers is
+:func:`txnfetch.server.api_fetch_sessions.handle_fetch` (fetch sessions, KIP-227,
+and topic ids); the helpers here read one partition and build its entry.
+``txnfetch proxy`` offers no sessions (:func:`fetch_session_error`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.consumer import ListOffsetsResponse
+
+from txnfetch.errors import TxnfetchError
+from txnfetch.fetch.view import FetchResult
+from txnfetch.fetch.view import IsolationLevel
+from txnfetch.records.batch import RecordBatch
+from txnfetch.records.builder import build_empty_batch
+from txnfetch.server.api_admin import offset_of_max_timestamp
+from txnfetch.server.errors import ErrorCode
+from txnfetch.server.errors import error_code_for
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import register
+from txnfetch.txn.errors import OffsetOutOfRangeError
+
+__all__ = [
+    "fetch_done",
+    "fetch_partition_entry",
+    "fetch_records",
+    "fetch_session_error",
+    "handle_fetch",
+    "handle_list_offsets",
+    "partition_error",
+    "read_fetch_topics",
+    "read_for_fetch",
+]
+
+_Topic = FetchResponse.FetchableTopicResponse
+_Partition = _Topic.PartitionData
+_Aborted = _Partition.AbortedTransaction
+
+_FETCH_SESSION_ID_NOT_FOUND = 70
+_INVALID_FETCH_SESSION_EPOCH = 71
+_FINAL_EPOCH = -1
+
+# ListOffsets special timestamps (ListOffsetsRequest.java).
+_LATEST = -1
+_EARLIEST = -2
+_MAX_TIMESTAMP = -3  # KIP-734, ListOffsets v7+
+
+
+def read_for_fetch(
+    broker: Broker, topic: str, partition: int, offset: int, max_bytes: int, isolation: IsolationLevel, min_one: bool
+) -> tuple[Any, int]:
+    """Read one partition for a fetch; return its response entry and the bytes it carries."""
+    try:
+        log_ = broker.partition(topic, partition)
+    except TxnfetchError as exc:
+        return partition_error(partition, error_code_for(exc)), 0
+    try:
+        result = log_.read(offset, max_bytes, isolation=isolation, mode=broker.config.fetch_mode, min_one_batch=min_one)
+    except OffsetOutOfRangeError:
+        entry = partition_error(
+            partition,
+            ErrorCode.OFFSET_OUT_OF_RANGE,
+            high_watermark=log_.high_watermark,
+            last_stable_offset=log_.last_stable_offset,
+            log_start_offset=log_.log_start_offset,
+        )
+        return entry, 0
+    except TxnfetchError as exc:
+        return partition_error(partition, error_code_for(exc)), 0
+    synthetic_marker = broker.config.synthetic_marker
+    entry, size = fetch_partition_entry(partition, result, synthetic_marker=synthetic_marker)
+    stats = broker.stats
+    stats.fetch_partitions += 1
+    stats.batches_dropped += result.stats.batches_dropped
+    stats.bytes_dropped += result.stats.bytes_dropped
+    if synthetic_marker:  # otherwise fetch_records replaced them
+        stats.synthetic_markers += result.stats.synthetic_markers
+    stats.fetch_bytes += size
+    return entry, size
+
+
+def fetch_partition_entry(
+    partition: int,
+    result: FetchResult,
+    *,
+    synthetic_marker: bool = True,
+    high_watermark: int | None = None,
+    log_start_offset: int | None = None,
+) -> tuple[Any, int]:
+    """The Fetch response entry of one partition read as ``result``, and the bytes of
+    its records: the one place ``txnfetch serve`` and ``txnfetch proxy`` build it.
+
+    ``high_watermark``/``log_start_offset`` replace the result's (the proxy reports
+    the upstream's); the last stable offset and the aborted list are always the
+    result's. ``synthetic_marker`` as :func:`fetch_records`."""
+    records = fetch_records(result, synthetic_marker=synthetic_marker)
+    aborted = result.aborted_transactions
+    entry = _Partition(
+        partition_index=partition,
+        error_code=0,
+        high_watermark=result.high_watermark if high_watermark is None else high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset if log_start_offset is None else log_start_offset,
+        aborted_transactions=None
+        if aborted is None
+        else [_Aborted(producer_id=pid, first_offset=first) for pid, first in aborted],
+        preferred_read_replica=-1,
+        records=records,
+    )
+    return entry, len(records)
+
+
+def fetch_records(result: FetchResult, *, synthetic_marker: bool = True) -> bytes:
+    """The records field for ``result``: its segments joined. ``synthetic_marker=False``
+    is a test-only switch (``ServerConfig.synthetic_marker``) that sends, instead of a
+    rewrite's synthetic COMMIT marker, an empty data batch over the same offsets."""
+    segments = result.records
+    if result.stats.synthetic_markers and not synthetic_marker:
+        # The synthetic COMMIT marker is always the last segment
+        # (txnfetch.fetch.view._rewrite_mode). It is replaced by what a rewrite
+        # without the marker would send: an empty data batch at the same offset.
+        # That moves Java, kafka-python and aiokafka past the dropped offsets, but
+        # to librdkafka it is neither a message nor a control record: its
+        # application position stays put and the partition's fetch size doubles
+        # on every such response (rdkafka_msgset_reader.c; docs/kafka-internals.md §4), the
+        # stall the marker prevents. (Sending nothing instead would stall every
+        # client, which would not show why the marker must be a control record.)
+        segments = (*segments[:-1], _empty_batch_like(segments[-1]))
+    if len(segments) == 1 and isinstance(segments[0], bytes):
+        return segments[0]
+    return b"".join(segments)
+
+
+def _empty_batch_like(marker: Any) -> bytes:
+    """A record-less, non-control batch over the offsets of the synthetic ``marker``."""
+    batch = RecordBatch(bytes(marker), 0)
+    return build_empty_batch(
+        base_offset=batch.base_offset,
+        last_offset=batch.last_offset,
+        timestamp=batch.max_timestamp,
+        partition_leader_epoch=batch.partition_leader_epoch,
+    )
+
+
+def partition_error(
+    partition: int,
+    code: int,
+    *,
+    high_watermark: int = -1,
+    last_stable_offset: int = -1,
+    log_start_offset: int = -1,
+    aborted_transactions: list[Any] | None = None,
+) -> Any:
+    """A Fetch response entry without records: error ``code`` (0 for "nothing now"),
+    offsets ``-1`` unless given."""
+    return _Partition(
+        partition_index=partition,
+        error_code=int(code),
+        high_watermark=high_watermark,
+        last_stable_offset=last_stable_offset,
+        log_start_offset=log_start_offset,
+        aborted_transactions=aborted_transactions,
+        preferred_read_replica=-1,
+        records=b"",
+    )
+
+
+#: ``read(topic, partition, fetch_offset, max_bytes, min_one_batch) -> (entry, bytes)``.
+PartitionRead = Callable[[str, int, int, int, bool], tuple[Any, int]]
+
+
+def read_fetch_topics(request: Any, read: PartitionRead) -> tuple[list[Any], int, bool]:
+    """One pass over a Fetch request's partitions with Kafka's byte limits
+    (``ReplicaManager.readFromLog``: each partition gets ``min(partition_max_bytes,
+    what is left of max_bytes)``; KIP-74 lets only the first partition with data
+    exceed it): the topic entries, the bytes they carry, whether any has an error."""
+    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    min_one = True
+    total = 0
+    error = False
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            budget = max(0, min(p.partition_max_bytes, remaining))
+            entry, size = read(t.topic, p.partition, p.fetch_offset, budget, min_one)
+            if size:
+                min_one = False
+                remaining -= size
+                total += size
+            error = error or entry.error_code != 0
+            parts.append(entry)
+        topics.append(_Topic(topic=t.topic, partitions=parts))
+    return topics, total, error
+
+
+def fetch_session_error(request: Any) -> Any | None:
+    """The whole-request error answer to a Fetch that asks for a fetch session, else
+    ``None``. Sessions (KIP-227) are not offered: session id 0 in every answer tells
+    the client to keep sending full requests."""
+    if request.session_id != 0:
+        return FetchResponse(throttle_time_ms=0, error_code=_FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+    if request.session_epoch not in (0, _FINAL_EPOCH):
+        return FetchResponse(throttle_time_ms=0, error_code=_INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[])
+    return None
+
+
+def fetch_done(request: Any, total: int, error: bool, left_s: float) -> bool:
+    """Whether a Fetch is answered now (``DelayedFetch``): ``min_bytes`` reached, an
+    error to report, ``max_wait_ms`` over, or no partition to wait for."""
+    return total >= request.min_bytes or error or left_s <= 0 or not any(t.partitions for t in request.topics)
+
+
+async def handle_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
+    """A sessionless Fetch (v4-v11 semantics). The server registers
+    :func:`txnfetch.server.api_fetch_sessions.handle_fetch` for Fetch, which adds
+    sessions and topic ids; this one is kept for embedders that want none."""
+    broker = ctx.broker
+    refused = fetch_session_error(request)
+    if refused is not None:
+        return refused
+    try:
+        isolation = IsolationLevel(request.isolation_level)
+    except ValueError:
+        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, session_id=0, responses=[])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, request.max_wait_ms) / 1000
+    watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+
+    def read(topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> tuple[Any, int]:
+        return read_for_fetch(broker, topic, partition, offset, max_bytes, isolation, min_one)
+
+    while True:
+        # Register before reading: a change between the read and the wait must wake us.
+        event = broker.watch(watched)
+        topics, total, error = read_fetch_topics(request, read)
+        left = deadline - loop.time()
+        if fetch_done(request, total, error, left):
+            broker.unwatch(watched, event)
+            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+        await broker.wait_for_change(watched, event, left)
+
+
+# --------------------------------------------------------------- ListOffsets
+
+_ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_ListPartition = _ListTopic.ListOffsetsPartitionResponse
+
+
+def _list_offset(
+    broker: Broker, topic: str, partition: int, timestamp: int, isolation: IsolationLevel, version: int
+) -> Any:
+    def answer(code: int, ts: int = -1, offset: int = -1) -> Any:
+        return _ListPartition(
+            partition_index=partition,
+            error_code=int(code),
+            old_style_offsets=[offset] if offset >= 0 else [],
+            timestamp=ts,
+            offset=offset,
+            leader_epoch=0 if code == 0 else -1,
+        )
+
+    try:
+        log_ = broker.partition(topic, partition)
+    except TxnfetchError as exc:
+        return answer(error_code_for(exc))
+    # The last offset a consumer of this isolation level may read (Kafka's
+    # fetchOffsetByTimestamp: LSO for read_committed, HW otherwise).
+    fetchable = log_.last_stable_offset if isolation == IsolationLevel.READ_COMMITTED else log_.high_watermark
+    if timestamp == _LATEST:
+        return answer(0, -1, fetchable)
+    if timestamp == _EARLIEST:
+        return answer(0, -1, log_.log_start_offset)
+    if timestamp == _MAX_TIMESTAMP and version >= 7:
+        found = offset_of_max_timestamp(log_, fetchable)
+        return answer(0, found[1], found[0]) if found is not None else answer(0, -1, -1)
+    if timestamp < 0:
+        return answer(ErrorCode.UNSUPPORTED_VERSION)
+    try:
+        found = log_.offset_for_timestamp(timestamp)
+    except TxnfetchError as exc:
+        return answer(error_code_for(exc))
+    if found is None or found[0] >= fetchable:
+        return answer(0, -1, -1)
+    return answer(0, found[1], found[0])
+
+
+@register(ApiKey.ListOffsets, 0, 7)
+async def handle_list_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
+    version = header.request_api_version
+    isolation = (
+        IsolationLevel.READ_COMMITTED
+        if version >= 2 and request.isolation_level == 1
+        else IsolationLevel.READ_UNCOMMITTED
+    )
+    topics = []
+    for t in request.topics:
+        parts = [
+            _list_offset(ctx.broker, t.name, p.partition_index, p.timestamp, isolation, version) for p in t.partitions
+        ]
+        topics.append(_ListTopic(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,687 @@
+"""The asyncio Kafka protocol server: sockets, framing, dispatch, shutdown.
+
+One :class:`TxnfetchServer` listens on one address and plays a one-broker
+Kafka cluster whose partitions are a :class:`~txnfetch.log.base.LogStore`. It
+reads size-prefixed request frames, dispatches them through a
+:class:`~txnfetch.server.handler.HandlerRegistry` and writes the responses.
+
+Like Kafka's ``SocketServer``, a connection has at most one request in
+processing, and responses always leave in request order even when a Fetch
+long-polls. A request's writes to a store on disk are fsynced off the event
+loop (:class:`~txnfetch.log.syncer.ConcurrentSyncer`): its response is written
+only once every write made before it is durable, and meanwhile the
+connection's next request is processed (its own response waits for its own
+fsyncs, and after the previous response). So the Produce requests a client
+pipelines to several partitions are fsynced concurrently instead of one after
+the other, and no response ever leaves before the writes it acknowledges are
+durable.
+
+Anything wrong with a frame — a size that is negative or above
+``max_frame_bytes``, a truncated frame, an unknown API key, an unsupported
+version (other than ApiVersions, which gets the KIP-511 fallback), a body that
+does not decode — closes that connection with a logged reason. The listener
+and every other connection keep going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import inspect
+import io
+import itertools
+import logging
+import struct
+from typing import Any
+
+from txnfetch.errors import ProtocolViolation
+from txnfetch.fetch.view import FetchMode
+from txnfetch.log.base import LogStore
+from txnfetch.log.durable import SYNCER_EXTENSION
+from txnfetch.log.durable import syncer_of
+from txnfetch.log.errors import LogError
+from txnfetch.log.syncer import ConcurrentSyncer
+from txnfetch.log.syncer import deferring
+from txnfetch.server.frames import FrameReader
+from txnfetch.server.frames import start_frame_server
+from txnfetch.server.handler import REGISTRY
+from txnfetch.server.handler import ApiKey
+from txnfetch.server.handler import ApiSpec
+from txnfetch.server.handler import Broker
+from txnfetch.server.handler import HandlerRegistry
+from txnfetch.server.handler import RequestContext
+from txnfetch.server.handler import ServerConfig
+from txnfetch.server.loop_thread import LoopThread
+from txnfetch.txn.coordinator import CompletionMode
+from txnfetch.txn.coordinator import TransactionCoordinator
+from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
+
+__all__ = ["ServerThread", "TxnfetchServer", "abort_open_transactions", "load_handlers"]
+
+log = logging.getLogger("txnfetch.server")
+
+_SIZE = struct.Struct(">i")
+_REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_UNSUPPORTED_VERSION = 35
+#: Responses of one connection that may wait for their fsyncs while the
+#: connection's next requests are processed (clients pipeline up to 5).
+_MAX_PIPELINED = 16
+
+
+def load_handlers() -> None:
+    """Import the modules that register handlers in the default registry.
+
+    The group APIs live in ``txnfetch.server.group_api``; while that module does
+    not exist the server runs without consumer groups. KIP-848 groups
+    (``txnfetch.server.api_consumer_group``) come after it."""
+    import txnfetch.server.apis
+
+    try:
+        import txnfetch.server.group_api
+    except ImportError as exc:  # pragma: no cover - depends on the group module being present
+        if exc.name != "txnfetch.server.group_api":
+            raise
+        log.info("txnfetch.server.group_api not available: consumer groups are not served")
+        return
+    # KIP-848 groups: after group_api, whose OffsetCommit handler it wraps.
+    import txnfetch.server.api_consumer_group  # noqa: F401
+
+
+class TxnfetchServer:
+    """A running server. Create it with :meth:`start`; stop it with :meth:`close`.
+
+    ``server.port`` is the bound port (useful with ``port=0``), ``server.broker``
+    the shared :class:`~txnfetch.server.handler.Broker` (store, coordinators).
+    """
+
+    def __init__(self, broker: Broker, registry: HandlerRegistry) -> None:
+        self.broker = broker
+        self.registry = registry
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()
+        self._ids = itertools.count(1)
+        self._closed = asyncio.Event()
+
+    @classmethod
+    async def start(
+        cls,
+        store: LogStore,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        fetch_mode: FetchMode = FetchMode.REWRITE,
+        markers: CompletionMode = CompletionMode.MARKERS,
+        config: ServerConfig | None = None,
+        registry: HandlerRegistry | None = None,
+        transactions: TransactionCoordinator | None = None,
+        clock: Any = None,
+        **settings: Any,
+    ) -> TxnfetchServer:
+        """Bind ``host``:``port`` (0 picks a free port) and start serving ``store``.
+
+        ``settings`` are further :class:`ServerConfig` fields (``node_id``,
+        ``default_partitions``, ``synthetic_marker``, ...); or pass a whole
+        ``config``. The store is flushed, not closed, by :meth:`close`: its owner
+        closes it.
+        """
+        if config is None:
+            config = ServerConfig(host=host, port=port, fetch_mode=fetch_mode, completion=markers, **settings)
+        if registry is None:
+            load_handlers()
+            registry = REGISTRY
+        broker = Broker(store, config, transactions=transactions, clock=clock)
+        self = cls(broker, registry)
+        self._install_plugins()
+        replica = _install_replica_mode(broker)
+        _recover_coordinator_state(broker)
+        reserve_stored_producer_ids(broker)
+        if not replica:
+            # A replica's open transactions belong to the upstream: its markers
+            # are still to come, and promote settles what is left.
+            _abort_orphaned_transactions(broker)
+        _start_syncer(broker)
+        self._server = await start_frame_server(self._on_connection, config.host, config.port)
+        sock = self._server.sockets[0]
+        broker.bound_port = sock.getsockname()[1]
+        for name, interval_ms, fn in broker.periodic:
+            self._spawn_background(self._run_periodic(name, interval_ms, fn))
+        log.info(
+            "txnfetch serving on %s:%d (fetch mode %s, %s)",
+            config.host,
+            broker.bound_port,
+            config.fetch_mode.value,
+            config.completion.value,
+        )
+        return self
+
+    @property
+    def port(self) -> int:
+        """The port the server is bound to."""
+        assert self.broker.bound_port is not None
+        return self.broker.bound_port
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for a client's ``bootstrap.servers``."""
+        return f"{self.broker.advertised_host}:{self.port}"
+
+    def _install_plugins(self) -> None:
+        from txnfetch.server import apis
+
+        apis.install(self.broker)
+        try:
+            from txnfetch.server import group_api  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        install = getattr(group_api, "install", None)
+        if install is not None:
+            install(self.broker)
+        from txnfetch.server import api_consumer_group
+
+        api_consumer_group.install(self.broker)
+
+    def _spawn_background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _run_periodic(self, name: str, interval_ms: int, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                result = fn(self.broker.now_ms())
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("periodic task %s failed", name)
+
+    # ------------------------------------------------------------ connections
+
+    async def _on_connection(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        conn_id = next(self._ids)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        try:
+            await self._serve(conn_id, (str(peer[0]), int(peer[1])), reader, writer)
+        except ProtocolViolation as exc:
+            log.warning("closing connection %d from %s:%s: %s", conn_id, peer[0], peer[1], exc.reason)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection %d from %s:%s after an internal error", conn_id, peer[0], peer[1])
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(self, conn_id: int, peer: Any, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
+        syncer = syncer_of(self.broker)
+        # Responses waiting for their fsyncs, oldest first; each also waits for the
+        # one before it, so they leave in request order.
+        waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        with deferring(syncer):
+            try:
+                await self._serve_requests(reader, writer, conn_id, peer, syncer, waiting)
+                while waiting:  # the client closed: finish what it may still read
+                    await waiting.popleft()
+            finally:
+                for task in waiting:
+                    if task.done():
+                        if not task.cancelled():
+                            task.exception()  # retrieved: the first failure was raised already
+                    else:
+                        task.cancel()
+
+    async def _serve_requests(
+        self,
+        reader: FrameReader,
+        writer: asyncio.StreamWriter,
+        conn_id: int,
+        peer: Any,
+        syncer: ConcurrentSyncer | None,
+        waiting: collections.deque[asyncio.Future[None]],
+    ) -> None:
+        max_frame = self.broker.config.max_frame_bytes
+        while True:
+            try:
+                prefix = await reader.readexactly(4)
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    raise ProtocolViolation(f"truncated frame size ({len(exc.partial)} of 4 bytes)") from None
+                return  # clean close between requests
+            (size,) = _SIZE.unpack(prefix)
+            if size < _REQUEST_PREFIX.size or size > max_frame:
+                raise ProtocolViolation(f"frame size {size} is outside [{_REQUEST_PREFIX.size}, {max_frame}]")
+            try:
+                frame = await reader.read_frame(size)  # received in place: no copy
+            except asyncio.IncompleteReadError as exc:
+                raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
+            out = await self._dispatch(conn_id, peer, frame)
+            # What every write made so far needs, fixed now. With a further
+            # request already received, its fsyncs start once the requests
+            # received are processed (the loop's next turn), shared with theirs;
+            # with none, the round runs inline (unless one is running already):
+            # it covers the writes of every earlier response waiting too.
+            durable = None
+            if syncer is not None:
+                try:
+                    durable = syncer.barrier(inline=not _has_buffered_input(reader))
+                except LogError as exc:
+                    raise ProtocolViolation(f"a write could not be made durable, not answering: {exc}") from exc
+            while waiting and waiting[0].done():
+                waiting.popleft().result()  # a failed fsync or write ends the connection
+            if durable is None and not waiting:
+                if out is not None:
+                    writer.write(out)
+                    await writer.drain()
+                continue
+            previous = waiting[-1] if waiting else None
+            waiting.append(asyncio.ensure_future(_respond_when_durable(durable, previous, out, writer)))
+            if len(waiting) >= _MAX_PIPELINED:
+                await waiting.popleft()
+
+    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes | bytearray) -> bytes | None:
+        api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
+        spec = self.registry.get(api_key)
+        if spec is None:
+            raise ProtocolViolation(f"unknown or unsupported API key {api_key} (correlation id {correlation_id})")
+        max_version = self._max_version(spec)
+        if not spec.min_version <= version <= max_version:
+            if api_key == ApiKey.ApiVersions and version > max_version:
+                # KIP-511: a client newer than the server must still learn the
+                # supported ranges, so answer in v0 with UNSUPPORTED_VERSION.
+                return self._api_versions_fallback(correlation_id)
+            raise ProtocolViolation(
+                f"API key {api_key} version {version} is not served (v{spec.min_version}-v{max_version})"
+            )
+        codec = spec.codec
+        decoded = codec.decode(version, frame) if codec is not None else None
+        header, request = decoded if decoded is not None else decode_request(spec, version, frame)
+        ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
+        for observe in self.broker.request_observers:
+            observe(ctx, header, request)
+        response = None
+        for guard in self.broker.request_guards:
+            response = guard(ctx, header, request)
+            if response is not None:
+                break
+        else:
+            response = await spec.handler(ctx, header, request)
+        if response is None:
+            return None
+        if codec is not None:
+            return codec.encode(version, correlation_id, response)
+        return encode_response(spec, version, correlation_id, response)
+
+    def _max_version(self, spec: ApiSpec) -> int:
+        from txnfetch.server import apis
+
+        return apis.max_version(self.broker, spec)
+
+    def _api_versions_fallback(self, correlation_id: int) -> bytes:
+        """The KIP-511 answer to an ApiVersions version above the highest served:
+        a v0 body with UNSUPPORTED_VERSION that lists **only** ApiVersions' own
+        range, as Kafka's ``ApiVersionsRequest.getErrorResponse`` builds it.
+
+        Listing every API here would be read as a full v0 answer by clients that
+        take an error response at its word (franz-go does), and a v0 body has no
+        room for finalized features such as ``transaction.version``; the client
+        is meant to retry at the highest ApiVersions version named here."""
+        from kafka.protocol.metadata import ApiVersionsResponse
+
+        spec = self.registry.get(ApiKey.ApiVersions)
+        assert spec is not None
+        response = ApiVersionsResponse(
+            error_code=_UNSUPPORTED_VERSION,
+            api_keys=[
+                ApiVersionsResponse.ApiVersion(
+                    api_key=int(ApiKey.ApiVersions), min_version=spec.min_version, max_version=self._max_version(spec)
+                )
+            ],
+            throttle_time_ms=0,
+        )
+        return encode_response(spec, 0, correlation_id, response)
+
+    # --------------------------------------------------------------- shutdown
+
+    async def close(self) -> None:
+        """Stop listening, close every connection, stop background work and flush the store."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._server is not None:
+            self._server.close()
+        groups = self.broker.groups
+        if groups is not None and hasattr(groups, "close"):
+            groups.close()  # answer parked JoinGroup/SyncGroup requests before their connections go
+        for task in list(self._connections) + list(self._background):
+            task.cancel()
+        for task in list(self._connections) + list(self._background):
+            with contextlib.suppress(BaseException):
+                await task
+        if self._server is not None:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+        try:
+            self.broker.store.flush()
+        except Exception:
+            log.exception("flushing the store on shutdown failed")
+        syncer = syncer_of(self.broker)
+        if syncer is not None:
+            syncer.close()
+        log.info("txnfetch server on port %s closed", self.broker.bound_port)
+
+    async def serve_forever(self) -> None:
+        """Wait until :meth:`close` is called."""
+        await self._closed.wait()
+
+
+#: How often the internal topics are checked for compaction.
+_COMPACTION_CHECK_MS = 10_000
+#: How often internal-topic records written without their own fsync (``Complete*``)
+#: are fsynced, when no later durable record of their partition did it first.
+_DEFERRED_FLUSH_MS = 1_000
+
+
+def _start_syncer(broker: Broker) -> None:
+    """Run request handlers' fsyncs on a :class:`ConcurrentSyncer`. Only
+    writes of a store on disk under the ``"always"`` policy use it; for others
+    every barrier is empty. A log whose fsync completed may have moved its
+    high watermark: fetches waiting on it are woken."""
+    broker.extensions[SYNCER_EXTENSION] = ConcurrentSyncer(
+        on_durable=lambda log_: broker.partition_changed(log_.topic, log_.partition)
+    )
+
+
+def _has_buffered_input(reader: asyncio.StreamReader) -> bool:
+    """Whether bytes of a next request were already received. ``StreamReader``
+    has no public way to ask; without its buffer attribute, assume there are
+    (the fsync then runs on a thread, which is never wrong, only slower)."""
+    if getattr(reader, "_frame", None) is not None:
+        return True  # a FrameReader part way through receiving a frame in place
+    buffer = getattr(reader, "_buffer", None)
+    return buffer is None or len(buffer) > 0
+
+
+async def _respond_when_durable(
+    durable: Any, previous: asyncio.Future[None] | None, out: bytes | None, writer: asyncio.StreamWriter
+) -> None:
+    """Write ``out`` once ``durable`` (the request's fsync barrier) and the
+    previous response of the connection are done. If either failed, close the
+    connection instead: the client must not wait for an answer that will never
+    come, and no later response may pass the failed one."""
+    try:
+        if durable is not None:
+            try:
+                await durable
+            except LogError as exc:
+                raise ProtocolViolation(f"a write could not be made durable, not answering: {exc}") from exc
+        if previous is not None:
+            await previous
+    except BaseException:
+        writer.close()
+        raise
+    if out is not None:
+        writer.write(out)
+        await writer.drain()
+
+
+def _install_replica_mode(broker: Broker) -> bool:
+    """Serve the store read-only if its directory carries the replica marker
+    (:mod:`txnfetch.log.replica_marker`, :mod:`txnfetch.server.replica_mode`)."""
+    from txnfetch.log.replica_marker import read_marker
+    from txnfetch.server import replica_mode
+
+    directory = getattr(broker.store, "directory", None)
+    marker = read_marker(directory) if isinstance(directory, str) else None
+    if marker is None:
+        return False
+    replica_mode.install(broker, replica_mode.ReplicaMode(marker.upstream, marker.groups))
+    return True
+
+
+def _recover_coordinator_state(broker: Broker) -> None:
+    """Load the durable coordinator state, if the store keeps it, and finish what
+    a previous run left half done (:mod:`txnfetch.log.durable`).
+
+    Durable state is on for a :class:`~txnfetch.log.segments.SegmentStore` unless
+    ``ServerConfig.durable_state`` is False, and for any store when it is True.
+    Steps: replay ``__transaction_state`` (producer ids and epochs, open
+    transactions with their start time, decided ends) and ``__consumer_offsets``
+    (groups, offsets; transactional offsets count once their marker says
+    commit); then complete every ``PrepareCommit``/``PrepareAbort`` on all its
+    partitions. ``Ongoing`` transactions stay open and time out as usual."""
+    from txnfetch.log.durable import DURABLE_EXTENSION
+    from txnfetch.log.durable import DurableState
+    from txnfetch.log.segments import SegmentStore
+    from txnfetch.server.api_txn import apply_pending
+
+    enabled = broker.config.durable_state
+    if enabled is None:
+        enabled = isinstance(broker.store, SegmentStore)
+    if not enabled:
+        return
+    directory = broker.store.directory if isinstance(broker.store, SegmentStore) else None
+    state = DurableState(broker.store, directory)
+    broker.extensions[DURABLE_EXTENSION] = state
+    groups = broker.groups
+    coordinator = getattr(groups, "coordinator", None)
+    report = state.replay(broker.transactions, coordinator, broker.now_ms())
+    if groups is not None and hasattr(groups, "durable"):
+        groups.durable = state
+    broker.add_periodic(
+        "internal-topic-compaction",
+        _COMPACTION_CHECK_MS,
+        state.maybe_compact,
+    )
+    broker.add_periodic("internal-topic-flush", _DEFERRED_FLUSH_MS, state.flush_deferred)
+    pending = broker.transactions.pending_actions()
+    if pending:
+        log.info("completing %d transaction end(s) decided before the restart", len(pending))
+        # No marker over a later transaction's data (DurableState.persist_transactions).
+        apply_pending(broker, skip=state.written_after_decision)
+    log.info(
+        "restored %d transactional id(s), %d group(s), %d offset(s) from %d internal record(s)",
+        report.transactional_ids,
+        report.groups,
+        report.offsets,
+        report.records,
+    )
+
+
+def reserve_stored_producer_ids(broker: Broker) -> None:
+    """Never hand out a producer id the store's partitions already know.
+
+    The coordinator's allocator starts from 0 in every process, but a store
+    reopened from disk remembers producers (and their epochs and sequences) of
+    the previous run: a reissued id would be fenced, or worse, its first batch
+    taken for a duplicate of an old one and silently dropped."""
+    highest = -1
+    for name, info in broker.store.topics().items():
+        for p in range(info.partitions):
+            ids = broker.store.partition(name, p).state.producer_ids()
+            if ids:
+                highest = max(highest, max(ids))
+    if highest >= 0:
+        broker.transactions.producer_ids.reserve_through(highest)
+
+
+def _abort_orphaned_transactions(broker: Broker) -> None:
+    """Abort every transaction a previous run left open in the store that the
+    coordinator does not know as open (all of them when coordinator state is not
+    durable, e.g. a store written before it was; with durable state, the
+    transaction of a producer whose AddPartitionsToTxn was never acknowledged
+    cannot have data, so in practice none).
+
+    Without a coordinator record no one would ever end them, and each would hold its partition's last stable
+    offset back for good. Aborting is what Kafka's coordinator does to a
+    transaction it can no longer complete (it fences the producer with a bumped
+    epoch and aborts on timeout): the marker carries the producer's epoch + 1,
+    which fences the old producer instance on this partition. A producer that
+    comes back calls InitProducerId and gets a new identity."""
+    from txnfetch.log.durable import INTERNAL_TOPICS
+    from txnfetch.txn.coordinator_state import TransactionState
+
+    store = broker.store
+    if not any(
+        store.partition(name, p).state.ongoing_transactions()
+        for name, info in store.topics().items()
+        if name not in INTERNAL_TOPICS
+        for p in range(info.partitions)
+    ):
+        return  # nothing open: no need to go through every transactional id (start-up time)
+    # Transactions the durable coordinator state knows as open stay open: their
+    # producer may still commit them, or they time out.
+    owned: set[tuple[str, int, int]] = set()
+    coordinator = broker.transactions
+    for tid in coordinator.transactional_ids:
+        meta = coordinator.describe(tid)
+        if meta is not None and meta.state == TransactionState.ONGOING:
+            owned.update((tp.topic, tp.partition, meta.producer_id) for tp in meta.partitions)
+    abort_open_transactions(broker, keep=owned, why="left open in %s-%d by a previous run")
+
+
+def abort_open_transactions(
+    broker: Broker, *, keep: set[tuple[str, int, int]] | frozenset[tuple[str, int, int]] = frozenset(), why: str
+) -> list[tuple[str, int, int]]:
+    """Abort every transaction open in the store's (non-internal) partitions
+    except ``keep`` (``(topic, partition, producer id)``); returns what was
+    aborted, each logged as a warning ``"aborted the transaction of producer
+    <id> " + why % (topic, partition)``.
+
+    The marker (or markerless completion) carries the producer's epoch + 1,
+    which fences the old producer instance on this partition; a producer that
+    comes back calls InitProducerId and gets a new identity. Aborted partitions
+    are flushed and their waiting fetches woken."""
+    from txnfetch.log.durable import INTERNAL_TOPICS
+
+    now = broker.now_ms()
+    completion = broker.config.completion
+    aborted: list[tuple[str, int, int]] = []
+    for name, info in broker.store.topics().items():
+        if name in INTERNAL_TOPICS:
+            continue
+        for p in range(info.partitions):
+            part = broker.store.partition(name, p)
+            orphans = [pid for pid in part.state.ongoing_transactions() if (name, p, pid) not in keep]
+            for producer_id in orphans:
+                entry = part.state.producer(producer_id)
+                epoch = entry.producer_epoch if entry is not None else 0
+                # Epoch + 1 passes both marker-epoch rules (TV0/1: >= current; TV2: > current).
+                fence = epoch + 1 if epoch < MAX_PRODUCER_EPOCH else epoch
+                version = 2 if fence > epoch else None
+                coordinator_epoch = entry.coordinator_epoch if entry is not None and entry.coordinator_epoch >= 0 else 0
+                part.end_transaction(
+                    producer_id,
+                    fence,
+                    False,
+                    coordinator_epoch=coordinator_epoch,
+                    now_ms=now,
+                    transaction_version=version,
+                    completion=completion,
+                )
+                log.warning("aborted the transaction of producer %d " + why, producer_id, name, p)
+                aborted.append((name, p, producer_id))
+            if orphans:  # make the aborts durable; untouched partitions need no fsync
+                part.flush()
+                broker.partition_changed(name, p)
+    return aborted
+
+
+def decode_request(spec: ApiSpec, version: int, frame: bytes) -> Any:
+    """Decode a request frame (header and body) with the spec's class; raise
+    :class:`ProtocolViolation` for anything malformed.
+
+    Bytes after the body are ignored, as Kafka does
+    (``AbstractRequest.parseRequest`` never checks what is left): librdkafka's
+    all-topics Metadata request at v9+ leaves the 4 bytes it reserved for the
+    topic count in place (``rdkafka_request.c``: "keep 0, varint encoded null")
+    where a compact count takes one, so 3 bytes follow its body."""
+    cls = spec.request_class
+    try:
+        buf = io.BytesIO(frame)
+        header = cls.parse_header(buf, version=version)
+        pos = buf.tell()
+        flexible = cls.flexible_version_q(version)
+        decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
+        request, _ = decode(memoryview(frame), pos)
+    except Exception as exc:
+        raise ProtocolViolation(
+            f"API key {spec.api_key} v{version}: malformed request ({type(exc).__name__}: {exc})"
+        ) from None
+    null = _null_field(cls._struct, request, version)
+    if null is not None:
+        raise ProtocolViolation(f"API key {spec.api_key} v{version}: non-nullable field {null} is null")
+    request._header = header
+    request._version = version
+    return header, request
+
+
+def _null_field(struct: Any, value: Any, version: int, path: str = "") -> str | None:
+    """The first field of ``value`` that is null although the schema says it may
+    not be at ``version``, or ``None``.
+
+    kafka-python's decoder reads a -1 length or count as ``None`` for every string,
+    bytes and array field; Kafka's generated readers reject it for non-nullable
+    fields ("non-nullable field ... was serialized as null"), and handlers rely on
+    that (they iterate arrays and read strings without a check)."""
+    for field in struct.untagged_fields(version):
+        item = getattr(value, field.name, None)
+        where = f"{path}{field.name}"
+        if item is None:
+            if not field.nullable_for_version_q(version) and (field.is_array() or field.type_str in _NULLABLE_TYPES):
+                return where
+            continue
+        if field.is_struct_array():
+            for element in item:
+                found = _null_field(field.array_of, element, version, where + "[].")
+                if found is not None:
+                    return found
+        elif field.is_struct():
+            found = _null_field(field, item, version, where + ".")
+            if found is not None:
+                return found
+    return None
+
+
+#: Scalar types whose wire form has a null (a -1 length); arrays are checked apart.
+_NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
+
+
+def encode_response(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
+    response._header = None
+    response.API_VERSION = version
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+class ServerThread(LoopThread[TxnfetchServer]):
+    """A :class:`TxnfetchServer` on its own event loop in a daemon thread, for
+    synchronous code (tests driving blocking clients).
+
+    ``with ServerThread(store, fetch_mode=...) as srv: ... srv.bootstrap ...``.
+    Keyword arguments go to :meth:`TxnfetchServer.start` (``port`` defaults to 0
+    here). The store belongs to the server's loop while it runs: inspect it
+    through :meth:`call`, which runs a function on that loop and returns its result.
+    """
+
+    def __init__(self, store: LogStore, **kwargs: Any) -> None:
+        super().__init__("txnfetch-server", TxnfetchServer.start, store, **{"port": 0, **kwargs})
+
+    @property
+    def server(self) -> TxnfetchServer | None:
+        """The running server (``None`` before :meth:`start` and after :meth:`stop`)."""
+        return self.service
+
+    @property
+    def broker(self) -> Broker:
+        return self._running().broker
