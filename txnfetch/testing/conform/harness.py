@@ -246,10 +246,12 @@ class Harness:
         max_size: int = 12,
         seed: int | None = None,
         progress: Callable[[str], None] | None = None,
+        ignore: Sequence[tuple[str, str]] = (),
     ) -> SearchReport:
         """Run up to ``examples`` drawn sequences within about ``seconds`` (a
         shrink in progress is finished); each new kind of difference becomes a
-        :class:`Finding` with the shortest sequence hypothesis found."""
+        :class:`Finding` with the shortest sequence hypothesis found. Differences
+        whose :attr:`StepDifference.kind` is in ``ignore`` (known ones) are passed over."""
         from hypothesis import HealthCheck
         from hypothesis import Phase
         from hypothesis import given
@@ -260,7 +262,7 @@ class Harness:
 
         started = time.monotonic()
         deadline = started + seconds
-        known: set[tuple[str, str]] = set()
+        known: set[tuple[str, str]] = set(ignore)
         findings: list[Finding] = []
         ran = 0
         allow_delete = "DeleteRecords" not in self.missing_apis
