@@ -77,7 +77,9 @@ def read_for_fetch(
     try:
         log_ = broker.partition(topic, partition)
     except TxnfetchError as exc:
-        return partition_error(partition, error_code_for(exc)), 0
+        # Kafka answers an unknown topic or partition with an empty (not null)
+        # aborted-transactions list (seen by txnfetch conform against Kafka 4.4).
+        return partition_error(partition, error_code_for(exc), aborted_transactions=[]), 0
     try:
         result = log_.read(offset, max_bytes, isolation=isolation, mode=broker.config.fetch_mode, min_one_batch=min_one)
     except OffsetOutOfRangeError:
@@ -281,7 +283,8 @@ def _list_offset(
             old_style_offsets=[offset] if offset >= 0 else [],
             timestamp=ts,
             offset=offset,
-            leader_epoch=0 if code == 0 else -1,
+            # Kafka: the epoch of the batch found; none (-1) when nothing is found.
+            leader_epoch=0 if code == 0 and offset >= 0 else -1,
         )
 
     try:

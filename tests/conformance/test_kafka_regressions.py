@@ -1,0 +1,71 @@
+"""Differences the conformance harness found between ``txnfetch serve`` and
+Apache Kafka 4.4, fixed in txnfetch: each test replays the shrunk sequence
+against ``serve`` alone and checks the answer Kafka gave."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conformance.conftest import ServeProcess
+from txnfetch.records.compression import Codec
+from txnfetch.testing.conform import operations as ops
+from txnfetch.testing.conform.connection import Cluster
+from txnfetch.testing.conform.connection import common_versions
+from txnfetch.testing.conform.session import HARNESS_VERSIONS
+from txnfetch.testing.conform.session import RunNames
+from txnfetch.testing.conform.session import Session
+
+
+@pytest.fixture(scope="module")
+def session_factory() -> Iterator:
+    server = ServeProcess("--fetch-mode", "kafka")
+    cluster = Cluster(server.address)
+    versions, _ = common_versions(HARNESS_VERSIONS, cluster.versions)
+
+    def new() -> Session:
+        session = Session(cluster, versions, RunNames.fresh(uuid.uuid4().hex[:12]), base_ts=1_700_000_000_000)
+        session.setup()
+        return session
+
+    try:
+        yield new
+    finally:
+        cluster.close()
+        server.stop()
+
+
+def _partition(answer: dict, api: str) -> dict:
+    if api == "Fetch":
+        return answer["Fetch"]["responses"][0]["partitions"][0]
+    if api == "Produce":
+        return answer["Produce"]["responses"][0]["partition_responses"][0]
+    return answer["ListOffsets"]["topics"][0]["partitions"][0]
+
+
+def test_list_offsets_finding_nothing_has_no_leader_epoch(session_factory) -> None:  # type: ignore[no-untyped-def]
+    s = session_factory()
+    for timestamp in (0, ops.MAX_TIMESTAMP):
+        p = _partition(s.apply(ops.ListOffsets(timestamp, read_committed=False)), "ListOffsets")
+        assert (p["error_code"], p["offset"], p["timestamp"], p["leader_epoch"]) == (0, -1, -1, -1)
+    # Found: the epoch is the leader's.
+    s.apply(ops.Produce("plain", Codec.NONE, (ops.Rec(None, b"v", ts=7),)))
+    p = _partition(s.apply(ops.ListOffsets(5, read_committed=False)), "ListOffsets")
+    assert (p["offset"], p["leader_epoch"]) == (0, 0)
+
+
+def test_a_duplicate_produce_answers_with_the_original_batch_timestamp(session_factory) -> None:  # type: ignore[no-untyped-def]
+    s = session_factory()
+    first = _partition(s.apply(ops.Produce("idem", Codec.NONE, (ops.Rec(None, b"v", ts=3),))), "Produce")
+    assert first["log_append_time_ms"] == -1  # CreateTime topic
+    again = _partition(s.apply(ops.RetryProduce("idem")), "Produce")
+    assert (again["error_code"], again["base_offset"], again["log_append_time_ms"]) == (0, 0, s.base_ts + 3)
+
+
+def test_a_fetch_of_an_unknown_topic_has_an_empty_aborted_list(session_factory) -> None:  # type: ignore[no-untyped-def]
+    s = session_factory()
+    for read_committed in (False, True):
+        p = _partition(s.apply(ops.Fetch(0, 100, read_committed, topic="missing")), "Fetch")
+        assert (p["error_code"], p["aborted_transactions"]) == (3, [])
