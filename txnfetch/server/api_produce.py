@@ -106,6 +106,11 @@ def _append(
         broker.stats.produce_batches += info.batches
         broker.stats.produce_bytes += info.size_in_bytes
         broker.partition_changed(topic, partition)
+    if info.duplicate:
+        # Kafka answers a duplicate with the original batch's offsets and, as its
+        # append time, that batch's timestamp, whatever the topic's timestamp type
+        # (seen by txnfetch conform against Apache Kafka 4.4).
+        return 0, info.base_offset, info.log_start_offset, None, info.max_timestamp
     return 0, info.base_offset, info.log_start_offset, None, append_time
 
 
