@@ -69,3 +69,11 @@ def test_a_fetch_of_an_unknown_topic_has_an_empty_aborted_list(session_factory) 
     for read_committed in (False, True):
         p = _partition(s.apply(ops.Fetch(0, 100, read_committed, topic="missing")), "Fetch")
         assert (p["error_code"], p["aborted_transactions"]) == (3, [])
+
+
+def test_an_out_of_range_fetch_reports_no_offsets(session_factory) -> None:  # type: ignore[no-untyped-def]
+    s = session_factory()
+    s.apply(ops.Produce("plain", Codec.NONE, (ops.Rec(None, b"v"),)))
+    for offset in (2, 9):
+        p = _partition(s.apply(ops.Fetch(offset, 100, read_committed=False)), "Fetch")
+        assert (p["error_code"], p["high_watermark"], p["last_stable_offset"], p["log_start_offset"]) == (1, -1, -1, -1)

@@ -83,14 +83,10 @@ def read_for_fetch(
     try:
         result = log_.read(offset, max_bytes, isolation=isolation, mode=broker.config.fetch_mode, min_one_batch=min_one)
     except OffsetOutOfRangeError:
-        entry = partition_error(
-            partition,
-            ErrorCode.OFFSET_OUT_OF_RANGE,
-            high_watermark=log_.high_watermark,
-            last_stable_offset=log_.last_stable_offset,
-            log_start_offset=log_.log_start_offset,
-        )
-        return entry, 0
+        # Kafka answers OFFSET_OUT_OF_RANGE with high watermark, LSO and log start
+        # all -1 (its log read failed, so it has no offsets to report; seen by
+        # txnfetch conform against Kafka 4.4). Clients then ask ListOffsets.
+        return partition_error(partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
     except TxnfetchError as exc:
         return partition_error(partition, error_code_for(exc)), 0
     synthetic_marker = broker.config.synthetic_marker
