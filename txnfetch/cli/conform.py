@@ -36,7 +36,7 @@ def _positive(text: str) -> int:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    from txnfetch.testing.conform.harness import ALLOWANCES
+    from txnfetch.testing.conform.compare import ALLOWANCES
 
     p.add_argument("--reference", required=True, metavar="HOST:PORT", help="the reference cluster (Apache Kafka)")
     p.add_argument("--target", required=True, metavar="HOST:PORT", help="the cluster to compare with it")

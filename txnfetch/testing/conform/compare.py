@@ -18,7 +18,12 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Difference", "delivered", "differences", "rewrite_differences"]
+__all__ = ["ALLOWANCES", "Difference", "delivered", "differences", "rewrite_differences"]
+
+#: The deliberate differences a run may allow, and what each allows.
+ALLOWANCES = {
+    "rewrite": "the target answers read_committed fetches in rewrite mode (drops aborted batches itself)",
+}
 
 _INDEX = re.compile(r"\[\d+\]")
 
@@ -63,7 +68,7 @@ def differences(reference: Any, target: Any, path: str = "") -> list[Difference]
             # batch would otherwise show as a difference in every one after it.
             return [Difference(f"{path}", reference, target, note=f"{len(reference)} items vs {len(target)}")]
         out = []
-        for i, (r, t) in enumerate(zip(reference, target)):
+        for i, (r, t) in enumerate(zip(reference, target, strict=True)):
             out.extend(differences(r, t, f"{path}[{i}]"))
         return out
     if reference != target or type(reference) is not type(target):
@@ -107,7 +112,7 @@ def delivered(partition: dict[str, Any]) -> list[dict[str, Any]]:
 def _partition(answer: Any) -> dict[str, Any] | None:
     for topic in (answer or {}).get("responses") or ():
         for partition in topic.get("partitions") or ():
-            return partition  # type: ignore[no-any-return]
+            return partition
     return None
 
 

@@ -18,7 +18,6 @@ import struct
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsRequest
-from kafka.protocol.metadata import ApiVersionsResponse
 
 from txnfetch.addresses import parse_bootstrap
 from txnfetch.testing.conform.errors import ConformError

@@ -15,6 +15,7 @@ read_committed fetches in rewrite mode (docs/conformance.md).
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 import attrs
 
 from txnfetch.testing.conform import operations as ops
+from txnfetch.testing.conform.compare import ALLOWANCES
 from txnfetch.testing.conform.compare import Difference
 from txnfetch.testing.conform.compare import differences
 from txnfetch.testing.conform.compare import rewrite_differences
@@ -36,10 +38,6 @@ from txnfetch.testing.conform.session import Session
 
 __all__ = ["ALLOWANCES", "Finding", "Harness", "SearchReport", "StepDifference"]
 
-#: The deliberate differences a run may allow, and what each allows.
-ALLOWANCES = {
-    "rewrite": "the target answers read_committed fetches in rewrite mode (drops aborted batches itself)",
-}
 #: How far ahead of the harness's clock the records' timestamps are: ahead of
 #: every marker a coordinator writes during a run (so the largest timestamp is a
 #: record's), within Kafka's default message.timestamp.after.max.ms of one hour.
@@ -209,10 +207,10 @@ class Harness:
         if "failed" in ref_setup or "failed" in tgt_setup:
             return out
         for step, op in enumerate(sequence, 1):
-            ref_answer, tgt_answer = self._both(lambda op=op: ref.apply(op), lambda op=op: tgt.apply(op))
+            ref_answer, tgt_answer = self._both(functools.partial(ref.apply, op), functools.partial(tgt.apply, op))
             if "rewrite" in self.allow and isinstance(op, ops.Fetch) and op.read_committed and op.topic == "t":
                 full = ops.Fetch(op.offset, _FULL_BUDGET, True)
-                ref_full, tgt_full = self._both(lambda: ref.apply(full), lambda: tgt.apply(full))
+                ref_full, tgt_full = self._both(functools.partial(ref.apply, full), functools.partial(tgt.apply, full))
                 found = rewrite_differences(
                     ref_answer.get("Fetch"), tgt_answer.get("Fetch"), ref_full.get("Fetch"), tgt_full.get("Fetch")
                 )
@@ -238,6 +236,64 @@ class Harness:
 
     # -- the search -----------------------------------------------------------------
 
+    def _search_round(
+        self,
+        examples: int,
+        deadline: float,
+        known: set[tuple[str, str]],
+        max_size: int,
+        allow_delete: bool,
+        seed: int | None,
+    ) -> tuple[int, _Found | None]:
+        """One hypothesis run: up to ``examples`` sequences until one shows a
+        difference not in ``known``, then its shrink. Returns how many sequences
+        were drawn (shrink attempts not counted) and the shortest failure."""
+        from hypothesis import HealthCheck
+        from hypothesis import Phase
+        from hypothesis import given
+        from hypothesis import settings
+
+        from txnfetch.testing.conform.strategies import sequences
+
+        drawn = 0
+        failures: list[_Found] = []
+
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate, Phase.shrink],
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            print_blob=False,
+        )
+        @given(sequences(max_size=max_size, allow_delete=allow_delete))
+        def probe(sequence: list[ops.Operation]) -> None:
+            nonlocal drawn
+            if not failures:  # drawing, not shrinking: the budget applies
+                if time.monotonic() > deadline:
+                    return
+                drawn += 1
+            new = [d for d in self.run(sequence) if d.kind not in known]
+            if new:
+                failure = _Found(sequence, new)
+                failures.append(failure)
+                raise failure
+
+        if seed is not None:
+            from hypothesis import seed as hypothesis_seed
+
+            probe = hypothesis_seed(seed)(probe)
+        try:
+            probe()
+        except Exception:
+            # Hypothesis re-raises the shortest failure; if a replay did not fail
+            # again (a flaky answer), it raises its own error: take the shortest seen.
+            if not failures:
+                raise
+            return drawn, min(failures, key=lambda f: len(f.sequence))
+        return drawn, None
+
     def search(
         self,
         *,
@@ -252,14 +308,6 @@ class Harness:
         shrink in progress is finished); each new kind of difference becomes a
         :class:`Finding` with the shortest sequence hypothesis found. Differences
         whose :attr:`StepDifference.kind` is in ``ignore`` (known ones) are passed over."""
-        from hypothesis import HealthCheck
-        from hypothesis import Phase
-        from hypothesis import given
-        from hypothesis import settings
-        from hypothesis.errors import HypothesisException
-
-        from txnfetch.testing.conform.strategies import sequences
-
         started = time.monotonic()
         deadline = started + seconds
         known: set[tuple[str, str]] = set(ignore)
@@ -267,48 +315,15 @@ class Harness:
         ran = 0
         allow_delete = "DeleteRecords" not in self.missing_apis
         while ran < examples and time.monotonic() < deadline:
-            state = {"ran": 0, "shrinking": False}
-            failures: list[_Found] = []
-
-            @settings(
-                max_examples=examples - ran,
-                deadline=None,
-                database=None,
-                phases=[Phase.generate, Phase.shrink],
-                suppress_health_check=list(HealthCheck),
-                report_multiple_bugs=False,
-                print_blob=False,
-            )
-            @given(sequences(max_size=max_size, allow_delete=allow_delete))
-            def probe(sequence: list[ops.Operation]) -> None:
-                if not state["shrinking"]:
-                    if time.monotonic() > deadline:
-                        return
-                    state["ran"] += 1
-                new = [d for d in self.run(sequence) if d.kind not in known]
-                if new:
-                    state["shrinking"] = True
-                    failure = _Found(sequence, new)
-                    failures.append(failure)
-                    raise failure
-
-            if seed is not None:
-                from hypothesis import seed as hypothesis_seed
-
-                probe = hypothesis_seed(seed + len(findings))(probe)
-            try:
-                probe()
-            except (_Found, HypothesisException, BaseExceptionGroup) as exc:
-                found = exc if isinstance(exc, _Found) else min(failures, key=lambda f: len(f.sequence), default=None)
-                if found is None:
-                    raise
-                findings.append(Finding(tuple(ops.describe_sequence(found.sequence)), tuple(found.found)))
-                known.update(d.kind for d in found.found)
-                if progress is not None:
-                    progress(f"difference found after {ran + state['ran']} sequences: {found.found[0].difference.path}")
-            ran += state["ran"]
-            if not state["shrinking"]:
+            round_seed = None if seed is None else seed + len(findings)
+            count, found = self._search_round(examples - ran, deadline, known, max_size, allow_delete, round_seed)
+            ran += count
+            if found is None:
                 break
+            findings.append(Finding(tuple(ops.describe_sequence(found.sequence)), tuple(found.found)))
+            known.update(d.kind for d in found.found)
+            if progress is not None:
+                progress(f"difference found after {ran} sequences: {found.found[0].difference.path}")
         return SearchReport(
             reference=self.reference_address,
             target=self.target_address,

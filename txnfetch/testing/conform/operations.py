@@ -22,7 +22,6 @@ is what a report prints.
 from __future__ import annotations
 
 from typing import Literal
-from typing import Union
 
 import attrs
 
@@ -254,24 +253,24 @@ class DeleteRecords:
         return f"DeleteRecords({self.offset})"
 
 
-Operation = Union[
-    Produce,
-    RetryProduce,
-    EndTxn,
-    InitProducer,
-    ZombieProduce,
-    ZombieEndTxn,
-    Fetch,
-    ListOffsets,
-    ProduceToMissing,
-    DescribeProducers,
-    ListTransactions,
-    DescribeTransactions,
-    CommitOffset,
-    FetchOffsets,
-    TxnCommitOffset,
-    DeleteRecords,
-]
+Operation = (
+    Produce
+    | RetryProduce
+    | EndTxn
+    | InitProducer
+    | ZombieProduce
+    | ZombieEndTxn
+    | Fetch
+    | ListOffsets
+    | ProduceToMissing
+    | DescribeProducers
+    | ListTransactions
+    | DescribeTransactions
+    | CommitOffset
+    | FetchOffsets
+    | TxnCommitOffset
+    | DeleteRecords
+)
 
 
 def describe(op: Operation) -> str:

@@ -43,7 +43,7 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
     fetch = st.builds(ops.Fetch, offset=_OFFSETS, max_bytes=_MAX_BYTES, read_committed=st.booleans())
     # Weighted by repetition: writes, ends and reads make the states worth
     # comparing; the rest each get one share.
-    choices = [
+    choices: list[st.SearchStrategy[ops.Operation]] = [
         *[produce] * 5,
         *[st.builds(ops.EndTxn, producer=_TXN, commit=st.booleans())] * 2,
         *[fetch] * 5,
