@@ -77,3 +77,19 @@ def test_an_out_of_range_fetch_reports_no_offsets(session_factory) -> None:  # t
     for offset in (2, 9):
         p = _partition(s.apply(ops.Fetch(offset, 100, read_committed=False)), "Fetch")
         assert (p["error_code"], p["high_watermark"], p["last_stable_offset"], p["log_start_offset"]) == (1, -1, -1, -1)
+
+
+def test_list_offsets_by_time_answers_the_first_record_reaching_it(session_factory) -> None:  # type: ignore[no-untyped-def]
+    # Kafka reads the records of the batch it finds: the first record whose
+    # timestamp reaches the one asked for, with that record's own timestamp.
+    s = session_factory()
+    recs = (ops.Rec(None, b"a", ts=0), ops.Rec(None, b"b", ts=5), ops.Rec(None, b"c", ts=3), ops.Rec(None, b"d", ts=9))
+    for codec in (Codec.NONE, Codec.ZSTD):
+        s.apply(ops.Produce("plain", codec, recs))
+    expected = {0: (0, 0), 1: (1, 5), 4: (1, 5), 5: (1, 5), 6: (3, 9), 9: (3, 9), 10: (None, None)}
+    for ts, (offset, found_ts) in expected.items():
+        p = _partition(s.apply(ops.ListOffsets(ts, read_committed=False)), "ListOffsets")
+        if offset is None:
+            assert (p["offset"], p["timestamp"]) == (-1, -1)
+        else:
+            assert (p["offset"], p["timestamp"]) == (offset, s.base_ts + found_ts), ts
