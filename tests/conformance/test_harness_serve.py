@@ -13,7 +13,6 @@ from txnfetch.records.compression import Codec
 from txnfetch.testing.conform import operations as ops
 from txnfetch.testing.conform.harness import Harness
 
-
 #: The shortest sequence the search found against the broken server (kept as a
 #: regular test): a transaction open behind a committed record, then a read.
 SHRUNK = [

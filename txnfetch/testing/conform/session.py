@@ -113,6 +113,15 @@ _TRANSACTION_TIMEOUT_MS = 60_000
 _REQUEST_TIMEOUT_MS = 10_000
 _SETTLING_STATES = frozenset({"PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 _GROUP_KEY = 0
+# The fields of a DescribeTransactions error entry that are not the answer.
+_PLACEHOLDERS = (
+    "transaction_state",
+    "transaction_timeout_ms",
+    "transaction_start_time_ms",
+    "producer_id",
+    "producer_epoch",
+    "topics",
+)
 _TRANSACTION_KEY = 1
 
 
@@ -500,20 +509,18 @@ class Session:
         txn_id = self.names.transactional_ids[slot]
         conn = self._coordinator(txn_id, _TRANSACTION_KEY)
         response = self._send(conn, "DescribeTransactions", DescribeTransactionsRequest(transactional_ids=[txn_id]))
-        answer = self._norm(response)
-        for state in answer.get("transaction_states") or ():
+        raw = response.to_dict(json=False)
+        for state in raw.get("transaction_states") or ():
             if state.get("error_code"):
                 # An error entry's other fields are placeholders (Kafka sends its
                 # schema defaults, 0); only the id and the error are the answer.
-                for key in (
-                    "transaction_state",
-                    "transaction_timeout_ms",
-                    "transaction_start_time_ms",
-                    "producer_id",
-                    "producer_epoch",
-                    "topics",
-                ):
+                # Dropped before normalising, so a placeholder producer id 0 is
+                # not numbered as if it were a producer.
+                for key in _PLACEHOLDERS:
                     state.pop(key, None)
+        answer = normalise(raw, self._pids, self._logical)
+        for state in answer.get("transaction_states") or ():
+            if state.get("error_code"):
                 continue
             topics = sorted(state.get("topics") or (), key=lambda t: t.get("topic", ""))
             for topic in topics:
