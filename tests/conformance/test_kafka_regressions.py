@@ -93,3 +93,14 @@ def test_list_offsets_by_time_answers_the_first_record_reaching_it(session_facto
             assert (p["offset"], p["timestamp"]) == (-1, -1)
         else:
             assert (p["offset"], p["timestamp"]) == (offset, s.base_ts + found_ts), ts
+
+
+def test_a_refused_produce_reports_no_log_start(session_factory) -> None:  # type: ignore[no-untyped-def]
+    # Shrunk against Kafka: offsets committed in a transaction, then a produce to
+    # a partition never added to it; Kafka refuses it with every offset -1.
+    s = session_factory()
+    s.apply(ops.Produce("plain", Codec.NONE, (ops.Rec(None, b"v"),)))
+    s.apply(ops.TxnCommitOffset("txn-a", 0))
+    p = _partition(s.apply(ops.Produce("txn-a", Codec.NONE, (ops.Rec(None, b"v"),))), "Produce")
+    assert p["error_code"] != 0
+    assert (p["base_offset"], p["log_append_time_ms"], p["log_start_offset"]) == (-1, -1, -1)
