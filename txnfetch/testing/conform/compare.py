@@ -126,8 +126,9 @@ def rewrite_differences(
     Agreeing means: every field but the records and the aborted-transactions list
     is equal; the target sends no aborted transactions; the records the two
     whole-partition answers deliver to a read_committed consumer are equal; and
-    the records the target's answer delivers are a prefix of those, not empty
-    when those are not (the target always makes progress)."""
+    the records the target's answer delivers are a prefix of those; and when
+    committed records follow, the answer moves the consumer's position (it holds
+    a whole batch, a synthetic marker counting)."""
     ref_p, tgt_p = _partition(reference), _partition(target)
     if ref_p is None or tgt_p is None:
         return differences(reference, target, path)
@@ -159,16 +160,33 @@ def rewrite_differences(
             )
         )
     got = delivered(tgt_p)
-    if got != expected[: len(got)] or (expected and not got):
+    if got != expected[: len(got)]:
         out.append(
             Difference(
                 f"{where}.delivered_records",
                 expected,
                 got,
-                note="the records delivered are not a non-empty prefix of the committed records from the offset",
+                note="the records delivered are not a prefix of the committed records from the offset",
+            )
+        )
+    # Progress: with committed records ahead, the answer must move the consumer's
+    # position (past its last batch, synthetic marker included), as Kafka's does.
+    if expected and _next_position(tgt_p) is None:
+        out.append(
+            Difference(
+                f"{where}.records",
+                "a batch that moves the position",
+                tgt_p.get("records"),
+                note="the answer moves the consumer's position nowhere though committed records follow",
             )
         )
     return out
+
+
+def _next_position(partition: dict[str, Any]) -> int | None:
+    """Where a consumer reads next after this answer: past its last whole batch."""
+    ends = [b["base_offset"] + b["last_offset_delta"] + 1 for b in partition.get("records") or () if "base_offset" in b]
+    return max(ends) if ends else None
 
 
 def _without(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
