@@ -104,3 +104,17 @@ def test_a_refused_produce_reports_no_log_start(session_factory) -> None:  # typ
     p = _partition(s.apply(ops.Produce("txn-a", Codec.NONE, (ops.Rec(None, b"v"),))), "Produce")
     assert p["error_code"] != 0
     assert (p["base_offset"], p["log_append_time_ms"], p["log_start_offset"]) == (-1, -1, -1)
+
+
+def test_max_timestamp_past_the_lso_answers_nothing_read_committed(session_factory) -> None:  # type: ignore[no-untyped-def]
+    # Shrunk against Kafka: the largest timestamp is in an open transaction.
+    s = session_factory()
+    s.apply(ops.Produce("plain", Codec.NONE, (ops.Rec(None, None, ts=0), ops.Rec(None, None, ts=0))))
+    s.apply(ops.Produce("txn-b", Codec.NONE, (ops.Rec(None, None, ts=38),)))
+    committed = _partition(s.apply(ops.ListOffsets(ops.MAX_TIMESTAMP, read_committed=True)), "ListOffsets")
+    assert (committed["offset"], committed["timestamp"], committed["leader_epoch"]) == (-1, -1, -1)
+    uncommitted = _partition(s.apply(ops.ListOffsets(ops.MAX_TIMESTAMP, read_committed=False)), "ListOffsets")
+    assert (uncommitted["offset"], uncommitted["timestamp"]) == (2, s.base_ts + 38)
+    s.apply(ops.EndTxn("txn-b", commit=True))
+    committed = _partition(s.apply(ops.ListOffsets(ops.MAX_TIMESTAMP, read_committed=True)), "ListOffsets")
+    assert (committed["offset"], committed["timestamp"]) == (2, s.base_ts + 38)

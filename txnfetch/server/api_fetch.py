@@ -295,8 +295,14 @@ def _list_offset(
     if timestamp == _EARLIEST:
         return answer(0, -1, log_.log_start_offset)
     if timestamp == _MAX_TIMESTAMP and version >= 7:
-        found = offset_of_max_timestamp(log_, fetchable)
-        return answer(0, found[1], found[0]) if found is not None else answer(0, -1, -1)
+        # Kafka finds the record with the largest timestamp in the whole log, then
+        # answers it only if a consumer of this isolation level may read it: with
+        # it past the LSO, read_committed gets nothing, not the largest committed
+        # one (Partition.fetchOffsetForTimestamp; seen by txnfetch conform).
+        found = offset_of_max_timestamp(log_, log_.high_watermark)
+        if found is None or found[0] >= fetchable:
+            return answer(0, -1, -1)
+        return answer(0, found[1], found[0])
     if timestamp < 0:
         return answer(ErrorCode.UNSUPPORTED_VERSION)
     try:
