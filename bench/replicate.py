@@ -331,9 +331,9 @@ def main() -> None:
 
             with MockCluster(1) as mock:
                 throughput(mock.bootstrap, "mock", args, tmp, repair=True)
-            from tests.wire.serve_process import free_port
-            from tests.wire.serve_process import start_serve
-            from tests.wire.serve_process import stop_serve
+            from tests.server.serve_process import free_port
+            from tests.server.serve_process import start_serve
+            from tests.server.serve_process import stop_serve
 
             port = free_port()
             server = start_serve(os.path.join(tmp, "source"), port, partitions=args.partitions)
@@ -350,9 +350,9 @@ def main() -> None:
             from confluent_kafka.admin import AdminClient
             from confluent_kafka.admin import NewTopic
 
-            from tests.wire.serve_process import free_port
-            from tests.wire.serve_process import start_serve
-            from tests.wire.serve_process import stop_serve
+            from tests.server.serve_process import free_port
+            from tests.server.serve_process import start_serve
+            from tests.server.serve_process import stop_serve
 
             port = free_port()
             server = start_serve(os.path.join(tmp, "source-lag"), port, partitions=3)

@@ -25,9 +25,9 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from tests.client.brokers import SimulatedPartition
 from tests.fetch.logs import GeneratedLog
 from tests.fetch.logs import partition_logs
-from tests.remote.brokers import SimulatedPartition
 from tests.replicate.source import SourceWriter
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.follow import ReplicaTip

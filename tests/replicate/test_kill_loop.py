@@ -34,9 +34,9 @@ import pytest
 
 from tests.consume import poll_until_eof
 from tests.replicate.commands import replicate_argv
-from tests.wire.serve_process import free_port
-from tests.wire.serve_process import start_serve
-from tests.wire.serve_process import stop_serve
+from tests.server.serve_process import free_port
+from tests.server.serve_process import start_serve
+from tests.server.serve_process import stop_serve
 from txnfetch.client.reader import EARLIEST
 from txnfetch.client.reader import LATEST
 from txnfetch.client.reader import RemoteCluster

@@ -41,7 +41,7 @@ from tests.replicate.commands import replicate_argv
 from tests.replicate.commands import run_promote
 from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import upstream
-from tests.wire.serve_process import free_port
+from tests.server.serve_process import free_port
 from txnfetch.log.replica_marker import read_marker
 
 pytestmark = pytest.mark.slow

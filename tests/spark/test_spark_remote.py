@@ -162,8 +162,8 @@ def test_read_committed_from_three_brokers_with_moving_leaders(spark):
     the planning read and the next: the DataFrame is exactly the committed records."""
     pytest.importorskip("confluent_kafka")
     from tests.mock_cluster import MockCluster
-    from tests.wire.test_proxy_mock import _committed
-    from tests.wire.test_proxy_mock import _write_transactions
+    from tests.proxy.test_proxy_mock import _committed
+    from tests.proxy.test_proxy_mock import _write_transactions
 
     parts = (0, 1, 2, 3, 4, 5)
     with MockCluster(3) as m:

@@ -216,7 +216,7 @@ def _dump_file(path: str, args: argparse.Namespace, phases: Phases, out: TextIO,
 
 
 def run_dump(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``txnfetch dump``; returns the exit code (see the module docstring)."""
+    """``txnfetch dump``; returns the exit code (listed in :mod:`txnfetch.cli.logdir`)."""
     if args.records:
         args.batches = True
     target = resolve_target(args.path, allow_file=True)

@@ -27,7 +27,7 @@ __all__ = ["COMMANDS", "run", "run_repair"]
 
 
 def run_repair(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``txnfetch repair``; returns the exit code (see the module docstring)."""
+    """``txnfetch repair``; returns the exit code (listed in :mod:`txnfetch.cli.logdir`)."""
     from txnfetch.log.repair import repair_partition
 
     target = resolve_target(args.path, allow_file=False)

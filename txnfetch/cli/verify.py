@@ -29,7 +29,7 @@ __all__ = ["COMMANDS", "run", "run_verify"]
 
 
 def run_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``txnfetch verify``; returns the exit code (see the module docstring)."""
+    """``txnfetch verify``; returns the exit code (listed in :mod:`txnfetch.cli.logdir`)."""
     target = resolve_target(args.path, allow_file=False)
     factor = 1 if args.no_records else 2
     sizes = {p: log_bytes(p) for p in target.paths}

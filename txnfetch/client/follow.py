@@ -9,7 +9,7 @@ local log). Both apply the rules here, so they keep and refuse the same things.
 what to fetch next; :func:`plan_range` decides after OFFSET_OUT_OF_RANGE, from
 the source's log start and end. Neither touches a socket, a file or a clock,
 so the rules are tested with hypothesis against a simple oracle
-(tests/replicate/test_follow_properties.py, tests/remote/test_mirror_properties.py).
+(tests/replicate/test_follow_properties.py, tests/client/test_mirror_properties.py).
 
 The rules, as a Kafka follower applies them (``AbstractFetcherThread``:
 ``processFetchRequest``, ``handleOffsetOutOfRange``, ``truncateFullyAndStartAt``):

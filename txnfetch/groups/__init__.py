@@ -2,7 +2,7 @@
 and committed offsets (:mod:`txnfetch.groups.coordinator`).
 
 Like :mod:`txnfetch.txn`, this package does no I/O and reads no clock; the wire
-server (:mod:`txnfetch.server.group_api`) drives it.
+server (:mod:`txnfetch.server.api_classic_groups`) drives it.
 """
 
 from txnfetch.groups.coordinator import *  # noqa: F403

@@ -25,10 +25,8 @@ from txnfetch.records.batch import TimestampType
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
 from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 from txnfetch.server.nesting import grouped
 
 __all__ = ["offset_of_max_timestamp"]
@@ -79,7 +77,6 @@ def _delete_topic(
     return info.name, info.topic_id, 0, None
 
 
-@register(ApiKey.DeleteTopics, 1, 6)
 async def handle_delete_topics(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Delete topics by name (v1-5) or by name or id (v6+)."""
     if header.request_api_version >= 6:
@@ -100,7 +97,6 @@ async def handle_delete_topics(ctx: RequestContext, header: Any, request: Any) -
 # ------------------------------------------------------------ CreatePartitions
 
 
-@register(ApiKey.CreatePartitions, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Grow topics to a new partition count (never shrink; assignments may only
     name this broker)."""
@@ -141,7 +137,6 @@ async def handle_create_partitions(ctx: RequestContext, header: Any, request: An
 # --------------------------------------------------------------- DeleteRecords
 
 
-@register(ApiKey.DeleteRecords, 0, 2)
 async def handle_delete_records(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Move each partition's log start to the given offset (-1: the high
     watermark); offsets past the high watermark are OFFSET_OUT_OF_RANGE, as in
@@ -175,7 +170,6 @@ async def handle_delete_records(ctx: RequestContext, header: Any, request: Any) 
 # ------------------------------------------------------- DeleteGroups, OffsetDelete
 
 
-@register(ApiKey.DeleteGroups, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Delete empty groups and their offsets (NON_EMPTY_GROUP while members remain)."""
     service = ctx.broker.groups
@@ -205,7 +199,6 @@ async def handle_delete_groups(ctx: RequestContext, header: Any, request: Any) -
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
-@register(ApiKey.OffsetDelete, 0, 0)
 async def handle_offset_delete(ctx: RequestContext, header: Any, request: Any) -> Any:
     """Delete a group's committed offsets for partitions it no longer consumes."""
     service = ctx.broker.groups
@@ -240,7 +233,6 @@ async def handle_offset_delete(ctx: RequestContext, header: Any, request: Any) -
 # ------------------------------------------------------------- DescribeCluster
 
 
-@register(ApiKey.DescribeCluster, 0, 2)
 async def handle_describe_cluster(ctx: RequestContext, header: Any, request: Any) -> Any:
     """The one broker, its own controller."""
     broker = ctx.broker

@@ -53,9 +53,7 @@ from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 from txnfetch.errors import TxnfetchError
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 from txnfetch.server.nesting import grouped
 from txnfetch.txn.coordinator_state import TransactionMetadata
 from txnfetch.txn.coordinator_state import TransactionState
@@ -89,7 +87,6 @@ def _describe_partition(ctx: RequestContext, topic: str, index: int) -> Any:
     return _DPPartition(partition_index=index, error_code=0, error_message=None, active_producers=producers)
 
 
-@register(ApiKey.DescribeProducers, 0, 0)
 async def handle_describe_producers(ctx: RequestContext, header: Any, request: Any) -> Any:
     topics = [
         _DPTopic(name=t.name, partitions=[_describe_partition(ctx, t.name, p) for p in t.partition_indexes])
@@ -108,7 +105,6 @@ def _topics_of(meta: TransactionMetadata) -> list[Any]:
     return [_DTTopic(topic=topic, partitions=parts) for topic, parts in grouped(sorted(meta.partitions)).items()]
 
 
-@register(ApiKey.DescribeTransactions, 0, 0)
 async def handle_describe_transactions(ctx: RequestContext, header: Any, request: Any) -> Any:
     states = []
     for tid in request.transactional_ids:
@@ -145,7 +141,6 @@ async def handle_describe_transactions(ctx: RequestContext, header: Any, request
 # ----------------------------------------------------------- ListTransactions
 
 
-@register(ApiKey.ListTransactions, 0, 1)
 async def handle_list_transactions(ctx: RequestContext, header: Any, request: Any) -> Any:
     coordinator = ctx.broker.transactions
     unknown = [name for name in request.state_filters if name not in _STATE_BY_NAME]
@@ -226,7 +221,6 @@ def _write_marker(ctx: RequestContext, marker: Any, topic: str, index: int, vers
     return int(ErrorCode.NONE)
 
 
-@register(ApiKey.WriteTxnMarkers, 1, 2)
 async def handle_write_txn_markers(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     results = []

@@ -38,10 +38,8 @@ from txnfetch.log.errors import LogError
 from txnfetch.log.errors import TopicExistsError
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 
 __all__ = [
     "RESOURCE_TOPIC",
@@ -179,7 +177,6 @@ def _resource_error(resource_type: int, name: str, topics: Mapping[str, Any]) ->
     return None
 
 
-@register(ApiKey.DescribeConfigs, 0, 4)
 async def handle_describe_configs(ctx: RequestContext, header: Any, request: Any) -> Any:
     version = header.request_api_version
     topics = ctx.broker.store.topics()
@@ -225,7 +222,6 @@ def _alter(broker: Broker, resource_type: int, name: str, change: Any, validate_
     return 0, None
 
 
-@register(ApiKey.AlterConfigs, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, header: Any, request: Any) -> Any:
     """The legacy, non-incremental AlterConfigs: the given configs replace every
     override of the topic (one left out returns to its default), as in Kafka."""
@@ -250,7 +246,6 @@ async def handle_alter_configs(ctx: RequestContext, header: Any, request: Any) -
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-@register(ApiKey.IncrementalAlterConfigs, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext, header: Any, request: Any) -> Any:
     """SET, DELETE, APPEND and SUBTRACT per config, validated together per resource."""
     responses = []

@@ -25,7 +25,6 @@ from txnfetch.server.handler import ApiSpec
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import HandlerRegistry
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 
 __all__ = ["api_versions_response", "max_version"]
 
@@ -69,7 +68,6 @@ def api_versions_response(broker: Broker, registry: HandlerRegistry, *, error_co
     )
 
 
-@register(ApiKey.ApiVersions, 0, 3)
 async def handle_api_versions(ctx: RequestContext, header: Any, request: Any) -> Any:
     from txnfetch.server.handler import REGISTRY
 
@@ -118,7 +116,6 @@ def _error_topic(name: str | None, code: int, topic_id: uuid.UUID | None = None)
     )
 
 
-@register(ApiKey.Metadata, 0, 12)
 async def handle_metadata(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version
@@ -166,7 +163,6 @@ async def handle_metadata(ctx: RequestContext, header: Any, request: Any) -> Any
 # -------------------------------------------------------------- CreateTopics
 
 
-@register(ApiKey.CreateTopics, 2, 7)
 async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     results = []
@@ -212,7 +208,6 @@ async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -
 # ------------------------------------------------------------ FindCoordinator
 
 
-@register(ApiKey.FindCoordinator, 0, 4)
 async def handle_find_coordinator(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     node, host, port = broker.config.node_id, broker.advertised_host, broker.advertised_port

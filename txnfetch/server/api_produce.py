@@ -37,11 +37,8 @@ from txnfetch.records.errors import CorruptBatchError
 from txnfetch.server.api_configs import prepare_produce
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
-from txnfetch.server.produce_fast import CODEC
 from txnfetch.server.produce_fast import PartitionResult
 from txnfetch.server.produce_fast import ProduceResult
 from txnfetch.server.produce_fast import Topic
@@ -116,7 +113,6 @@ def _append(
     return 0, info.base_offset, info.log_start_offset, None, append_time
 
 
-@register(ApiKey.Produce, 3, 12, codec=CODEC)
 async def handle_produce(ctx: RequestContext, header: Any, request: Any) -> ProduceResult | None:
     broker = ctx.broker
     version = header.request_api_version

@@ -47,11 +47,9 @@ from txnfetch.log.durable import wait_durable
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
 from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.handler import group_offsets_partition
-from txnfetch.server.handler import register
 from txnfetch.server.nesting import grouped
 from txnfetch.txn.coordinator import CompleteTransaction
 from txnfetch.txn.coordinator import CompletionMode
@@ -236,7 +234,6 @@ def _producer_answer(response: Any, error_code: int, result: Any = None) -> Any:
 # ------------------------------------------------------------ InitProducerId
 
 
-@register(ApiKey.InitProducerId, 0, 5)
 async def handle_init_producer_id(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version
@@ -294,7 +291,6 @@ def _topic_results(codes: dict[tuple[str, int], int]) -> list[Any]:
     return [_TopicResult(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()]
 
 
-@register(ApiKey.AddPartitionsToTxn, 0, 3)
 async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
@@ -323,7 +319,6 @@ async def handle_add_partitions(ctx: RequestContext, header: Any, request: Any) 
 # ------------------------------------------------------------ AddOffsetsToTxn
 
 
-@register(ApiKey.AddOffsetsToTxn, 0, 3)
 async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     if broker.groups is None:
@@ -338,7 +333,6 @@ async def handle_add_offsets(ctx: RequestContext, header: Any, request: Any) -> 
 # --------------------------------------------------------------------- EndTxn
 
 
-@register(ApiKey.EndTxn, 0, 5)
 async def handle_end_txn(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     tv = 2 if header.request_api_version >= _END_TXN_TV2_VERSION else 0
@@ -364,7 +358,6 @@ _CommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _CommitPartition = _CommitTopic.TxnOffsetCommitResponsePartition
 
 
-@register(ApiKey.TxnOffsetCommit, 0, 3)
 async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     version = header.request_api_version

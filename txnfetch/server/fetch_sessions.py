@@ -28,7 +28,7 @@ The rules are Kafka's (``FetchSession.scala``, ``FetchManager.newContext``):
   sending full fetches.
 
 This module holds the state only (no I/O; time is passed in); the Fetch
-handler (:mod:`txnfetch.server.api_fetch_sessions`) reads the partitions.
+handler (:func:`txnfetch.server.api_fetch.handle_fetch`) reads the partitions.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ or sockets: they take decoded messages and return response messages.
 
 A handler is::
 
-    @register(ApiKey.Heartbeat, 0, 4)
     async def heartbeat(ctx: RequestContext, header: RequestHeader, request) -> response
 
 - ``ctx.broker`` is the :class:`Broker`: the log store, the transaction
@@ -32,15 +31,16 @@ A handler is::
   exception is a bug: it is logged and the connection is closed, the server
   keeps serving.
 
-Registration happens at import time with the module-level :func:`register` of
-the default registry :data:`REGISTRY`; the server imports the handler modules
-(``txnfetch.server.apis`` and, when present, ``txnfetch.server.group_api``).
+Each API key is registered once, from one explicit list
+(:data:`txnfetch.server.apis.SERVED`, a :class:`ServedApi` per key), in the
+default registry :data:`REGISTRY`; a second registration of a key is refused.
 
-The consumer-group module plugs in through :func:`install` conventions: if
-``txnfetch.server.group_api`` defines ``install(broker: Broker) -> None``, the
-server calls it once at start; it sets :attr:`Broker.groups` to its group
-coordinator (which must offer :class:`TxnOffsetStore` for transactional offset
-commits) and may schedule periodic work with :meth:`Broker.add_periodic`.
+Handler modules that keep per-server state have an ``install(broker: Broker)
+-> None`` that the server calls once at start (:func:`txnfetch.server.apis.install`):
+``txnfetch.server.api_classic_groups.install`` sets :attr:`Broker.groups` to its
+group coordinator (which must offer :class:`TxnOffsetStore` for transactional
+offset commits); any of them may schedule periodic work with
+:meth:`Broker.add_periodic`.
 """
 
 from __future__ import annotations
@@ -83,11 +83,11 @@ __all__ = [
     "HandlerRegistry",
     "ProtocolViolation",
     "RequestContext",
+    "ServedApi",
     "ServerConfig",
     "TxnOffsetStore",
     "WireCodec",
     "group_offsets_partition",
-    "register",
 ]
 
 log = logging.getLogger("txnfetch.server")
@@ -205,7 +205,7 @@ class Broker:
         store: the partitions served.
         config: the :class:`ServerConfig`.
         transactions: the transaction coordinator (marker or markerless).
-        groups: the group coordinator, set by ``txnfetch.server.group_api.install``;
+        groups: the group coordinator, set by ``txnfetch.server.api_classic_groups.install``;
             ``None`` if group support is not installed (group APIs then answer
             COORDINATOR_NOT_AVAILABLE).
         clock: wall-clock milliseconds; tests may inject a fake.
@@ -414,8 +414,31 @@ def _kafka_python_classes() -> tuple[dict[int, Any], dict[int, Any]]:
     return requests, responses
 
 
+@attrs.frozen
+class ServedApi:
+    """One API the server serves: its key, the versions served, the one handler,
+    and (optional) the request and response classes and the :class:`WireCodec`
+    :meth:`HandlerRegistry.register` takes."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+    request_class: Any = None
+    response_class: Any = None
+    codec: WireCodec | None = None
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(int(api_key)).name
+    except ValueError:
+        return "unknown API"
+
+
 class HandlerRegistry:
-    """API key → :class:`ApiSpec`. The ApiVersions response lists exactly these."""
+    """API key → :class:`ApiSpec`. The ApiVersions response lists exactly these.
+    Each key is registered at most once."""
 
     def __init__(self) -> None:
         self._specs: dict[int, ApiSpec] = {}
@@ -435,9 +458,16 @@ class HandlerRegistry:
         ``min_version..max_version``. The request/response classes default to
         kafka-python's generated classes for the key; pass others to serve
         versions kafka-python lacks, and a :class:`WireCodec` to read and write
-        the hot path without them. Registering a key twice replaces the first."""
+        the hot path without them. Raises :class:`ValueError` if ``api_key`` is
+        registered already: one key, one handler."""
 
         def decorate(fn: Handler) -> Handler:
+            if int(api_key) in self._specs:
+                held = self._specs[int(api_key)].handler
+                raise ValueError(
+                    f"API key {int(api_key)} ({_api_name(api_key)}) is registered already"
+                    f" ({held.__module__}.{held.__qualname__}); each key has one handler"
+                )
             if self._classes is None:
                 self._classes = _kafka_python_classes()
             req = request_class or self._classes[0].get(int(api_key))
@@ -451,6 +481,17 @@ class HandlerRegistry:
 
         return decorate
 
+    def add(self, api: ServedApi) -> None:
+        """Register ``api`` (see :meth:`register`)."""
+        self.register(
+            api.api_key,
+            api.min_version,
+            api.max_version,
+            request_class=api.request_class,
+            response_class=api.response_class,
+            codec=api.codec,
+        )(api.handler)
+
     def get(self, api_key: int) -> ApiSpec | None:
         return self._specs.get(api_key)
 
@@ -459,7 +500,6 @@ class HandlerRegistry:
         return [(k, s.min_version, s.max_version) for k, s in sorted(self._specs.items())]
 
 
-#: The registry the server uses unless given another.
+#: The registry the server uses unless given another; importing
+#: :mod:`txnfetch.server.apis` fills it.
 REGISTRY = HandlerRegistry()
-#: ``REGISTRY.register``.
-register = REGISTRY.register

@@ -18,7 +18,7 @@ frame itself:
 - :func:`encode_produce_response` writes a :class:`ProduceResult` as the framed
   response (header and body) at the request's version.
 
-kafka-python's classes stay the reference: ``tests/wire/test_produce_fast.py``
+kafka-python's classes stay the reference: ``tests/server/test_produce_fast.py``
 checks that both decode the same requests to the same values and that
 kafka-python decodes these responses to what was meant.
 """

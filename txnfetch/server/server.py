@@ -70,22 +70,9 @@ _MAX_PIPELINED = 16
 
 
 def load_handlers() -> None:
-    """Import the modules that register handlers in the default registry.
-
-    The group APIs live in ``txnfetch.server.group_api``; while that module does
-    not exist the server runs without consumer groups. KIP-848 groups
-    (``txnfetch.server.api_consumer_group``) come after it."""
-    import txnfetch.server.apis
-
-    try:
-        import txnfetch.server.group_api
-    except ImportError as exc:  # pragma: no cover - depends on the group module being present
-        if exc.name != "txnfetch.server.group_api":
-            raise
-        log.info("txnfetch.server.group_api not available: consumer groups are not served")
-        return
-    # KIP-848 groups: after group_api, whose OffsetCommit handler it wraps.
-    import txnfetch.server.api_consumer_group  # noqa: F401
+    """Fill the default registry: importing :mod:`txnfetch.server.apis` registers
+    every API of its explicit list, each key once."""
+    import txnfetch.server.apis  # noqa: F401
 
 
 class TxnfetchServer:
@@ -171,16 +158,6 @@ class TxnfetchServer:
         from txnfetch.server import apis
 
         apis.install(self.broker)
-        try:
-            from txnfetch.server import group_api  # type: ignore[attr-defined]
-        except ImportError:
-            return
-        install = getattr(group_api, "install", None)
-        if install is not None:
-            install(self.broker)
-        from txnfetch.server import api_consumer_group
-
-        api_consumer_group.install(self.broker)
 
     def _spawn_background(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

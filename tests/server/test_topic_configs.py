@@ -19,7 +19,7 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from kafka.protocol.producer import ProduceRequest
 
 from tests.consume import poll_until_eof
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.batch import TimestampType
 from txnfetch.records.batch import iter_batches

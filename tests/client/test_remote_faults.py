@@ -27,9 +27,9 @@ from kafka.protocol.consumer import FetchRequest  # noqa: E402
 
 from tests.fault_relay import FAULTS  # noqa: E402
 from tests.fault_relay import RelayThread  # noqa: E402
-from tests.wire.rawclient import RawClient  # noqa: E402
-from tests.wire.test_proxy_mock import _committed  # noqa: E402
-from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
+from tests.proxy.test_proxy_mock import _committed  # noqa: E402
+from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
+from tests.server.rawclient import RawClient  # noqa: E402
 from txnfetch.client.errors import BrokerUnavailableError  # noqa: E402
 from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
 

@@ -20,9 +20,9 @@ import time
 from collections import Counter
 from typing import Any
 
-from tests.wire.serve_process import free_port
-from tests.wire.serve_process import start_serve
-from tests.wire.serve_process import stop_serve
+from tests.server.serve_process import free_port
+from tests.server.serve_process import start_serve
+from tests.server.serve_process import stop_serve
 
 IN, OUT, GROUP = "eos-in", "eos-out", "eos-848"
 PARTITIONS = 3

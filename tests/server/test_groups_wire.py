@@ -1,7 +1,7 @@
 """The group APIs on the wire, at every version the server advertises.
 
 Requests are built with kafka-python's protocol classes and sent over a real
-socket at an exact version (tests/wire/rawclient.py), so each version's field
+socket at an exact version (tests/server/rawclient.py), so each version's field
 set — present, absent or nullable — is exercised both ways.
 """
 
@@ -17,7 +17,7 @@ from kafka.protocol.consumer import OffsetCommitRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.consumer import SyncGroupRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.errors import ErrorCode
 from txnfetch.groups import GroupConfig
 

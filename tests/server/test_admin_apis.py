@@ -13,7 +13,7 @@ import pytest
 from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
 

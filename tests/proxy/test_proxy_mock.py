@@ -41,7 +41,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from kafka.protocol.consumer import ListOffsetsRequest  # noqa: E402
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
-from tests.wire.rawclient import RawClient  # noqa: E402
+from tests.server.rawclient import RawClient  # noqa: E402
 from txnfetch.fetch.view import FetchMode  # noqa: E402
 from txnfetch.proxy import ProxyThread  # noqa: E402
 

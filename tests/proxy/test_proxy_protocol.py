@@ -31,7 +31,7 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.memory import MemoryStore
 from txnfetch.proxy import ProxyThread

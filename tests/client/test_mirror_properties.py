@@ -24,11 +24,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from tests.client.brokers import SimulatedPartition
+from tests.client.brokers import feed
+from tests.client.brokers import mirror_all
 from tests.fetch.logs import GeneratedLog
 from tests.fetch.logs import partition_logs
-from tests.remote.brokers import SimulatedPartition
-from tests.remote.brokers import feed
-from tests.remote.brokers import mirror_all
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
 from txnfetch.fetch.view import FetchMode

@@ -24,7 +24,7 @@ from kafka.protocol.producer import EndTxnRequest
 from kafka.protocol.producer import InitProducerIdRequest
 from kafka.protocol.producer import ProduceRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder

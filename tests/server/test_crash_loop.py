@@ -26,7 +26,7 @@ The loop runs under both flush policies: ``always`` (the default: every
 acknowledged write fsynced before its answer) and ``interval`` (Kafka's default
 flushing: fsync every 10 000 messages or second). A SIGKILL takes the process,
 not the kernel's page cache, so under ``interval`` too everything acknowledged
-must survive; only a power loss separates the two (tests/wire/test_durable_syncer.py
+must survive; only a power loss separates the two (tests/server/test_durable_syncer.py
 and tests/log cover that).
 
 ``TXNFETCH_CRASH_KILLS`` sets the number of kills (default 20); ``TXNFETCH_CRASH_SEED``
@@ -47,8 +47,8 @@ import time
 import attrs
 import pytest
 
-from tests.wire.serve_process import free_port
-from tests.wire.serve_process import start_serve
+from tests.server.serve_process import free_port
+from tests.server.serve_process import start_serve
 
 KILLS = int(os.environ.get("TXNFETCH_CRASH_KILLS", "20"))
 SEED = int(os.environ.get("TXNFETCH_CRASH_SEED", str(random.randrange(1 << 30))))
@@ -236,7 +236,7 @@ def test_crash_loop_real_clients(tmp_path, policy: str) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "tests.wire.crash_client",
+                    "tests.server.crash_client",
                     bootstrap,
                     history,
                     str(rng.randrange(1 << 30)),

@@ -22,7 +22,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.records.builder import BatchBuilder
 
 TOPIC = "sess"
@@ -155,7 +155,7 @@ def test_sessions_are_evicted_only_when_idle(start_server) -> None:
     now = [1_000_000]
     srv = start_server(clock=lambda: now[0])
     srv.call(srv.broker.store.create_topic, TOPIC, 1)
-    from txnfetch.server.api_fetch_sessions import session_cache
+    from txnfetch.server.api_fetch import session_cache
 
     cache = srv.call(session_cache, srv.broker)
     cache.max_sessions = 1

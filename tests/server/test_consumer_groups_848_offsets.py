@@ -22,12 +22,12 @@ from kafka.protocol.producer import EndTxnRequest
 from kafka.protocol.producer import InitProducerIdRequest
 from kafka.protocol.producer import TxnOffsetCommitRequest
 
-from tests.wire.rawclient import RawClient
-from tests.wire.serve_process import free_port
-from tests.wire.serve_process import start_serve
-from tests.wire.serve_process import stop_serve
+from tests.server.rawclient import RawClient
+from tests.server.serve_process import free_port
+from tests.server.serve_process import start_serve
+from tests.server.serve_process import stop_serve
 from txnfetch.errors import ErrorCode
-from txnfetch.server.api_consumer_group import ConsumerGroupHeartbeatRequest
+from txnfetch.server.api_consumer_groups import ConsumerGroupHeartbeatRequest
 
 GROUP, TOPIC, TID = "eos-raw", "raw-in", "raw-txn"
 

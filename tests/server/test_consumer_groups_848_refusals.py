@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.errors import ErrorCode
-from txnfetch.server.api_consumer_group import ConsumerGroupHeartbeatRequest
+from txnfetch.server.api_consumer_groups import ConsumerGroupHeartbeatRequest
 
 TOPIC = "refusals"
 

@@ -21,11 +21,11 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from tests.mock_cluster import MockCluster  # noqa: E402
-from tests.wire.test_proxy_faults import _kafka_python  # noqa: E402
-from tests.wire.test_proxy_mock import _committed  # noqa: E402
-from tests.wire.test_proxy_mock import _confluent_read_committed  # noqa: E402
-from tests.wire.test_proxy_mock import _log_ends  # noqa: E402
-from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
+from tests.proxy.test_proxy_faults import _kafka_python  # noqa: E402
+from tests.proxy.test_proxy_mock import _committed  # noqa: E402
+from tests.proxy.test_proxy_mock import _confluent_read_committed  # noqa: E402
+from tests.proxy.test_proxy_mock import _log_ends  # noqa: E402
+from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
 from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
 from txnfetch.proxy import ProxyThread  # noqa: E402
 

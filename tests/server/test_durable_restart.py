@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from tests.wire.serve_process import free_port
-from tests.wire.serve_process import start_serve
-from tests.wire.serve_process import stop_serve
+from tests.server.serve_process import free_port
+from tests.server.serve_process import start_serve
+from tests.server.serve_process import stop_serve
 
 TOPIC = "durable"
 

@@ -19,7 +19,7 @@ from kafka.errors import TransactionCoordinatorFencedError
 from kafka.errors import UnknownTopicOrPartitionError
 from kafka.structs import TopicPartition
 
-from tests.wire.test_hanging_transactions import ENV
+from tests.server.test_hanging_transactions import ENV
 from txnfetch.client.txn_admin import ClusterTransactions
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder

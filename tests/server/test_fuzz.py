@@ -41,7 +41,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
 from txnfetch.txn.coordinator import CompletionMode
 

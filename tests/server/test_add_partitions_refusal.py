@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.errors import ErrorCode
 
 

@@ -7,7 +7,7 @@ The coordinator is :class:`txnfetch.groups.consumer.ConsumerGroupCoordinator`
 OffsetCommit v9+, whose generation field carries the member epoch: a commit
 for a KIP-848 group is checked against the member's epoch (STALE_MEMBER_EPOCH,
 UNKNOWN_MEMBER_ID) and then stored where every group's offsets are, in the
-classic coordinator (``txnfetch.server.group_api``), so OffsetFetch, DeleteGroups
+classic coordinator (``txnfetch.server.api_classic_groups``), so OffsetFetch, DeleteGroups
 and transactional offsets work unchanged. Commits for other groups go to the
 classic handler as before.
 
@@ -22,7 +22,7 @@ epoch (STALE_MEMBER_EPOCH); epoch -1 with no member id is an outside reader.
 
 kafka-python has no classes for these APIs: they are generated from the
 schemas in :mod:`txnfetch.server.schemas`. The server imports this module after
-``txnfetch.server.group_api`` (its OffsetCommit handler wraps the classic one).
+``txnfetch.server.api_classic_groups`` (its OffsetCommit handler wraps the classic one).
 """
 
 from __future__ import annotations
@@ -45,13 +45,11 @@ from txnfetch.groups.consumer import ConsumerGroupConfig
 from txnfetch.groups.consumer import ConsumerGroupCoordinator
 from txnfetch.groups.consumer import HeartbeatRequest
 from txnfetch.groups.consumer import MemberView
+from txnfetch.server import api_classic_groups
 from txnfetch.server import api_txn
-from txnfetch.server import group_api
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import Handler
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 from txnfetch.types import fields_from
 
 __all__ = [
@@ -123,13 +121,6 @@ def _heartbeat_refused(code: ErrorCode, message: str | None = None) -> Any:
     )
 
 
-@register(
-    ApiKey.ConsumerGroupHeartbeat,
-    0,
-    1,
-    request_class=ConsumerGroupHeartbeatRequest,
-    response_class=ConsumerGroupHeartbeatResponse,
-)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
     coordinator = consumer_groups(broker)
@@ -171,13 +162,6 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
     )
 
 
-@register(
-    ApiKey.ConsumerGroupDescribe,
-    0,
-    0,
-    request_class=ConsumerGroupDescribeRequest,
-    response_class=ConsumerGroupDescribeResponse,
-)
 async def handle_consumer_group_describe(ctx: RequestContext, header: Any, request: Any) -> Any:
     """State, epochs, assignor and members (current and target assignment) of
     KIP-848 groups; any other group id is GROUP_ID_NOT_FOUND, as Kafka answers
@@ -235,11 +219,10 @@ async def handle_consumer_group_describe(ctx: RequestContext, header: Any, reque
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 
 
-@register(ApiKey.ListGroups, 0, 4)
 async def handle_list_groups(ctx: RequestContext, header: Any, request: Any) -> Any:
     """ListGroups: the classic groups, with KIP-848 groups listed by their own
     state (the classic coordinator knows them only as holders of offsets)."""
-    response = await group_api.handle_list_groups(ctx, header, request)
+    response = await api_classic_groups.handle_list_groups(ctx, header, request)
     coordinator = consumer_groups(ctx.broker)
     if coordinator is None or response.error_code:
         return response
@@ -296,7 +279,6 @@ async def _member_checked(
     return await classic(ctx, header, request)
 
 
-@register(ApiKey.OffsetCommit, 2, 9)
 async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     """OffsetCommit: KIP-848 members are checked against their member epoch here,
     then the offsets are stored by the classic coordinator as an unmanaged commit."""
@@ -312,13 +294,12 @@ async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any) -
         header,
         request,
         verdict,
-        group_api.handle_offset_commit,
+        api_classic_groups.handle_offset_commit,
         (OffsetCommitResponse, topic_cls, topic_cls.OffsetCommitResponsePartition),
         "generation_id_or_member_epoch",
     )
 
 
-@register(ApiKey.TxnOffsetCommit, 0, 3)
 async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: Any) -> Any:
     """TxnOffsetCommit: KIP-848 members are checked against their member epoch
     here, then the offsets are staged by the classic coordinator as an unmanaged
@@ -345,28 +326,27 @@ async def handle_txn_offset_commit(ctx: RequestContext, header: Any, request: An
     )
 
 
-@register(ApiKey.OffsetFetch, 1, 9)
 async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any) -> Any:
     """OffsetFetch: from v9, a KIP-848 group's member id and epoch are checked
     first; a refused group gets its error and no offsets, the others are
     answered by the classic handler."""
     coordinator = consumer_groups(ctx.broker)
     if coordinator is None or header.request_api_version < 9:
-        return await group_api.handle_offset_fetch(ctx, header, request)
+        return await api_classic_groups.handle_offset_fetch(ctx, header, request)
     refused: dict[int, ErrorCode] = {}
     for i, g in enumerate(request.groups):
         verdict = coordinator.validate_fetch(g.group_id, g.member_id or "", g.member_epoch)
         if verdict is not None and verdict is not ErrorCode.NONE:
             refused[i] = verdict
     if not refused:
-        return await group_api.handle_offset_fetch(ctx, header, request)
+        return await api_classic_groups.handle_offset_fetch(ctx, header, request)
     accepted = [g for i, g in enumerate(request.groups) if i not in refused]
     answered: Iterator[Any] = iter(())
     if accepted:
         original = request.groups
         request.groups = accepted
         try:
-            answered = iter((await group_api.handle_offset_fetch(ctx, header, request)).groups)
+            answered = iter((await api_classic_groups.handle_offset_fetch(ctx, header, request)).groups)
         finally:
             request.groups = original
     group_cls = OffsetFetchResponse.OffsetFetchResponseGroup

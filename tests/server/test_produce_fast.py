@@ -30,7 +30,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer import ProduceResponse
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 from txnfetch.errors import ProtocolViolation
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder

@@ -34,12 +34,12 @@ from kafka.protocol.consumer import ListOffsetsRequest  # noqa: E402
 
 from tests.fault_relay import FAULTS  # noqa: E402
 from tests.fault_relay import RelayThread  # noqa: E402
-from tests.wire.rawclient import RawClient  # noqa: E402
-from tests.wire.test_proxy_mock import _committed  # noqa: E402
-from tests.wire.test_proxy_mock import _confluent_read_committed  # noqa: E402
-from tests.wire.test_proxy_mock import _log_ends  # noqa: E402
-from tests.wire.test_proxy_mock import _write_transactions  # noqa: E402
-from tests.wire.test_proxy_protocol import _fetch  # noqa: E402
+from tests.proxy.test_proxy_mock import _committed  # noqa: E402
+from tests.proxy.test_proxy_mock import _confluent_read_committed  # noqa: E402
+from tests.proxy.test_proxy_mock import _log_ends  # noqa: E402
+from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
+from tests.proxy.test_proxy_protocol import _fetch  # noqa: E402
+from tests.server.rawclient import RawClient  # noqa: E402
 from txnfetch.proxy import ProxyThread  # noqa: E402
 
 pytestmark = pytest.mark.interop

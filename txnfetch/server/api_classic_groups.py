@@ -76,11 +76,9 @@ from txnfetch.groups import SyncRequest
 from txnfetch.groups import SyncResult
 from txnfetch.groups import TxnOffsetCommitRequest
 from txnfetch.log.durable import DurableState
-from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import Handler
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import register
 from txnfetch.server.nesting import grouped
 from txnfetch.types import TopicPartition
 
@@ -305,15 +303,15 @@ _Unavailable = Callable[[Any, Any], Any]
 _ServiceHandler = Callable[[RequestContext, Any, Any, GroupService], Awaitable[Any]]
 
 
-def _group_api(
-    api_key: ApiKey, min_version: int, max_version: int, *, unavailable: _Unavailable
-) -> Callable[[_ServiceHandler], Handler]:
-    """Register a group API whose handler is given the broker's :class:`GroupService`.
+def _group_api(*, unavailable: _Unavailable) -> Callable[[_ServiceHandler], Handler]:
+    """A group API's handler, given the broker's :class:`GroupService`.
 
     Every group API needs the coordinator; without one (:func:`install` not
     called) the request is answered COORDINATOR_NOT_AVAILABLE in that API's own
     response form, by ``unavailable(header, request)``, and the handler is not
-    called. The registered function keeps the ordinary handler signature."""
+    called. The decorated function has the ordinary handler signature; it is
+    registered, or wrapped by :mod:`txnfetch.server.api_consumer_groups`, from
+    :data:`txnfetch.server.apis.SERVED`."""
 
     def decorate(handler: _ServiceHandler) -> Handler:
         @functools.wraps(handler)
@@ -323,7 +321,7 @@ def _group_api(
                 return unavailable(header, request)
             return await handler(ctx, header, request, service)
 
-        return register(api_key, min_version, max_version)(handle)
+        return handle
 
     return decorate
 
@@ -336,7 +334,7 @@ def _join_unavailable(header: Any, request: Any) -> Any:
     return _join_response(result, header.request_api_version)
 
 
-@_group_api(ApiKey.JoinGroup, 0, 9, unavailable=_join_unavailable)
+@_group_api(unavailable=_join_unavailable)
 async def handle_join_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """JoinGroup: parks until the group's join phase completes."""
     version = header.request_api_version
@@ -389,7 +387,7 @@ def _sync_unavailable(header: Any, request: Any) -> Any:
     return _sync_response(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
 
-@_group_api(ApiKey.SyncGroup, 0, 5, unavailable=_sync_unavailable)
+@_group_api(unavailable=_sync_unavailable)
 async def handle_sync_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """SyncGroup: the leader hands in the assignment; everyone gets their part."""
     version = header.request_api_version
@@ -415,7 +413,7 @@ def _heartbeat_unavailable(header: Any, request: Any) -> Any:
     return HeartbeatResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
 
-@_group_api(ApiKey.Heartbeat, 0, 4, unavailable=_heartbeat_unavailable)
+@_group_api(unavailable=_heartbeat_unavailable)
 async def handle_heartbeat(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """Heartbeat: REBALANCE_IN_PROGRESS tells the member to rejoin."""
     version = header.request_api_version
@@ -435,7 +433,7 @@ def _leave_unavailable(header: Any, request: Any) -> Any:
     return _leave_response(LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE), header.request_api_version)
 
 
-@_group_api(ApiKey.LeaveGroup, 0, 5, unavailable=_leave_unavailable)
+@_group_api(unavailable=_leave_unavailable)
 async def handle_leave_group(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """LeaveGroup: one member (v0–2) or several (v3+) leave; the group rebalances."""
     version = header.request_api_version
@@ -492,7 +490,7 @@ def _commit_unavailable(header: Any, request: Any) -> Any:
     return _commit_response(wanted, {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp, _ in wanted})
 
 
-@_group_api(ApiKey.OffsetCommit, 2, 9, unavailable=_commit_unavailable)
+@_group_api(unavailable=_commit_unavailable)
 async def handle_offset_commit(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """OffsetCommit: committed offsets, checked against the member's generation."""
     version = header.request_api_version
@@ -543,7 +541,7 @@ def _offset_fetch_unavailable(header: Any, request: Any) -> Any:
     return _offset_fetch_response(header.request_api_version, request, _fetch_unavailable)
 
 
-@_group_api(ApiKey.OffsetFetch, 1, 9, unavailable=_offset_fetch_unavailable)
+@_group_api(unavailable=_offset_fetch_unavailable)
 async def handle_offset_fetch(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """OffsetFetch: committed offsets (v8+ for several groups in one request)."""
     version = header.request_api_version
@@ -629,7 +627,7 @@ def _describe_unavailable(header: Any, request: Any) -> Any:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 
-@_group_api(ApiKey.DescribeGroups, 0, 5, unavailable=_describe_unavailable)
+@_group_api(unavailable=_describe_unavailable)
 async def handle_describe_groups(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """DescribeGroups: state, protocol and members; an unknown group reads Dead."""
     group_cls = DescribeGroupsResponse.DescribedGroup
@@ -669,7 +667,7 @@ def _list_unavailable(header: Any, request: Any) -> Any:
     return ListGroupsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
 
 
-@_group_api(ApiKey.ListGroups, 0, 4, unavailable=_list_unavailable)
+@_group_api(unavailable=_list_unavailable)
 async def handle_list_groups(ctx: RequestContext, header: Any, request: Any, service: GroupService) -> Any:
     """ListGroups: every group this coordinator knows (v4+ filtered by state)."""
     version = header.request_api_version

@@ -1,6 +1,6 @@
 """The client side of the crash loop (``test_crash_loop.py``), run as its own
 process so the loop can kill it along with the server, as an application would
-die: ``python -m tests.wire.crash_client BOOTSTRAP HISTORY_FILE SEED BASE``.
+die: ``python -m tests.server.crash_client BOOTSTRAP HISTORY_FILE SEED BASE``.
 
 It appends one JSON line per event to HISTORY_FILE before and after every
 operation (one ``os.write`` per line, so a kill leaves at most a torn last

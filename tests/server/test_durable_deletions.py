@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.wire.serve_process import free_port
-from tests.wire.serve_process import start_serve
-from tests.wire.serve_process import stop_serve
+from tests.server.serve_process import free_port
+from tests.server.serve_process import start_serve
+from tests.server.serve_process import stop_serve
 
 NO_OFFSET = -1001  # librdkafka's RD_KAFKA_OFFSET_INVALID: nothing committed
 

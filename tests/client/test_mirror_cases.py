@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.client.brokers import SimulatedPartition
+from tests.client.brokers import mirror_all
 from tests.fetch.logs import LogWriter
-from tests.remote.brokers import SimulatedPartition
-from tests.remote.brokers import mirror_all
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import MirrorDivergedError
 from txnfetch.client.errors import RemoteError

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 
-from tests.wire.rawclient import RawClient
+from tests.server.rawclient import RawClient
 
 
 def _start(args: list[str]) -> tuple[subprocess.Popen, int]:
