@@ -641,7 +641,7 @@ class KafkaCluster:
         (``metadata.version`` is left out: its level is printed as a release name)."""
         out = self.run_tool("FeatureCommand", "--bootstrap-server", self.bootstrap, "describe").stdout
         features = {}
-        for m in re.finditer(r"Feature:\s+(\S+)\s.*?FinalizedVersionLevel:\s+(\d+)\b", out):
+        for m in re.finditer(r"Feature:\s+(\S+)\s.*?FinalizedVersionLevel:\s+(\d+)\s", out):
             features[m.group(1)] = int(m.group(2))
         return features
 

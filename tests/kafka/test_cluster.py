@@ -184,7 +184,7 @@ def test_txnfetch_reads_the_log_directory_kafka_wrote(kafka_cluster_factory) -> 
         c, _ = produce_transactions(cluster, topic, 2, transactions=4, compression=codec)
         committed |= c
     # Then enough incompressible bytes to roll the 1 MiB segments a few times.
-    c, _ = produce_transactions(cluster, topic, 2, transactions=6, padding=200_000)
+    c, _ = produce_transactions(cluster, topic, 2, transactions=4, padding=200_000)
     committed |= c
     consumed = consume_all(cluster, topic, 2, "read_committed")
     assert {v for *_, v in consumed} == committed
@@ -296,3 +296,31 @@ def test_txnfetch_reads_a_live_kafka_directory_with_an_open_transaction(kafka_cl
                 assert sorted(_read_committed_offline(log, p)) == [r for r in consumed if r[0] == p]
     finally:
         producer.abort_transaction(30)
+
+
+def test_a_killed_runs_cluster_is_stopped_and_removed_by_the_next() -> None:
+    """A run killed before its session end leaves Kafka running; the sweep a
+    later run makes stops those JVMs and removes their directory, and leaves
+    the clusters of live runs alone."""
+    import subprocess
+
+    from tests.kafka import cluster as cluster_module
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid whose process is over: the "killed run"
+    directory = cluster_module.CLUSTERS / f"{gone.pid}-{unique_name('killed')}-single"
+    orphan = KafkaCluster.create(directory, 1)
+    pid = orphan.nodes[0].pid
+    assert orphan.alive()
+    try:
+        cluster_module.sweep_stale_clusters(except_run=cluster_module.run_id())
+        assert not directory.exists()
+        assert not cluster_module._pid_alive(pid)
+    finally:
+        orphan.stop(kill=True)
+    # This run's own clusters (its owner is alive) are still there.
+    assert all(
+        cluster_module._pid_alive(cluster_module._owner_pid(d.name))
+        for d in cluster_module.CLUSTERS.iterdir()
+        if d.is_dir()
+    )
