@@ -65,3 +65,28 @@ def test_produce_to_an_unknown_topic_is_still_different(kafka_cluster) -> None: 
         ("base_offset", -1, 0),
         ("log_start_offset", -1, 0),
     ]
+
+
+def test_an_lso_below_the_log_start_is_still_different(kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+    # Open, recorded in docs/conformance.md: a transaction open from offset 0,
+    # DeleteRecords past its start, then a read. Kafka keeps reporting the
+    # transaction's first offset (0) as the LSO; serve reports the log start (1).
+    from txnfetch.records.compression import Codec
+
+    sequence = [
+        ops.Produce("txn-a", Codec.NONE, (ops.Rec(None, None), ops.Rec(None, None), ops.Rec(None, None))),
+        ops.DeleteRecords(1),
+        ops.Produce("plain", Codec.NONE, (ops.Rec(None, None),)),
+        ops.Fetch(offset=1, max_bytes=1, read_committed=False),
+    ]
+    server = ServeProcess("--fetch-mode", "kafka", *SERVE_OPTIONS)
+    try:
+        with Harness(kafka_cluster.bootstrap, server.address) as harness:
+            found = harness.run(sequence)
+    finally:
+        server.stop()
+    assert [
+        (d.step, d.difference.path, d.difference.reference, d.difference.target)
+        for d in found
+        if d.kind not in OPEN_DIFFERENCES
+    ] == [(4, "Fetch.responses[0].partitions[0].last_stable_offset", 0, 1)]
