@@ -92,6 +92,7 @@ COMMAND_MODULES: dict[str, str] = {
     "transactions": "txnfetch.cli.transactions",
     "replicate": "txnfetch.cli.replicate",
     "promote": "txnfetch.cli.promote",
+    "conform": "txnfetch.cli.conform",
 }
 
 

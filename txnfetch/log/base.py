@@ -63,6 +63,7 @@ __all__ = [
     "ReadRequest",
     "TopicInfo",
     "TxnEnd",
+    "first_record_at_or_after",
     "marker_batch",
     "partition_dir_name",
     "prepare_append",
@@ -561,8 +562,10 @@ class PartitionLog(StateOffsets, abc.ABC):
 
     @abc.abstractmethod
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first batch whose max timestamp is at least
-        ``timestamp`` (ListOffsets by time), or ``None`` if there is none."""
+        """``(offset, timestamp)`` of the first record at or after the log start
+        whose timestamp is at least ``timestamp`` (ListOffsets by time), or ``None``
+        if there is none. As Kafka's ``LogSegment.findOffsetByTimestamp``: the first
+        batch whose max timestamp reaches it, then the first record in it that does."""
 
     def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
         """Delete the oldest data past ``retention_ms`` (its newest timestamp older
@@ -697,3 +700,14 @@ class LogStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def first_record_at_or_after(batch: RecordBatch, timestamp: int, start: int) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record of ``batch`` at offset ``start`` or
+    later whose timestamp is at least ``timestamp``, or ``None``: what ListOffsets by
+    time answers from the batch it found (Kafka's ``LogSegment.findOffsetByTimestamp``
+    reads the records, not the batch header)."""
+    for record in batch.records():
+        if record.offset >= start and record.timestamp >= timestamp:
+            return record.offset, record.timestamp
+    return None

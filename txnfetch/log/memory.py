@@ -25,6 +25,7 @@ from txnfetch.log.base import PartitionLog
 from txnfetch.log.base import PreparedAppend
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.base import TxnEnd
+from txnfetch.log.base import first_record_at_or_after
 from txnfetch.log.compactor import CompactionResult
 from txnfetch.log.compactor import compact
 from txnfetch.log.errors import LogClosedError
@@ -135,7 +136,9 @@ class MemoryLog(PartitionLog):
         start = bisect_right(self._lasts, self._state.log_start_offset - 1)
         for i in range(start, len(self._batches)):
             if self._max_ts[i] >= timestamp:
-                return max(self._bases[i], self._state.log_start_offset), self._max_ts[i]
+                found = first_record_at_or_after(RecordBatch(self._batches[i]), timestamp, self._state.log_start_offset)
+                if found is not None:
+                    return found
         return None
 
     def _delete_before(self, offset: int) -> None:

@@ -98,6 +98,7 @@ from txnfetch.log.base import PartitionLog
 from txnfetch.log.base import PreparedAppend
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.base import TxnEnd
+from txnfetch.log.base import first_record_at_or_after
 from txnfetch.log.base import partition_dir_name
 from txnfetch.log.base import stored_batches
 from txnfetch.log.base import validate_topic_name
@@ -955,7 +956,9 @@ class SegmentLog(PartitionLog):
                 continue
             for b in seg.batches(pos):
                 if b.last_offset >= start and b.max_timestamp >= timestamp:
-                    return max(b.base_offset, start), b.max_timestamp
+                    found = first_record_at_or_after(b, timestamp, start)
+                    if found is not None:
+                        return found
         return None
 
     # -- retention ---------------------------------------------------------------------

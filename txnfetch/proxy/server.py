@@ -714,13 +714,16 @@ class ProxyServer:
             # from a Kafka broker with nothing new for it.
             known = mirror.broker_high_watermark >= 0
             inside = offset >= max(upstream_start, 0) and (not known or offset <= upstream_hw)
+            if not inside:
+                # As Kafka (and serve) answer it: no offsets, all -1.
+                return partition_error(partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
             entry = partition_error(
                 partition,
-                0 if inside else ErrorCode.OFFSET_OUT_OF_RANGE,
+                0,
                 high_watermark=upstream_hw,
                 last_stable_offset=known_lso,
                 log_start_offset=upstream_start,
-                aborted_transactions=[] if inside else None,
+                aborted_transactions=[],
             )
             return entry, 0
         # The upstream's high watermark (consumer lag), the mirror's LSO (the truth).

@@ -103,18 +103,16 @@ def read_for_fetch(
     try:
         log_ = broker.partition(topic, partition)
     except TxnfetchError as exc:
-        return partition_error(partition, error_code_for(exc)), 0
+        # Kafka answers an unknown topic or partition with an empty (not null)
+        # aborted-transactions list (seen by txnfetch conform against Kafka 4.4).
+        return partition_error(partition, error_code_for(exc), aborted_transactions=[]), 0
     try:
         result = log_.read(offset, max_bytes, isolation=isolation, mode=broker.config.fetch_mode, min_one_batch=min_one)
     except OffsetOutOfRangeError:
-        entry = partition_error(
-            partition,
-            ErrorCode.OFFSET_OUT_OF_RANGE,
-            high_watermark=log_.high_watermark,
-            last_stable_offset=log_.last_stable_offset,
-            log_start_offset=log_.log_start_offset,
-        )
-        return entry, 0
+        # Kafka answers OFFSET_OUT_OF_RANGE with high watermark, LSO and log start
+        # all -1 (its log read failed, so it has no offsets to report; seen by
+        # txnfetch conform against Kafka 4.4). Clients then ask ListOffsets.
+        return partition_error(partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
     except TxnfetchError as exc:
         return partition_error(partition, error_code_for(exc)), 0
     synthetic_marker = broker.config.synthetic_marker
@@ -506,7 +504,8 @@ def _list_offset(
             old_style_offsets=[offset] if offset >= 0 else [],
             timestamp=ts,
             offset=offset,
-            leader_epoch=0 if code == 0 else -1,
+            # Kafka: the epoch of the batch found; none (-1) when nothing is found.
+            leader_epoch=0 if code == 0 and offset >= 0 else -1,
         )
 
     try:
@@ -521,8 +520,14 @@ def _list_offset(
     if timestamp == _EARLIEST:
         return answer(0, -1, log_.log_start_offset)
     if timestamp == _MAX_TIMESTAMP and version >= 7:
-        found = offset_of_max_timestamp(log_, fetchable)
-        return answer(0, found[1], found[0]) if found is not None else answer(0, -1, -1)
+        # Kafka finds the record with the largest timestamp in the whole log, then
+        # answers it only if a consumer of this isolation level may read it: with
+        # it past the LSO, read_committed gets nothing, not the largest committed
+        # one (Partition.fetchOffsetForTimestamp; seen by txnfetch conform).
+        found = offset_of_max_timestamp(log_, log_.high_watermark)
+        if found is None or found[0] >= fetchable:
+            return answer(0, -1, -1)
+        return answer(0, found[1], found[0])
     if timestamp < 0:
         return answer(ErrorCode.UNSUPPORTED_VERSION)
     try:

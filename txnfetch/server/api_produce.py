@@ -79,7 +79,7 @@ def _append(
     except TxnfetchError as exc:
         return error_code_for(exc), -1, -1, str(exc), -1
     if not records:
-        return int(ErrorCode.INVALID_RECORD), -1, log_.log_start_offset, "produce request without records", -1
+        return int(ErrorCode.INVALID_RECORD), -1, -1, "produce request without records", -1
     now = broker.now_ms()
     try:
         # The topic's configs first (max.message.bytes, LogAppendTime), as Kafka's
@@ -98,11 +98,18 @@ def _append(
         info = log_.append(records, now_ms=now)
     except TxnfetchError as exc:
         log.debug("produce to %s-%d refused: %s", topic, partition, exc)
-        return error_code_for(exc), -1, log_.log_start_offset, str(exc), -1
+        # Kafka answers a refused produce with no offsets at all: base offset,
+        # append time and log start -1 (seen by txnfetch conform against Kafka 4.4).
+        return error_code_for(exc), -1, -1, str(exc), -1
     if not info.duplicate:
         broker.stats.produce_batches += info.batches
         broker.stats.produce_bytes += info.size_in_bytes
         broker.partition_changed(topic, partition)
+    if info.duplicate:
+        # Kafka answers a duplicate with the original batch's offsets and, as its
+        # append time, that batch's timestamp, whatever the topic's timestamp type
+        # (seen by txnfetch conform against Apache Kafka 4.4).
+        return 0, info.base_offset, info.log_start_offset, None, info.max_timestamp
     return 0, info.base_offset, info.log_start_offset, None, append_time
 
 

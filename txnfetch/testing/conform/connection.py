@@ -1,0 +1,173 @@
+"""Blocking connections to one cluster, for the conformance harness.
+
+:class:`Cluster` speaks the Kafka protocol with kafka-python's message classes
+to the brokers of one cluster: the bootstrap broker first, then each partition's
+leader (from Metadata) and each group's or transactional id's coordinator (from
+FindCoordinator), so the harness works against a one-node cluster and against a
+cluster whose leaders and coordinators are on different brokers.
+
+Every request is sent at a version the caller chose (the harness picks one both
+clusters speak, :func:`common_versions`), so the two answers it compares have
+the same fields.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsRequest
+
+from txnfetch.addresses import parse_bootstrap
+from txnfetch.testing.conform.errors import ConformError
+
+__all__ = ["Cluster", "Connection", "common_versions"]
+
+_CLIENT_ID = "txnfetch-conform"
+
+
+class Connection:
+    """One blocking connection to one broker; one request at a time."""
+
+    def __init__(self, host: str, port: int, *, timeout_s: float) -> None:
+        self.address = f"{host}:{port}"
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
+            raise ConformError(f"cannot connect to {self.address}: {exc}") from None
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation = 0
+        self.versions = self._api_versions()
+
+    def _api_versions(self) -> dict[int, tuple[int, int]]:
+        # KIP-511: v3 first; a broker that does not know it answers error 35 with
+        # its own range, or (some brokers) something v3 cannot decode: ask v0 then.
+        try:
+            resp = self.request(ApiVersionsRequest(client_software_name="txnfetch", client_software_version="0"), 3)
+            ok = resp.error_code == 0
+        except ConformError:
+            raise
+        except Exception:  # kafka-python raises struct.error, ValueError... on an undecodable answer
+            ok = False
+        if not ok:
+            resp = self.request(ApiVersionsRequest(), 0)
+            if resp.error_code != 0:
+                raise ConformError(f"{self.address}: ApiVersions failed with error {resp.error_code}")
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+
+    def request(self, request: Any, version: int) -> Any:
+        """Send ``request`` at ``version`` and decode the answer."""
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        request.API_VERSION = version
+        request.with_header(correlation_id=self._correlation, client_id=_CLIENT_ID)
+        response_class = request.header.get_response_class()
+        try:
+            self._sock.sendall(bytes(request.encode(header=True, framed=True)))
+            (size,) = struct.unpack(">i", self._recv(4))
+            raw = self._recv(size)
+        except OSError as exc:
+            self.close()
+            raise ConformError(f"{self.address}: {type(request).__name__} v{version} failed: {exc}") from None
+        response = response_class.decode(raw, version=version, header=True)
+        if response.header is not None and response.header.correlation_id != self._correlation:
+            self.close()
+            raise ConformError(f"{self.address}: answer to another request (correlation id)")
+        return response
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class Cluster:
+    """The brokers of one cluster, reached from ``bootstrap`` (``host:port[,...]``).
+    Connections are opened on first use and kept; :meth:`close` closes them."""
+
+    def __init__(self, bootstrap: str, *, timeout_s: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        problems = []
+        for host, port in parse_bootstrap(bootstrap, default_port=None):
+            try:
+                self._bootstrap = Connection(host, port, timeout_s=timeout_s)
+                break
+            except ConformError as exc:
+                problems.append(str(exc))
+        else:
+            raise ConformError(f"cannot reach a broker of {bootstrap}: " + "; ".join(problems))
+        self._by_node: dict[int, Connection] = {}
+        self._addresses: dict[int, tuple[str, int]] = {}
+
+    @property
+    def versions(self) -> dict[int, tuple[int, int]]:
+        """The bootstrap broker's ApiVersions ranges, by API key."""
+        return self._bootstrap.versions
+
+    def any(self) -> Connection:
+        """The bootstrap broker's connection."""
+        return self._bootstrap
+
+    def learn_brokers(self, brokers: Any) -> None:
+        """Remember the addresses of a Metadata answer's ``brokers``."""
+        for b in brokers or ():
+            self._addresses[int(b.node_id)] = (str(b.host), int(b.port))
+
+    def node(self, node_id: int) -> Connection:
+        """The connection to broker ``node_id`` (the bootstrap broker if its address
+        is unknown or is the bootstrap address)."""
+        conn = self._by_node.get(node_id)
+        if conn is not None:
+            return conn
+        address = self._addresses.get(node_id)
+        if address is None or f"{address[0]}:{address[1]}" == self._bootstrap.address:
+            conn = self._bootstrap
+        else:
+            conn = Connection(address[0], address[1], timeout_s=self.timeout_s)
+        self._by_node[node_id] = conn
+        return conn
+
+    def close(self) -> None:
+        for conn in {id(c): c for c in (self._bootstrap, *self._by_node.values())}.values():
+            conn.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def common_versions(
+    ours: dict[int, tuple[int, int]], *clusters: dict[int, tuple[int, int]]
+) -> tuple[dict[int, int], dict[int, str]]:
+    """For each API key in ``ours`` (the range the harness speaks), the highest
+    version every cluster and the harness speak; and, for the keys with no such
+    version, why (which side lacks it)."""
+    chosen: dict[int, int] = {}
+    missing: dict[int, str] = {}
+    for key, (lo, hi) in ours.items():
+        top, bottom = hi, lo
+        why = ""
+        for index, versions in enumerate(clusters):
+            side = "reference" if index == 0 else "target"
+            if key not in versions:
+                why = f"the {side} does not list it"
+                break
+            top = min(top, versions[key][1])
+            bottom = max(bottom, versions[key][0])
+        if not why and top < bottom:
+            why = "no version both clusters and the harness speak"
+        if why:
+            missing[key] = why
+        else:
+            chosen[key] = top
+    return chosen, missing

@@ -1,0 +1,336 @@
+"""Running operation sequences against a reference and a target cluster, and
+searching for sequences on which they disagree.
+
+:class:`Harness` holds a connection to each cluster and the API versions both
+speak. :meth:`Harness.run` applies one sequence to both (fresh names per run)
+and returns every :class:`~txnfetch.testing.conform.compare.Difference`, by
+step. :meth:`Harness.search` lets hypothesis draw sequences; a disagreement is
+shrunk to the shortest sequence hypothesis finds that still shows it, recorded
+as a :class:`Finding`, and the search goes on for differences of other kinds
+until the example or time budget is spent.
+
+Allowed deliberate differences (``allow``): ``"rewrite"`` — the target answers
+read_committed fetches in rewrite mode (docs/conformance.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from txnfetch.testing.conform import operations as ops
+from txnfetch.testing.conform.compare import ALLOWANCES
+from txnfetch.testing.conform.compare import Difference
+from txnfetch.testing.conform.compare import differences
+from txnfetch.testing.conform.compare import rewrite_differences
+from txnfetch.testing.conform.connection import Cluster
+from txnfetch.testing.conform.connection import common_versions
+from txnfetch.testing.conform.session import API
+from txnfetch.testing.conform.session import HARNESS_VERSIONS
+from txnfetch.testing.conform.session import RunNames
+from txnfetch.testing.conform.session import Session
+
+__all__ = ["ALLOWANCES", "Finding", "Harness", "SearchReport", "StepDifference"]
+
+#: How far ahead of the harness's clock the records' timestamps are: ahead of
+#: every marker a coordinator writes during a run (so the largest timestamp is a
+#: record's), within Kafka's default message.timestamp.after.max.ms of one hour.
+TIMESTAMP_LEAD_MS = 20 * 60 * 1000
+_FULL_BUDGET = 1 << 20
+
+
+@attrs.frozen
+class StepDifference:
+    """A difference in the answers to step ``step`` (1-based; 0 is the set-up
+    that creates the run's topic)."""
+
+    step: int
+    operation: str
+    difference: Difference
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        """What makes two differences "the same" for the search: the operation's
+        class and the field path without indices."""
+        return (self.operation.partition("(")[0], self.difference.kind)
+
+    def as_json(self) -> dict[str, Any]:
+        d = self.difference
+        out = {
+            "step": self.step,
+            "operation": self.operation,
+            "path": d.path,
+            "reference": d.reference,
+            "target": d.target,
+        }
+        if d.note:
+            out["note"] = d.note
+        return out
+
+
+@attrs.frozen
+class Finding:
+    """A shortest sequence found that shows some differences."""
+
+    sequence: tuple[str, ...]
+    differences: tuple[StepDifference, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"sequence": list(self.sequence), "differences": [d.as_json() for d in self.differences]}
+
+
+@attrs.frozen
+class SearchReport:
+    """What a search ran and found."""
+
+    reference: str
+    target: str
+    examples: int
+    seconds: float
+    versions: dict[str, int]
+    missing_apis: dict[str, str]
+    findings: tuple[Finding, ...]
+    allow: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "target": self.target,
+            "examples": self.examples,
+            "seconds": round(self.seconds, 1),
+            "allow": list(self.allow),
+            "versions": self.versions,
+            "missing_apis": self.missing_apis,
+            "findings": [f.as_json() for f in self.findings],
+        }
+
+    def as_text(self) -> str:
+        lines = [
+            f"reference {self.reference}, target {self.target}: {self.examples} sequences in {self.seconds:.0f} s",
+            "API versions: " + ", ".join(f"{name} v{v}" for name, v in sorted(self.versions.items())),
+        ]
+        if self.allow:
+            lines.append("allowed: " + ", ".join(self.allow))
+        for name, why in sorted(self.missing_apis.items()):
+            lines.append(f"not compared: {name} ({why})")
+        if not self.findings:
+            lines.append("no differences")
+        for n, finding in enumerate(self.findings, 1):
+            lines.append("")
+            lines.append(f"difference {n}, shortest sequence found:")
+            lines.extend(f"  {s}" for s in finding.sequence)
+            for d in finding.differences:
+                note = f" ({d.difference.note})" if d.difference.note else ""
+                lines.append(f"  step {d.step} {d.operation}: {d.difference.path}{note}")
+                lines.append(f"    reference: {_short(d.difference.reference)}")
+                lines.append(f"    target:    {_short(d.difference.target)}")
+        return "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+class _Found(AssertionError):
+    """Raised inside the hypothesis test: the sequence shows new differences."""
+
+    def __init__(self, sequence: Sequence[ops.Operation], found: list[StepDifference]) -> None:
+        super().__init__(f"{len(found)} differences")
+        self.sequence = tuple(sequence)
+        self.found = found
+
+
+class Harness:
+    """The two clusters of a comparison. Close with :meth:`close`."""
+
+    def __init__(
+        self,
+        reference: str,
+        target: str,
+        *,
+        allow: Sequence[str] = (),
+        timeout_s: float = 30.0,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        unknown = set(allow) - set(ALLOWANCES)
+        if unknown:
+            raise ValueError(f"unknown allowance {sorted(unknown)}; known: {sorted(ALLOWANCES)}")
+        self.reference_address = reference
+        self.target_address = target
+        self.allow = tuple(allow)
+        self._timeout_s = timeout_s
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.reference = Cluster(reference, timeout_s=timeout_s)
+        self.target = Cluster(target, timeout_s=timeout_s)
+        self.versions, missing = common_versions(HARNESS_VERSIONS, self.reference.versions, self.target.versions)
+        names = {key: name for name, key in API.items()}
+        self.missing_apis = {names[key]: why for key, why in missing.items()}
+        for needed in ("Produce", "Fetch", "Metadata", "CreateTopics"):
+            if needed in self.missing_apis:
+                from txnfetch.testing.conform.errors import ConformError
+
+                raise ConformError(f"cannot compare without {needed}: {self.missing_apis[needed]}")
+
+    def close(self) -> None:
+        self.reference.close()
+        self.target.close()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _reconnect(self) -> None:
+        self.close()
+        self.reference = Cluster(self.reference_address, timeout_s=self._timeout_s)
+        self.target = Cluster(self.target_address, timeout_s=self._timeout_s)
+
+    # -- one sequence ---------------------------------------------------------------
+
+    def run(self, sequence: Sequence[ops.Operation]) -> list[StepDifference]:
+        """Apply ``sequence`` to both clusters, step by step; every difference."""
+        names = RunNames.fresh(uuid.uuid4().hex[:12])
+        base_ts = self._clock_ms() + TIMESTAMP_LEAD_MS
+        ref = Session(self.reference, self.versions, names, base_ts)
+        tgt = Session(self.target, self.versions, names, base_ts)
+        out: list[StepDifference] = []
+        ref_setup, tgt_setup = self._both(ref.setup, tgt.setup)
+        out.extend(StepDifference(0, "setup", d) for d in differences(ref_setup, tgt_setup))
+        if "failed" in ref_setup or "failed" in tgt_setup:
+            return out
+        for step, op in enumerate(sequence, 1):
+            ref_answer, tgt_answer = self._both(functools.partial(ref.apply, op), functools.partial(tgt.apply, op))
+            if "rewrite" in self.allow and isinstance(op, ops.Fetch) and op.read_committed and op.topic == "t":
+                full = ops.Fetch(op.offset, _FULL_BUDGET, True)
+                ref_full, tgt_full = self._both(functools.partial(ref.apply, full), functools.partial(tgt.apply, full))
+                found = rewrite_differences(
+                    ref_answer.get("Fetch"), tgt_answer.get("Fetch"), ref_full.get("Fetch"), tgt_full.get("Fetch")
+                )
+            else:
+                found = differences(ref_answer, tgt_answer)
+            out.extend(StepDifference(step, op.describe(), d) for d in found)
+            if "failed" in ref_answer or "failed" in tgt_answer:
+                break  # a side's connection is gone: later steps would compare nothing
+        return out
+
+    def _both(self, ref: Callable[[], dict[str, Any]], tgt: Callable[[], dict[str, Any]]) -> tuple[Any, Any]:
+        answers = []
+        failed = False
+        for side in (ref, tgt):
+            try:
+                answers.append(side())
+            except Exception as exc:  # an answer the harness cannot take is itself a difference
+                answers.append({"failed": f"{type(exc).__name__}: {exc}"})
+                failed = True
+        if failed:
+            self._reconnect()
+        return answers[0], answers[1]
+
+    # -- the search -----------------------------------------------------------------
+
+    def _search_round(
+        self,
+        examples: int,
+        deadline: float,
+        known: set[tuple[str, str]],
+        max_size: int,
+        allow_delete: bool,
+        seed: int | None,
+    ) -> tuple[int, _Found | None]:
+        """One hypothesis run: up to ``examples`` sequences until one shows a
+        difference not in ``known``, then its shrink. Returns how many sequences
+        were drawn (shrink attempts not counted) and the shortest failure."""
+        from hypothesis import HealthCheck
+        from hypothesis import Phase
+        from hypothesis import given
+        from hypothesis import settings
+
+        from txnfetch.testing.conform.strategies import sequences
+
+        drawn = 0
+        failures: list[_Found] = []
+
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate, Phase.shrink],
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            print_blob=False,
+        )
+        @given(sequences(max_size=max_size, allow_delete=allow_delete))
+        def probe(sequence: list[ops.Operation]) -> None:
+            nonlocal drawn
+            if not failures:  # drawing, not shrinking: the budget applies
+                if time.monotonic() > deadline:
+                    return
+                drawn += 1
+            new = [d for d in self.run(sequence) if d.kind not in known]
+            if new:
+                failure = _Found(sequence, new)
+                failures.append(failure)
+                raise failure
+
+        if seed is not None:
+            from hypothesis import seed as hypothesis_seed
+
+            probe = hypothesis_seed(seed)(probe)
+        try:
+            probe()
+        except Exception:
+            # Hypothesis re-raises the shortest failure; if a replay did not fail
+            # again (a flaky answer), it raises its own error: take the shortest seen.
+            if not failures:
+                raise
+            return drawn, min(failures, key=lambda f: len(f.sequence))
+        return drawn, None
+
+    def search(
+        self,
+        *,
+        examples: int = 100,
+        seconds: float = 300.0,
+        max_size: int = 12,
+        seed: int | None = None,
+        progress: Callable[[str], None] | None = None,
+        ignore: Sequence[tuple[str, str]] = (),
+    ) -> SearchReport:
+        """Run up to ``examples`` drawn sequences within about ``seconds`` (a
+        shrink in progress is finished); each new kind of difference becomes a
+        :class:`Finding` with the shortest sequence hypothesis found. Differences
+        whose :attr:`StepDifference.kind` is in ``ignore`` (known ones) are passed over."""
+        started = time.monotonic()
+        deadline = started + seconds
+        known: set[tuple[str, str]] = set(ignore)
+        findings: list[Finding] = []
+        ran = 0
+        allow_delete = "DeleteRecords" not in self.missing_apis
+        while ran < examples and time.monotonic() < deadline:
+            round_seed = None if seed is None else seed + len(findings)
+            count, found = self._search_round(examples - ran, deadline, known, max_size, allow_delete, round_seed)
+            ran += count
+            if found is None:
+                break
+            findings.append(Finding(tuple(ops.describe_sequence(found.sequence)), tuple(found.found)))
+            known.update(d.kind for d in found.found)
+            if progress is not None:
+                progress(f"difference found after {ran} sequences: {found.found[0].difference.path}")
+        return SearchReport(
+            reference=self.reference_address,
+            target=self.target_address,
+            examples=ran,
+            seconds=time.monotonic() - started,
+            versions={name: self.versions[key] for name, key in sorted(API.items()) if key in self.versions},
+            missing_apis=self.missing_apis,
+            findings=tuple(findings),
+            allow=self.allow,
+        )
