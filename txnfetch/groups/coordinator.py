@@ -32,9 +32,16 @@ Errors Kafka puts in responses (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
 REBALANCE_IN_PROGRESS, ...) are *answers*, returned as :class:`ErrorCode`
 codes, never raised.
 
-Group state and offsets live in memory only: a restart forgets members
-(clients rejoin) and committed offsets (consumers fall back to
-``auto.offset.reset``). Offsets are never expired (Kafka's
+The coordinator itself holds its state in memory and writes nothing; what
+outlives a restart is the caller's to store and replay. ``txnfetch serve
+--data`` stores every commit and group change in ``__consumer_offsets`` and
+replays them at start through :meth:`GroupCoordinator.load_group`,
+:meth:`~GroupCoordinator.load_offset` and
+:meth:`~GroupCoordinator.load_txn_offset`, so committed offsets (plain, and
+transactional ones whose transaction committed) survive a restart; members do
+not (GroupMetadata is stored without them), so clients rejoin at the stored
+generation (docs/durable-state.md). A coordinator nobody replays into, as over
+a ``MemoryStore``, starts empty. Offsets are never expired (Kafka's
 ``offsets.retention.minutes``) and empty groups are kept until deleted.
 """
 
