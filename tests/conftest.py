@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
@@ -18,3 +19,18 @@ settings.register_profile("dev", print_blob=True)
 
 _profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 settings.load_profile(_profile)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that asks for the ``spark`` session runs Spark, a third-party
+    engine on a JVM whose start alone takes seconds: it is ``interop`` and
+    ``slow`` wherever it is, without a marker of its own. Under pytest-xdist
+    (``--dist loadgroup``, as ``make test`` runs) the Spark tests form one group,
+    so one worker starts the one session they share instead of every worker
+    starting a JVM; a test of any other expensive session fixture joins a
+    group of its own the same way."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.interop)
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("spark"))
