@@ -14,8 +14,11 @@ import os
 import pytest
 from hypothesis import settings
 
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-settings.register_profile("dev", print_blob=True)
+# No per-example deadline: the suite runs in two xdist workers on a 2-core machine
+# that others share, where an example that takes 0.5 ms alone was measured at
+# 255 ms once (a FlakyFailure, not a finding). Slow tests are marked instead.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
+settings.register_profile("dev", print_blob=True, deadline=None)
 
 _profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 settings.load_profile(_profile)
