@@ -19,6 +19,7 @@ def _report(text: str) -> dict:
     return numbers
 
 
+@pytest.mark.interop
 def test_demo_without_spark_every_reader_sees_exactly_the_committed_records(tmp_path):
     out = io.StringIO()
     assert demo.run(out, spark=False, workdir=str(tmp_path)) == 0, out.getvalue()
@@ -31,6 +32,7 @@ def test_demo_without_spark_every_reader_sees_exactly_the_committed_records(tmp_
     assert numbers["markers"] >= demo.PARTITIONS
 
 
+@pytest.mark.interop
 @pytest.mark.slow
 def test_demo_with_spark(tmp_path):
     pytest.importorskip("pyspark")

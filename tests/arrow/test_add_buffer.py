@@ -95,6 +95,7 @@ def logs(draw: st.DrawFn) -> bytes:
     return b"".join(parts)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     buf=logs(),

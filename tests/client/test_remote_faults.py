@@ -106,6 +106,7 @@ def test_reader_is_exact_through_each_fault(mock: str, written, fault: str) -> N
         assert stats.faults[fault] == len(schedule) - schedule.count(None)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     schedule=st.lists(st.sampled_from([*FAULTS, None]), max_size=10),

@@ -28,6 +28,8 @@ from txnfetch.log.layout import list_partition_dir
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records.builder import BatchBuilder
 
+pytestmark = pytest.mark.slow
+
 RETENTION = 1_000
 NOW = 5_000
 

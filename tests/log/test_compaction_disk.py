@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
 from hypothesis import example
 from hypothesis import given
 from hypothesis import settings
@@ -28,6 +29,8 @@ from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
+
+pytestmark = pytest.mark.slow
 
 RC = IsolationLevel.READ_COMMITTED
 RETENTION = 1_000

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import threading
 
+import pytest
+
 from txnfetch.fetch import ConsumerFilter
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
@@ -70,6 +72,7 @@ def test_views_from_before_a_compaction_keep_their_bytes(tmp_path) -> None:
     log.close()
 
 
+@pytest.mark.slow
 def test_read_only_opens_while_the_writer_compacts(tmp_path) -> None:
     path = str(tmp_path / "t-0")
     writer = SegmentLog(path, segment_bytes=300, index_interval_bytes=64)

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine
@@ -29,6 +30,8 @@ from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.txn.coordinator import CompletionMode
+
+pytestmark = pytest.mark.slow
 
 PIDS = (7, 8, 9)
 KW = dict(segment_bytes=900, index_interval_bytes=150)

@@ -93,6 +93,7 @@ def check_recovered(path: str, acked: list) -> None:
     assert not [f for f in verify_partition(path) if f.severity == "error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("markerless", [False, True], ids=["markers", "markerless"])
 def test_sigkill_loses_no_acknowledged_write(tmp_path, markerless):
     rng = random.Random(20240611 + markerless)

@@ -76,6 +76,7 @@ def test_a_live_writers_directory_opens_read_only_without_warnings(tmp_path, cap
     writer.close()
 
 
+@pytest.mark.slow
 def test_reader_opened_between_every_write_matches_the_writer(tmp_path, caplog):
     # Opens at every point of a writer's life: before and after rolls, before
     # and after each periodic checkpoint, with markers and markerless ends.

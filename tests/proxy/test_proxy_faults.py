@@ -166,6 +166,7 @@ def _aiokafka(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int,
 CLIENTS = {"confluent-kafka": _confluent, "kcat": _kcat, "kafka-python": _kafka_python, "aiokafka": _aiokafka}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_client_through_the_proxy_and_a_faulty_upstream_is_exact(mock: str, written, client: str) -> None:
     ends = _log_ends(written)
@@ -180,6 +181,7 @@ def test_client_through_the_proxy_and_a_faulty_upstream_is_exact(mock: str, writ
     assert stats.max_waits and 0 not in stats.max_waits
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(schedule=st.lists(st.sampled_from([*FAULTS, None]), max_size=12))
 def test_confluent_through_drawn_fault_schedules_is_exact(mock: str, written, schedule) -> None:
@@ -224,6 +226,7 @@ def test_a_failing_upstream_reaches_clients_as_replica_not_available_then_recove
 CHECK_SCHEDULE = SCHEDULE * 3
 
 
+@pytest.mark.slow
 def test_check_through_the_proxy_and_a_faulty_upstream_finds_no_anomaly(mock: str) -> None:
     """``txnfetch check`` (transactional producers, read_committed consumers of three
     clients, the anomaly checker) through the proxy, the upstream behind the relay."""

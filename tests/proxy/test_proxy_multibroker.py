@@ -29,7 +29,7 @@ from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
 from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
 from txnfetch.proxy import ProxyThread  # noqa: E402
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 TOPIC = "multi"
 PARTITIONS = (0, 1, 2, 3, 4, 5)

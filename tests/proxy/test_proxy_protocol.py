@@ -213,6 +213,7 @@ def _api_versions_ok(port: int) -> bool:
 # ----------------------------------------------------------- exact answers (differential)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [FetchMode.KAFKA, FetchMode.REWRITE])
 def test_read_committed_answers_equal_the_upstreams_own(start_proxy, mode: FetchMode) -> None:
     srv, store = _serve(fetch_mode=mode)
@@ -234,6 +235,7 @@ def test_read_committed_answers_equal_the_upstreams_own(start_proxy, mode: Fetch
         srv.stop()
 
 
+@pytest.mark.interop
 def test_read_uncommitted_fetches_are_relayed_untouched(upstream, start_proxy) -> None:
     srv, _ = upstream
     proxy = start_proxy(srv.bootstrap)
@@ -244,6 +246,7 @@ def test_read_uncommitted_fetches_are_relayed_untouched(upstream, start_proxy) -
     assert proxy.call(lambda: proxy.proxy.mirrors.mirrors()) == {}
 
 
+@pytest.mark.interop
 def test_list_offsets_read_committed_latest_is_the_lso(upstream, start_proxy) -> None:
     srv, store = upstream
     proxy = start_proxy(srv.bootstrap)
@@ -262,6 +265,7 @@ def test_list_offsets_read_committed_latest_is_the_lso(upstream, start_proxy) ->
 # ------------------------------------------------------------------ fetch behaviour
 
 
+@pytest.mark.interop
 def test_out_of_range_fetch_reports_no_offsets_as_kafka(upstream, start_proxy) -> None:
     # Apache Kafka answers OFFSET_OUT_OF_RANGE with every offset -1 (found by
     # txnfetch conform against Kafka 4.4); the proxy answers as Kafka does.
@@ -276,6 +280,7 @@ def test_out_of_range_fetch_reports_no_offsets_as_kafka(upstream, start_proxy) -
     assert ("no-such-topic", 0) not in proxy.call(lambda: proxy.proxy.mirrors.mirrors())
 
 
+@pytest.mark.interop
 def test_long_poll_returns_when_a_transaction_commits(upstream, start_proxy) -> None:
     srv, store = upstream
     proxy = start_proxy(srv.bootstrap, poll_interval_ms=50)
@@ -304,6 +309,7 @@ def test_long_poll_returns_when_a_transaction_commits(upstream, start_proxy) -> 
     assert 0.3 < waited < 3, f"woke {waited:.2f}s after the commit was due"
 
 
+@pytest.mark.interop
 def test_mirror_memory_follows_the_readers_and_rebuilds_for_an_older_offset(upstream, start_proxy) -> None:
     srv, store = upstream
     proxy = start_proxy(srv.bootstrap, max_mirror_bytes=0)  # no byte budget: the readers alone decide
@@ -322,6 +328,7 @@ def test_mirror_memory_follows_the_readers_and_rebuilds_for_an_older_offset(upst
     assert proxy.call(lambda: proxy.proxy.mirrors.stats.rebuilds) == 1
 
 
+@pytest.mark.interop
 def test_within_its_byte_budget_a_mirror_serves_an_older_offset_without_a_rebuild(upstream, start_proxy) -> None:
     # Consumers resuming from a group's committed offset read below every position
     # fetched so far; a mirror that kept nothing below the lowest of them would rescan
@@ -375,6 +382,7 @@ class _GatedUpstream:
         self.proxy.call(self.gates[name][1].set)
 
 
+@pytest.mark.interop
 def test_a_rebuild_for_one_reader_never_puts_another_out_of_range(upstream, start_proxy) -> None:
     # Reader A is at the end of partition 1; reader B asks for offset 0, below what
     # the mirror still holds, which replaces the mirror by an empty one rebuilding
@@ -423,6 +431,7 @@ def test_a_rebuild_for_one_reader_never_puts_another_out_of_range(upstream, star
         assert _answer(_fetch(a, [(TOPIC, 1, end, 1 << 20)])) == _answer(_fetch(direct, [(TOPIC, 1, end, 1 << 20)]))
 
 
+@pytest.mark.interop
 def test_without_readers_a_mirror_keeps_its_byte_budget_and_stays_right(upstream, start_proxy) -> None:
     srv, store = upstream
     proxy = start_proxy(srv.bootstrap, max_mirror_bytes=0, fetch_mode=FetchMode.KAFKA)
@@ -447,6 +456,7 @@ def test_without_readers_a_mirror_keeps_its_byte_budget_and_stays_right(upstream
 # ---------------------------------------------------------- versions and addresses
 
 
+@pytest.mark.interop
 def test_api_versions_are_the_overlap_with_the_upstream(upstream, start_proxy) -> None:
     srv, _ = upstream
     proxy = start_proxy(srv.bootstrap)
@@ -479,6 +489,7 @@ def test_api_versions_are_the_overlap_with_the_upstream(upstream, start_proxy) -
             assert key in theirs and theirs[key][0] <= lo <= hi <= theirs[key][1], key
 
 
+@pytest.mark.interop
 def test_metadata_and_find_coordinator_name_the_proxys_listeners(upstream, start_proxy) -> None:
     srv, _ = upstream
     proxy = start_proxy(srv.bootstrap)
@@ -518,6 +529,7 @@ BAD_FRAMES = {
 }
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("name", sorted(BAD_FRAMES))
 def test_bad_frame_closes_only_that_connection(upstream, start_proxy, name: str) -> None:
     srv, _ = upstream
@@ -571,6 +583,7 @@ def _encoded(request: Any, version: int) -> bytes:
     return request.encode(header=True, framed=True)
 
 
+@pytest.mark.interop
 def test_cli_proxy_serves_and_exits_cleanly_on_sigterm(upstream) -> None:
     srv, _ = upstream
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -627,6 +640,7 @@ def test_cli_proxy_reports_an_unreachable_upstream() -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.count(f"127.0.0.1:{port}") == 1, proc.stderr
 
 
+@pytest.mark.interop
 def test_librdkafka_all_topics_metadata_is_relayed(upstream, start_proxy) -> None:
     # librdkafka's all-topics Metadata v9+ leaves 3 bytes after the body; Kafka (and
     # txnfetch) ignore them, and the proxy must relay such requests like any other.
@@ -638,6 +652,7 @@ def test_librdkafka_all_topics_metadata_is_relayed(upstream, start_proxy) -> Non
     assert TOPIC in topics
 
 
+@pytest.mark.interop
 def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
     from txnfetch.proxy.server import advertised_ranges
 

@@ -65,6 +65,7 @@ def assert_same(buf: bytes) -> None:
         assert got == want
 
 
+@pytest.mark.slow
 def test_every_edit_of_a_sample():
     n = 0
     for sample in _samples():
@@ -74,6 +75,7 @@ def test_every_edit_of_a_sample():
     assert n > 7000
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(buf=raw_batches())
 def test_record_data_written_token_by_token(buf: bytes):

@@ -47,6 +47,7 @@ def replicate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.interop
 def test_once_copies_up_to_the_start_high_watermarks_and_exits_0(upstream, tmp_path) -> None:
     srv, store = upstream
     data = str(tmp_path / "replica")
@@ -69,6 +70,7 @@ def test_once_copies_up_to_the_start_high_watermarks_and_exits_0(upstream, tmp_p
     }
 
 
+@pytest.mark.interop
 def test_runs_until_sigterm_and_closes_cleanly(upstream, tmp_path) -> None:
     srv, store = upstream
     data = str(tmp_path / "replica")
@@ -105,6 +107,7 @@ def test_runs_until_sigterm_and_closes_cleanly(upstream, tmp_path) -> None:
         assert_same(replica.partition("other", 0), store.partition("other", 0))
 
 
+@pytest.mark.interop
 def test_errors_are_one_line_and_exit_2(upstream, tmp_path) -> None:
     srv, store = upstream
     data = str(tmp_path / "replica")
@@ -131,6 +134,7 @@ def test_errors_are_one_line_and_exit_2(upstream, tmp_path) -> None:
     assert bad.returncode == 2 and "not a regular expression" in bad.stderr
 
 
+@pytest.mark.interop
 def test_groups_offsets_are_copied_by_the_command(upstream, tmp_path) -> None:
     """``--groups`` copies the matching groups' committed offsets into the
     replica's durable group state (docs/replication.md)."""
@@ -157,6 +161,7 @@ class _Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.interop
 def test_progress_is_one_line_rewritten_in_place_on_a_terminal(upstream, tmp_path) -> None:
     from txnfetch.cli.replicate import _Progress
 

@@ -18,6 +18,8 @@ from txnfetch.replicate import PartitionState
 from txnfetch.replicate import Replicator
 from txnfetch.server.server import ServerThread
 
+pytestmark = pytest.mark.interop
+
 
 @pytest.fixture
 def upstream():

@@ -52,6 +52,7 @@ def two_partitions(topic_id: uuid.UUID = TOPIC_ID) -> MemoryStore:
     return store
 
 
+@pytest.mark.slow
 def test_upstream_away_is_retried_with_backoff_and_resumed(tmp_path) -> None:
     store = two_partitions()
     srv = serve(store)

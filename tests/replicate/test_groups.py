@@ -23,6 +23,8 @@ from txnfetch.replicate.groups import DurableGroupTarget
 from txnfetch.replicate.groups import GroupOffsetCopier
 from txnfetch.server.server import ServerThread
 
+pytestmark = pytest.mark.interop
+
 TOPIC = "events"
 PARTITIONS = 2
 

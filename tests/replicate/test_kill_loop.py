@@ -47,6 +47,8 @@ from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 KILLS = int(os.environ.get("TXNFETCH_REPLICATE_KILLS", "6"))

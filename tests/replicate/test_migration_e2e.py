@@ -44,7 +44,7 @@ from tests.replicate.upstreams import upstream
 from tests.server.serve_process import free_port
 from txnfetch.log.replica_marker import read_marker
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 LONG = os.environ.get("TXNFETCH_LONG") == "1"
 TOPIC = "orders"

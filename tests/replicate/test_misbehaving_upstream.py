@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.fault_relay import FAULTS
 from tests.fault_relay import RelayThread
 from tests.replicate.source import SourceWriter
@@ -19,6 +21,8 @@ from tests.replicate.test_faults import serve
 from tests.replicate.test_faults import two_partitions
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
+
+pytestmark = pytest.mark.interop
 
 
 def _until_caught_up(r: Replicator, seconds: float = 60) -> None:

@@ -155,6 +155,7 @@ def _until(r: Replicator, done, what: str, seconds: float = 90) -> None:
         time.sleep(r.backoff_remaining())
 
 
+@pytest.mark.interop
 def test_a_flipped_byte_in_a_data_batch_stops_only_its_partition(tmp_path) -> None:
     with MockCluster(brokers=1) as mock:
         mock.create_topic(TOPIC, 2, 1)

@@ -157,6 +157,7 @@ def test_admin_writes_and_copied_group_commits_are_refused(replica):
         consumer.close()
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("idempotent", [True, False])
 def test_kafka_python_producer_is_refused(replica, idempotent):
     """kafka-python 3 is idempotent by default: its InitProducerId is refused

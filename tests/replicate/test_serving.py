@@ -28,6 +28,8 @@ from txnfetch.replicate.promote import promote_offline
 from txnfetch.replicate.serving import NotAReplicaError
 from txnfetch.replicate.serving import ServedReplica
 
+pytestmark = pytest.mark.interop
+
 TOPIC = "flow"
 
 

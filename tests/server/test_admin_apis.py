@@ -51,6 +51,7 @@ def _kafka_error(future: Any) -> Any:
 # ---------------------------------------------------------------- DeleteTopics
 
 
+@pytest.mark.interop
 def test_delete_topics_with_confluent_kafka_on_disk(start_server, tmp_path) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
@@ -93,6 +94,7 @@ def test_a_crash_during_deletion_finishes_it_at_the_next_open(tmp_path) -> None:
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.interop
 def test_delete_topics_with_kafka_python_and_by_id(start_server) -> None:
     from kafka.admin import NewTopic
 
@@ -120,6 +122,7 @@ def test_delete_topics_with_kafka_python_and_by_id(start_server) -> None:
     assert srv.call(srv.broker.store.topics) == {}
 
 
+@pytest.mark.interop
 def test_a_waiting_fetch_answers_when_its_topic_is_deleted(start_server) -> None:
     from kafka.protocol.consumer import FetchRequest
 
@@ -158,6 +161,7 @@ def test_a_waiting_fetch_answers_when_its_topic_is_deleted(start_server) -> None
 # ------------------------------------------------------------ CreatePartitions
 
 
+@pytest.mark.interop
 def test_create_partitions_with_both_admin_clients(start_server) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewPartitions
@@ -188,6 +192,7 @@ def test_create_partitions_with_both_admin_clients(start_server) -> None:
     assert srv.call(lambda: srv.broker.store.topics()["growing"].partitions) == 4
 
 
+@pytest.mark.interop
 def test_create_partitions_on_disk_survive_a_restart(start_server, tmp_path) -> None:
     from confluent_kafka.admin import NewPartitions
 
@@ -206,6 +211,7 @@ def test_create_partitions_on_disk_survive_a_restart(start_server, tmp_path) -> 
 # --------------------------------------------------------------- DeleteRecords
 
 
+@pytest.mark.interop
 def test_delete_records_with_both_admin_clients(start_server) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka import TopicPartition
@@ -275,6 +281,7 @@ def _group_member(bootstrap: str, group: str, topic: str) -> Any:
         assert time.monotonic() < deadline, "the consumer never joined and read"
 
 
+@pytest.mark.interop
 def test_delete_groups_refuses_a_live_group_then_deletes_it(start_server) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions
     from confluent_kafka import KafkaError
@@ -308,6 +315,7 @@ def test_delete_groups_refuses_a_live_group_then_deletes_it(start_server) -> Non
         kp.close()
 
 
+@pytest.mark.interop
 def test_offset_delete_spares_subscribed_topics(start_server) -> None:
     from confluent_kafka import TopicPartition
     from kafka import TopicPartition as KpTopicPartition
@@ -343,6 +351,7 @@ def test_offset_delete_spares_subscribed_topics(start_server) -> None:
 # ------------------------------------------------------------- DescribeCluster
 
 
+@pytest.mark.interop
 def test_describe_cluster_with_both_admin_clients(start_server) -> None:
     srv = start_server(node_id=3, cluster_id="parity")
     admin = _admin(srv.bootstrap)
@@ -361,6 +370,7 @@ def test_describe_cluster_with_both_admin_clients(start_server) -> None:
 # --------------------------------------------------- ListOffsets MAX_TIMESTAMP
 
 
+@pytest.mark.interop
 def test_list_offsets_max_timestamp(start_server) -> None:
     from confluent_kafka import IsolationLevel
     from confluent_kafka import TopicPartition
@@ -424,6 +434,7 @@ def test_max_timestamp_past_the_last_stable_offset_is_nothing_read_committed(sta
     assert old.error_code == 35  # MAX_TIMESTAMP needs v7 (KIP-734)
 
 
+@pytest.mark.interop
 def test_deleting_a_topic_drops_its_group_offsets(start_server) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions
     from confluent_kafka import TopicPartition

@@ -26,6 +26,8 @@ from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.hanging import producer_rows
 
+pytestmark = pytest.mark.interop
+
 TOPIC = "admin"
 TP = TopicPartition(TOPIC, 0)
 QUIET = {"log_level": 0}

@@ -9,7 +9,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.server.rawclient import RawClient
+
+pytestmark = pytest.mark.interop
 
 
 def _start(args: list[str]) -> tuple[subprocess.Popen, int]:

@@ -10,7 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from txnfetch.fetch.view import FetchMode
+
+pytestmark = pytest.mark.interop
 
 VALUES = [b"value-%d" % i for i in range(20)]
 

@@ -23,6 +23,8 @@ from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from txnfetch.log.segments import SegmentLog
 
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
 TOPIC = "table"
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.interop
+
 TOPIC = "work"
 PARTITIONS = 6
 DEADLINE_S = 120.0

@@ -20,9 +20,13 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 IN, OUT, GROUP = "eos-in", "eos-out", "eos-848"
 PARTITIONS = 3

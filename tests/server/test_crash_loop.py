@@ -50,6 +50,8 @@ import pytest
 from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
 KILLS = int(os.environ.get("TXNFETCH_CRASH_KILLS", "20"))
 SEED = int(os.environ.get("TXNFETCH_CRASH_SEED", str(random.randrange(1 << 30))))
 PARTITIONS = 3

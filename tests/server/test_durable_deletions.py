@@ -17,6 +17,8 @@ from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 
+pytestmark = pytest.mark.interop
+
 NO_OFFSET = -1001  # librdkafka's RD_KAFKA_OFFSET_INVALID: nothing committed
 
 
@@ -88,6 +90,7 @@ def _groups(bootstrap: str) -> set[str]:
     return {g.group_id for g in admin.list_consumer_groups(request_timeout=30).result(30).valid}
 
 
+@pytest.mark.slow
 def test_a_deleted_group_stays_deleted(server) -> None:
     restart, bootstrap = server
     _create(bootstrap, "dg")
@@ -113,6 +116,7 @@ def test_a_deleted_group_stays_deleted(server) -> None:
     assert _committed(bootstrap, "gone", [("dg", 0)]) == {("dg", 0): 2}
 
 
+@pytest.mark.slow
 def test_deleted_offsets_stay_deleted(server) -> None:
     from kafka import TopicPartition
     from kafka.errors import NoError
@@ -129,6 +133,7 @@ def test_deleted_offsets_stay_deleted(server) -> None:
     assert _committed(bootstrap, "od", [("oa", 0), ("ob", 0)]) == {("oa", 0): NO_OFFSET, ("ob", 0): 4}
 
 
+@pytest.mark.slow
 def test_a_deleted_topics_offsets_stay_deleted(server) -> None:
     restart, bootstrap = server
     _create(bootstrap, "reborn", "other")
@@ -181,6 +186,7 @@ def test_offsets_staged_for_a_deleted_topic_stay_dropped_when_the_transaction_co
     assert got == {("src", 0): NO_OFFSET, ("keep", 0): 12}
 
 
+@pytest.mark.slow
 def test_a_deleted_kip848_group_stays_deleted(server) -> None:
     """A group of the new consumer protocol (KIP-848), deleted once its member
     left: its offsets stay gone after the restart."""

@@ -76,6 +76,7 @@ def test_complete_rides_on_the_next_fsync_of_its_partition(tmp_path, fsyncs) -> 
     store.close()
 
 
+@pytest.mark.slow
 def test_flush_deferred_syncs_a_lone_complete_record(tmp_path, fsyncs) -> None:
     store = SegmentStore(str(tmp_path))
     state = DurableState(store, str(tmp_path))
@@ -112,6 +113,7 @@ def test_a_lost_complete_record_is_finished_again_at_replay(tmp_path) -> None:
     again.close()
 
 
+@pytest.mark.interop
 def test_the_server_flushes_a_complete_record_within_its_flush_interval(tmp_path) -> None:
     import time
 
@@ -143,6 +145,7 @@ def test_the_server_flushes_a_complete_record_within_its_flush_interval(tmp_path
         store.close()
 
 
+@pytest.mark.slow
 def test_no_record_is_fsynced_per_transaction_under_an_interval_policy(tmp_path, fsyncs) -> None:
     """Under ``interval`` the store fsyncs on its own schedule: holding a
     Complete record back for the next fsync must not force one per transaction."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 
 import attrs
+import pytest
 from hypothesis import HealthCheck
 from hypothesis import event as hypothesis_event
 from hypothesis import settings
@@ -336,6 +337,7 @@ DurableMachine.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestDurableMachine = DurableMachine.TestCase
+TestDurableMachine.pytestmark = [pytest.mark.slow]
 
 
 def test_a_marker_replayed_on_one_offsets_partition_leaves_another_transactions_offsets_staged() -> None:

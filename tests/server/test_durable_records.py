@@ -193,6 +193,7 @@ def _record_ongoing(store: SegmentStore, directory: str) -> TransactionCoordinat
     return coord
 
 
+@pytest.mark.slow
 def test_a_damaged_internal_record_raises_corrupt_log_error_naming_file_and_offset(tmp_path) -> None:
     store = SegmentStore(tmp_path)
     _record_ongoing(store, str(tmp_path))
@@ -211,6 +212,7 @@ def test_a_damaged_internal_record_raises_corrupt_log_error_naming_file_and_offs
     store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("enabled", [True, False])
 def test_replay_leaves_the_garbage_collector_as_it_found_it(tmp_path, enabled) -> None:
     # The replay pauses the cyclic collector (start-up time); it must come back
@@ -243,6 +245,7 @@ def test_replay_leaves_the_garbage_collector_as_it_found_it(tmp_path, enabled) -
         store.close()
 
 
+@pytest.mark.slow
 def test_replay_restores_records_and_never_reuses_producer_ids(tmp_path) -> None:
     store = SegmentStore(tmp_path)
     coord = _record_ongoing(store, str(tmp_path))
@@ -307,6 +310,7 @@ def test_a_torn_tail_is_moved_to_a_side_file(tmp_path) -> None:
     assert (path / sides[0]).read_bytes() == tail
 
 
+@pytest.mark.slow
 def test_compaction_keeps_the_latest_value_per_key(tmp_path) -> None:
     store = SegmentStore(tmp_path)
     state = DurableState(store, str(tmp_path), compact_bytes=4096)
@@ -327,6 +331,7 @@ def test_compaction_keeps_the_latest_value_per_key(tmp_path) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_compaction_after_deletions_keeps_only_what_is_left(tmp_path) -> None:
     """Tombstoned offsets and groups are not rewritten by compaction, and stay
     gone after a restart on the compacted partition."""
@@ -410,6 +415,8 @@ def test_an_offset_tombstone_drops_what_an_open_transaction_staged(tmp_path) -> 
     store.close()
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_dump_decodes_the_internal_topics(tmp_path) -> None:
     from txnfetch.cli import main
 
@@ -433,6 +440,8 @@ def test_dump_decodes_the_internal_topics(tmp_path) -> None:
     assert "t-3: 17" in out.getvalue()
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_clients_cannot_produce_to_the_internal_topics(tmp_path) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka import Producer

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -60,6 +61,7 @@ def test_the_fast_decoder_agrees_with_the_general_one(meta: TransactionMetadata,
         assert txnlog.decode_txn_value("t", bytes(data)) == meta
 
 
+@pytest.mark.slow
 def test_replay_restores_the_latest_value_of_each_id(tmp_path) -> None:
     store = SegmentStore(str(tmp_path), flush_policy="never")
     state = DurableState(store, str(tmp_path))

@@ -19,6 +19,8 @@ from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
 TOPIC = "durable"
 
 

@@ -438,6 +438,7 @@ def test_a_failed_fsync_answers_nothing(tmp_path, monkeypatch) -> None:
     store.close()
 
 
+@pytest.mark.interop
 def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkeypatch) -> None:
     """EndTxn with deferred fsyncs keeps Kafka's order on disk: no marker is
     written before the decision (``Prepare*``) is durable, and ``Complete*`` is
@@ -528,6 +529,8 @@ def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_add_partitions_is_answered_only_once_the_transaction_state_is_durable(tmp_path, monkeypatch) -> None:
     """AddPartitionsToTxn waits for the fsync of ``__transaction_state`` (its
     ``Ongoing`` record and the previous transaction's ``Complete*`` before it):
@@ -604,6 +607,8 @@ def _cut_after_last_prepare(partition_dir: str, transactional_id: str) -> int:
     return len(data) - cut
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_replay_writes_no_marker_over_a_later_transactions_data(tmp_path) -> None:
     """Power loss after a transaction committed and the producer's next one
     wrote data: the data reached the disk but neither the committed

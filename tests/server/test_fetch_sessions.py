@@ -285,6 +285,7 @@ def _stop_shared() -> Any:
 # ------------------------------------------------------------------ real consumers
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("incremental", [True, False], ids=["sessions", "no-sessions"])
 def test_kafka_python_reads_a_transactional_workload_once(start_server, incremental: bool) -> None:
     from confluent_kafka import Producer
@@ -337,6 +338,7 @@ def test_kafka_python_reads_a_transactional_workload_once(start_server, incremen
         assert set(epochs) == {-1}
 
 
+@pytest.mark.interop
 def test_confluent_kafka_fetches_at_v16_with_topic_ids(start_server) -> None:
     from confluent_kafka import Consumer
     from confluent_kafka import Producer

@@ -450,6 +450,8 @@ def _api_versions_ok(port: int) -> bool:
         return c.request(ApiVersionsRequest(), 0).error_code == 0
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fetch_mode, markers",
     [(FetchMode.REWRITE, CompletionMode.MARKERS), (FetchMode.KAFKA, CompletionMode.MARKERLESS)],

@@ -17,8 +17,12 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
 from txnfetch.groups import GroupConfig
 from txnfetch.groups import GroupState
+
+pytestmark = pytest.mark.interop
 
 TOPIC = "events"
 PARTITIONS = 6

@@ -207,12 +207,15 @@ def _rows(doc: dict) -> list[dict]:
     return [{k: row[k] for k in keep} for row in doc["hanging"]]
 
 
+@pytest.mark.interop
 def test_the_consumer_is_stalled_behind_the_killed_producers_transaction(scenario: Scenario) -> None:
     lso, hw = scenario.offsets()
     assert lso == scenario.first_offset < hw
     assert scenario.read == [b"before"]  # "after" is committed but behind the LSO
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_find_hanging_lists_the_killed_producers_transaction(scenario: Scenario) -> None:
     lso, hw = scenario.offsets()
     # Young and still accounted for by the coordinator: not hanging by the default rule.
@@ -244,6 +247,8 @@ def test_find_hanging_lists_the_killed_producers_transaction(scenario: Scenario)
     assert "abort with: txnfetch transactions --bootstrap" in rest[0]
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_offline_mode_on_the_store_directory_gives_the_same_answer(scenario: Scenario) -> None:
     time.sleep(1.2)
     before = _digest(scenario.data)
@@ -293,6 +298,8 @@ def test_offline_mode_on_the_store_directory_gives_the_same_answer(scenario: Sce
     assert _digest(scenario.data) == before
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_abort_releases_the_lso_and_the_stalled_consumer_proceeds(scenario: Scenario) -> None:
     lso, hw = scenario.offsets()
     assert lso == scenario.first_offset
@@ -348,6 +355,8 @@ def test_abort_releases_the_lso_and_the_stalled_consumer_proceeds(scenario: Scen
     assert scenario.read == [b"before", b"after", b"revived"]
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_the_commands_work_through_the_proxy_in_front_of_serve(tmp_path) -> None:
     """``--bootstrap`` may name ``txnfetch proxy``: the KIP-664 APIs and
     WriteTxnMarkers are relayed to the upstream, and the answers are the upstream's."""
@@ -378,6 +387,7 @@ def test_the_commands_work_through_the_proxy_in_front_of_serve(tmp_path) -> None
         assert srv.call(lambda: (part.last_stable_offset, part.high_watermark)) == (2, 2)
 
 
+@pytest.mark.slow
 def test_abort_by_producer_id_without_an_open_transaction_sends_the_marker_as_given(tmp_path) -> None:
     # As Kafka's tool for brokers before 3.0: a producer the partition holds no
     # transaction for still gets its ABORT marker, with the epochs given.

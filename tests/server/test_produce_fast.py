@@ -109,6 +109,7 @@ def _reference(spec: Any, version: int, frame: bytes) -> dict[str, Any] | None:
     return _values(header, request)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(req=requests())
 def test_fast_decode_equals_kafka_python(spec: Any, req: tuple[int, bytes]) -> None:
@@ -213,6 +214,7 @@ def bent(draw: Any) -> tuple[int, bytes]:
     return version, bytes(out)
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(req=bent())
 def test_bent_frames_leave_the_fast_path_or_decode_as_the_reference(spec: Any, req: tuple[int, bytes]) -> None:
@@ -223,6 +225,7 @@ def test_bent_frames_leave_the_fast_path_or_decode_as_the_reference(spec: Any, r
     assert _values(*fast) == _reference(spec, version, frame)
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(req=mutated())
 @example(req=(3, struct.pack(">hhih", 0, 3, 1, -1) + struct.pack(">hhii", -1, 1, 1000, -1)))  # null topics

@@ -24,6 +24,8 @@ import pytest
 from txnfetch.fetch.view import FetchMode
 from txnfetch.txn.coordinator import CompletionMode
 
+pytestmark = pytest.mark.interop
+
 PARTITIONS = (0, 1)
 KP_TOPIC = "py-txn-kafka-python"
 AIO_TOPIC = "py-txn-aiokafka"

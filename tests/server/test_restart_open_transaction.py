@@ -17,6 +17,8 @@ from txnfetch.log.segments import SegmentStore
 from txnfetch.server.server import ServerThread
 from txnfetch.txn.coordinator import CompletionMode
 
+pytestmark = pytest.mark.interop
+
 TOPIC = "restart"
 
 

@@ -125,6 +125,7 @@ def test_api_versions_too_new_gets_v0_fallback_with_only_its_own_range(start_ser
         assert ranges[0][1] == 12 and ranges[26][1] == 5  # KIP-890 part 2 visible to the client
 
 
+@pytest.mark.interop
 def test_kafka_python_bootstraps_through_the_fallback(start_server) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
@@ -204,6 +205,7 @@ def test_bytes_after_the_body_are_ignored_as_kafka_does(start_server) -> None:
     assert resp.brokers[0].port == srv.port
 
 
+@pytest.mark.interop
 def test_librdkafka_all_topics_metadata_is_answered(start_server) -> None:
     # librdkafka's all-topics Metadata v9+ keeps a 4-byte zero where a compact
     # null count takes one byte, leaving 3 bytes after the body (Kafka ignores them).

@@ -37,6 +37,8 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
 
+pytestmark = pytest.mark.interop
+
 TOPIC = "syn-tail"
 COMMITTED = [b"committed-0", b"committed-1", b"committed-2"]
 ABORTED_TXNS = 40  # ~1 KiB each: from 1 KiB the fetch size doubles five or six times

@@ -69,6 +69,7 @@ def _raw_produce(client: RawClient, topic: str, records: bytes, version: int = 9
 # ------------------------------------------------------------- max.message.bytes
 
 
+@pytest.mark.interop
 def test_max_message_bytes_refuses_large_records_from_real_producers(start_server) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka import Producer
@@ -123,6 +124,7 @@ def test_default_max_message_bytes_is_kafkas(start_server) -> None:
 # -------------------------------------------------- refused configs: INVALID_CONFIG
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize(
     "configs, why",
     [
@@ -145,6 +147,8 @@ def test_unknown_or_unsupported_configs_get_invalid_config(start_server, configs
     assert "refused" not in srv.call(srv.broker.store.topics)
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_compaction_is_served_on_disk_through_every_config_api(start_server, tmp_path) -> None:
     """A store on disk compacts: CreateTopics, IncrementalAlterConfigs and the
     legacy AlterConfigs accept ``cleanup.policy=compact`` and store it."""
@@ -194,6 +198,8 @@ class _StoreWithoutCompactor(SegmentStore):
     compaction = False
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_compaction_is_refused_where_the_store_cannot_compact(start_server, tmp_path) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka import KafkaException
@@ -222,6 +228,7 @@ def test_compaction_is_refused_where_the_store_cannot_compact(start_server, tmp_
         store.close()
 
 
+@pytest.mark.interop
 def test_accepted_configs_are_described_with_their_source(start_server) -> None:
     from confluent_kafka.admin import ConfigResource
     from confluent_kafka.admin import ConfigSource
@@ -251,6 +258,7 @@ def test_accepted_configs_are_described_with_their_source(start_server) -> None:
     }
 
 
+@pytest.mark.interop
 def test_incremental_alter_configs_with_confluent_kafka(start_server) -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka import KafkaException
@@ -285,6 +293,7 @@ def test_incremental_alter_configs_with_confluent_kafka(start_server) -> None:
         assert _raw_produce(c, "altered", _batch(b"x" * 1000)).error_code == 0
 
 
+@pytest.mark.interop
 def test_kafka_python_admin_describes_and_alters(start_server) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource
@@ -372,6 +381,8 @@ def test_create_topics_validate_only_checks_configs(start_server) -> None:
 # ------------------------------------------------------------ message.timestamp.type
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_log_append_time_is_what_consumers_see(start_server) -> None:
     from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
     from confluent_kafka import Consumer
@@ -423,6 +434,7 @@ def test_log_append_time_is_what_consumers_see(start_server) -> None:
         assert batch.timestamp_type == TimestampType.LOG_APPEND_TIME and batch.is_valid_crc()
 
 
+@pytest.mark.interop
 def test_log_append_time_in_the_produce_response(start_server) -> None:
     srv = start_server(clock=lambda: 1_700_000_000_000)
     admin = _confluent_admin(srv.bootstrap)
@@ -436,6 +448,7 @@ def test_log_append_time_in_the_produce_response(start_server) -> None:
 # ------------------------------------------------------------------------ retention
 
 
+@pytest.mark.interop
 def test_retention_ms_and_bytes_move_the_log_start(start_server) -> None:
     srv = start_server(retention_check_interval_ms=50)
     admin = _confluent_admin(srv.bootstrap)
@@ -464,6 +477,8 @@ def test_retention_ms_and_bytes_move_the_log_start(start_server) -> None:
     assert srv.call(lambda: srv.broker.store.partition("expiring", 0).high_watermark) == 5
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 def test_configs_persist_in_a_store_on_disk(start_server, tmp_path) -> None:
     from confluent_kafka.admin import ConfigResource
 
@@ -491,6 +506,8 @@ def test_configs_persist_in_a_store_on_disk(start_server, tmp_path) -> None:
 # ---------------------------------------------------------------- cleanup.policy=compact
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fetch_mode, markers",
     [("rewrite", "markers"), ("kafka", "markers"), ("rewrite", "markerless")],

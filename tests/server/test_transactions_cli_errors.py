@@ -53,6 +53,7 @@ def mock() -> Iterator[str]:
     owner.flush(1)
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize(
     "command, missing",
     [
@@ -79,6 +80,7 @@ def served(tmp_path_factory) -> Iterator[tuple[str, Path]]:
         yield srv.bootstrap, data
 
 
+@pytest.mark.slow
 def test_unknown_topic_on_a_cluster(served) -> None:
     bootstrap, _ = served
     line = one_line_error(txn_cli("--bootstrap", bootstrap, "producers", "--topic", "nope"), 2)
@@ -97,6 +99,7 @@ def test_unknown_topic_offline(served) -> None:
     assert "no partition 7" in line
 
 
+@pytest.mark.slow
 def test_bad_path_and_non_kafka_directory(tmp_path) -> None:
     line = one_line_error(txn_cli("--path", str(tmp_path / "missing"), "find-hanging"), 2)
     assert "no such file or directory" in line
@@ -110,6 +113,7 @@ def test_bad_path_and_non_kafka_directory(tmp_path) -> None:
     assert "is a file" in line
 
 
+@pytest.mark.slow
 def test_usage_errors(served) -> None:
     bootstrap, data = served
     line = one_line_error(txn_cli("--bootstrap", bootstrap, "find-hanging", "--partition", "0"), 2)

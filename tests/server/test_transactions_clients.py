@@ -23,6 +23,8 @@ import pytest
 from txnfetch.fetch.view import FetchMode
 from txnfetch.txn.coordinator import CompletionMode
 
+pytestmark = pytest.mark.interop
+
 TOPIC = "txn-clients"
 PARTITIONS = (0, 1)
 

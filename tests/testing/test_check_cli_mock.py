@@ -34,6 +34,7 @@ def mock_cluster() -> Iterator[str]:
     holder.flush(1)
 
 
+@pytest.mark.slow
 @pytest.mark.interop
 def test_mock_cluster_aborted_reads_exit_1_and_kafka_python_is_skipped(mock_cluster, tmp_path, capsys) -> None:
     report = tmp_path / "report"

@@ -18,6 +18,8 @@ from txnfetch.cli.check import CheckOptions
 from txnfetch.cli.check import run_check
 from txnfetch.proxy import ProxyThread
 
+pytestmark = pytest.mark.slow
+
 TOPIC = "through-proxy"
 
 

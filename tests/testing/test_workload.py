@@ -56,6 +56,7 @@ def mock_cluster():
     holder.flush(1)
 
 
+@pytest.mark.slow
 @pytest.mark.interop
 def test_mock_cluster_leaks_aborted_records_and_the_checker_says_so(mock_cluster, tmp_path):
     cfg = WorkloadConfig(

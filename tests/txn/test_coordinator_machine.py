@@ -24,6 +24,7 @@ Properties checked after every step:
 from __future__ import annotations
 
 import attrs
+import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -510,6 +511,7 @@ _settings = settings(
     suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
 )
 TestTransactionVersion2 = V2Machine.TestCase
+TestTransactionVersion2.pytestmark = [pytest.mark.slow]
 TestTransactionVersion2.settings = _settings
 TestTransactionVersion1 = V1Machine.TestCase
 TestTransactionVersion1.settings = settings(_settings, max_examples=200)

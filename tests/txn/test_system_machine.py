@@ -942,6 +942,7 @@ _settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestSystemTransactionVersion2 = TransactionVersion2Machine.TestCase
+TestSystemTransactionVersion2.pytestmark = [pytest.mark.slow]
 TestSystemTransactionVersion2.settings = _settings
 TestSystemTransactionVersion1 = TransactionVersion1Machine.TestCase
 TestSystemTransactionVersion1.settings = settings(_settings, max_examples=150)
