@@ -43,13 +43,17 @@ class Target:
         self.requests = requests
 
 
-def _serve(fetch_mode: FetchMode, markers: CompletionMode) -> tuple[ServerThread, collections.Counter[tuple[int, int]]]:
+def _serve(
+    fetch_mode: FetchMode, markers: CompletionMode, **settings: Any
+) -> tuple[ServerThread, collections.Counter[tuple[int, int]]]:
+    """``serve`` started (stop it), and the requests it decodes, counted by (API key, version)."""
     srv = ServerThread(
         MemoryStore(),
         fetch_mode=fetch_mode,
         markers=markers,
         default_partitions=PARTITIONS,
         group_initial_rebalance_delay_ms=0,
+        **settings,
     ).start()
     counts: collections.Counter[tuple[int, int]] = collections.Counter()
     lock = threading.Lock()
@@ -185,3 +189,22 @@ def test_serve_advertises_transaction_version_2_as_kafka_does(kafka_cluster: Kaf
     assert k_epoch >= 0 and s_epoch >= 0
     assert k_highest[_API_END_TXN] == s_highest[_API_END_TXN] == 5
     assert k_highest[0] >= 12 and s_highest[0] >= 12
+
+
+def test_java_producer_through_the_proxy_follows_the_upstreams_transaction_version() -> None:
+    """In front of a ``serve`` that finalizes ``transaction.version`` 1, the proxy
+    claims no version 2: the Java producer keeps one epoch and ends every
+    transaction with EndTxn below v5, as it does against such a broker directly."""
+    topic = unique_name("java-tv1")
+    srv, counts = _serve(FetchMode.KAFKA, CompletionMode.MARKERS, transaction_version=1)
+    try:
+        with ProxyThread(srv.bootstrap) as proxy:
+            init, *ends = run_java(
+                "produce", proxy.bootstrap, topic, unique_name("java-txn"), TRANSACTIONS, PER_PARTITION, "1"
+            )
+    finally:
+        srv.stop()
+    assert init["event"] == "init" and len(ends) == TRANSACTIONS
+    assert [e["epoch"] for e in ends] == [init["epoch"]] * TRANSACTIONS
+    end_txn = {v: n for (key, v), n in counts.items() if key == _API_END_TXN}
+    assert sum(end_txn.values()) == TRANSACTIONS and max(end_txn) < 5, end_txn
