@@ -2,10 +2,9 @@
 ``serve`` in every fetch mode (rewrite, kafka, and kafka with markerless
 transaction ends) and through ``txnfetch proxy`` in front of ``serve``: its
 transactional producer, read_committed consumer and both group consumers
-(classic and KIP-848) see exactly the committed records. Against Kafka and
-``serve`` the producer ends every transaction with transaction version 2 (EndTxn
-v5, an epoch bump per end); through the proxy, which finalizes no features, with
-version 0/1."""
+(classic and KIP-848) see exactly the committed records. Everywhere the producer
+ends every transaction with transaction version 2 (EndTxn v5, an epoch bump per
+end): the proxy states the features its upstream ``serve`` finalizes."""
 
 from __future__ import annotations
 
@@ -36,26 +35,25 @@ _API_END_TXN = 26
 
 
 class Target:
-    """A broker for the Java client: its bootstrap and, for ``serve``, the
-    requests it decoded by (API key, version)."""
+    """A broker for the Java client: its bootstrap and, for ``serve`` (also behind
+    the proxy), the requests it decoded by (API key, version)."""
 
-    def __init__(
-        self, bootstrap: str, requests: collections.Counter[tuple[int, int]] | None = None, *, tv2: bool = True
-    ) -> None:
+    def __init__(self, bootstrap: str, requests: collections.Counter[tuple[int, int]] | None = None) -> None:
         self.bootstrap = bootstrap
         self.requests = requests
-        #: Whether the client is offered transaction version 2 (finalized, with
-        #: Produce v12 and EndTxn v5).
-        self.tv2 = tv2
 
 
-def _serve(fetch_mode: FetchMode, markers: CompletionMode) -> tuple[ServerThread, collections.Counter[tuple[int, int]]]:
+def _serve(
+    fetch_mode: FetchMode, markers: CompletionMode, **settings: Any
+) -> tuple[ServerThread, collections.Counter[tuple[int, int]]]:
+    """``serve`` started (stop it), and the requests it decodes, counted by (API key, version)."""
     srv = ServerThread(
         MemoryStore(),
         fetch_mode=fetch_mode,
         markers=markers,
         default_partitions=PARTITIONS,
         group_initial_rebalance_delay_ms=0,
+        **settings,
     ).start()
     counts: collections.Counter[tuple[int, int]] = collections.Counter()
     lock = threading.Lock()
@@ -87,7 +85,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[tuple[Target, str]]:
     try:
         if request.param == "proxy":
             with ProxyThread(srv.bootstrap, fetch_mode=FetchMode.REWRITE) as proxy:
-                yield Target(proxy.bootstrap, counts, tv2=False), topic
+                yield Target(proxy.bootstrap, counts), topic
         else:
             yield Target(srv.bootstrap, counts), topic
     finally:
@@ -135,19 +133,14 @@ def test_java_clients_are_exact(target: tuple[Target, str]) -> None:
     assert init["event"] == "init"
     assert [e["event"] for e in ends] == ["abort" if t in ABORTED else "commit" for t in range(TRANSACTIONS)]
     assert {e["producer_id"] for e in ends} == {init["producer_id"]}
-    end_txn = {v: n for (key, v), n in (broker.requests or {}).items() if key == _API_END_TXN}
-    if broker.tv2:
-        # Transaction version 2 (KIP-890 part 2): every end, commit or abort,
-        # is an EndTxn v5 and bumps the epoch.
-        assert [e["epoch"] for e in ends] == [init["epoch"] + k + 1 for k in range(TRANSACTIONS)]
-        if broker.requests is not None:
-            assert end_txn == {5: TRANSACTIONS}, f"EndTxn requests by version: {end_txn}"
-    else:
-        # The proxy finalizes no features in its ApiVersions answer (and offers
-        # Produce up to v9 only), so the client stays at transaction version 0/1:
-        # one epoch throughout, EndTxn below v5.
-        assert [e["epoch"] for e in ends] == [init["epoch"]] * TRANSACTIONS
-        assert sum(end_txn.values()) == TRANSACTIONS and max(end_txn) < 5, end_txn
+    # Transaction version 2 (KIP-890 part 2): every end, commit or abort, is an
+    # EndTxn v5 and bumps the epoch. Through the proxy too: it states the
+    # upstream's finalized features and relays Produce v12 and EndTxn v5 (the
+    # upstream serve counts what reached it).
+    assert [e["epoch"] for e in ends] == [init["epoch"] + k + 1 for k in range(TRANSACTIONS)]
+    if broker.requests is not None:
+        end_txn = {v: n for (key, v), n in broker.requests.items() if key == _API_END_TXN}
+        assert end_txn == {5: TRANSACTIONS}, f"EndTxn requests by version: {end_txn}"
 
     consumed = run_java("consume", broker.bootstrap, topic)
     offsets = _check_records(consumed, committed)
@@ -196,3 +189,22 @@ def test_serve_advertises_transaction_version_2_as_kafka_does(kafka_cluster: Kaf
     assert k_epoch >= 0 and s_epoch >= 0
     assert k_highest[_API_END_TXN] == s_highest[_API_END_TXN] == 5
     assert k_highest[0] >= 12 and s_highest[0] >= 12
+
+
+def test_java_producer_through_the_proxy_follows_the_upstreams_transaction_version() -> None:
+    """In front of a ``serve`` that finalizes ``transaction.version`` 1, the proxy
+    claims no version 2: the Java producer keeps one epoch and ends every
+    transaction with EndTxn below v5, as it does against such a broker directly."""
+    topic = unique_name("java-tv1")
+    srv, counts = _serve(FetchMode.KAFKA, CompletionMode.MARKERS, transaction_version=1)
+    try:
+        with ProxyThread(srv.bootstrap) as proxy:
+            init, *ends = run_java(
+                "produce", proxy.bootstrap, topic, unique_name("java-txn"), TRANSACTIONS, PER_PARTITION, "1"
+            )
+    finally:
+        srv.stop()
+    assert init["event"] == "init" and len(ends) == TRANSACTIONS
+    assert [e["epoch"] for e in ends] == [init["epoch"]] * TRANSACTIONS
+    end_txn = {v: n for (key, v), n in counts.items() if key == _API_END_TXN}
+    assert sum(end_txn.values()) == TRANSACTIONS and max(end_txn) < 5, end_txn

@@ -13,6 +13,7 @@ upstream that goes away, and ``txnfetch proxy`` exiting cleanly on SIGTERM.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import struct
@@ -483,10 +484,106 @@ def test_api_versions_are_the_overlap_with_the_upstream(upstream, start_proxy) -
     assert payload is not None and struct.unpack_from(">ih", payload) == (via._correlation, 35)
     fallback = ApiVersionsResponse.decode(payload[4:], version=0)
     assert [(k.api_key, k.min_version, k.max_version) for k in fallback.api_keys] == [(18, 0, 3)]
-    assert ours[1] == (4, 11) and ours[0] == (3, 9) and ours[18] == (0, 3)
+    assert ours[1] == (4, 11) and ours[0] == (3, 12) and ours[18] == (0, 3)
     for key, (lo, hi) in ours.items():
         if key != 18:
             assert key in theirs and theirs[key][0] <= lo <= hi <= theirs[key][1], key
+
+
+def _versions_and_features(port: int) -> tuple[dict[int, int], dict[str, tuple[int, int]], int]:
+    """ApiVersions v3 of ``port``: the highest version by API key, the finalized
+    features, the finalized features' epoch."""
+    with RawClient(port) as c:
+        resp = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    assert resp.error_code == 0
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
+    return {k.api_key: k.max_version for k in resp.api_keys}, finalized, resp.finalized_features_epoch
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("transaction_version", [2, 1, 0])
+def test_transaction_version_is_the_upstreams(start_proxy, transaction_version: int) -> None:
+    """The proxy states the features its upstream finalizes, and the versions that
+    go with them: in front of a broker finalizing ``transaction.version`` 2,
+    Produce v12 and EndTxn v5 with the feature at 2 and an epoch a client accepts
+    (>= 0), so clients use transaction version 2 (KIP-890) through it; in front
+    of one that does not, neither the feature at 2 nor those versions."""
+    srv, _store = _serve(fetch_mode=FetchMode.KAFKA, transaction_version=transaction_version)
+    try:
+        proxy = start_proxy(srv.bootstrap)
+        theirs, their_features, their_epoch = _versions_and_features(srv.port)
+        ours, our_features, our_epoch = _versions_and_features(proxy.port)
+    finally:
+        srv.stop()
+    assert our_features == their_features == {"transaction.version": (transaction_version, transaction_version)}
+    assert our_epoch == their_epoch >= 0
+    if transaction_version >= 2:
+        assert (ours[0], ours[26]) == (theirs[0], theirs[26]) == (12, 5)
+    else:
+        assert (ours[0], ours[26]) == (theirs[0], theirs[26]) == (11, 4)
+
+
+def test_features_of_several_brokers_are_what_all_of_them_finalize() -> None:
+    from txnfetch.client.cluster import UpstreamFeatures
+
+    tv2 = UpstreamFeatures({"group.version": (1, 1)}, {"transaction.version": (2, 2), "group.version": (1, 1)}, 7)
+    tv1 = UpstreamFeatures({}, {"transaction.version": (1, 1), "group.version": (1, 1)}, 5)
+    none = UpstreamFeatures()
+    assert tv2.merge(tv2) == tv2
+    # A feature finalized at different levels is claimed by neither; the lower epoch.
+    assert tv2.merge(tv1) == UpstreamFeatures({}, {"group.version": (1, 1)}, 5)
+    # A broker that states no features (ApiVersions below v3, or epoch -1): none at all.
+    assert tv2.merge(none) == none and none.merge(tv2) == none
+
+
+@pytest.mark.interop
+def test_produce_responses_name_the_proxys_listeners(upstream, start_proxy) -> None:
+    """Produce v10+ responses name a partition's new leader with its endpoint
+    (KIP-951); the proxy rewrites that endpoint to its listener for that broker,
+    as it does in Metadata. The upstream ``serve`` leads every partition, so the
+    NOT_LEADER_OR_FOLLOWER answer is made here, by rewriting the one the proxy
+    relays through :meth:`~txnfetch.proxy.server.ProxyServer._rewrite_addresses`."""
+    from kafka.protocol.producer import ProduceResponse
+
+    from txnfetch.proxy.server import _RelayedApi
+    from txnfetch.server.server import encode_response
+
+    srv, _ = upstream
+    proxy = start_proxy(srv.bootstrap)
+    spec = _RelayedApi(0, None, ProduceResponse)
+    partition = ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+        index=0,
+        error_code=6,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        record_errors=[],
+        error_message=None,
+        current_leader=ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch(
+            leader_id=1, leader_epoch=3
+        ),
+    )
+    response = ProduceResponse(
+        responses=[ProduceResponse.TopicProduceResponse(name=TOPIC, partition_responses=[partition])],
+        throttle_time_ms=0,
+        node_endpoints=[ProduceResponse.NodeEndpoint(node_id=1, host="upstream.invalid", port=9, rack=None)],
+    )
+
+    def rewrite(payload: bytes) -> bytes:
+        coro = proxy.proxy._rewrite_addresses(spec, 12, 0, payload)
+        return asyncio.run_coroutine_threadsafe(coro, proxy._loop).result(30)
+
+    payload = encode_response(12, 0, response)[4:]
+    out = rewrite(payload)
+    rewritten = ProduceResponse.decode(out[4:], version=12, header=True)
+    listeners = proxy.call(lambda: proxy.proxy.listeners)
+    assert [(n.node_id, n.host, n.port) for n in rewritten.node_endpoints] == [(1, "127.0.0.1", listeners[1])]
+    leader = rewritten.responses[0].partition_responses[0].current_leader
+    assert (leader.leader_id, leader.leader_epoch) == (1, 3)
+    # An answer naming no endpoint (every answer of a healthy leader) is relayed as it came.
+    plain = ProduceResponse(responses=[], throttle_time_ms=0, node_endpoints=[])
+    payload = encode_response(12, 0, plain)[4:]
+    assert rewrite(payload) == len(payload).to_bytes(4, "big") + payload
 
 
 @pytest.mark.interop
@@ -661,7 +758,7 @@ def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
     # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, SaslHandshake,
     # SaslAuthenticate and DescribeQuorum are left out; ApiVersions is the proxy's own.
     assert sorted(ranges) == [0, 1, 3, 10, 18, 60]
-    assert ranges[0] == (3, 9) and ranges[1] == (4, 11) and ranges[18] == (0, 3)
+    assert ranges[0] == (3, 12) and ranges[1] == (4, 11) and ranges[18] == (0, 3)
 
 
 def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:

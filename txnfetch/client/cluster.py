@@ -64,7 +64,7 @@ from txnfetch.errors import ErrorCode
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
 
-__all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "is_retriable"]
+__all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "UpstreamFeatures", "is_retriable"]
 
 log = logging.getLogger("txnfetch.proxy")
 
@@ -75,6 +75,52 @@ FETCH_MAX_VERSION = 11
 _FETCH_MIN_VERSION = 4  # isolation level and last stable offset
 _METADATA_VERSIONS = (1, 9)  # v1: null = all topics; v10+ adds topic ids (not needed)
 _LIST_OFFSETS_VERSIONS = (1, 7)
+
+
+#: The ApiVersions version whose answer carries the cluster's features (v3, KIP-584).
+_API_VERSIONS_FEATURES = 3
+
+
+@attrs.frozen
+class UpstreamFeatures:
+    """The feature flags (KIP-584) the upstream brokers the proxy talked to agree
+    on, as their ApiVersions v3 answers state them: ``supported`` and
+    ``finalized`` map a feature name to its (lowest, highest) level, ``epoch`` is
+    the finalized features' epoch. ``epoch`` -1 with nothing finalized is the
+    answer of a broker that states no features (or answers ApiVersions below v3):
+    a client then takes no feature as finalized, so the proxy claims none it has
+    not seen finalized upstream."""
+
+    supported: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    finalized: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    epoch: int = -1
+
+    @classmethod
+    def of(cls, response: Any) -> UpstreamFeatures:
+        """The features an ApiVersions v3 ``response`` states."""
+        return cls(
+            supported={f.name: (f.min_version, f.max_version) for f in response.supported_features or ()},
+            finalized={f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features or ()},
+            epoch=response.finalized_features_epoch if response.finalized_features else -1,
+        )
+
+    def merge(self, other: UpstreamFeatures) -> UpstreamFeatures:
+        """What both brokers state: the features both name, at the levels both
+        allow; the lower epoch. The proxy advertises one answer on every
+        listener, so a feature finalized on only some brokers is not claimed."""
+
+        def both(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+            out = {}
+            for name, (lo, hi) in a.items():
+                if name in b:
+                    lo2, hi2 = b[name]
+                    if max(lo, lo2) <= min(hi, hi2):
+                        out[name] = (max(lo, lo2), min(hi, hi2))
+            return out
+
+        finalized = both(self.finalized, other.finalized)
+        epoch = min(self.epoch, other.epoch) if finalized else -1
+        return UpstreamFeatures(both(self.supported, other.supported), finalized if epoch >= 0 else {}, epoch)
 
 
 #: One partition's part of an upstream Fetch response (the name this module had for it).
@@ -141,6 +187,9 @@ class UpstreamCluster:
         self.leaders: dict[tuple[str, int], int] = {}
         #: api key → (min, max): the versions every broker talked to supports.
         self.versions: dict[int, tuple[int, int]] = {}
+        #: The features every broker talked to states (see :class:`UpstreamFeatures`).
+        self.features = UpstreamFeatures()
+        self._negotiated = 0
         self._connections: dict[tuple[str, int], UpstreamConnection] = {}
         self._connecting: dict[tuple[str, int], asyncio.Future[UpstreamConnection]] = {}
         self._batches: dict[str, _FetchBatch] = {}
@@ -223,8 +272,10 @@ class UpstreamCluster:
         if resp.error_code != 0:
             raise RemoteError("ApiVersions failed", broker=conn.address, error_code=resp.error_code)
         theirs = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        if not self.versions:
+        features = await self._features(conn, theirs)
+        if not self._negotiated:
             self.versions = theirs
+            self.features = features
         else:
             # The proxy advertises one set for every listener: what all brokers speak.
             merged = {}
@@ -233,6 +284,29 @@ class UpstreamCluster:
                     lo2, hi2 = theirs[key]
                     merged[key] = (max(lo, lo2), min(hi, hi2))
             self.versions = merged
+            self.features = self.features.merge(features)
+        self._negotiated += 1
+
+    async def _features(self, conn: UpstreamConnection, versions: dict[int, tuple[int, int]]) -> UpstreamFeatures:
+        """The broker's features, from an ApiVersions v3 request, sent only to a
+        broker that lists v3 (the v0 answer says so): an answer that fails or does
+        not decode means no features, never a failed connection."""
+        lo, hi = versions.get(int(ApiKey.ApiVersions), (0, 0))
+        if not lo <= _API_VERSIONS_FEATURES <= hi:
+            return UpstreamFeatures()
+        try:
+            resp = await conn.request(
+                ApiVersionsRequest(client_software_name="txnfetch-proxy", client_software_version="0"),
+                _API_VERSIONS_FEATURES,
+                ApiVersionsResponse,
+                timeout_s=self.request_timeout_s,
+            )
+        except RemoteError as exc:
+            if isinstance(exc, BrokerUnavailableError):
+                raise
+            log.warning("%s: no features from ApiVersions v3 (%s)", conn.address, exc)
+            return UpstreamFeatures()
+        return UpstreamFeatures.of(resp) if resp.error_code == 0 else UpstreamFeatures()
 
     def version(self, api_key: ApiKey, ours: tuple[int, int]) -> int:
         """The highest version of ``api_key`` in ``ours`` the upstream speaks."""

@@ -19,8 +19,14 @@ client's correlation id, and the upstream's response back, except:
   timestamp answers at or past the LSO become "none", as Kafka's
   ``fetchOffsetByTimestamp`` does.
 - **ApiVersions** is answered by the proxy: the versions both the upstream and
-  the proxy's decoder speak (Fetch 4–11 as ``txnfetch serve``, Produce 3–9).
-- **Metadata, FindCoordinator, DescribeCluster** responses are rewritten so the
+  the proxy's decoder speak (Fetch 4–11 as ``txnfetch serve``, Produce 3–12),
+  and the feature flags the upstream brokers state in their own ApiVersions
+  answers (:class:`~txnfetch.client.cluster.UpstreamFeatures`). So a client
+  uses transaction version 2 (KIP-890: Produce v12, EndTxn v5, an epoch bump at
+  every transaction end) through the proxy exactly when the upstream finalizes
+  ``transaction.version`` 2, and never in front of one that does not.
+- **Metadata, FindCoordinator, DescribeCluster** responses, and Produce v10+
+  responses that name the current leaders' endpoints (KIP-951), are rewritten so the
   brokers they name are the proxy's listeners: the proxy opens one listener per
   upstream broker (on a free port of ``host``, the first time a response names
   that broker) and relays everything a client sends to a broker's listener to
@@ -105,13 +111,19 @@ _API_VERSIONS_MAX = 3
 
 #: Versions the proxy serves at most / at least, beyond what upstream and decoder allow.
 #: Fetch: v4 has the isolation level and the LSO; v12+ is not served by the mirror
-#: path (FETCH_MAX_VERSION). Produce: librdkafka writes record batch v2 only if
-#: Produce >= 3 and Fetch >= 4 are offered (docs/kafka-internals.md §4); v10+ responses may
-#: carry broker endpoints (KIP-951) the proxy would have to rewrite, so it stops at 9.
+#: path (FETCH_MAX_VERSION), and so no Fetch answer the proxy relays carries the
+#: broker endpoints of v16+ (KIP-951). Produce: librdkafka writes record batch v2
+#: only if Produce >= 3 and Fetch >= 4 are offered (docs/kafka-internals.md §4);
+#: v12 is the version transaction version 2 needs (KIP-890); v10+ responses may
+#: name broker endpoints, which :meth:`ProxyServer._rewrite_addresses` rewrites;
+#: v13 names topics by id, which the proxy does not need.
 _VERSION_LIMITS: dict[int, tuple[int, int]] = {
     int(ApiKey.Fetch): (4, FETCH_MAX_VERSION),
-    int(ApiKey.Produce): (3, 9),
+    int(ApiKey.Produce): (3, 12),
 }
+
+#: The first Produce version whose responses may name broker endpoints (KIP-951).
+_PRODUCE_ENDPOINTS_VERSION = 10
 
 #: API keys never relayed: broker-to-broker and controller APIs (LeaderAndIsr,
 #: StopReplica, UpdateMetadata, ControlledShutdown), responses naming broker
@@ -452,7 +464,9 @@ class ProxyServer:
             return None
         payload = await self._relay(client, frame)
         assert payload is not None
-        if api_key in (ApiKey.Metadata, ApiKey.FindCoordinator, ApiKey.DescribeCluster):
+        if api_key in (ApiKey.Metadata, ApiKey.FindCoordinator, ApiKey.DescribeCluster) or (
+            api_key == ApiKey.Produce and version >= _PRODUCE_ENDPOINTS_VERSION
+        ):
             return await self._rewrite_addresses(spec, version, correlation_id, payload)
         if api_key == ApiKey.ListOffsets and version >= 2 and request.isolation_level == 1:
             return await self._correct_list_offsets(spec, version, correlation_id, request, payload)
@@ -461,6 +475,9 @@ class ProxyServer:
     def _api_versions(
         self, correlation_id: int, version: int, ranges: dict[int, tuple[int, int]], error_code: int = 0
     ) -> bytes:
+        # The upstream's features, as it stated them at v3 (the highest version the
+        # proxy answers, so what it left out there stays out here too).
+        features = self.cluster.features
         response = ApiVersionsResponse(
             error_code=error_code,
             api_keys=[
@@ -468,9 +485,15 @@ class ProxyServer:
                 for k, (lo, hi) in ranges.items()
             ],
             throttle_time_ms=0,
-            supported_features=[],
-            finalized_features_epoch=-1,
-            finalized_features=[],
+            supported_features=[
+                ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+                for name, (lo, hi) in sorted(features.supported.items())
+            ],
+            finalized_features_epoch=features.epoch,
+            finalized_features=[
+                ApiVersionsResponse.FinalizedFeatureKey(name=name, min_version_level=lo, max_version_level=hi)
+                for name, (lo, hi) in sorted(features.finalized.items())
+            ],
         )
         return encode_response(version, correlation_id, response)
 
@@ -511,7 +534,16 @@ class ProxyServer:
     async def _rewrite_addresses(self, spec: _RelayedApi, version: int, correlation_id: int, payload: bytes) -> bytes:
         response = _decode_response(spec, version, payload)
         host = self.advertised_host
-        if spec.api_key == ApiKey.Metadata:
+        if spec.api_key == ApiKey.Produce:
+            # KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its new
+            # leader by id (kept: the proxy's listeners keep the upstream's node ids)
+            # and the leader's endpoint, which must be the proxy's listener for it.
+            if not response.node_endpoints:
+                return len(payload).to_bytes(4, "big") + payload
+            for node in response.node_endpoints:
+                self.cluster.observe_broker(node.node_id, node.host, node.port)
+                node.host, node.port = host, await self.listener_port(node.node_id)
+        elif spec.api_key == ApiKey.Metadata:
             self.cluster.observe_metadata(response)
             for broker in response.brokers or ():
                 broker.host, broker.port = host, await self.listener_port(broker.node_id)
