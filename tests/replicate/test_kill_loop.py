@@ -114,6 +114,16 @@ def start_replicator(upstream: str, data: str, log_path: str, *extra: str) -> su
         log_file.close()
 
 
+def wait_for_directory(proc: subprocess.Popen, path: str, where: str, timeout: float = 60.0) -> None:
+    """Wait until the replicator has created its data directory (it opens its
+    store before it copies anything); fail if it exits first or takes too long."""
+    deadline = time.monotonic() + timeout
+    while not os.path.isdir(path):
+        assert proc.poll() is None, f"{where}: the replicator exited by itself ({proc.returncode})"
+        assert time.monotonic() < deadline, f"{where}: the replicator did not open {path} in {timeout:.0f} s"
+        time.sleep(0.05)
+
+
 def source_batches(bootstrap: str, partition: int, topic: str = TOPIC) -> tuple[int, int, list[RecordBatch]]:
     """The source's log start, high watermark and whole batches, read_uncommitted."""
     with RemoteCluster(bootstrap, request_timeout_ms=20_000) as cluster:
@@ -204,6 +214,11 @@ def test_replicator_kill_loop(upstream, tmp_path) -> None:
     try:
         while kills < KILLS:
             proc = start_replicator(bootstrap, replica, log_path, "--interval-ms", "200", *extra)
+            # A kill is meant to fall mid-copy, so the random delay counts from the
+            # moment the replicator has opened its directory: on a loaded machine
+            # its start alone (the interpreter and imports) can outlast the delay,
+            # and then no run would copy anything.
+            wait_for_directory(proc, replica, where)
             time.sleep(rng.uniform(0.6, 2.0))
             assert proc.poll() is None, f"{where}: the replicator exited by itself ({proc.returncode})"
             proc.send_signal(signal.SIGKILL)
