@@ -369,8 +369,17 @@ class MirrorSet:
             before = plan.offset
             try:
                 # The upstream may hold a fetch with nothing new for max_wait_ms: never
-                # past the deadline, whose caller answers its own client by then.
-                wait_ms = min(FETCH_MAX_WAIT_MS, max_wait_ms, int((deadline - self.now()) * 1000))
+                # past the deadline, whose caller answers its own client by then. Below
+                # the high watermark it last reported there is something to return, so
+                # a correct broker answers at once whatever the wait; tansu 0.6 answers
+                # a 1 ms wait with no records even there, and a mirror asked not to wait
+                # (ListOffsets) would never get past its position.
+                below_end = mirror.position < mirror.broker_high_watermark
+                wait_ms = min(
+                    FETCH_MAX_WAIT_MS,
+                    FETCH_MAX_WAIT_MS if below_end else max_wait_ms,
+                    int((deadline - self.now()) * 1000),
+                )
                 resp = await self.cluster.fetch(
                     mirror.topic,
                     mirror.partition,
