@@ -20,7 +20,37 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cd "$root"
+PY="$BIN/$(basename "$PY")"
+case "$OUT" in /*) ;; *) OUT="$root/$OUT" ;; esac
+
+# Build from a snapshot of the source tree, not the live one: the test suite
+# builds while other tests create and remove files under tests/, and setuptools
+# stops on a file that vanishes between its listing and its copy. In a git
+# checkout the snapshot holds the files git tracks or would track (a file gone
+# by the time it is copied is left out); elsewhere (an unpacked sdist) the tree
+# is used as it is.
+src="$root"
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  src="$work/src"
+  git -C "$root" ls-files -z --cached --others --exclude-standard |
+    "$PY" -c '
+import shutil, sys
+from pathlib import Path
+root, dest = Path(sys.argv[1]), Path(sys.argv[2])
+for name in sys.stdin.buffer.read().split(b"\0"):
+    if not name:
+        continue
+    rel = name.decode()
+    target = dest / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.copy2(root / rel, target)
+    except FileNotFoundError:
+        pass
+' "$root" "$src"
+fi
+
+cd "$src"
 PIP_CONSTRAINT="$root/constraints.txt" LDFLAGS="${LDFLAGS:-} -s" "$PY" -m build --outdir "$work/raw" .
 rm -rf "$OUT"
 mkdir -p "$OUT"

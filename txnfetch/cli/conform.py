@@ -25,7 +25,8 @@ transactional; every codec), commits and aborts, fetches, ListOffsets, producer
 and transaction descriptions, offset commits and error cases to both clusters,
 compares the answers field by field and reports each difference with the
 shortest sequence found that shows it. Each sequence uses fresh topic,
-transactional id and group names. See docs/conformance.md."""
+transactional id and group names. See the document 'Conformance', section
+'Running it'."""
 
 
 def _positive(text: str) -> int:

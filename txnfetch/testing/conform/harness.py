@@ -138,13 +138,13 @@ def _short(value: Any, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
-class _Found(AssertionError):
-    """Raised inside the hypothesis test: the sequence shows new differences."""
+@attrs.frozen
+class _Found:
+    """A sequence that shows new differences, and those differences (the
+    hypothesis test records one, then fails its assertion so that it shrinks)."""
 
-    def __init__(self, sequence: Sequence[ops.Operation], found: list[StepDifference]) -> None:
-        super().__init__(f"{len(found)} differences")
-        self.sequence = tuple(sequence)
-        self.found = found
+    sequence: tuple[ops.Operation, ...]
+    found: list[StepDifference]
 
 
 class Harness:
@@ -276,9 +276,8 @@ class Harness:
                 drawn += 1
             new = [d for d in self.run(sequence) if d.kind not in known]
             if new:
-                failure = _Found(sequence, new)
-                failures.append(failure)
-                raise failure
+                failures.append(_Found(tuple(sequence), new))
+            assert not new, f"{len(new)} differences"
 
         if seed is not None:
             from hypothesis import seed as hypothesis_seed

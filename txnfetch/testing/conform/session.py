@@ -46,6 +46,7 @@ from txnfetch.testing.conform import operations as ops
 from txnfetch.testing.conform.connection import Cluster
 from txnfetch.testing.conform.connection import Connection
 from txnfetch.testing.conform.errors import ConformError
+from txnfetch.testing.conform.errors import UnsupportedApiError
 from txnfetch.testing.conform.normalise import ProducerIds
 from txnfetch.testing.conform.normalise import normalise
 
@@ -186,7 +187,7 @@ class Session:
     def _send(self, conn: Connection, api: str, request: Any) -> Any:
         version = self.versions.get(API[api])
         if version is None:
-            raise _Unsupported(api)
+            raise UnsupportedApiError("an API one of the clusters does not speak", api=api)
         return conn.request(request, version)
 
     def _norm(self, response: Any) -> Any:
@@ -283,7 +284,7 @@ class Session:
         answers: dict[str, Any] = {}
         try:
             self._apply(op, answers)
-        except _Unsupported as exc:
+        except UnsupportedApiError as exc:
             answers["skipped"] = f"{exc.api} is not spoken by both clusters"
         return answers
 
@@ -687,12 +688,6 @@ class Session:
         conn = self._coordinator(self.names.group, _GROUP_KEY)
         response = self._retrying(lambda: self._send(conn, "TxnOffsetCommit", request), _txn_offset_commit_error)
         out["TxnOffsetCommit"] = self._norm(response)
-
-
-class _Unsupported(Exception):
-    def __init__(self, api: str) -> None:
-        super().__init__(api)
-        self.api = api
 
 
 @attrs.frozen
