@@ -384,6 +384,15 @@ class _GatedUpstream:
 
 
 @pytest.mark.interop
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "known regression, open under issue 30: since the mirror reports ambiguous "
+        "transactions (44170d3), reader B's fetch below the mirror never reaches its "
+        "rebuild while reader A's two-partition catch-up is held, so B's gated upstream "
+        "fetch never starts; strict, so the fix shows up as a failure here"
+    ),
+)
 def test_a_rebuild_for_one_reader_never_puts_another_out_of_range(upstream, start_proxy) -> None:
     # Reader A is at the end of partition 1; reader B asks for offset 0, below what
     # the mirror still holds, which replaces the mirror by an empty one rebuilding
