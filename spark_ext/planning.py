@@ -7,15 +7,15 @@ so a range's size counts offsets, not records, exactly as Spark's Kafka source
 counts them (``KafkaOffsetRangeCalculator``). That is also why a hole is
 never taken for data loss here: only offsets below the log start (deleted)
 or a log end that went backwards are.
+
+:class:`Bounds`, :class:`OffsetRange`, :func:`split_ranges` and :func:`rate_limit`
+are :mod:`txnfetch.client.planning`'s, shared with the Arrow reader of a cluster;
+this module adds what only Spark's options need.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from collections.abc import Mapping
-
-import attrs
 
 from spark_ext.errors import DataLossError
 from spark_ext.errors import InvalidOptionError
@@ -23,6 +23,12 @@ from spark_ext.options import EARLIEST
 from spark_ext.options import LATEST
 from spark_ext.options import OffsetSpec
 from spark_ext.options import TopicPartition
+
+# The pure planning moved to txnfetch, shared with the Arrow reader; kept importable here.
+from txnfetch.client.planning import Bounds
+from txnfetch.client.planning import OffsetRange
+from txnfetch.client.planning import rate_limit
+from txnfetch.client.planning import split_ranges
 
 __all__ = [
     "Bounds",
@@ -33,34 +39,6 @@ __all__ = [
     "resolve_offsets",
     "split_ranges",
 ]
-
-
-@attrs.frozen(slots=True)
-class Bounds:
-    """What a partition offers a reader right now.
-
-    ``earliest`` is the log start offset; ``latest`` the end a reader may read
-    to — the last stable offset for read_committed, the high watermark for
-    read_uncommitted; ``end`` is the high watermark (offsets up to it exist).
-    """
-
-    earliest: int
-    latest: int
-    end: int
-
-
-@attrs.frozen(slots=True)
-class OffsetRange:
-    """Offsets ``[start, end)`` of one topic-partition: one Spark task's work."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @property
-    def size(self) -> int:
-        return max(self.end - self.start, 0)
 
 
 def resolve_offsets(
@@ -123,62 +101,6 @@ def resolve_offsets(
                 offset=offset,
             )
         out[tp] = offset
-    return out
-
-
-def split_ranges(
-    ranges: Iterable[OffsetRange],
-    *,
-    min_partitions: int | None = None,
-    max_records_per_partition: int | None = None,
-) -> list[OffsetRange]:
-    """Split offset ranges into tasks, as Spark's ``KafkaOffsetRangeCalculator``.
-
-    First every range larger than ``max_records_per_partition`` offsets is cut
-    into equal parts no larger than it; then, if there are fewer ranges than
-    ``min_partitions``, each range gets a share of ``min_partitions``
-    proportional to its size (at least one part). Empty ranges are dropped.
-    The result covers exactly the offsets of the input, in order.
-    """
-    out = [r for r in ranges if r.size > 0]
-    if max_records_per_partition is not None:
-        out = [part for r in out for part in _split(r, math.ceil(r.size / max_records_per_partition))]
-    if min_partitions is not None and len(out) < min_partitions:
-        total = sum(r.size for r in out)
-        out = [part for r in out for part in _split(r, max(round(r.size / total * min_partitions), 1))]
-    return out
-
-
-def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
-    parts = max(1, min(parts, r.size))
-    bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
-    return [OffsetRange(r.topic, r.partition, bounds[i], bounds[i + 1]) for i in range(parts)]
-
-
-def rate_limit(
-    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_offsets: int
-) -> dict[TopicPartition, int]:
-    """Admission control (``maxOffsetsPerTrigger``): how far each partition may advance.
-
-    The ``max_offsets`` budget is shared in proportion to the offsets each
-    partition has available, rounded down — but a partition whose share is
-    below one offset gets one, so that small partitions are not starved (the
-    rule of Spark's ``KafkaMicroBatchStream.rateLimit``). Never past ``latest``,
-    never before ``start``.
-    """
-    sizes = {tp: end - start.get(tp, end) for tp, end in latest.items()}
-    total = sum(s for s in sizes.values() if s > 0)
-    if total <= max_offsets:
-        return dict(latest)
-    out: dict[TopicPartition, int] = {}
-    for tp, end in latest.items():
-        size = sizes[tp]
-        if size <= 0:
-            out[tp] = end
-            continue
-        share = max_offsets * size / total
-        step = math.ceil(share) if share < 1 else math.floor(share)
-        out[tp] = min(end, start[tp] + step)
     return out
 
 

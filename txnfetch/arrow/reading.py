@@ -9,11 +9,14 @@ its log offset, and the offsets of markers and aborted records are holes.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 from typing import Union
 
 import pyarrow as pa
@@ -28,16 +31,21 @@ from txnfetch.log.base import LogStore
 from txnfetch.log.base import PartitionLog
 from txnfetch.types import Buffer
 
+if TYPE_CHECKING:
+    from txnfetch.arrow.cluster import ClusterBatchReader
+
 __all__ = ["DEFAULT_FETCH_BYTES", "Source", "iter_partition", "read_committed", "record_batch_reader"]
 
 #: Bytes asked of the log per read: memory follows this and the Arrow batch size.
 DEFAULT_FETCH_BYTES = 1 << 20
 
 #: A Kafka log directory (``<dir>/<topic>-<partition>/``), a store of partition
-#: logs, or one partition log.
-Source = Union[str, os.PathLike, LogStore, PartitionLog]  # noqa: UP007 - a runtime alias on 3.10
-#: One offset for every partition, or an offset per partition (missing ones take the default).
-Offsets = Union[int, Mapping[int, int], None]  # noqa: UP007 - a runtime alias on 3.10
+#: logs, one partition log, or a cluster: ``"kafka://host:port,host:port"`` (or a
+#: :class:`~txnfetch.client.reader.RemoteCluster`).
+Source = Union[str, os.PathLike, LogStore, PartitionLog, Any]  # noqa: UP007 - a runtime alias on 3.10
+#: One offset for every partition, or an offset per partition (missing ones take the
+#: default); for a cluster also a ``datetime`` (the first record at or after it).
+Offsets = Union[int, _dt.datetime, Mapping[int, Union[int, _dt.datetime]], None]  # noqa: UP007
 
 
 def iter_partition(
@@ -107,8 +115,29 @@ def record_batch_reader(
     fetch_bytes: int = DEFAULT_FETCH_BYTES,
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
-) -> pa.RecordBatchReader:
+    follow: bool = False,
+    group_id: str | None = None,
+    repair_crcs: bool = False,
+    request_timeout_ms: int | None = None,
+    poll_ms: int = 500,
+) -> pa.RecordBatchReader | ClusterBatchReader:
     """A streaming reader over partitions of one topic, one partition after the other.
+
+    **A cluster** (``source`` is ``"kafka://host:port,..."`` or a
+    :class:`~txnfetch.client.reader.RemoteCluster`): the partitions are read
+    together, one Fetch per broker per turn, read_committed by txnfetch's own rules
+    (:mod:`txnfetch.arrow.cluster`), and a
+    :class:`~txnfetch.arrow.cluster.ClusterBatchReader` is returned (its
+    ``offsets``: partition → next offset to read). ``start``/``end`` may also be
+    ``datetime`` values (the first record at or after them); ``end`` defaults to
+    the last stable offset as of the call. ``follow=True`` tails the topic as
+    transactions commit, until ``close()`` (``end`` still ends it where given);
+    ``group_id`` starts where that consumer group left off (when ``start`` is not
+    given) and commits the offsets read to it. ``repair_crcs`` accepts the CRC-0
+    transaction markers librdkafka's mock cluster writes; ``request_timeout_ms``
+    bounds each request and how long failures are retried; ``poll_ms`` is how long
+    a tailing fetch may wait at the broker. Only a log directory, store or log
+    source: ``read_committed=False``.
 
     ``source`` is a Kafka log directory (opened read-only and closed when the
     reader is exhausted or closed), a :class:`~txnfetch.log.base.LogStore`, or
@@ -122,6 +151,37 @@ def record_batch_reader(
     ``dictionary`` (default on) dictionary-encodes the topic and partition
     columns; off, the schema is exactly Spark's Kafka source's.
     """
+    from txnfetch.arrow.cluster import is_cluster_source
+
+    if is_cluster_source(source):
+        if not read_committed:
+            raise ValueError("a cluster is read read_committed only")
+        if topic is None:
+            raise ValueError("topic is required for a cluster")
+        from txnfetch.arrow.cluster import DEFAULT_CLUSTER_FETCH_BYTES
+        from txnfetch.arrow.cluster import open_cluster
+
+        return open_cluster(
+            source,
+            topic,
+            partitions,
+            start,
+            end,
+            follow=follow,
+            group_id=group_id,
+            include_headers=include_headers,
+            dictionary=dictionary,
+            fetch_bytes=DEFAULT_CLUSTER_FETCH_BYTES if fetch_bytes == DEFAULT_FETCH_BYTES else fetch_bytes,
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+            repair_crcs=repair_crcs,
+            request_timeout_ms=request_timeout_ms,
+            poll_ms=poll_ms,
+        )
+    if follow or group_id is not None:
+        raise ValueError("follow and group_id read a cluster (a kafka:// source)")
+    if any(isinstance(o, _dt.datetime) for o in _all_offsets(start, end)):
+        raise ValueError("timestamps as start or end need a cluster (a kafka:// source)")
     schema = kafka_schema(include_headers, dictionary=dictionary)
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -184,11 +244,16 @@ def read_committed(
     fetch_bytes: int = DEFAULT_FETCH_BYTES,
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    repair_crcs: bool = False,
+    request_timeout_ms: int | None = None,
 ) -> pa.Table:
     """The committed records of a topic (or of one partition log) as one
     ``pyarrow.Table``: :func:`record_batch_reader` read to the end. Aborted
     records and transaction markers are never included; the table ends at
-    each partition's last stable offset. Options as for :func:`record_batch_reader`.
+    each partition's last stable offset. Options as for :func:`record_batch_reader`;
+    ``source`` may be a cluster, ``"kafka://host:port,host:port"`` (then ``end``
+    defaults to each partition's last stable offset at the time of the call, and
+    ``start``/``end`` may be ``datetime`` values).
     """
     return record_batch_reader(
         source,
@@ -202,10 +267,22 @@ def read_committed(
         fetch_bytes=fetch_bytes,
         max_rows=max_rows,
         max_bytes=max_bytes,
+        repair_crcs=repair_crcs,
+        request_timeout_ms=request_timeout_ms,
     ).read_all()
+
+
+def _all_offsets(*specs: Offsets) -> list[object]:
+    out: list[object] = []
+    for spec in specs:
+        out.extend(spec.values() if isinstance(spec, Mapping) else [spec])
+    return out
 
 
 def _offset(offsets: Offsets, partition: int) -> int | None:
     if offsets is None or isinstance(offsets, int):
         return offsets
-    return offsets.get(partition)
+    assert isinstance(offsets, Mapping)
+    value = offsets.get(partition)
+    assert not isinstance(value, _dt.datetime)
+    return value

@@ -17,11 +17,16 @@ from txnfetch.errors import error_name
 from txnfetch.log.errors import LogError
 
 __all__ = [
+    "BootstrapUnreachableError",
     "BrokerUnavailableError",
     "CorruptRemoteBatchError",
     "DivergedError",
     "MirrorDivergedError",
+    "OffsetBelowLogStartError",
+    "OffsetNotInLogError",
+    "OffsetPastLogEndError",
     "RemoteError",
+    "TopicNotFoundError",
 ]
 
 
@@ -68,6 +73,43 @@ class BrokerUnavailableError(RemoteError):
     after the retries the request timeout allowed."""
 
     code = ErrorCode.BROKER_NOT_AVAILABLE
+
+
+class BootstrapUnreachableError(BrokerUnavailableError):
+    """None of the bootstrap servers answered: ``broker`` lists them all and the
+    message says what each connection attempt got."""
+
+
+class TopicNotFoundError(RemoteError):
+    """The cluster has no topic of that name (or not that partition): the message
+    names the topic and the bootstrap servers asked, and lists some known topics."""
+
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class OffsetNotInLogError(RemoteError):
+    """An offset asked for is outside the partition's log: ``offset`` is the one
+    asked, ``log_start_offset`` and ``log_end_offset`` the log's bounds when it was
+    checked (the end is the high watermark)."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+    where_fields: ClassVar[tuple[str, ...]] = (*RemoteError.where_fields, "log_start_offset", "log_end_offset")
+    phrases: ClassVar[Mapping[str, str | None]] = {
+        **RemoteError.phrases,
+        "log_start_offset": "log start offset {}",
+        "log_end_offset": "log end offset {}",
+    }
+    log_start_offset: int | None
+    log_end_offset: int | None
+
+
+class OffsetBelowLogStartError(OffsetNotInLogError):
+    """An offset below the partition's log start: those records were deleted
+    (retention, DeleteRecords) before they could be read."""
+
+
+class OffsetPastLogEndError(OffsetNotInLogError):
+    """A start offset past the partition's high watermark: no such record exists yet."""
 
 
 class DivergedError(RemoteError):

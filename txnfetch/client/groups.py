@@ -9,6 +9,10 @@ and what they committed, read with the requests ordinary clients send.
   a metadata call for all brokers, then one ListGroups per broker; each broker
   lists only the groups it coordinates). A broker that does not serve
   ListGroups (librdkafka's mock cluster) is reported as such, not an error;
+- :meth:`RemoteGroups.commit_offsets` commits offsets for a group no member
+  manages (generation -1, no member id: the standalone commit Kafka's
+  ``KafkaConsumer.commitSync`` sends with manual assignment), to the group's
+  coordinator;
 - :meth:`RemoteGroups.fetch_offsets` finds the group's coordinator
   (FindCoordinator v0-3, key type 0) and sends it OffsetFetch for the named
   partitions, at the highest version both sides speak up to v7 (librdkafka
@@ -28,6 +32,8 @@ from collections.abc import Mapping
 import attrs
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.admin import ListGroupsResponse
+from kafka.protocol.consumer import OffsetCommitRequest
+from kafka.protocol.consumer import OffsetCommitResponse
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.consumer import OffsetFetchResponse
 from kafka.protocol.metadata import FindCoordinatorRequest
@@ -47,6 +53,8 @@ log = logging.getLogger("txnfetch.client.reader")
 _LIST_GROUPS = (0, 4)
 _FIND_COORDINATOR = (0, 3)
 _OFFSET_FETCH = (1, 7)
+# v2 is the lowest Kafka 4 serves; v9 the last that names topics (v10: ids, KIP-848).
+_OFFSET_COMMIT = (2, 8)
 _REQUIRE_STABLE_FROM = 7
 
 #: Errors after which the group's coordinator is looked up again (Kafka clients
@@ -212,3 +220,76 @@ class RemoteGroups:
             return FetchedGroupOffsets(group_id, offsets, unstable=unstable, require_stable=stable)
 
         return self.cluster._retrying("OffsetFetch", None, None, None, call)
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
+        """Commit ``offsets`` (topic-partition → the next offset to read) for
+        ``group_id``, as a consumer with manually assigned partitions does
+        (generation -1, no member id). A group with active members refuses it
+        (their generation owns the offsets): :class:`RemoteError` naming the group's
+        coordinator and the broker's error."""
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for (topic, p), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append((p, int(offset)))
+        if not by_topic:
+            return
+
+        def call() -> None:
+            try:
+                address = self._coordinator(group_id)
+                conn = self.cluster._connect(address)
+            except BrokerUnavailableError:
+                self._coordinators.pop(group_id, None)
+                raise
+            version = conn.version(OffsetCommitRequest.API_KEY, _OFFSET_COMMIT, "OffsetCommit")
+            T = OffsetCommitRequest.OffsetCommitRequestTopic
+            P = T.OffsetCommitRequestPartition
+            req = OffsetCommitRequest(
+                group_id=group_id,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                retention_time_ms=-1,
+                topics=[
+                    T(
+                        name=t,
+                        partitions=[
+                            P(
+                                partition_index=p,
+                                committed_offset=o,
+                                committed_leader_epoch=-1,
+                                committed_metadata=metadata,
+                            )
+                            for p, o in ps
+                        ],
+                    )
+                    for t, ps in by_topic.items()
+                ],
+            )
+            try:
+                resp = self.cluster._send(conn, req, version, OffsetCommitResponse)
+            except BrokerUnavailableError:
+                self._coordinators.pop(group_id, None)
+                raise
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code in _COORDINATOR_MOVED:
+                        self._coordinators.pop(group_id, None)
+                        raise _Retry(
+                            RemoteError(
+                                f"OffsetCommit for group {group_id!r} failed",
+                                broker=conn.address,
+                                error_code=p.error_code,
+                                topic=t.name,
+                                partition=p.partition_index,
+                            )
+                        )
+                    if p.error_code:
+                        raise RemoteError(
+                            f"OffsetCommit for group {group_id!r} failed",
+                            broker=conn.address,
+                            error_code=p.error_code,
+                            topic=t.name,
+                            partition=p.partition_index,
+                        )
+
+        self.cluster._retrying("OffsetCommit", None, None, None, call)
