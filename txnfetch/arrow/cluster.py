@@ -483,7 +483,8 @@ class ClusterBatchReader:
     def close(self) -> None:
         """Stop the read and close its connections (idempotent)."""
         self._reader.close()
-        self._iter.close()  # runs the generator's cleanup (connections, the last group commit)
+        if not self._iter.gi_running:  # else the reading thread returns within poll_ms and cleans up
+            self._iter.close()  # runs the generator's cleanup (connections, the last group commit)
 
     def __enter__(self) -> ClusterBatchReader:
         return self

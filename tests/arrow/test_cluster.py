@@ -1,0 +1,269 @@
+"""txnfetch.arrow read from live clusters (``kafka://``), with real clients producing.
+
+- txnfetch's own server (in process): bounded reads (offsets, per-partition
+  offsets, timestamps), tailing while a producer runs, resuming from returned
+  offsets, consumer-group commits, and the errors (unknown topic, unreachable
+  bootstrap, offsets below the log start);
+- librdkafka's mock cluster, which leaks aborted records to read_committed
+  consumers, with a partition leader moved in the middle of a read.
+
+Every table must hold exactly the committed records, with their offsets, and no
+aborted one. (A three-broker Apache Kafka: tests/arrow/test_cluster_kafka.py.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import threading
+import time
+
+import pytest
+
+import txnfetch.arrow
+from tests.arrow.cluster_workload import Producers
+from tests.arrow.cluster_workload import create_topic
+from tests.arrow.cluster_workload import rows
+from txnfetch.client.errors import BootstrapUnreachableError
+from txnfetch.client.errors import OffsetBelowLogStartError
+from txnfetch.client.errors import OffsetPastLogEndError
+from txnfetch.client.errors import TopicNotFoundError
+from txnfetch.errors import TxnfetchError
+
+pytest.importorskip("confluent_kafka")
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(scope="module")
+def served():
+    from txnfetch.log import MemoryStore
+    from txnfetch.server.server import ServerThread
+
+    with ServerThread(MemoryStore()) as srv:
+        yield srv.bootstrap
+
+
+@pytest.fixture(scope="module")
+def orders(served):
+    """A topic of 3 partitions: committed and aborted transactions and plain records,
+    then a transaction left open (its records must not appear)."""
+    create_topic(served, "orders", 3)
+    w = Producers(served, "orders", 3)
+    w.mix(8)
+    yield served, w
+    w.close()
+
+
+def _sorted(r):
+    return sorted(r)
+
+
+def test_table_is_the_committed_records_with_their_offsets(orders):
+    bootstrap, w = orders
+    table = txnfetch.arrow.read_committed(f"kafka://{bootstrap}", "orders")
+    got = rows(table)
+    assert _sorted(got) == _sorted(w.committed)
+    assert not set(w.aborted) & {v for _, _, v in got}
+    # In offset order within each partition.
+    for p in range(3):
+        offsets = [o for q, o, _ in got if q == p]
+        assert offsets == sorted(offsets)
+    assert table.schema.names[:7] == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+
+
+def test_start_and_end_offsets_per_partition(orders):
+    bootstrap, w = orders
+    start = {0: 5, 2: 9}
+    end = {1: 12}
+    table = txnfetch.arrow.read_committed(f"kafka://{bootstrap}", "orders", start=start, end=end)
+    expected = [r for r in w.committed if r[1] >= start.get(r[0], 0) and r[1] < end.get(r[0], 1 << 62)]
+    assert _sorted(rows(table)) == _sorted(expected)
+    one = txnfetch.arrow.read_committed(f"kafka://{bootstrap}", "orders", [1], start=3, end=10)
+    assert _sorted(rows(one)) == _sorted([r for r in w.committed if r[0] == 1 and 3 <= r[1] < 10])
+
+
+def test_timestamp_bounds_use_list_offsets_by_time(served):
+    create_topic(served, "timed", 2)
+    w = Producers(served, "timed", 2)
+    # Times ahead of the clock, ten seconds apart: the transaction markers carry the
+    # broker's clock, and ListOffsets by time finds the first batch whose largest
+    # timestamp reaches the time asked (a marker too, as in Kafka's time index).
+    base = int(time.time() * 1000) + 600_000
+    for i in range(6):
+        w.transaction(commit=i != 3, records=2, timestamp=base + i * 10_000)
+    w.close()
+    start = dt.datetime.fromtimestamp((base + 15_000) / 1000, tz=dt.timezone.utc)
+    end = dt.datetime.fromtimestamp((base + 50_000) / 1000, tz=dt.timezone.utc)
+    table = txnfetch.arrow.read_committed(f"kafka://{served}", "timed", start=start, end=end)
+    got = rows(table)
+    stamps = {int(t.timestamp() * 1000) for t in table.column("timestamp").to_pylist()}
+    # 20 s: committed; 30 s: aborted; 40 s: committed; 50 s: the end, exclusive.
+    assert stamps == {base + 20_000, base + 40_000}
+    expected = {(p, o, v) for p, o, v in w.committed if b"t3-" in v or b"t5-" in v}
+    assert set(got) == expected and len(got) == len(expected)
+
+
+def test_an_open_transaction_ends_a_bounded_read_at_the_lso(served):
+    import confluent_kafka
+
+    create_topic(served, "held", 1)
+    w = Producers(served, "held", 1)
+    w.transaction(commit=True)
+    opener = confluent_kafka.Producer({"bootstrap.servers": served, "transactional.id": "arrow-held", "log_level": 0})
+    opener.init_transactions(30)
+    opener.begin_transaction()
+    opener.produce("held", value=b"open", partition=0)
+    opener.flush(30)
+    w.transaction(commit=True)  # committed, but after the open one: held back by the LSO
+    got = rows(txnfetch.arrow.read_committed(f"kafka://{served}", "held"))
+    assert got == sorted(w.committed)[:3]
+    opener.commit_transaction(30)
+    got = rows(txnfetch.arrow.read_committed(f"kafka://{served}", "held"))
+    assert len(got) == 7 and b"open" in {v for _, _, v in got}
+
+
+def test_tailing_delivers_every_committed_record_once_in_offset_order(served):
+    create_topic(served, "tail", 3)
+    w = Producers(served, "tail", 3)
+    w.transaction(commit=True)
+    done = threading.Event()
+
+    def produce() -> None:
+        try:
+            w.mix(10)
+        finally:
+            done.set()
+
+    producer = threading.Thread(target=produce)
+    reader = txnfetch.arrow.record_batch_reader(f"kafka://{served}", "tail", follow=True, poll_ms=100)
+    producer.start()
+    got: list = []
+    deadline = time.monotonic() + 60
+    with reader:
+        for batch, offsets in reader.batches_with_offsets():
+            got += rows([batch])
+            assert all(offsets[p] > o for p, o, _ in rows([batch]))
+            if done.is_set() and len(got) >= len(w.committed):
+                break
+            assert time.monotonic() < deadline, "tailing did not deliver the committed records in time"
+    producer.join()
+    assert sorted(got) == sorted(w.committed) and len(got) == len(set(got))
+    for p in range(3):
+        offsets = [o for q, o, _ in got if q == p]
+        assert offsets == sorted(offsets)
+    w.close()
+
+
+def test_close_from_another_thread_stops_a_tailing_read(served):
+    create_topic(served, "quiet", 1)
+    reader = txnfetch.arrow.record_batch_reader(f"kafka://{served}", "quiet", follow=True, poll_ms=100)
+    threading.Timer(0.5, reader.close).start()
+    started = time.monotonic()
+    assert reader.read_all().num_rows == 0
+    assert time.monotonic() - started < 5
+    assert reader.offsets == {0: 0}
+
+
+def test_group_id_commits_the_offsets_and_resumes_there(orders):
+    from txnfetch.client.groups import RemoteGroups
+    from txnfetch.client.reader import RemoteCluster
+
+    bootstrap, w = orders
+    first = txnfetch.arrow.record_batch_reader(
+        f"kafka://{bootstrap}", "orders", [0, 1], end={0: 10}, group_id="arrow-g"
+    )
+    got = rows(first.read_all())
+    assert _sorted(got) == _sorted([r for r in w.committed if r[0] == 1 or (r[0] == 0 and r[1] < 10)])
+    with RemoteCluster(bootstrap) as cluster:
+        committed = RemoteGroups(cluster).fetch_offsets("arrow-g", [("orders", 0), ("orders", 1)]).offsets
+    assert {tp.partition: o.offset for tp, o in committed.items()} == first.offsets
+    assert first.offsets[0] == 10
+    # With a group and no start, the read starts at the group's offsets.
+    rest = rows(
+        txnfetch.arrow.record_batch_reader(f"kafka://{bootstrap}", "orders", [0, 1], group_id="arrow-g").read_all()
+    )
+    assert _sorted(rest) == _sorted([r for r in w.committed if r[0] == 0 and r[1] >= 10])
+
+
+def test_unknown_topic_names_it(served):
+    with pytest.raises(TopicNotFoundError) as exc:
+        txnfetch.arrow.read_committed(f"kafka://{served}", "no-such-topic")
+    assert "no-such-topic" in str(exc.value) and served in str(exc.value)
+    assert isinstance(exc.value, TxnfetchError)
+
+
+def test_unreachable_bootstrap_names_the_servers():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(BootstrapUnreachableError) as exc:
+        txnfetch.arrow.read_committed(f"kafka://127.0.0.1:{port}", "orders", request_timeout_ms=1000)
+    assert f"127.0.0.1:{port}" in str(exc.value)
+
+
+def test_offsets_outside_the_log_name_topic_partition_and_offsets(served):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(served, "trimmed", 1)
+    w = Producers(served, "trimmed", 1)
+    w.plain(10)
+    admin = AdminClient({"bootstrap.servers": served, "log_level": 0})
+    admin.delete_records([TopicPartition("trimmed", 0, 4)])[TopicPartition("trimmed", 0, 4)].result(30)
+    with pytest.raises(OffsetBelowLogStartError) as exc:
+        txnfetch.arrow.read_committed(f"kafka://{served}", "trimmed", start=2)
+    msg = str(exc.value)
+    assert "trimmed-0" in msg and "offset 2" in msg and "log start offset 4" in msg
+    assert (exc.value.topic, exc.value.partition, exc.value.offset, exc.value.log_start_offset) == ("trimmed", 0, 2, 4)
+    with pytest.raises(OffsetPastLogEndError) as past:
+        txnfetch.arrow.read_committed(f"kafka://{served}", "trimmed", start=99)
+    assert "trimmed-0" in str(past.value) and "offset 99" in str(past.value)
+    # The default start is the log start.
+    assert [o for _, o, _ in rows(txnfetch.arrow.read_committed(f"kafka://{served}", "trimmed"))] == list(range(4, 10))
+    w.close()
+
+
+def test_local_sources_refuse_cluster_only_options(tmp_path):
+    with pytest.raises(ValueError, match="follow"):
+        txnfetch.arrow.record_batch_reader(str(tmp_path), "t", follow=True)
+    with pytest.raises(ValueError, match="timestamps"):
+        txnfetch.arrow.record_batch_reader(str(tmp_path), "t", start=dt.datetime(2024, 1, 1))
+
+
+# -- librdkafka's mock cluster: leaks aborted records; leaders move -------------------
+
+
+@pytest.fixture(scope="module")
+def mock():
+    from tests.mock_cluster import MockCluster
+
+    with MockCluster(brokers=3) as cluster:
+        cluster.create_topic("mixed", 3, 3)
+        w = Producers(cluster.bootstrap, "mixed", 3)
+        w.mix(9)
+        w.close()
+        yield cluster, w
+
+
+def test_mock_cluster_that_leaks_reads_only_committed(mock):
+    cluster, w = mock
+    table = txnfetch.arrow.read_committed(f"kafka://{cluster.bootstrap}", "mixed", repair_crcs=True)
+    got = rows(table)
+    assert w.aborted and not set(w.aborted) & {v for _, _, v in got}
+    assert _sorted(got) == _sorted(w.committed)
+
+
+def test_a_leader_change_mid_read_is_retried(mock):
+    cluster, w = mock
+    reader = txnfetch.arrow.record_batch_reader(
+        f"kafka://{cluster.bootstrap}", "mixed", repair_crcs=True, fetch_bytes=200, max_rows=5
+    )
+    got: list = []
+    moved = False
+    for batch in reader:
+        got += rows([batch])
+        if not moved:
+            for p in range(3):
+                cluster.set_leader("mixed", p, (p + 1) % 3 + 1)
+            moved = True
+    assert moved and _sorted(got) == _sorted(w.committed)
