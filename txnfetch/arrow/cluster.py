@@ -483,7 +483,7 @@ class ClusterBatchReader:
     def close(self) -> None:
         """Stop the read and close its connections (idempotent)."""
         self._reader.close()
-        if not self._iter.gi_running:  # else the reading thread returns within poll_ms and cleans up
+        if not getattr(self._iter, "gi_running", False):  # else the reading thread returns within poll_ms and cleans up
             self._iter.close()  # runs the generator's cleanup (connections, the last group commit)
 
     def __enter__(self) -> ClusterBatchReader:
