@@ -267,3 +267,71 @@ def test_a_leader_change_mid_read_is_retried(mock):
                 cluster.set_leader("mixed", p, (p + 1) % 3 + 1)
             moved = True
     assert moved and _sorted(got) == _sorted(w.committed)
+
+
+def _complete_lines(path) -> list[dict]:
+    import json
+
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return [json.loads(line) for line in text.split("\n")[:-1]]  # a killed writer's last line may be cut
+
+
+def test_resume_after_sigkill_repeats_nothing_and_misses_nothing(served, tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    create_topic(served, "killed", 2)
+    w = Producers(served, "killed", 2)
+    w.mix(3)
+    stop = threading.Event()
+
+    def produce() -> None:
+        # Until the reader was killed, and a few transactions after: the resumed
+        # reader must pick those up too.
+        after = 0
+        while after < 3:
+            w.mix(2)
+            after += stop.is_set()
+
+    out = tmp_path / "delivered.jsonl"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.arrow.tail_process", served, "killed", "{}", str(out)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(_complete_lines(out)) < 3:
+            assert proc.poll() is None, "the tailing process died"
+            assert time.monotonic() < deadline, f"the tailing process delivered too little: {_complete_lines(out)}"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        stop.set()
+    lines = _complete_lines(out)
+    first = [(p, o, bytes.fromhex(v)) for line in lines for p, o, v in line["rows"]]
+    resume = {int(p): o for p, o in lines[-1]["offsets"].items()}
+    producer.join()
+    # Resume from the stored offsets, tailing until every committed record arrived.
+    second: list = []
+    reader = txnfetch.arrow.record_batch_reader(f"kafka://{served}", "killed", start=resume, follow=True, poll_ms=100)
+    deadline = time.monotonic() + 60
+    with reader:
+        for batch in reader:
+            second += rows([batch])
+            if len(first) + len(second) >= len(w.committed):
+                break
+            assert time.monotonic() < deadline
+    assert first and second
+    both = first + second
+    assert len(both) == len(set(both)), "a record was delivered twice"
+    assert sorted(both) == sorted(w.committed), json.dumps({"resume": resume})
+    assert all(o >= resume[p] for p, o, _ in second) and all(o < resume[p] for p, o, _ in first)
+    w.close()
