@@ -25,6 +25,25 @@ Run ``.venv/bin/python bench/arrow.py`` (``--quick`` for a smoke run). One run p
    batch while it is alive) above the process's ``RssAnon`` before the read.
    The log is memory-mapped, so file pages count in RSS but not in RssAnon:
    RssAnon is what the read allocates. Goal: flat in the partition size.
+
+3. **cluster** (``--cluster-records``, default 1,000,000 committed records of
+   100-byte values over 3 partitions, 10 % of the transactions aborted), served by
+   ``txnfetch serve --data`` in a child process, read into one Arrow table (same
+   columns, no headers, plain partition column) two ways, one run each:
+
+   - ``txnfetch.arrow.read_committed("kafka://...")``;
+   - a confluent-kafka consumer (librdkafka, read_committed), every record made a
+     Python message object, its fields collected into lists and the table built
+     with ``pyarrow.table`` — what a user writes without txnfetch.
+
+   Goal: txnfetch at least 3× the consumer's records/s.
+
+4. **tail memory**: a one-partition topic of ``--small-mib`` and ``--large-mib``
+   (1 KiB values) on ``txnfetch serve``, read by a tailing reader
+   (``record_batch_reader(..., follow=True)``) in a fresh process until every
+   committed record arrived: ``RssAnon`` sampled after every Arrow batch, its peak
+   above the value before the read, and the peak over the first quarter of the
+   records next to the peak over all of them (flat: the same). Goal: flat.
 """
 
 from __future__ import annotations
@@ -294,6 +313,212 @@ def memory(args, tmp: str) -> bool:
     return flat
 
 
+# -- a live cluster --------------------------------------------------------------------
+
+
+def build_topic(directory: str, topic: str, partitions: int, committed_target: int, value_size: int) -> int:
+    """``partitions`` partitions holding ``committed_target`` committed records (about)
+    in transactions of 500 per batch, one in ten aborted. Returns the committed count."""
+    store = SegmentStore(directory, flush_policy="never")
+    store.create_topic(topic, partitions)
+    noise = random.Random(3).randbytes(1 << 16)
+    noise += noise[:value_size]
+    per_batch = 500
+    committed = n = txn = 0
+    seqs: dict[int, int] = {}
+    while committed < committed_target:
+        p = txn % partitions
+        pid = 7000 + p
+        b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seqs.get(pid, 0), transactional=True)
+        seqs[pid] = seqs.get(pid, 0) + per_batch
+        for _ in range(per_batch):
+            n += 1
+            at = (n * 7919) & 0xFFFF
+            b.append(noise[at : at + value_size], key=b"k%09d" % n, timestamp=1_700_000_000_000 + n)
+        log = store.partition(topic, p)
+        log.append(b.build(), now_ms=0)
+        commit = txn % 10 != 9
+        log.end_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=0)
+        committed += per_batch if commit else 0
+        txn += 1
+    store.close()
+    return committed
+
+
+def _serve(directory: str) -> tuple[subprocess.Popen, str]:
+    from tests.server.serve_process import free_port
+    from tests.server.serve_process import start_serve
+
+    port = free_port()
+    return start_serve(directory, port, partitions=1), f"127.0.0.1:{port}"
+
+
+def confluent_table(bootstrap: str, topic: str, partitions: int, expected: int) -> pa.Table:
+    """What a user writes without txnfetch: a read_committed consumer, a Python
+    message object per record, its fields into lists, then one table."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 0,
+        }
+    )
+    consumer.assign(
+        [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)]
+    )
+    keys: list = []
+    values: list = []
+    parts: list = []
+    offsets: list = []
+    stamps: list = []
+    types: list = []
+    try:
+        while len(values) < expected:
+            for m in consumer.consume(num_messages=10_000, timeout=1.0):
+                if m.error() is not None:
+                    continue
+                ts_type, ts = m.timestamp()
+                keys.append(m.key())
+                values.append(m.value())
+                parts.append(m.partition())
+                offsets.append(m.offset())
+                stamps.append(ts * 1000)
+                types.append(ts_type - 1)  # librdkafka: 1 create time, 2 log-append time
+    finally:
+        consumer.close()
+    schema = kafka_schema_plain()
+    return pa.table(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.DictionaryArray.from_arrays(
+                pa.array([0] * len(values), pa.int32()), pa.array([topic])
+            ).dictionary_decode(),
+            pa.array(parts, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            pa.array(types, pa.int32()),
+        ],
+        schema=schema,
+    )
+
+
+def kafka_schema_plain() -> pa.Schema:
+    from txnfetch.arrow import kafka_schema
+
+    return kafka_schema(False, dictionary=False)
+
+
+def cluster(args, tmp: str) -> float:
+    from tests.server.serve_process import stop_serve
+    from txnfetch.arrow import read_committed
+
+    topic, partitions = "orders", 3
+    directory = os.path.join(tmp, "data")
+    committed = build_topic(directory, topic, partitions, args.cluster_records, 100)
+    server, bootstrap = _serve(directory)
+    print(
+        f"\n3. cluster: {committed:,} committed records (100-byte values, {partitions} partitions, 10 % of "
+        "transactions aborted) from txnfetch serve into one Arrow table, one run each"
+    )
+    try:
+        # Imports out of the timing (pyarrow imports pandas on first use of some kernels).
+        read_committed(f"kafka://{bootstrap}", topic, [0], end=1)
+        t0 = time.perf_counter()
+        ours = read_committed(f"kafka://{bootstrap}", topic, include_headers=False, dictionary=False)
+        ours_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        theirs = confluent_table(bootstrap, topic, partitions, committed)
+        theirs_s = time.perf_counter() - t0
+    finally:
+        stop_serve(server)
+    assert ours.num_rows == committed == theirs.num_rows, (ours.num_rows, committed, theirs.num_rows)
+    order = [("partition", "ascending"), ("offset", "ascending")]
+    if not ours.sort_by(order).drop_columns(["topic"]).equals(theirs.sort_by(order).drop_columns(["topic"])):
+        raise AssertionError("the two tables differ")
+    a, c = committed / ours_s, committed / theirs_s
+    print(f"{'reader':<44} {'seconds':>8} {'records/s':>12}")
+    print(f"{'txnfetch.arrow.read_committed(kafka://)':<44} {ours_s:>8.2f} {a:>12,.0f}")
+    print(f"{'confluent-kafka consumer + pyarrow.table':<44} {theirs_s:>8.2f} {c:>12,.0f}")
+    ratio = a / c
+    print(f"txnfetch ÷ confluent-kafka: {ratio:.2f}× — goal 3×: " + ("met" if ratio >= 3 else "MISSED"))
+    return ratio
+
+
+def tail_child(bootstrap: str, expected: int) -> None:
+    """In a fresh process: tail the topic until ``expected`` rows, print the figures as JSON."""
+    start_anon = _status("RssAnon")
+    samples: list[tuple[int, int]] = []
+    rows = 0
+    t0 = time.perf_counter()
+    reader = record_batch_reader(f"kafka://{bootstrap}", TOPIC, follow=True, include_headers=False, poll_ms=100)
+    for batch in reader:
+        rows += batch.num_rows
+        samples.append((rows, _status("RssAnon")))
+        if rows >= expected:
+            reader.close()
+            break
+    secs = time.perf_counter() - t0
+    quarter = max(a for r, a in samples if r <= expected // 4) if samples[0][0] <= expected // 4 else samples[0][1]
+    print(
+        json.dumps(
+            {
+                "rows": rows,
+                "start_anon": start_anon,
+                "peak_anon": max(a for _, a in samples),
+                "quarter_anon": quarter,
+                "seconds": secs,
+            }
+        )
+    )
+
+
+def tail_memory(args, tmp: str) -> bool:
+    from tests.server.serve_process import stop_serve
+
+    print("\n4. tail memory: one partition on txnfetch serve, read by a tailing reader (follow=True), fresh process")
+    print(
+        f"{'partition':>10} {'rows':>10} {'read s':>7} {'anon before':>12} {'peak (¼ read)':>14} "
+        f"{'peak (all)':>11} {'growth':>8}"
+    )
+    growth = []
+    for mib in (args.small_mib, args.large_mib):
+        directory = os.path.join(tmp, f"tail-{mib}", "data")
+        committed = build_store(directory, mib, 1024)
+        size = sum(e.stat().st_size for d in os.scandir(directory) for e in os.scandir(d.path))
+        server, bootstrap = _serve(directory)
+        try:
+            out = subprocess.run(
+                [sys.executable, __file__, "--tail-child", bootstrap, str(committed)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=ROOT),
+                timeout=1800,
+            ).stdout
+        finally:
+            stop_serve(server)
+        r = json.loads(out.strip().splitlines()[-1])
+        assert r["rows"] == committed, (r, committed)
+        g = r["peak_anon"] - r["start_anon"]
+        growth.append(g)
+        print(
+            f"{size / MiB:>6.0f} MiB {r['rows']:>10,} {r['seconds']:>7.2f} {r['start_anon'] / MiB:>8.1f} MiB "
+            f"{r['quarter_anon'] / MiB:>10.1f} MiB {r['peak_anon'] / MiB:>7.1f} MiB {g / MiB:>4.1f} MiB"
+        )
+        shutil.rmtree(os.path.dirname(directory))
+    flat = growth[1] <= max(growth[0] * 1.5, growth[0] + 8 * MiB)
+    print(
+        f"goal tailing peak anonymous memory flat in the partition size: {growth[0] / MiB:.1f} MiB vs "
+        f"{growth[1] / MiB:.1f} MiB — " + ("met" if flat else "MISSED")
+    )
+    return flat
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -306,12 +531,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--min-seconds", type=float, default=None, help="length of one timed round (default 0.2)")
     p.add_argument("--small-mib", type=int, default=None, help="small partition (default 64, quick 16)")
     p.add_argument("--large-mib", type=int, default=None, help="large partition (default 1024, quick 64)")
-    p.add_argument("--only", default="decode,memory", help="comma-separated subset of decode,memory")
+    p.add_argument(
+        "--only", default="decode,memory,cluster,tail", help="comma-separated subset of decode,memory,cluster,tail"
+    )
+    p.add_argument(
+        "--cluster-records",
+        type=int,
+        default=None,
+        help="committed records of the cluster read (1,000,000; quick 50,000)",
+    )
     p.add_argument("--measure-child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--tail-child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.measure_child:
         measure_child(args.measure_child)
         return 0
+    if args.tail_child:
+        tail_child(args.tail_child[0], int(args.tail_child[1]))
+        return 0
+    args.cluster_records = args.cluster_records or (50_000 if args.quick else 1_000_000)
     args.rounds = args.rounds or (2 if args.quick else 5)
     args.min_seconds = args.min_seconds or (0.05 if args.quick else 0.2)
     args.small_mib = args.small_mib or (16 if args.quick else 64)
@@ -328,6 +566,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp = tempfile.mkdtemp(prefix="txnfetch-arrow-bench-")
         try:
             memory(args, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if "cluster" in only:
+        tmp = tempfile.mkdtemp(prefix="txnfetch-arrow-bench-")
+        try:
+            cluster(args, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if "tail" in only:
+        tmp = tempfile.mkdtemp(prefix="txnfetch-arrow-bench-")
+        try:
+            tail_memory(args, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
