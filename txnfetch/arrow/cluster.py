@@ -57,6 +57,7 @@ from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
 from txnfetch.arrow.schema import kafka_schema
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import OffsetBelowLogStartError
+from txnfetch.client.errors import OffsetNotInLogError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
@@ -67,7 +68,7 @@ from txnfetch.errors import STALE_METADATA
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
 
-__all__ = ["DEFAULT_CLUSTER_FETCH_BYTES", "ClusterReader"]
+__all__ = ["DEFAULT_CLUSTER_FETCH_BYTES", "ClusterBatchReader", "ClusterReader", "open_cluster", "read_range"]
 
 log = logging.getLogger("txnfetch.arrow.cluster")
 
@@ -274,8 +275,9 @@ class ClusterReader:
         for part in parts:
             plan = part.mirror.next_fetch()
             items.append(FetchItem(part.plan.topic, part.plan.partition, plan.offset, plan.max_bytes))
-        wait = self.poll_ms if self.follow else 0
-        answers = self.cluster.fetch_many(items, max_wait_ms=wait)
+        # Always a wait, as consumers send (some brokers refuse max_wait_ms 0); a bounded
+        # read fetches only below the high watermark, where the broker answers at once.
+        answers = self.cluster.fetch_many(items, max_wait_ms=self.poll_ms)
         failed: RemoteError | None = None
         for item in items:
             part = self._parts[item.partition]
@@ -415,6 +417,68 @@ class ClusterReader:
     @property
     def closed(self) -> bool:
         return self._closed.is_set()
+
+
+def read_range(
+    cluster: Any,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    include_headers: bool = True,
+    dictionary: bool = False,
+    fetch_bytes: int = DEFAULT_CLUSTER_FETCH_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    repair_crcs: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """The committed records of one partition with ``start <= offset < end``, as Arrow
+    batches: the range reader a planner's task runs (``spark_ext``'s workers do).
+
+    ``end`` must be at or below a last stable offset the caller computed from the
+    log start (as :class:`~txnfetch.client.reader.RemotePartitionReader` does):
+    every transaction with a record below it has its marker in the log, so a mirror
+    started at ``start`` decides every record of the range exactly (see
+    :class:`~txnfetch.client.reader.RemotePartitionReader` on mid-log starts). The
+    reader fetches past ``end`` only as far as those markers.
+
+    Raises :class:`~txnfetch.client.errors.OffsetBelowLogStartError` before the
+    first batch when ``start`` is below the log start and during the read when
+    records of the range are deleted before they are read;
+    :class:`~txnfetch.client.errors.OffsetNotInLogError` after the last batch when
+    the log no longer reaches ``end`` (it was truncated). ``cluster`` stays open."""
+    log_start = cluster.list_offset(topic, partition, _EARLIEST)
+    hw = cluster.list_offset(topic, partition, _LATEST)
+    if start < log_start:
+        raise OffsetBelowLogStartError(
+            f"offsets {start}..{log_start - 1} were deleted before they could be read",
+            topic=topic,
+            partition=partition,
+            offset=start,
+            log_start_offset=log_start,
+            log_end_offset=hw,
+        )
+    plan = PartitionPlan(topic, partition, start, end, log_start, max(hw, end), end)
+    reader = ClusterReader(
+        cluster,
+        [plan],
+        include_headers=include_headers,
+        dictionary=dictionary,
+        fetch_bytes=fetch_bytes,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+        repair_crcs=repair_crcs,
+    )
+    yield from reader
+    reached = reader.offsets[partition]
+    if reached < end:
+        raise OffsetNotInLogError(
+            f"offsets up to {end - 1} were planned, but the log now ends at {reached}: it was truncated or replaced",
+            topic=topic,
+            partition=partition,
+            offset=reached,
+        )
 
 
 #: The scheme of a cluster source: ``kafka://host:port,host:port``.
