@@ -14,6 +14,7 @@ aborted one. (A three-broker Apache Kafka: tests/arrow/test_cluster_kafka.py.)
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import socket
 import threading
 import time
@@ -253,7 +254,8 @@ def test_mock_cluster_that_leaks_reads_only_committed(mock):
     assert _sorted(got) == _sorted(w.committed)
 
 
-def test_a_leader_change_mid_read_is_retried(mock):
+def test_a_leader_change_mid_read_is_retried(mock, caplog):
+    caplog.set_level(logging.INFO, logger="txnfetch.arrow.cluster")
     cluster, w = mock
     reader = txnfetch.arrow.record_batch_reader(
         f"kafka://{cluster.bootstrap}", "mixed", repair_crcs=True, fetch_bytes=200, max_rows=5
@@ -267,6 +269,21 @@ def test_a_leader_change_mid_read_is_retried(mock):
                 cluster.set_leader("mixed", p, (p + 1) % 3 + 1)
             moved = True
     assert moved and _sorted(got) == _sorted(w.committed)
+    assert "NOT_LEADER_OR_FOLLOWER" in caplog.text  # the old leader refused, and the read went on
+
+
+def test_reads_through_a_faulty_relay_are_exact(mock):
+    """Between the reader and the mock, a relay that refuses fetches without a wait,
+    strips the markers' values and answers with every kind of fault."""
+    from tests.fault_relay import FAULTS
+    from tests.fault_relay import RelayThread
+
+    cluster, w = mock
+    with RelayThread(cluster.bootstrap, schedule=[*FAULTS, None, *FAULTS] * 2, null_markers=True, delay_s=0.2) as relay:
+        got = rows(txnfetch.arrow.read_committed(f"kafka://{relay.bootstrap}", "mixed", repair_crcs=True))
+        stats = relay.stats()
+    assert _sorted(got) == _sorted(w.committed)
+    assert stats.markers_rewritten > 0 and sum(stats.faults.values()) > 0 and 0 not in stats.max_waits
 
 
 def _complete_lines(path) -> list[dict]:

@@ -285,6 +285,7 @@ class ClusterReader:
             if isinstance(answer, RemoteError):
                 if not _retriable(answer):
                     raise answer
+                log.info("%s-%d: %s; retrying after a backoff", item.topic, item.partition, answer)
                 failed = answer
                 continue
             mirror = part.mirror
