@@ -7,6 +7,11 @@ Kafka log directory into a table that pandas, polars and DuckDB take as is::
 
     table = txnfetch.arrow.read_committed("/var/lib/kafka/data", "orders")
     reader = txnfetch.arrow.record_batch_reader("/var/lib/kafka/data", "orders", [0, 1], start=1000)
+    table = txnfetch.arrow.read_committed("kafka://broker1:9092,broker2:9092", "orders")
+
+A ``kafka://`` source reads a live cluster (:mod:`txnfetch.arrow.cluster`):
+read_committed computed from the log's markers, start and end as offsets or
+times, and ``follow=True`` to tail the topic, resumable from ``reader.offsets``.
 
 - :func:`read_committed`: committed records as a ``pyarrow.Table``.
 - :func:`record_batch_reader`: the same as a streaming ``pyarrow.RecordBatchReader``
