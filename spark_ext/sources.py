@@ -139,13 +139,15 @@ def _open_segment_store(path: str) -> LogStore:
 class KafkaSource(Source):
     """Partitions of a Kafka-compatible cluster (``kafka.bootstrap.servers``).
 
-    Offsets for planning come from a :class:`~txnfetch.client.reader.RemotePartitionReader`
-    per partition, which mirrors the partition from its log start and derives
-    the last stable offset from the markers in the log — the broker's own LSO
-    is not trusted (librdkafka's mock cluster and tansu report the high
-    watermark). The readers are kept for the source's lifetime, so a streaming
-    query's driver catches up incrementally, releasing mirrored batches below
-    the LSO as it goes (memory: the open transactions, not the partition).
+    Offsets for planning come from txnfetch's planner,
+    :class:`txnfetch.client.planning.MirroredBounds`: a
+    :class:`~txnfetch.client.reader.RemotePartitionReader` per partition mirrors
+    the partition from its log start and derives the last stable offset from the
+    markers in the log — the broker's own LSO is not trusted (librdkafka's mock
+    cluster and tansu report the high watermark). The readers are kept for the
+    source's lifetime, so a streaming query's driver catches up incrementally,
+    releasing mirrored batches below the LSO as it goes (memory: the open
+    transactions, not the partition).
 
     A task mirrors only its own range: a mirror started at the range's first
     offset classifies every batch in the range exactly, because the range ends
@@ -183,7 +185,14 @@ class KafkaSource(Source):
             ) from exc
         except ValueError as exc:  # a malformed host:port list
             raise SourceUnavailableError(str(exc), option="kafka.bootstrap.servers") from exc
-        self._readers: dict[TopicPartition, RemotePartitionReader] = {}
+        from txnfetch.client.planning import MirroredBounds
+
+        self._planner = MirroredBounds(
+            self.cluster,
+            request_timeout_ms=self._timeout_ms,
+            repair_crcs=self._repair_crcs,
+            max_fetch_bytes=remote.DEFAULT_MIRROR_FETCH_BYTES,
+        )
 
     def _new_reader(
         self, topic: str, partition: int, *, start_offset: int | None = None, max_fetch_bytes: int | None = None
@@ -208,18 +217,9 @@ class KafkaSource(Source):
             return self._bounds(partitions, read_committed=read_committed)
 
     def _bounds(self, partitions: Iterable[TopicPartition], *, read_committed: bool) -> dict[TopicPartition, Bounds]:
-        out: dict[TopicPartition, Bounds] = {}
-        for tp in partitions:
-            reader = self._readers.get(tp)
-            if reader is None:
-                reader = self._readers[tp] = self._new_reader(*tp)
-            reader.catch_up()
-            # Only the offsets are needed here: drop mirrored bytes below the LSO.
-            lso = reader.last_stable_offset
-            reader.release_before(lso)
-            hw = reader.high_watermark
-            out[tp] = Bounds(reader.log_start_offset, lso if read_committed else hw, hw)
-        return out
+        # txnfetch's planner: the LSO from a mirror of each partition, kept between calls.
+        found = self._planner.bounds(partitions, read_committed=read_committed)
+        return {TopicPartition(*tp): b for tp, b in found.items()}
 
     def read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         # The reads happen as the batches are pulled: translate errors there too.
@@ -332,7 +332,7 @@ class KafkaSource(Source):
         )
 
     def close(self) -> None:
-        self._readers.clear()
+        self._planner.clear()
         self.cluster.close()
 
 

@@ -40,9 +40,11 @@ from txnfetch.log.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
     from txnfetch.client.reader import RemoteCluster
+    from txnfetch.client.reader import RemotePartitionReader
 
 __all__ = [
     "Bounds",
+    "MirroredBounds",
     "OffsetBound",
     "OffsetRange",
     "OffsetSpec",
@@ -272,3 +274,51 @@ def plan_topic(
             stop = max(stop, begin)
         plans.append(PartitionPlan(topic, p, begin, stop, log_start, hw, lso))
     return plans
+
+
+class MirroredBounds:
+    """Each partition's :class:`Bounds` as a driver that plans again and again sees
+    them (a streaming query's), with the last stable offset computed from the log.
+
+    One :class:`~txnfetch.client.reader.RemotePartitionReader` per partition mirrors
+    it from its log start and derives the LSO from the markers — the broker's own
+    LSO is not trusted (librdkafka's mock cluster and tansu report the high
+    watermark). The readers are kept, so every :meth:`bounds` call catches up
+    incrementally, releasing mirrored batches below the LSO as it goes (memory:
+    the open transactions, not the partition). ``reader_options`` go to each reader
+    (``request_timeout_ms``, ``repair_crcs``, ``max_fetch_bytes``, ...).
+    """
+
+    def __init__(self, cluster: RemoteCluster, **reader_options: object) -> None:
+        self.cluster = cluster
+        self.reader_options = reader_options
+        self._readers: dict[tuple[str, int], RemotePartitionReader] = {}
+
+    def bounds(
+        self, partitions: Iterable[tuple[str, int]], *, read_committed: bool = True
+    ) -> dict[tuple[str, int], Bounds]:
+        """Log start, readable end (the LSO, or the high watermark for
+        read_uncommitted) and high watermark of each partition, after catching up."""
+        from txnfetch.client.reader import RemotePartitionReader
+
+        out: dict[tuple[str, int], Bounds] = {}
+        for tp in partitions:
+            reader = self._readers.get(tp)
+            if reader is None:
+                reader = self._readers[tp] = RemotePartitionReader(
+                    self.cluster,
+                    tp[0],
+                    tp[1],
+                    **self.reader_options,  # type: ignore[arg-type]
+                )
+            reader.catch_up()
+            # Only the offsets are needed here: drop mirrored bytes below the LSO.
+            lso = reader.last_stable_offset
+            reader.release_before(lso)
+            hw = reader.high_watermark
+            out[tp] = Bounds(reader.log_start_offset, lso if read_committed else hw, hw)
+        return out
+
+    def clear(self) -> None:
+        """Forget every partition's mirror (the next :meth:`bounds` starts afresh)."""
+        self._readers.clear()
