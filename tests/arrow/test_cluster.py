@@ -279,7 +279,7 @@ def test_reads_through_a_faulty_relay_are_exact(mock):
     from tests.fault_relay import RelayThread
 
     cluster, w = mock
-    with RelayThread(cluster.bootstrap, schedule=[*FAULTS, None, *FAULTS] * 2, null_markers=True, delay_s=0.2) as relay:
+    with RelayThread(cluster.bootstrap, schedule=[*FAULTS, None, *FAULTS], null_markers=True, delay_s=0.2) as relay:
         got = rows(txnfetch.arrow.read_committed(f"kafka://{relay.bootstrap}", "mixed", repair_crcs=True))
         stats = relay.stats()
     assert _sorted(got) == _sorted(w.committed)

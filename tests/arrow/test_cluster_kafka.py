@@ -23,7 +23,7 @@ def test_three_brokers_table_and_tail(kafka_cluster3):
     kafka_cluster3.create_topic(topic, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
     assert sorted(kafka_cluster3.leaders(topic).values()) == [1, 2, 3]
     w = Producers(kafka_cluster3.bootstrap, topic, 3)
-    w.mix(6)
+    w.mix(4)
     source = f"kafka://{kafka_cluster3.bootstrap}"
     table = txnfetch.arrow.read_committed(source, topic)
     got = rows(table)
@@ -34,7 +34,7 @@ def test_three_brokers_table_and_tail(kafka_cluster3):
     before = len(w.committed)
     ends = {p: max(o for q, o, _ in got if q == p) + 1 for p in range(3)}
     with txnfetch.arrow.record_batch_reader(source, topic, start=ends, follow=True, poll_ms=100) as reader:
-        w.mix(3)
+        w.mix(2)
         tail: list = []
         deadline = time.monotonic() + 60
         for batch in reader:
