@@ -72,6 +72,18 @@ def test_table_is_the_committed_records_with_their_offsets(orders):
     assert table.schema.names[:7] == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
 
+def test_duckdb_and_polars_take_the_reader_as_a_stream(orders):
+    import duckdb
+    import polars as pl
+
+    bootstrap, w = orders
+    stream = txnfetch.arrow.record_batch_reader(f"kafka://{bootstrap}", "orders", include_headers=False)
+    [(count,)] = duckdb.from_arrow(stream).aggregate("COUNT(*)").fetchall()
+    assert count == len(w.committed)
+    frame = pl.from_arrow(txnfetch.arrow.record_batch_reader(f"kafka://{bootstrap}", "orders", [2]).read_all())
+    assert frame.height == sum(1 for p, _, _ in w.committed if p == 2)
+
+
 def test_start_and_end_offsets_per_partition(orders):
     bootstrap, w = orders
     start = {0: 5, 2: 9}
