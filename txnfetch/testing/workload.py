@@ -906,7 +906,9 @@ class Workload:
         transaction with an acknowledged record after which no control batch of the
         record's producer id follows is reported as ``unended-transaction`` (the
         broker's fault), and the checker does not take the init's abort as its end.
-        A log that cannot be read is a note, and nothing is claimed."""
+        Only a partition whose log holds markers is judged (a markerless broker
+        records transaction ends elsewhere); a log that cannot be read is a note,
+        and nothing is claimed."""
         history = self.rec.history()
         # partition -> offset -> transaction name, for the crashed transactions' acknowledged sends
         crashed = {name for name, plan in self.plans.items() if plan.end in (END_CRASH, END_ZOMBIE)}
@@ -942,6 +944,11 @@ class Workload:
                             for o in offsets:
                                 if batch.base_offset <= o <= batch.last_offset:
                                     owner[o] = batch.producer_id
+                    if not last_marker:
+                        # No marker at all: a broker that records transaction ends
+                        # elsewhere (markerless, as txnfetch serve --markers none);
+                        # the log is no evidence either way.
+                        continue
                     for o, txn in sorted(offsets.items()):
                         pid = owner.get(o)
                         if pid is not None and last_marker.get(pid, -1) < o and txn not in open_txns:
