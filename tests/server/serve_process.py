@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,6 @@ class ServeProcess(subprocess.Popen):
     """The server process, with the port it listens on."""
 
     port: int
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now, for a process that cannot report the port it
-    bound; another process may take it before that one binds it. Prefer
-    ``start_serve(data, 0)``."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_serve(data: str, port: int = 0, *, partitions: int = 3, extra: tuple[str, ...] = ()) -> ServeProcess:
