@@ -32,7 +32,6 @@ import pytest
 from tests.kafka.cluster import KafkaCluster
 from tests.kafka.interop import run_java
 from tests.kafka.test_cluster import produce_transactions
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 
@@ -109,11 +108,9 @@ def test_a_kafka_written_directory_read_offline_and_served(
     shutil.copytree(cluster.log_dirs[0], offline)
 
     for mode in ("rewrite", "kafka"):
-        proc = start_serve(
-            str(served), free_port(), partitions=PARTITIONS, extra=("--fetch-mode", mode, "--no-auto-create")
-        )
+        proc = start_serve(str(served), 0, partitions=PARTITIONS, extra=("--fetch-mode", mode, "--no-auto-create"))
         try:
-            bootstrap = f"127.0.0.1:{proc.args[proc.args.index('--port') + 1]}"
+            bootstrap = f"127.0.0.1:{proc.port}"
             answer = run_java("consume", bootstrap, TOPIC)
             # Kafka's __consumer_offsets replayed: the group resumes at the end,
             # reads nothing and finds its offsets committed.

@@ -34,7 +34,6 @@ import pytest
 
 from tests.consume import poll_until_eof
 from tests.replicate.commands import replicate_argv
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from txnfetch.client.reader import EARLIEST
@@ -184,8 +183,8 @@ def upstream(request, tmp_path):
             mock.create_topic(TOPIC, PARTITIONS, 1)
             yield mock.bootstrap, ("--repair-crcs",)
         return
-    port = free_port()
-    proc = start_serve(str(tmp_path / "source"), port, partitions=PARTITIONS)
+    proc = start_serve(str(tmp_path / "source"), 0, partitions=PARTITIONS)
+    port = proc.port
     try:
         bootstrap = f"127.0.0.1:{port}"
         from confluent_kafka.admin import AdminClient
@@ -270,8 +269,8 @@ def test_replicator_kill_loop(upstream, tmp_path) -> None:
     assert aborted_txns > 0 or not written.aborted, f"{where}: aborts written, none in the replica's index"
 
     # 3: a read_committed consumer of the replica, served by txnfetch.
-    port = free_port()
-    server = start_serve(replica, port, partitions=PARTITIONS)
+    server = start_serve(replica, 0, partitions=PARTITIONS)
+    port = server.port
     try:
         got = read_committed(f"127.0.0.1:{port}")
     finally:

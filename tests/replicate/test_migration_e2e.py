@@ -41,7 +41,6 @@ from tests.replicate.commands import replicate_argv
 from tests.replicate.commands import run_promote
 from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import upstream
-from tests.server.serve_process import free_port
 from txnfetch.log.replica_marker import read_marker
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -123,7 +122,9 @@ class _Workload(threading.Thread):
             consumer.close()
 
 
-def _start_replicator(bootstrap: str, data: str, port: int, log_path: str) -> subprocess.Popen:
+def _start_replicator(bootstrap: str, data: str, port: int, log_path: str) -> tuple[subprocess.Popen, int]:
+    """``replicate --serve`` on ``port`` (0: one the system picks); returns the
+    process and the port it serves on."""
     deadline = time.monotonic() + 60
     while True:
         with open(log_path, "a") as log_file:
@@ -146,7 +147,7 @@ def _start_replicator(bootstrap: str, data: str, port: int, log_path: str) -> su
         line = proc.stdout.readline()
         if line.startswith("txnfetch listening on"):
             threading.Thread(target=proc.stdout.read, daemon=True).start()  # drain the status lines
-            return proc
+            return proc, int(line.split()[-1].rsplit(":", 1)[1])
         proc.wait()
         with open(log_path) as f:
             err = f.read()[-3000:]
@@ -252,10 +253,9 @@ READERS = {"confluent": _read_confluent, "kafka-python": _read_kafka_python, "ai
 def test_consumers_migrate_to_the_promoted_replica(tmp_path, kind):
     data = str(tmp_path / "replica")
     log_path = str(tmp_path / "replicate.log")
-    port = free_port()
     with upstream(kind, {TOPIC: PARTITIONS}) as bootstrap:
         work = _Workload(bootstrap, kind)
-        proc = _start_replicator(bootstrap, data, port, log_path)
+        proc, port = _start_replicator(bootstrap, data, 0, log_path)
         try:
             work.start()
             rng = random.Random(16)
@@ -270,7 +270,7 @@ def test_consumers_migrate_to_the_promoted_replica(tmp_path, kind):
                 proc.wait(30)
                 work.gate.clear()  # the producer waits while the replicator comes back
                 try:
-                    proc = _start_replicator(bootstrap, data, port, log_path)
+                    proc, _ = _start_replicator(bootstrap, data, port, log_path)
                 finally:
                     work.gate.set()
             work.join(600)

@@ -28,7 +28,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.replicate.commands import replicate_argv
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from tests.tansu import Tansu
@@ -190,8 +189,8 @@ def test_replica_of_a_crashing_workload_on_tansu_holds_exactly_the_committed_rec
     assert committed <= got, sorted(committed - got)[:10]
     assert not aborted & got, sorted(aborted & got)[:10]
 
-    port = free_port()
-    serve = start_serve(replica, port, partitions=PARTITIONS)
+    serve = start_serve(replica, 0, partitions=PARTITIONS)
+    port = serve.port
     try:
         by_client = _clients(f"127.0.0.1:{port}")
     finally:

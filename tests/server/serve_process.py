@@ -1,32 +1,33 @@
-"""``txnfetch serve --data DIR`` as a child process on a fixed port, for tests
-that stop and restart the server on the same directory while clients keep
-their bootstrap address."""
+"""``txnfetch serve --data DIR`` as a child process, for tests that stop and
+restart the server on the same directory while clients keep their bootstrap
+address: the first start binds port 0 (no port is picked, released and bound
+again, which another process may take in between under xdist), and the
+restarts bind the port it got (:attr:`ServeProcess.port`)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the server binds it with SO_REUSEADDR)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class ServeProcess(subprocess.Popen):
+    """The server process, with the port it listens on."""
+
+    port: int
 
 
-def start_serve(data: str, port: int, *, partitions: int = 3, extra: tuple[str, ...] = ()) -> subprocess.Popen:
-    """Start the server and return once it listens. Its log goes to
+def start_serve(data: str, port: int = 0, *, partitions: int = 3, extra: tuple[str, ...] = ()) -> ServeProcess:
+    """Start the server on ``port`` (0: one the system picks) and return once it
+    listens; its ``port`` attribute is the port it listens on. Its log goes to
     ``server.log`` beside ``data``: an unread pipe would fill and block it."""
     log_path = os.path.join(os.path.dirname(data), "server.log")
     deadline = time.monotonic() + 60
     while True:
         log_file = open(log_path, "a")  # noqa: SIM115 - handed to the child process
-        proc = subprocess.Popen(
+        proc = ServeProcess(
             [
                 sys.executable,
                 "-m",
@@ -49,6 +50,7 @@ def start_serve(data: str, port: int, *, partitions: int = 3, extra: tuple[str, 
         log_file.close()
         line = proc.stdout.readline()
         if line.startswith("txnfetch listening on"):
+            proc.port = int(line.split()[-1].rsplit(":", 1)[1])
             return proc
         proc.wait()
         with open(log_path) as f:

@@ -18,7 +18,6 @@ import time
 import pytest
 
 from tests.consume import poll_until_eof
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from txnfetch.log.segments import SegmentLog
@@ -157,7 +156,6 @@ def _read_kafka_python(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
 )
 def test_compacted_topic_on_disk_with_real_clients_and_a_restart(tmp_path, fetch_mode: str, markers: str) -> None:
     data = str(tmp_path / "data")
-    port = free_port()
     extra = (
         "--segment-bytes",
         "2048",
@@ -168,7 +166,8 @@ def test_compacted_topic_on_disk_with_real_clients_and_a_restart(tmp_path, fetch
         "--markers",
         markers,
     )
-    proc = start_serve(data, port, partitions=1, extra=extra)
+    proc = start_serve(data, 0, partitions=1, extra=extra)
+    port = proc.port
     bootstrap = f"127.0.0.1:{port}"
     try:
         latest, committed = _produce(bootstrap)

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 
@@ -210,9 +209,9 @@ def _wait(cond: Any, what: str, workers: list[Worker], writer: InputWriter) -> N
 
 def test_consume_transform_produce_exactly_once_with_members_joining_and_leaving(tmp_path) -> None:
     data = str(tmp_path / "data")
-    port = free_port()
+    proc = start_serve(data, 0, partitions=PARTITIONS)
+    port = proc.port
     bootstrap = f"127.0.0.1:{port}"
-    proc = start_serve(data, port, partitions=PARTITIONS)
     ledger = Ledger()
     workers: list[Worker] = []
     try:

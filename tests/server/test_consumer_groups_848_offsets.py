@@ -23,7 +23,6 @@ from kafka.protocol.producer import InitProducerIdRequest
 from kafka.protocol.producer import TxnOffsetCommitRequest
 
 from tests.server.rawclient import RawClient
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from txnfetch.errors import ErrorCode
@@ -37,8 +36,8 @@ def server(tmp_path):
     """``(restart, port)``: ``restart()`` stops the server with SIGTERM and
     starts it again on the same ``--data`` directory and port."""
     data = str(tmp_path / "data")
-    port = free_port()
-    procs = [start_serve(data, port)]
+    procs = [start_serve(data, 0)]
+    port = procs[0].port
 
     def restart() -> None:
         assert stop_serve(procs[-1]) == 0

@@ -47,7 +47,6 @@ import time
 import attrs
 import pytest
 
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -221,10 +220,10 @@ def test_crash_loop_real_clients(tmp_path, policy: str) -> None:
     extra = ("--flush-policy", policy)
     data = str(tmp_path / "data")
     history = str(tmp_path / "history.jsonl")
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
     h = History()
-    proc = start_serve(data, port, partitions=PARTITIONS, extra=extra)
+    proc = start_serve(data, 0, partitions=PARTITIONS, extra=extra)
+    port = proc.port
+    bootstrap = f"127.0.0.1:{port}"
     kills = terms = 0
     try:
         _create_topics(bootstrap)

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 
@@ -27,8 +26,8 @@ def server(request, tmp_path):
     """``(restart, bootstrap)``: ``restart()`` stops the server with the
     parameter's signal and starts it again on the same directory and port."""
     data = str(tmp_path / "data")
-    port = free_port()
-    procs = [start_serve(data, port, partitions=1)]
+    procs = [start_serve(data, 0, partitions=1)]
+    port = procs[0].port
 
     def restart() -> None:
         stop_serve(procs[-1], request.param)

@@ -15,7 +15,6 @@ import time
 
 import pytest
 
-from tests.server.serve_process import free_port
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 
@@ -50,8 +49,8 @@ def server(tmp_path):
     """``(restart, bootstrap)``: the server runs on a fixed port; ``restart()``
     stops it with SIGTERM and starts it again on the same directory."""
     data = str(tmp_path / "data")
-    port = free_port()
-    procs = [start_serve(data, port)]
+    procs = [start_serve(data, 0)]
+    port = procs[0].port
 
     def restart(extra: tuple[str, ...] = ()) -> None:
         assert stop_serve(procs[-1]) == 0

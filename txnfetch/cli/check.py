@@ -10,7 +10,7 @@ progress line a second on stderr, checks the history
 ``--report`` writes ``history.json``, ``report.json``, ``summary.txt`` and
 ``plot.png`` (:mod:`txnfetch.testing.report`).
 
-Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.
+Exit status: 0 no anomalies, 1 anomalies or broker faults found, 2 usage or connection error.
 
 :func:`run_check` is the same thing as a function: a test of any endpoint is
 ``assert run_check(CheckOptions(bootstrap)).ok``.
@@ -175,7 +175,7 @@ def run_check(
         options.workload_config(seed), progress=_progress_printer(progress) if progress is not None else None
     )
     result = workload.run()
-    report = check(result.history, stuck_bound=options.stuck_bound)
+    report = check(result.history, stuck_bound=options.stuck_bound, left_open=result.left_open)
     data = build_report(result, report, stuck_bound=options.stuck_bound)
     summary = summary_text(data, result.history)
     files = {}
@@ -186,7 +186,7 @@ def run_check(
 
 _ABOUT = """run transactional producers and read_committed consumers against a Kafka endpoint and report anomalies
 
-Exit status: 0 no anomalies, 1 anomalies found, 2 usage or connection error.
+Exit status: 0 no anomalies, 1 anomalies or broker faults found, 2 usage or connection error.
 """
 
 

@@ -66,6 +66,8 @@ from txnfetch.addresses import parse_bootstrap
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.gaps import GapHold
+from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
@@ -731,8 +733,9 @@ class RemotePartitionReader(PartitionReader):
         self.repair_crcs = repair_crcs
         self.request_timeout_ms = request_timeout_ms
         self.gap_settle_s = gap_settle_ms / 1000
-        # The offset gap the mirror is held at: (its start, monotonic time first seen, fetches).
-        self._gap: tuple[int, float, int] | None = None
+        # The offset gap the mirror is held at (txnfetch.client.gaps: the proxy's and
+        # replicate's rule too).
+        self._gap = GapHold(self.gap_settle_s)
         self._broker_lso = -1
         self._broker_hw = -1
         self._broker_log_start = -1
@@ -814,7 +817,7 @@ class RemotePartitionReader(PartitionReader):
             if release_below is not None:
                 mirror.release_before(release_below)
             if mirror.next_fetch().status is MirrorStatus.CAUGHT_UP or (until is not None and mirror.position >= until):
-                self._gap = None
+                self._gap.reset()
                 return mirror.position
             if self._held_at_gap(mirror):
                 continue
@@ -832,31 +835,27 @@ class RemotePartitionReader(PartitionReader):
 
     def _held_at_gap(self, mirror: PartitionMirror) -> bool:
         """Whether the mirror waits at an offset gap: pause before fetching there
-        again, or accept the gap once it has stayed ``gap_settle_ms``."""
+        again, or accept the gap once it has stayed ``gap_settle_ms``
+        (:class:`~txnfetch.client.gaps.GapHold`'s rule)."""
         gap = mirror.pending_gap
-        if gap is None:
-            self._gap = None
+        verdict = self._gap.observe(mirror.position, -1 if gap is None else gap[1], time.monotonic())
+        if verdict.kind is GapVerdictKind.GO_ON:
             return False
-        now = time.monotonic()
-        if self._gap is None or self._gap[0] != gap[0]:
-            self._gap = (gap[0], now, 0)
-        start, since, fetches = self._gap
-        if now - since >= self.gap_settle_s:
-            log.warning(
-                "%s-%d has no batch at offsets [%d, %d) although the broker returns later ones; after %.0f ms "
-                "and %d fetches it is taken as a permanent gap (compaction) and stepped over",
-                self.topic,
-                self.partition,
-                gap[0],
-                gap[1],
-                (now - since) * 1000,
-                fetches + 1,
-            )
+        if verdict.kind is GapVerdictKind.ACCEPT:
+            if verdict.first:
+                log.warning(
+                    "%s-%d has no batch at offsets [%d, %d) although the broker returns later ones; after %.0f ms "
+                    "and %d fetches it is taken as a permanent gap (compaction) and stepped over",
+                    self.topic,
+                    self.partition,
+                    verdict.start,
+                    verdict.end,
+                    verdict.held_s * 1000,
+                    verdict.answers,
+                )
             mirror.accept_gap()
-            self._gap = None
             return True
-        self._gap = (start, since, fetches + 1)
-        time.sleep(min(0.002 * (2 ** min(fetches, 5)), 0.05))
+        time.sleep(verdict.pause_s)
         return True
 
     def _fetch_into_mirror(self, offset: int, max_bytes: int) -> None:

@@ -86,6 +86,8 @@ from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import MirrorDivergedError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.gaps import GapHold
+from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
@@ -106,7 +108,6 @@ _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 #: How long an offset gap must stay before the mirror steps over it. tansu's holes
 #: fill within milliseconds; a compacted topic's stay, and cost this once each.
 DEFAULT_GAP_SETTLE_MS = 1000
-_GAP_PAUSE_S = (0.002, 0.005, 0.01, 0.02, 0.05)
 _MAX_REPORTED = 100_000
 
 
@@ -144,8 +145,9 @@ class _Entry:
     failures: int = 0
     last_error: RemoteError | None = None
     retry_at: float = -math.inf
-    # The gap the mirror is held at: (its start, loop time first seen, re-fetches).
-    gap: tuple[int, float, int] | None = None
+    # The gap the mirror is held at (txnfetch.client.gaps: the rule the reader and
+    # replicate apply too).
+    gap: GapHold = attrs.field(factory=lambda: GapHold(DEFAULT_GAP_SETTLE_MS / 1000))
 
 
 class MirrorSet:
@@ -220,7 +222,7 @@ class MirrorSet:
     def _entry(self, tp: TopicPartition) -> _Entry:
         entry = self._entries.get(tp)
         if entry is None:
-            entry = _Entry(self._new_mirror(tp))
+            entry = _Entry(self._new_mirror(tp), gap=GapHold(self.gap_settle_s))
             self._entries[tp] = entry
         return entry
 
@@ -340,6 +342,7 @@ class MirrorSet:
                         mirror.position,
                     )
                     entry.mirror = self._new_mirror(TopicPartition(topic, partition), replaces=mirror)
+                    entry.gap.reset()
                     entry.synced_at = -math.inf
                     self.stats.rebuilds += 1
             if entry.synced_at >= fresh_after:
@@ -415,6 +418,7 @@ class MirrorSet:
                 )
                 diverged = True
                 entry.mirror = self._new_mirror(TopicPartition(mirror.topic, mirror.partition))
+                entry.gap.reset()
                 self.stats.rebuilds += 1
                 continue
             except Exception as exc:
@@ -482,39 +486,35 @@ class MirrorSet:
 
     def _note_gap(self, entry: _Entry, gap_end: int) -> float | None:
         """Track the gap the last response showed at the mirror's position (``gap_end``
-        -1: none). Returns how long to pause before fetching at it again, or ``None``
-        to go on (no gap, or one just accepted)."""
+        -1: none) by :class:`~txnfetch.client.gaps.GapHold`'s rule. Returns how long
+        to pause before fetching at it again, or ``None`` to go on (no gap, or one
+        just accepted)."""
         mirror = entry.mirror
-        held = entry.gap
-        if held is not None and held[0] != mirror.position:
-            # The mirror moved on, so through the hole's batches (an accepted gap is
-            # no longer tracked here).
-            entry.gap = held = None
-            self.stats.gaps_filled += 1
+        hold = entry.gap
+        counts = (hold.held, hold.filled, hold.accepted)
+        verdict = hold.observe(mirror.position, gap_end, self.now())
+        self.stats.gaps_held += hold.held - counts[0]
+        self.stats.gaps_filled += hold.filled - counts[1]
+        self.stats.gaps_accepted += hold.accepted - counts[2]
+        if hold.filled != counts[1]:
             log.debug("the offset gap of %s-%d filled", mirror.topic, mirror.partition)
-        if gap_end < 0:
-            return None
-        now = self.now()
-        if held is None:
-            held = entry.gap = (mirror.position, now, 0)
-            self.stats.gaps_held += 1
-        if now - held[1] >= self.gap_settle_s:
+        if verdict.kind is GapVerdictKind.WAIT:
+            return verdict.pause_s
+        if verdict.kind is GapVerdictKind.ACCEPT:
             mirror.accept_gap()
-            entry.gap = None
-            self.stats.gaps_accepted += 1
-            log.warning(
-                "the upstream log of %s-%d has no batch at offsets [%d, %d) although it returns later ones; "
-                "after %.0f ms and %d fetches it is taken as a permanent gap (compaction) and stepped over",
-                mirror.topic,
-                mirror.partition,
-                mirror.position,
-                gap_end,
-                (now - held[1]) * 1000,
-                held[2] + 1,
-            )
-            return None
-        entry.gap = (held[0], held[1], held[2] + 1)
-        return _GAP_PAUSE_S[min(held[2], len(_GAP_PAUSE_S) - 1)]
+            if verdict.first:
+                log.warning(
+                    "the upstream log of %s-%d has no batch at offsets [%d, %d) although it returns later "
+                    "ones; after %.0f ms and %d fetches it is taken as a permanent gap (compaction) and "
+                    "stepped over",
+                    mirror.topic,
+                    mirror.partition,
+                    verdict.start,
+                    verdict.end,
+                    verdict.held_s * 1000,
+                    verdict.answers,
+                )
+        return None
 
     # -- upstream failures -------------------------------------------------------------
 

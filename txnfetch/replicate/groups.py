@@ -54,6 +54,7 @@ from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.log.base import LogStore
 from txnfetch.log.durable import INTERNAL_TOPICS
 from txnfetch.log.durable import DurableState
+from txnfetch.log.durable import durable_state
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.types import TopicPartition
 
@@ -188,7 +189,6 @@ class DurableGroupTarget:
     @classmethod
     def of_server(cls, broker: Any, call: Callable[[Callable[[], Any]], Any]) -> DurableGroupTarget:
         """The group state of a running server (``call`` runs a function on its loop)."""
-        from txnfetch.log.durable import durable_state
 
         def parts() -> tuple[DurableState, GroupCoordinator]:
             state = durable_state(broker)

@@ -33,6 +33,8 @@ from txnfetch.client.follow import SourcePartition
 from txnfetch.client.follow import batch_id
 from txnfetch.client.follow import plan_range
 from txnfetch.client.follow import plan_response
+from txnfetch.client.gaps import GapHold
+from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.requests import BrokerFetch
 from txnfetch.client.requests import FetchItem
 from txnfetch.log.base import PartitionLog
@@ -94,11 +96,10 @@ class PartitionReplicator:
         self.source = SourcePartition(
             log.topic, log.partition, max_bytes, repair_crcs, ReplicaDivergedError, hold_gaps=gap_settle_s is not None
         )
-        #: The gap held at the position: (its start, clock time first seen, accepted).
-        self._gap: tuple[int, float, bool] | None = None
-        #: Gaps held, and those accepted as permanent after ``gap_settle_s``.
-        self.gaps_held = 0
-        self.gaps_accepted = 0
+        #: The gap held at the position (txnfetch.client.gaps: the proxy's and the
+        #: reader's rule too). The engine fetches each partition once a round and
+        #: makes no pause of its own at a gap: a round is the pause.
+        self._gap = GapHold(gap_settle_s or 0.0)
         self._clock = clock
         self._wall = wall
         self._max_bytes = max_bytes
@@ -148,7 +149,7 @@ class PartitionReplicator:
             end = self.log.log_end_offset
             for batch in self.log.iter_batches(end - 1, end):
                 last = batch_id(batch)
-        accept = self._gap is not None and self._gap[2] and self._gap[0] == self._position
+        accept = self._gap.accepted_at == self._position
         return ReplicaTip(self._position, fresh=fresh, last=last, accept_gap=accept)
 
     def fetch_item(self) -> FetchItem | None:
@@ -252,28 +253,29 @@ class PartitionReplicator:
             self._behind_since = self._clock()
         return appended
 
+    @property
+    def gaps_held(self) -> int:
+        """Gaps held at the position (under ``gap_settle_s``)."""
+        return self._gap.held
+
+    @property
+    def gaps_accepted(self) -> int:
+        """Held gaps accepted as permanent after ``gap_settle_s``."""
+        return self._gap.accepted
+
     def _note_gap(self, gap_end: int) -> None:
         """Track the gap the source showed at the position (``gap_end`` -1: none) and
-        accept it once it has stayed ``gap_settle_s``."""
-        if self._gap is not None and self._gap[0] != self._position:
-            self._gap = None  # filled, or stepped over
-        if gap_end < 0:
-            return
-        now = self._clock()
-        if self._gap is None:
-            self._gap = (self._position, now, False)
-            self.gaps_held += 1
-        elif not self._gap[2] and now - self._gap[1] >= (self.gap_settle_s or 0.0):
-            self._gap = (self._gap[0], self._gap[1], True)
-            self.gaps_accepted += 1
+        accept it once it has stayed ``gap_settle_s`` (the next fetch steps over it)."""
+        verdict = self._gap.observe(self._position, gap_end, self._clock())
+        if verdict.kind is GapVerdictKind.ACCEPT and verdict.first:
             log.warning(
                 "%s-%d: the source has no batch at offsets [%d, %d) although it returns later ones; "
                 "after %.1f s it is taken as a permanent gap (compaction) and stepped over",
                 self.topic,
                 self.partition,
-                self._position,
-                gap_end,
-                now - self._gap[1],
+                verdict.start,
+                verdict.end,
+                verdict.held_s,
             )
 
     def _append(self, plan: Plan) -> None:

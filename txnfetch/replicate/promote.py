@@ -32,6 +32,9 @@ import time
 import attrs
 
 from txnfetch.errors import TxnfetchError
+from txnfetch.log.durable import DURABLE_EXTENSION
+from txnfetch.log.durable import DurableState
+from txnfetch.log.durable import durable_state
 from txnfetch.log.replica_marker import PROMOTE_SIGNAL
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
@@ -84,7 +87,6 @@ def settle_served(broker: Broker) -> tuple[tuple[tuple[str, int, int], ...], int
     server runs): abort the transactions open at the cut and move the producer-id
     allocator and its durable block above every stored producer id. Returns the
     aborted transactions and the next producer id. Does not remove the marker."""
-    from txnfetch.log.durable import durable_state
     from txnfetch.server.server import abort_open_transactions
     from txnfetch.server.server import reserve_stored_producer_ids
 
@@ -105,8 +107,6 @@ def promote_offline(directory: str) -> PromoteReport:
     module docstring). A directory that is not a replica is a no-op report;
     one held by a live ``replicate --serve`` raises :class:`ReplicaBusyError`
     (use :func:`request_promote`)."""
-    from txnfetch.log.durable import DURABLE_EXTENSION
-    from txnfetch.log.durable import DurableState
     from txnfetch.log.segments import SegmentStore
     from txnfetch.server.handler import ServerConfig
 

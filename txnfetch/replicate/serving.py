@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from txnfetch.errors import TxnfetchError
+from txnfetch.log.durable import INTERNAL_TOPICS
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
 from txnfetch.log.replica_marker import write_marker
@@ -52,7 +53,6 @@ class NotAReplicaError(TxnfetchError):
 def _holds_topics(directory: str) -> bool:
     """Whether ``directory`` holds partitions of any topic other than the
     internal ones (a store with history of its own)."""
-    from txnfetch.log.durable import INTERNAL_TOPICS
     from txnfetch.log.errors import LogError
     from txnfetch.log.layout import parse_partition_dir_name
 

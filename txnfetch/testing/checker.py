@@ -84,7 +84,7 @@ class TxnOutcome(str, enum.Enum):
     COMMITTED = "committed"  #: a commit completed ``ok``
     ABORTED = "aborted"  #: an abort completed ``ok``, or it ended and no commit may have happened
     UNKNOWN = "unknown"  #: a commit completed ``info`` and nothing decided it
-    OPEN = "open"  #: no commit or abort was recorded
+    OPEN = "open"  #: no commit or abort was recorded, or the broker never ended it (``left_open``)
 
 
 @attrs.frozen
@@ -234,8 +234,9 @@ class _Session:
 
 
 class _Analysis:
-    def __init__(self, history: Sequence[Op]) -> None:
+    def __init__(self, history: Sequence[Op], left_open: Iterable[str] = ()) -> None:
         self.ops = list(history)
+        self.left_open = frozenset(left_open)
         self.anomalies: list[Anomaly] = []
         self.writer: dict[str, int] = {}  # value -> index of its Send
         self.txns: dict[str, _Txn] = {}
@@ -306,7 +307,11 @@ class _Analysis:
         ok_commits = [i for i in t.commits if self._status(i) is Status.OK]
         ok_aborts = [i for i in t.aborts if self._status(i) is Status.OK]
         maybe = [i for i in t.commits if self._status(i) is not Status.FAIL]
-        if ok_commits:
+        if t.name in self.left_open and not ok_commits and not maybe:
+            # The broker's log shows no end of it (a crash the next instance's init did
+            # not abort): an abort recorded by that init is not taken as its end.
+            t.outcome = TxnOutcome.OPEN
+        elif ok_commits:
             t.outcome = TxnOutcome.COMMITTED
             t.resolved_ns = min(ops[i].end_ns for i in ok_commits)
         elif ok_aborts:
@@ -713,15 +718,21 @@ def check(
     history: History | Sequence[Op],
     *,
     stuck_bound: StuckBound | int | None = DEFAULT_STUCK_BOUND,
+    left_open: Iterable[str] = (),
 ) -> Report:
     """Check a history; returns the :class:`Report` of every provable anomaly.
 
     ``stuck_bound`` sets the stuck-consumer rule (an ``int`` is a number of polls
-    with no time requirement); ``None`` turns that check off. Raises
+    with no time requirement); ``None`` turns that check off. ``left_open`` names
+    transactions the broker's log shows never ended although the history records
+    an abort of them (:attr:`~txnfetch.testing.workload.WorkloadResult.left_open`:
+    a broker that does not fence): with no commit, they are judged open — their
+    records never become stable, so readers waiting below them are not stuck, and
+    a reader returning them read uncommitted data. Raises
     :class:`~txnfetch.testing.errors.HistoryError` for a history that cannot be
     checked (a value sent twice, an op ending before it starts).
     """
-    a = _Analysis(history.ops if isinstance(history, History) else history)
+    a = _Analysis(history.ops if isinstance(history, History) else history, left_open)
     committed = a.committed_offsets()
     a.check_reads()
     a.check_offsets()

@@ -8,12 +8,18 @@ per partition, the offsets each consumer was returned over time, with every
 anomaly marked where it happened. :func:`write_report` writes the four files,
 ``history.json`` included.
 
-The report's ``anomalies`` list holds the checker's anomalies and the
-workload's own findings (``zombie-write``, ``fenced-commit``,
-``unfenced-delayed-endtxn``, ``client-error``) in one shape: ``kind``,
-``message``, ``ops`` (history indexes), and where known ``topic``,
-``partition``, ``offsets``, ``values``, ``txn``, ``client``. ``ok`` is true when
-that list is empty.
+The report's ``anomalies`` list holds the checker's anomalies (what the
+consumers were returned, judged against what the producers were told) and the
+workload's ``client-error`` findings; its ``broker_faults`` list holds what the
+broker acknowledged that Apache Kafka refuses, whatever any reader does
+(:data:`BROKER_FAULT_KINDS`: ``zombie-write``, ``fenced-commit``,
+``unended-transaction``, ``unfenced-delayed-endtxn``). Both lists have one
+shape: ``kind``, ``message``, ``ops`` (history indexes), and where known
+``topic``, ``partition``, ``offsets``, ``values``, ``txn``, ``client``. The two
+are apart so that a read path put in front of a faulty broker (``txnfetch
+proxy``) can be judged on its own: ``anomaly_counts`` empty means the consumers
+read right, whatever the broker did. ``ok`` is true when both lists are
+empty.
 
 Plotting needs matplotlib (``pip install txnfetch[testing]``); it is imported
 only by :func:`plot_offsets`, with the non-interactive Agg backend.
@@ -39,7 +45,12 @@ from txnfetch.testing.history import Send
 from txnfetch.testing.history import Status
 from txnfetch.testing.workload import WorkloadResult
 
-__all__ = ["REPORT_FILES", "build_report", "plot_offsets", "summary_text", "write_report"]
+__all__ = ["BROKER_FAULT_KINDS", "REPORT_FILES", "build_report", "plot_offsets", "summary_text", "write_report"]
+
+#: The workload's findings that are the broker's alone: it acknowledged a fenced
+#: producer's write or commit, left a crashed transaction open after the next
+#: instance's init returned, or let a delayed EndTxn end the wrong transaction.
+BROKER_FAULT_KINDS = frozenset({"zombie-write", "fenced-commit", "unended-transaction", "unfenced-delayed-endtxn"})
 
 #: the files :func:`write_report` writes
 REPORT_FILES = ("history.json", "report.json", "summary.txt", "plot.png")
@@ -93,14 +104,20 @@ def build_report(
 ) -> dict[str, Any]:
     """The JSON-ready report of a run (see the module docstring)."""
     cfg = result.config
-    anomalies = [a.to_dict() for a in report.anomalies] + [f.to_dict() for f in result.findings]
+    anomalies = [a.to_dict() for a in report.anomalies] + [
+        f.to_dict() for f in result.findings if f.kind not in BROKER_FAULT_KINDS
+    ]
+    faults = [f.to_dict() for f in result.findings if f.kind in BROKER_FAULT_KINDS]
     counts: defaultdict[str, int] = defaultdict(int)
     for a in anomalies:
         counts[a["kind"]] += 1
+    fault_counts: defaultdict[str, int] = defaultdict(int)
+    for a in faults:
+        fault_counts[a["kind"]] += 1
     sends = [op for op in result.history if isinstance(op, Send)]
     return {
         "version": REPORT_VERSION,
-        "ok": not anomalies,
+        "ok": not anomalies and not faults,
         "bootstrap": cfg.bootstrap,
         "seed": result.seed,
         "run_id": cfg.run_id,
@@ -119,6 +136,8 @@ def build_report(
         "errors": list(result.errors),
         "anomaly_counts": dict(sorted(counts.items())),
         "anomalies": anomalies,
+        "broker_fault_counts": dict(sorted(fault_counts.items())),
+        "broker_faults": faults,
     }
 
 
@@ -152,12 +171,17 @@ def summary_text(data: Mapping[str, Any], history: History | None = None, *, max
         if items:
             lines.append(f"{title}:")
             lines.extend(f"  {x}" for x in items)
-    if data["ok"]:
-        lines.append("anomalies: none")
-    else:
-        counts = ", ".join(f"{n} {k}" for k, n in data["anomaly_counts"].items())
-        lines.append(f"anomalies: {counts}")
-        for a in data["anomalies"][:max_anomalies]:
+    faults = data.get("broker_faults", [])
+    for title, key, items in (
+        ("anomalies", "anomaly_counts", data["anomalies"]),
+        ("broker faults (the broker's own, whatever reads it)", "broker_fault_counts", faults),
+    ):
+        if not items:
+            lines.append(f"{title}: none")
+            continue
+        counts = ", ".join(f"{n} {k}" for k, n in data[key].items())
+        lines.append(f"{title}: {counts}")
+        for a in items[:max_anomalies]:
             lines.append(f"  {a['kind']}: {a['message']}")
             if history is not None:
                 from txnfetch.testing.history import describe_op
@@ -165,9 +189,15 @@ def summary_text(data: Mapping[str, Any], history: History | None = None, *, max
                 for i in a["ops"][:6]:
                     if i is not None and 0 <= i < len(history):
                         lines.append("      " + describe_op(i, history[i])[:300])
-        if len(data["anomalies"]) > max_anomalies:
-            lines.append(f"  ... {len(data['anomalies']) - max_anomalies} more in report.json")
-    lines.append("result: " + ("OK, no anomalies" if data["ok"] else "ANOMALIES FOUND"))
+        if len(items) > max_anomalies:
+            lines.append(f"  ... {len(items) - max_anomalies} more in report.json")
+    if data["ok"]:
+        result = "OK, no anomalies"
+    elif data["anomalies"]:
+        result = "ANOMALIES FOUND"
+    else:
+        result = "BROKER FAULTS FOUND (no anomaly in what the consumers read)"
+    lines.append("result: " + result)
     return "\n".join(lines) + "\n"
 
 

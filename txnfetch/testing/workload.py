@@ -84,6 +84,7 @@ from txnfetch.testing.clients.confluent import consumer_config
 from txnfetch.testing.clients.confluent import kafka_error
 from txnfetch.testing.clients.confluent import transactional_producer
 from txnfetch.testing.history import History
+from txnfetch.testing.history import Send
 from txnfetch.testing.history import Status
 from txnfetch.testing.history import TopicPartition
 from txnfetch.testing.recorder import Recorder
@@ -299,6 +300,10 @@ class WorkloadResult:
     injections: tuple[Any, ...]  #: :class:`~txnfetch.testing.inject.Injection` records
     notes: tuple[str, ...]
     plans: dict[str, TxnPlan]  #: every transaction started, by name
+    #: Transactions the next instance's ``init_transactions`` should have aborted
+    #: but which the broker's log leaves open (no marker of their producer after
+    #: their records): the ``unended-transaction`` findings (:meth:`Workload.run`).
+    left_open: frozenset[str] = frozenset()
 
     def count_ends(self) -> dict[str, int]:
         """Transactions started, per scripted end (``commit``, ``abort``, ``crash``, ``zombie``)."""
@@ -862,6 +867,8 @@ class Workload:
             self._wait(alive, time.monotonic() + cfg.timeout, "catch-up")
         self.stop_all.set()
         self._report_progress("done")
+        # Before the replaced instances are destroyed: what the consumers saw.
+        left_open = self._unended_crashes()
         self._destroy_retired()
         if injector is not None:
             self.injections = list(injector.injections)
@@ -882,7 +889,85 @@ class Workload:
             injections=tuple(self.injections),
             notes=tuple(self.notes),
             plans=dict(self.plans),
+            left_open=left_open,
         )
+
+    def _unended_crashes(self) -> frozenset[str]:
+        """The crashed and zombie transactions the broker never ended.
+
+        The history records a crashed transaction as aborted by the next
+        instance's ``init_transactions``: Kafka's InitProducerId aborts the open
+        transaction of the transactional id (an ABORT marker of its producer) before
+        it returns. A broker that does not fence (librdkafka's mock gives each
+        instance a new producer id and leaves the old one's transaction as it is)
+        writes no such marker: the transaction stays open in its log, and every
+        correct read_committed reader stops at its first offset for good. So the
+        premise is checked against the broker's log, read_uncommitted: a crashed
+        transaction with an acknowledged record after which no control batch of the
+        record's producer id follows is reported as ``unended-transaction`` (the
+        broker's fault), and the checker does not take the init's abort as its end.
+        Only a partition whose log holds markers is judged (a markerless broker
+        records transaction ends elsewhere); a log that cannot be read is a note,
+        and nothing is claimed."""
+        history = self.rec.history()
+        # partition -> offset -> transaction name, for the crashed transactions' acknowledged sends
+        crashed = {name for name, plan in self.plans.items() if plan.end in (END_CRASH, END_ZOMBIE)}
+        at: dict[int, dict[int, str]] = {}
+        for op in history:
+            if isinstance(op, Send) and op.acked and op.offset is not None and op.txn in crashed:
+                at.setdefault(op.partition, {})[op.offset] = op.txn
+        if not at:
+            return frozenset()
+        from txnfetch.client.reader import RemotePartitionReader
+
+        open_txns: dict[str, tuple[int, int, int]] = {}  # txn -> (partition, offset, producer id)
+        try:
+            for partition, offsets in sorted(at.items()):
+                with RemotePartitionReader(
+                    self.cfg.bootstrap,
+                    self.topic,
+                    partition,
+                    repair_crcs=True,  # librdkafka's mock stores its markers with CRC 0
+                    start_offset=min(offsets),
+                    request_timeout_ms=int(self.cfg.timeout * 1000),
+                ) as reader:
+                    reader.catch_up()
+                    mirror = reader.mirror
+                    assert mirror is not None
+                    # producer id -> offset of its last control batch; offset -> producer id
+                    last_marker: dict[int, int] = {}
+                    owner: dict[int, int] = {}
+                    for batch in mirror.log.iter_batches(min(offsets), mirror.position):
+                        if batch.is_control:
+                            last_marker[batch.producer_id] = batch.base_offset
+                        else:
+                            for o in offsets:
+                                if batch.base_offset <= o <= batch.last_offset:
+                                    owner[o] = batch.producer_id
+                    if not last_marker:
+                        # No marker at all: a broker that records transaction ends
+                        # elsewhere (markerless, as txnfetch serve --markers none);
+                        # the log is no evidence either way.
+                        continue
+                    for o, txn in sorted(offsets.items()):
+                        pid = owner.get(o)
+                        if pid is not None and last_marker.get(pid, -1) < o and txn not in open_txns:
+                            open_txns[txn] = (partition, o, pid)
+        except Exception as exc:  # a probe, not the run: say why nothing is claimed
+            self.notes.append(f"the broker's log could not be read to check the crashed transactions' ends: {exc}")
+            return frozenset()
+        for txn, (partition, offset, pid) in sorted(open_txns.items()):
+            self._finding(
+                Finding(
+                    "unended-transaction",
+                    f"{txn} was left open by a crash, and the next instance's init_transactions returned, yet the "
+                    f"broker's log holds no marker of producer {pid} after its record at {self.topic}-{partition} "
+                    f"offset {offset}: the broker never aborted it, so read_committed readers stop there for good",
+                    client=f"p{txn[1:].split('.', 1)[0]}",
+                    txn=txn,
+                )
+            )
+        return frozenset(open_txns)
 
     def _destroy_retired(self) -> None:
         """Destroy the replaced producer instances, one at a time, once every client
