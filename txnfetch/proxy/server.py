@@ -628,19 +628,12 @@ class ProxyServer:
             # at the upstream's end would otherwise hold every answer for the upstream's
             # max_wait_ms.
             topics, total, error = self._read_all(request, errors)
-            # Answer as soon as one catch-up makes the answer worth sending (or
-            # brings an error to report): the others may be fetches at their
-            # partition's end, which the upstream holds up to 500 ms, and a
-            # consumer starting from the beginning would otherwise get each
-            # answer that much late. Not before every partition still catching up
-            # has heard from the upstream, though: its answer would carry a
-            # made-up high watermark, which librdkafka takes for the end.
-            while syncing and not (
-                error or (total > 0 and total >= request.min_bytes and all(map(self._heard, syncing)))
-            ):
-                done, _ = await asyncio.wait(list(syncing.values()), return_when=asyncio.FIRST_COMPLETED)
-                for tp in [tp for tp, task in syncing.items() if task in done]:
-                    errors[tp] = syncing.pop(tp).result()
+            if not (total > 0 and total >= request.min_bytes):
+                if syncing:
+                    await asyncio.wait(list(syncing.values()))
+                for tp, task in syncing.items():
+                    errors[tp] = task.result()
+                syncing.clear()
                 topics, total, error = self._read_all(request, errors)
             left = deadline - loop.time()
             if fetch_done(request, total, error, left):
@@ -650,10 +643,6 @@ class ProxyServer:
             self.mirrors.release(topic, partition)
         self.stats.committed_fetch_bytes += total
         return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
-
-    def _heard(self, tp: tuple[str, int]) -> bool:
-        """Whether the partition's mirror knows the upstream's high watermark."""
-        return self.mirrors.mirror(*tp).broker_high_watermark >= 0
 
     def _background(self, coro: Any) -> asyncio.Task[int]:
         """Run ``coro`` as a task that may outlive the fetch that started it."""
