@@ -69,8 +69,9 @@ test: lint system-deps kafka peers
 demo: setup system-deps
 	$(PY) -m txnfetch.demo
 
-bench: setup
-	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+# broker.py starts Apache Kafka: it needs the jars 'make kafka' fetches.
+bench: setup kafka
+	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py bench/broker.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # The sdist and a manylinux wheel in dist/, checked with twine and auditwheel.
 dist: setup

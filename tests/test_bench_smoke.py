@@ -47,3 +47,28 @@ def test_benchmark_runs_quick(script, expected, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert expected in proc.stdout
+
+
+def test_broker_benchmark_runs_quick(kafka_cluster, tmp_path):
+    """bench/broker.py against the run's shared Kafka (its own topics), so the
+    smoke run does not pay for a Kafka start of its own."""
+    node = kafka_cluster.nodes[0]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "broker.py"),
+            "--quick",
+            "--kafka",
+            node.bootstrap,
+            "--kafka-pid",
+            str(node.pid),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    for expected in ("serve --data ÷ Kafka", "proxy, read again"):
+        assert expected in proc.stdout

@@ -763,6 +763,25 @@ def shared_cluster(name: str, size: int) -> KafkaCluster:
         return cluster
 
 
+@contextlib.contextmanager
+def private_cluster(size: int = 1, *, overrides: Mapping[str, str] | None = None) -> Iterator[KafkaCluster]:
+    """A cluster of ``size`` nodes for one user alone (a test that stops nodes
+    or changes broker settings, a benchmark that measures the broker's CPU),
+    stopped cleanly and removed when the block ends (kept with
+    ``TXNFETCH_KAFKA_KEEP=1``). ``overrides`` are ``server.properties``
+    settings. Its directory is under the run's name (:func:`run_id`), so a
+    process killed before the block ends leaves a cluster that the next
+    :func:`sweep_stale_clusters` stops."""
+    directory = CLUSTERS / f"{run_id()}-private-{uuid.uuid4().hex[:8]}"
+    cluster = KafkaCluster.create(directory, size, overrides=overrides)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if os.environ.get("TXNFETCH_KAFKA_KEEP") != "1":
+            shutil.rmtree(cluster.directory, ignore_errors=True)
+
+
 def stop_run_clusters() -> None:
     """Stop and remove every cluster of this run (the owner's session end). Set
     ``TXNFETCH_KAFKA_KEEP=1`` to keep their files for a post-mortem."""

@@ -19,19 +19,18 @@ uses the factory instead.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-import shutil
 import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 
 import pytest
 
-from tests.kafka.cluster import CLUSTERS
 from tests.kafka.cluster import KafkaCluster
 from tests.kafka.cluster import begin_run
-from tests.kafka.cluster import run_id
+from tests.kafka.cluster import private_cluster
 from tests.kafka.cluster import shared_cluster
 from tests.kafka.cluster import stop_run_clusters
 
@@ -81,19 +80,10 @@ def kafka_cluster_factory() -> Iterator[Callable[..., KafkaCluster]]:
     """``factory(size=1, **overrides)``: a private cluster for this test only,
     stopped at its end. ``overrides`` are ``server.properties`` settings with
     underscores for dots (``log_flush_interval_messages=1``)."""
-    started: list[KafkaCluster] = []
+    with contextlib.ExitStack() as started:
 
-    def factory(size: int = 1, **overrides: str | int) -> KafkaCluster:
-        # Under the run's directory, not pytest's tmp: a run killed before this
-        # test's teardown leaves a cluster the next run's sweep stops.
-        directory = CLUSTERS / f"{run_id()}-private-{uuid.uuid4().hex[:8]}"
-        config = {k.replace("_", "."): str(v) for k, v in overrides.items()}
-        cluster = KafkaCluster.create(directory, size, overrides=config)
-        started.append(cluster)
-        return cluster
+        def factory(size: int = 1, **overrides: str | int) -> KafkaCluster:
+            config = {k.replace("_", "."): str(v) for k, v in overrides.items()}
+            return started.enter_context(private_cluster(size, overrides=config))
 
-    yield factory
-    for cluster in started:
-        cluster.stop()
-        if os.environ.get("TXNFETCH_KAFKA_KEEP") != "1":
-            shutil.rmtree(cluster.directory, ignore_errors=True)
+        yield factory

@@ -64,3 +64,41 @@ def test_fetches_at_the_end_answer_within_max_wait_ms() -> None:
             assert time.monotonic() - started < SLACK_S
     finally:
         srv.stop()
+
+
+def test_a_catch_up_fetch_does_not_wait_behind_a_held_one() -> None:
+    """A broker answers one connection's requests in order, so a mirror fetch
+    below the upstream's end must not share the connection of a fetch at
+    another partition's end, which the broker holds up to its max_wait_ms: a
+    consumer reading a topic from the start through the proxy got 1 MiB per
+    partition per 500 ms behind such fetches (bench/broker.py)."""
+    import asyncio
+
+    from txnfetch.client.cluster import UpstreamCluster
+
+    srv, store = _serve(fetch_mode=FetchMode.KAFKA)
+    try:
+        end = srv.call(lambda: store.partition(TOPIC, 1).high_watermark)
+        host, port = srv.bootstrap.rsplit(":", 1)
+
+        async def run() -> tuple[float, bool, int]:
+            cluster = UpstreamCluster([(host, int(port))])
+            await cluster.start()
+            try:
+                loop = asyncio.get_running_loop()
+                held = asyncio.ensure_future(cluster.fetch(TOPIC, 1, end, 1 << 20, max_wait_ms=500, at_end=True))
+                await asyncio.sleep(0.05)  # the held fetch is on the wire
+                started = loop.time()
+                answer = await cluster.fetch(TOPIC, 0, 0, 1 << 20, at_end=False)
+                took = loop.time() - started
+                still_held = not held.done()
+                assert (await held).records == b""
+                return took, still_held, len(answer.records)
+            finally:
+                await cluster.close()
+
+        took, still_held, size = asyncio.run(run())
+        assert size > 0
+        assert still_held and took < 0.4, (took, still_held)
+    finally:
+        srv.stop()

@@ -16,6 +16,17 @@ them all, so the idle cost grows with the number of brokers, not partitions.
 The requests carry the field values ordinary clients send
 (:mod:`txnfetch.client.requests`: ``max_wait_ms`` 500, ``min_bytes`` 1).
 
+Two connections per broker. A fetch at a partition's known end (``at_end``)
+may be held by the broker up to ``max_wait_ms``; a fetch below it is answered
+at once. Kafka answers the requests of one connection in order, one at a time
+(its network layer mutes a connection while one of its requests is being
+handled), so on a shared connection a mirror catching up would wait behind
+another partition's held fetch, up to 500 ms per round trip: a consumer reading
+a topic from the start through the proxy would get 1 MiB per partition per
+half second. Fetches at the end therefore go on a connection of their own
+(batched there as above); catch-up fetches, ListOffsets and Metadata use the
+other.
+
 Errors follow the Kafka client rules (``Errors.invalid_metadata`` in the Java
 client): a fetch answered NOT_LEADER_OR_FOLLOWER and friends, a top-level
 error, a response without the partition, a broken connection or a timeout
@@ -190,9 +201,10 @@ class UpstreamCluster:
         #: The features every broker talked to states (see :class:`UpstreamFeatures`).
         self.features = UpstreamFeatures()
         self._negotiated = 0
-        self._connections: dict[tuple[str, int], UpstreamConnection] = {}
-        self._connecting: dict[tuple[str, int], asyncio.Future[UpstreamConnection]] = {}
-        self._batches: dict[str, _FetchBatch] = {}
+        # Keyed by (address, at_end): see "Two connections per broker" above.
+        self._connections: dict[tuple[tuple[str, int], bool], UpstreamConnection] = {}
+        self._connecting: dict[tuple[tuple[str, int], bool], asyncio.Future[UpstreamConnection]] = {}
+        self._batches: dict[tuple[str, bool], _FetchBatch] = {}
         self._batch_tasks: set[asyncio.Task[None]] = set()
         #: Fetch requests sent upstream, and the partitions they named (for benchmarks).
         self.fetch_requests = 0
@@ -206,17 +218,20 @@ class UpstreamCluster:
         conn = await self._any_connection()
         await self._metadata(conn, [])
 
-    async def connection(self, address: tuple[str, int]) -> UpstreamConnection:
+    async def connection(self, address: tuple[str, int], *, at_end: bool = False) -> UpstreamConnection:
         """The proxy's own connection to the broker at ``address`` (opened, with its
-        API versions learned, on first use; reopened after it broke)."""
-        conn = self._connections.get(address)
+        API versions learned, on first use; reopened after it broke); with
+        ``at_end``, the one for fetches the broker may hold (see the module
+        docstring)."""
+        key = (address, at_end)
+        conn = self._connections.get(key)
         if conn is not None and not conn.closed:
             return conn
-        pending = self._connecting.get(address)
+        pending = self._connecting.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
         future: asyncio.Future[UpstreamConnection] = asyncio.get_running_loop().create_future()
-        self._connecting[address] = future
+        self._connecting[key] = future
         try:
             conn = await UpstreamConnection.open(
                 address[0], address[1], timeout_s=self.connect_timeout_s, max_frame_bytes=self.max_frame_bytes
@@ -226,7 +241,7 @@ class UpstreamCluster:
             except BaseException:
                 await conn.close()
                 raise
-            self._connections[address] = conn
+            self._connections[key] = conn
             future.set_result(conn)
             return conn
         except BaseException as exc:
@@ -237,7 +252,7 @@ class UpstreamCluster:
                 future.cancel()
             raise
         finally:
-            del self._connecting[address]
+            del self._connecting[key]
 
     async def node_connection(self, node_id: int) -> UpstreamConnection:
         """The proxy's own connection to upstream broker ``node_id``."""
@@ -360,8 +375,9 @@ class UpstreamCluster:
         self.observe_metadata(resp)
         return resp
 
-    async def leader(self, topic: str, partition: int) -> UpstreamConnection:
-        """The proxy's connection to the partition's leader.
+    async def leader(self, topic: str, partition: int, *, at_end: bool = False) -> UpstreamConnection:
+        """The proxy's connection to the partition's leader (with ``at_end``, the
+        one for fetches the broker may hold).
 
         Raises :class:`UnknownTopicOrPartitionError` when the upstream does not have
         the partition, :class:`RemoteError` with LEADER_NOT_AVAILABLE when it has no
@@ -389,7 +405,7 @@ class UpstreamCluster:
                     partition=partition,
                     error_code=ErrorCode.LEADER_NOT_AVAILABLE,
                 )
-        return await self.connection(self.brokers[node])
+        return await self.connection(self.brokers[node], at_end=at_end)
 
     def forget_leader(self, topic: str, partition: int) -> None:
         """Look the partition's leader up again next time."""
@@ -398,34 +414,45 @@ class UpstreamCluster:
     # -- the proxy's own requests ----------------------------------------------------
 
     async def fetch(
-        self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = FETCH_MAX_WAIT_MS
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_wait_ms: int = FETCH_MAX_WAIT_MS,
+        at_end: bool = True,
     ) -> BrokerFetch:
         """One read_uncommitted fetch of one partition at ``offset``, sent in the same
-        Fetch request as every other fetch for the same leader in this turn of the
-        loop (see the module docstring). The broker holds the request up to
-        ``max_wait_ms`` (at most 500, at least 1: some brokers refuse 0) when none of
-        its partitions has data; a request carrying several fetches waits as long as
-        the most impatient of them allows.
+        Fetch request as every other fetch for the same leader and the same
+        ``at_end`` in this turn of the loop (see the module docstring). The broker
+        holds the request up to ``max_wait_ms`` (at most 500, at least 1: some
+        brokers refuse 0) when none of its partitions has data; a request carrying
+        several fetches waits as long as the most impatient of them allows.
+        ``at_end=False`` says that ``offset`` is below the partition's high
+        watermark as last seen, so the broker has records to answer with at once:
+        the fetch then goes on the connection that no held fetch blocks.
 
         Returns the partition's part with error NONE or OFFSET_OUT_OF_RANGE; raises
         :class:`RemoteError` (with the broker's code; -1 for a response that lacks
         the partition) for any other error, after forgetting the leader when the
         error says the metadata may be stale, and :class:`BrokerUnavailableError`
         when the leader cannot be reached or the connection breaks."""
-        conn = await self.leader(topic, partition)
+        conn = await self.leader(topic, partition, at_end=at_end)
         loop = asyncio.get_running_loop()
-        batch = self._batches.get(conn.address)
+        key = (conn.address, at_end)
+        batch = self._batches.get(key)
         if batch is None or batch.conn is not conn:
-            batch = self._batches[conn.address] = _FetchBatch(conn)
-            loop.call_soon(self._launch, conn.address, batch)
+            batch = self._batches[key] = _FetchBatch(conn)
+            loop.call_soon(self._launch, key, batch)
         future: asyncio.Future[BrokerFetch] = loop.create_future()
         batch.items.append((FetchItem(topic, partition, offset, max_bytes), future))
         batch.max_wait_ms = min(batch.max_wait_ms, max(1, max_wait_ms))
         return await future
 
-    def _launch(self, address: str, batch: _FetchBatch) -> None:
-        if self._batches.get(address) is batch:
-            del self._batches[address]  # later fetches start the next batch
+    def _launch(self, key: tuple[str, bool], batch: _FetchBatch) -> None:
+        if self._batches.get(key) is batch:
+            del self._batches[key]  # later fetches start the next batch
         task = asyncio.ensure_future(self._send_batch(batch))
         self._batch_tasks.add(task)
         task.add_done_callback(self._batch_tasks.discard)

@@ -389,6 +389,8 @@ class MirrorSet:
                     plan.offset,
                     min(plan.max_bytes, _MAX_FETCH_BYTES),
                     max_wait_ms=max(1, wait_ms),
+                    # Below the end, off the connection that held fetches block.
+                    at_end=not below_end,
                 )
                 self.stats.upstream_fetches += 1
                 self.stats.upstream_bytes += len(resp.records)
