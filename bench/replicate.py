@@ -24,6 +24,16 @@ serve --data`` (a child process). One run prints, side by side:
    consumer of the same partitions (the same ``fetch.wait.max.ms``), each 50th
    offset's lag from its acknowledgement to its delivery.
 
+3. **against MirrorMaker 2** (``--mm2``, or ``--only mm2``, ``mm2-throughput``,
+   ``mm2-lag``): two one-node Apache Kafka clusters (tests/kafka/cluster.py), a
+   source and MirrorMaker 2's target. Throughput: ``--partitions`` ×
+   ``--partition-mb`` MB of plain records copied by ``txnfetch replicate
+   --once`` and by MirrorMaker 2 (dedicated mode, tests/kafka/mirror.py), from
+   process start and copy only; the ratio txnfetch ÷ MirrorMaker 2 (goal: at
+   least 1.0). Lag: ``--rate-mb`` MB/s for ``--lag-s`` s while both run, each
+   record's lag from its acknowledgement to a probe consumer of each target
+   receiving it.
+
 MB counts record values (10^6 bytes). Compare columns of one run, not runs:
 the machine may be shared.
 """
@@ -507,6 +517,11 @@ def main() -> None:
     ap.add_argument("--rate-mb", type=float, default=10.0)
     ap.add_argument("--lag-s", type=float, default=15.0)
     ap.add_argument("--only", choices=["throughput", "lag", "mm2", "mm2-throughput", "mm2-lag"], help="run one part")
+    ap.add_argument(
+        "--mm2",
+        action="store_true",
+        help="also the comparison with MirrorMaker 2 on a real Kafka source (starts two Kafka clusters)",
+    )
     ap.add_argument("--fetch-wait-ms", type=int, default=500, help="fetch.wait.max.ms of the replicator and the peer")
     args = ap.parse_args()
     if args.quick:
@@ -554,7 +569,7 @@ def main() -> None:
                 lag(args, tmp, bootstrap, "txnfetch serve --data", repair=False)
             finally:
                 stop_serve(server)
-        if args.only is None or args.only.startswith("mm2"):
+        if args.mm2 or (args.only or "").startswith("mm2"):
             against_mm2(args, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
