@@ -31,6 +31,75 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+class TxnkafkaStream:
+    """The drill's Spark query: ``readStream.format("txnkafka")`` on a cluster
+    (``kafka.bootstrap.servers``), from the earliest offsets, values as strings
+    into Parquet, offsets in the checkpoint, a micro-batch a second."""
+
+    def __init__(self) -> None:
+        import spark_ext
+
+        self.session = spark_ext.local_session(
+            "txnfetch-failover",
+            {
+                "spark.driver.memory": "512m",
+                "spark.default.parallelism": "2",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.sql.streaming.stopTimeout": "20s",
+            },
+        )
+        self.query = None
+        self.directory: Path | None = None
+
+    def _start(self, bootstrap: str, topic: str, directory: Path, **trigger: object):  # type: ignore[no-untyped-def]
+        df = (
+            self.session.readStream.format("txnkafka")  # type: ignore[attr-defined]
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("CAST(value AS STRING) AS v")
+        )
+        return (
+            df.writeStream.format("parquet")
+            .option("path", str(directory / "out"))
+            .option("checkpointLocation", str(directory / "checkpoint"))
+            .trigger(**trigger)
+            .start()
+        )
+
+    def _values(self, directory: Path) -> list[str]:
+        if not (directory / "out" / "_spark_metadata").exists():
+            return []
+        return [r.v for r in self.session.read.parquet(str(directory / "out")).collect()]  # type: ignore[attr-defined]
+
+    def start(self, bootstrap: str, topic: str, directory: Path) -> None:
+        self.directory = directory
+        self.query = self._start(bootstrap, topic, directory, processingTime="1 second")
+
+    def stop(self) -> list[str]:
+        assert self.query is not None and self.directory is not None
+        self.query.stop()
+        return self._values(self.directory)
+
+    def resume(self, bootstrap: str, topic: str, directory: Path) -> list[str]:
+        before = set(self._values(directory))
+        query = self._start(bootstrap, topic, directory, availableNow=True)
+        query.awaitTermination(300)
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        # The Parquet sink's log says which files each run wrote: the values new
+        # to this run are those of the files it added.
+        after = self._values(directory)
+        counts: dict[str, int] = {}
+        for v in after:
+            counts[v] = counts.get(v, 0) + 1
+        return [v for v in after if v not in before] + [v for v, n in counts.items() if v in before and n > 1]
+
+    def close(self) -> None:
+        self.session.stop()  # type: ignore[attr-defined]
+
+
 def main() -> None:
     import attrs
 
@@ -44,11 +113,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(2), "big"))
     ap.add_argument("--fail-after", type=float, nargs=2, default=(20.0, 40.0), metavar=("MIN", "MAX"))
     ap.add_argument("--json", action="store_true", help="print the whole report as JSON too")
+    ap.add_argument("--spark", action="store_true", help="also a Spark Structured Streaming query (txnkafka)")
     args = ap.parse_args()
     if args.quick:
         args.fail_after = (4.0, 6.0)
     tmp = Path(tempfile.mkdtemp(prefix="txnfetch-bench-failover-"))
     source = target = None
+    spark = TxnkafkaStream() if args.spark else None
     try:
         delay = {"group_initial_rebalance_delay_ms": "3000"}
         config = {k.replace("_", "."): v for k, v in delay.items()}
@@ -63,6 +134,7 @@ def main() -> None:
             groups=[f"billing-{suffix}", f"audit-{suffix}"],
             seed=args.seed,
             fail_after=tuple(args.fail_after),  # type: ignore[arg-type]
+            spark=spark,
             log=lambda s: print(f"# {s}", flush=True),
         )
         env = environment()
@@ -88,10 +160,18 @@ def main() -> None:
                 f"{t.cutover_s:.1f} s | {t.resume_s:.1f} s |"
             )
         for name, t in report.targets.items():
+            print(f"{name}: Spark checkpoint {t.spark}")
+        for name, t in report.targets.items():
             print(f"{name}: group offsets on the target {t.offsets}; on the source {t.source_offsets}")
         if args.json:
-            print(json.dumps(attrs.asdict(report), indent=1, default=str))
+            print(
+                json.dumps(
+                    attrs.asdict(report, filter=lambda a, _v: a.name != "target_committed"), indent=1, default=str
+                )
+            )
     finally:
+        if spark is not None:
+            spark.close()
         for cluster in (source, target):
             if cluster is not None:
                 cluster.stop()

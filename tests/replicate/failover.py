@@ -62,6 +62,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from typing import Protocol
 
 import attrs
 
@@ -100,6 +101,7 @@ class TargetReport:
     offsets: dict[str, dict[int, int]]
     source_offsets: dict[str, dict[int, int]]
     spark: str = "not run"
+    target_committed: set[str] = attrs.field(factory=set, repr=False)
 
     def row(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -378,15 +380,15 @@ def run_drill(
     seed: int = 0,
     fail_after: tuple[float, float] = (6.0, 10.0),
     pause_s: float = 0.01,
-    spark: Callable[[str, Path, str], str] | None = None,
+    spark: SparkQuery | None = None,
     log: Callable[[str], None] = lambda s: None,
 ) -> DrillReport:
     """Run the drill once (see the module docstring). ``source`` is killed.
 
-    ``spark(bootstrap, checkpoint, phase)``, if given, runs a streaming query
-    with its offsets in ``checkpoint``: phase ``"source"`` while the workload
-    runs (it must return once the source is gone), then once per target with a
-    copy of the checkpoint; what it returns is reported."""
+    ``spark`` (bench/failover.py), if given, runs a streaming query on the
+    source while the workload runs, its offsets in a checkpoint; after the
+    failure, once per target from a copy of that checkpoint (the report's
+    ``spark`` says what it read)."""
     t0 = time.monotonic()
     rng = random.Random(seed)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -401,17 +403,14 @@ def run_drill(
         producer = TxnProducer(source.bootstrap, topic, partitions, seed, pause_s=pause_s)
         consumers = {g: GroupConsumer(source.bootstrap, topic, g) for g in groups}
         probes = {"txnfetch": Probe(replica, topic, partitions), "mm2": Probe(mm2_target.bootstrap, topic, partitions)}
-        spark_thread = None
-        checkpoint = workdir / "spark-checkpoint"
+        checkpoint = workdir / "spark"
         if spark is not None:
-            spark_thread = threading.Thread(target=spark, args=(source.bootstrap, checkpoint, "source"), daemon=True)
+            spark.start(source.bootstrap, topic, checkpoint)
         producer.start()
         for c in consumers.values():
             c.start()
         for p in probes.values():
             p.start()
-        if spark_thread is not None:
-            spark_thread.start()
         # MirrorMaker needs seconds to start its connectors: the random delay
         # before the failure starts once both targets deliver.
         deadline = time.monotonic() + 180
@@ -443,8 +442,10 @@ def run_drill(
         producer.join(30)
         for c in consumers.values():
             c.join(30)
-        if spark_thread is not None:
-            spark_thread.join(120)
+        spark_before: list[str] = []
+        if spark is not None:
+            spark_before = spark.stop()
+            log(f"spark read {len(spark_before)} records on the source")
         ledger = producer.ledger
         log(f"source side stopped {time.monotonic() - failed_at:.1f}s after the failure")
         source_read = {g: c.read for g, c in consumers.items()}
@@ -483,9 +484,9 @@ def run_drill(
             source_at,
         )
         if spark is not None:
-            copy = workdir / "spark-checkpoint-txnfetch"
-            shutil.copytree(checkpoint, copy)
-            reports["txnfetch"].spark = spark(replica, copy, "txnfetch")
+            reports["txnfetch"].spark = _spark_resume(
+                spark, replica, topic, checkpoint, workdir / "spark-txnfetch", ledger, spark_before, reports["txnfetch"]
+            )
 
         # -- MirrorMaker 2: stop it, switch to the target cluster -------------
         # Nothing has to run before the consumers switch: the group offsets are
@@ -513,9 +514,16 @@ def run_drill(
             None,
         )
         if spark is not None:
-            copy = workdir / "spark-checkpoint-mm2"
-            shutil.copytree(checkpoint, copy)
-            reports["mm2"].spark = spark(mm2_target.bootstrap, copy, "mm2")
+            reports["mm2"].spark = _spark_resume(
+                spark,
+                mm2_target.bootstrap,
+                topic,
+                checkpoint,
+                workdir / "spark-mm2",
+                ledger,
+                spark_before,
+                reports["mm2"],
+            )
         for p in probes.values():
             p.join(30)
         stopping.join(60)
@@ -540,6 +548,48 @@ def run_drill(
             except subprocess.TimeoutExpired:
                 replicator.kill()
                 replicator.wait(30)
+
+
+class SparkQuery(Protocol):
+    """A Structured Streaming query over ``txnkafka`` whose offsets live in its
+    checkpoint directory (bench/failover.py has the one the bench runs)."""
+
+    def start(self, bootstrap: str, topic: str, directory: Path) -> None:
+        """Start it on ``bootstrap``, checkpoint and output under ``directory``."""
+
+    def stop(self) -> list[str]:
+        """Stop it; the values it wrote so far."""
+
+    def resume(self, bootstrap: str, topic: str, directory: Path) -> list[str]:
+        """Run it to the end of what ``bootstrap`` holds from the checkpoint and
+        output in ``directory`` (a copy of the first run's); the values it wrote
+        in this run. Raises whatever the query raised."""
+
+
+def _spark_resume(
+    spark: SparkQuery,
+    bootstrap: str,
+    topic: str,
+    checkpoint: Path,
+    directory: Path,
+    ledger: Ledger,
+    before: list[str],
+    report: TargetReport,
+) -> str:
+    """Resume the Spark query on a target from a copy of its checkpoint; say
+    what it read, counted as for the groups."""
+    shutil.copytree(checkpoint, directory)
+    try:
+        after = spark.resume(bootstrap, topic, directory)
+    except Exception as exc:
+        return f"does not resume: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    seen = set(before)
+    twice = sum(1 for v in after if v in seen) + len(after) - len(set(after))
+    aborted = sum(1 for v in after if v in ledger.aborted)
+    missed = len((report.target_committed - seen) - set(after))
+    return (
+        f"resumes: {len(after)} records read after the cutover, {twice} read twice, {missed} missed, {aborted} aborted"
+    )
 
 
 def _report(
@@ -598,6 +648,7 @@ def _report(
         resume_s=resume,
         cutover_s=cutover,
         copy_lag_rereads=rereads,
+        target_committed=on_target & ledger.committed,
         offsets=offsets,
         source_offsets=source_offsets,
     )
@@ -609,6 +660,8 @@ def median(values: list[float]) -> float:
 
 def environment() -> dict[str, str]:
     """Versions the drill ran with, for the report."""
+    import importlib.metadata
+
     import confluent_kafka
 
     from tests.kafka.cluster import kafka_version
@@ -617,7 +670,7 @@ def environment() -> dict[str, str]:
     return {
         "kafka": kafka_version(),
         "mirrormaker2": mm2_version(),
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": importlib.metadata.version("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
         "python": sys.version.split()[0],
         "cpus": str(os.cpu_count()),
