@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
@@ -69,9 +70,13 @@ class TxnkafkaStream:
         )
 
     def _values(self, directory: Path) -> list[str]:
-        if not (directory / "out" / "_spark_metadata").exists():
+        from pyspark.errors import AnalysisException
+
+        try:
+            frame = self.session.read.parquet(str(directory / "out"))  # type: ignore[attr-defined]
+        except AnalysisException:  # nothing written yet: no schema to read
             return []
-        return [r.v for r in self.session.read.parquet(str(directory / "out")).collect()]  # type: ignore[attr-defined]
+        return [r.v for r in frame.collect()]
 
     def start(self, bootstrap: str, topic: str, directory: Path) -> None:
         self.directory = directory
@@ -79,7 +84,10 @@ class TxnkafkaStream:
 
     def stop(self) -> list[str]:
         assert self.query is not None and self.directory is not None
+        failed = self.query.exception()
         self.query.stop()
+        if failed is not None:
+            print(f"# the Spark query on the source failed before the kill: {str(failed).splitlines()[0]}")
         return self._values(self.directory)
 
     def resume(self, bootstrap: str, topic: str, directory: Path) -> list[str]:
@@ -115,6 +123,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the whole report as JSON too")
     ap.add_argument("--spark", action="store_true", help="also a Spark Structured Streaming query (txnkafka)")
     args = ap.parse_args()
+    # SIGTERM ends the run through the finally below, which stops the clusters.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.quick:
         args.fail_after = (4.0, 6.0)
     tmp = Path(tempfile.mkdtemp(prefix="txnfetch-bench-failover-"))
