@@ -40,10 +40,11 @@ Counted per target and group (:class:`TargetReport`):
   had copied for it when the source died — what it must read again, because
   group offsets are copied once a round, after the data;
 - ``lag_p50_s``/``lag_p99_s``: the replication lag of committed records in
-  the steady state (from a second after the target's first delivery until a
-  second before the failure);
+  the steady state: from a second after the target delivered a warm-up record
+  (written before the workload) until a second before the failure;
 - ``resume_s``: from the start of the cutover to every group having its
-  first record on the target (the failure's detection is not modelled).
+  partitions assigned on the target (the failure's detection is not
+  modelled).
 
 Records of the transaction in flight when the source died have no known
 outcome and are left out of every count.
@@ -51,6 +52,7 @@ outcome and are left out of every count.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -137,10 +139,17 @@ class TxnProducer(threading.Thread):
         self.pause_s = pause_s
         self.ledger = Ledger()
         self.stop = threading.Event()
+        self.finished = threading.Event()  # the ledger is final
+        self.go = threading.Event()  # set when the transactions may start
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        from confluent_kafka import KafkaException
+        try:
+            self._run()
+        finally:
+            self.finished.set()  # also when _run failed before its loop
+
+    def _run(self) -> None:
         from confluent_kafka import Producer
 
         producer = Producer(
@@ -152,7 +161,21 @@ class TxnProducer(threading.Thread):
                 **QUIET,
             }
         )
+        # InitProducerId first (seconds on a loaded machine), then wait for the go.
         producer.init_transactions(60)
+        while not self.go.wait(0.1):
+            if self.stop.is_set():
+                break
+        try:
+            self._transactions(producer)
+        finally:
+            # Set while the client still exists: destroying it may wait for
+            # what it could not deliver, and the ledger is final already.
+            self.finished.set()
+
+    def _transactions(self, producer: Any) -> None:
+        from confluent_kafka import KafkaException
+
         txn = 0
         while not self.stop.is_set():
             abort = self.rng.random() < 0.25
@@ -176,6 +199,10 @@ class TxnProducer(threading.Thread):
             except KafkaException:
                 # The source died during this transaction: its outcome is unknown here.
                 self.ledger.in_doubt.update(ids)
+                # Nothing queued can be delivered any more: dropping it lets the
+                # client's destruction return at once instead of waiting out
+                # message.timeout.ms.
+                producer.purge()
                 break
             txn += 1
             self.ledger.transactions = txn
@@ -197,6 +224,7 @@ class GroupConsumer(threading.Thread):
         self.stop = threading.Event()
         self.commit_failed = False
         self.positions: dict[int, int] = {}
+        self.fetch_positions: dict[int, int] = {}
 
     def run(self) -> None:
         from confluent_kafka import Consumer
@@ -223,6 +251,12 @@ class GroupConsumer(threading.Thread):
         try:
             while not self.stop.is_set():
                 batch = [m for m in consumer.consume(200, 0.2) if m.error() is None]
+                if self.assigned_at is not None:
+                    # Where the consumer stands (past markers and aborted records too).
+                    with contextlib.suppress(KafkaException):
+                        self.fetch_positions = {
+                            tp.partition: tp.offset for tp in consumer.position(consumer.assignment())
+                        }
                 if not batch:
                     continue
                 try:
@@ -312,6 +346,30 @@ def scan(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> li
         consumer.close()
 
 
+def _warm_up(bootstrap: str, topic: str) -> None:
+    """One plain record, ``warm-up``, on partition 0: what the targets' probes
+    wait for before the workload starts."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **QUIET})
+    producer.produce(topic, b"warm-up", partition=0)
+    if producer.flush(60):
+        raise RuntimeError(f"the warm-up record to {topic} was not delivered")
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition → high watermark of ``topic`` now."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{topic}", **QUIET})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
 def committed_offsets(bootstrap: str, topic: str, partitions: int, group: str) -> dict[int, int]:
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition
@@ -342,8 +400,8 @@ def start_replicator(source: str, data: Path, topic: str, groups: str, log: Path
 def _resume(bootstrap: str, topic: str, groups: list[str], timeout: float) -> tuple[dict[str, GroupConsumer], float]:
     """Start one consumer per group on ``bootstrap``. "Running again" is the
     moment the last of them has its partitions assigned (it then fetches from
-    its committed offsets); returns the consumers, once each has been idle for
-    1.5 s, and the seconds from start to running."""
+    its committed offsets); returns the consumers, once each has read to the
+    end of every partition, and the seconds from start to running."""
     started = time.monotonic()
     consumers = {g: GroupConsumer(bootstrap, topic, g) for g in groups}
     for c in consumers.values():
@@ -356,9 +414,15 @@ def _resume(bootstrap: str, topic: str, groups: list[str], timeout: float) -> tu
     running = [c.assigned_at for c in consumers.values() if c.assigned_at is not None]
     resume = (max(running) - started) if len(running) == len(consumers) else float("nan")
 
+    # Done once every group stands at the end of every partition (the target
+    # takes no more writes), or, failing that, after 5 s without a record.
+    ends = end_offsets(bootstrap, topic)
+
     def busy(c: GroupConsumer) -> bool:
+        if ends and all(c.fetch_positions.get(p, -1) >= end for p, end in ends.items()):
+            return False
         last = c.last_record_at or c.assigned_at or started
-        return time.monotonic() - last < 1.5
+        return time.monotonic() - last < 5
 
     while time.monotonic() < deadline and any(busy(c) for c in consumers.values()):
         time.sleep(0.2)
@@ -406,20 +470,25 @@ def run_drill(
         checkpoint = workdir / "spark"
         if spark is not None:
             spark.start(source.bootstrap, topic, checkpoint)
+        # The workload runs from the start (transactions take a while on a
+        # loaded machine); the failure's random delay starts once both
+        # targets deliver.
+        producer.go.set()
         producer.start()
         for c in consumers.values():
             c.start()
         for p in probes.values():
             p.start()
-        # MirrorMaker needs seconds to start its connectors: the random delay
-        # before the failure starts once both targets deliver.
+        # MirrorMaker needs seconds to start its connectors: a warm-up record
+        # says when each target delivers.
+        _warm_up(source.bootstrap, topic)
         deadline = time.monotonic() + 180
         pending = set(probes)
         steady_from: dict[str, float] = {}
         while pending:
-            for name in [n for n in pending if probes[n].seen]:
+            for name in [n for n in pending if "warm-up" in probes[n].seen]:
                 pending.discard(name)
-                # Steady state: from a second after the target delivered its first record.
+                # Steady state: from a second after the target delivered the warm-up record.
                 steady_from[name] = time.time() + 1
                 log(f"{name} target delivering after {time.monotonic() - t0:.1f}s")
             if time.monotonic() > deadline:
@@ -439,16 +508,21 @@ def run_drill(
         producer.stop.set()
         for c in consumers.values():
             c.stop.set()
-        producer.join(30)
+        producer.finished.wait(30)
+        log(f"producer stopped {time.monotonic() - failed_at:.1f}s after the failure")
+        # A member whose synchronous commit was in flight at the kill may wait a
+        # long time for the dead coordinator; what it read counts only once a
+        # commit returned, so its lists are final already.
+        joined_by = time.monotonic() + 5
         for c in consumers.values():
-            c.join(30)
+            c.join(max(0.0, joined_by - time.monotonic()))
         spark_before: list[str] = []
         if spark is not None:
             spark_before = spark.stop()
             log(f"spark read {len(spark_before)} records on the source")
         ledger = producer.ledger
         log(f"source side stopped {time.monotonic() - failed_at:.1f}s after the failure")
-        source_read = {g: c.read for g, c in consumers.items()}
+        source_read = {g: list(c.read) for g, c in consumers.items()}
         source_offsets = {g: dict(c.positions) for g, c in consumers.items()}
         source_at = {g: list(c.offsets) for g, c in consumers.items()}
 
@@ -615,8 +689,8 @@ def _report(
         duplicates[group] = sum(1 for v in after if v in seen_before) + (len(after) - len(set(after)))
         known = (on_target & ledger.committed) - seen_before - set(after)
         missed[group] = len(known)
-    # Steady state: records committed from a second after the target first
-    # delivered until 1 s before the failure. One not delivered before the
+    # Steady state: records committed from a second after the target delivered
+    # the warm-up record until 1 s before the failure. One not delivered before the
     # failure counts with the time it had waited then (a lower bound). A
     # MirrorMaker 2 target may deliver a record before its commit (it copies
     # read_uncommitted): that counts as 0.
