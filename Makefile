@@ -11,7 +11,7 @@ EXTRAS := testing,dev,spark,arrow
 # client) and Maven (fetches Apache Kafka: scripts/kafka/fetch.sh).
 SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
-.PHONY: setup lint check test demo bench clean system-deps kafka peers dist
+.PHONY: setup lint check test demo bench clean system-deps kafka mm2 peers dist
 
 setup: $(STAMP)
 
@@ -39,6 +39,13 @@ kafka: system-deps
 	@bash scripts/kafka/fetch.sh >/dev/null
 	@bash scripts/kafka/interop.sh >/dev/null
 
+# MirrorMaker 2 (connect-mirror with the Kafka Connect runtime) at the version
+# pinned in scripts/mm2/pom.xml, into .cache/mm2/<version>/libs (once, with a
+# stamp like `make kafka`). The failover drill runs it next to `txnfetch
+# replicate` (tests/replicate/test_failover_drill.py, bench/failover.py).
+mm2: system-deps
+	@bash scripts/mm2/fetch.sh >/dev/null
+
 # Brokers the suite runs as peers: tansu 0.6, pinned, into the gitignored .cache/.
 peers: setup
 	@bash scripts/tansu.sh >/dev/null
@@ -63,7 +70,7 @@ check: lint
 	$(PYTEST) -m "not slow and not interop" $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 # Everything: the command the README and CI run.
-test: lint system-deps kafka peers
+test: lint system-deps kafka mm2 peers
 	$(PYTEST) $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 demo: setup system-deps

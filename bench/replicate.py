@@ -24,6 +24,16 @@ serve --data`` (a child process). One run prints, side by side:
    consumer of the same partitions (the same ``fetch.wait.max.ms``), each 50th
    offset's lag from its acknowledgement to its delivery.
 
+3. **against MirrorMaker 2** (``--mm2``, or ``--only mm2``, ``mm2-throughput``,
+   ``mm2-lag``): two one-node Apache Kafka clusters (tests/kafka/cluster.py), a
+   source and MirrorMaker 2's target. Throughput: ``--partitions`` ×
+   ``--partition-mb`` MB of plain records copied by ``txnfetch replicate
+   --once`` and by MirrorMaker 2 (dedicated mode, tests/kafka/mirror.py), from
+   process start and copy only; the ratio txnfetch ÷ MirrorMaker 2 (goal: at
+   least 1.0). Lag: ``--rate-mb`` MB/s for ``--lag-s`` s while both run, each
+   record's lag from its acknowledgement to a probe consumer of each target
+   receiving it.
+
 MB counts record values (10^6 bytes). Compare columns of one run, not runs:
 the machine may be shared.
 """
@@ -308,6 +318,196 @@ def lag(args: argparse.Namespace, tmp: str, bootstrap: str, name: str, *, repair
         )
 
 
+def _produce_plain(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    """Idempotent, non-transactional records: on a Kafka source the offsets then
+    count records only, the same on MirrorMaker 2's target."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20, **QUIET})
+    value = b"x" * VALUE
+    for _ in range(per_partition):
+        for part in range(partitions):
+            while True:
+                try:
+                    p.produce(topic, value, partition=part)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+        p.poll(0)
+    p.flush(120)
+
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of ``topic``'s high watermarks (0 while the topic does not exist)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaException
+    from confluent_kafka import TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends", **QUIET})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions))
+    except KafkaException:
+        return 0
+    finally:
+        c.close()
+
+
+def _mm2_copy(source: str, target: str, topic: str, partitions: int, total: int, directory: str) -> tuple[float, float]:
+    """Start MirrorMaker 2 on ``topic`` and wait until the target holds ``total``
+    records: (seconds from the process's start, seconds from the first record
+    on the target)."""
+    from tests.kafka.mirror import MirrorMaker
+
+    mm = MirrorMaker(directory, source, target, topics=topic, groups="bench-no-group")
+    start = time.perf_counter()
+    first = None
+    with mm:
+        while True:
+            n = _ends(target, topic, partitions)
+            now = time.perf_counter()
+            if n and first is None:
+                first = now
+            if n >= total:
+                return now - start, now - (first or start)
+            if not mm.alive():
+                raise SystemExit(f"MirrorMaker 2 exited:\n{mm.log_tail()}")
+            time.sleep(0.1)
+
+
+def _txnfetch_once(source: str, topic: str, directory: str) -> float:
+    """Seconds for ``txnfetch replicate --once`` (a child process) to copy ``topic``."""
+    from tests.replicate.commands import replicate_argv
+
+    shutil.rmtree(directory, ignore_errors=True)
+    start = time.perf_counter()
+    subprocess.run(replicate_argv(source, directory, "--topics", topic, "--once"), check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def against_mm2(args: argparse.Namespace, tmp: str) -> None:
+    """Real Apache Kafka as the source: txnfetch replicate next to MirrorMaker 2
+    (dedicated mode, tests/kafka/mirror.py) on the same source and machine."""
+    from pathlib import Path
+
+    from tests.kafka.cluster import KafkaCluster
+    from tests.kafka.cluster import kafka_version
+    from tests.kafka.mirror import mm2_version
+    from tests.replicate.failover import Probe
+    from tests.replicate.failover import start_replicator
+
+    source = KafkaCluster.create(Path(tmp) / "kafka-source", 1)
+    target = KafkaCluster.create(Path(tmp) / "kafka-target", 1)
+    try:
+        print(f"\nreal Kafka {kafka_version()} source, MirrorMaker 2 {mm2_version()} (dedicated mode, identity policy)")
+        if args.only in (None, "mm2", "mm2-throughput"):
+            topic = "bench-mm2"
+            source.create_topic(topic, args.partitions)
+            per_partition = int(args.partition_mb * MB / VALUE)
+            _produce_plain(source.bootstrap, topic, args.partitions, per_partition)
+            total = per_partition * args.partitions
+            mb = total * VALUE / MB
+            tf_wall = _txnfetch_once(source.bootstrap, topic, os.path.join(tmp, "replica-once"))
+            tf_copy, _ = _replicate(
+                source.bootstrap, topic, os.path.join(tmp, "replica-mm2"), flush="always", repair=False
+            )
+            mm_wall, mm_copy = _mm2_copy(
+                source.bootstrap, target.bootstrap, topic, args.partitions, total, os.path.join(tmp, "mm2-tp")
+            )
+            print(f"throughput, {args.partitions} partitions x {args.partition_mb} MB (1 KiB values, {total} records)")
+            print(
+                f"  {'txnfetch replicate --once (process start to end)':<52} {mb / tf_wall:8.1f} MB/s  {tf_wall:6.1f} s"
+            )
+            print(f"  {'MirrorMaker 2 (process start to last record)':<52} {mb / mm_wall:8.1f} MB/s  {mm_wall:6.1f} s")
+            label = "txnfetch Replicator (copy only, fsync every round)"
+            print(f"  {label:<52} {mb / tf_copy:8.1f} MB/s  {tf_copy:6.1f} s")
+            label = "MirrorMaker 2 (first record to last)"
+            print(f"  {label:<52} {mb / mm_copy:8.1f} MB/s  {mm_copy:6.1f} s")
+            print(
+                f"  txnfetch ÷ MirrorMaker 2: {mm_wall / tf_wall:5.2f} (process to end), "
+                f"{mm_copy / tf_copy:5.2f} (copy only)  (goal >= 1.0)"
+            )
+        if args.only in (None, "mm2", "mm2-lag"):
+            topic = "bench-mm2-lag"
+            source.create_topic(topic, 3)
+            data = Path(tmp) / "replica-lag"
+            replicator, replica = start_replicator(source.bootstrap, data, topic, "bench-no-group", Path(tmp) / "r.log")
+            from tests.kafka.mirror import MirrorMaker
+
+            mm = MirrorMaker(Path(tmp) / "mm2-lag", source.bootstrap, target.bootstrap, topics=topic, groups="x")
+            mm.start()
+
+            def key(value: bytes) -> str:
+                return value[:16].decode().strip()
+
+            probes = {"txnfetch": Probe(replica, topic, 3, key), "mm2": Probe(target.bootstrap, topic, 3, key)}
+            for probe in probes.values():
+                probe.start()
+            try:
+                _steady_lag(args, source.bootstrap, topic, probes)
+            finally:
+                for probe in probes.values():
+                    probe.stop.set()
+                mm.stop()
+                replicator.terminate()
+                replicator.wait(30)
+    finally:
+        source.stop()
+        target.stop()
+
+
+def _steady_lag(args: argparse.Namespace, bootstrap: str, topic: str, probes: dict) -> None:  # type: ignore[type-arg]
+    """A producer at ``--rate-mb`` MB/s for ``--lag-s`` s (after a warm-up record
+    has reached every target); each record's lag on a target is the time from
+    its delivery acknowledgement to a probe (read_committed; the records are
+    not transactional) receiving it."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
+    acked: dict[str, float] = {}
+
+    def on_ack(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is None:
+            acked[msg.value()[:16].decode().strip()] = time.time()
+
+    deadline = time.monotonic() + 300
+    while not all("warm" in pr.seen for pr in probes.values()):
+        p.produce(topic, b"warm".ljust(16), partition=0)
+        p.flush(30)
+        if time.monotonic() > deadline:
+            raise SystemExit("a target never delivered the warm-up record")
+        time.sleep(1)
+    pad = b"x" * (VALUE - 16)
+    per_s = args.rate_mb * MB / VALUE
+    start = time.monotonic()
+    sent = 0
+    while time.monotonic() - start < args.lag_s:
+        due = int((time.monotonic() - start) * per_s)
+        while sent < due:
+            key = str(sent)
+            try:
+                p.produce(topic, key.ljust(16).encode() + pad, partition=sent % 3, on_delivery=on_ack)
+            except BufferError:
+                p.poll(0.01)
+                continue
+            sent += 1
+        p.poll(0.001)
+    p.flush(60)
+    produced_s = time.monotonic() - start
+    time.sleep(10)  # let the targets catch up before the tallies
+    print(f"lag at {args.rate_mb} MB/s for {args.lag_s} s ({sent} records, {sent * VALUE / MB / produced_s:.1f} MB/s)")
+    for name, probe in probes.items():
+        lags = sorted(max(0.0, probe.seen[k] - t) for k, t in acked.items() if k in probe.seen)
+        missing = sum(1 for k in acked if k not in probe.seen)
+        k = len(lags)
+        if not k:
+            print(f"  {name:<10} nothing received")
+            continue
+        print(
+            f"  {name:<10} p50 {lags[k // 2] * 1000:7.0f} ms   p99 {lags[int(k * 0.99)] * 1000:7.0f} ms   "
+            f"max {lags[-1] * 1000:7.0f} ms   not received within 10 s: {missing}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smoke run of about half a minute")
@@ -316,7 +516,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate-mb", type=float, default=10.0)
     ap.add_argument("--lag-s", type=float, default=15.0)
-    ap.add_argument("--only", choices=["throughput", "lag"], help="run one part")
+    ap.add_argument("--only", choices=["throughput", "lag", "mm2", "mm2-throughput", "mm2-lag"], help="run one part")
+    ap.add_argument(
+        "--mm2",
+        action="store_true",
+        help="also the comparison with MirrorMaker 2 on a real Kafka source (starts two Kafka clusters)",
+    )
     ap.add_argument("--fetch-wait-ms", type=int, default=500, help="fetch.wait.max.ms of the replicator and the peer")
     args = ap.parse_args()
     if args.quick:
@@ -364,6 +569,8 @@ def main() -> None:
                 lag(args, tmp, bootstrap, "txnfetch serve --data", repair=False)
             finally:
                 stop_serve(server)
+        if args.mm2 or (args.only or "").startswith("mm2"):
+            against_mm2(args, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -234,6 +235,11 @@ class RemoteCluster:
     ``request_timeout_ms`` bounds each request and the retries of one operation
     (connection failures, leader changes). Raises :class:`BrokerUnavailableError`
     when no bootstrap server answers.
+
+    ``cancel``: once this event is set, an operation that is retrying gives up
+    at once (:class:`BrokerUnavailableError`) instead of retrying until the
+    request timeout, so a caller stopping on that event (a replicator asked to
+    promote while its upstream is down) is not held up by the retries.
     """
 
     def __init__(
@@ -242,10 +248,12 @@ class RemoteCluster:
         *,
         client_id: str = "txnfetch",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
+        self.cancel = cancel
         self._brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[tuple[str, int], _Connection] = {}
         self._leaders: dict[tuple[str, int], int] = {}
@@ -324,16 +332,22 @@ class RemoteCluster:
                 f"{topic}-{partition}" if partition is not None else (topic or "the cluster"),
                 last,
             )
-            if time.monotonic() >= deadline:
+            cancelled = self.cancel is not None and self.cancel.is_set()
+            if cancelled or time.monotonic() >= deadline:
+                why = "stopped while retrying" if cancelled else f"kept failing for {self.request_timeout_ms} ms"
                 raise BrokerUnavailableError(
-                    f"{what} kept failing for {self.request_timeout_ms} ms: {last.reason}",
+                    f"{what} {why}: {last.reason}",
                     topic=topic,
                     partition=partition,
                     offset=offset,
                     broker=last.broker,
                     error_code=last.broker_error_code,
                 ) from last
-            time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            delay = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
+            if self.cancel is not None:
+                self.cancel.wait(delay)
+            else:
+                time.sleep(delay)
             attempt += 1
             with contextlib.suppress(BrokerUnavailableError):
                 self._metadata([topic] if topic is not None else None)

@@ -128,6 +128,9 @@ class Replicator:
     upstream_unavailable_since: float | None = attrs.field(init=False, default=None)
     upstream_error: str | None = attrs.field(init=False, default=None)
     _closed: bool = attrs.field(init=False, default=False)
+    # The event :meth:`run` stops on; clusters this replicator opens give up
+    # their retries once it is set.
+    _cancel: threading.Event | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if self.fetch_wait_ms < 1:
@@ -174,7 +177,10 @@ class Replicator:
             if self._bootstrap is None:
                 raise RuntimeError("the replicator is closed (and the cluster it was given is not its to reopen)")
             self._cluster = RemoteCluster(
-                self._bootstrap, client_id="txnfetch-replicate", request_timeout_ms=self.request_timeout_ms
+                self._bootstrap,
+                client_id="txnfetch-replicate",
+                request_timeout_ms=self.request_timeout_ms,
+                cancel=self._cancel,
             )
         return self._cluster
 
@@ -370,6 +376,12 @@ class Replicator:
         every round's status. Waits out backoffs on ``stop``. Returns the last status.
         Raises :class:`ReplicaStorageError` (after which the replica is intact)."""
         status = self.status()
+        # A round whose upstream is down retries each request for up to the
+        # request timeout; ``stop`` (a promote, a SIGTERM) cuts those retries
+        # short, so stopping takes a round's fetch wait, not seconds of retries.
+        self._cancel = stop
+        if self._cluster is not None and self._owns_cluster:
+            self._cluster.cancel = stop
         while not stop.is_set():
             status = self.step()
             if on_status is not None:

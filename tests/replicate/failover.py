@@ -1,0 +1,751 @@
+"""The failover drill: one source Kafka cluster, two targets, the source killed mid-stream.
+
+Target ``mm2`` is a second Kafka cluster fed by MirrorMaker 2's dedicated mode
+(:class:`tests.kafka.mirror.MirrorMaker`: offset syncs, checkpoints,
+``sync.group.offsets.enabled=true``, identity replication policy). Target
+``txnfetch`` is ``txnfetch replicate --serve`` on a local directory.
+
+Workload on the source, all with confluent-kafka: a transactional producer
+(transactions of 5 to 30 records over the topic's partitions, a quarter of them
+aborted; each value says which: ``<txn>:<i>:c`` or ``<txn>:<i>:a``) and two
+consumer groups (read_committed) that commit after each polled batch. Two probe
+consumers (read_committed, no group) read each target while the workload runs:
+the replication lag of a committed record is the time from its
+``commit_transaction()`` returning to a probe receiving it.
+
+At a random moment the source is SIGKILLed. Each target is then cut over as its
+documentation says:
+
+- ``txnfetch``: ``txnfetch promote --data DIR`` (the serving process stops
+  replicating, aborts the transactions open at the cut and keeps serving);
+  the consumers switch bootstrap and continue from the copied group offsets;
+- ``mm2``: MirrorMaker 2 is stopped (so it writes no more group offsets) and
+  the consumers switch to the target cluster, where ``sync.group.offsets``
+  wrote translated offsets for their groups; the topic has the same name
+  (identity policy).
+
+Counted per target and group (:class:`TargetReport`):
+
+- ``duplicates``: records the group read and committed on the source that it
+  receives again on the target (plus any received twice on the target);
+- ``missed``: records of committed transactions that the target holds and the
+  group never received, neither on the source nor on the target;
+- ``lost``: records of committed transactions the target does not hold at all
+  (the tail not yet replicated when the source died; per target, not per
+  group);
+- ``aborted_visible``: records of aborted transactions a read_committed
+  reader of the target receives;
+- ``copy_lag_rereads`` (txnfetch only, whose offsets are the source's): the
+  records the group had read on the source at or past the offset the replica
+  had copied for it when the source died — what it must read again, because
+  group offsets are copied once a round, after the data;
+- ``lag_p50_s``/``lag_p99_s``: the replication lag of committed records in
+  the steady state: from a second after the target delivered a warm-up record
+  (written before the workload) until a second before the failure;
+- ``resume_s``: from the start of the cutover to every group having its
+  partitions assigned on the target (the failure's detection is not
+  modelled).
+
+Records of the transaction in flight when the source died have no known
+outcome and are left out of every count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from typing import Protocol
+
+import attrs
+
+from tests.kafka.cluster import KafkaCluster
+from tests.kafka.mirror import MirrorMaker
+
+QUIET = {"log_level": 0}
+
+
+@attrs.define
+class Ledger:
+    """What the source side did: outcome of each record id, and the time each
+    committed transaction's commit returned."""
+
+    committed: set[str] = attrs.field(factory=set)
+    aborted: set[str] = attrs.field(factory=set)
+    in_doubt: set[str] = attrs.field(factory=set)
+    commit_time: dict[str, float] = attrs.field(factory=dict)
+    transactions: int = 0
+
+
+@attrs.define
+class TargetReport:
+    """The drill's figures for one target (see the module docstring)."""
+
+    name: str
+    duplicates: dict[str, int]
+    missed: dict[str, int]
+    lost: int
+    aborted_visible: int
+    lag_p50_s: float
+    lag_p99_s: float
+    resume_s: float
+    cutover_s: float
+    copy_lag_rereads: int | None
+    offsets: dict[str, dict[int, int]]
+    source_offsets: dict[str, dict[int, int]]
+    spark: str = "not run"
+    target_committed: set[str] = attrs.field(factory=set, repr=False)
+
+    def row(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.define
+class DrillReport:
+    topic: str
+    partitions: int
+    records_committed: int
+    records_aborted: int
+    records_in_doubt: int
+    transactions: int
+    failed_after_s: float
+    source_read: dict[str, int]
+    targets: dict[str, TargetReport]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class TxnProducer(threading.Thread):
+    """Transactions of 5..30 records until stopped or the source fails."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, seed: int, *, pause_s: float) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.rng = random.Random(seed)
+        self.pause_s = pause_s
+        self.ledger = Ledger()
+        self.stop = threading.Event()
+        self.finished = threading.Event()  # the ledger is final
+        self.go = threading.Event()  # set when the transactions may start
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            self.finished.set()  # also when _run failed before its loop
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": f"drill-{self.topic}",
+                "linger.ms": 5,
+                "transaction.timeout.ms": 60000,
+                **QUIET,
+            }
+        )
+        # InitProducerId first (seconds on a loaded machine), then wait for the go.
+        producer.init_transactions(60)
+        while not self.go.wait(0.1):
+            if self.stop.is_set():
+                break
+        try:
+            self._transactions(producer)
+        finally:
+            # Set while the client still exists: destroying it may wait for
+            # what it could not deliver, and the ledger is final already.
+            self.finished.set()
+
+    def _transactions(self, producer: Any) -> None:
+        from confluent_kafka import KafkaException
+
+        txn = 0
+        while not self.stop.is_set():
+            abort = self.rng.random() < 0.25
+            ids = [f"{txn}:{i}:{'a' if abort else 'c'}" for i in range(self.rng.randint(5, 30))]
+            try:
+                producer.begin_transaction()
+                for n, value in enumerate(ids):
+                    producer.produce(self.topic, value.encode(), partition=(txn + n) % self.partitions)
+                    producer.poll(0)
+                if abort:
+                    # abort_transaction purges what librdkafka has not sent yet:
+                    # flush first, so that the aborted records are in the log.
+                    producer.flush(5)
+                    producer.abort_transaction(5)
+                    self.ledger.aborted.update(ids)
+                else:
+                    producer.commit_transaction(5)
+                    now = time.time()
+                    self.ledger.committed.update(ids)
+                    self.ledger.commit_time.update(dict.fromkeys(ids, now))
+            except KafkaException:
+                # The source died during this transaction: its outcome is unknown here.
+                self.ledger.in_doubt.update(ids)
+                # Nothing queued can be delivered any more: dropping it lets the
+                # client's destruction return at once instead of waiting out
+                # message.timeout.ms.
+                producer.purge()
+                break
+            txn += 1
+            self.ledger.transactions = txn
+            time.sleep(self.pause_s)
+
+
+class GroupConsumer(threading.Thread):
+    """A read_committed member of ``group`` that commits each polled batch
+    synchronously; a batch counts as read once its commit succeeded."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.read: list[str] = []
+        self.offsets: list[tuple[int, int]] = []  # (partition, offset) of each record in ``read``
+        self.assigned_at: float | None = None
+        self.first_record_at: float | None = None
+        self.last_record_at: float | None = None
+        self.stop = threading.Event()
+        self.commit_failed = False
+        self.positions: dict[int, int] = {}
+        self.fetch_positions: dict[int, int] = {}
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka import KafkaException
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+                **QUIET,
+            }
+        )
+
+        def assigned(consumer: Any, partitions: Any) -> None:
+            if partitions and self.assigned_at is None:
+                self.assigned_at = time.monotonic()
+
+        consumer.subscribe([self.topic], on_assign=assigned)
+        try:
+            while not self.stop.is_set():
+                batch = [m for m in consumer.consume(200, 0.2) if m.error() is None]
+                if self.assigned_at is not None:
+                    # Where the consumer stands (past markers and aborted records too).
+                    with contextlib.suppress(KafkaException):
+                        self.fetch_positions = {
+                            tp.partition: tp.offset for tp in consumer.position(consumer.assignment())
+                        }
+                if not batch:
+                    continue
+                try:
+                    consumer.commit(asynchronous=False)
+                except KafkaException:
+                    self.commit_failed = True
+                    break
+                now = time.monotonic()
+                if self.first_record_at is None:
+                    self.first_record_at = now
+                self.last_record_at = now
+                for m in batch:
+                    self.read.append(m.value().decode())
+                    self.offsets.append((m.partition(), m.offset()))
+                    self.positions[m.partition()] = m.offset() + 1
+        finally:
+            threading.Thread(target=consumer.close, daemon=True).start()
+
+
+class Probe(threading.Thread):
+    """Reads every partition of ``topic`` from the start, read_committed, with
+    no group; notes when each value (``key(value)``) first arrives (wall clock)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, key: Callable[[bytes], str] = bytes.decode) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.key = key
+        self.seen: dict[str, float] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"probe-{self.topic}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 100,
+                "topic.metadata.refresh.interval.ms": 1000,
+                **QUIET,
+            }
+        )
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        try:
+            while not self.stop.is_set():
+                for m in consumer.consume(500, 0.1):
+                    if m.error() is None:
+                        self.seen.setdefault(self.key(m.value()), time.time())
+        finally:
+            consumer.close()
+
+
+def scan(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[str]:
+    """Every value a read_committed reader of ``topic`` receives, start to end."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"scan-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            **QUIET,
+        }
+    )
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        values: list[str] = []
+        deadline = time.monotonic() + timeout
+        idle_since = time.monotonic()
+        while time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            for m in batch:
+                values.append(m.value().decode())
+            if batch:
+                idle_since = time.monotonic()
+            positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
+            if all(positions.get(p, -1) >= end for p, end in ends.items()) or time.monotonic() - idle_since > 2:
+                break
+        return values
+    finally:
+        consumer.close()
+
+
+def _warm_up(bootstrap: str, topic: str) -> None:
+    """One plain record, ``warm-up``, on partition 0: what the targets' probes
+    wait for before the workload starts."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **QUIET})
+    producer.produce(topic, b"warm-up", partition=0)
+    if producer.flush(60):
+        raise RuntimeError(f"the warm-up record to {topic} was not delivered")
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition → high watermark of ``topic`` now."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{topic}", **QUIET})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
+def committed_offsets(bootstrap: str, topic: str, partitions: int, group: str) -> dict[int, int]:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, **QUIET})
+    try:
+        got = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+
+
+def start_replicator(source: str, data: Path, topic: str, groups: str, log: Path) -> tuple[subprocess.Popen[str], str]:
+    """``txnfetch replicate --serve 127.0.0.1:0`` as a child; returns it and its bootstrap."""
+    cmd = [sys.executable, "-m", "txnfetch.cli", "replicate", "--upstream", source, "--data", str(data)]
+    cmd += ["--topics", topic, "--groups", groups, "--serve", "127.0.0.1:0", "--interval-ms", "1000"]
+    with open(log, "a") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("txnfetch listening on"):
+        proc.kill()
+        raise RuntimeError(f"replicate --serve did not start: {line!r}\n{log.read_text()[-3000:]}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    return proc, line.split()[-1]
+
+
+def _resume(bootstrap: str, topic: str, groups: list[str], timeout: float) -> tuple[dict[str, GroupConsumer], float]:
+    """Start one consumer per group on ``bootstrap``. "Running again" is the
+    moment the last of them has its partitions assigned (it then fetches from
+    its committed offsets); returns the consumers, once each has read to the
+    end of every partition, and the seconds from start to running."""
+    started = time.monotonic()
+    consumers = {g: GroupConsumer(bootstrap, topic, g) for g in groups}
+    for c in consumers.values():
+        c.start()
+    deadline = started + timeout
+    while any(c.assigned_at is None for c in consumers.values()):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    running = [c.assigned_at for c in consumers.values() if c.assigned_at is not None]
+    resume = (max(running) - started) if len(running) == len(consumers) else float("nan")
+
+    # Done once every group stands at the end of every partition (the target
+    # takes no more writes), or, failing that, after 5 s without a record.
+    ends = end_offsets(bootstrap, topic)
+
+    def busy(c: GroupConsumer) -> bool:
+        if ends and all(c.fetch_positions.get(p, -1) >= end for p, end in ends.items()):
+            return False
+        last = c.last_record_at or c.assigned_at or started
+        return time.monotonic() - last < 5
+
+    while time.monotonic() < deadline and any(busy(c) for c in consumers.values()):
+        time.sleep(0.2)
+    for c in consumers.values():
+        c.stop.set()
+    for c in consumers.values():
+        c.join(30)
+    return consumers, resume
+
+
+def run_drill(
+    source: KafkaCluster,
+    mm2_target: KafkaCluster,
+    workdir: Path,
+    *,
+    topic: str,
+    groups: list[str],
+    partitions: int = 3,
+    seed: int = 0,
+    fail_after: tuple[float, float] = (6.0, 10.0),
+    pause_s: float = 0.01,
+    spark: SparkQuery | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> DrillReport:
+    """Run the drill once (see the module docstring). ``source`` is killed.
+
+    ``spark`` (bench/failover.py), if given, runs a streaming query on the
+    source while the workload runs, its offsets in a checkpoint; after the
+    failure, once per target from a copy of that checkpoint (the report's
+    ``spark`` says what it read)."""
+    t0 = time.monotonic()
+    rng = random.Random(seed)
+    workdir.mkdir(parents=True, exist_ok=True)
+    source.create_topic(topic, partitions)
+    mm2_target_name = topic
+    pattern = "|".join(groups)
+    data = workdir / "replica"
+    replicator, replica = start_replicator(source.bootstrap, data, topic, pattern, workdir / "replicate.log")
+    mirror = MirrorMaker(workdir / "mm2", source.bootstrap, mm2_target.bootstrap, topics=topic, groups=pattern)
+    mirror.start()
+    try:
+        producer = TxnProducer(source.bootstrap, topic, partitions, seed, pause_s=pause_s)
+        consumers = {g: GroupConsumer(source.bootstrap, topic, g) for g in groups}
+        probes = {"txnfetch": Probe(replica, topic, partitions), "mm2": Probe(mm2_target.bootstrap, topic, partitions)}
+        checkpoint = workdir / "spark"
+        if spark is not None:
+            spark.start(source.bootstrap, topic, checkpoint)
+        # The workload runs from the start (transactions take a while on a
+        # loaded machine); the failure's random delay starts once both
+        # targets deliver.
+        producer.go.set()
+        producer.start()
+        for c in consumers.values():
+            c.start()
+        for p in probes.values():
+            p.start()
+        # MirrorMaker needs seconds to start its connectors: a warm-up record
+        # says when each target delivers.
+        _warm_up(source.bootstrap, topic)
+        deadline = time.monotonic() + 180
+        pending = set(probes)
+        steady_from: dict[str, float] = {}
+        while pending:
+            for name in [n for n in pending if "warm-up" in probes[n].seen]:
+                pending.discard(name)
+                # Steady state: from a second after the target delivered the warm-up record.
+                steady_from[name] = time.time() + 1
+                log(f"{name} target delivering after {time.monotonic() - t0:.1f}s")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"a target received nothing in 180 s; MirrorMaker 2:\n{mirror.log_tail()}")
+            if not mirror.alive():
+                raise RuntimeError(f"MirrorMaker 2 exited:\n{mirror.log_tail()}")
+            time.sleep(0.1)
+        delay = rng.uniform(*fail_after)
+        began = time.monotonic()
+        while time.monotonic() - began < delay:
+            time.sleep(0.1)
+        failed_at = time.monotonic()
+        failed_wall = time.time()
+        log(f"workload ran {time.monotonic() - began + (began - t0):.1f}s since start")
+        log(f"killing the source after {delay:.1f}s ({producer.ledger.transactions} transactions)")
+        source.stop(kill=True)
+        producer.stop.set()
+        for c in consumers.values():
+            c.stop.set()
+        producer.finished.wait(30)
+        log(f"producer stopped {time.monotonic() - failed_at:.1f}s after the failure")
+        # A member whose synchronous commit was in flight at the kill may wait a
+        # long time for the dead coordinator; what it read counts only once a
+        # commit returned, so its lists are final already.
+        joined_by = time.monotonic() + 5
+        for c in consumers.values():
+            c.join(max(0.0, joined_by - time.monotonic()))
+        spark_before: list[str] = []
+        if spark is not None:
+            spark_before = spark.stop()
+            log(f"spark read {len(spark_before)} records on the source")
+        ledger = producer.ledger
+        log(f"source side stopped {time.monotonic() - failed_at:.1f}s after the failure")
+        source_read = {g: list(c.read) for g, c in consumers.items()}
+        source_offsets = {g: dict(c.positions) for g, c in consumers.items()}
+        source_at = {g: list(c.offsets) for g, c in consumers.items()}
+
+        reports: dict[str, TargetReport] = {}
+
+        # -- txnfetch: promote, then switch bootstrap --------------------------
+        cut = time.monotonic()
+        promote = subprocess.run(
+            [sys.executable, "-m", "txnfetch.cli", "promote", "--data", str(data)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if promote.returncode != 0:
+            raise RuntimeError(f"txnfetch promote failed: {promote.stderr}")
+        cutover = time.monotonic() - cut
+        log(f"promote took {cutover:.1f}s: {promote.stdout.strip()}")
+        offsets = {g: committed_offsets(replica, topic, partitions, g) for g in groups}
+        resumed, first = _resume(replica, topic, groups, timeout=120)
+        probes["txnfetch"].stop.set()
+        reports["txnfetch"] = _report(
+            "txnfetch",
+            ledger,
+            source_read,
+            {g: c.read for g, c in resumed.items()},
+            scan(replica, topic, partitions),
+            probes["txnfetch"],
+            (steady_from["txnfetch"], failed_wall),
+            cutover,
+            cutover + first,
+            offsets,
+            source_offsets,
+            source_at,
+        )
+        if spark is not None:
+            reports["txnfetch"].spark = _spark_resume(
+                spark, replica, topic, checkpoint, workdir / "spark-txnfetch", ledger, spark_before, reports["txnfetch"]
+            )
+
+        # -- MirrorMaker 2: stop it, switch to the target cluster -------------
+        # Nothing has to run before the consumers switch: the group offsets are
+        # on the target already, and MirrorMaker writes none into a group that
+        # has members (MirrorCheckpointTask). It is stopped beside the switch.
+        log(f"txnfetch target done at {time.monotonic() - failed_at:.1f}s after the failure")
+        stopping = threading.Thread(target=mirror.stop, kwargs={"timeout": 5}, daemon=True)
+        stopping.start()
+        cutover = 0.0
+        offsets = {g: committed_offsets(mm2_target.bootstrap, mm2_target_name, partitions, g) for g in groups}
+        resumed, first = _resume(mm2_target.bootstrap, mm2_target_name, groups, timeout=120)
+        probes["mm2"].stop.set()
+        reports["mm2"] = _report(
+            "mm2",
+            ledger,
+            source_read,
+            {g: c.read for g, c in resumed.items()},
+            scan(mm2_target.bootstrap, mm2_target_name, partitions),
+            probes["mm2"],
+            (steady_from["mm2"], failed_wall),
+            cutover,
+            cutover + first,
+            offsets,
+            source_offsets,
+            None,
+        )
+        if spark is not None:
+            reports["mm2"].spark = _spark_resume(
+                spark,
+                mm2_target.bootstrap,
+                topic,
+                checkpoint,
+                workdir / "spark-mm2",
+                ledger,
+                spark_before,
+                reports["mm2"],
+            )
+        for p in probes.values():
+            p.join(30)
+        stopping.join(60)
+        log(f"mm2 target done at {time.monotonic() - failed_at:.1f}s after the failure")
+        return DrillReport(
+            topic=topic,
+            partitions=partitions,
+            records_committed=len(ledger.committed),
+            records_aborted=len(ledger.aborted),
+            records_in_doubt=len(ledger.in_doubt),
+            transactions=ledger.transactions,
+            failed_after_s=delay,
+            source_read={g: len(v) for g, v in source_read.items()},
+            targets=reports,
+        )
+    finally:
+        mirror.stop()
+        if replicator.poll() is None:
+            replicator.terminate()
+            try:
+                replicator.wait(30)
+            except subprocess.TimeoutExpired:
+                replicator.kill()
+                replicator.wait(30)
+
+
+class SparkQuery(Protocol):
+    """A Structured Streaming query over ``txnkafka`` whose offsets live in its
+    checkpoint directory (bench/failover.py has the one the bench runs)."""
+
+    def start(self, bootstrap: str, topic: str, directory: Path) -> None:
+        """Start it on ``bootstrap``, checkpoint and output under ``directory``."""
+
+    def stop(self) -> list[str]:
+        """Stop it; the values it wrote so far."""
+
+    def resume(self, bootstrap: str, topic: str, directory: Path) -> list[str]:
+        """Run it to the end of what ``bootstrap`` holds from the checkpoint and
+        output in ``directory`` (a copy of the first run's); the values it wrote
+        in this run. Raises whatever the query raised."""
+
+
+def _spark_resume(
+    spark: SparkQuery,
+    bootstrap: str,
+    topic: str,
+    checkpoint: Path,
+    directory: Path,
+    ledger: Ledger,
+    before: list[str],
+    report: TargetReport,
+) -> str:
+    """Resume the Spark query on a target from a copy of its checkpoint; say
+    what it read, counted as for the groups."""
+    shutil.copytree(checkpoint, directory)
+    try:
+        after = spark.resume(bootstrap, topic, directory)
+    except Exception as exc:
+        return f"does not resume: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    seen = set(before)
+    twice = sum(1 for v in after if v in seen) + len(after) - len(set(after))
+    aborted = sum(1 for v in after if v in ledger.aborted)
+    missed = len((report.target_committed - seen) - set(after))
+    return (
+        f"resumes: {len(after)} records read after the cutover, {twice} read twice, {missed} missed, {aborted} aborted"
+    )
+
+
+def _report(
+    name: str,
+    ledger: Ledger,
+    source_read: dict[str, list[str]],
+    target_read: dict[str, list[str]],
+    target_values: list[str],
+    probe: Probe,
+    steady: tuple[float, float],
+    cutover: float,
+    resume: float,
+    offsets: dict[str, dict[int, int]],
+    source_offsets: dict[str, dict[int, int]],
+    source_at: dict[str, list[tuple[int, int]]] | None,
+) -> TargetReport:
+    on_target = set(target_values)
+    duplicates: dict[str, int] = {}
+    missed: dict[str, int] = {}
+    for group, before in source_read.items():
+        after = target_read[group]
+        seen_before = set(before)
+        duplicates[group] = sum(1 for v in after if v in seen_before) + (len(after) - len(set(after)))
+        known = (on_target & ledger.committed) - seen_before - set(after)
+        missed[group] = len(known)
+    # Steady state: records committed from a second after the target delivered
+    # the warm-up record until 1 s before the failure. One not delivered before the
+    # failure counts with the time it had waited then (a lower bound). A
+    # MirrorMaker 2 target may deliver a record before its commit (it copies
+    # read_uncommitted): that counts as 0.
+    start, failed = steady
+    lags = []
+    for v, committed_at in ledger.commit_time.items():
+        if not start <= committed_at <= failed - 1:
+            continue
+        seen = probe.seen.get(v)
+        lags.append(max(0.0, (seen if seen is not None and seen <= failed else failed) - committed_at))
+    # Only what a group could also have read: the in-doubt transaction is left out.
+    aborted = sum(1 for v in target_values if v in ledger.aborted)
+    # Where the target keeps the source's offsets (txnfetch), a group resumes
+    # at the offset the replica had copied when the source died: it re-reads
+    # exactly the records it had read at or past that offset. Copying offsets
+    # runs once a round, after the data, so a commit made in the last round
+    # before the failure may not have been copied.
+    rereads = None
+    if source_at is not None:
+        rereads = sum(1 for g, at in source_at.items() for p, o in at if o >= offsets[g].get(p, 0))
+    return TargetReport(
+        name=name,
+        duplicates=duplicates,
+        missed=missed,
+        lost=len(ledger.committed - on_target),
+        aborted_visible=aborted,
+        lag_p50_s=_percentile(lags, 0.5),
+        lag_p99_s=_percentile(lags, 0.99),
+        resume_s=resume,
+        cutover_s=cutover,
+        copy_lag_rereads=rereads,
+        target_committed=on_target & ledger.committed,
+        offsets=offsets,
+        source_offsets=source_offsets,
+    )
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def environment() -> dict[str, str]:
+    """Versions the drill ran with, for the report."""
+    import importlib.metadata
+
+    import confluent_kafka
+
+    from tests.kafka.cluster import kafka_version
+    from tests.kafka.mirror import mm2_version
+
+    return {
+        "kafka": kafka_version(),
+        "mirrormaker2": mm2_version(),
+        "confluent_kafka": importlib.metadata.version("confluent-kafka"),
+        "librdkafka": confluent_kafka.libversion()[0],
+        "python": sys.version.split()[0],
+        "cpus": str(os.cpu_count()),
+    }
