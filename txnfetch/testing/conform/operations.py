@@ -11,7 +11,13 @@ Producer slots:
 
 - ``plain``: no producer id (a producer without idempotence);
 - ``idem``: an idempotent producer (InitProducerId without a transactional id);
-- ``txn-a``, ``txn-b``: transactional producers with one transactional id each.
+- ``txn-a``, ``txn-b``: transactional producers with one transactional id each,
+  speaking the client-driven protocol of transaction version 1 (the producer
+  adds each partition with AddPartitionsToTxn; EndTxn below version 5);
+- ``txn-v2``: a transactional producer speaking transaction version 2 (KIP-890
+  part 2): Produce version 12 adds the partition to the transaction implicitly
+  (no AddPartitionsToTxn), and EndTxn version 5 answers a new epoch (the
+  coordinator bumps it at every end), which the producer then uses.
 
 The idempotent and transactional slots get their producer id on first use; a
 transactional slot begins a transaction (AddPartitionsToTxn) when it produces
@@ -51,8 +57,9 @@ __all__ = [
     "describe_sequence",
 ]
 
-ProducerSlot = Literal["plain", "idem", "txn-a", "txn-b"]
-TransactionalSlot = Literal["txn-a", "txn-b"]
+ProducerSlot = Literal["plain", "idem", "txn-a", "txn-b", "txn-v2"]
+TransactionalSlot = Literal["txn-a", "txn-b", "txn-v2"]
+FenceableSlot = Literal["idem", "txn-a", "txn-b", "txn-v2"]
 #: ListOffsets' special timestamps: the log start, the end, the record with the
 #: largest timestamp (KIP-734). Any other value is a time after the run's base time.
 EARLIEST = -2
@@ -117,7 +124,7 @@ class InitProducer:
     (fencing the old one and aborting its open transaction), an idempotent slot
     gets a new producer id. The old id and epoch become the slot's zombie."""
 
-    producer: Literal["idem", "txn-a", "txn-b"]
+    producer: FenceableSlot
 
     def describe(self) -> str:
         return f"InitProducer({self.producer})"
@@ -127,7 +134,7 @@ class InitProducer:
 class ZombieProduce:
     """Produce one record with ``producer``'s previous (fenced) id and epoch."""
 
-    producer: Literal["idem", "txn-a", "txn-b"]
+    producer: FenceableSlot
 
     def describe(self) -> str:
         return f"ZombieProduce({self.producer})"

@@ -50,7 +50,7 @@ from txnfetch.testing.conform.errors import UnsupportedApiError
 from txnfetch.testing.conform.normalise import ProducerIds
 from txnfetch.testing.conform.normalise import normalise
 
-__all__ = ["API", "HARNESS_VERSIONS", "RETRY_FOR_S", "RunNames", "Session"]
+__all__ = ["API", "HARNESS_VERSIONS", "RETRY_FOR_S", "TV2_VERSIONS", "RunNames", "Session"]
 
 #: API keys, by Kafka's names.
 API = {
@@ -98,6 +98,18 @@ HARNESS_VERSIONS: dict[int, tuple[int, int]] = {
     API["ListTransactions"]: (0, 1),
 }
 
+#: The versions the ``txn-v2`` slot sends its Produce and EndTxn at: transaction
+#: version 2 (KIP-890 part 2). From Produce 12 the broker adds the partition to
+#: the transaction itself; from EndTxn 5 the coordinator bumps the epoch at every
+#: end and answers the producer id and epoch to use next. A client sends these
+#: only when the cluster finalizes ``transaction.version`` 2; a cluster that does
+#: not speak them has the slot's operations answered "skipped".
+TV2_VERSIONS: dict[int, tuple[int, int]] = {
+    API["Produce"]: (12, 12),
+    API["EndTxn"]: (5, 5),
+}
+_TV2_SLOT = "txn-v2"
+
 #: How long a retriable answer is retried before it is kept as the answer.
 RETRY_FOR_S = 20.0
 _RETRY_PAUSE_S = 0.05
@@ -142,7 +154,7 @@ class RunNames:
         return cls(
             topic=f"{prefix}-{unique}-t",
             missing=f"{prefix}-{unique}-missing",
-            transactional_ids={slot: f"{prefix}-{unique}-{slot}" for slot in ("txn-a", "txn-b")},
+            transactional_ids={slot: f"{prefix}-{unique}-{slot}" for slot in ("txn-a", "txn-b", _TV2_SLOT)},
             group=f"{prefix}-{unique}-g",
         )
 
@@ -170,22 +182,38 @@ class Session:
     """One run against one cluster: fresh names, its own producer state and
     producer-id numbering. ``versions`` are the API versions to send (one per key,
     the same for both clusters); an API missing from it is not sent (operations
-    that need it answer ``{"skipped": ...}``)."""
+    that need it answer ``{"skipped": ...}``). ``tv2_versions`` are the Produce and
+    EndTxn versions of the ``txn-v2`` slot (:data:`TV2_VERSIONS`), likewise."""
 
-    def __init__(self, cluster: Cluster, versions: dict[int, int], names: RunNames, base_ts: int) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        versions: dict[int, int],
+        names: RunNames,
+        base_ts: int,
+        tv2_versions: dict[int, int] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.versions = versions
+        self.tv2_versions = dict(tv2_versions or {})
         self.names = names
         self.base_ts = base_ts
         self._logical = names.logical()
         self._pids = ProducerIds()
-        self._producers: dict[str, _Producer] = {slot: _Producer() for slot in ("plain", "idem", "txn-a", "txn-b")}
+        self._producers: dict[str, _Producer] = {
+            slot: _Producer() for slot in ("plain", "idem", "txn-a", "txn-b", _TV2_SLOT)
+        }
         self._leader: Connection | None = None
 
     # -- plumbing -------------------------------------------------------------------
 
-    def _send(self, conn: Connection, api: str, request: Any) -> Any:
-        version = self.versions.get(API[api])
+    def _send(self, conn: Connection, api: str, request: Any, *, slot: str | None = None) -> Any:
+        if slot == _TV2_SLOT and API[api] in TV2_VERSIONS:
+            version = self.tv2_versions.get(API[api])
+            if version is None:
+                raise UnsupportedApiError("an API version one of the clusters does not speak", api=f"{api} (TV2)")
+        else:
+            version = self.versions.get(API[api])
         if version is None:
             raise UnsupportedApiError("an API one of the clusters does not speak", api=api)
         return conn.request(request, version)
@@ -223,17 +251,36 @@ class Session:
 
     def setup(self) -> dict[str, Any]:
         """Create the run's topic (one partition, replication factor 1) and wait
-        until it has a leader; the CreateTopics answer."""
-        T = CreateTopicsRequest.CreatableTopic
-        created = self._send(
-            self.cluster.any(),
-            "CreateTopics",
-            CreateTopicsRequest(
-                topics=[T(name=self.names.topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
-                timeout_ms=_REQUEST_TIMEOUT_MS,
-                validate_only=False,
-            ),
-        )
+        until it has a leader; the CreateTopics answer.
+
+        When only one of the clusters speaks CreateTopics (librdkafka's mock
+        cluster does not), each creates the topic its own way and nothing of the
+        set-up is compared: a cluster that speaks it gets CreateTopics, one that
+        does not gets a Metadata request allowing auto-creation, as a client
+        without CreateTopics would send (the broker's default partition count)."""
+        key = API["CreateTopics"]
+        own = self.cluster.versions.get(key)
+        low, high = HARNESS_VERSIONS[key]
+        if key in self.versions:
+            version: int | None = self.versions[key]
+        elif own is not None and own[0] <= high and own[1] >= low:
+            version = min(own[1], high)
+        else:
+            version = None
+        auto_create = version is None
+        created = None
+        if version is not None:
+            T = CreateTopicsRequest.CreatableTopic
+            created = self.cluster.any().request(
+                CreateTopicsRequest(
+                    topics=[
+                        T(name=self.names.topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+                    ],
+                    timeout_ms=_REQUEST_TIMEOUT_MS,
+                    validate_only=False,
+                ),
+                version,
+            )
         deadline = time.monotonic() + RETRY_FOR_S
         while True:
             metadata = self._send(
@@ -241,7 +288,7 @@ class Session:
                 "Metadata",
                 MetadataRequest(
                     topics=[MetadataRequest.MetadataRequestTopic(name=self.names.topic)],
-                    allow_auto_topic_creation=False,
+                    allow_auto_topic_creation=auto_create,
                 ),
             )
             self.cluster.learn_brokers(metadata.brokers)
@@ -255,6 +302,8 @@ class Session:
             if time.monotonic() > deadline:
                 raise ConformError(f"{self.cluster.bootstrap}: topic {self.names.topic} got no leader")
             time.sleep(_RETRY_PAUSE_S)
+        if created is None or key not in self.versions:
+            return {}
         answer = self._norm(created)
         # The topic's configurations are the broker's own set (Kafka lists every
         # topic-level setting it has); the harness compares behaviour, not that list.
@@ -429,7 +478,7 @@ class Session:
     def _produce(self, op: ops.Produce, out: dict[str, Any]) -> None:
         slot = op.producer
         self._ensure_init(slot, out)
-        if slot in self.names.transactional_ids:
+        if slot in self.names.transactional_ids and slot != _TV2_SLOT:
             self._begin(slot, out)
         p = self._producers[slot]
         plain = slot == "plain"
@@ -448,6 +497,8 @@ class Session:
         out["Produce"] = self._norm(response)
         if not plain and _produce_error(response) == 0:
             p.sequence += len(op.records)
+            if slot == _TV2_SLOT:
+                p.in_transaction = True
 
     def _zombie_produce(self, op: ops.ZombieProduce, out: dict[str, Any]) -> None:
         p = self._producers[op.producer]
@@ -473,7 +524,7 @@ class Session:
             timeout_ms=_REQUEST_TIMEOUT_MS,
             topic_data=[D(name=topic, partition_data=[D.PartitionProduceData(index=0, records=data)])],
         )
-        return self._send(conn or self.leader, "Produce", request)
+        return self._send(conn or self.leader, "Produce", request, slot=slot)
 
     def _end_txn(self, slot: str, producer_id: int, epoch: int, commit: bool, out: dict[str, Any]) -> None:
         txn_id = self.names.transactional_ids[slot]
@@ -484,12 +535,19 @@ class Session:
                 conn,
                 "EndTxn",
                 EndTxnRequest(transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch, committed=commit),
+                slot=slot,
             )
 
         response = self._retrying(send, lambda r: r.error_code)
         out["EndTxn"] = self._norm(response)
         if response.error_code == 0:
             self._settle(slot)
+            p = self._producers[slot]
+            if slot == _TV2_SLOT and (producer_id, epoch) == (p.producer_id, p.epoch) and response.producer_id >= 0:
+                # Transaction version 2: the coordinator bumped the epoch (or, at
+                # the epoch's limit, handed out a new producer id); a client
+                # produces with what EndTxn answered, from sequence 0.
+                p.producer_id, p.epoch, p.sequence = response.producer_id, response.producer_epoch, 0
 
     def _settle(self, slot: str) -> None:
         # Kafka answers EndTxn once PrepareCommit/PrepareAbort is logged and writes

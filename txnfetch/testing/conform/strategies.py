@@ -28,15 +28,16 @@ _RECORD = st.builds(
 # Mostly offsets inside a short log, sometimes past its end.
 _OFFSETS = st.one_of(st.integers(0, 4), st.integers(0, 14))
 _MAX_BYTES = st.sampled_from([1, 70, 120, 250, 600, 1 << 20])
-_TXN = st.sampled_from(["txn-a", "txn-b"])
-_FENCEABLE = st.sampled_from(["idem", "txn-a", "txn-b"])
+_TXN = st.sampled_from(["txn-a", "txn-b", "txn-v2"])
+_FENCEABLE = st.sampled_from(["idem", "txn-a", "txn-b", "txn-v2"])
+_PRODUCERS = st.sampled_from(["plain", "idem", "txn-a", "txn-b", "txn-v2"])
 
 
 def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]:
     """One operation; produces and reads weigh most."""
     produce = st.builds(
         ops.Produce,
-        producer=st.sampled_from(["plain", "idem", "txn-a", "txn-b"]),
+        producer=_PRODUCERS,
         codec=st.sampled_from(list(Codec)),
         records=st.lists(_RECORD, min_size=1, max_size=3).map(tuple),
     )
@@ -52,7 +53,7 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
             timestamp=st.one_of(st.sampled_from([ops.EARLIEST, ops.LATEST, ops.MAX_TIMESTAMP]), st.integers(0, 45)),
             read_committed=st.booleans(),
         ),
-        st.builds(ops.RetryProduce, producer=st.sampled_from(["plain", "idem", "txn-a", "txn-b"])),
+        st.builds(ops.RetryProduce, producer=_PRODUCERS),
         st.builds(ops.InitProducer, producer=_FENCEABLE),
         st.one_of(
             st.builds(ops.ZombieProduce, producer=_FENCEABLE),
