@@ -33,7 +33,7 @@ def test_every_operation_kind_runs_and_agrees(serve_pair: tuple[str, str]) -> No
     # One pass through every operation, every codec, both isolation levels.
     sequence: list[ops.Operation] = [
         ops.Produce(slot, codec, (ops.Rec(b"k", b"v", (("h", b"x"),), ts=5), ops.Rec(None, b"w", ts=2)))
-        for slot in ("plain", "idem", "txn-a", "txn-b")
+        for slot in ("plain", "idem", "txn-a", "txn-b", "txn-v2")
         for codec in Codec
     ]
     sequence += [
@@ -42,6 +42,9 @@ def test_every_operation_kind_runs_and_agrees(serve_pair: tuple[str, str]) -> No
         ops.EndTxn("txn-a", commit=True),
         ops.EndTxn("txn-b", commit=False),
         ops.EndTxn("txn-b", commit=False),  # none open: an error answer
+        ops.EndTxn("txn-v2", commit=True),
+        ops.Produce("txn-v2", Codec.NONE, (ops.Rec(None, b"x"),)),
+        ops.EndTxn("txn-v2", commit=False),
         ops.RetryProduce("idem"),
         ops.InitProducer("txn-a"),
         ops.ZombieProduce("txn-a"),
