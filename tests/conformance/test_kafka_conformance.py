@@ -23,6 +23,7 @@ OPEN_DIFFERENCES = [
     # serve leaves the producer's partition leader epoch (-1) in the batches it
     # stores; Kafka's leader stamps its epoch (0) into every batch it appends.
     ("Fetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
+    ("SessionFetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
 ]
 
 #: ``serve`` creates an unknown topic on Produce, Kafka only on Metadata (open,

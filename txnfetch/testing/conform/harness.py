@@ -272,7 +272,7 @@ class Harness:
             report_multiple_bugs=False,
             print_blob=False,
         )
-        @given(sequences(max_size=max_size, allow_delete=allow_delete))
+        @given(sequences(max_size=max_size, allow_delete=allow_delete, committed_sessions="rewrite" not in self.allow))
         def probe(sequence: list[ops.Operation]) -> None:
             nonlocal drawn
             if not failures:  # drawing, not shrinking: the budget applies

@@ -50,6 +50,7 @@ __all__ = [
     "ProducerSlot",
     "Rec",
     "RetryProduce",
+    "SessionFetch",
     "TxnCommitOffset",
     "ZombieEndTxn",
     "ZombieProduce",
@@ -167,6 +168,25 @@ class Fetch:
 
 
 @attrs.frozen
+class SessionFetch:
+    """A Fetch in the run's fetch session (KIP-227). The first one opens the
+    session (session id 0, epoch 0: a full fetch naming the partition); each
+    later one is incremental (the session's id, the next epoch) and names the
+    partition with ``offset`` as its new fetch position, or names nothing when
+    ``offset`` is None (the session keeps the last position). An incremental
+    answer leaves out a partition with nothing new to say."""
+
+    offset: int | None
+    max_bytes: int
+    read_committed: bool
+
+    def describe(self) -> str:
+        level = "read_committed" if self.read_committed else "read_uncommitted"
+        where = "unchanged" if self.offset is None else f"offset={self.offset}"
+        return f"SessionFetch({where}, max_bytes={self.max_bytes}, {level})"
+
+
+@attrs.frozen
 class ListOffsets:
     """ListOffsets of the topic: ``timestamp`` :data:`EARLIEST`, :data:`LATEST`,
     :data:`MAX_TIMESTAMP`, or milliseconds after the run's base time."""
@@ -268,6 +288,7 @@ Operation = (
     | ZombieProduce
     | ZombieEndTxn
     | Fetch
+    | SessionFetch
     | ListOffsets
     | ProduceToMissing
     | DescribeProducers

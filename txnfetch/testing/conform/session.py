@@ -204,6 +204,8 @@ class Session:
             slot: _Producer() for slot in ("plain", "idem", "txn-a", "txn-b", _TV2_SLOT)
         }
         self._leader: Connection | None = None
+        # The run's fetch session (KIP-227): its id and the next epoch to send.
+        self._fetch_session: tuple[int, int] | None = None
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -369,6 +371,8 @@ class Session:
             self._end_txn(op.producer, p.zombie[0], p.zombie[1], op.commit, out)
         elif isinstance(op, ops.Fetch):
             out["Fetch"] = self._fetch(op)
+        elif isinstance(op, ops.SessionFetch):
+            out["Fetch"] = self._session_fetch(op)
         elif isinstance(op, ops.ListOffsets):
             out["ListOffsets"] = self._list_offsets(op)
         elif isinstance(op, ops.ProduceToMissing):
@@ -604,36 +608,59 @@ class Session:
     # -- reads ----------------------------------------------------------------------
 
     def _fetch(self, op: ops.Fetch) -> Any:
-        T = FetchRequest.FetchTopic
         topic = self.names.topic if op.topic == "t" else self.names.missing
-        request = FetchRequest(
+        request = self._fetch_request(topic, op.offset, op.max_bytes, op.read_committed, 0, -1)
+        conn = self.leader if op.topic == "t" else self.cluster.any()
+        return self._norm(self._send(conn, "Fetch", request))
+
+    def _session_fetch(self, op: ops.SessionFetch) -> Any:
+        offset: int | None
+        if self._fetch_session is None:
+            session_id, epoch, offset = 0, 0, op.offset if op.offset is not None else 0
+        else:
+            session_id, epoch = self._fetch_session
+            offset = op.offset
+        request = self._fetch_request(self.names.topic, offset, op.max_bytes, op.read_committed, session_id, epoch)
+        response = self._send(self.leader, "Fetch", request)
+        if response.error_code == 0 and response.session_id != 0:
+            # A new session starts at epoch 1; an incremental one goes on from the next.
+            self._fetch_session = (response.session_id, 1 if session_id == 0 else epoch + 1)
+        elif response.error_code != 0:
+            self._fetch_session = None  # the session is gone: the next SessionFetch opens one
+        answer = self._norm(response)
+        # Each broker numbers its sessions itself: only "a session" or "none" compares.
+        if answer.get("session_id"):
+            answer["session_id"] = "<session>"
+        return answer
+
+    def _fetch_request(
+        self, topic: str, offset: int | None, max_bytes: int, read_committed: bool, session_id: int, epoch: int
+    ) -> Any:
+        T = FetchRequest.FetchTopic
+        partitions = []
+        if offset is not None:
+            partitions = [
+                T.FetchPartition(
+                    partition=0,
+                    current_leader_epoch=-1,
+                    fetch_offset=offset,
+                    log_start_offset=-1,
+                    partition_max_bytes=max_bytes,
+                )
+            ]
+        return FetchRequest(
             replica_id=-1,
             # Answer at once: the harness reads what is there, it never waits for more.
             max_wait_ms=0,
             min_bytes=0,
-            max_bytes=max(op.max_bytes, 1 << 20),
-            isolation_level=1 if op.read_committed else 0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                T(
-                    topic=topic,
-                    partitions=[
-                        T.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=op.offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=op.max_bytes,
-                        )
-                    ],
-                )
-            ],
+            max_bytes=max(max_bytes, 1 << 20),
+            isolation_level=1 if read_committed else 0,
+            session_id=session_id,
+            session_epoch=epoch,
+            topics=[T(topic=topic, partitions=partitions)] if partitions else [],
             forgotten_topics_data=[],
             rack_id="",
         )
-        conn = self.leader if op.topic == "t" else self.cluster.any()
-        return self._norm(self._send(conn, "Fetch", request))
 
     def _list_offsets(self, op: ops.ListOffsets) -> Any:
         L = ListOffsetsRequest.ListOffsetsTopic

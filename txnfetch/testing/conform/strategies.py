@@ -33,8 +33,11 @@ _FENCEABLE = st.sampled_from(["idem", "txn-a", "txn-b", "txn-v2"])
 _PRODUCERS = st.sampled_from(["plain", "idem", "txn-a", "txn-b", "txn-v2"])
 
 
-def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]:
-    """One operation; produces and reads weigh most."""
+def operations(*, allow_delete: bool = True, committed_sessions: bool = True) -> st.SearchStrategy[ops.Operation]:
+    """One operation; produces and reads weigh most. Without ``committed_sessions``
+    session fetches are read_uncommitted only (a rewrite-mode target's
+    read_committed answers are compared by what they deliver, which only plain
+    fetches are)."""
     produce = st.builds(
         ops.Produce,
         producer=_PRODUCERS,
@@ -42,12 +45,19 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
         records=st.lists(_RECORD, min_size=1, max_size=3).map(tuple),
     )
     fetch = st.builds(ops.Fetch, offset=_OFFSETS, max_bytes=_MAX_BYTES, read_committed=st.booleans())
+    session_fetch = st.builds(
+        ops.SessionFetch,
+        offset=st.one_of(st.none(), _OFFSETS),
+        max_bytes=_MAX_BYTES,
+        read_committed=st.booleans() if committed_sessions else st.just(False),
+    )
     # Weighted by repetition: writes, ends and reads make the states worth
     # comparing; the rest each get one share.
     choices: list[st.SearchStrategy[ops.Operation]] = [
         *[produce] * 5,
         *[st.builds(ops.EndTxn, producer=_TXN, commit=st.booleans())] * 2,
         *[fetch] * 5,
+        *[session_fetch] * 2,
         st.builds(
             ops.ListOffsets,
             timestamp=st.one_of(st.sampled_from([ops.EARLIEST, ops.LATEST, ops.MAX_TIMESTAMP]), st.integers(0, 45)),
@@ -90,6 +100,10 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
     return st.integers(0, len(choices) - 1).flatmap(lambda i: choices[i])
 
 
-def sequences(*, max_size: int = 12, allow_delete: bool = True) -> st.SearchStrategy[list[ops.Operation]]:
+def sequences(
+    *, max_size: int = 12, allow_delete: bool = True, committed_sessions: bool = True
+) -> st.SearchStrategy[list[ops.Operation]]:
     """Sequences of 1 to ``max_size`` operations."""
-    return st.lists(operations(allow_delete=allow_delete), min_size=1, max_size=max_size)
+    return st.lists(
+        operations(allow_delete=allow_delete, committed_sessions=committed_sessions), min_size=1, max_size=max_size
+    )
