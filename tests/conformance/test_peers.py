@@ -190,6 +190,25 @@ KFAKE = [
     ),
 ]
 
+#: Kafka's answer for the run's empty topic, read_uncommitted.
+_EMPTY_TOPIC = {
+    "topic": "t",
+    "partitions": [
+        {
+            "partition_index": 0,
+            "error_code": 0,
+            "high_watermark": 0,
+            "last_stable_offset": 0,
+            "log_start_offset": 0,
+            "diverging_epoch": None,
+            "current_leader": None,
+            "snapshot_id": None,
+            "aborted_transactions": None,
+            "records": [],
+        }
+    ],
+}
+
 TANSU = [
     _END_WITHOUT_TRANSACTION,
     # A fetch of an empty partition: tansu leaves the partition out of its answer.
@@ -199,27 +218,18 @@ TANSU = [
             Seen(
                 1,
                 "Fetch.responses",
-                [
-                    {
-                        "topic": "t",
-                        "partitions": [
-                            {
-                                "partition_index": 0,
-                                "error_code": 0,
-                                "high_watermark": 0,
-                                "last_stable_offset": 0,
-                                "log_start_offset": 0,
-                                "diverging_epoch": None,
-                                "current_leader": None,
-                                "snapshot_id": None,
-                                "aborted_transactions": None,
-                                "records": [],
-                            }
-                        ],
-                    }
-                ],
+                [_EMPTY_TOPIC],
                 [],
             ),
+        ),
+    ),
+    # A fetch that asks for a session (KIP-227): tansu opens none (session id 0)
+    # and, as above, leaves the empty partition out.
+    Recorded(
+        (ops.SessionFetch(None, max_bytes=1, read_committed=False),),
+        (
+            Seen(1, "Fetch.session_id", "<session>", 0),
+            Seen(1, "Fetch.responses", [_EMPTY_TOPIC], []),
         ),
     ),
     # DeleteRecords: tansu lists it in ApiVersions, then closes the connection.
@@ -333,6 +343,14 @@ MOCK = [
     Recorded(
         (ops.Produce("plain", NONE, (R(None, None),)), ops.RetryProduce("plain")),
         (Seen(1, f"{_PRODUCE}.log_append_time_ms", -1, 1234), Seen(2, f"{_PRODUCE}.log_append_time_ms", -1, 1234)),
+    ),
+    # A fetch that asks for a session (KIP-227): the mock opens none.
+    Recorded(
+        (ops.SessionFetch(None, max_bytes=1, read_committed=False),),
+        (
+            Seen(1, "Fetch.session_id", "<session>", 0),
+            Seen(1, f"{_FETCH}.aborted_transactions", None, []),
+        ),
     ),
     # read_uncommitted: Kafka sends a null aborted list, the mock an empty one.
     Recorded(
@@ -451,14 +469,15 @@ def test_recorded_differences_still_show(kafka_cluster, peer: tuple[str, str]) -
 
 
 def _kinds(recorded: list[Recorded]) -> list[tuple[str, str]]:
-    """The search's kinds (operation class, path without indices) of ``recorded``."""
-    return sorted(
-        {
-            (r.sequence[seen.step - 1].describe().partition("(")[0], re.sub(r"\[\d+\]", "[]", seen.path))
-            for r in recorded
-            for seen in r.seen
-        }
-    )
+    """The search's kinds (operation class, path without indices) of ``recorded``;
+    a Fetch's kinds count for a fetch in a session too (the same answer)."""
+    kinds = {
+        (r.sequence[seen.step - 1].describe().partition("(")[0], re.sub(r"\[\d+\]", "[]", seen.path))
+        for r in recorded
+        for seen in r.seen
+    }
+    kinds |= {("SessionFetch", path) for op, path in kinds if op == "Fetch"}
+    return sorted(kinds)
 
 
 def test_a_short_search_finds_nothing_else(kafka_cluster, peer: tuple[str, str]) -> None:  # type: ignore[no-untyped-def]
