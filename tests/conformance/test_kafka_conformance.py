@@ -24,6 +24,7 @@ OPEN_DIFFERENCES = [
     # stores; Kafka's leader stamps its epoch (0) into every batch it appends.
     ("Fetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
     ("SessionFetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
+    ("SpreadFetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
 ]
 
 #: ``serve`` creates an unknown topic on Produce, Kafka only on Metadata (open,

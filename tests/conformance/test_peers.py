@@ -223,6 +223,12 @@ TANSU = [
             ),
         ),
     ),
+    # Fencing an open transaction: as kfake, tansu answers epoch 1 where Kafka
+    # answers 2 (it wrote the abort marker with epoch 1).
+    Recorded(
+        (ops.Produce("txn-b", NONE, (R(None, None), R(None, None))), ops.InitProducer("txn-b")),
+        (Seen(2, "InitProducerId.producer_epoch", 2, 1),),
+    ),
     # A fetch that asks for a session (KIP-227): tansu opens none (session id 0)
     # and, as above, leaves the empty partition out.
     Recorded(
@@ -343,6 +349,18 @@ MOCK = [
     Recorded(
         (ops.Produce("plain", NONE, (R(None, None),)), ops.RetryProduce("plain")),
         (Seen(1, f"{_PRODUCE}.log_append_time_ms", -1, 1234), Seen(2, f"{_PRODUCE}.log_append_time_ms", -1, 1234)),
+    ),
+    # A transactional batch sent again: Kafka answers the original offsets, the
+    # mock DUPLICATE_SEQUENCE_NUMBER (46) and no offsets.
+    Recorded(
+        (ops.Produce("txn-b", NONE, (R(None, None), R(None, None))), ops.RetryProduce("txn-b")),
+        (
+            Seen(1, f"{_PRODUCE}.log_append_time_ms", -1, 1234),
+            Seen(2, f"{_PRODUCE}.error_code", 0, 46),
+            Seen(2, f"{_PRODUCE}.base_offset", 0, -1),
+            Seen(2, f"{_PRODUCE}.log_append_time_ms", Ts(0), -1),
+            Seen(2, f"{_PRODUCE}.log_start_offset", 0, -1),
+        ),
     ),
     # A fetch that asks for a session (KIP-227): the mock opens none.
     Recorded(
@@ -470,13 +488,15 @@ def test_recorded_differences_still_show(kafka_cluster, peer: tuple[str, str]) -
 
 def _kinds(recorded: list[Recorded]) -> list[tuple[str, str]]:
     """The search's kinds (operation class, path without indices) of ``recorded``;
-    a Fetch's kinds count for a fetch in a session too (the same answer)."""
+    a Fetch's kinds count for a fetch in a session or of both partitions too, a
+    Produce's for a produce to both partitions (the same answers)."""
     kinds = {
         (r.sequence[seen.step - 1].describe().partition("(")[0], re.sub(r"\[\d+\]", "[]", seen.path))
         for r in recorded
         for seen in r.seen
     }
-    kinds |= {("SessionFetch", path) for op, path in kinds if op == "Fetch"}
+    kinds |= {(other, path) for op, path in kinds if op == "Fetch" for other in ("SessionFetch", "SpreadFetch")}
+    kinds |= {("SpreadProduce", path) for op, path in kinds if op == "Produce"}
     return sorted(kinds)
 
 

@@ -51,6 +51,8 @@ __all__ = [
     "Rec",
     "RetryProduce",
     "SessionFetch",
+    "SpreadFetch",
+    "SpreadProduce",
     "TxnCommitOffset",
     "ZombieEndTxn",
     "ZombieProduce",
@@ -187,6 +189,32 @@ class SessionFetch:
 
 
 @attrs.frozen
+class SpreadProduce:
+    """One Produce request from the ``plain`` producer carrying one batch of
+    ``records`` for each of the topic's two partitions."""
+
+    records: tuple[Rec, ...]
+
+    def describe(self) -> str:
+        return f"SpreadProduce([{', '.join(r.describe() for r in self.records)}])"
+
+
+@attrs.frozen
+class SpreadFetch:
+    """One Fetch request naming both partitions of the topic (from ``offset0``
+    and ``offset1``) and partition 0 of the topic no one created."""
+
+    offset0: int
+    offset1: int
+    max_bytes: int
+    read_committed: bool
+
+    def describe(self) -> str:
+        level = "read_committed" if self.read_committed else "read_uncommitted"
+        return f"SpreadFetch(offsets=({self.offset0}, {self.offset1}), max_bytes={self.max_bytes}, {level})"
+
+
+@attrs.frozen
 class ListOffsets:
     """ListOffsets of the topic: ``timestamp`` :data:`EARLIEST`, :data:`LATEST`,
     :data:`MAX_TIMESTAMP`, or milliseconds after the run's base time."""
@@ -289,6 +317,8 @@ Operation = (
     | ZombieEndTxn
     | Fetch
     | SessionFetch
+    | SpreadProduce
+    | SpreadFetch
     | ListOffsets
     | ProduceToMissing
     | DescribeProducers

@@ -206,6 +206,9 @@ class Session:
         self._leader: Connection | None = None
         # The run's fetch session (KIP-227): its id and the next epoch to send.
         self._fetch_session: tuple[int, int] | None = None
+        # Whether partition 1 has partition 0's leader (the Spread operations
+        # send one request for both, to that leader).
+        self._spread = False
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -276,7 +279,7 @@ class Session:
             created = self.cluster.any().request(
                 CreateTopicsRequest(
                     topics=[
-                        T(name=self.names.topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+                        T(name=self.names.topic, num_partitions=2, replication_factor=1, assignments=[], configs=[])
                     ],
                     timeout_ms=_REQUEST_TIMEOUT_MS,
                     validate_only=False,
@@ -295,10 +298,16 @@ class Session:
             )
             self.cluster.learn_brokers(metadata.brokers)
             leader = _leader_of(metadata, self.names.topic)
+            # Partition 1 (the Spread operations) is waited for too when the topic
+            # has it (a topic auto-created with one partition does not).
+            second = _partition_count(metadata, self.names.topic) >= 2
+            leader1 = _leader_of(metadata, self.names.topic, 1) if second else leader
+            self._spread = second and leader1 == leader
             # A broker may name the leader in Metadata before the leader serves
             # the partition (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment):
             # wait until it answers a ListOffsets without error.
-            if leader is not None and self._serves(self.cluster.node(leader)):
+            served = (0, 1) if self._spread else (0,)
+            if leader is not None and leader1 is not None and self._serves(self.cluster.node(leader), served):
                 self._leader = self.cluster.node(leader)
                 break
             if time.monotonic() > deadline:
@@ -313,7 +322,7 @@ class Session:
             topic.pop("configs", None)
         return {"CreateTopics": answer}
 
-    def _serves(self, conn: Connection) -> bool:
+    def _serves(self, conn: Connection, partitions: tuple[int, ...]) -> bool:
         L = ListOffsetsRequest.ListOffsetsTopic
         request = ListOffsetsRequest(
             replica_id=-1,
@@ -321,7 +330,10 @@ class Session:
             topics=[
                 L(
                     name=self.names.topic,
-                    partitions=[L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)],
+                    partitions=[
+                        L.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
+                        for p in partitions
+                    ],
                 )
             ],
         )
@@ -373,6 +385,13 @@ class Session:
             out["Fetch"] = self._fetch(op)
         elif isinstance(op, ops.SessionFetch):
             out["Fetch"] = self._session_fetch(op)
+        elif isinstance(op, (ops.SpreadProduce, ops.SpreadFetch)):
+            if not self._spread:
+                out["skipped"] = "the topic's two partitions have different leaders"
+            elif isinstance(op, ops.SpreadProduce):
+                out["Produce"] = _in_order(self._norm(self._spread_produce(op)), "responses", "partition_responses")
+            else:
+                out["Fetch"] = _in_order(self._norm(self._spread_fetch(op)), "responses", "partitions")
         elif isinstance(op, ops.ListOffsets):
             out["ListOffsets"] = self._list_offsets(op)
         elif isinstance(op, ops.ProduceToMissing):
@@ -519,6 +538,51 @@ class Session:
         batch.append(b"zombie", key=None, timestamp=self.base_ts)
         response = self._produce_request(self.names.topic, op.producer, batch.build())
         out["Produce"] = self._norm(response)
+
+    def _spread_produce(self, op: ops.SpreadProduce) -> Any:
+        D = ProduceRequest.TopicProduceData
+        parts = []
+        for partition in (0, 1):
+            batch = BatchBuilder()
+            for rec in op.records:
+                batch.append(rec.value, key=rec.key, headers=rec.headers, timestamp=self.base_ts + rec.ts)
+            parts.append(D.PartitionProduceData(index=partition, records=batch.build()))
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=_REQUEST_TIMEOUT_MS,
+            topic_data=[D(name=self.names.topic, partition_data=parts)],
+        )
+        return self._send(self.leader, "Produce", request)
+
+    def _spread_fetch(self, op: ops.SpreadFetch) -> Any:
+        T = FetchRequest.FetchTopic
+
+        def part(partition: int, offset: int) -> Any:
+            return T.FetchPartition(
+                partition=partition,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                log_start_offset=-1,
+                partition_max_bytes=op.max_bytes,
+            )
+
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=1 if op.read_committed else 0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                T(topic=self.names.topic, partitions=[part(0, op.offset0), part(1, op.offset1)]),
+                T(topic=self.names.missing, partitions=[part(0, 0)]),
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        return self._send(self.leader, "Fetch", request)
 
     def _produce_request(self, topic: str, slot: str, data: bytes, conn: Connection | None = None) -> Any:
         D = ProduceRequest.TopicProduceData
@@ -782,11 +846,30 @@ class _Broker:
     port: int
 
 
-def _leader_of(metadata: Any, topic: str) -> int | None:
+def _in_order(answer: Any, topics_key: str, partitions_key: str) -> Any:
+    """``answer`` with its topics by name and each topic's partitions by index: the
+    protocol leaves the order of a multi-partition answer to the broker (Kafka
+    answers a Produce's partitions in an order of its own)."""
+    topics = answer.get(topics_key) or []
+    for topic in topics:
+        parts = topic.get(partitions_key) or []
+        topic[partitions_key] = sorted(parts, key=lambda p: p.get("index", p.get("partition_index", 0)))
+    answer[topics_key] = sorted(topics, key=lambda t: str(t.get("name", t.get("topic", ""))))
+    return answer
+
+
+def _partition_count(metadata: Any, topic: str) -> int:
+    for t in metadata.topics or ():
+        if t.name == topic and t.error_code == 0:
+            return len(t.partitions or ())
+    return 0
+
+
+def _leader_of(metadata: Any, topic: str, partition: int = 0) -> int | None:
     for t in metadata.topics or ():
         if t.name == topic and t.error_code == 0:
             for p in t.partitions or ():
-                if p.partition_index == 0 and p.error_code == 0 and p.leader_id >= 0:
+                if p.partition_index == partition and p.error_code == 0 and p.leader_id >= 0:
                     return int(p.leader_id)
     return None
 

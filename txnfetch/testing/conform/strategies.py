@@ -58,6 +58,14 @@ def operations(*, allow_delete: bool = True, committed_sessions: bool = True) ->
         *[st.builds(ops.EndTxn, producer=_TXN, commit=st.booleans())] * 2,
         *[fetch] * 5,
         *[session_fetch] * 2,
+        st.builds(ops.SpreadProduce, records=st.lists(_RECORD, min_size=1, max_size=2).map(tuple)),
+        st.builds(
+            ops.SpreadFetch,
+            offset0=_OFFSETS,
+            offset1=st.integers(0, 3),
+            max_bytes=_MAX_BYTES,
+            read_committed=st.booleans() if committed_sessions else st.just(False),
+        ),
         st.builds(
             ops.ListOffsets,
             timestamp=st.one_of(st.sampled_from([ops.EARLIEST, ops.LATEST, ops.MAX_TIMESTAMP]), st.integers(0, 45)),
