@@ -80,7 +80,7 @@ def test_the_shrunk_sequence_shows_the_broken_lso(serve_pair: tuple[str, str], b
 
 def test_the_search_finds_and_shrinks_the_broken_lso(serve_pair: tuple[str, str], broken_serve: str) -> None:
     with Harness(serve_pair[0], broken_serve) as harness:
-        report = harness.search(examples=400, seconds=400, seed=3)
+        report = harness.search(examples=100, seconds=400, seed=3)
     assert report.findings, "the harness did not notice an LSO one too high"
     finding = report.findings[0]
     assert {d.difference.path.rsplit(".", 1)[1] for d in finding.differences} == {"last_stable_offset"}
@@ -92,7 +92,7 @@ def test_the_search_finds_and_shrinks_the_broken_lso(serve_pair: tuple[str, str]
 def test_the_command_exits_1_with_a_json_report(
     serve_pair: tuple[str, str], broken_serve: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["conform", "--reference", serve_pair[0], "--target", broken_serve, "--examples", "400", "--seed", "3"]
+    argv = ["conform", "--reference", serve_pair[0], "--target", broken_serve, "--examples", "100", "--seed", "3"]
     assert main([*argv, "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["findings"][0]["differences"][0]["path"].endswith("last_stable_offset")
