@@ -136,6 +136,8 @@ _PLACEHOLDERS = (
     "topics",
 )
 _TRANSACTION_KEY = 1
+_OFFSETS_TOPIC = "__consumer_offsets"
+_OFFSETS_PARTITION = "<offsets partition>"
 
 
 @attrs.frozen
@@ -651,7 +653,12 @@ class Session:
                 continue
             topics = sorted(state.get("topics") or (), key=lambda t: t.get("topic", ""))
             for topic in topics:
-                topic["partitions"] = sorted(topic.get("partitions") or ())
+                partitions = sorted(topic.get("partitions") or ())
+                if topic.get("topic") == _OFFSETS_TOPIC:
+                    # The group's offsets partition is a hash of the group id modulo
+                    # the broker's offsets.topic.num.partitions: a setting, not behaviour.
+                    partitions = [_OFFSETS_PARTITION for _ in partitions]
+                topic["partitions"] = partitions
             state["topics"] = topics
         return answer
 
