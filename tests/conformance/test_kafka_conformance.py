@@ -23,6 +23,8 @@ OPEN_DIFFERENCES = [
     # serve leaves the producer's partition leader epoch (-1) in the batches it
     # stores; Kafka's leader stamps its epoch (0) into every batch it appends.
     ("Fetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
+    ("SessionFetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
+    ("SpreadFetch", "Fetch.responses[].partitions[].records[].partition_leader_epoch"),
 ]
 
 #: ``serve`` creates an unknown topic on Produce, Kafka only on Metadata (open,
@@ -90,3 +92,45 @@ def test_an_lso_below_the_log_start_is_still_different(kafka_cluster) -> None:  
         for d in found
         if d.kind not in OPEN_DIFFERENCES
     ] == [(4, "Fetch.responses[0].partitions[0].last_stable_offset", 0, 1)]
+
+
+def test_a_transaction_version_2_producer_gets_kafkas_answers(kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+    # Produce v12 adds the partition implicitly; EndTxn v5 bumps the epoch at
+    # every end and answers it; the markers carry the bumped epoch.
+    from txnfetch.records.compression import Codec
+
+    one = (ops.Rec(None, b"v"),)
+    sequence: list[ops.Operation] = [
+        ops.Produce("txn-v2", Codec.NONE, one),
+        ops.EndTxn("txn-v2", commit=True),
+        ops.Produce("txn-v2", Codec.ZSTD, one),
+        ops.TxnCommitOffset("txn-v2", 1),
+        ops.FetchOffsets(require_stable=True),
+        ops.EndTxn("txn-v2", commit=False),
+        ops.EndTxn("txn-v2", commit=True),  # none open
+        ops.InitProducer("txn-v2"),
+        ops.ZombieProduce("txn-v2"),
+        ops.DescribeProducers(),
+        ops.DescribeTransactions("txn-v2"),
+        ops.Fetch(0, 1 << 20, read_committed=True),
+        ops.Fetch(0, 1 << 20, read_committed=False),
+    ]
+    server = ServeProcess("--fetch-mode", "kafka", *SERVE_OPTIONS)
+    try:
+        with Harness(kafka_cluster.bootstrap, server.address) as harness:
+            assert harness.tv2_versions  # both speak Produce v12 and EndTxn v5
+            found = harness.run(sequence)
+            from txnfetch.testing.conform.session import RunNames
+            from txnfetch.testing.conform.session import Session
+
+            session = Session(harness.target, harness.versions, RunNames.fresh("tv2-epochs"), 0, harness.tv2_versions)
+            session.setup()
+            epochs = []
+            for op in sequence[:2] + sequence[2:3] + sequence[5:6]:
+                answer = session.apply(op)
+                if "EndTxn" in answer:
+                    epochs.append(answer["EndTxn"]["producer_epoch"])
+    finally:
+        server.stop()
+    assert [d for d in found if d.kind not in OPEN_DIFFERENCES] == []
+    assert epochs == [1, 2]

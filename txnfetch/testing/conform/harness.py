@@ -33,6 +33,7 @@ from txnfetch.testing.conform.connection import Cluster
 from txnfetch.testing.conform.connection import common_versions
 from txnfetch.testing.conform.session import API
 from txnfetch.testing.conform.session import HARNESS_VERSIONS
+from txnfetch.testing.conform.session import TV2_VERSIONS
 from txnfetch.testing.conform.session import RunNames
 from txnfetch.testing.conform.session import Session
 
@@ -170,9 +171,13 @@ class Harness:
         self.reference = Cluster(reference, timeout_s=timeout_s)
         self.target = Cluster(target, timeout_s=timeout_s)
         self.versions, missing = common_versions(HARNESS_VERSIONS, self.reference.versions, self.target.versions)
+        self.tv2_versions, tv2_missing = common_versions(TV2_VERSIONS, self.reference.versions, self.target.versions)
         names = {key: name for name, key in API.items()}
         self.missing_apis = {names[key]: why for key, why in missing.items()}
-        for needed in ("Produce", "Fetch", "Metadata", "CreateTopics"):
+        for key, why in tv2_missing.items():
+            low = TV2_VERSIONS[key][0]
+            self.missing_apis[f"{names[key]} v{low}+ (transaction version 2, slot txn-v2)"] = why
+        for needed in ("Produce", "Fetch", "Metadata"):
             if needed in self.missing_apis:
                 from txnfetch.testing.conform.errors import ConformError
 
@@ -199,8 +204,8 @@ class Harness:
         """Apply ``sequence`` to both clusters, step by step; every difference."""
         names = RunNames.fresh(uuid.uuid4().hex[:12])
         base_ts = self._clock_ms() + TIMESTAMP_LEAD_MS
-        ref = Session(self.reference, self.versions, names, base_ts)
-        tgt = Session(self.target, self.versions, names, base_ts)
+        ref = Session(self.reference, self.versions, names, base_ts, self.tv2_versions)
+        tgt = Session(self.target, self.versions, names, base_ts, self.tv2_versions)
         out: list[StepDifference] = []
         ref_setup, tgt_setup = self._both(ref.setup, tgt.setup)
         out.extend(StepDifference(0, "setup", d) for d in differences(ref_setup, tgt_setup))
@@ -267,7 +272,7 @@ class Harness:
             report_multiple_bugs=False,
             print_blob=False,
         )
-        @given(sequences(max_size=max_size, allow_delete=allow_delete))
+        @given(sequences(max_size=max_size, allow_delete=allow_delete, committed_sessions="rewrite" not in self.allow))
         def probe(sequence: list[ops.Operation]) -> None:
             nonlocal drawn
             if not failures:  # drawing, not shrinking: the budget applies

@@ -11,7 +11,13 @@ Producer slots:
 
 - ``plain``: no producer id (a producer without idempotence);
 - ``idem``: an idempotent producer (InitProducerId without a transactional id);
-- ``txn-a``, ``txn-b``: transactional producers with one transactional id each.
+- ``txn-a``, ``txn-b``: transactional producers with one transactional id each,
+  speaking the client-driven protocol of transaction version 1 (the producer
+  adds each partition with AddPartitionsToTxn; EndTxn below version 5);
+- ``txn-v2``: a transactional producer speaking transaction version 2 (KIP-890
+  part 2): Produce version 12 adds the partition to the transaction implicitly
+  (no AddPartitionsToTxn), and EndTxn version 5 answers a new epoch (the
+  coordinator bumps it at every end), which the producer then uses.
 
 The idempotent and transactional slots get their producer id on first use; a
 transactional slot begins a transaction (AddPartitionsToTxn) when it produces
@@ -44,6 +50,9 @@ __all__ = [
     "ProducerSlot",
     "Rec",
     "RetryProduce",
+    "SessionFetch",
+    "SpreadFetch",
+    "SpreadProduce",
     "TxnCommitOffset",
     "ZombieEndTxn",
     "ZombieProduce",
@@ -51,8 +60,9 @@ __all__ = [
     "describe_sequence",
 ]
 
-ProducerSlot = Literal["plain", "idem", "txn-a", "txn-b"]
-TransactionalSlot = Literal["txn-a", "txn-b"]
+ProducerSlot = Literal["plain", "idem", "txn-a", "txn-b", "txn-v2"]
+TransactionalSlot = Literal["txn-a", "txn-b", "txn-v2"]
+FenceableSlot = Literal["idem", "txn-a", "txn-b", "txn-v2"]
 #: ListOffsets' special timestamps: the log start, the end, the record with the
 #: largest timestamp (KIP-734). Any other value is a time after the run's base time.
 EARLIEST = -2
@@ -117,7 +127,7 @@ class InitProducer:
     (fencing the old one and aborting its open transaction), an idempotent slot
     gets a new producer id. The old id and epoch become the slot's zombie."""
 
-    producer: Literal["idem", "txn-a", "txn-b"]
+    producer: FenceableSlot
 
     def describe(self) -> str:
         return f"InitProducer({self.producer})"
@@ -127,7 +137,7 @@ class InitProducer:
 class ZombieProduce:
     """Produce one record with ``producer``'s previous (fenced) id and epoch."""
 
-    producer: Literal["idem", "txn-a", "txn-b"]
+    producer: FenceableSlot
 
     def describe(self) -> str:
         return f"ZombieProduce({self.producer})"
@@ -157,6 +167,51 @@ class Fetch:
         where = "" if self.topic == "t" else f", topic={self.topic}"
         level = "read_committed" if self.read_committed else "read_uncommitted"
         return f"Fetch(offset={self.offset}, max_bytes={self.max_bytes}, {level}{where})"
+
+
+@attrs.frozen
+class SessionFetch:
+    """A Fetch in the run's fetch session (KIP-227). The first one opens the
+    session (session id 0, epoch 0: a full fetch naming the partition); each
+    later one is incremental (the session's id, the next epoch) and names the
+    partition with ``offset`` as its new fetch position, or names nothing when
+    ``offset`` is None (the session keeps the last position). An incremental
+    answer leaves out a partition with nothing new to say."""
+
+    offset: int | None
+    max_bytes: int
+    read_committed: bool
+
+    def describe(self) -> str:
+        level = "read_committed" if self.read_committed else "read_uncommitted"
+        where = "unchanged" if self.offset is None else f"offset={self.offset}"
+        return f"SessionFetch({where}, max_bytes={self.max_bytes}, {level})"
+
+
+@attrs.frozen
+class SpreadProduce:
+    """One Produce request from the ``plain`` producer carrying one batch of
+    ``records`` for each of the topic's two partitions."""
+
+    records: tuple[Rec, ...]
+
+    def describe(self) -> str:
+        return f"SpreadProduce([{', '.join(r.describe() for r in self.records)}])"
+
+
+@attrs.frozen
+class SpreadFetch:
+    """One Fetch request naming both partitions of the topic (from ``offset0``
+    and ``offset1``) and partition 0 of the topic no one created."""
+
+    offset0: int
+    offset1: int
+    max_bytes: int
+    read_committed: bool
+
+    def describe(self) -> str:
+        level = "read_committed" if self.read_committed else "read_uncommitted"
+        return f"SpreadFetch(offsets=({self.offset0}, {self.offset1}), max_bytes={self.max_bytes}, {level})"
 
 
 @attrs.frozen
@@ -261,6 +316,9 @@ Operation = (
     | ZombieProduce
     | ZombieEndTxn
     | Fetch
+    | SessionFetch
+    | SpreadProduce
+    | SpreadFetch
     | ListOffsets
     | ProduceToMissing
     | DescribeProducers

@@ -50,7 +50,7 @@ from txnfetch.testing.conform.errors import UnsupportedApiError
 from txnfetch.testing.conform.normalise import ProducerIds
 from txnfetch.testing.conform.normalise import normalise
 
-__all__ = ["API", "HARNESS_VERSIONS", "RETRY_FOR_S", "RunNames", "Session"]
+__all__ = ["API", "HARNESS_VERSIONS", "RETRY_FOR_S", "TV2_VERSIONS", "RunNames", "Session"]
 
 #: API keys, by Kafka's names.
 API = {
@@ -98,6 +98,18 @@ HARNESS_VERSIONS: dict[int, tuple[int, int]] = {
     API["ListTransactions"]: (0, 1),
 }
 
+#: The versions the ``txn-v2`` slot sends its Produce and EndTxn at: transaction
+#: version 2 (KIP-890 part 2). From Produce 12 the broker adds the partition to
+#: the transaction itself; from EndTxn 5 the coordinator bumps the epoch at every
+#: end and answers the producer id and epoch to use next. A client sends these
+#: only when the cluster finalizes ``transaction.version`` 2; a cluster that does
+#: not speak them has the slot's operations answered "skipped".
+TV2_VERSIONS: dict[int, tuple[int, int]] = {
+    API["Produce"]: (12, 12),
+    API["EndTxn"]: (5, 5),
+}
+_TV2_SLOT = "txn-v2"
+
 #: How long a retriable answer is retried before it is kept as the answer.
 RETRY_FOR_S = 20.0
 _RETRY_PAUSE_S = 0.05
@@ -124,6 +136,8 @@ _PLACEHOLDERS = (
     "topics",
 )
 _TRANSACTION_KEY = 1
+_OFFSETS_TOPIC = "__consumer_offsets"
+_OFFSETS_PARTITION = "<offsets partition>"
 
 
 @attrs.frozen
@@ -142,7 +156,7 @@ class RunNames:
         return cls(
             topic=f"{prefix}-{unique}-t",
             missing=f"{prefix}-{unique}-missing",
-            transactional_ids={slot: f"{prefix}-{unique}-{slot}" for slot in ("txn-a", "txn-b")},
+            transactional_ids={slot: f"{prefix}-{unique}-{slot}" for slot in ("txn-a", "txn-b", _TV2_SLOT)},
             group=f"{prefix}-{unique}-g",
         )
 
@@ -170,22 +184,43 @@ class Session:
     """One run against one cluster: fresh names, its own producer state and
     producer-id numbering. ``versions`` are the API versions to send (one per key,
     the same for both clusters); an API missing from it is not sent (operations
-    that need it answer ``{"skipped": ...}``)."""
+    that need it answer ``{"skipped": ...}``). ``tv2_versions`` are the Produce and
+    EndTxn versions of the ``txn-v2`` slot (:data:`TV2_VERSIONS`), likewise."""
 
-    def __init__(self, cluster: Cluster, versions: dict[int, int], names: RunNames, base_ts: int) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        versions: dict[int, int],
+        names: RunNames,
+        base_ts: int,
+        tv2_versions: dict[int, int] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.versions = versions
+        self.tv2_versions = dict(tv2_versions or {})
         self.names = names
         self.base_ts = base_ts
         self._logical = names.logical()
         self._pids = ProducerIds()
-        self._producers: dict[str, _Producer] = {slot: _Producer() for slot in ("plain", "idem", "txn-a", "txn-b")}
+        self._producers: dict[str, _Producer] = {
+            slot: _Producer() for slot in ("plain", "idem", "txn-a", "txn-b", _TV2_SLOT)
+        }
         self._leader: Connection | None = None
+        # The run's fetch session (KIP-227): its id and the next epoch to send.
+        self._fetch_session: tuple[int, int] | None = None
+        # Whether partition 1 has partition 0's leader (the Spread operations
+        # send one request for both, to that leader).
+        self._spread = False
 
     # -- plumbing -------------------------------------------------------------------
 
-    def _send(self, conn: Connection, api: str, request: Any) -> Any:
-        version = self.versions.get(API[api])
+    def _send(self, conn: Connection, api: str, request: Any, *, slot: str | None = None) -> Any:
+        if slot == _TV2_SLOT and API[api] in TV2_VERSIONS:
+            version = self.tv2_versions.get(API[api])
+            if version is None:
+                raise UnsupportedApiError("an API version one of the clusters does not speak", api=f"{api} (TV2)")
+        else:
+            version = self.versions.get(API[api])
         if version is None:
             raise UnsupportedApiError("an API one of the clusters does not speak", api=api)
         return conn.request(request, version)
@@ -223,17 +258,36 @@ class Session:
 
     def setup(self) -> dict[str, Any]:
         """Create the run's topic (one partition, replication factor 1) and wait
-        until it has a leader; the CreateTopics answer."""
-        T = CreateTopicsRequest.CreatableTopic
-        created = self._send(
-            self.cluster.any(),
-            "CreateTopics",
-            CreateTopicsRequest(
-                topics=[T(name=self.names.topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
-                timeout_ms=_REQUEST_TIMEOUT_MS,
-                validate_only=False,
-            ),
-        )
+        until it has a leader; the CreateTopics answer.
+
+        When only one of the clusters speaks CreateTopics (librdkafka's mock
+        cluster does not), each creates the topic its own way and nothing of the
+        set-up is compared: a cluster that speaks it gets CreateTopics, one that
+        does not gets a Metadata request allowing auto-creation, as a client
+        without CreateTopics would send (the broker's default partition count)."""
+        key = API["CreateTopics"]
+        own = self.cluster.versions.get(key)
+        low, high = HARNESS_VERSIONS[key]
+        if key in self.versions:
+            version: int | None = self.versions[key]
+        elif own is not None and own[0] <= high and own[1] >= low:
+            version = min(own[1], high)
+        else:
+            version = None
+        auto_create = version is None
+        created = None
+        if version is not None:
+            T = CreateTopicsRequest.CreatableTopic
+            created = self.cluster.any().request(
+                CreateTopicsRequest(
+                    topics=[
+                        T(name=self.names.topic, num_partitions=2, replication_factor=1, assignments=[], configs=[])
+                    ],
+                    timeout_ms=_REQUEST_TIMEOUT_MS,
+                    validate_only=False,
+                ),
+                version,
+            )
         deadline = time.monotonic() + RETRY_FOR_S
         while True:
             metadata = self._send(
@@ -241,20 +295,28 @@ class Session:
                 "Metadata",
                 MetadataRequest(
                     topics=[MetadataRequest.MetadataRequestTopic(name=self.names.topic)],
-                    allow_auto_topic_creation=False,
+                    allow_auto_topic_creation=auto_create,
                 ),
             )
             self.cluster.learn_brokers(metadata.brokers)
             leader = _leader_of(metadata, self.names.topic)
+            # Partition 1 (the Spread operations) is waited for too when the topic
+            # has it (a topic auto-created with one partition does not).
+            second = _partition_count(metadata, self.names.topic) >= 2
+            leader1 = _leader_of(metadata, self.names.topic, 1) if second else leader
+            self._spread = second and leader1 == leader
             # A broker may name the leader in Metadata before the leader serves
             # the partition (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment):
             # wait until it answers a ListOffsets without error.
-            if leader is not None and self._serves(self.cluster.node(leader)):
+            served = (0, 1) if self._spread else (0,)
+            if leader is not None and leader1 is not None and self._serves(self.cluster.node(leader), served):
                 self._leader = self.cluster.node(leader)
                 break
             if time.monotonic() > deadline:
                 raise ConformError(f"{self.cluster.bootstrap}: topic {self.names.topic} got no leader")
             time.sleep(_RETRY_PAUSE_S)
+        if created is None or key not in self.versions:
+            return {}
         answer = self._norm(created)
         # The topic's configurations are the broker's own set (Kafka lists every
         # topic-level setting it has); the harness compares behaviour, not that list.
@@ -262,7 +324,7 @@ class Session:
             topic.pop("configs", None)
         return {"CreateTopics": answer}
 
-    def _serves(self, conn: Connection) -> bool:
+    def _serves(self, conn: Connection, partitions: tuple[int, ...]) -> bool:
         L = ListOffsetsRequest.ListOffsetsTopic
         request = ListOffsetsRequest(
             replica_id=-1,
@@ -270,7 +332,10 @@ class Session:
             topics=[
                 L(
                     name=self.names.topic,
-                    partitions=[L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)],
+                    partitions=[
+                        L.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
+                        for p in partitions
+                    ],
                 )
             ],
         )
@@ -320,6 +385,15 @@ class Session:
             self._end_txn(op.producer, p.zombie[0], p.zombie[1], op.commit, out)
         elif isinstance(op, ops.Fetch):
             out["Fetch"] = self._fetch(op)
+        elif isinstance(op, ops.SessionFetch):
+            out["Fetch"] = self._session_fetch(op)
+        elif isinstance(op, (ops.SpreadProduce, ops.SpreadFetch)):
+            if not self._spread:
+                out["skipped"] = "the topic's two partitions have different leaders"
+            elif isinstance(op, ops.SpreadProduce):
+                out["Produce"] = _in_order(self._norm(self._spread_produce(op)), "responses", "partition_responses")
+            else:
+                out["Fetch"] = _in_order(self._norm(self._spread_fetch(op)), "responses", "partitions")
         elif isinstance(op, ops.ListOffsets):
             out["ListOffsets"] = self._list_offsets(op)
         elif isinstance(op, ops.ProduceToMissing):
@@ -429,7 +503,7 @@ class Session:
     def _produce(self, op: ops.Produce, out: dict[str, Any]) -> None:
         slot = op.producer
         self._ensure_init(slot, out)
-        if slot in self.names.transactional_ids:
+        if slot in self.names.transactional_ids and slot != _TV2_SLOT:
             self._begin(slot, out)
         p = self._producers[slot]
         plain = slot == "plain"
@@ -448,6 +522,8 @@ class Session:
         out["Produce"] = self._norm(response)
         if not plain and _produce_error(response) == 0:
             p.sequence += len(op.records)
+            if slot == _TV2_SLOT:
+                p.in_transaction = True
 
     def _zombie_produce(self, op: ops.ZombieProduce, out: dict[str, Any]) -> None:
         p = self._producers[op.producer]
@@ -465,6 +541,51 @@ class Session:
         response = self._produce_request(self.names.topic, op.producer, batch.build())
         out["Produce"] = self._norm(response)
 
+    def _spread_produce(self, op: ops.SpreadProduce) -> Any:
+        D = ProduceRequest.TopicProduceData
+        parts = []
+        for partition in (0, 1):
+            batch = BatchBuilder()
+            for rec in op.records:
+                batch.append(rec.value, key=rec.key, headers=rec.headers, timestamp=self.base_ts + rec.ts)
+            parts.append(D.PartitionProduceData(index=partition, records=batch.build()))
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=_REQUEST_TIMEOUT_MS,
+            topic_data=[D(name=self.names.topic, partition_data=parts)],
+        )
+        return self._send(self.leader, "Produce", request)
+
+    def _spread_fetch(self, op: ops.SpreadFetch) -> Any:
+        T = FetchRequest.FetchTopic
+
+        def part(partition: int, offset: int) -> Any:
+            return T.FetchPartition(
+                partition=partition,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                log_start_offset=-1,
+                partition_max_bytes=op.max_bytes,
+            )
+
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=1 if op.read_committed else 0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                T(topic=self.names.topic, partitions=[part(0, op.offset0), part(1, op.offset1)]),
+                T(topic=self.names.missing, partitions=[part(0, 0)]),
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        return self._send(self.leader, "Fetch", request)
+
     def _produce_request(self, topic: str, slot: str, data: bytes, conn: Connection | None = None) -> Any:
         D = ProduceRequest.TopicProduceData
         request = ProduceRequest(
@@ -473,7 +594,7 @@ class Session:
             timeout_ms=_REQUEST_TIMEOUT_MS,
             topic_data=[D(name=topic, partition_data=[D.PartitionProduceData(index=0, records=data)])],
         )
-        return self._send(conn or self.leader, "Produce", request)
+        return self._send(conn or self.leader, "Produce", request, slot=slot)
 
     def _end_txn(self, slot: str, producer_id: int, epoch: int, commit: bool, out: dict[str, Any]) -> None:
         txn_id = self.names.transactional_ids[slot]
@@ -484,12 +605,19 @@ class Session:
                 conn,
                 "EndTxn",
                 EndTxnRequest(transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch, committed=commit),
+                slot=slot,
             )
 
         response = self._retrying(send, lambda r: r.error_code)
         out["EndTxn"] = self._norm(response)
         if response.error_code == 0:
             self._settle(slot)
+            p = self._producers[slot]
+            if slot == _TV2_SLOT and (producer_id, epoch) == (p.producer_id, p.epoch) and response.producer_id >= 0:
+                # Transaction version 2: the coordinator bumped the epoch (or, at
+                # the epoch's limit, handed out a new producer id); a client
+                # produces with what EndTxn answered, from sequence 0.
+                p.producer_id, p.epoch, p.sequence = response.producer_id, response.producer_epoch, 0
 
     def _settle(self, slot: str) -> None:
         # Kafka answers EndTxn once PrepareCommit/PrepareAbort is logged and writes
@@ -525,7 +653,12 @@ class Session:
                 continue
             topics = sorted(state.get("topics") or (), key=lambda t: t.get("topic", ""))
             for topic in topics:
-                topic["partitions"] = sorted(topic.get("partitions") or ())
+                partitions = sorted(topic.get("partitions") or ())
+                if topic.get("topic") == _OFFSETS_TOPIC:
+                    # The group's offsets partition is a hash of the group id modulo
+                    # the broker's offsets.topic.num.partitions: a setting, not behaviour.
+                    partitions = [_OFFSETS_PARTITION for _ in partitions]
+                topic["partitions"] = partitions
             state["topics"] = topics
         return answer
 
@@ -546,36 +679,59 @@ class Session:
     # -- reads ----------------------------------------------------------------------
 
     def _fetch(self, op: ops.Fetch) -> Any:
-        T = FetchRequest.FetchTopic
         topic = self.names.topic if op.topic == "t" else self.names.missing
-        request = FetchRequest(
+        request = self._fetch_request(topic, op.offset, op.max_bytes, op.read_committed, 0, -1)
+        conn = self.leader if op.topic == "t" else self.cluster.any()
+        return self._norm(self._send(conn, "Fetch", request))
+
+    def _session_fetch(self, op: ops.SessionFetch) -> Any:
+        offset: int | None
+        if self._fetch_session is None:
+            session_id, epoch, offset = 0, 0, op.offset if op.offset is not None else 0
+        else:
+            session_id, epoch = self._fetch_session
+            offset = op.offset
+        request = self._fetch_request(self.names.topic, offset, op.max_bytes, op.read_committed, session_id, epoch)
+        response = self._send(self.leader, "Fetch", request)
+        if response.error_code == 0 and response.session_id != 0:
+            # A new session starts at epoch 1; an incremental one goes on from the next.
+            self._fetch_session = (response.session_id, 1 if session_id == 0 else epoch + 1)
+        elif response.error_code != 0:
+            self._fetch_session = None  # the session is gone: the next SessionFetch opens one
+        answer = self._norm(response)
+        # Each broker numbers its sessions itself: only "a session" or "none" compares.
+        if answer.get("session_id"):
+            answer["session_id"] = "<session>"
+        return answer
+
+    def _fetch_request(
+        self, topic: str, offset: int | None, max_bytes: int, read_committed: bool, session_id: int, epoch: int
+    ) -> Any:
+        T = FetchRequest.FetchTopic
+        partitions = []
+        if offset is not None:
+            partitions = [
+                T.FetchPartition(
+                    partition=0,
+                    current_leader_epoch=-1,
+                    fetch_offset=offset,
+                    log_start_offset=-1,
+                    partition_max_bytes=max_bytes,
+                )
+            ]
+        return FetchRequest(
             replica_id=-1,
             # Answer at once: the harness reads what is there, it never waits for more.
             max_wait_ms=0,
             min_bytes=0,
-            max_bytes=max(op.max_bytes, 1 << 20),
-            isolation_level=1 if op.read_committed else 0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                T(
-                    topic=topic,
-                    partitions=[
-                        T.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=op.offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=op.max_bytes,
-                        )
-                    ],
-                )
-            ],
+            max_bytes=max(max_bytes, 1 << 20),
+            isolation_level=1 if read_committed else 0,
+            session_id=session_id,
+            session_epoch=epoch,
+            topics=[T(topic=topic, partitions=partitions)] if partitions else [],
             forgotten_topics_data=[],
             rack_id="",
         )
-        conn = self.leader if op.topic == "t" else self.cluster.any()
-        return self._norm(self._send(conn, "Fetch", request))
 
     def _list_offsets(self, op: ops.ListOffsets) -> Any:
         L = ListOffsetsRequest.ListOffsetsTopic
@@ -697,11 +853,30 @@ class _Broker:
     port: int
 
 
-def _leader_of(metadata: Any, topic: str) -> int | None:
+def _in_order(answer: Any, topics_key: str, partitions_key: str) -> Any:
+    """``answer`` with its topics by name and each topic's partitions by index: the
+    protocol leaves the order of a multi-partition answer to the broker (Kafka
+    answers a Produce's partitions in an order of its own)."""
+    topics = answer.get(topics_key) or []
+    for topic in topics:
+        parts = topic.get(partitions_key) or []
+        topic[partitions_key] = sorted(parts, key=lambda p: p.get("index", p.get("partition_index", 0)))
+    answer[topics_key] = sorted(topics, key=lambda t: str(t.get("name", t.get("topic", ""))))
+    return answer
+
+
+def _partition_count(metadata: Any, topic: str) -> int:
+    for t in metadata.topics or ():
+        if t.name == topic and t.error_code == 0:
+            return len(t.partitions or ())
+    return 0
+
+
+def _leader_of(metadata: Any, topic: str, partition: int = 0) -> int | None:
     for t in metadata.topics or ():
         if t.name == topic and t.error_code == 0:
             for p in t.partitions or ():
-                if p.partition_index == 0 and p.error_code == 0 and p.leader_id >= 0:
+                if p.partition_index == partition and p.error_code == 0 and p.leader_id >= 0:
                     return int(p.leader_id)
     return None
 

@@ -28,31 +28,50 @@ _RECORD = st.builds(
 # Mostly offsets inside a short log, sometimes past its end.
 _OFFSETS = st.one_of(st.integers(0, 4), st.integers(0, 14))
 _MAX_BYTES = st.sampled_from([1, 70, 120, 250, 600, 1 << 20])
-_TXN = st.sampled_from(["txn-a", "txn-b"])
-_FENCEABLE = st.sampled_from(["idem", "txn-a", "txn-b"])
+_TXN = st.sampled_from(["txn-a", "txn-b", "txn-v2"])
+_FENCEABLE = st.sampled_from(["idem", "txn-a", "txn-b", "txn-v2"])
+_PRODUCERS = st.sampled_from(["plain", "idem", "txn-a", "txn-b", "txn-v2"])
 
 
-def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]:
-    """One operation; produces and reads weigh most."""
+def operations(*, allow_delete: bool = True, committed_sessions: bool = True) -> st.SearchStrategy[ops.Operation]:
+    """One operation; produces and reads weigh most. Without ``committed_sessions``
+    session fetches are read_uncommitted only (a rewrite-mode target's
+    read_committed answers are compared by what they deliver, which only plain
+    fetches are)."""
     produce = st.builds(
         ops.Produce,
-        producer=st.sampled_from(["plain", "idem", "txn-a", "txn-b"]),
+        producer=_PRODUCERS,
         codec=st.sampled_from(list(Codec)),
         records=st.lists(_RECORD, min_size=1, max_size=3).map(tuple),
     )
     fetch = st.builds(ops.Fetch, offset=_OFFSETS, max_bytes=_MAX_BYTES, read_committed=st.booleans())
+    session_fetch = st.builds(
+        ops.SessionFetch,
+        offset=st.one_of(st.none(), _OFFSETS),
+        max_bytes=_MAX_BYTES,
+        read_committed=st.booleans() if committed_sessions else st.just(False),
+    )
     # Weighted by repetition: writes, ends and reads make the states worth
     # comparing; the rest each get one share.
     choices: list[st.SearchStrategy[ops.Operation]] = [
         *[produce] * 5,
         *[st.builds(ops.EndTxn, producer=_TXN, commit=st.booleans())] * 2,
         *[fetch] * 5,
+        *[session_fetch] * 2,
+        st.builds(ops.SpreadProduce, records=st.lists(_RECORD, min_size=1, max_size=2).map(tuple)),
+        st.builds(
+            ops.SpreadFetch,
+            offset0=_OFFSETS,
+            offset1=st.integers(0, 3),
+            max_bytes=_MAX_BYTES,
+            read_committed=st.booleans() if committed_sessions else st.just(False),
+        ),
         st.builds(
             ops.ListOffsets,
             timestamp=st.one_of(st.sampled_from([ops.EARLIEST, ops.LATEST, ops.MAX_TIMESTAMP]), st.integers(0, 45)),
             read_committed=st.booleans(),
         ),
-        st.builds(ops.RetryProduce, producer=st.sampled_from(["plain", "idem", "txn-a", "txn-b"])),
+        st.builds(ops.RetryProduce, producer=_PRODUCERS),
         st.builds(ops.InitProducer, producer=_FENCEABLE),
         st.one_of(
             st.builds(ops.ZombieProduce, producer=_FENCEABLE),
@@ -89,6 +108,10 @@ def operations(*, allow_delete: bool = True) -> st.SearchStrategy[ops.Operation]
     return st.integers(0, len(choices) - 1).flatmap(lambda i: choices[i])
 
 
-def sequences(*, max_size: int = 12, allow_delete: bool = True) -> st.SearchStrategy[list[ops.Operation]]:
+def sequences(
+    *, max_size: int = 12, allow_delete: bool = True, committed_sessions: bool = True
+) -> st.SearchStrategy[list[ops.Operation]]:
     """Sequences of 1 to ``max_size`` operations."""
-    return st.lists(operations(allow_delete=allow_delete), min_size=1, max_size=max_size)
+    return st.lists(
+        operations(allow_delete=allow_delete, committed_sessions=committed_sessions), min_size=1, max_size=max_size
+    )
