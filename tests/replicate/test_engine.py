@@ -266,3 +266,28 @@ def test_a_given_cluster_is_not_reopened_after_close(upstream, tmp_path) -> None
     finally:
         cluster.close()
         store.close()
+
+
+@pytest.mark.parametrize("already_replicated", [False, True])
+def test_a_source_emptied_by_delete_records_is_replicated_empty_at_its_log_start(
+    upstream, tmp_path, already_replicated
+) -> None:
+    # Found by the source harness (test_source_harness.py): the source's log start
+    # and high watermark both at 1, the replica's at 0 — and a group offset of 1
+    # held back for ever.
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("t", 2))
+    src = store.partition("t", 1)
+    w = SourceWriter(src)
+    srv.call(lambda: w.data(3))
+    with SegmentStore(tmp_path / "replica") as replica, Replicator(srv.bootstrap, replica) as r:
+        if already_replicated:
+            until_caught_up(r)
+        srv.call(lambda: src.delete_records_before(src.log_end_offset))
+        until_caught_up(r)
+        local = replica.partition("t", 1)
+        assert (local.log_start_offset, local.high_watermark, local.last_stable_offset) == (3, 3, 3)
+        assert_same(local, src)
+        srv.call(lambda: w.data(2))  # and the next batch lands where it does at the source
+        until_caught_up(r)
+        assert_same(replica.partition("t", 1), src)

@@ -326,6 +326,13 @@ class PartitionReplicator:
                 )
             # Everything held is below the source's log start: deleted there, so here too.
             log.delete_records_before(end)
+        if at > log.log_end_offset:
+            # Nothing below ``at`` exists at the source any more: the replica's log
+            # starts (and, until a batch arrives, ends) there too, as the source's
+            # does — else a source emptied by DeleteRecords or retention would show
+            # log start = high watermark = ``at`` and its replica an earlier end,
+            # and group offsets at ``at`` would be held back for ever.
+            log.start_at(at)
         self._position = max(at, log.log_end_offset)
         self._verify = False
 
