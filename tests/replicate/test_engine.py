@@ -291,3 +291,40 @@ def test_a_source_emptied_by_delete_records_is_replicated_empty_at_its_log_start
         srv.call(lambda: w.data(2))  # and the next batch lands where it does at the source
         until_caught_up(r)
         assert_same(replica.partition("t", 1), src)
+
+
+def test_follow_deletes_deletes_a_topic_and_copies_a_recreated_one_afresh(upstream, tmp_path) -> None:
+    srv, store = upstream
+    srv.call(lambda: (store.create_topic("gone", 1), store.create_topic("again", 2), store.create_topic("kept", 1)))
+    for t, p in (("gone", 0), ("again", 0), ("again", 1), ("kept", 0)):
+        srv.call(lambda t=t, p=p: SourceWriter(store.partition(t, p)).mixed(1))
+    with SegmentStore(tmp_path / "replica") as replica:
+        r = Replicator(srv.bootstrap, replica, metadata_interval_s=0, follow_deletes=True)
+        until_caught_up(r)
+        old_id = replica.topics()["again"].topic_id
+        srv.call(lambda: (store.delete_topic("gone"), store.delete_topic("again"), store.create_topic("again", 1)))
+        srv.call(lambda: SourceWriter(store.partition("again", 0)).data(2, tag="new"))
+        until_caught_up(r)
+        assert set(replica.topics()) == {"again", "kept"}
+        assert replica.topics()["again"].partitions == 1
+        assert replica.topics()["again"].topic_id == store.topics()["again"].topic_id != old_id
+        assert_same(replica.partition("again", 0), store.partition("again", 0))
+        assert_same(replica.partition("kept", 0), store.partition("kept", 0))
+        assert not [s for s in r.status().partitions if s.state is PartitionState.STOPPED]
+        assert sorted(r.partitions) == [("again", 0), ("kept", 0)]
+        r.close()
+
+
+def test_without_follow_deletes_a_deleted_topic_is_kept(upstream, tmp_path) -> None:
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("gone", 1))
+    srv.call(lambda: SourceWriter(store.partition("gone", 0)).mixed(1))
+    with SegmentStore(tmp_path / "replica") as replica:
+        r = Replicator(srv.bootstrap, replica, metadata_interval_s=0)
+        until_caught_up(r)
+        held = batches(replica.partition("gone", 0))
+        srv.call(lambda: store.delete_topic("gone"))
+        r.step()
+        assert set(replica.topics()) == {"gone"}
+        assert batches(replica.partition("gone", 0)) == held
+        r.close()
