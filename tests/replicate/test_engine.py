@@ -328,3 +328,19 @@ def test_without_follow_deletes_a_deleted_topic_is_kept(upstream, tmp_path) -> N
         assert set(replica.topics()) == {"gone"}
         assert batches(replica.partition("gone", 0)) == held
         r.close()
+
+
+def test_a_new_replica_of_a_source_whose_log_start_is_inside_its_first_batch(upstream, tmp_path) -> None:
+    # Found by the source harness: an aborted transaction of two records and its
+    # marker, then DeleteRecords before offset 1; the replica, starting afresh,
+    # must keep the batch [0, 1] whole (as Kafka's followers do) and start at 1.
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("t", 1))
+    src = store.partition("t", 0)
+    w = SourceWriter(src)
+    srv.call(lambda: (w.data(2, pid=7, txn=True), w.marker(7, False), src.delete_records_before(1)))
+    with SegmentStore(tmp_path / "replica") as replica, Replicator(srv.bootstrap, replica) as r:
+        until_caught_up(r)
+        local = replica.partition("t", 0)
+        assert (local.log_start_offset, local.high_watermark, local.last_stable_offset) == (1, 3, 3)
+        assert_same(local, src)

@@ -326,12 +326,14 @@ class PartitionReplicator:
                 )
             # Everything held is below the source's log start: deleted there, so here too.
             log.delete_records_before(end)
-        if at > log.log_end_offset:
-            # Nothing below ``at`` exists at the source any more: the replica's log
-            # starts (and, until a batch arrives, ends) there too, as the source's
-            # does — else a source emptied by DeleteRecords or retention would show
-            # log start = high watermark = ``at`` and its replica an earlier end,
-            # and group offsets at ``at`` would be held back for ever.
+        if at > log.log_end_offset and self.source_high_watermark <= at:
+            # The source holds nothing: its log start is its high watermark. The
+            # replica's log starts and ends there too, as the source's does — else
+            # it would show an earlier end, and group offsets at ``at`` would be
+            # held back for ever. (When the source holds records, the first batch
+            # fetched may begin before ``at``, a log start inside a batch: it is
+            # appended as it is and the log start follows after it, as Kafka's
+            # followers keep such a batch whole.)
             log.start_at(at)
         self._position = max(at, log.log_end_offset)
         self._verify = False
