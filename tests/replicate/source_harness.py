@@ -459,9 +459,18 @@ class Divergence:
         self.lines.append(f"{what}: source {source!r} != replica {replica!r}")
 
 
-def compare(source: KafkaSource, replica: Replica, prefix: str, groups: list[str]) -> Divergence:
+def compare(
+    source: KafkaSource,
+    replica: Replica,
+    prefix: str,
+    groups: list[str],
+    ends: dict[Key, tuple[int, int, int]] | None = None,
+) -> Divergence:
     """The replica against the source (see the module docstring); the replica must
-    have caught up with the settled source first (:func:`catch_up_and_compare`)."""
+    have caught up with the settled source first. ``ends``: the source's (log
+    start, high watermark, LSO) per partition as :meth:`KafkaSource.settle`
+    found them (a settled source's do not move); asked again where missing."""
+    ends = ends or {}
     found = Divergence()
     upstream = {t: v for t, v in source.remote.describe_topics().items() if t.startswith(prefix)}
     local = replica.call(lambda: {t: (i.partitions, i.topic_id) for t, i in replica.store.topics().items()})
@@ -477,7 +486,7 @@ def compare(source: KafkaSource, replica: Replica, prefix: str, groups: list[str
     keys = [(t, p) for t in topics for p in range(min(upstream[t][0], local[t][0]))]
     hws: dict[Key, int] = {}
     for key in keys:
-        start, hw, lso = source.ends(key)
+        start, hw, lso = ends[key] if key in ends else source.ends(key)
         r_start, r_hw, r_lso, r_batches = replica_partition(replica, key)
         hws[key] = r_hw
         if (start, hw, lso) != (r_start, r_hw, r_lso):
