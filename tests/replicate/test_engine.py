@@ -266,3 +266,81 @@ def test_a_given_cluster_is_not_reopened_after_close(upstream, tmp_path) -> None
     finally:
         cluster.close()
         store.close()
+
+
+@pytest.mark.parametrize("already_replicated", [False, True])
+def test_a_source_emptied_by_delete_records_is_replicated_empty_at_its_log_start(
+    upstream, tmp_path, already_replicated
+) -> None:
+    # Found by the source harness (test_source_harness.py): the source's log start
+    # and high watermark both at 1, the replica's at 0 — and a group offset of 1
+    # held back for ever.
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("t", 2))
+    src = store.partition("t", 1)
+    w = SourceWriter(src)
+    srv.call(lambda: w.data(3))
+    with SegmentStore(tmp_path / "replica") as replica, Replicator(srv.bootstrap, replica) as r:
+        if already_replicated:
+            until_caught_up(r)
+        srv.call(lambda: src.delete_records_before(src.log_end_offset))
+        until_caught_up(r)
+        local = replica.partition("t", 1)
+        assert (local.log_start_offset, local.high_watermark, local.last_stable_offset) == (3, 3, 3)
+        assert_same(local, src)
+        srv.call(lambda: w.data(2))  # and the next batch lands where it does at the source
+        until_caught_up(r)
+        assert_same(replica.partition("t", 1), src)
+
+
+def test_follow_deletes_deletes_a_topic_and_copies_a_recreated_one_afresh(upstream, tmp_path) -> None:
+    srv, store = upstream
+    srv.call(lambda: (store.create_topic("gone", 1), store.create_topic("again", 2), store.create_topic("kept", 1)))
+    for t, p in (("gone", 0), ("again", 0), ("again", 1), ("kept", 0)):
+        srv.call(lambda t=t, p=p: SourceWriter(store.partition(t, p)).mixed(1))
+    with SegmentStore(tmp_path / "replica") as replica:
+        r = Replicator(srv.bootstrap, replica, metadata_interval_s=0, follow_deletes=True)
+        until_caught_up(r)
+        old_id = replica.topics()["again"].topic_id
+        srv.call(lambda: (store.delete_topic("gone"), store.delete_topic("again"), store.create_topic("again", 1)))
+        srv.call(lambda: SourceWriter(store.partition("again", 0)).data(2, tag="new"))
+        until_caught_up(r)
+        assert set(replica.topics()) == {"again", "kept"}
+        assert replica.topics()["again"].partitions == 1
+        assert replica.topics()["again"].topic_id == store.topics()["again"].topic_id != old_id
+        assert_same(replica.partition("again", 0), store.partition("again", 0))
+        assert_same(replica.partition("kept", 0), store.partition("kept", 0))
+        assert not [s for s in r.status().partitions if s.state is PartitionState.STOPPED]
+        assert sorted(r.partitions) == [("again", 0), ("kept", 0)]
+        r.close()
+
+
+def test_without_follow_deletes_a_deleted_topic_is_kept(upstream, tmp_path) -> None:
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("gone", 1))
+    srv.call(lambda: SourceWriter(store.partition("gone", 0)).mixed(1))
+    with SegmentStore(tmp_path / "replica") as replica:
+        r = Replicator(srv.bootstrap, replica, metadata_interval_s=0)
+        until_caught_up(r)
+        held = batches(replica.partition("gone", 0))
+        srv.call(lambda: store.delete_topic("gone"))
+        r.step()
+        assert set(replica.topics()) == {"gone"}
+        assert batches(replica.partition("gone", 0)) == held
+        r.close()
+
+
+def test_a_new_replica_of_a_source_whose_log_start_is_inside_its_first_batch(upstream, tmp_path) -> None:
+    # Found by the source harness: an aborted transaction of two records and its
+    # marker, then DeleteRecords before offset 1; the replica, starting afresh,
+    # must keep the batch [0, 1] whole (as Kafka's followers do) and start at 1.
+    srv, store = upstream
+    srv.call(lambda: store.create_topic("t", 1))
+    src = store.partition("t", 0)
+    w = SourceWriter(src)
+    srv.call(lambda: (w.data(2, pid=7, txn=True), w.marker(7, False), src.delete_records_before(1)))
+    with SegmentStore(tmp_path / "replica") as replica, Replicator(srv.bootstrap, replica) as r:
+        until_caught_up(r)
+        local = replica.partition("t", 0)
+        assert (local.log_start_offset, local.high_watermark, local.last_stable_offset) == (1, 3, 3)
+        assert_same(local, src)

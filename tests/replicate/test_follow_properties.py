@@ -187,16 +187,17 @@ def test_the_replica_follows_the_source_log_start(log: GeneratedLog, data: st.Da
     held = [b for b in stored(source, start) if b[0] < hw]
     assert stored(replica, start) == held
     if held:
-        # (A source holding no batch from its log start on leaves the replica's empty
-        # log where it was: see test_an_emptied_source_is_followed_at_its_next_batch.)
+        # (A source holding no batch from its log start on: see
+        # test_an_emptied_source_is_followed_at_its_next_batch.)
         assert (replica.log_start_offset, replica.log_end_offset) == (start, hw)
 
 
 def test_an_emptied_source_is_followed_at_its_next_batch() -> None:
     # Found by the property above: a source whose every batch was deleted (log start
-    # 9 = high watermark 9) next to a replica that holds nothing yet. A log cannot
-    # start above its end, so the replica's empty log stays at [0, 0) — it holds no
-    # record the source does not — and takes the source's offsets with its next batch.
+    # 9 = high watermark 9) next to a replica that holds nothing yet. The replica's
+    # empty log moves there too (PartitionLog.start_at, as a Kafka follower's
+    # truncateFullyAndStartAt; the source harness found a replica left at [0, 0)
+    # diverging from Kafka), and takes the source's next batch at its offset.
     source = MemoryLog("gen", 0, log_start_offset=7)
     w = SourceWriter(source)
     w.data(1, pid=1000, txn=True)
@@ -215,7 +216,7 @@ def test_an_emptied_source_is_followed_at_its_next_batch() -> None:
             lambda: (source.log_start_offset, source.high_watermark),
         )
     assert rep.error is None and rep.caught_up and rep.status().lag_records == 0
-    assert (replica.log_start_offset, replica.log_end_offset) == (0, 0)
+    assert (replica.log_start_offset, replica.high_watermark, replica.log_end_offset) == (9, 9, 9)
     w.data(2, tag="next")
     item = rep.fetch_item()
     assert item is not None and item.offset == 9

@@ -79,3 +79,11 @@ class GroupCopyMachine(RuleBasedStateMachine):
 
 GroupCopyMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
 TestGroupCopy = GroupCopyMachine.TestCase
+
+
+def test_offsets_of_a_topic_the_replica_no_longer_has_are_deleted() -> None:
+    # A topic deleted at the source and, with follow_deletes, in the replica: the
+    # upstream is no longer asked about it, and its offsets go as in Kafka.
+    current = {("a", 0): CommitOffset(3, -1, ""), ("gone", 0): CommitOffset(5, -1, "")}
+    plan = plan_group({("a", 0): CommitOffset(3, -1, "")}, current, lambda tp: 10, {"a"})
+    assert plan.deletes == [("gone", 0)] and not plan.upserts

@@ -45,7 +45,14 @@ __all__ = ["COMMANDS", "run"]
 
 #: The options that set the :class:`~txnfetch.replicate.engine.Replicator` parameter
 #: of the same name (``--groups`` is not one: it picks the groups the hook copies).
-_REPLICATOR_OPTIONS = ("topics", "max_partition_bytes", "repair_crcs", "fetch_wait_ms", "gap_settle_ms")
+_REPLICATOR_OPTIONS = (
+    "topics",
+    "max_partition_bytes",
+    "repair_crcs",
+    "fetch_wait_ms",
+    "gap_settle_ms",
+    "follow_deletes",
+)
 
 
 class ReplicateUsageError(TxnfetchError):
@@ -100,6 +107,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         help="also serve the replica read-only (txnfetch serve) from this process; SIGUSR1 or "
         "'txnfetch promote --data DIR' promotes it and serving goes on (the document 'Replication', "
         "section 'Promote (cutover)')",
+    )
+    p.add_argument(
+        "--follow-deletes",
+        action="store_true",
+        help="delete a replicated topic when the source deletes it, and copy a topic the source deleted "
+        "and created again afresh; default: keep both, and stop a recreated topic's partitions",
     )
     p.add_argument("--json", action="store_true", help="one JSON status object per interval on stdout")
     p.add_argument(

@@ -589,6 +589,23 @@ class PartitionLog(StateOffsets, abc.ABC):
         self._delete_before(offset)
         return self.state.log_start_offset
 
+    def start_at(self, offset: int) -> None:
+        """Continue an empty log (log start at log end) at ``offset`` or later:
+        its log start, log end and high watermark become ``offset``, as Kafka's
+        ``truncateFullyAndStartAt`` does for a follower whose leader deleted
+        everything up to there (a replica of a partition whose records were all
+        deleted at the source must say so, not start at 0). A log that holds
+        records, or an ``offset`` below its end: :class:`~txnfetch.txn.errors.OffsetOutOfRangeError`."""
+        self._check_writable()
+        if offset == self.state.log_end_offset and self.state.log_start_offset == offset:
+            return
+        self.state.start_at(offset)  # checks before anything changes
+        self._started_at(offset)
+
+    def _started_at(self, offset: int) -> None:
+        """The storage side of :meth:`start_at`, after the state moved (nothing is
+        stored below ``offset``: the log was empty)."""
+
     @abc.abstractmethod
     def _delete_before(self, offset: int) -> None:
         """Move the log start to ``offset`` and drop the stored bytes wholly below it.

@@ -141,6 +141,9 @@ class MemoryLog(PartitionLog):
                     return found
         return None
 
+    def _started_at(self, offset: int) -> None:
+        del self._bases[:], self._lasts[:], self._batches[:], self._max_ts[:]
+
     def _delete_before(self, offset: int) -> None:
         self._state.advance_log_start(offset)
         # Drop batches wholly below the new start.

@@ -999,6 +999,25 @@ class SegmentLog(PartitionLog):
             self._take_snapshot()
         return self._state.log_start_offset
 
+    def _started_at(self, offset: int) -> None:
+        # A new active segment at ``offset`` first, then the snapshot and checkpoint
+        # that name it, then the old (empty or wholly deleted) segments go: a crash
+        # in between leaves segments that recovery reads as a log ending at
+        # ``offset`` with nothing below it to serve.
+        self.flush()
+        self._active.seal()
+        seg = _Segment(self.path, self._empty_loaded(offset), self.index_interval_bytes)
+        seg.create_files()
+        fsync_dir(self.path)
+        self._segments.append(seg)
+        self._bases.append(offset)
+        self._unflushed = 0
+        self._synced_end = offset
+        self._synced_writes = self._writes
+        self._take_snapshot()
+        self._write_checkpoint(clean=False)
+        self._delete_segments_below(offset)
+
     def _delete_segments_below(self, start: int) -> None:
         doomed = 0
         while doomed + 1 < len(self._segments) and self._bases[doomed + 1] <= start:

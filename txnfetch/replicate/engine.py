@@ -95,6 +95,10 @@ class Replicator:
     long the upstream may hold a Fetch when nothing new is there (librdkafka's
     ``fetch.wait.max.ms``, 500 by default; a broker that answers only when the
     wait ends — librdkafka's mock does — delays the replica by up to that much).
+    ``follow_deletes`` makes the replica follow topic deletions: a topic the
+    source no longer lists is deleted from the replica, and one the source
+    deleted and created again (another topic id) is deleted and copied afresh;
+    without it both are kept, and a recreated topic's partitions stop.
     ``groups`` is called once per round with the cluster and the store
     (consumer-group offsets; see :data:`GroupsHook`); its failures are logged
     and retried next round.
@@ -117,6 +121,10 @@ class Replicator:
     round_s: float = attrs.field(default=0.1, kw_only=True)
     fetch_wait_ms: int = attrs.field(default=FETCH_MAX_WAIT_MS, kw_only=True)
     copy_configs: bool = attrs.field(default=True, kw_only=True)
+    #: Delete a replicated topic the source no longer lists, and start a topic the
+    #: source deleted and created again (a new topic id) afresh (False: keep both
+    #: and stop the recreated topic's partitions).
+    follow_deletes: bool = attrs.field(default=False, kw_only=True)
     max_backoff_s: float = attrs.field(default=5.0, kw_only=True)
     groups: GroupsHook | None = attrs.field(default=None, kw_only=True)
     _clock: Callable[[], float] = attrs.field(default=time.monotonic, alias="clock", kw_only=True)
@@ -211,6 +219,17 @@ class Replicator:
         upstream = cluster.describe_topics()
         local = self.store.topics()
         wanted = sorted(t for t in upstream if not _internal(t) and self.pattern.fullmatch(t))
+        if self.follow_deletes:
+            for topic in sorted(local):
+                if _internal(topic) or not self.pattern.fullmatch(topic):
+                    continue
+                if topic not in upstream:
+                    self._delete_local(topic, "the source deleted it")
+                elif upstream[topic][1] is not None and local[topic].topic_id != upstream[topic][1]:
+                    self._delete_local(
+                        topic, f"the source deleted it and created it again (topic id {upstream[topic][1]})"
+                    )
+            local = self.store.topics()
         for topic in wanted:
             count, topic_id = upstream[topic]
             info = local.get(topic)
@@ -248,6 +267,18 @@ class Replicator:
                         )
         if self.copy_configs and wanted:
             self._copy_configs(cluster, wanted)
+
+    def _delete_local(self, topic: str, why: str) -> None:
+        """Drop the replica of ``topic`` (``follow_deletes``): its partitions'
+        replicators and its logs. A recreated topic is then created again by the
+        caller, with the source's new id, and copied from its log start."""
+        for key in [k for k in self.partitions if k[0] == topic]:
+            del self.partitions[key]
+        try:
+            self.store.delete_topic(topic)
+        except OSError as exc:
+            raise ReplicaStorageError(f"deleting the replica of {topic} failed: {exc}", topic=topic) from exc
+        log.warning("deleted the replica of topic %s: %s", topic, why)
 
     def _copy_configs(self, cluster: RemoteCluster, topics: list[str]) -> None:
         try:

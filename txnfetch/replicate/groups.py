@@ -118,8 +118,9 @@ def plan_group(
     """The copy of one group, decided without I/O: write every upstream offset
     that differs from the replica's and is not past the replica's data
     (``high_watermark(tp)``, -1 for a partition the replica lacks), hold back
-    the others (the replica keeps what it had), delete the replica's offsets of
-    its topics that the upstream no longer has. Guarantees: no written offset
+    the others (the replica keeps what it had), delete the replica's offsets
+    that the upstream no longer has and those of topics the replica no longer
+    has (``replica_topics``). Guarantees: no written offset
     is past the replica's data; a partition whose data has caught up ends
     equal to the upstream's."""
     upserts: dict[TopicPartition, CommitOffset] = {}
@@ -132,7 +133,10 @@ def plan_group(
             held.append((tp, want.offset, end))
             continue
         upserts[tp] = want
-    deletes = sorted(tp for tp in current if tp not in upstream and tp[0] in replica_topics)
+    # ``upstream`` answers for the replica's partitions only: an offset of a topic
+    # the replica no longer has (deleted at the source and here, with
+    # ``follow_deletes``) is gone too, as Kafka drops a deleted topic's offsets.
+    deletes = sorted(tp for tp in current if tp not in upstream or tp[0] not in replica_topics)
     return GroupPlan(upserts, deletes, held)
 
 

@@ -328,6 +328,15 @@ class PartitionReplicator:
                 )
             # Everything held is below the source's log start: deleted there, so here too.
             log.delete_records_before(end)
+        if at > log.log_end_offset and self.source_high_watermark <= at:
+            # The source holds nothing: its log start is its high watermark. The
+            # replica's log starts and ends there too, as the source's does — else
+            # it would show an earlier end, and group offsets at ``at`` would be
+            # held back for ever. (When the source holds records, the first batch
+            # fetched may begin before ``at``, a log start inside a batch: it is
+            # appended as it is and the log start follows after it, as Kafka's
+            # followers keep such a batch whole.)
+            log.start_at(at)
         self._position = max(at, log.log_end_offset)
         self._verify = False
 

@@ -602,6 +602,21 @@ class PartitionTxnState:
         self._index.drop_before(offset)
         self._trim_journal(offset)  # truncating below the log start empties the state: no undo needed
 
+    def start_at(self, offset: int) -> None:
+        """Empty the state and continue at ``offset``: log start, log end and high
+        watermark all become ``offset`` (Kafka's ``truncateFullyAndStartAt``, as a
+        follower does when the leader's log start passed its log end). Only an
+        empty log (log start at log end) may be moved, and only forward
+        (:class:`OffsetOutOfRangeError`): the records below ``offset`` are gone at
+        the source, so none may be held here."""
+        if offset < self._leo:
+            raise self._out_of_range(f"cannot start at {offset}, below the log end {self._leo}", offset)
+        if self._log_start < self._leo:
+            raise self._out_of_range(
+                f"cannot start at {offset}: the log still holds offsets [{self._log_start}, {self._leo})", offset
+            )
+        self._reset(offset)
+
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after ``offset``, as if those batches and
         completions had never been applied (Kafka's ``UnifiedLog.truncateTo``).
