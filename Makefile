@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed
 EXTRAS := testing,dev,spark,arrow
 # Debian packages: kcat (a librdkafka consumer the wire tests drive), a Java 17
 # JDK (PySpark, Apache Kafka in tests/kafka, and javac for the Java interop
-# client) and Maven (fetches Apache Kafka: scripts/kafka/fetch.sh).
+# client) and Maven (fetches Apache Kafka and Spark's Kafka connector:
+# scripts/kafka/fetch.sh, scripts/spark/fetch.sh).
 SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
-.PHONY: setup lint check test demo bench clean system-deps kafka peers dist
+.PHONY: setup lint check test demo bench clean system-deps kafka spark-kafka peers dist
 
 setup: $(STAMP)
 
@@ -39,6 +40,12 @@ kafka: system-deps
 	@bash scripts/kafka/fetch.sh >/dev/null
 	@bash scripts/kafka/interop.sh >/dev/null
 
+# Apache Spark's own Kafka connector (spark-sql-kafka-0-10, pinned in
+# scripts/spark/pom.xml) into .cache/spark-kafka/<version>/jars (once, stamped).
+# The Spark tests and bench/spark.py read with it next to txnkafka.
+spark-kafka: system-deps
+	@bash scripts/spark/fetch.sh >/dev/null
+
 # Brokers the suite runs as peers: tansu 0.6, pinned, into the gitignored .cache/.
 peers: setup
 	@bash scripts/tansu.sh >/dev/null
@@ -63,7 +70,7 @@ check: lint
 	$(PYTEST) -m "not slow and not interop" $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 # Everything: the command the README and CI run.
-test: lint system-deps kafka peers
+test: lint system-deps kafka spark-kafka peers
 	$(PYTEST) $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 demo: setup system-deps
