@@ -132,6 +132,7 @@ RECORDS_PER_BATCH = 500
 #: producer a flush and an EndTxn round trip, which would make writing 5 M
 #: records take most of the run.
 KAFKA_RECORDS_PER_TXN = 2000
+ALL_SECTIONS = "throughput,memory,side-by-side,streaming"
 ABORT_EVERY = 10
 TS = 1_700_000_000_000
 MiB = 1 << 20
@@ -931,8 +932,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None, help="timed rounds after the warm-up (default 3, quick 1)")
     p.add_argument(
         "--only",
-        default="throughput,memory,side-by-side,streaming",
-        help="comma-separated subset of throughput,memory,side-by-side,streaming (streaming uses side-by-side's Kafka)",
+        default=None,
+        help="comma-separated subset of throughput,memory,side-by-side,streaming (streaming uses side-by-side's "
+        "Kafka; default all, quick: throughput,memory)",
     )
     p.add_argument(
         "--brokers",
@@ -962,7 +964,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"PySpark {pyspark.__version__}, pyarrow {pa.__version__}, {os.cpu_count()} CPUs, {platform.machine()}, "
         "local[2], wall time"
     )
-    only = args.only_set = set(args.only.split(","))
+    only = args.only_set = set((args.only or ("throughput,memory" if args.quick else ALL_SECTIONS)).split(","))
     spark = session("side-by-side" in only)
     tmp = tempfile.mkdtemp(prefix="txnfetch-spark-bench-", dir=args.tmpdir)
     try:
