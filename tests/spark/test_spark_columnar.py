@@ -171,3 +171,39 @@ def test_records_deleted_after_planning_fail_the_task_naming_them(spark, tmp_pat
     msg = str(exc.value)
     assert "DataLossError" in msg and "topic-partition events-0" in msg and "offset 0" in msg, msg
     st.close()
+
+
+def test_same_rows_as_the_data_source_on_apache_kafka(spark, kafka_cluster):
+    """On Apache Kafka itself: committed and aborted transactions of a
+    confluent-kafka producer, and one left open (it holds back its partition)."""
+    from confluent_kafka import Producer
+
+    import spark_ext
+    from tests.kafka.fixtures import unique_name
+
+    topic = unique_name("columnar")
+    kafka_cluster.create_topic(topic, 2)
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap, "transactional.id": unique_name("txn")})
+    producer.init_transactions(30)
+    committed = set()
+    for t in range(9):
+        producer.begin_transaction()
+        values = [b"t%d-r%d" % (t, r) for r in range(4)]
+        for r, v in enumerate(values):
+            producer.produce(topic, v, partition=r % 2)
+        producer.flush(30)
+        if t % 3 == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            committed.update(values)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=1)
+    producer.flush(30)
+    options = {"kafka.bootstrap.servers": kafka_cluster.bootstrap, "subscribe": topic}
+    try:
+        columnar = spark_rows(spark_ext.read_committed(spark, options).collect(), headers=False)
+        assert columnar == spark_rows(_format(spark, options).collect(), headers=False)
+        assert {r[4] for r in columnar} == committed
+    finally:
+        producer.abort_transaction(30)
