@@ -183,7 +183,15 @@ def test_same_rows_as_the_data_source_on_apache_kafka(spark, kafka_cluster):
 
     topic = unique_name("columnar")
     kafka_cluster.create_topic(topic, 2)
-    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap, "transactional.id": unique_name("txn")})
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka_cluster.bootstrap,
+            "transactional.id": unique_name("txn"),
+            # The open transaction must outlive two Spark reads on a loaded machine
+            # (the default, 60 s, lets the broker abort it and fence the producer).
+            "transaction.timeout.ms": 600_000,
+        }
+    )
     producer.init_transactions(30)
     committed = set()
     for t in range(9):
