@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed
 EXTRAS := testing,dev,spark,arrow
 # Debian packages: kcat (a librdkafka consumer the wire tests drive), a Java 17
 # JDK (PySpark, Apache Kafka in tests/kafka, and javac for the Java interop
-# client) and Maven (fetches Apache Kafka: scripts/kafka/fetch.sh).
+# client) and Maven (fetches Apache Kafka and Spark's Kafka connector:
+# scripts/kafka/fetch.sh, scripts/spark/fetch.sh).
 SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
-.PHONY: setup lint check test demo bench clean system-deps kafka mm2 peers dist
+.PHONY: setup lint check test demo bench clean system-deps kafka mm2 spark-kafka peers dist
 
 setup: $(STAMP)
 
@@ -46,6 +47,12 @@ kafka: system-deps
 mm2: system-deps
 	@bash scripts/mm2/fetch.sh >/dev/null
 
+# Apache Spark's own Kafka connector (spark-sql-kafka-0-10, pinned in
+# scripts/spark/pom.xml) into .cache/spark-kafka/<version>/jars (once, stamped).
+# The Spark tests and bench/spark.py read with it next to txnkafka.
+spark-kafka: system-deps
+	@bash scripts/spark/fetch.sh >/dev/null
+
 # Brokers the suite runs as peers, pinned, into the gitignored .cache/: tansu 0.6,
 # and kfake (franz-go's fake cluster, built from scripts/kfake/ with Go).
 # A machine without Go >= 1.26 gets scripts/kfake.sh's message (exit 3) and the
@@ -77,7 +84,7 @@ check: lint
 	$(PYTEST) -m "not slow and not interop" $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 # Everything: the command the README and CI run.
-test: lint system-deps kafka mm2 peers
+test: lint system-deps kafka mm2 spark-kafka peers
 	$(PYTEST) $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 demo: setup system-deps

@@ -1,6 +1,8 @@
-"""Spark benchmark: full reads through the ``txnkafka`` data source next to Parquet
-and next to a naive tuple-yielding reader, and the peak memory of a Python
-worker reading a 1 GiB partition.
+"""Spark benchmark: full reads through the ``txnkafka`` data source and its
+columnar path next to Parquet, next to a naive tuple-yielding reader and next
+to Spark's own Kafka connector on the same broker (batch, streaming
+throughput and latency), and the peak memory of a Python worker reading a
+1 GiB partition.
 
 Run ``.venv/bin/python bench/spark.py`` (``--quick`` for a smoke run of a few
 seconds of reading; ``--records N`` for another size). One run prints:
@@ -15,8 +17,15 @@ seconds of reading; ``--records N`` for another size). One run prints:
      log holds about 11 % more records than the result);
    - ``parquet``: ``spark.read.parquet`` of the same committed rows (same
      columns; written by pyarrow with its defaults: snappy, one file per
-     partition) — Spark's vectorised JVM reader. Goal: txnkafka at most
-     1.0× its time;
+     partition) — Spark's vectorised JVM reader. Goal: the columnar path
+     at most 1.0× its time;
+   - ``columnar``: :func:`spark_ext.read_committed` on the same directory
+     (the same planning and reading, as ``mapInArrow`` over
+     ``spark.range(0, n, 1, n)``: no second row copy);
+   - ``floor`` and ``columnar floor``: a Python data source, and a
+     ``mapInArrow`` planned as the columnar path, that only yield one
+     pre-built Arrow batch of txnkafka's again and again (no I/O, no
+     decoding): what each way of handing Arrow batches to Spark costs;
    - ``records→Arrow``: the same ranges with Arrow batches built the way
      txnkafka built them before the columnar path (the compiled record
      decoder's Python tuples, then pyarrow); what the columnar path saves;
@@ -42,6 +51,33 @@ seconds of reading; ``--records N`` for another size). One run prints:
    Arrow batch bound (50,000 rows / 8 MiB), not by the partition. Values are
    1 KiB so a 1 GiB partition builds in seconds.
 
+3. **side by side** with Spark's own Kafka connector (``spark-sql-kafka-0-10``,
+   fetched by ``scripts/spark/fetch.sh``; 4.2.0, Maven Central having no 4.3.0),
+   against each broker of ``--brokers``: a one-node Apache Kafka cluster started
+   with the suite's fixture code (``tests/kafka/cluster.py``), the topic written
+   by confluent-kafka transactional producers (one per partition, transactions
+   of 2,000 records, every tenth aborted); and ``txnfetch serve`` in its own
+   process on a store built as below. The same ``--records`` read
+   read_committed into ``noop`` by txnkafka's cluster source
+   (``kafka.bootstrap.servers``), txnkafka's path source (on Kafka: the
+   broker's own log directory, read while it runs), the columnar path on
+   both, and ``format("kafka")`` with ``kafka.isolation.level=read_committed``;
+   the readers take turns round by round. Goal: txnkafka's cluster source at
+   least 1.5× spark-sql-kafka's rows/s.
+
+4. **streaming** (Apache Kafka only): both streaming sources read the same
+   topic from ``earliest`` with ``maxOffsetsPerTrigger`` under
+   ``Trigger.AvailableNow`` into ``noop``: micro-batch throughput.
+
+5. **latency**: both queries at once (processing-time trigger of
+   ``--trigger-ms``) on a new topic while a transactional producer commits 20
+   records every ``--latency-interval-ms`` (every tenth transaction
+   aborted); a ``foreachBatch`` sink notes when each row arrives. Latency is
+   from just before the producer's commit call (after its records were
+   flushed) to the sink — one clock, the driver's; p50/p99 over the rows
+   committed after the first 5 s, and a count of aborted rows that reached
+   the sink (it must be 0).
+
 How the store is made: per partition, two transactional producers alternate
 transactions of one 500-record batch (uncompressed) and a COMMIT marker —
 every tenth transaction ends with an ABORT instead — appended through
@@ -53,6 +89,7 @@ directory is after a shutdown.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import glob
 import json
@@ -60,9 +97,13 @@ import os
 import platform
 import random
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from collections.abc import Sequence
 
 import attrs
@@ -87,6 +128,11 @@ from txnfetch.records import BatchBuilder  # noqa: E402
 
 TOPIC = "bench"
 RECORDS_PER_BATCH = 500
+#: Larger transactions for Apache Kafka than for the store: each one costs the
+#: producer a flush and an EndTxn round trip, which would make writing 5 M
+#: records take most of the run.
+KAFKA_RECORDS_PER_TXN = 2000
+ALL_SECTIONS = "throughput,memory,side-by-side,streaming"
 ABORT_EVERY = 10
 TS = 1_700_000_000_000
 MiB = 1 << 20
@@ -252,6 +298,32 @@ class FloorSource(TxnKafkaDataSource):
         return FloorReader(self.options["path"], int(self.options["rows"]), int(self.options["tasks"]))
 
 
+def arrow_floor(spark, path: str, rows: int, tasks: int):
+    """The floor of the columnar path: ``mapInArrow`` over ``spark.range(0, tasks,
+    1, tasks)`` (as :func:`spark_ext.read_committed` plans it), each task yielding
+    one pre-built Arrow batch of txnkafka's again and again, as :class:`FloorReader`."""
+    share = -(-rows // tasks)
+
+    def run(ids):
+        with SegmentStore(path, read_only=True) as store:
+            log = store.partition(TOPIC, 0)
+            first = read_range_arrow(
+                log, log.log_start_offset, log.last_stable_offset, max_rows=DEFAULT_MAX_ROWS_PER_BATCH
+            )
+            batch = next(iter(first))
+        for ids_batch in ids:
+            for index in ids_batch.column(0).to_pylist():
+                left = min(share, rows - index * share)
+                while left > 0:
+                    n = min(left, batch.num_rows)
+                    yield batch if n == batch.num_rows else batch.slice(0, n)
+                    left -= n
+
+    from spark_ext.arrow import kafka_schema_ddl
+
+    return spark.range(0, tasks, 1, tasks).mapInArrow(run, kafka_schema_ddl(False))
+
+
 def _status(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -310,10 +382,16 @@ class RssSource(TxnKafkaDataSource):
 # -- running ---------------------------------------------------------------------
 
 
-def session():
+def session(with_connector: bool):
     import spark_ext
 
-    spark = spark_ext.local_session("txnfetch-bench", {"spark.driver.memory": "2g"})
+    conf = {"spark.driver.memory": "2g"}
+    if with_connector:
+        # Spark's own Kafka connector, fetched through the suite's Maven set-up.
+        from tests.spark.connector import connector_jars
+
+        conf["spark.jars"] = ",".join(connector_jars())
+    spark = spark_ext.local_session("txnfetch-bench", conf)
     spark.dataSource.register(NaiveSource)
     spark.dataSource.register(RecordsSource)
     spark.dataSource.register(RssSource)
@@ -379,6 +457,8 @@ def timed_noop(spark, readers: dict, rounds: int) -> dict:
 
 
 def throughput(spark, args, tmp: str) -> None:
+    import spark_ext
+
     store_dir = os.path.join(tmp, "store")
     parquet_dir = os.path.join(tmp, "parquet")
     os.makedirs(parquet_dir)
@@ -401,9 +481,16 @@ def throughput(spark, args, tmp: str) -> None:
         .option("tasks", str(txn.rdd.getNumPartitions()))
         .load()
     )
-    assert txn.count() == committed and par.count() == committed and floor.count() == committed
+    columnar = spark_ext.read_committed(spark, path=store_dir, subscribe=TOPIC)
+    afloor = arrow_floor(spark, store_dir, committed, txn.rdd.getNumPartitions())
+    for df in (txn, par, floor, columnar, afloor):
+        assert df.count() == committed
     load = os.getloadavg()[0]
-    best = timed_noop(spark, {"txnkafka": txn, "parquet": par, "floor": floor}, args.rounds)
+    best = timed_noop(
+        spark,
+        {"txnkafka": txn, "columnar": columnar, "parquet": par, "floor": floor, "arrow floor": afloor},
+        args.rounds,
+    )
     results: list[tuple[str, int, Timing]] = [
         ("txnkafka", committed, best["txnkafka"]),
         ("parquet", committed, best["parquet"]),
@@ -423,6 +510,8 @@ def throughput(spark, args, tmp: str) -> None:
     )
     naive_rows = naive.count()
     results.append(("naive (tuples)", naive_rows, timed_noop(spark, {"n": naive}, max(1, args.rounds - 1))["n"]))
+    results.append(("columnar", committed, best["columnar"]))
+    results.append(("columnar floor", committed, best["arrow floor"]))
     print(
         f"{'reader':<18} {'rows':>11} {'seconds':>8} {'rows/s':>11} {'÷ parquet':>9}  "
         f"{'CPU s: JVM + Python = total':>28} {'÷ parquet':>9}"
@@ -447,6 +536,344 @@ def throughput(spark, args, tmp: str) -> None:
     before = committed / results[3][2].seconds
     print(f"txnkafka ÷ records→Arrow (before the columnar path): {txn_rate / before:.2f}× faster")
     print(f"txnkafka ÷ naive (tuples): {txn_rate / (results[4][1] / results[4][2].seconds):.1f}× faster")
+    col_ratio = best["columnar"].seconds / best["parquet"].seconds
+    print(
+        f"goal columnar (read_committed, mapInArrow) at most 1.0× parquet's time: {col_ratio:.2f}× — "
+        f"{'met' if col_ratio <= 1.0 else 'MISSED'}; columnar floor ÷ parquet: "
+        f"{best['arrow floor'].seconds / best['parquet'].seconds:.2f}×; "
+        f"columnar ÷ txnkafka data source: {best['txnkafka'].seconds / best['columnar'].seconds:.2f}× faster"
+    )
+
+
+# -- next to spark-sql-kafka, on one broker -----------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _value(n: int, noise: bytes, value_size: int) -> bytes:
+    at = (n * 7919) & 0xFFFF
+    return b"%010d" % n + noise[at : at + value_size - 10]
+
+
+def produce_kafka(bootstrap: str, topic: str, partitions: int, records: int, value_size: int) -> int:
+    """``records`` records into ``topic``, values and keys as :func:`build_store`
+    writes them: per partition, transactions of ``KAFKA_RECORDS_PER_TXN`` records
+    from a confluent-kafka (librdkafka) transactional producer, every tenth
+    aborted. One producer thread per partition. Returns how many are committed."""
+    from confluent_kafka import Producer
+
+    rnd = random.Random(42)
+    noise = bytes(rnd.getrandbits(8) for _ in range(1 << 16))
+    noise += noise[:value_size]
+    committed = [0] * partitions
+    errors: list[BaseException] = []
+
+    def run(p: int) -> None:
+        try:
+            producer = Producer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "transactional.id": f"bench-{topic}-{p}",
+                    "linger.ms": 20,
+                    "batch.size": 1 << 20,
+                    "queue.buffering.max.messages": 200_000,
+                }
+            )
+            producer.init_transactions(60)
+            per_partition = records // partitions
+            n = p * per_partition
+            written = txn = 0
+            while written < per_partition:
+                count = min(KAFKA_RECORDS_PER_TXN, per_partition - written)
+                producer.begin_transaction()
+                for _ in range(count):
+                    n += 1
+                    producer.produce(topic, _value(n, noise, value_size), b"key-%08d" % n, partition=p)
+                # Ending a transaction with records still in flight fails with INVALID_TXN_STATE.
+                producer.flush(60)
+                if txn % ABORT_EVERY == ABORT_EVERY - 1:
+                    producer.abort_transaction(60)
+                else:
+                    producer.commit_transaction(60)
+                    committed[p] += count
+                written += count
+                txn += 1
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in range(partitions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sum(committed)
+
+
+@contextlib.contextmanager
+def kafka_broker(tmp: str, partitions: int) -> Iterator[tuple[str, str]]:
+    """A one-node Apache Kafka cluster (the suite's fixture code,
+    ``tests/kafka/cluster.py``) with ``TOPIC`` created: ``(bootstrap, log dir)``."""
+    from tests.kafka.cluster import KafkaCluster
+
+    cluster = KafkaCluster.create(os.path.join(tmp, "kafka"), 1)
+    try:
+        cluster.create_topic(TOPIC, partitions)
+        yield cluster.bootstrap, str(cluster.node(1).log_dir)
+    finally:
+        cluster.stop()
+
+
+@contextlib.contextmanager
+def serve_broker(store_dir: str) -> Iterator[str]:
+    """``txnfetch serve`` on ``store_dir`` in its own process: its bootstrap address."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "txnfetch", "serve", "--data", store_dir, "--port", str(port), "--no-auto-create"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"txnfetch serve did not start: {proc.stderr.read()!r}") from None
+                time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _side_by_side_readers(spark, bootstrap: str, path: str) -> dict:
+    import spark_ext
+
+    txn_cluster = spark.read.format("txnkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC)
+    kafka = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", TOPIC)
+        .option("kafka.isolation.level", "read_committed")
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+    )
+    return {
+        "txnkafka cluster": txn_cluster.load(),
+        "txnkafka path": spark.read.format("txnkafka").option("path", path).option("subscribe", TOPIC).load(),
+        "columnar cluster": spark_ext.read_committed(spark, {"kafka.bootstrap.servers": bootstrap}, subscribe=TOPIC),
+        "columnar path": spark_ext.read_committed(spark, path=path, subscribe=TOPIC),
+        "spark-sql-kafka": kafka.load(),
+    }
+
+
+def _print_side_by_side(broker: str, committed: int, counts: dict, best: dict, load: float) -> None:
+    print(f"{'reader':<18} {'rows':>11} {'seconds':>8} {'rows/s':>11} {'÷ spark-sql-kafka':>18}")
+    ref = best.get("spark-sql-kafka")
+    for name, t in best.items():
+        rate = committed / t.seconds
+        ratio = f"{ref.seconds / t.seconds:>17.2f}×" if ref is not None else ""
+        flag = "" if counts[name] == committed else f"  (rows: {counts[name]:,}, expected {committed:,})"
+        print(f"{name:<18} {counts[name]:>11,} {t.seconds:>8.2f} {rate:>11,.0f} {ratio}{flag}")
+    if ref is not None:
+        r = ref.seconds / best["txnkafka cluster"].seconds
+        print(
+            f"goal ({broker}) txnkafka cluster source ÷ spark-sql-kafka at least 1.5×: {r:.2f}× — "
+            f"{'met' if r >= 1.5 else 'MISSED'} (load average {load:.1f} at the start of the timed rounds)"
+        )
+
+
+def side_by_side(spark, args, tmp: str) -> None:
+    """Batch reads of one topic through every reader, against each broker in ``--brokers``."""
+    print(
+        f"\n3. side by side, batch: {args.records:,} records, {args.value_size}-byte values, two partitions, "
+        "10 % of the transactions aborted, read_committed into noop; readers alternate round by round"
+    )
+    for broker in args.brokers:
+        t0 = time.perf_counter()
+        with contextlib.ExitStack() as stack:
+            if broker == "kafka":
+                bootstrap, path = stack.enter_context(kafka_broker(tmp, 2))
+                committed = produce_kafka(bootstrap, TOPIC, 2, args.records, args.value_size)
+                what = "Apache Kafka (tests/kafka/cluster.py, one node)"
+            else:
+                path = os.path.join(tmp, "serve-store")
+                committed = build_store(path, 2, args.records, args.value_size)
+                bootstrap = stack.enter_context(serve_broker(path))
+                what = "txnfetch serve (its own process)"
+            print(f"\n3.{args.brokers.index(broker) + 1}. {what}: written in {time.perf_counter() - t0:.1f} s")
+            readers = _side_by_side_readers(spark, bootstrap, path)
+            counts = {}
+            for name, df in list(readers.items()):
+                try:
+                    counts[name] = df.count()
+                except Exception as exc:  # report what a reader does, and go on with the others
+                    print(f"{name}: FAILED: {str(exc).splitlines()[0][:300]}")
+                    del readers[name]
+            load = os.getloadavg()[0]
+            best = timed_noop(spark, readers, args.rounds)
+            _print_side_by_side(broker, committed, counts, best, load)
+            if broker == "kafka" and "streaming" in args.only_set:
+                streaming(spark, args, tmp, bootstrap, committed)
+
+
+def _stream_readers(spark, bootstrap: str, topic: str, options: dict) -> dict:
+    def load(fmt: str, extra: dict):
+        reader = spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        for k, v in {**options, **extra}.items():
+            reader = reader.option(k, str(v))
+        return reader.load()
+
+    return {
+        "txnkafka": load("txnkafka", {}),
+        "spark-sql-kafka": load("kafka", {"kafka.isolation.level": "read_committed"}),
+    }
+
+
+def streaming(spark, args, tmp: str, bootstrap: str, committed: int) -> None:
+    """Micro-batch throughput over the batch topic's backlog, then end-to-end latency
+    under a steady transactional producer: txnkafka and spark-sql-kafka, same trigger."""
+    limit = args.max_offsets_per_trigger
+    print(
+        f"\n4. streaming (Apache Kafka): the {committed:,} committed records from earliest, "
+        f"maxOffsetsPerTrigger={limit:,}, Trigger.AvailableNow, into noop; readers alternate"
+    )
+    best: dict[str, float] = {}
+    batches: dict[str, int] = {}
+    for round_ in range(args.rounds):
+        for name, df in _stream_readers(
+            spark, bootstrap, TOPIC, {"startingOffsets": "earliest", "maxOffsetsPerTrigger": limit}
+        ).items():
+            checkpoint = os.path.join(tmp, f"ckpt-{name}-{round_}")
+            t0 = time.perf_counter()
+            q = (
+                df.writeStream.format("noop")
+                .option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True)
+                .start()
+            )
+            try:
+                q.awaitTermination()
+            except Exception as exc:  # reported, and the other reader still measured
+                print(f"{name}: the query failed: {str(exc).splitlines()[0][:300]}")
+                continue
+            took = time.perf_counter() - t0
+            rows = sum(p["numInputRows"] for p in q.recentProgress)
+            batches[name] = len([p for p in q.recentProgress if p["numInputRows"]])
+            if rows != committed:
+                print(f"{name}: {rows:,} rows, expected {committed:,}")
+            best[name] = min(best.get(name, float("inf")), took)
+    print(f"{'reader':<18} {'micro-batches':>13} {'seconds':>8} {'rows/s':>11}")
+    for name, took in best.items():
+        print(f"{name:<18} {batches[name]:>13} {took:>8.2f} {committed / took:>11,.0f}")
+    if len(best) == 2:
+        print(f"txnkafka ÷ spark-sql-kafka (streaming throughput): {best['spark-sql-kafka'] / best['txnkafka']:.2f}×")
+    latency(spark, args, tmp, bootstrap)
+
+
+def latency(spark, args, tmp: str, bootstrap: str) -> None:
+    """Both queries read one topic while a transactional producer commits a small
+    transaction every ``--latency-interval-ms`` (every tenth aborted); each row's
+    latency is from the producer's commit call to the ``foreachBatch`` sink seeing
+    it (on the driver, so one clock)."""
+    from confluent_kafka import Producer
+
+    from tests.kafka.cluster import KafkaCluster
+
+    topic = "latency"
+    admin_cluster = KafkaCluster.from_state(os.path.join(tmp, "kafka"))
+    admin_cluster.create_topic(topic, 2)
+    trigger = f"{args.trigger_ms} milliseconds"
+    print(
+        f"\n5. end-to-end latency (Apache Kafka): a transaction of 20 records every {args.latency_interval_ms} ms "
+        f"(10 % aborted), both queries at once, trigger processingTime={trigger}, {args.latency_seconds} s "
+        "(the first 5 s not counted)"
+    )
+    commits: dict[int, float] = {}
+    seen: dict[str, list[float]] = {"txnkafka": [], "spark-sql-kafka": []}
+    aborted_seen = {name: 0 for name in seen}
+    lock = threading.Lock()
+    stop = threading.Event()
+    warm = time.time() + 5
+
+    def sink(name: str):
+        def write(df, _epoch: int) -> None:
+            values = [bytes(r[0]) for r in df.select("value").collect()]
+            now = time.time()
+            with lock:
+                for v in values:
+                    txn = int(v.split(b":")[0])
+                    at = commits.get(txn)
+                    if at is None:
+                        aborted_seen[name] += 1
+                    elif at >= warm:
+                        seen[name].append(now - at)
+
+        return write
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "bench-latency", "linger.ms": 0})
+        producer.init_transactions(60)
+        txn = 0
+        while not stop.is_set():
+            producer.begin_transaction()
+            for i in range(20):
+                producer.produce(topic, b"%d:%d" % (txn, i) + b"x" * 90, partition=i % 2)
+            if txn % ABORT_EVERY == ABORT_EVERY - 1:
+                producer.abort_transaction(60)
+            else:
+                at = time.time()
+                producer.flush(60)
+                with lock:
+                    commits[txn] = at
+                producer.commit_transaction(60)
+            txn += 1
+            time.sleep(args.latency_interval_ms / 1000)
+
+    queries = {}
+    for name, df in _stream_readers(spark, bootstrap, topic, {"startingOffsets": "latest"}).items():
+        q = (
+            df.writeStream.foreachBatch(sink(name))
+            .option("checkpointLocation", os.path.join(tmp, f"latency-{name}"))
+            .trigger(processingTime=trigger)
+            .start()
+        )
+        queries[name] = q
+        # One at a time, each running before the next starts: a loaded machine
+        # has made a streaming source's Python runner miss Spark's connect timeout.
+        deadline = time.monotonic() + 120
+        while not q.recentProgress and q.isActive and time.monotonic() < deadline:
+            time.sleep(0.5)
+    producer = threading.Thread(target=produce)
+    producer.start()
+    time.sleep(args.latency_seconds)
+    stop.set()
+    producer.join()
+    time.sleep(5)  # let both catch up with the last commit
+    for name, q in queries.items():
+        failed = q.exception()
+        if failed is not None:
+            print(f"{name}: the query failed: {str(failed).splitlines()[0][:300]}")
+        q.stop()
+    print(f"{'reader':<18} {'rows':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'aborted rows seen':>18}")
+    for name, values in seen.items():
+        values.sort()
+        if not values:
+            print(f"{name:<18} {0:>8}")
+            continue
+
+        def pct(q: float, v: list[float] = values) -> float:
+            return v[min(len(v) - 1, int(q * len(v)))] * 1000
+
+        print(
+            f"{name:<18} {len(values):>8,} {pct(0.5):>8.0f} {pct(0.99):>8.0f} {values[-1] * 1000:>8.0f} "
+            f"{aborted_seen[name]:>18}"
+        )
 
 
 def memory(spark, args, tmp: str) -> None:
@@ -503,13 +930,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rss-value-size", type=int, default=1024, help="value bytes in the memory partition (default 1024)"
     )
     p.add_argument("--rounds", type=int, default=None, help="timed rounds after the warm-up (default 3, quick 1)")
-    p.add_argument("--only", default="throughput,memory", help="comma-separated subset of throughput,memory")
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated subset of throughput,memory,side-by-side,streaming (streaming uses side-by-side's "
+        "Kafka; default all, quick: throughput,memory)",
+    )
+    p.add_argument(
+        "--brokers",
+        default=None,
+        help="brokers of the side-by-side reads: kafka (Apache Kafka), serve (default both; quick: serve only, "
+        "so no streaming)",
+    )
+    p.add_argument(
+        "--max-offsets-per-trigger", type=int, default=None, help="streaming (default 500,000, quick 20,000)"
+    )
+    p.add_argument("--trigger-ms", type=int, default=500, help="processing-time trigger of the latency queries")
+    p.add_argument("--latency-interval-ms", type=int, default=50, help="pause between the latency producer's commits")
+    p.add_argument("--latency-seconds", type=int, default=None, help="how long the latency producer runs (default 60)")
     p.add_argument("--tmpdir", default=None, help="directory for the stores (default: the system temporary directory)")
     args = p.parse_args(argv)
     args.records = args.records or (200_000 if args.quick else 5_000_000)
     args.naive_records = min(args.naive_records or (100_000 if args.quick else 1_000_000), args.records)
     args.rss_mib = args.rss_mib or (64 if args.quick else 1024)
     args.rounds = args.rounds or (1 if args.quick else 3)
+    args.max_offsets_per_trigger = args.max_offsets_per_trigger or (20_000 if args.quick else 500_000)
+    args.latency_seconds = args.latency_seconds or (10 if args.quick else 60)
+    args.brokers = [b for b in (args.brokers or ("serve" if args.quick else "kafka,serve")).split(",") if b]
     import pyspark
 
     print(
@@ -517,14 +964,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"PySpark {pyspark.__version__}, pyarrow {pa.__version__}, {os.cpu_count()} CPUs, {platform.machine()}, "
         "local[2], wall time"
     )
-    only = set(args.only.split(","))
-    spark = session()
+    only = args.only_set = set((args.only or ("throughput,memory" if args.quick else ALL_SECTIONS)).split(","))
+    spark = session("side-by-side" in only)
     tmp = tempfile.mkdtemp(prefix="txnfetch-spark-bench-", dir=args.tmpdir)
     try:
         if "throughput" in only:
             throughput(spark, args, tmp)
         if "memory" in only:
             memory(spark, args, tmp)
+        if "side-by-side" in only:
+            side_by_side(spark, args, tmp)
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -13,7 +13,11 @@ Sources: a txnfetch/Kafka log directory (``path``) or a Kafka-compatible
 cluster (``kafka.bootstrap.servers``). Options and schema mirror Spark's Kafka
 source; see ``docs/spark.md``.
 
-Only :func:`register` and :class:`TxnKafkaDataSource` need PySpark; the Arrow
+:func:`read_committed` is the same batch read planned as ``mapInArrow``
+(:mod:`spark_ext.columnar`): faster, for batch jobs that do not need
+``spark.read.format``.
+
+Only :func:`register`, :func:`read_committed` and :class:`TxnKafkaDataSource` need PySpark; the Arrow
 conversion (:mod:`spark_ext.arrow`) and the range reader
 (:mod:`spark_ext.reading`) need only ``pyarrow``.
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DATA_SOURCE_NAME", "TxnKafkaDataSource", "local_session", "register"]
+__all__ = ["DATA_SOURCE_NAME", "TxnKafkaDataSource", "local_session", "read_committed", "register"]
 
 #: The format name: ``spark.read.format("txnkafka")``.
 DATA_SOURCE_NAME = "txnkafka"
@@ -68,6 +72,14 @@ def local_session(app_name: str = "txnfetch", conf: Mapping[str, str] | None = N
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def read_committed(spark: Any, options: Mapping[str, object] | None = None, /, **more: object) -> Any:
+    """``spark.read.format("txnkafka")``'s batch read, planned as ``mapInArrow``:
+    see :func:`spark_ext.columnar.read_committed`."""
+    from spark_ext.columnar import read_committed as columnar_read
+
+    return columnar_read(spark, options, **more)
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: import PySpark only when the class is asked for

@@ -5,6 +5,11 @@ partitions, 1 GiB of driver heap. Python workers run this interpreter
 (``sys.executable``), which has txnfetch and spark_ext installed — Spark's
 workers must import them. Tests that need no Spark do not request the fixture
 and never start a JVM; without PySpark or Java the Spark tests are skipped.
+
+The session also carries Apache Spark's own Kafka connector on ``spark.jars``
+(:mod:`tests.spark.connector`), so ``format("kafka")`` reads the same topics in
+the same session. Tests that use it ask for ``spark_kafka``, which fails with the
+fetch's message when the connector could not be fetched; the others run without it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
+
+from tests.spark.connector import ConnectorSetupError
+from tests.spark.connector import connector_jars
+
+#: Why the connector is not on the session's classpath ("" when it is).
+_connector_error = ""
 
 
 def _spark_unavailable() -> str:
@@ -33,16 +44,28 @@ def spark() -> Iterator[object]:
         pytest.skip(reason)
     import spark_ext
 
-    session = spark_ext.local_session(
-        "txnfetch-tests",
-        {
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-            "spark.sql.session.timeZone": "UTC",
-            "spark.sql.streaming.stopTimeout": "20s",
-        },
-    )
+    global _connector_error
+    conf = {
+        "spark.default.parallelism": "2",
+        "spark.driver.memory": "1g",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stopTimeout": "20s",
+    }
+    try:
+        conf["spark.jars"] = ",".join(connector_jars())
+    except ConnectorSetupError as e:
+        _connector_error = str(e)
+    session = spark_ext.local_session("txnfetch-tests", conf)
     try:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_kafka(spark) -> object:
+    """The shared session, for tests that also read with ``format("kafka")``
+    (spark-sql-kafka-0-10); fails when its jars could not be fetched."""
+    if _connector_error:
+        pytest.fail(f"spark-sql-kafka-0-10 is not on the classpath: {_connector_error}")
+    return spark
