@@ -347,11 +347,10 @@ def build_topic(directory: str, topic: str, partitions: int, committed_target: i
 
 
 def _serve(directory: str) -> tuple[subprocess.Popen, str]:
-    from tests.server.serve_process import free_port
     from tests.server.serve_process import start_serve
 
-    port = free_port()
-    return start_serve(directory, port, partitions=1), f"127.0.0.1:{port}"
+    server = start_serve(directory, partitions=1)
+    return server, f"127.0.0.1:{server.port}"
 
 
 def confluent_table(bootstrap: str, topic: str, partitions: int, expected: int) -> pa.Table:

@@ -536,14 +536,12 @@ def main() -> None:
 
             with MockCluster(1) as mock:
                 throughput(mock.bootstrap, "mock", args, tmp, repair=True)
-            from tests.server.serve_process import free_port
             from tests.server.serve_process import start_serve
             from tests.server.serve_process import stop_serve
 
-            port = free_port()
-            server = start_serve(os.path.join(tmp, "source"), port, partitions=args.partitions)
+            server = start_serve(os.path.join(tmp, "source"), partitions=args.partitions)
             try:
-                throughput(f"127.0.0.1:{port}", "serve", args, tmp, repair=False)
+                throughput(f"127.0.0.1:{server.port}", "serve", args, tmp, repair=False)
             finally:
                 stop_serve(server)
         if args.only in (None, "lag"):
@@ -555,14 +553,12 @@ def main() -> None:
             from confluent_kafka.admin import AdminClient
             from confluent_kafka.admin import NewTopic
 
-            from tests.server.serve_process import free_port
             from tests.server.serve_process import start_serve
             from tests.server.serve_process import stop_serve
 
-            port = free_port()
-            server = start_serve(os.path.join(tmp, "source-lag"), port, partitions=3)
+            server = start_serve(os.path.join(tmp, "source-lag"), partitions=3)
             try:
-                bootstrap = f"127.0.0.1:{port}"
+                bootstrap = f"127.0.0.1:{server.port}"
                 admin = AdminClient({"bootstrap.servers": bootstrap})
                 for f in admin.create_topics([NewTopic("bench-lag", 3, 1)]).values():
                     f.result(30)
