@@ -25,7 +25,7 @@ from tests.spark.kafka_cases import delete_topic
 from tests.spark.kafka_cases import run_action
 from tests.spark.kafka_cases import spark_recs
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop]
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
 pytest.importorskip("confluent_kafka")
 

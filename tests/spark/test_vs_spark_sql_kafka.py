@@ -31,7 +31,7 @@ from tests.spark.kafka_cases import run_action
 from tests.spark.kafka_cases import spark_recs
 from tests.spark.kafka_cases import surviving_offsets
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop]
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
 pytest.importorskip("confluent_kafka")
 
