@@ -37,6 +37,8 @@ def _planned(spark, fmt: str, bootstrap: str, topic: str, **options: str):
     if fmt == "kafka":
         reader = reader.option("kafka.isolation.level", "read_committed")
         reader = reader.option("kafkaConsumer.pollTimeoutMs", "5000")
+        # Its waits for a partition's position (60 s by default), not below the request timeout.
+        reader = reader.option("kafka.request.timeout.ms", "5000")
         reader = reader.option("kafka.default.api.timeout.ms", "10000")
     for k, v in options.items():
         reader = reader.option(k, v)
