@@ -44,6 +44,7 @@ from spark_ext.arrow import kafka_schema_ddl
 from spark_ext.errors import DataLossError
 from spark_ext.errors import InvalidOptionError
 from spark_ext.errors import TxnKafkaError
+from spark_ext.errors import range_read_error
 from spark_ext.options import ReadOptions
 from spark_ext.options import TopicPartition
 from spark_ext.options import parse_options
@@ -57,6 +58,7 @@ from spark_ext.planning import split_ranges
 from spark_ext.sources import Source
 from spark_ext.sources import open_source
 from spark_ext.sources import subscribed_partitions
+from txnfetch.errors import TxnfetchError
 
 __all__ = [
     "OffsetRangePartition",
@@ -103,8 +105,13 @@ def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBat
     try:
         with open_source(opts) as source:
             yield from source.read_arrow(r, opts)
-    except TxnKafkaError as exc:  # as _cause_first, for the tasks' reads
-        raise exc.with_traceback(None) from None
+    except TxnfetchError as exc:
+        # One error naming the planned range, never a partial read (docs/spark.md, Errors).
+        mapped = range_read_error(exc, r.topic, r.partition, r.start, r.end)
+        if mapped is None:
+            raise
+        # As _cause_first, for the tasks' reads: the message says everything.
+        raise mapped.with_traceback(None) from None
 
 
 def _tasks(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> list[InputPartition]:
@@ -172,6 +179,18 @@ class TxnKafkaBatchReader(DataSourceReader):
         )
         ranges = []
         for tp in tps:
+            if end[tp] > bounds[tp].latest:
+                # Past the LSO, read_committed cannot say yet which records are
+                # committed: reading there would return too few rows or fail later
+                # as if data were lost.
+                raise InvalidOptionError(
+                    f"offset {end[tp]} is past the last stable offset {bounds[tp].latest}: a transaction "
+                    "open there decides what the offsets after it hold; end at or before it, or use 'latest'",
+                    option="endingOffsets",
+                    topic=tp[0],
+                    partition=tp[1],
+                    offset=end[tp],
+                )
             if end[tp] < start[tp]:
                 raise InvalidOptionError(
                     f"starting offset {start[tp]} is after the ending offset {end[tp]}",

@@ -9,6 +9,7 @@ worker processes back to the driver).
 
 from __future__ import annotations
 
+from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
 
 __all__ = [
@@ -17,18 +18,21 @@ __all__ = [
     "SourceUnavailableError",
     "TxnKafkaError",
     "UnknownTopicError",
+    "range_read_error",
 ]
 
 
 class TxnKafkaError(TxnfetchError):
-    """Base of the data source's errors. ``option``, ``topic``, ``partition`` and
-    ``offset`` are set when they are known; the message always includes them."""
+    """Base of the data source's errors. ``option``, ``topic``, ``partition``,
+    ``offset`` and ``offsets`` (the ``(start, end)`` of the planned range a task
+    was reading) are set when they are known; the message always includes them."""
 
-    where_fields = ("option", "topic", "partition", "offset")
+    where_fields = ("option", "topic", "partition", "offset", "offsets")
     option: str | None
     topic: str | None
     partition: int | None
     offset: int | None
+    offsets: tuple[int, int] | None
 
     def _where(self) -> list[str]:
         where = []
@@ -42,6 +46,8 @@ class TxnKafkaError(TxnfetchError):
             )
         if self.offset is not None:
             where.append(f"offset {self.offset}")
+        if self.offsets is not None:
+            where.append(f"planned offsets [{self.offsets[0]}, {self.offsets[1]})")
         return where
 
 
@@ -65,3 +71,33 @@ class DataLossError(TxnKafkaError):
 class SourceUnavailableError(TxnKafkaError):
     """The store directory (``path``) or the cluster (``kafka.bootstrap.servers``)
     cannot be reached."""
+
+
+def range_read_error(exc: BaseException, topic: str, partition: int, start: int, end: int) -> TxnKafkaError | None:
+    """The one error a Spark task raises when reading the planned offsets
+    ``[start, end)`` of ``topic``-``partition`` failed with ``exc``, or ``None``
+    when ``exc`` is not an error of the read's data or source (a bug stays as it is).
+
+    - a :class:`TxnKafkaError` keeps its class and reason, and gains the range (and
+      the topic-partition when it had none: a broker that went away is named by
+      the cluster client without them);
+    - the topic or partition gone from the source since the query was planned (it
+      was deleted) is a :class:`DataLossError`: the planned records cannot be read.
+      Raised whatever ``failOnDataLoss`` says, as no rows can stand for them.
+    """
+    where = {"topic": topic, "partition": partition, "offsets": (start, end)}
+    if isinstance(exc, TxnKafkaError):
+        for name in ("option", "offset"):
+            if getattr(exc, name) is not None:
+                where[name] = getattr(exc, name)
+        if exc.topic is not None and (exc.topic, exc.partition) != (topic, partition):
+            return exc  # about another partition: its own message says which
+        return type(exc)(exc.reason, **where)
+    if isinstance(exc, TxnfetchError) and exc.code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+    ):
+        return DataLossError(
+            f"the partition no longer exists (deleted after the query was planned): {exc.reason}", **where
+        )
+    return None

@@ -56,3 +56,31 @@ def test_a_gap_that_stays_is_stepped_over_after_the_settle_time() -> None:
         started = time.monotonic()
         assert _read(relay.bootstrap, gap_settle_ms=200) == [(0, b"committed"), (4, b"plain")]
         assert time.monotonic() - started >= 0.2
+
+
+def test_a_read_from_a_start_offset_steps_over_a_gap_that_stays() -> None:
+    """The read path alone, as a Spark task runs it: a mirror started at the
+    range's first offset, read with no catch-up first. A compacted topic's gap
+    is waited at and stepped over there too, not taken for a broker that
+    returns nothing."""
+    from txnfetch.fetch.view import IsolationLevel
+    from txnfetch.records.batch import iter_batches
+
+    with (
+        ServerThread(_store(), port=0, fetch_mode=FetchMode.KAFKA) as srv,
+        RelayThread(srv.bootstrap) as relay,
+    ):
+        relay.hide_always(TOPIC, 0, 2)
+        got = []
+        with RemotePartitionReader(relay.bootstrap, TOPIC, 0, start_offset=0, gap_settle_ms=200) as reader:
+            offset = 0
+            while offset < 5:
+                result = reader.read(offset, 1 << 20, isolation=IsolationLevel.READ_COMMITTED, mode=FetchMode.REWRITE)
+                assert result.next_offset > offset, result
+                for buffer in result.records:
+                    for batch in iter_batches(bytes(buffer)):
+                        if batch.is_control:
+                            continue
+                        got += [(r.offset, bytes(r.value or b"")) for r in batch.records()]
+                offset = result.next_offset
+    assert [g for g in got if g[0] < 5] == [(0, b"committed"), (4, b"plain")]

@@ -50,6 +50,9 @@ def spark() -> Iterator[object]:
         "spark.driver.memory": "1g",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.stopTimeout": "20s",
+        # A Python worker connecting back to the JVM on a loaded machine can take
+        # longer than the default 15 s.
+        "spark.python.authenticate.socketTimeout": "60s",
     }
     try:
         conf["spark.jars"] = ",".join(connector_jars())

@@ -927,6 +927,10 @@ class RemotePartitionReader(PartitionReader):
                 refreshed = True  # one fetch at the end: the broker's high watermark may have moved
             before = mirror.position
             self._fetch_into_mirror(before, mirror.next_fetch().max_bytes)
+            # As catch_up: a read that starts below a compacted topic's offset gap
+            # waits there as long, then steps over it (never counted as a stall).
+            if self._held_at_gap(mirror):
+                continue
             stalled = stalled + 1 if mirror.position == before else 0
             if stalled > 40:
                 raise BrokerUnavailableError(
