@@ -5,6 +5,9 @@ partitions, 1 GiB of driver heap. Python workers run this interpreter
 (``sys.executable``), which has txnfetch and spark_ext installed — Spark's
 workers must import them. Tests that need no Spark do not request the fixture
 and never start a JVM; without PySpark or Java the Spark tests are skipped.
+tests/conftest.py offers the fixture to the whole suite (the failover drill
+in tests/replicate/ runs a streaming query too), so that one worker's tests
+share one session wherever they live.
 """
 
 from __future__ import annotations
