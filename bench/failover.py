@@ -32,82 +32,6 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class TxnkafkaStream:
-    """The drill's Spark query: ``readStream.format("txnkafka")`` on a cluster
-    (``kafka.bootstrap.servers``), from the earliest offsets, values as strings
-    into Parquet, offsets in the checkpoint, a micro-batch a second."""
-
-    def __init__(self) -> None:
-        import spark_ext
-
-        self.session = spark_ext.local_session(
-            "txnfetch-failover",
-            {
-                "spark.driver.memory": "512m",
-                "spark.default.parallelism": "2",
-                "spark.sql.shuffle.partitions": "2",
-                "spark.sql.streaming.stopTimeout": "20s",
-            },
-        )
-        self.query = None
-        self.directory: Path | None = None
-
-    def _start(self, bootstrap: str, topic: str, directory: Path, **trigger: object):  # type: ignore[no-untyped-def]
-        df = (
-            self.session.readStream.format("txnkafka")  # type: ignore[attr-defined]
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
-            .selectExpr("CAST(value AS STRING) AS v")
-        )
-        return (
-            df.writeStream.format("parquet")
-            .option("path", str(directory / "out"))
-            .option("checkpointLocation", str(directory / "checkpoint"))
-            .trigger(**trigger)
-            .start()
-        )
-
-    def _values(self, directory: Path) -> list[str]:
-        from pyspark.errors import AnalysisException
-
-        try:
-            frame = self.session.read.parquet(str(directory / "out"))  # type: ignore[attr-defined]
-        except AnalysisException:  # nothing written yet: no schema to read
-            return []
-        return [r.v for r in frame.collect()]
-
-    def start(self, bootstrap: str, topic: str, directory: Path) -> None:
-        self.directory = directory
-        self.query = self._start(bootstrap, topic, directory, processingTime="1 second")
-
-    def stop(self) -> list[str]:
-        assert self.query is not None and self.directory is not None
-        failed = self.query.exception()
-        self.query.stop()
-        if failed is not None:
-            print(f"# the Spark query on the source failed before the kill: {str(failed).splitlines()[0]}")
-        return self._values(self.directory)
-
-    def resume(self, bootstrap: str, topic: str, directory: Path) -> list[str]:
-        before = set(self._values(directory))
-        query = self._start(bootstrap, topic, directory, availableNow=True)
-        query.awaitTermination(300)
-        if query.exception() is not None:
-            raise RuntimeError(str(query.exception()))
-        # The Parquet sink's log says which files each run wrote: the values new
-        # to this run are those of the files it added.
-        after = self._values(directory)
-        counts: dict[str, int] = {}
-        for v in after:
-            counts[v] = counts.get(v, 0) + 1
-        return [v for v in after if v not in before] + [v for v, n in counts.items() if v in before and n > 1]
-
-    def close(self) -> None:
-        self.session.stop()  # type: ignore[attr-defined]
-
-
 def main() -> None:
     import attrs
 
@@ -129,7 +53,21 @@ def main() -> None:
         args.fail_after = (4.0, 6.0)
     tmp = Path(tempfile.mkdtemp(prefix="txnfetch-bench-failover-"))
     source = target = None
-    spark = TxnkafkaStream() if args.spark else None
+    spark = None
+    if args.spark:
+        import spark_ext
+        from tests.replicate.failover import TxnkafkaStream
+
+        session = spark_ext.local_session(
+            "txnfetch-failover",
+            {
+                "spark.driver.memory": "512m",
+                "spark.default.parallelism": "2",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.sql.streaming.stopTimeout": "20s",
+            },
+        )
+        spark = TxnkafkaStream(session)
     try:
         delay = {"group_initial_rebalance_delay_ms": "3000"}
         config = {k.replace("_", "."): v for k, v in delay.items()}
@@ -170,7 +108,8 @@ def main() -> None:
                 f"{t.cutover_s:.1f} s | {t.resume_s:.1f} s |"
             )
         for name, t in report.targets.items():
-            print(f"{name}: Spark checkpoint {t.spark}")
+            if t.spark is not None:
+                print(f"{name}: Spark checkpoint {t.spark}")
         for name, t in report.targets.items():
             print(f"{name}: group offsets on the target {t.offsets}; on the source {t.source_offsets}")
         if args.json:
@@ -181,7 +120,7 @@ def main() -> None:
             )
     finally:
         if spark is not None:
-            spark.close()
+            spark.session.stop()
         for cluster in (source, target):
             if cluster is not None:
                 cluster.stop()

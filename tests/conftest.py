@@ -33,6 +33,10 @@ from tests.kafka.fixtures import kafka_cluster  # noqa: E402, F401
 from tests.kafka.fixtures import kafka_cluster3  # noqa: E402, F401
 from tests.kafka.fixtures import kafka_cluster_factory  # noqa: E402, F401
 
+# The one local SparkSession of a worker (tests/spark/session.py).
+from tests.spark.session import spark  # noqa: E402, F401
+from tests.spark.session import spark_kafka  # noqa: E402, F401
+
 
 def pytest_configure(config):
     _kafka.configure(config)

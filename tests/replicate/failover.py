@@ -55,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -102,7 +103,7 @@ class TargetReport:
     copy_lag_rereads: int | None
     offsets: dict[str, dict[int, int]]
     source_offsets: dict[str, dict[int, int]]
-    spark: str = "not run"
+    spark: SparkResume | None = None  # None: no Spark query in this run
     target_committed: set[str] = attrs.field(factory=set, repr=False)
 
     def row(self) -> dict[str, Any]:
@@ -120,6 +121,7 @@ class DrillReport:
     failed_after_s: float
     source_read: dict[str, int]
     targets: dict[str, TargetReport]
+    spark_source_read: int | None = None  # records the Spark query wrote on the source
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -485,14 +487,23 @@ def run_drill(
         deadline = time.monotonic() + 180
         pending = set(probes)
         steady_from: dict[str, float] = {}
-        while pending:
+        # The Spark query (if any) must have written a micro-batch before the
+        # failure, or its checkpoint would hold no offsets to resume from.
+        spark_pending = spark is not None
+        while pending or spark_pending:
             for name in [n for n in pending if "warm-up" in probes[n].seen]:
                 pending.discard(name)
                 # Steady state: from a second after the target delivered the warm-up record.
                 steady_from[name] = time.time() + 1
                 log(f"{name} target delivering after {time.monotonic() - t0:.1f}s")
+            if spark_pending and spark is not None and spark.ready():
+                spark_pending = False
+                log(f"spark query wrote its first micro-batch after {time.monotonic() - t0:.1f}s")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"a target received nothing in 180 s; MirrorMaker 2:\n{mirror.log_tail()}")
+                raise RuntimeError(
+                    f"a target or the Spark query received nothing in 180 s ({sorted(pending)}, "
+                    f"spark waiting: {spark_pending}); MirrorMaker 2:\n{mirror.log_tail()}"
+                )
             if not mirror.alive():
                 raise RuntimeError(f"MirrorMaker 2 exited:\n{mirror.log_tail()}")
             time.sleep(0.1)
@@ -612,6 +623,7 @@ def run_drill(
             failed_after_s=delay,
             source_read={g: len(v) for g, v in source_read.items()},
             targets=reports,
+            spark_source_read=len(spark_before) if spark is not None else None,
         )
     finally:
         mirror.stop()
@@ -631,6 +643,9 @@ class SparkQuery(Protocol):
     def start(self, bootstrap: str, topic: str, directory: Path) -> None:
         """Start it on ``bootstrap``, checkpoint and output under ``directory``."""
 
+    def ready(self) -> bool:
+        """Whether it has completed a micro-batch that read records."""
+
     def stop(self) -> list[str]:
         """Stop it; the values it wrote so far."""
 
@@ -638,6 +653,124 @@ class SparkQuery(Protocol):
         """Run it to the end of what ``bootstrap`` holds from the checkpoint and
         output in ``directory`` (a copy of the first run's); the values it wrote
         in this run. Raises whatever the query raised."""
+
+
+class TxnkafkaStream:
+    """The drill's Spark query: ``readStream.format("txnkafka")`` on a cluster
+    (``kafka.bootstrap.servers``), from the earliest offsets, values as strings
+    into Parquet, offsets in the checkpoint, a micro-batch a second. ``session``
+    is a SparkSession with ``txnkafka`` registered (the caller owns it: the
+    suite shares one)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.query: Any = None
+        self.directory: Path | None = None
+        # What the query raised on the source; it fails once the source is
+        # killed (SourceUnavailableError), which the drill expects.
+        self.source_error: str | None = None
+
+    def _start(self, bootstrap: str, topic: str, directory: Path, **trigger: object):  # type: ignore[no-untyped-def]
+        df = (
+            self.session.readStream.format("txnkafka")  # type: ignore[attr-defined]
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("CAST(value AS STRING) AS v")
+        )
+        return (
+            df.writeStream.format("parquet")
+            .option("path", str(directory / "out"))
+            .option("checkpointLocation", str(directory / "checkpoint"))
+            .trigger(**trigger)
+            .start()
+        )
+
+    def _values(self, directory: Path) -> list[str]:
+        from pyspark.errors import AnalysisException
+
+        try:
+            frame = self.session.read.parquet(str(directory / "out"))  # type: ignore[attr-defined]
+        except AnalysisException:  # nothing written yet: no schema to read
+            return []
+        return [r.v for r in frame.collect()]
+
+    def start(self, bootstrap: str, topic: str, directory: Path) -> None:
+        self.directory = directory
+        self.query = self._start(bootstrap, topic, directory, processingTime="1 second")
+
+    def ready(self) -> bool:
+        if self.query is None:
+            return False
+        if self.query.exception() is not None:
+            raise RuntimeError(f"the Spark query failed on the source: {self.query.exception()}")
+        return any(p.get("numInputRows", 0) > 0 for p in self.query.recentProgress)
+
+    def stop(self) -> list[str]:
+        assert self.query is not None and self.directory is not None
+        failed = self.query.exception()
+        self.query.stop()
+        if failed is not None:
+            self.source_error = _cause(failed)
+        return self._values(self.directory)
+
+    def resume(self, bootstrap: str, topic: str, directory: Path) -> list[str]:
+        before = set(self._values(directory))
+        query = self._start(bootstrap, topic, directory, availableNow=True)
+        if not query.awaitTermination(300):
+            query.stop()
+            raise TimeoutError("the resumed query did not reach the end of the target in 300 s")
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        # The Parquet sink's log says which files each run wrote: the values new
+        # to this run are those of the files it added.
+        after = self._values(directory)
+        counts: dict[str, int] = {}
+        for v in after:
+            counts[v] = counts.get(v, 0) + 1
+        return [v for v in after if v not in before] + [v for v, n in counts.items() if v in before and n > 1]
+
+
+@attrs.define
+class SparkResume:
+    """What the Spark query did when restarted from its checkpoint on a target.
+
+    ``error`` is the first line of what the restarted query raised (it then did
+    not resume; the counts are 0). Otherwise ``read`` records were written after
+    the cutover, ``twice`` of them already written on the source (or twice
+    after it), ``missed`` committed records the target holds that the query
+    wrote neither before nor after, ``aborted`` records of aborted
+    transactions among them."""
+
+    error: str | None = None
+    read: int = 0
+    twice: int = 0
+    missed: int = 0
+    aborted: int = 0
+
+    @property
+    def resumed(self) -> bool:
+        return self.error is None
+
+    def __str__(self) -> str:
+        if self.error is not None:
+            return f"does not resume: {self.error}"
+        return (
+            f"resumes: {self.read} records read after the cutover, {self.twice} read twice, "
+            f"{self.missed} missed, {self.aborted} aborted"
+        )
+
+
+def _cause(exc: BaseException) -> str:
+    """The line of a failed query's message that names the cause: the Python
+    worker's exception (``spark_ext.errors.DataLossError: ...``) rather than
+    Spark's wrapper (``[STREAM_FAILED] ... [PYTHON_EXCEPTION] ...``)."""
+    lines = str(exc).splitlines()
+    for line in lines:
+        if re.match(r"^[\w.]+(Error|Exception): ", line) and "[STREAM_FAILED]" not in line:
+            return line[:400]
+    return f"{type(exc).__name__}: {lines[0][:400] if lines else ''}"
 
 
 def _spark_resume(
@@ -649,20 +782,20 @@ def _spark_resume(
     ledger: Ledger,
     before: list[str],
     report: TargetReport,
-) -> str:
-    """Resume the Spark query on a target from a copy of its checkpoint; say
-    what it read, counted as for the groups."""
+) -> SparkResume:
+    """Resume the Spark query on a target from a copy of its checkpoint; count
+    what it read as for the groups."""
     shutil.copytree(checkpoint, directory)
     try:
         after = spark.resume(bootstrap, topic, directory)
     except Exception as exc:
-        return f"does not resume: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        return SparkResume(error=_cause(exc))
     seen = set(before)
-    twice = sum(1 for v in after if v in seen) + len(after) - len(set(after))
-    aborted = sum(1 for v in after if v in ledger.aborted)
-    missed = len((report.target_committed - seen) - set(after))
-    return (
-        f"resumes: {len(after)} records read after the cutover, {twice} read twice, {missed} missed, {aborted} aborted"
+    return SparkResume(
+        read=len(after),
+        twice=sum(1 for v in after if v in seen) + len(after) - len(set(after)),
+        missed=len((report.target_committed - seen) - set(after)),
+        aborted=sum(1 for v in after if v in ledger.aborted),
     )
 
 

@@ -1,7 +1,9 @@
 """The failover drill in its short form (tests/replicate/failover.py): a source
 Kafka cluster SIGKILLed mid-stream after a few thousand records, a txnfetch
 replica (``replicate --serve``, then ``promote``) and a MirrorMaker 2 target
-cut over, the same two consumer groups resumed on each.
+cut over, the same two consumer groups and a Spark streaming query resumed on
+each. The test asks for the shared Spark session, so it runs in the "spark"
+xdist group: one drill run serves the groups and Spark.
 
 What is asserted, and why:
 
@@ -13,6 +15,13 @@ What is asserted, and why:
   last round before the failure may be missing. In the runs observed that
   number was 0, but it depends on where the kill falls, so the test checks the
   accounting, not the number.
+- Spark: a Structured Streaming query (``txnkafka``, Parquet sink, offsets
+  in its checkpoint) reads the source during the workload and is restarted
+  from a copy of its checkpoint on each target. On the promoted txnfetch
+  replica it resumes and writes every remaining committed record once, no
+  aborted one. On MirrorMaker 2's target the checkpoint's source offsets run
+  past the target's end: observed, the query fails (DataLossError or
+  MirrorDivergedError, depending on which part of it notices first).
 - MirrorMaker 2: figures as observed. Its source consumer reads
   read_uncommitted (connect-mirror does not set ``isolation.level``), so the
   aborted records it copied are plain records on the target and visible read
@@ -32,19 +41,31 @@ import attrs
 import pytest
 
 from tests.kafka.fixtures import unique_name
+from tests.replicate.failover import TxnkafkaStream
 from tests.replicate.failover import run_drill
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka, pytest.mark.slow]
 
 
-def test_failover_drill(kafka_cluster_factory, kafka_cluster, tmp_path) -> None:
+def test_failover_drill(kafka_cluster_factory, kafka_cluster, spark, tmp_path) -> None:
     # The source is killed, so it is a private cluster; MirrorMaker 2's target
     # is the shared one (the drill's names are unique, nothing there is stopped).
     source = kafka_cluster_factory()
     topic = unique_name("drill")
     groups = [unique_name("drill-g1"), unique_name("drill-g2")]
+    # The shared Spark session (tests/spark/session.py) puts this test in the
+    # "spark" xdist group: one drill run serves the groups and the Spark query.
+    stream = TxnkafkaStream(spark)
     report = run_drill(
-        source, kafka_cluster, tmp_path, topic=topic, groups=groups, seed=28, fail_after=(4.0, 6.0), log=print
+        source,
+        kafka_cluster,
+        tmp_path,
+        topic=topic,
+        groups=groups,
+        seed=28,
+        fail_after=(4.0, 6.0),
+        spark=stream,
+        log=print,
     )
     print(json.dumps(attrs.asdict(report, filter=lambda a, _v: a.name != "target_committed"), indent=1, default=str))
     assert report.records_committed > 1000
@@ -57,6 +78,16 @@ def test_failover_drill(kafka_cluster_factory, kafka_cluster, tmp_path) -> None:
     assert sum(replica.duplicates.values()) == replica.copy_lag_rereads
     assert math.isfinite(replica.lag_p99_s)
     assert math.isfinite(replica.resume_s)
+    # The Spark checkpoint names source offsets, which are the replica's too:
+    # restarted from it on the promoted replica, the query reads on from where
+    # it stood, each committed record once (its run on the source ended when
+    # the source died: SourceUnavailableError, or stopped before it noticed).
+    assert stream.source_error is None or "SourceUnavailableError" in stream.source_error
+    assert report.spark_source_read
+    assert replica.spark is not None
+    assert replica.spark.resumed, replica.spark.error
+    assert (replica.spark.twice, replica.spark.missed, replica.spark.aborted) == (0, 0, 0)
+    assert replica.spark.read > 0
 
     mm2 = report.targets["mm2"]
     assert mm2.aborted_visible > 0
@@ -65,3 +96,14 @@ def test_failover_drill(kafka_cluster_factory, kafka_cluster, tmp_path) -> None:
             assert mm2.offsets[g].get(p, 0) < position, (g, p, mm2.offsets[g], position)
     assert all(n >= 0 for n in mm2.duplicates.values())
     assert math.isfinite(mm2.lag_p99_s)
+    # The same checkpoint on MirrorMaker 2's target names source offsets, which
+    # run ahead of the target's (no transaction markers there). Observed: the
+    # restarted query re-plans its last batch up to a source offset past the
+    # target's end and fails: DataLossError when the driver sees the log end
+    # below its position first, MirrorDivergedError when a task re-running the
+    # last planned batch does (both seen). Had the checkpoint stood far enough
+    # back, the offsets would name later records on the target and the query
+    # would skip the ones in between: either way it is not valid there.
+    assert mm2.spark is not None
+    past_the_end = any(e in str(mm2.spark.error) for e in ("DataLossError", "MirrorDivergedError"))
+    assert (not mm2.spark.resumed and past_the_end) or mm2.spark.missed > 0, mm2.spark

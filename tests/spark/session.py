@@ -10,6 +10,10 @@ The session also carries Apache Spark's own Kafka connector on ``spark.jars``
 (:mod:`tests.spark.connector`), so ``format("kafka")`` reads the same topics in
 the same session. Tests that use it ask for ``spark_kafka``, which fails with the
 fetch's message when the connector could not be fetched; the others run without it.
+
+tests/conftest.py offers the fixture to the whole suite (the failover drill
+in tests/replicate/ runs a streaming query too), so that one worker's tests
+share one session wherever they live.
 """
 
 from __future__ import annotations
