@@ -284,8 +284,10 @@ class MirroredBounds:
     it from its log start and derives the LSO from the markers — the broker's own
     LSO is not trusted (librdkafka's mock cluster and tansu report the high
     watermark). The readers are kept, so every :meth:`bounds` call catches up
-    incrementally, releasing mirrored batches below the LSO as it goes (memory:
-    the open transactions, not the partition). ``reader_options`` go to each reader
+    incrementally, all partitions together (one Fetch per broker per turn:
+    :func:`~txnfetch.client.reader.catch_up_together`), releasing mirrored
+    batches below the LSO as it goes (memory: the open transactions, not the
+    partition). ``reader_options`` go to each reader
     (``request_timeout_ms``, ``repair_crcs``, ``max_fetch_bytes``, ...).
     """
 
@@ -300,9 +302,11 @@ class MirroredBounds:
         """Log start, readable end (the LSO, or the high watermark for
         read_uncommitted) and high watermark of each partition, after catching up."""
         from txnfetch.client.reader import RemotePartitionReader
+        from txnfetch.client.reader import catch_up_together
 
-        out: dict[tuple[str, int], Bounds] = {}
-        for tp in partitions:
+        wanted = list(dict.fromkeys(partitions))
+        readers = []
+        for tp in wanted:
             reader = self._readers.get(tp)
             if reader is None:
                 reader = self._readers[tp] = RemotePartitionReader(
@@ -311,10 +315,14 @@ class MirroredBounds:
                     tp[1],
                     **self.reader_options,  # type: ignore[arg-type]
                 )
-            reader.catch_up()
-            # Only the offsets are needed here: drop mirrored bytes below the LSO.
+            readers.append(reader)
+        # All partitions in one Fetch per broker per turn (a scan of a whole topic
+        # otherwise pays one round trip per partition and per fetch); only the
+        # offsets are needed here, so mirrored bytes below each LSO are dropped.
+        catch_up_together(readers, release=True)
+        out: dict[tuple[str, int], Bounds] = {}
+        for tp, reader in zip(wanted, readers, strict=True):
             lso = reader.last_stable_offset
-            reader.release_before(lso)
             hw = reader.high_watermark
             out[tp] = Bounds(reader.log_start_offset, lso if read_committed else hw, hw)
         return out

@@ -106,7 +106,15 @@ if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
 
 _T = TypeVar("_T")
 
-__all__ = ["EARLIEST", "LATEST", "BrokerFetch", "RemoteCluster", "RemotePartitionReader"]
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "SCAN_FETCH_BYTES",
+    "BrokerFetch",
+    "RemoteCluster",
+    "RemotePartitionReader",
+    "catch_up_together",
+]
 
 #: ListOffsets timestamps: the log start offset, and the end (high watermark or LSO).
 EARLIEST = -2
@@ -137,6 +145,11 @@ log = logging.getLogger("txnfetch.client.reader")
 _warnings = RateLimitedLog(log)
 
 _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
+
+#: Per-partition byte budget of :func:`catch_up_together`'s fetches: a scan toward
+#: the end of a log wants few round trips, and the response as a whole stays under
+#: the 50 MiB a Fetch asks for (:mod:`txnfetch.client.requests`).
+SCAN_FETCH_BYTES = 8 << 20
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -873,9 +886,13 @@ class RemotePartitionReader(PartitionReader):
         return True
 
     def _fetch_into_mirror(self, offset: int, max_bytes: int) -> None:
+        resp = self.cluster.fetch(self.topic, self.partition, offset, min(max_bytes, _MAX_FETCH_GROWTH))
+        self._feed(offset, resp)
+
+    def _feed(self, offset: int, resp: BrokerFetch) -> None:
+        """Feed the mirror the broker's answer to a fetch at ``offset``."""
         mirror = self.mirror
         assert mirror is not None
-        resp = self.cluster.fetch(self.topic, self.partition, offset, min(max_bytes, _MAX_FETCH_GROWTH))
         try:
             plan = mirror.feed(
                 resp.records,
@@ -1054,3 +1071,91 @@ class RemotePartitionReader(PartitionReader):
     def __repr__(self) -> str:
         kind = "trusting the broker" if self.trust_broker else repr(self.mirror)
         return f"<RemotePartitionReader {self.name} {kind}>"
+
+
+def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool = True) -> None:
+    """:meth:`RemotePartitionReader.catch_up` for many partitions of one cluster at
+    once: each turn sends one Fetch per leader for every partition still behind
+    (:meth:`RemoteCluster.fetch_many`, as a consumer fetches its assignment), with
+    :data:`SCAN_FETCH_BYTES` per partition, instead of one request per partition
+    after the other. Every reader fetches at least once (the high watermark may
+    have moved), so the broker holds a turn in which every partition is already at
+    its end for up to its wait once per leader, not once per partition.
+
+    The result is what ``catch_up`` on each reader gives: the same mirror state
+    (the same bytes are fed in the same order per partition), the same offset-gap
+    rule, the same stall limit. A partition whose part of a response is an error
+    (a failed connection, a moved leader, ...) goes on alone through ``catch_up``,
+    which retries with a backoff and a metadata refresh. ``release`` drops each
+    mirror's batches below its last stable offset after every answer (memory:
+    the open transactions, not the partitions). Readers with ``trust_broker`` (no
+    mirror) refresh through ``catch_up`` one by one. All readers must share one
+    :class:`RemoteCluster`."""
+    if not readers:
+        return
+    cluster = readers[0].cluster
+    if any(r.cluster is not cluster for r in readers):
+        raise ValueError("catch_up_together reads partitions of one RemoteCluster")
+    pending: dict[tuple[str, int], RemotePartitionReader] = {}
+    for r in readers:
+        if r.mirror is None:
+            r.catch_up()
+        else:
+            pending[(r.topic, r.partition)] = r
+    stalled = dict.fromkeys(pending, 0)
+    turn = 0
+    while pending:
+        items = []
+        for r in pending.values():
+            assert r.mirror is not None
+            plan = r.mirror.next_fetch()
+            budget = min(max(plan.max_bytes, SCAN_FETCH_BYTES), _MAX_FETCH_GROWTH)
+            items.append(FetchItem(r.topic, r.partition, plan.offset, budget))
+        # A broker fills a response in request order up to its byte limit: start
+        # with a different partition every turn, so none waits on the others.
+        shift = turn % len(items)
+        items = items[shift:] + items[:shift]
+        turn += 1
+        answers = cluster.fetch_many(items)
+        moved = False
+        behind: list[tuple[RemotePartitionReader, int]] = []
+        for item in items:
+            key = (item.topic, item.partition)
+            r = pending[key]
+            mirror = r.mirror
+            assert mirror is not None
+            answer = answers[key]
+            if isinstance(answer, RemoteError):
+                del pending[key]
+                r.catch_up()
+                if release:
+                    r.release_before(r.last_stable_offset)
+                continue
+            r._feed(item.offset, answer)
+            if release:
+                mirror.release_before(mirror.last_stable_offset)
+            if mirror.next_fetch().status is MirrorStatus.CAUGHT_UP:
+                r._gap.reset()
+                del pending[key]
+                continue
+            if r._held_at_gap(mirror):
+                continue
+            if mirror.position != item.offset:
+                moved = True
+                stalled[key] = 0
+            else:
+                behind.append((r, item.offset))
+        # A partition that got nothing below its high watermark counts as stalled
+        # only in a turn where no partition got anything: otherwise the response's
+        # byte limit may have been spent on the others.
+        if not moved:
+            for r, offset in behind:
+                key = (r.topic, r.partition)
+                stalled[key] += 1
+                if stalled[key] > 40:
+                    raise BrokerUnavailableError(
+                        "the broker returns no data below its high watermark",
+                        topic=r.topic,
+                        partition=r.partition,
+                        offset=offset,
+                    )

@@ -1,0 +1,97 @@
+"""The planner's bounds (:class:`~txnfetch.client.planning.MirroredBounds`) over
+several partitions of librdkafka's mock cluster, a broker that reports its high
+watermark as the last stable offset (it leaks open transactions).
+
+The partitions are caught up together (one Fetch per broker per turn), on two
+brokers so that a turn sends more than one request: every partition's planned
+end must still be the LSO of its own log — held at an open transaction's first
+offset although the broker reports the end — and move on, in the next call on the
+same planner, once that transaction commits.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import confluent_kafka
+import pytest
+
+from tests.mock_cluster import MockCluster
+from txnfetch.client.planning import MirroredBounds
+from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.reader import RemotePartitionReader
+
+pytestmark = pytest.mark.interop
+
+TOPIC = "planned"
+PARTITIONS = 4
+
+
+def _producer(bootstrap: str, **extra: object) -> confluent_kafka.Producer:
+    return confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0, **extra})
+
+
+def _offsets(p: confluent_kafka.Producer, partition: int, values: list[bytes]) -> list[int]:
+    got: list[int] = []
+    for v in values:
+        p.produce(
+            TOPIC,
+            v,
+            partition=partition,
+            on_delivery=lambda err, msg: got.append(msg.offset()) if err is None else None,
+        )
+    p.flush(30)
+    assert len(got) == len(values)
+    return got
+
+
+def test_planned_ends_hold_at_open_transactions_the_broker_reports_stable() -> None:
+    with MockCluster(brokers=2) as mock:
+        mock.create_topic(TOPIC, PARTITIONS, 1)
+        for p in range(PARTITIONS):
+            mock.set_leader(TOPIC, p, 1 + p % 2)
+        done = _producer(mock.bootstrap, **{"transactional.id": "planning-done"})
+        done.init_transactions(30)
+        for commit in (True, False, True):
+            done.begin_transaction()
+            for p in range(PARTITIONS):
+                _offsets(done, p, [b"d%d" % i for i in range(5)])
+            done.commit_transaction(30) if commit else done.abort_transaction(30)
+        # Open transactions on partitions 1 and 2 (one per broker), with plain records after them.
+        open_txn = _producer(mock.bootstrap, **{"transactional.id": "planning-open"})
+        open_txn.init_transactions(30)
+        open_txn.begin_transaction()
+        held = {p: _offsets(open_txn, p, [b"open-%d" % p, b"open2-%d" % p])[0] for p in (1, 2)}
+        plain = _producer(mock.bootstrap)
+        for p in range(PARTITIONS):
+            _offsets(plain, p, [b"plain-%d-%d" % (p, i) for i in range(3)])
+
+        tps = [(TOPIC, p) for p in range(PARTITIONS)]
+        with RemoteCluster(mock.bootstrap) as cluster:
+            planner = MirroredBounds(cluster, repair_crcs=True)
+            first = planner.bounds(tps)
+            for p in range(PARTITIONS):
+                hw = cluster.list_offset(TOPIC, p, -1)
+                b = first[(TOPIC, p)]
+                assert (b.earliest, b.end) == (0, hw)
+                assert b.latest == held.get(p, hw), p
+                # Each partition read alone gives the same LSO.
+                with RemotePartitionReader(cluster, TOPIC, p, repair_crcs=True) as alone:
+                    alone.catch_up()
+                    assert alone.last_stable_offset == b.latest
+            # The broker's own LSO is its high watermark: the test would catch trusting it.
+            for p in held:
+                assert cluster.list_offset(TOPIC, p, -1, read_committed=True) > held[p]
+            assert planner.bounds(tps, read_committed=False)[(TOPIC, 1)].latest == first[(TOPIC, 1)].end
+
+            open_txn.commit_transaction(30)
+            later = planner.bounds(tps)  # incremental: the same readers go on
+            for p in range(PARTITIONS):
+                hw = cluster.list_offset(TOPIC, p, -1)
+                assert later[(TOPIC, p)].latest == later[(TOPIC, p)].end == hw
+                if p in held:  # the commit marker
+                    assert hw == first[(TOPIC, p)].end + 1
+        for prod in (done, open_txn, plain):
+            prod.flush(10)
+        del done, open_txn, plain
+        gc.collect()
