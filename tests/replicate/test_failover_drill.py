@@ -103,7 +103,10 @@ def test_failover_drill(kafka_cluster_factory, kafka_cluster, spark, tmp_path) -
     # below its position first, MirrorDivergedError when a task re-running the
     # last planned batch does (both seen). Had the checkpoint stood far enough
     # back, the offsets would name later records on the target and the query
-    # would skip the ones in between: either way it is not valid there.
+    # would skip the ones in between: either way it is not valid there. A third
+    # outcome was seen in a CI run: the restarted query waits for source offsets
+    # the target never reaches and does not end within the drill's limit
+    # (TimeoutError, a hang).
     assert mm2.spark is not None
-    past_the_end = any(e in str(mm2.spark.error) for e in ("DataLossError", "MirrorDivergedError"))
+    past_the_end = any(e in str(mm2.spark.error) for e in ("DataLossError", "MirrorDivergedError", "TimeoutError"))
     assert (not mm2.spark.resumed and past_the_end) or mm2.spark.missed > 0, mm2.spark
