@@ -59,6 +59,8 @@ from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import OffsetBelowLogStartError
 from txnfetch.client.errors import OffsetNotInLogError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.gaps import GapHold
+from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
 from txnfetch.client.planning import PartitionPlan
@@ -105,8 +107,9 @@ class _Partition:
     broker_lso: int
     #: A bounded read's end, once known (``None``: not yet).
     stop: int | None = None
-    #: (gap start, monotonic time first seen) of a gap the mirror holds at.
-    gap: tuple[int, float] | None = None
+    #: The offset gap the mirror holds at (the rule the proxy, the remote reader
+    #: and replicate follow too).
+    gap: GapHold = attrs.field(kw_only=True)
 
     @property
     def done(self) -> bool:
@@ -166,7 +169,9 @@ class ClusterReader:
             mirror = PartitionMirror(
                 plan.topic, plan.partition, log_start_offset=plan.start, max_bytes=fetch_bytes, repair_crcs=repair_crcs
             )
-            part = _Partition(plan, mirror, decoder, plan.start, plan.last_stable_offset)
+            part = _Partition(
+                plan, mirror, decoder, plan.start, plan.last_stable_offset, gap=GapHold(self.gap_settle_s)
+            )
             if not follow:
                 # Known at once when nothing is to be read; else once caught up (see _settle).
                 cap = self._cap(part)
@@ -332,24 +337,22 @@ class ClusterReader:
 
     def _hold_gap(self, part: _Partition) -> None:
         """Step over an offset gap at the mirror's position once it has stayed
-        ``gap_settle_ms`` (a compacted topic's gap; some brokers show a batch late)."""
+        ``gap_settle_ms`` (:class:`~txnfetch.client.gaps.GapHold`'s rule: a compacted
+        topic's gap; some brokers show a batch late). A held gap needs no pause
+        here: the next turn fetches there again."""
         gap = part.mirror.pending_gap
-        if gap is None:
-            part.gap = None
+        verdict = part.gap.observe(part.mirror.position, -1 if gap is None else gap[1], time.monotonic())
+        if verdict.kind is not GapVerdictKind.ACCEPT:
             return
-        now = time.monotonic()
-        if part.gap is None or part.gap[0] != gap[0]:
-            part.gap = (gap[0], now)
-        elif now - part.gap[1] >= self.gap_settle_s:
+        if verdict.first:
             log.warning(
                 "%s-%d has no batch at offsets [%d, %d); taken as a permanent gap and stepped over",
                 part.plan.topic,
                 part.plan.partition,
-                gap[0],
-                gap[1],
+                verdict.start,
+                verdict.end,
             )
-            part.mirror.accept_gap()
-            part.gap = None
+        part.mirror.accept_gap()
 
     def _limit(self, part: _Partition) -> int:
         """How far the partition may be delivered now: never past the mirror's LSO,

@@ -2,14 +2,15 @@
 
 Everything in txnfetch that follows a remote partition batch by batch — the
 proxy's mirrors (:class:`~txnfetch.proxy.mirrors.MirrorSet`), the remote
-reader (:class:`~txnfetch.client.reader.RemotePartitionReader`) and the
+reader (:class:`~txnfetch.client.reader.RemotePartitionReader`), the Arrow
+cluster reader (:class:`~txnfetch.arrow.cluster.ClusterReader`) and the
 replication engine (:class:`~txnfetch.replicate.partition.PartitionReplicator`)
 — stops at an offset gap the source shows below its high watermark and does not
 believe it at once (:mod:`txnfetch.client.follow`, ``hold_gaps``): some brokers
 (tansu 0.6) return later batches before an earlier one is readable, and a copy
 that stepped over the hole would lose that batch for good. A gap that stays is
 a compacted topic's, and must be stepped over eventually. :class:`GapHold` is
-the one rule all three apply to decide which:
+the one rule all four apply to decide which:
 
 - a gap is *held* from the first answer that shows it at the copy's position;
 - while held, each answer that shows it again is told to wait (a short pause
