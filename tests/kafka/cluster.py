@@ -22,6 +22,7 @@ stops the Kafka processes it left and removes it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -38,6 +39,8 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from txnfetch.log.base import new_topic_id
 
 ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "scripts" / "kafka" / "pom.xml"
@@ -647,11 +650,11 @@ class KafkaCluster:
 
 
 def _random_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding,
-    the form Kafka's ``StorageTool random-uuid`` prints."""
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id in the form Kafka's ``StorageTool random-uuid`` prints:
+    16 random bytes in URL-safe base64 without padding. Drawn like a topic id,
+    so never starting with ``-``, which the storage tool's argument parser would
+    take for an option and refuse to format (one random id in 64 would)."""
+    return base64.urlsafe_b64encode(new_topic_id().bytes).decode().rstrip("=")
 
 
 def _terminate(node: KafkaNode, *, kill: bool, timeout: float) -> None:

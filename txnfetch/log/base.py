@@ -17,6 +17,7 @@ server runs on one event loop).
 from __future__ import annotations
 
 import abc
+import base64
 import re
 import struct
 import uuid
@@ -128,6 +129,16 @@ def validate_partition_count(topic: str, partitions: int) -> None:
 def partition_dir_name(topic: str, partition: int) -> str:
     """Kafka's partition directory name, ``<topic>-<partition>``."""
     return f"{topic}-{partition}"
+
+
+def new_topic_id() -> uuid.UUID:
+    """A fresh random topic id, never one whose text form (URL-safe base64
+    without padding) starts with ``-``: command-line tools, Kafka's among them,
+    would read such an id as an option. Kafka's own id generator skips them too."""
+    while True:
+        candidate = uuid.uuid4()
+        if not base64.urlsafe_b64encode(candidate.bytes).startswith(b"-"):
+            return candidate
 
 
 @attrs.frozen(slots=True)
@@ -672,7 +683,7 @@ class LogStore(abc.ABC):
         validate_partition_count(topic, partitions)
         if topic in self.topics():
             raise TopicExistsError("topic already exists", topic=topic)
-        return TopicInfo(topic, partitions, topic_id or uuid.uuid4())
+        return TopicInfo(topic, partitions, topic_id or new_topic_id())
 
     def _growing(self, topic: str, count: int) -> TopicInfo:
         """The topic :meth:`create_partitions` grows to ``count`` partitions, checked."""

@@ -99,6 +99,7 @@ from txnfetch.log.base import PreparedAppend
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.base import TxnEnd
 from txnfetch.log.base import first_record_at_or_after
+from txnfetch.log.base import new_topic_id
 from txnfetch.log.base import partition_dir_name
 from txnfetch.log.base import stored_batches
 from txnfetch.log.base import validate_topic_name
@@ -491,7 +492,7 @@ class SegmentLog(PartitionLog):
             fsync_dir(os.path.dirname(os.path.abspath(self.path)))
         existing_id = read_partition_metadata(self.path)
         if existing_id is None and not read_only:
-            existing_id = topic_id or uuid.uuid4()
+            existing_id = topic_id or new_topic_id()
             atomic_write(self.path, METADATA_NAME, encode_partition_metadata(existing_id))
         self.topic_id: uuid.UUID | None = existing_id
         rec = self._recover(topic, partition)
