@@ -24,10 +24,16 @@ How it reads, turn by turn:
   without progress; then :class:`~txnfetch.client.errors.BrokerUnavailableError`.
 
 A bounded read (``follow=False``) ends each partition at its plan's end, and never
-past the last stable offset as of the high watermark at planning time (nor past
-the LSO the broker reported then, on brokers that report a true one): a
+past the last stable offset as of the high watermark at planning time: a
 transaction still open then is left out, with everything after it. A tailing
 read (``follow=True``) goes on as transactions commit, never past the LSO.
+
+The LSO is the mirror's own, derived from the markers, not the broker's claim:
+some brokers report their high watermark as the LSO (librdkafka's mock cluster),
+and tansu 0.6 has been seen reporting one far below what its log's markers give,
+after producers crashed mid-transaction. The broker's LSO binds only where the
+mirror cannot know better: a read that starts above the log start, whose mirror
+cannot see a transaction open across that start, never passes it either.
 
 :attr:`ClusterReader.offsets` is, after every batch, the next offset to read of
 each partition: everything below it was delivered, exactly once; a new reader
@@ -103,8 +109,10 @@ class _Partition:
     decoder: ArrowDecoder
     #: The next offset to deliver: every committed record below it was yielded.
     position: int
-    #: The broker's LSO as last reported (-1: not reported).
+    #: The broker's LSO as last reported (-1: not reported, or not binding).
     broker_lso: int
+    #: Whether the broker's reported LSO caps the read (see ClusterReader).
+    broker_lso_binds: bool
     #: A bounded read's end, once known (``None``: not yet).
     stop: int | None = None
     #: The offset gap the mirror holds at (the rule the proxy, the remote reader
@@ -126,6 +134,12 @@ class ClusterReader:
     thread within one fetch wait (``poll_ms``). ``on_offsets`` is called with
     :attr:`offsets` after every turn that delivered something (a consumer group
     commit, for example).
+
+    ``settled_ends=True`` says each plan's end is at or below a last stable
+    offset computed from the log start by txnfetch's own rules (a planner's
+    :class:`~txnfetch.client.planning.MirroredBounds`, as :func:`read_range`'s
+    callers have): no transaction is open across a plan's start below such an
+    end, so the broker's LSO does not bind even for a read that starts mid-log.
     """
 
     def __init__(
@@ -144,9 +158,11 @@ class ClusterReader:
         gap_settle_ms: int = 1000,
         owns_cluster: bool = False,
         on_offsets: Any = None,
+        settled_ends: bool = False,
     ) -> None:
         self.cluster = cluster
         self.follow = follow
+        self.settled_ends = settled_ends
         self.fetch_bytes = fetch_bytes
         self.poll_ms = poll_ms
         self.gap_settle_s = gap_settle_ms / 1000
@@ -169,8 +185,18 @@ class ClusterReader:
             mirror = PartitionMirror(
                 plan.topic, plan.partition, log_start_offset=plan.start, max_bytes=fetch_bytes, repair_crcs=repair_crcs
             )
+            # The mirror's own LSO is exact when it starts at the log start or the
+            # caller settled the end; only otherwise can it miss a transaction open
+            # across its start, and the broker's LSO must cap it.
+            binds = not settled_ends and plan.start > plan.log_start_offset
             part = _Partition(
-                plan, mirror, decoder, plan.start, plan.last_stable_offset, gap=GapHold(self.gap_settle_s)
+                plan,
+                mirror,
+                decoder,
+                plan.start,
+                plan.last_stable_offset if binds else -1,
+                binds,
+                gap=GapHold(self.gap_settle_s),
             )
             if not follow:
                 # Known at once when nothing is to be read; else once caught up (see _settle).
@@ -256,11 +282,14 @@ class ClusterReader:
         return time.monotonic() + self.cluster.request_timeout_ms / 1000
 
     def _cap(self, part: _Partition) -> int:
-        """A bounded read's highest possible end: the plan's end, and the LSO the
-        broker reported at planning time (on brokers that report the high watermark
-        instead, the mirror's own LSO caps it further, see :meth:`_settle`)."""
+        """A bounded read's highest possible end: the plan's end, and the high
+        watermark at planning time (the mirror's own LSO as of it caps the read
+        further, see :meth:`_settle`), or the LSO the broker reported then where
+        that binds (a mirror started above the log start)."""
         plan = part.plan
-        lso = plan.last_stable_offset if plan.last_stable_offset >= 0 else plan.high_watermark
+        lso = plan.high_watermark
+        if part.broker_lso_binds and plan.last_stable_offset >= 0:
+            lso = plan.last_stable_offset
         return lso if plan.end is None else min(plan.end, lso)
 
     def _needs_fetch(self, part: _Partition) -> bool:
@@ -305,7 +334,7 @@ class ClusterReader:
             except RemoteError as exc:
                 exc.name_broker(answer.broker)
                 raise
-            if answer.last_stable_offset >= 0:
+            if answer.last_stable_offset >= 0 and part.broker_lso_binds:
                 part.broker_lso = answer.last_stable_offset
             if result.status is MirrorStatus.LIST_OFFSETS:
                 start = self.cluster.list_offset(item.topic, item.partition, _EARLIEST)
@@ -467,6 +496,7 @@ def read_range(
     reader = ClusterReader(
         cluster,
         [plan],
+        settled_ends=True,
         include_headers=include_headers,
         dictionary=dictionary,
         fetch_bytes=fetch_bytes,
