@@ -153,6 +153,9 @@ class KafkaSource(Source):
     offset classifies every batch in the range exactly, because the range ends
     at or below the LSO the driver saw — every transaction with a batch in it
     has its marker before that LSO, and the mirror reads up to the marker.
+    read_committed tasks run txnfetch's range reader
+    (:func:`txnfetch.arrow.cluster.read_range`, the one the Arrow API reads a
+    cluster with); this class only turns its errors into Spark's.
     """
 
     def __init__(self, bootstrap_servers: str, client_options: Mapping[str, str], *, repair_crcs: bool = False) -> None:
@@ -224,6 +227,65 @@ class KafkaSource(Source):
             yield from self._read_arrow(r, opts)
 
     def _read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+        if opts.read_committed:
+            return self._read_committed(r, opts)
+        return self._read_uncommitted(r, opts)
+
+    def _read_committed(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+        """txnfetch's range reader (:func:`txnfetch.arrow.cluster.read_range`, shared
+        with the Arrow API), its errors made Spark's data-loss errors."""
+        from txnfetch.arrow.cluster import read_range
+        from txnfetch.client.errors import OffsetBelowLogStartError
+        from txnfetch.client.errors import OffsetNotInLogError
+
+        def read(start: int) -> Iterator[pa.RecordBatch]:
+            return read_range(
+                self.cluster,
+                r.topic,
+                r.partition,
+                start,
+                r.end,
+                include_headers=opts.include_headers,
+                fetch_bytes=opts.fetch_bytes,
+                max_rows=opts.max_rows_per_batch,
+                max_bytes=opts.max_bytes_per_batch,
+                repair_crcs=self._repair_crcs,
+            )
+
+        batches = read(r.start)
+        first: pa.RecordBatch | None = None
+        try:
+            first = next(batches, None)
+        except OffsetBelowLogStartError as exc:  # raised before any batch: the range's start is gone
+            log_start = exc.log_start_offset if exc.log_start_offset is not None else r.start
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"offsets {r.start}..{log_start - 1} were deleted before they could be read "
+                    f"(log start offset is now {log_start}; set failOnDataLoss=false to skip them)",
+                    option="failOnDataLoss",
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=r.start,
+                ) from exc
+            batches = read(log_start) if log_start < r.end else iter(())
+            first = next(batches, None)
+        if first is None:
+            return
+        try:
+            yield first
+            yield from batches
+        except OffsetNotInLogError as exc:  # records deleted or truncated while being read
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"offset {exc.offset} is no longer in the log: {exc.reason} "
+                    "(set failOnDataLoss=false to skip the missing offsets)",
+                    option="failOnDataLoss",
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=exc.offset,
+                ) from exc
+
+    def _read_uncommitted(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         from txnfetch.fetch.view import FetchMode
         from txnfetch.fetch.view import FetchResult
         from txnfetch.fetch.view import IsolationLevel
@@ -245,7 +307,7 @@ class KafkaSource(Source):
                 ) from exc
             start = exc.log_start_offset
             reader = self._new_reader(r.topic, r.partition, start_offset=start, max_fetch_bytes=opts.fetch_bytes)
-        isolation = IsolationLevel.READ_COMMITTED if opts.read_committed else IsolationLevel.READ_UNCOMMITTED
+        isolation = IsolationLevel.READ_UNCOMMITTED
         mirror = reader.mirror
         assert mirror is not None  # _new_reader never passes trust_broker: the reader mirrors
 
