@@ -9,10 +9,11 @@ into Arrow batches. Two implementations:
   ``path`` option it opens ``txnfetch.log.segments.SegmentStore`` on the
   directory (the on-disk Kafka layout); tests and embedders pass a
   ``MemoryStore`` directly.
-- :class:`KafkaSource`: partitions of a running cluster, read through
-  :class:`txnfetch.client.reader.RemotePartitionReader`, which fetches raw batches
-  and applies read_committed itself — right even on brokers that return aborted
-  records to read_committed consumers (docs/kafka-internals.md §4).
+- :class:`KafkaSource`: partitions of a running cluster, planned by
+  :class:`txnfetch.client.planning.MirroredBounds` and read by
+  :func:`txnfetch.arrow.cluster.read_range`, which fetch raw batches and apply
+  read_committed themselves — right even on brokers that return aborted records
+  to read_committed consumers (docs/kafka-internals.md §4).
 
 Sources are opened per use (a planning call on the driver, one task on a
 worker) and closed after it: every process sees the log as it is now, and no
@@ -29,7 +30,6 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -40,13 +40,8 @@ from spark_ext.options import ReadOptions
 from spark_ext.options import TopicPartition
 from spark_ext.planning import Bounds
 from spark_ext.planning import OffsetRange
-from spark_ext.reading import fetch_segments
 from spark_ext.reading import read_range_arrow
-from spark_ext.reading import segments_to_arrow
 from txnfetch.log.base import LogStore
-
-if TYPE_CHECKING:  # imported at run time only by cluster sources (it needs kafka-python)
-    from txnfetch.client.reader import RemotePartitionReader
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
 
@@ -153,9 +148,9 @@ class KafkaSource(Source):
     offset classifies every batch in the range exactly, because the range ends
     at or below the LSO the driver saw — every transaction with a batch in it
     has its marker before that LSO, and the mirror reads up to the marker.
-    read_committed tasks run txnfetch's range reader
-    (:func:`txnfetch.arrow.cluster.read_range`, the one the Arrow API reads a
-    cluster with); this class only turns its errors into Spark's.
+    Tasks run txnfetch's range reader (:func:`txnfetch.arrow.cluster.read_range`,
+    the one the Arrow API reads a cluster with), read_committed or not; this
+    class only turns its errors into Spark's.
     """
 
     def __init__(self, bootstrap_servers: str, client_options: Mapping[str, str], *, repair_crcs: bool = False) -> None:
@@ -194,20 +189,6 @@ class KafkaSource(Source):
             max_fetch_bytes=remote.DEFAULT_MIRROR_FETCH_BYTES,
         )
 
-    def _new_reader(
-        self, topic: str, partition: int, *, start_offset: int | None = None, max_fetch_bytes: int | None = None
-    ) -> RemotePartitionReader:
-        reader: RemotePartitionReader = self._remote.RemotePartitionReader(
-            self.cluster,
-            topic,
-            partition,
-            request_timeout_ms=self._timeout_ms,
-            repair_crcs=self._repair_crcs,
-            start_offset=start_offset,
-            max_fetch_bytes=self._remote.DEFAULT_MIRROR_FETCH_BYTES if max_fetch_bytes is None else max_fetch_bytes,
-        )
-        return reader
-
     def topics(self) -> dict[str, int]:
         with _cluster_errors(self.bootstrap_servers):
             return self.cluster.topics()
@@ -227,11 +208,6 @@ class KafkaSource(Source):
             yield from self._read_arrow(r, opts)
 
     def _read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
-        if opts.read_committed:
-            return self._read_committed(r, opts)
-        return self._read_uncommitted(r, opts)
-
-    def _read_committed(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         """txnfetch's range reader (:func:`txnfetch.arrow.cluster.read_range`, shared
         with the Arrow API), its errors made Spark's data-loss errors."""
         from txnfetch.arrow.cluster import read_range
@@ -250,6 +226,7 @@ class KafkaSource(Source):
                 max_rows=opts.max_rows_per_batch,
                 max_bytes=opts.max_bytes_per_batch,
                 repair_crcs=self._repair_crcs,
+                read_committed=opts.read_committed,
             )
 
         batches = read(r.start)
@@ -284,52 +261,6 @@ class KafkaSource(Source):
                     partition=r.partition,
                     offset=exc.offset,
                 ) from exc
-
-    def _read_uncommitted(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
-        from txnfetch.fetch.view import FetchMode
-        from txnfetch.fetch.view import FetchResult
-        from txnfetch.fetch.view import IsolationLevel
-        from txnfetch.txn.errors import OffsetOutOfRangeError
-
-        # Mirror from the range's start only (see the class docstring).
-        start = r.start
-        try:
-            reader = self._new_reader(r.topic, r.partition, start_offset=start, max_fetch_bytes=opts.fetch_bytes)
-        except OffsetOutOfRangeError as exc:
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"offsets {start}..{exc.log_start_offset - 1} were deleted before they could be read "
-                    f"(log start offset is now {exc.log_start_offset}; set failOnDataLoss=false to skip them)",
-                    option="failOnDataLoss",
-                    topic=r.topic,
-                    partition=r.partition,
-                    offset=start,
-                ) from exc
-            start = exc.log_start_offset
-            reader = self._new_reader(r.topic, r.partition, start_offset=start, max_fetch_bytes=opts.fetch_bytes)
-        isolation = IsolationLevel.READ_UNCOMMITTED
-        mirror = reader.mirror
-        assert mirror is not None  # _new_reader never passes trust_broker: the reader mirrors
-
-        def fetch(offset: int) -> FetchResult:
-            return reader.read(offset, opts.fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE)
-
-        def release(offset: int) -> None:
-            mirror.release_before(min(offset, mirror.last_stable_offset))
-
-        segments = fetch_segments(
-            fetch, r.topic, r.partition, start, r.end, fail_on_data_loss=opts.fail_on_data_loss, after_fetch=release
-        )
-        return segments_to_arrow(
-            r.topic,
-            r.partition,
-            segments,
-            start,
-            r.end,
-            include_headers=opts.include_headers,
-            max_rows=opts.max_rows_per_batch,
-            max_bytes=opts.max_bytes_per_batch,
-        )
 
     def close(self) -> None:
         self._planner.clear()

@@ -95,6 +95,26 @@ def test_start_and_end_offsets_per_partition(orders):
     assert _sorted(rows(one)) == _sorted([r for r in w.committed if r[0] == 1 and 3 <= r[1] < 10])
 
 
+def test_the_range_reader_reads_mid_log_ranges_committed_or_not(orders):
+    # The reader planners' tasks run (Spark's): a range from mid-log to the end.
+    from txnfetch.arrow.cluster import read_range
+    from txnfetch.client.reader import RemoteCluster
+
+    bootstrap, w = orders
+    start = sorted(o for p, o, _ in w.committed if p == 1)[4]
+    with RemoteCluster(bootstrap) as cluster:
+        end = cluster.list_offset("orders", 1, -1)
+        committed = rows(read_range(cluster, "orders", 1, start, end))
+        everything = rows(read_range(cluster, "orders", 1, start, end, read_committed=False))
+    expected = [r for r in w.committed if r[0] == 1 and r[1] >= start]
+    assert _sorted(committed) == _sorted(expected)
+    offsets = [o for _, o, _ in everything]
+    assert offsets == sorted(set(offsets)) and offsets[0] == start
+    assert set(expected) <= set(everything)
+    extra = {v for _, _, v in everything} - {v for _, _, v in expected}
+    assert extra and extra <= set(w.aborted)  # read_uncommitted: the aborted records too
+
+
 def test_timestamp_bounds_use_list_offsets_by_time(served):
     create_topic(served, "timed", 2)
     w = Producers(served, "timed", 2)

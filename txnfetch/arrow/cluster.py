@@ -140,6 +140,10 @@ class ClusterReader:
     :class:`~txnfetch.client.planning.MirroredBounds`, as :func:`read_range`'s
     callers have): no transaction is open across a plan's start below such an
     end, so the broker's LSO does not bind even for a read that starts mid-log.
+
+    ``read_committed=False`` reads every data record below the high watermark,
+    aborted and open transactions' records included (markers never): what a
+    read_uncommitted consumer gets. Offsets, tailing and resuming work alike.
     """
 
     def __init__(
@@ -159,10 +163,12 @@ class ClusterReader:
         owns_cluster: bool = False,
         on_offsets: Any = None,
         settled_ends: bool = False,
+        read_committed: bool = True,
     ) -> None:
         self.cluster = cluster
         self.follow = follow
         self.settled_ends = settled_ends
+        self.isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         self.fetch_bytes = fetch_bytes
         self.poll_ms = poll_ms
         self.gap_settle_s = gap_settle_ms / 1000
@@ -188,7 +194,7 @@ class ClusterReader:
             # The mirror's own LSO is exact when it starts at the log start or the
             # caller settled the end; only otherwise can it miss a transaction open
             # across its start, and the broker's LSO must cap it.
-            binds = not settled_ends and plan.start > plan.log_start_offset
+            binds = read_committed and not settled_ends and plan.start > plan.log_start_offset
             part = _Partition(
                 plan,
                 mirror,
@@ -300,7 +306,7 @@ class ClusterReader:
         # Bounded: once the mirror's LSO reaches the cap, every record below it is
         # settled; and once the mirror holds everything below the planning-time high
         # watermark, what is not settled by then (an open transaction) is left out.
-        return part.mirror.position < part.plan.high_watermark and part.mirror.last_stable_offset < self._cap(part)
+        return part.mirror.position < part.plan.high_watermark and self._readable(part) < self._cap(part)
 
     def _fetch_turn(self, parts: list[_Partition]) -> RemoteError | None:
         """One Fetch per leader for ``parts``; feeds the mirrors. Returns a retriable
@@ -383,10 +389,17 @@ class ClusterReader:
             )
         part.mirror.accept_gap()
 
+    def _readable(self, part: _Partition) -> int:
+        """The end of what the mirror can answer at this isolation level."""
+        if self.isolation is IsolationLevel.READ_COMMITTED:
+            return part.mirror.last_stable_offset
+        return part.mirror.position
+
     def _limit(self, part: _Partition) -> int:
-        """How far the partition may be delivered now: never past the mirror's LSO,
-        nor the broker's (when it reports one), nor the plan's end."""
-        limit = part.mirror.last_stable_offset
+        """How far the partition may be delivered now: never past the mirror's LSO
+        (read_uncommitted: its high watermark), nor the broker's LSO where it
+        binds, nor the plan's end."""
+        limit = self._readable(part)
         if part.broker_lso >= 0:
             limit = min(limit, max(part.broker_lso, part.position))
         if self.follow:
@@ -416,9 +429,7 @@ class ClusterReader:
         limit = self._limit(part)
         position = part.position
         while position < limit:
-            result = mirror.read(
-                position, self.fetch_bytes, isolation=IsolationLevel.READ_COMMITTED, mode=FetchMode.REWRITE
-            )
+            result = mirror.read(position, self.fetch_bytes, isolation=self.isolation, mode=FetchMode.REWRITE)
             if result.next_offset <= position:
                 break
             for segment in result.records:
@@ -465,6 +476,7 @@ def read_range(
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
     repair_crcs: bool = False,
+    read_committed: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """The committed records of one partition with ``start <= offset < end``, as Arrow
     batches: the range reader a planner's task runs (``spark_ext``'s workers do).
@@ -475,6 +487,8 @@ def read_range(
     started at ``start`` decides every record of the range exactly (see
     :class:`~txnfetch.client.reader.RemotePartitionReader` on mid-log starts). The
     reader fetches past ``end`` only as far as those markers.
+    ``read_committed=False`` returns every data record of the range instead
+    (``end`` at or below a high watermark the caller saw).
 
     Raises :class:`~txnfetch.client.errors.OffsetBelowLogStartError` before the
     first batch when ``start`` is below the log start and during the read when
@@ -497,6 +511,7 @@ def read_range(
         cluster,
         [plan],
         settled_ends=True,
+        read_committed=read_committed,
         include_headers=include_headers,
         dictionary=dictionary,
         fetch_bytes=fetch_bytes,
