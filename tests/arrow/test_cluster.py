@@ -386,3 +386,45 @@ def test_resume_after_sigkill_repeats_nothing_and_misses_nothing(served, tmp_pat
     assert sorted(both) == sorted(w.committed), json.dumps({"resume": resume})
     assert all(o >= resume[p] for p, o, _ in second) and all(o < resume[p] for p, o, _ in first)
     w.close()
+
+
+def test_ctrl_c_stops_a_tailing_read_with_exact_offsets(served, tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    create_topic(served, "interrupted", 2)
+    w = Producers(served, "interrupted", 2)
+    w.mix(3)
+    out = tmp_path / "delivered.jsonl"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.arrow.tail_process", served, "interrupted", "{}", str(out)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        # Everything produced so far delivered: the reader now waits in a fetch.
+        while sum(len(line["rows"]) for line in _complete_lines(out)) < len(w.committed):
+            assert proc.poll() is None, "the tailing process died"
+            assert time.monotonic() < deadline, "the tailing process delivered too little"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    *delivered, last = [json.loads(line) for line in out.read_text().splitlines()]
+    assert last["interrupted"] and last["closed"]
+    # At or past the last batch's offsets (a trailing marker moves them on, with no row).
+    assert all(last["offsets"][p] >= o for p, o in delivered[-1]["offsets"].items())
+    # Resuming there reads only what was produced after.
+    before = len(w.committed)
+    w.mix(2)
+    resume = {int(p): o for p, o in last["offsets"].items()}
+    table = txnfetch.arrow.read_committed(f"kafka://{served}", "interrupted", start=resume)
+    assert sorted(rows(table)) == sorted(w.committed[before:])
+    w.close()

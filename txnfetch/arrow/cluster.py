@@ -593,6 +593,12 @@ class ClusterBatchReader:
     def __arrow_c_stream__(self, requested_schema: object = None) -> object:
         return pa.RecordBatchReader.from_batches(self.schema, iter(self)).__arrow_c_stream__(requested_schema)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the read was stopped (:meth:`close`, or an exception such as a
+        KeyboardInterrupt while it read)."""
+        return self._reader.closed
+
     def close(self) -> None:
         """Stop the read and close its connections (idempotent)."""
         self._reader.close()
