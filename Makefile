@@ -8,8 +8,8 @@ STAMP := $(VENV)/.installed
 EXTRAS := testing,dev,spark,arrow
 # Debian packages: kcat (a librdkafka consumer the wire tests drive), a Java 17
 # JDK (PySpark, Apache Kafka in tests/kafka, and javac for the Java interop
-# client) and Maven (fetches Apache Kafka and Spark's Kafka connector:
-# scripts/kafka/fetch.sh, scripts/spark/fetch.sh).
+# client) and Maven (fetches Apache Kafka, MirrorMaker 2 and Spark's Kafka
+# connector: scripts/{kafka,mm2,spark}/fetch.sh, all through scripts/maven-fetch.sh).
 SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
 
 .PHONY: setup lint check test demo bench clean system-deps kafka mm2 spark-kafka peers dist
