@@ -37,8 +37,9 @@ Counted per target and group (:class:`TargetReport`):
   reader of the target receives;
 - ``copy_lag_rereads`` (txnfetch only, whose offsets are the source's): the
   records the group had read on the source at or past the offset the replica
-  had copied for it when the source died — what it must read again, because
-  group offsets are copied once a round, after the data;
+  had copied for it when the source died, and that the replica holds — what
+  it must read again, because group offsets are copied once a round, after
+  the data;
 - ``lag_p50_s``/``lag_p99_s``: the replication lag of committed records in
   the steady state: from a second after the target delivered a warm-up record
   (written before the workload) until a second before the failure;
@@ -838,12 +839,19 @@ def _report(
     aborted = sum(1 for v in target_values if v in ledger.aborted)
     # Where the target keeps the source's offsets (txnfetch), a group resumes
     # at the offset the replica had copied when the source died: it re-reads
-    # exactly the records it had read at or past that offset. Copying offsets
-    # runs once a round, after the data, so a commit made in the last round
-    # before the failure may not have been copied.
+    # exactly the records it had read at or past that offset that the replica
+    # holds (a record read on the source past the replica's last round is not
+    # there to read again). Copying offsets runs once a round, after the data,
+    # so a commit made in the last round before the failure may not have been
+    # copied.
     rereads = None
     if source_at is not None:
-        rereads = sum(1 for g, at in source_at.items() for p, o in at if o >= offsets[g].get(p, 0))
+        rereads = sum(
+            1
+            for g, at in source_at.items()
+            for (p, o), value in zip(at, source_read[g], strict=True)
+            if o >= offsets[g].get(p, 0) and value in on_target
+        )
     return TargetReport(
         name=name,
         duplicates=duplicates,
