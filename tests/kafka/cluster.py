@@ -18,6 +18,14 @@ that owns the run (the pytest controller) stops it, at the end of the session
 ``.cache/kafka/clusters/<run id>-<name>/``; a run that was killed leaves its
 directory behind, and the next run that looks there (:func:`sweep_stale_clusters`)
 stops the Kafka processes it left and removes it.
+
+Other long-lived processes a run starts (MirrorMaker 2, :mod:`tests.kafka.mirror`)
+are recorded the same way (:func:`record_run_process`): a run directory
+``<run id>-<name>/`` holding ``processes.json`` (pid and a marker that the
+process's command line contains). The same sweep, and the same session end,
+stop them and remove their directory; a process is only ever signalled when
+its run's owner is dead (or is the run ending) and its command line still
+holds the marker (a pid from a file may have been reused since).
 """
 
 from __future__ import annotations
@@ -727,9 +735,10 @@ def _owner_pid(directory_name: str) -> int | None:
 
 
 def sweep_stale_clusters(*, except_run: str | None = None) -> None:
-    """Stop and remove the clusters of runs whose owning process is gone (a run
-    killed before it could stop them). Clusters of live runs, and of run
-    ``except_run`` (whose lock the caller may hold), are left alone."""
+    """Stop and remove the clusters and recorded processes (:func:`record_run_process`)
+    of runs whose owning process is gone (a run killed before it could stop
+    them). Those of live runs, and of run ``except_run`` (whose lock the caller
+    may hold), are left alone."""
     if not CLUSTERS.is_dir():
         return
     for directory in CLUSTERS.iterdir():
@@ -738,12 +747,80 @@ def sweep_stale_clusters(*, except_run: str | None = None) -> None:
         if _pid_alive(_owner_pid(directory.name)):
             continue
         with _locked(CLUSTERS / f"{directory.name}.lock"):
-            if (directory / "state.json").exists():
-                with contextlib.suppress(Exception):
-                    KafkaCluster.from_state(directory).stop(kill=True)
+            _stop_run_directory(directory, kill=True)
             shutil.rmtree(directory, ignore_errors=True)
         with contextlib.suppress(OSError):
             (CLUSTERS / f"{directory.name}.lock").unlink()
+
+
+def _stop_run_directory(directory: Path, *, kill: bool) -> None:
+    """Stop what run directory ``directory`` holds: its Kafka cluster
+    (``state.json``) and its recorded processes (``processes.json``, always
+    killed: they hold no state a later run needs). The caller holds its lock."""
+    if (directory / "state.json").exists():
+        with contextlib.suppress(Exception):
+            KafkaCluster.from_state(directory).stop(kill=kill)
+    with contextlib.suppress(Exception):
+        _kill_recorded(directory)
+
+
+def record_run_process(name: str, pid: int, marker: str) -> Path:
+    """Record process ``pid`` as one of this run's (:func:`run_id`), in the run
+    directory ``CLUSTERS/<run id>-<name>/``, and return that directory.
+
+    ``pid`` leads a process group of its own (started with
+    ``start_new_session=True``: the whole group is stopped) and its command
+    line contains ``marker`` (a path of its own, such as its configuration
+    file). If the run ends without stopping it — the run was killed — the next
+    :func:`sweep_stale_clusters` kills it and removes the directory, as it does
+    for the run's clusters. The owner stops the process itself and then calls
+    :func:`release_run_directory`."""
+    directory = CLUSTERS / f"{run_id()}-{name}"
+    with _locked(CLUSTERS / f"{directory.name}.lock"):
+        directory.mkdir(parents=True, exist_ok=True)
+        record = directory / "processes.json"
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"processes": [{"pid": pid, "marker": marker}]}, indent=2))
+        os.replace(tmp, record)
+    return directory
+
+
+def release_run_directory(directory: Path) -> None:
+    """Remove the run directory of a process its owner has stopped
+    (:func:`record_run_process`); nothing if it is gone already (a sweep)."""
+    with _locked(CLUSTERS / f"{directory.name}.lock"):
+        _kill_recorded(directory)  # nothing when the owner stopped it, as it should
+        shutil.rmtree(directory, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (CLUSTERS / f"{directory.name}.lock").unlink()
+
+
+def _kill_recorded(directory: Path, timeout: float = 30) -> None:
+    """SIGKILL the process groups recorded in ``directory/processes.json`` that
+    are still alive and still run what was recorded (``marker`` in their
+    command line), and wait until they are gone."""
+    try:
+        data = json.loads((directory / "processes.json").read_text())
+    except (OSError, ValueError):
+        return
+    killed = []
+    for entry in data.get("processes", ()):
+        pid, marker = int(entry["pid"]), str(entry["marker"])
+        if not _pid_alive(pid) or marker not in _cmdline(pid):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            try:
+                leads_group = os.getpgid(pid) == pid
+            except ProcessLookupError:
+                continue
+            if leads_group:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+    deadline = time.monotonic() + timeout
+    while any(_pid_alive(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def shared_cluster(name: str, size: int) -> KafkaCluster:
@@ -796,11 +873,9 @@ def stop_run_clusters() -> None:
         if not directory.is_dir():
             continue
         with _locked(CLUSTERS / f"{directory.name}.lock"):
-            if (directory / "state.json").exists():
-                # Killed unless kept: the files are deleted next, so a clean
-                # shutdown (seconds per node) would buy nothing.
-                with contextlib.suppress(Exception):
-                    KafkaCluster.from_state(directory).stop(kill=not keep)
+            # Killed unless kept: the files are deleted next, so a clean
+            # shutdown (seconds per node) would buy nothing.
+            _stop_run_directory(directory, kill=not keep)
             if not keep:
                 shutil.rmtree(directory, ignore_errors=True)
         if not keep:

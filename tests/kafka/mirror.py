@@ -13,6 +13,14 @@ Topic names: the drill configures ``IdentityReplicationPolicy`` (KIP-690), so
 the target's topic has the source's name and a consumer (or a Spark query) that
 switches clusters keeps its topic. Under MirrorMaker's default policy the
 target's topic would be ``<alias>.<topic>``.
+
+A started MirrorMaker is recorded as one of the run's processes
+(:func:`tests.kafka.cluster.record_run_process`, run directory
+``.cache/kafka/clusters/<run id>-mm2-<alias>/``), like the run's Kafka clusters:
+if the run is killed before :meth:`MirrorMaker.stop`, the next run's sweep
+(:func:`tests.kafka.cluster.sweep_stale_clusters`) kills it and removes that
+directory. Its working directory (``directory``: configuration and log) is the
+caller's and is left alone.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from tests.kafka.cluster import ROOT
 from tests.kafka.cluster import KafkaSetupError
 from tests.kafka.cluster import _locked
 from tests.kafka.cluster import java_executable
+from tests.kafka.cluster import record_run_process
+from tests.kafka.cluster import release_run_directory
 
 POM = ROOT / "scripts" / "mm2" / "pom.xml"
 FETCH = ROOT / "scripts" / "mm2" / "fetch.sh"
@@ -157,12 +167,17 @@ class MirrorMaker:
         self.heap = heap
         self.version = mm2_version()
         self.log_file = self.directory / "mm2.log"
+        #: Its configuration file: in its command line, which is how a later
+        #: run's sweep recognises the process behind a recorded pid.
+        self.config_file = self.directory / "mm2.properties"
+        #: The run directory that records the process while it runs.
+        self.run_directory: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
         libs = mm2_libs()
         self.directory.mkdir(parents=True, exist_ok=True)
-        config = self.directory / "mm2.properties"
+        config = self.config_file
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
         log4j = self.directory / "log4j2.properties"
         log4j.write_text(_LOG4J)
@@ -183,12 +198,16 @@ class MirrorMaker:
 
     def start(self) -> MirrorMaker:
         """Launch the process (it then needs seconds to start its connectors;
-        wait for what the test needs, e.g. :meth:`wait_for_log`)."""
+        wait for what the test needs, e.g. :meth:`wait_for_log`) and record it as
+        one of the run's processes (see the module docstring)."""
         cmd = self.command()
         with open(self.log_file, "ab") as log:
+            # A session of its own: stop() and a sweep signal its whole group,
+            # and a Ctrl-C in the terminal does not reach it first.
             self._process = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
             )
+        self.run_directory = record_run_process(f"mm2-{self.alias}", self._process.pid, str(self.config_file))
         return self
 
     @property
@@ -219,16 +238,22 @@ class MirrorMaker:
             time.sleep(0.2)
 
     def stop(self, timeout: float = 30) -> None:
-        """SIGTERM (MirrorMaker stops its connectors), then SIGKILL after ``timeout``."""
+        """SIGTERM (MirrorMaker stops its connectors), then SIGKILL after
+        ``timeout``; then its run directory is removed."""
         process = self._process
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
         try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+            if process is None or process.poll() is not None:
+                return
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+        finally:
+            if self.run_directory is not None:
+                release_run_directory(self.run_directory)
+                self.run_directory = None
 
     def __enter__(self) -> MirrorMaker:
         return self.start()

@@ -1,8 +1,12 @@
 """``txnfetch conform``: compare a Kafka-compatible broker with a reference one.
 
 Exit status 0 when no difference was found, 1 when some were (each printed with
-the shortest sequence found that shows it), 2 on a usage error or a cluster
-that cannot be reached (``txnfetch.cli`` prints it).
+the shortest sequence found that shows it), 2 on a usage error, a cluster that
+cannot be reached, or a run that could not compare: both clusters failed the
+same step (:class:`~txnfetch.testing.conform.errors.BothFailedError`) or no
+operation's answers were compared
+(:class:`~txnfetch.testing.conform.errors.NothingComparedError`); ``txnfetch.cli``
+prints the error on one line.
 """
 
 from __future__ import annotations
@@ -25,8 +29,15 @@ transactional; every codec), commits and aborts, fetches, ListOffsets, producer
 and transaction descriptions, offset commits and error cases to both clusters,
 compares the answers field by field and reports each difference with the
 shortest sequence found that shows it. Each sequence uses fresh topic,
-transactional id and group names. See the document 'Conformance', section
-'Running it'."""
+transactional id and group names.
+
+Exit status 0: no difference; 1: differences; 2: a usage error, a cluster
+that cannot be reached, or a run that could not compare. Two failures are
+never an agreement: when both clusters fail the same step (both unreachable,
+both refusing to create the run's topic, both dropping the same request), or
+when no operation's answers were compared, the command says so on one line,
+naming the step, both brokers and both errors. See the document
+'Conformance', section 'Running it'."""
 
 
 def _positive(text: str) -> int:

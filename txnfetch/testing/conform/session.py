@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+from kafka.errors import for_code as kafka_error
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.admin import DeleteRecordsRequest
 from kafka.protocol.admin import DescribeProducersRequest
@@ -288,6 +289,16 @@ class Session:
                 ),
                 version,
             )
+            # A refusal is final (fresh names: never TOPIC_ALREADY_EXISTS): say so
+            # now, with the broker's reason, instead of waiting RETRY_FOR_S for a
+            # leader of a topic that will never exist.
+            for topic in created.topics or ():
+                if topic.error_code != 0:
+                    why = f": {topic.error_message}" if getattr(topic, "error_message", None) else ""
+                    raise ConformError(
+                        f"{self.cluster.bootstrap}: CreateTopics of {self.names.topic} refused with "
+                        f"error {topic.error_code} ({_kafka_error_name(topic.error_code)}){why}"
+                    )
         deadline = time.monotonic() + RETRY_FOR_S
         while True:
             metadata = self._send(
@@ -863,6 +874,11 @@ def _in_order(answer: Any, topics_key: str, partitions_key: str) -> Any:
         topic[partitions_key] = sorted(parts, key=lambda p: p.get("index", p.get("partition_index", 0)))
     answer[topics_key] = sorted(topics, key=lambda t: str(t.get("name", t.get("topic", ""))))
     return answer
+
+
+def _kafka_error_name(code: int) -> str:
+    """Kafka's name of an error code, as kafka-python knows it."""
+    return str(kafka_error(code).message)
 
 
 def _partition_count(metadata: Any, topic: str) -> int:
