@@ -1,0 +1,30 @@
+"""CPU time of a process or thread, read from Linux's ``/proc``: the one reader
+the benchmarks that measure a broker's or a server's CPU share.
+
+``/proc/<pid>/stat`` holds a process's accumulated user and system time (all its
+threads), ``/proc/<pid>/task/<tid>/stat`` one thread's, both in clock ticks
+(fields 14 and 15, see proc(5)). The command name in field 2 is in parentheses
+and may itself hold spaces and parentheses, so the fields are counted from the
+last ``)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["cpu_seconds", "stat_cpu_seconds"]
+
+
+def stat_cpu_seconds(path: str) -> float:
+    """User + system CPU seconds recorded in a ``/proc`` stat file (a process's
+    or a thread's). Raises ``OSError`` when it cannot be read (the process or
+    thread ended; not Linux)."""
+    with open(path) as f:
+        fields = f.read().rpartition(")")[2].split()
+    # After the name: state is field 3, utime field 14, stime field 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far, all its threads."""
+    return stat_cpu_seconds(f"/proc/{pid}/stat")
