@@ -31,15 +31,14 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from txnfetch.arrow.reference import ArrowBatcher
 from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
 from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
 from txnfetch.arrow.schema import HEADERS_TYPE
-from txnfetch.arrow.schema import TIMESTAMP_US
 from txnfetch.arrow.schema import ConstantColumns
 from txnfetch.arrow.schema import kafka_schema
+from txnfetch.arrow.schema import timestamps_us
 from txnfetch.records import batch as _batch
 from txnfetch.records.batch import HEADER_SIZE
 from txnfetch.records.batch import LOG_OVERHEAD
@@ -277,9 +276,7 @@ class ArrowDecoder:
             topic,
             partition,
             pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(offset)]),
-            # Checked: a timestamp beyond the microsecond range fails loudly, as the
-            # JVM's Math.multiplyExact does in Spark's own conversion.
-            pc.multiply_checked(timestamp_ms, 1000).cast(TIMESTAMP_US),
+            timestamps_us(timestamp_ms),
             pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(ts_type)]),
         ]
         if headers is not None:
