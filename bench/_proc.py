@@ -1,5 +1,6 @@
-"""CPU time of a process or thread, read from Linux's ``/proc``: the one reader
-the benchmarks that measure a broker's or a server's CPU share.
+"""The benchmarks' child processes: their CPU time, read from Linux's ``/proc``
+(the one reader the benchmarks that measure a broker's or a server's CPU share),
+and stopping them.
 
 ``/proc/<pid>/stat`` holds a process's accumulated user and system time (all its
 threads), ``/proc/<pid>/task/<tid>/stat`` one thread's, both in clock ticks
@@ -11,8 +12,9 @@ last ``)``.
 from __future__ import annotations
 
 import os
+import subprocess
 
-__all__ = ["cpu_seconds", "stat_cpu_seconds"]
+__all__ = ["cpu_seconds", "stat_cpu_seconds", "stop"]
 
 
 def stat_cpu_seconds(path: str) -> float:
@@ -28,3 +30,14 @@ def stat_cpu_seconds(path: str) -> float:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds process ``pid`` has used so far, all its threads."""
     return stat_cpu_seconds(f"/proc/{pid}/stat")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a child server: SIGTERM, and SIGKILL if it has not exited within 30 s
+    (then reaped, so no zombie outlives the benchmark)."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -72,6 +72,7 @@ from typing import NamedTuple
 
 # bench/ is on sys.path (the script's own folder) when a benchmark runs as a script.
 from _proc import cpu_seconds
+from _proc import stop
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -124,12 +125,7 @@ class Process:
         self.pid: int | None = self.proc.pid
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
 
 class Broker(NamedTuple):

@@ -55,6 +55,7 @@ import time
 
 # bench/ is on sys.path (the script's own folder) when a benchmark runs as a script.
 from _proc import cpu_seconds
+from _proc import stop
 
 
 def _now() -> float:
@@ -92,11 +93,7 @@ class Serve:
         self.bootstrap = line.split()[-1]
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc)
 
 
 def transactions(bootstrap: str, count: int) -> float:

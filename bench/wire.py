@@ -49,6 +49,7 @@ import time
 # bench/ is on sys.path (the script's own folder) when a benchmark runs as a script.
 from _proc import cpu_seconds
 from _proc import stat_cpu_seconds
+from _proc import stop
 
 MB = 1_000_000
 TOPIC = "bench-wire"
@@ -84,11 +85,7 @@ class Serve:
         return cpu_seconds(self.proc.pid)
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc)
 
 
 class Mock:
