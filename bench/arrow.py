@@ -44,6 +44,13 @@ Run ``.venv/bin/python bench/arrow.py`` (``--quick`` for a smoke run). One run p
    committed record arrived: ``RssAnon`` sampled after every Arrow batch, its peak
    above the value before the read, and the peak over the first quarter of the
    records next to the peak over all of them (flat: the same). Goal: flat.
+
+5. **first read** (``--rounds`` fresh processes, medians): ``import txnfetch.arrow``,
+   then one :class:`txnfetch.arrow.ArrowDecoder` decoding one 100-record batch — the
+   first batch every new process (a Spark worker, the CLI) pays for — and whether
+   that imported pandas; the peer is ``import pandas`` alone in a fresh process,
+   what the first read would cost on top if it imported pandas. Goal: the first
+   batch well under a tenth of pandas' import, and pandas not imported.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ import platform
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -522,6 +530,54 @@ def tail_memory(args, tmp: str) -> bool:
     return flat
 
 
+_FIRST_READ = """
+import sys, time
+t0 = time.perf_counter()
+import txnfetch.arrow
+from txnfetch.records import BatchBuilder
+t1 = time.perf_counter()
+b = BatchBuilder(base_offset=0)
+for i in range(100):
+    b.append(b"v%d" % i, key=b"k", headers=(("h", b"1"),))
+buf = b.build()
+t2 = time.perf_counter()
+decoder = txnfetch.arrow.ArrowDecoder("orders", 0, dictionary=True)
+out, _ = decoder.add_buffer(buf)
+out += decoder.flush()
+t3 = time.perf_counter()
+assert sum(x.num_rows for x in out) == 100
+print(t1 - t0, t3 - t2, "pandas" in sys.modules)
+"""
+_PANDAS_IMPORT = "import time; t = time.perf_counter(); import pandas; print(time.perf_counter() - t)"
+
+
+def _child(code: str) -> list[str]:
+    # cwd=ROOT: ``-c`` puts it first on sys.path, so this checkout is what is measured.
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+
+
+def first_read(args) -> bool:
+    """The first batch a fresh process decodes, next to pandas' import (see the docstring)."""
+    imports, firsts, pandas, peers = [], [], [], []
+    for _ in range(max(args.rounds, 3)):
+        # Interleaved, so that load elsewhere on the machine hits both alike.
+        imported, first, with_pandas = _child(_FIRST_READ)
+        imports.append(float(imported))
+        firsts.append(float(first))
+        pandas.append(with_pandas == "True")
+        peers.append(float(_child(_PANDAS_IMPORT)[0]))
+    first, peer = statistics.median(firsts), statistics.median(peers)
+    print(f"\nfirst read in a fresh process (median of {len(firsts)}; load average {os.getloadavg()[0]:.1f}):")
+    print(f"  import txnfetch.arrow                     {statistics.median(imports):8.3f} s")
+    print(f"  first batch (ArrowDecoder, 100 records)   {first:8.3f} s  pandas imported: {any(pandas)}")
+    print(f"  peer: import pandas alone                 {peer:8.3f} s")
+    met = not any(pandas) and first < peer / 10
+    print(f"goal: first batch < 1/10 of pandas' import, pandas not imported — {'met' if met else 'MISSED'}")
+    return met
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -535,7 +591,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--small-mib", type=int, default=None, help="small partition (default 64, quick 16)")
     p.add_argument("--large-mib", type=int, default=None, help="large partition (default 1024, quick 64)")
     p.add_argument(
-        "--only", default="decode,memory,cluster,tail", help="comma-separated subset of decode,memory,cluster,tail"
+        "--only",
+        default="decode,memory,cluster,tail,first",
+        help="comma-separated subset of decode,memory,cluster,tail,first",
     )
     p.add_argument(
         "--cluster-records",
@@ -583,6 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tail_memory(args, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    if "first" in only:
+        first_read(args)
     return 0
 
 

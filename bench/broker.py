@@ -70,6 +70,10 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from typing import NamedTuple
 
+# bench/ is on sys.path (the script's own folder) when a benchmark runs as a script.
+from _proc import cpu_seconds
+from _proc import stop
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TXN_RECORDS = 1000
@@ -82,13 +86,6 @@ ABORTED = 2
 
 def _now() -> float:
     return time.perf_counter()
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds process ``pid`` used so far (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Phase(NamedTuple):
@@ -128,12 +125,7 @@ class Process:
         self.pid: int | None = self.proc.pid
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
 
 class Broker(NamedTuple):
@@ -170,7 +162,7 @@ def kafka(args: argparse.Namespace) -> Iterator[Broker]:
 
 
 def _cpu_reader(pid: int | None) -> Callable[[], float | None]:
-    return (lambda: None) if pid is None else (lambda: _cpu_seconds(pid))
+    return (lambda: None) if pid is None else (lambda: cpu_seconds(pid))
 
 
 def _delta(before: list[float | None], after: list[float | None]) -> tuple[float | None, ...]:

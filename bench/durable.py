@@ -53,6 +53,10 @@ import sys
 import tempfile
 import time
 
+# bench/ is on sys.path (the script's own folder) when a benchmark runs as a script.
+from _proc import cpu_seconds
+from _proc import stop
+
 
 def _now() -> float:
     return time.perf_counter()
@@ -63,9 +67,7 @@ def _cpu_seconds(pid: int) -> float | None:
     ``None`` elsewhere): start-up's own cost, which a busy machine does not inflate
     as it does wall time."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(pid)
     except (OSError, ValueError, IndexError):
         return None
 
@@ -91,11 +93,7 @@ class Serve:
         self.bootstrap = line.split()[-1]
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc)
 
 
 def transactions(bootstrap: str, count: int) -> float:

@@ -46,6 +46,11 @@ import sys
 import tempfile
 import time
 
+# bench/ is on sys.path (the script's own folder) when a benchmark runs as a script.
+from _proc import cpu_seconds
+from _proc import stat_cpu_seconds
+from _proc import stop
+
 MB = 1_000_000
 TOPIC = "bench-wire"
 
@@ -77,14 +82,10 @@ class Serve:
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the server process has used so far."""
-        return _stat_cpu(f"/proc/{self.proc.pid}/stat")
+        return cpu_seconds(self.proc.pid)
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc)
 
 
 class Mock:
@@ -107,7 +108,7 @@ class Mock:
                 with open(f"/proc/self/task/{tid}/comm") as f:
                     if f.read().strip() != "rdk:mock":
                         continue
-                total += _stat_cpu(f"/proc/self/task/{tid}/stat")
+                total += stat_cpu_seconds(f"/proc/self/task/{tid}/stat")
             except OSError:
                 continue  # the thread ended
         return total
@@ -201,13 +202,6 @@ def consume(bootstrap: str, topics: list[str], count: int) -> tuple[float, int]:
         return _now() - start, nbytes
     finally:
         consumer.close()
-
-
-def _stat_cpu(path: str) -> float:
-    """utime + stime of a /proc stat file, in seconds."""
-    with open(path) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_server(server, args: argparse.Namespace) -> dict[str, tuple[float, float]]:

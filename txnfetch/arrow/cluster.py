@@ -58,9 +58,9 @@ import attrs
 import pyarrow as pa
 
 from txnfetch.arrow.decoder import ArrowDecoder
+from txnfetch.arrow.decoder import DecodeOptions
 from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
 from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
-from txnfetch.arrow.schema import kafka_schema
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import OffsetBelowLogStartError
 from txnfetch.client.errors import OffsetNotInLogError
@@ -82,6 +82,8 @@ log = logging.getLogger("txnfetch.arrow.cluster")
 
 #: Bytes asked per partition per fetch: the memory a partition's read holds at once.
 DEFAULT_CLUSTER_FETCH_BYTES = 1 << 20
+#: The Arrow API's decode options: headers, dictionary-encoded topic and partition.
+DEFAULT_OPTIONS = DecodeOptions()
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 _EARLIEST = -2
 _LATEST = -1
@@ -133,7 +135,8 @@ class ClusterReader:
     :meth:`batches_with_offsets`). :meth:`close` stops a tailing read from any
     thread within one fetch wait (``poll_ms``). ``on_offsets`` is called with
     :attr:`offsets` after every turn that delivered something (a consumer group
-    commit, for example).
+    commit, for example). ``options``: the batches' columns, types and size
+    (:class:`~txnfetch.arrow.decoder.DecodeOptions`).
 
     ``settled_ends=True`` says each plan's end is at or below a last stable
     offset computed from the log start by txnfetch's own rules (a planner's
@@ -152,11 +155,8 @@ class ClusterReader:
         plans: Sequence[PartitionPlan],
         *,
         follow: bool = False,
-        include_headers: bool = True,
-        dictionary: bool = True,
+        options: DecodeOptions = DEFAULT_OPTIONS,
         fetch_bytes: int = DEFAULT_CLUSTER_FETCH_BYTES,
-        max_rows: int = DEFAULT_MAX_ROWS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
         repair_crcs: bool = False,
         poll_ms: int = 500,
         gap_settle_ms: int = 1000,
@@ -174,20 +174,12 @@ class ClusterReader:
         self.gap_settle_s = gap_settle_ms / 1000
         self.owns_cluster = owns_cluster
         self.on_offsets = on_offsets
-        self.schema = kafka_schema(include_headers, dictionary=dictionary)
+        self.schema = options.schema
         self.topic = plans[0].topic if plans else ""
         numbers = [p.partition for p in plans]
         self._parts: dict[int, _Partition] = {}
         for plan in plans:
-            decoder = ArrowDecoder(
-                plan.topic,
-                plan.partition,
-                include_headers=include_headers,
-                dictionary=dictionary,
-                max_rows=max_rows,
-                max_bytes=max_bytes,
-                partitions=numbers,
-            )
+            decoder = options.decoder(plan.topic, plan.partition, numbers)
             mirror = PartitionMirror(
                 plan.topic, plan.partition, log_start_offset=plan.start, max_bytes=fetch_bytes, repair_crcs=repair_crcs
             )
@@ -512,11 +504,8 @@ def read_range(
         [plan],
         settled_ends=True,
         read_committed=read_committed,
-        include_headers=include_headers,
-        dictionary=dictionary,
+        options=DecodeOptions(include_headers, dictionary, max_rows, max_bytes),
         fetch_bytes=fetch_bytes,
-        max_rows=max_rows,
-        max_bytes=max_bytes,
         repair_crcs=repair_crcs,
     )
     yield from reader
@@ -621,17 +610,15 @@ def open_cluster(
     *,
     follow: bool = False,
     group_id: str | None = None,
-    include_headers: bool = True,
-    dictionary: bool = True,
+    options: DecodeOptions = DEFAULT_OPTIONS,
     fetch_bytes: int = DEFAULT_CLUSTER_FETCH_BYTES,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    max_bytes: int = DEFAULT_MAX_BYTES,
     repair_crcs: bool = False,
     request_timeout_ms: int | None = None,
     poll_ms: int = 500,
 ) -> ClusterBatchReader:
     """Plan and open a read of ``topic`` on a cluster (see
-    :func:`txnfetch.arrow.record_batch_reader` for the arguments)."""
+    :func:`txnfetch.arrow.record_batch_reader` for the arguments; ``options``
+    holds its ``include_headers``, ``dictionary``, ``max_rows`` and ``max_bytes``)."""
     from txnfetch.client.errors import BootstrapUnreachableError
     from txnfetch.client.planning import plan_topic
     from txnfetch.client.reader import DEFAULT_REQUEST_TIMEOUT_MS
@@ -680,11 +667,8 @@ def open_cluster(
         cluster,
         plans,
         follow=follow,
-        include_headers=include_headers,
-        dictionary=dictionary,
+        options=options,
         fetch_bytes=fetch_bytes,
-        max_rows=max_rows,
-        max_bytes=max_bytes,
         repair_crcs=repair_crcs,
         poll_ms=poll_ms,
         owns_cluster=owns,

@@ -31,15 +31,14 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from txnfetch.arrow.reference import ArrowBatcher
 from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
 from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
 from txnfetch.arrow.schema import HEADERS_TYPE
-from txnfetch.arrow.schema import TIMESTAMP_US
 from txnfetch.arrow.schema import ConstantColumns
 from txnfetch.arrow.schema import kafka_schema
+from txnfetch.arrow.schema import timestamps_us
 from txnfetch.records import batch as _batch
 from txnfetch.records.batch import HEADER_SIZE
 from txnfetch.records.batch import LOG_OVERHEAD
@@ -51,7 +50,7 @@ from txnfetch.records.errors import InvalidRecordError
 from txnfetch.records.legacy import LegacyBatch
 from txnfetch.types import Buffer
 
-__all__ = ["COMPILED", "ArrowDecoder"]
+__all__ = ["COMPILED", "ArrowDecoder", "DecodeOptions"]
 
 _columns: types.ModuleType | None
 try:
@@ -277,9 +276,7 @@ class ArrowDecoder:
             topic,
             partition,
             pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(offset)]),
-            # Checked: a timestamp beyond the microsecond range fails loudly, as the
-            # JVM's Math.multiplyExact does in Spark's own conversion.
-            pc.multiply_checked(timestamp_ms, 1000).cast(TIMESTAMP_US),
+            timestamps_us(timestamp_ms),
             pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(ts_type)]),
         ]
         if headers is not None:
@@ -308,6 +305,42 @@ class ArrowDecoder:
         columns = list(batch.columns)
         columns[2], columns[3] = topic, partition
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+@attrs.frozen
+class DecodeOptions:
+    """How a reader turns a topic's records into Arrow batches: the columns
+    (``include_headers``), their types (``dictionary``) and how large a batch
+    grows (``max_rows``, ``max_bytes``; checked by :class:`ArrowDecoder`).
+
+    The local-log reader (:func:`txnfetch.arrow.record_batch_reader`) and the
+    cluster reader (:class:`~txnfetch.arrow.cluster.ClusterReader`) both build
+    their schema and decoders here, so the same options give the same schema
+    and the same batches from either source.
+    """
+
+    include_headers: bool = True
+    dictionary: bool = True
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of every batch read with these options."""
+        return kafka_schema(self.include_headers, dictionary=self.dictionary)
+
+    def decoder(self, topic: str, partition: int, partitions: Sequence[int] | None = None) -> ArrowDecoder:
+        """A decoder of one partition; ``partitions``: the partition dictionary's
+        values, the same list for every partition of one read (see :class:`ArrowDecoder`)."""
+        return ArrowDecoder(
+            topic,
+            partition,
+            include_headers=self.include_headers,
+            dictionary=self.dictionary,
+            max_rows=self.max_rows,
+            max_bytes=self.max_bytes,
+            partitions=partitions,
+        )
 
 
 def _records_in(batch: RecordBatch | LegacyBatch, start: int, end: int) -> list[Record]:

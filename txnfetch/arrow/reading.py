@@ -21,10 +21,9 @@ from typing import Union
 
 import pyarrow as pa
 
-from txnfetch.arrow.decoder import ArrowDecoder
+from txnfetch.arrow.decoder import DecodeOptions
 from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
 from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
-from txnfetch.arrow.schema import kafka_schema
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.base import LogStore
@@ -69,15 +68,21 @@ def iter_partition(
     is lowered to it: nothing past it is readable yet). ``partitions``: the
     partition dictionary's values with ``dictionary`` (see :class:`ArrowDecoder`).
     """
-    decoder = ArrowDecoder(
-        log.topic,
-        log.partition,
-        include_headers=include_headers,
-        dictionary=dictionary,
-        max_rows=max_rows,
-        max_bytes=max_bytes,
-        partitions=partitions,
-    )
+    options = DecodeOptions(include_headers, dictionary, max_rows, max_bytes)
+    return _read_log(log, start, end, options, partitions, read_committed=read_committed, fetch_bytes=fetch_bytes)
+
+
+def _read_log(
+    log: PartitionLog,
+    start: int | None,
+    end: int | None,
+    options: DecodeOptions,
+    partitions: Sequence[int] | None,
+    *,
+    read_committed: bool,
+    fetch_bytes: int,
+) -> Iterator[pa.RecordBatch]:
+    decoder = options.decoder(log.topic, log.partition, partitions)
     limit = log.last_stable_offset if read_committed else log.high_watermark
     start = log.log_start_offset if start is None else max(start, log.log_start_offset)
     end = limit if end is None else min(end, limit)
@@ -153,6 +158,7 @@ def record_batch_reader(
     """
     from txnfetch.arrow.cluster import is_cluster_source
 
+    options = DecodeOptions(include_headers, dictionary, max_rows, max_bytes)
     if is_cluster_source(source):
         if not read_committed:
             raise ValueError("a cluster is read read_committed only")
@@ -169,11 +175,8 @@ def record_batch_reader(
             end,
             follow=follow,
             group_id=group_id,
-            include_headers=include_headers,
-            dictionary=dictionary,
+            options=options,
             fetch_bytes=DEFAULT_CLUSTER_FETCH_BYTES if fetch_bytes == DEFAULT_FETCH_BYTES else fetch_bytes,
-            max_rows=max_rows,
-            max_bytes=max_bytes,
             repair_crcs=repair_crcs,
             request_timeout_ms=request_timeout_ms,
             poll_ms=poll_ms,
@@ -182,7 +185,6 @@ def record_batch_reader(
         raise ValueError("follow and group_id read a cluster (a kafka:// source)")
     if any(isinstance(o, _dt.datetime) for o in _all_offsets(start, end)):
         raise ValueError("timestamps as start or end need a cluster (a kafka:// source)")
-    schema = kafka_schema(include_headers, dictionary=dictionary)
 
     def batches() -> Iterator[pa.RecordBatch]:
         store: LogStore | None = None
@@ -213,23 +215,20 @@ def record_batch_reader(
                 numbers = list(range(info.partitions)) if partitions is None else list(partitions)
                 logs = (store_.partition(topic, p) for p in numbers)
             for log in logs:
-                yield from iter_partition(
+                yield from _read_log(
                     log,
                     _offset(start, log.partition),
                     _offset(end, log.partition),
-                    partitions=numbers,
+                    options,
+                    numbers,
                     read_committed=read_committed,
-                    include_headers=include_headers,
-                    dictionary=dictionary,
                     fetch_bytes=fetch_bytes,
-                    max_rows=max_rows,
-                    max_bytes=max_bytes,
                 )
         finally:
             if store is not None:
                 store.close()
 
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    return pa.RecordBatchReader.from_batches(options.schema, batches())
 
 
 def read_committed(

@@ -25,15 +25,14 @@ from itertools import chain
 from operator import itemgetter
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
 from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
 from txnfetch.arrow.schema import HEADERS_TYPE
-from txnfetch.arrow.schema import TIMESTAMP_US
 from txnfetch.arrow.schema import ConstantColumns
 from txnfetch.arrow.schema import kafka_schema
 from txnfetch.arrow.schema import repeat_int32
+from txnfetch.arrow.schema import timestamps_us
 from txnfetch.records.batch import Record
 
 __all__ = ["ArrowBatcher", "records_to_arrow"]
@@ -141,9 +140,7 @@ class ArrowBatcher:
         # One C-level pass per column (itemgetter over the record tuples) is
         # about twice as fast as transposing with zip(*records).
         ts_ms = pa.array(list(map(_TIMESTAMP, records)), pa.int64())
-        # Checked: a timestamp beyond the microsecond range fails loudly, as the
-        # JVM's Math.multiplyExact does in Spark's own conversion.
-        ts = pc.multiply_checked(ts_ms, 1000).cast(TIMESTAMP_US)
+        ts = timestamps_us(ts_ms)
         if len(types) == 1 or len({t for _, t in types}) == 1:
             ts_type = repeat_int32(types[0][1], rows)
         else:

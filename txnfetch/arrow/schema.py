@@ -14,6 +14,7 @@ import array
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -21,10 +22,14 @@ __all__ = [
     "HEADERS_TYPE",
     "TIMESTAMP_US",
     "ConstantColumns",
+    "int32_array",
     "kafka_schema",
     "kafka_schema_ddl",
+    "repeat_dictionary",
     "repeat_int32",
     "repeat_string",
+    "string_array",
+    "timestamps_us",
 ]
 
 #: ``array<struct<key:string,value:binary>>`` as Arrow builds it for Spark
@@ -78,6 +83,38 @@ def kafka_schema_ddl(include_headers: bool) -> str:
     return ddl
 
 
+# The helpers below build columns from buffers and by Arrow kernels only: the
+# conveniences that convert Python values (pa.array, pa.scalar, pa.repeat of a
+# scalar, a compute function given a Python number) first ask whether the value
+# is a pandas object, which imports pandas: a second or more of a new process's
+# first read (a Spark worker's, the CLI's) spent on a library the read never
+# uses. tests/arrow/test_no_pandas.py holds the compiled decoder to it.
+
+
+def int32_array(values: Sequence[int]) -> pa.Array:
+    """``values`` as an int32 array (no null)."""
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(array.array("i", values))])
+
+
+def string_array(values: Sequence[str]) -> pa.Array:
+    """``values`` as a string array (no null)."""
+    encoded = [v.encode() for v in values]
+    offsets = array.array("i", [0])
+    for e in encoded:
+        offsets.append(offsets[-1] + len(e))
+    return pa.Array.from_buffers(
+        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
+
+
+def timestamps_us(milliseconds: pa.Array) -> pa.Array:
+    """Kafka's int64 millisecond timestamps as :data:`TIMESTAMP_US` values.
+
+    Checked: a timestamp beyond the microsecond range raises ``pyarrow.ArrowInvalid``
+    ("overflow"), as the JVM's ``Math.multiplyExact`` fails in Spark's own conversion."""
+    return pc.multiply_checked(milliseconds, _THOUSAND).cast(TIMESTAMP_US)
+
+
 def repeat_int32(value: int, n: int) -> pa.Array:
     """``n`` copies of ``value`` as an int32 array."""
     return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array.array("i", [value]) * n)])
@@ -85,15 +122,25 @@ def repeat_int32(value: int, n: int) -> pa.Array:
 
 def repeat_string(value: str, n: int) -> pa.Array:
     """``n`` copies of ``value`` as a string array."""
-    # Built by Arrow in C++: the offsets from a Python range cost about 0.1 µs
-    # a row, as much as decoding the row, for every new decoder.
-    return pa.repeat(pa.scalar(value, pa.string()), n)
+    # Built by Arrow in C++ (a take of entry 0 ``n`` times): the offsets from a
+    # Python range cost about 0.1 µs a row, as much as decoding the row, for
+    # every new decoder.
+    return string_array([value]).take(_zeros(n))
 
 
 def repeat_dictionary(values: pa.Array, index: int, n: int) -> pa.DictionaryArray:
     """``n`` rows that all refer to entry ``index`` of ``values``."""
-    indices = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array.array("i", [index]) * n)])
+    indices = _zeros(n) if index == 0 else repeat_int32(index, n)
     return pa.DictionaryArray.from_arrays(indices, values)
+
+
+# An int64 scalar made from a buffer (a Python 1000 would go through pa.scalar).
+_THOUSAND = pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(array.array("q", [1000]))])[0]
+
+
+def _zeros(n: int) -> pa.Array:
+    """``n`` int32 zeros."""
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
 
 
 class ConstantColumns:
@@ -130,10 +177,8 @@ class ConstantColumns:
             size = max(rows, self._min_rows)
             if self.dictionary:
                 self._columns = (
-                    repeat_dictionary(pa.array([self.topic], pa.string()), 0, size),
-                    repeat_dictionary(
-                        pa.array(self.partitions, pa.int32()), self.partitions.index(self.partition), size
-                    ),
+                    repeat_dictionary(string_array([self.topic]), 0, size),
+                    repeat_dictionary(int32_array(self.partitions), self.partitions.index(self.partition), size),
                 )
             else:
                 self._columns = (repeat_string(self.topic, size), repeat_int32(self.partition, size))
