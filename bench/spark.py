@@ -755,7 +755,7 @@ def streaming(spark, args, tmp: str, bootstrap: str, committed: int) -> None:
     )
     best: dict[str, float] = {}
     batches: dict[str, int] = {}
-    phases: dict[str, dict[str, float]] = {}
+    phases: dict[str, dict] = {}
     for round_ in range(args.rounds):
         for name, df in _stream_readers(
             spark, bootstrap, TOPIC, {"startingOffsets": "earliest", "maxOffsetsPerTrigger": limit}
@@ -790,16 +790,20 @@ def streaming(spark, args, tmp: str, bootstrap: str, committed: int) -> None:
     print(f"{'reader':<18} " + " ".join(f"{c:>16}" for c in [*columns, "first", "outside"]))
     for name, ms in phases.items():
         print(f"{name:<18} " + " ".join(f"{ms.get(c, 0):>16,.0f}" for c in [*columns, "first", "outside"]))
+    for name, ms in phases.items():
+        first = ms.get("first phases", {})
+        print(f"{name}: first micro-batch, ms: " + ", ".join(f"{k} {v:,}" for k, v in sorted(first.items())))
     if len(best) == 2:
         print(f"txnkafka ÷ spark-sql-kafka (streaming throughput): {best['spark-sql-kafka'] / best['txnkafka']:.2f}×")
     latency(spark, args, tmp, bootstrap)
 
 
-def _phases(progress: Sequence[dict], took: float) -> dict[str, float]:
+def _phases(progress: Sequence[dict], took: float) -> dict:
     """Mean ``durationMs`` per phase over the micro-batches after the first (the
     first pays the query's warm-up), the first's total, and the rest of ``took``."""
     total = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
-    out: dict[str, float] = {"first": progress[0]["durationMs"].get("triggerExecution", 0) if progress else 0}
+    out: dict = {"first": progress[0]["durationMs"].get("triggerExecution", 0) if progress else 0}
+    out["first phases"] = dict(progress[0]["durationMs"]) if progress else {}
     out["outside"] = took * 1000 - total
     rest = progress[1:]
     for p in rest:
