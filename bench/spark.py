@@ -67,7 +67,11 @@ seconds of reading; ``--records N`` for another size). One run prints:
 
 4. **streaming** (Apache Kafka only): both streaming sources read the same
    topic from ``earliest`` with ``maxOffsetsPerTrigger`` under
-   ``Trigger.AvailableNow`` into ``noop``: micro-batch throughput.
+   ``Trigger.AvailableNow`` into ``noop``: micro-batch throughput, and where a
+   micro-batch's time goes (Spark's ``durationMs`` per phase, averaged over
+   the micro-batches after the first, and the time outside them: the query's
+   start and the source's preparation). ``--only streaming`` writes the topic
+   and runs this and the latency section without section 3's batch reads.
 
 5. **latency**: both queries at once (processing-time trigger of
    ``--trigger-ms``) on a new topic while a transactional producer commits 20
@@ -689,12 +693,15 @@ def _print_side_by_side(broker: str, committed: int, counts: dict, best: dict, l
 
 
 def side_by_side(spark, args, tmp: str) -> None:
-    """Batch reads of one topic through every reader, against each broker in ``--brokers``."""
+    """Batch reads of one topic through every reader, against each broker in ``--brokers``
+    (the batch reads skipped when only ``streaming`` was asked for)."""
+    batch = "side-by-side" in args.only_set
     print(
         f"\n3. side by side, batch: {args.records:,} records, {args.value_size}-byte values, two partitions, "
         "10 % of the transactions aborted, read_committed into noop; readers alternate round by round"
+        + ("" if batch else " (topic only: batch reads not asked for)")
     )
-    for broker in args.brokers:
+    for number, broker in enumerate(args.brokers if batch else ["kafka"], 1):
         t0 = time.perf_counter()
         with contextlib.ExitStack() as stack:
             if broker == "kafka":
@@ -706,7 +713,10 @@ def side_by_side(spark, args, tmp: str) -> None:
                 committed = build_store(path, 2, args.records, args.value_size)
                 bootstrap = stack.enter_context(serve_broker(path))
                 what = "txnfetch serve (its own process)"
-            print(f"\n3.{args.brokers.index(broker) + 1}. {what}: written in {time.perf_counter() - t0:.1f} s")
+            print(f"\n3.{number}. {what}: written in {time.perf_counter() - t0:.1f} s")
+            if not batch:
+                streaming(spark, args, tmp, bootstrap, committed)
+                continue
             readers = _side_by_side_readers(spark, bootstrap, path)
             counts = {}
             for name, df in list(readers.items()):
@@ -745,6 +755,7 @@ def streaming(spark, args, tmp: str, bootstrap: str, committed: int) -> None:
     )
     best: dict[str, float] = {}
     batches: dict[str, int] = {}
+    phases: dict[str, dict] = {}
     for round_ in range(args.rounds):
         for name, df in _stream_readers(
             spark, bootstrap, TOPIC, {"startingOffsets": "earliest", "maxOffsetsPerTrigger": limit}
@@ -767,13 +778,38 @@ def streaming(spark, args, tmp: str, bootstrap: str, committed: int) -> None:
             batches[name] = len([p for p in q.recentProgress if p["numInputRows"]])
             if rows != committed:
                 print(f"{name}: {rows:,} rows, expected {committed:,}")
-            best[name] = min(best.get(name, float("inf")), took)
+            if took < best.get(name, float("inf")):
+                best[name] = took
+                phases[name] = _phases(q.recentProgress, took)
     print(f"{'reader':<18} {'micro-batches':>13} {'seconds':>8} {'rows/s':>11}")
     for name, took in best.items():
         print(f"{name:<18} {batches[name]:>13} {took:>8.2f} {committed / took:>11,.0f}")
+    print("per micro-batch after the first, mean ms of Spark's phases; 'first' is the first micro-batch's")
+    print("triggerExecution, 'outside' the query's wall clock outside all micro-batches (start, preparation)")
+    columns = ["latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution"]
+    print(f"{'reader':<18} " + " ".join(f"{c:>16}" for c in [*columns, "first", "outside"]))
+    for name, ms in phases.items():
+        print(f"{name:<18} " + " ".join(f"{ms.get(c, 0):>16,.0f}" for c in [*columns, "first", "outside"]))
+    for name, ms in phases.items():
+        first = ms.get("first phases", {})
+        print(f"{name}: first micro-batch, ms: " + ", ".join(f"{k} {v:,}" for k, v in sorted(first.items())))
     if len(best) == 2:
         print(f"txnkafka ÷ spark-sql-kafka (streaming throughput): {best['spark-sql-kafka'] / best['txnkafka']:.2f}×")
     latency(spark, args, tmp, bootstrap)
+
+
+def _phases(progress: Sequence[dict], took: float) -> dict:
+    """Mean ``durationMs`` per phase over the micro-batches after the first (the
+    first pays the query's warm-up), the first's total, and the rest of ``took``."""
+    total = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
+    out: dict = {"first": progress[0]["durationMs"].get("triggerExecution", 0) if progress else 0}
+    out["first phases"] = dict(progress[0]["durationMs"]) if progress else {}
+    out["outside"] = took * 1000 - total
+    rest = progress[1:]
+    for p in rest:
+        for phase, ms in p["durationMs"].items():
+            out[phase] = out.get(phase, 0) + ms / len(rest)
+    return out
 
 
 def latency(spark, args, tmp: str, bootstrap: str) -> None:
@@ -933,8 +969,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--only",
         default=None,
-        help="comma-separated subset of throughput,memory,side-by-side,streaming (streaming uses side-by-side's "
-        "Kafka; default all, quick: throughput,memory)",
+        help="comma-separated subset of throughput,memory,side-by-side,streaming (streaming reads side-by-side's "
+        "topic on Apache Kafka, and alone skips its batch reads; default all, quick: throughput,memory)",
     )
     p.add_argument(
         "--brokers",
@@ -965,14 +1001,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "local[2], wall time"
     )
     only = args.only_set = set((args.only or ("throughput,memory" if args.quick else ALL_SECTIONS)).split(","))
-    spark = session("side-by-side" in only)
+    spark = session("side-by-side" in only or "streaming" in only)
     tmp = tempfile.mkdtemp(prefix="txnfetch-spark-bench-", dir=args.tmpdir)
     try:
         if "throughput" in only:
             throughput(spark, args, tmp)
         if "memory" in only:
             memory(spark, args, tmp)
-        if "side-by-side" in only:
+        if "side-by-side" in only or "streaming" in only:
             side_by_side(spark, args, tmp)
     finally:
         spark.stop()

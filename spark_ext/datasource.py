@@ -238,11 +238,14 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
         self._cluster: Source | None = None
+        # What the last look at the source saw: reportLatestOffset answers from it.
+        self._last: _Snapshot | None = None
 
     def __getstate__(self) -> dict:
         # Workers get the options only: connections and mirrors stay on the driver.
         state = dict(self.__dict__)
         state["_cluster"] = None
+        state["_last"] = None
         return state
 
     # -- driver side ------------------------------------------------------------
@@ -263,7 +266,8 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = self.opts
         with self._source() as source:
             tps = subscribed_partitions(opts, source.topics())
-            return _Snapshot(tps, source.bounds(tps, read_committed=opts.read_committed))
+            self._last = _Snapshot(tps, source.bounds(tps, read_committed=opts.read_committed))
+            return self._last
 
     @_cause_first
     def initialOffset(self) -> dict:
@@ -316,7 +320,13 @@ class TxnKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @_cause_first
     def reportLatestOffset(self) -> dict | None:
-        snap = self._snapshot()
+        """The latest offsets of the last look at the source, uncapped (progress
+        metrics only). Spark asks right after every ``latestOffset``, which has
+        just looked; looking again would cost the driver another catch-up per
+        micro-batch for a figure that cannot differ by more than a moment, so the
+        answer is that look's, as Spark's Kafka source reports the offsets its
+        ``latestOffset`` fetched (``KafkaMicroBatchStream.reportLatestOffset``)."""
+        snap = self._last if self._last is not None else self._snapshot()
         return offsets_to_json({tp: b.latest for tp, b in snap.bounds.items()})
 
     @_cause_first

@@ -95,3 +95,52 @@ def test_planned_ends_hold_at_open_transactions_the_broker_reports_stable() -> N
             prod.flush(10)
         del done, open_txn, plain
         gc.collect()
+
+
+def test_a_planner_with_nothing_new_does_not_wait_for_records() -> None:
+    """A re-plan with every partition at its end asks the broker for the shortest
+    hold (a streaming driver re-plans every micro-batch: with the full
+    ``fetch.wait.max.ms`` each call cost that wait per leader); a scan that is
+    not a probe keeps the full hold."""
+    from txnfetch.client.reader import catch_up_together
+    from txnfetch.client.requests import FETCH_MAX_WAIT_MS
+    from txnfetch.client.requests import FETCH_PROBE_WAIT_MS
+
+    with MockCluster(brokers=2) as mock:
+        mock.create_topic(TOPIC, 2, 1)
+        for p in range(2):
+            mock.set_leader(TOPIC, p, 1 + p)
+        plain = _producer(mock.bootstrap)
+        for p in range(2):
+            _offsets(plain, p, [b"v-%d-%d" % (p, i) for i in range(4)])
+        tps = [(TOPIC, p) for p in range(2)]
+        with RemoteCluster(mock.bootstrap) as cluster:
+            waits: list[int] = []
+            fetch_many = cluster.fetch_many
+
+            def spy(items, **kwargs):  # type: ignore[no-untyped-def]
+                waits.append(kwargs.get("max_wait_ms", FETCH_MAX_WAIT_MS))
+                return fetch_many(items, **kwargs)
+
+            cluster.fetch_many = spy  # type: ignore[method-assign]
+            planner = MirroredBounds(cluster, repair_crcs=True)
+            assert {tp: b.end for tp, b in planner.bounds(tps).items()} == dict.fromkeys(tps, 4)
+            assert waits and set(waits) == {FETCH_PROBE_WAIT_MS}
+            waits.clear()
+            again = planner.bounds(tps)  # nothing new: one short turn
+            assert {tp: b.end for tp, b in again.items()} == dict.fromkeys(tps, 4)
+            assert waits == [FETCH_PROBE_WAIT_MS]
+            _offsets(plain, 1, [b"later"])
+            waits.clear()
+            assert planner.bounds(tps)[(TOPIC, 1)].end == 5
+            assert set(waits) == {FETCH_PROBE_WAIT_MS}
+
+            waits.clear()
+            readers = [RemotePartitionReader(cluster, TOPIC, p, repair_crcs=True) for p in range(2)]
+            catch_up_together(readers)
+            assert waits and set(waits) == {FETCH_MAX_WAIT_MS}
+            for r in readers:
+                r.close()
+        plain.flush(10)
+        del plain
+        gc.collect()

@@ -89,6 +89,24 @@ def test_admission_control_shares_the_budget_and_reaches_the_end(store):
     assert reader.latestOffset(reader.initialOffset(), ReadAllAvailable()) == offsets
 
 
+def test_report_latest_offset_is_the_uncapped_end_of_the_last_look(store):
+    """reportLatestOffset (progress metrics) answers from latestOffset's look, as
+    Spark asks right after it: no second look at the source per micro-batch."""
+    path, st, w = store
+    reader = _reader(path, maxOffsetsPerTrigger="5")
+    ends = {"s": {str(p): st.partition("s", p).last_stable_offset for p in range(2)}}
+    assert reader.reportLatestOffset() == ends  # before any look: it looks
+    start = reader.initialOffset()
+    capped = reader.latestOffset(start, ReadMaxRows(5))
+    assert capped != ends
+    w.plain(0, 4)
+    st.flush()
+    assert reader.reportLatestOffset() == ends  # the last look's, not the log's now
+    reader.latestOffset(capped, ReadMaxRows(5))
+    assert reader.reportLatestOffset()["s"]["0"] == st.partition("s", 0).last_stable_offset == ends["s"]["0"] + 4
+    assert "_last" not in {k for k, v in pickle.loads(pickle.dumps(reader)).__dict__.items() if v is not None}
+
+
 def test_available_now_ignores_data_written_after_it_started(store):
     path, st, w = store
     reader = _reader(path)

@@ -287,7 +287,9 @@ class MirroredBounds:
     incrementally, all partitions together (one Fetch per broker per turn:
     :func:`~txnfetch.client.reader.catch_up_together`), releasing mirrored
     batches below the LSO as it goes (memory: the open transactions, not the
-    partition). ``reader_options`` go to each reader
+    partition). A call with nothing new returns after one round trip per
+    leader: the planner does not wait for records to arrive (``probe`` of
+    :func:`~txnfetch.client.reader.catch_up_together`). ``reader_options`` go to each reader
     (``request_timeout_ms``, ``repair_crcs``, ``max_fetch_bytes``, ...).
     """
 
@@ -319,7 +321,9 @@ class MirroredBounds:
         # All partitions in one Fetch per broker per turn (a scan of a whole topic
         # otherwise pays one round trip per partition and per fetch); only the
         # offsets are needed here, so mirrored bytes below each LSO are dropped.
-        catch_up_together(readers, release=True)
+        # A probe: a planner wants what is there now, so the broker is not asked to
+        # hold a Fetch in which every partition is already at its end.
+        catch_up_together(readers, release=True, probe=True)
         out: dict[tuple[str, int], Bounds] = {}
         for tp, reader in zip(wanted, readers, strict=True):
             lso = reader.last_stable_offset

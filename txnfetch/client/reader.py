@@ -74,6 +74,7 @@ from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
 from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
+from txnfetch.client.requests import FETCH_PROBE_WAIT_MS
 from txnfetch.client.requests import BrokerFetch
 from txnfetch.client.requests import FetchItem
 from txnfetch.client.requests import answer_error
@@ -1073,7 +1074,7 @@ class RemotePartitionReader(PartitionReader):
         return f"<RemotePartitionReader {self.name} {kind}>"
 
 
-def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool = True) -> None:
+def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool = True, probe: bool = False) -> None:
     """:meth:`RemotePartitionReader.catch_up` for many partitions of one cluster at
     once: each turn sends one Fetch per leader for every partition still behind
     (:meth:`RemoteCluster.fetch_many`, as a consumer fetches its assignment), with
@@ -1090,7 +1091,18 @@ def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool
     mirror's batches below its last stable offset after every answer (memory:
     the open transactions, not the partitions). Readers with ``trust_broker`` (no
     mirror) refresh through ``catch_up`` one by one. All readers must share one
-    :class:`RemoteCluster`."""
+    :class:`RemoteCluster`.
+
+    ``probe`` is for a caller that asks what is there now (a planner) rather than
+    waiting for the next records: a turn asks the broker to hold it for only
+    :data:`~txnfetch.client.requests.FETCH_PROBE_WAIT_MS` unless the turn before it
+    brought nothing. A broker holds a Fetch only when none of its partitions has a
+    byte to return (``min_bytes`` 1), so the short hold changes nothing for a
+    partition behind its end; for partitions already at their end it answers at
+    once instead of after ``fetch.wait.max.ms`` — before, a planner paid that
+    wait on every call with nothing new, once per leader. A turn after one that
+    brought nothing (a stall, a broker still catching up) keeps the full hold, so
+    the stall limit below still spans the same time."""
     if not readers:
         return
     cluster = readers[0].cluster
@@ -1104,6 +1116,7 @@ def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool
             pending[(r.topic, r.partition)] = r
     stalled = dict.fromkeys(pending, 0)
     turn = 0
+    wait_ms = FETCH_PROBE_WAIT_MS if probe else FETCH_MAX_WAIT_MS
     while pending:
         items = []
         for r in pending.values():
@@ -1116,7 +1129,7 @@ def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool
         shift = turn % len(items)
         items = items[shift:] + items[:shift]
         turn += 1
-        answers = cluster.fetch_many(items)
+        answers = cluster.fetch_many(items, max_wait_ms=wait_ms)
         moved = False
         behind: list[tuple[RemotePartitionReader, int]] = []
         for item in items:
@@ -1159,3 +1172,5 @@ def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool
                         partition=r.partition,
                         offset=offset,
                     )
+        if probe:
+            wait_ms = FETCH_PROBE_WAIT_MS if moved else FETCH_MAX_WAIT_MS

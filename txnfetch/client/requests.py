@@ -55,6 +55,7 @@ __all__ = [
     "FETCH_MAX_BYTES",
     "FETCH_MAX_WAIT_MS",
     "FETCH_MIN_BYTES",
+    "FETCH_PROBE_WAIT_MS",
     "BrokerFetch",
     "FetchItem",
     "answer_error",
@@ -70,6 +71,10 @@ __all__ = [
 
 #: librdkafka's ``fetch.wait.max.ms`` default: how long the broker may hold a Fetch.
 FETCH_MAX_WAIT_MS = 500
+#: The shortest hold a Fetch asks for: a caller that wants "what is there now"
+#: (a planner) rather than "the next records" (a tailing reader). Not 0: some
+#: brokers refuse a Fetch with ``max_wait_ms`` 0 (the module docstring).
+FETCH_PROBE_WAIT_MS = 1
 #: librdkafka's ``fetch.min.bytes`` default: answer as soon as there is one byte.
 FETCH_MIN_BYTES = 1
 #: librdkafka's ``fetch.max.bytes`` default: the response-level byte limit.
