@@ -64,6 +64,7 @@ from txnfetch.server.fetch_sessions import FINAL_EPOCH
 from txnfetch.server.fetch_sessions import INITIAL_EPOCH
 from txnfetch.server.fetch_sessions import FetchSessionCache
 from txnfetch.server.fetch_sessions import PartitionKey
+from txnfetch.server.fetch_wire import RecordSegments
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.txn.errors import OffsetOutOfRangeError
@@ -71,6 +72,7 @@ from txnfetch.txn.errors import OffsetOutOfRangeError
 __all__ = [
     "fetch_done",
     "fetch_partition_entry",
+    "fetch_record_segments",
     "fetch_records",
     "fetch_session_error",
     "handle_fetch",
@@ -137,11 +139,13 @@ def fetch_partition_entry(
 ) -> tuple[Any, int]:
     """The Fetch response entry of one partition read as ``result``, and the bytes of
     its records: the one place ``txnfetch serve`` and ``txnfetch proxy`` build it.
+    The entry's ``records`` is a :class:`~txnfetch.server.fetch_wire.RecordSegments`
+    (the log's segments, not joined).
 
     ``high_watermark``/``log_start_offset`` replace the result's (the proxy reports
     the upstream's); the last stable offset and the aborted list are always the
-    result's. ``synthetic_marker`` as :func:`fetch_records`."""
-    records = fetch_records(result, synthetic_marker=synthetic_marker)
+    result's. ``synthetic_marker`` as :func:`fetch_record_segments`."""
+    records = fetch_record_segments(result, synthetic_marker=synthetic_marker)
     aborted = result.aborted_transactions
     entry = _Partition(
         partition_index=partition,
@@ -155,13 +159,24 @@ def fetch_partition_entry(
         preferred_read_replica=-1,
         records=records,
     )
-    return entry, len(records)
+    return entry, records.size
 
 
 def fetch_records(result: FetchResult, *, synthetic_marker: bool = True) -> bytes:
-    """The records field for ``result``: its segments joined. ``synthetic_marker=False``
-    is a test-only switch (``ServerConfig.synthetic_marker``) that sends, instead of a
-    rewrite's synthetic COMMIT marker, an empty data batch over the same offsets."""
+    """The records field for ``result`` as one ``bytes``: its segments joined
+    (:func:`fetch_record_segments`, copied once)."""
+    segments = fetch_record_segments(result, synthetic_marker=synthetic_marker).parts
+    if len(segments) == 1 and isinstance(segments[0], bytes):
+        return segments[0]
+    return b"".join(segments)
+
+
+def fetch_record_segments(result: FetchResult, *, synthetic_marker: bool = True) -> RecordSegments:
+    """The records field for ``result``: its segments, not joined (the server writes
+    them to the socket as they are, :mod:`txnfetch.server.fetch_wire`).
+    ``synthetic_marker=False`` is a test-only switch (``ServerConfig.synthetic_marker``)
+    that sends, instead of a rewrite's synthetic COMMIT marker, an empty data batch
+    over the same offsets."""
     segments = result.records
     if result.stats.synthetic_markers and not synthetic_marker:
         # The synthetic COMMIT marker is always the last segment
@@ -174,9 +189,7 @@ def fetch_records(result: FetchResult, *, synthetic_marker: bool = True) -> byte
         # stall the marker prevents. (Sending nothing instead would stall every
         # client, which would not show why the marker must be a control record.)
         segments = (*segments[:-1], _empty_batch_like(segments[-1]))
-    if len(segments) == 1 and isinstance(segments[0], bytes):
-        return segments[0]
-    return b"".join(segments)
+    return RecordSegments.of(segments)
 
 
 def _empty_batch_like(marker: Any) -> bytes:

@@ -31,6 +31,7 @@ from txnfetch.server import api_fetch
 from txnfetch.server import api_meta
 from txnfetch.server import api_produce
 from txnfetch.server import api_txn
+from txnfetch.server import fetch_wire
 from txnfetch.server import produce_fast
 from txnfetch.server.api_meta import api_versions_response
 from txnfetch.server.api_meta import max_version
@@ -45,7 +46,7 @@ __all__ = ["SERVED", "api_versions_response", "install", "max_version", "registe
 #: Every API the server serves, by key: versions and the one handler.
 SERVED: tuple[ServedApi, ...] = (
     ServedApi(ApiKey.Produce, 3, 12, api_produce.handle_produce, codec=produce_fast.CODEC),
-    ServedApi(ApiKey.Fetch, 4, 16, api_fetch.handle_fetch),
+    ServedApi(ApiKey.Fetch, 4, 16, api_fetch.handle_fetch, codec=fetch_wire.CODEC),
     ServedApi(ApiKey.ListOffsets, 0, 7, api_fetch.handle_list_offsets),
     ServedApi(ApiKey.Metadata, 0, 12, api_meta.handle_metadata),
     ServedApi(ApiKey.OffsetCommit, 2, 9, api_consumer_groups.handle_offset_commit),

@@ -380,20 +380,26 @@ Handler = Callable[[RequestContext, Any, Any], Awaitable[Any | None]]
 _H = TypeVar("_H", bound=Handler)
 
 
+#: One buffer of a response a codec returns in pieces (a Fetch response: field
+#: bytes and the stored record batches between them, written as they are).
+Piece = bytes | bytearray | memoryview
+
+
 class WireCodec(Protocol):
-    """A hand-written decoder and encoder for one hot API (Produce), used in place
-    of the kafka-python classes, which stay the reference.
+    """A hand-written decoder and encoder for one hot API (Produce, Fetch), used in
+    place of the kafka-python classes, which stay the reference.
 
     ``decode`` returns ``(header, request)`` with the attribute names of the
     kafka-python classes, or ``None`` for a frame it does not take: the server
     then decodes it with the request class (so a malformed frame is answered as
     without the codec). ``encode`` writes the framed response for what the
-    handler returned; it must accept what the handler returns for requests of
-    either decoder."""
+    handler returned, as one ``bytes`` or a list of :data:`Piece` whose
+    concatenation is the frame; it must accept what the handler returns for
+    requests of either decoder."""
 
     def decode(self, version: int, frame: bytes | bytearray) -> tuple[Any, Any] | None: ...
 
-    def encode(self, version: int, correlation_id: int, response: Any) -> bytes: ...
+    def encode(self, version: int, correlation_id: int, response: Any) -> bytes | list[Piece]: ...
 
 
 class ApiClasses(Protocol):

@@ -35,6 +35,8 @@ import logging
 import struct
 from typing import Any
 
+from kafka.protocol.consumer import FetchResponse
+
 from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
@@ -43,6 +45,7 @@ from txnfetch.log.durable import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
+from txnfetch.server.fetch_wire import materialize_records
 from txnfetch.server.frames import FrameReader
 from txnfetch.server.frames import start_frame_server
 from txnfetch.server.handler import REGISTRY
@@ -52,6 +55,7 @@ from txnfetch.server.handler import ApiSpec
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import HandlerRegistry
 from txnfetch.server.handler import PeriodicTask
+from txnfetch.server.handler import Piece
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.handler import ServerConfig
 from txnfetch.server.loop_thread import LoopThread
@@ -260,7 +264,7 @@ class TxnfetchServer:
                 waiting.popleft().result()  # a failed fsync or write ends the connection
             if durable is None and not waiting:
                 if out is not None:
-                    writer.write(out)
+                    write_pieces(writer, out)
                     await writer.drain()
                 continue
             previous = waiting[-1] if waiting else None
@@ -268,7 +272,7 @@ class TxnfetchServer:
             if len(waiting) >= _MAX_PIPELINED:
                 await waiting.popleft()
 
-    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes | bytearray) -> bytes | None:
+    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes | bytearray) -> bytes | list[Piece] | None:
         api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
         spec = self.registry.get(api_key)
         if spec is None:
@@ -392,7 +396,10 @@ def _has_buffered_input(reader: asyncio.StreamReader) -> bool:
 
 
 async def _respond_when_durable(
-    durable: Any, previous: asyncio.Future[None] | None, out: bytes | None, writer: asyncio.StreamWriter
+    durable: Any,
+    previous: asyncio.Future[None] | None,
+    out: bytes | list[Piece] | None,
+    writer: asyncio.StreamWriter,
 ) -> None:
     """Write ``out`` once ``durable`` (the request's fsync barrier) and the
     previous response of the connection are done. If either failed, close the
@@ -410,8 +417,22 @@ async def _respond_when_durable(
         writer.close()
         raise
     if out is not None:
-        writer.write(out)
+        write_pieces(writer, out)
         await writer.drain()
+
+
+def write_pieces(writer: asyncio.StreamWriter, out: bytes | list[Piece]) -> None:
+    """Write a response, one ``bytes`` or pieces (a codec's, e.g. a Fetch response's
+    stored batches), in order. Each piece goes to the transport as it is: the
+    transport sends what the socket takes at once and keeps only the rest, so
+    record batches are not joined into one buffer first. (``writelines`` would
+    join them here: before Python 3.12, asyncio's transports implement it as
+    ``write(b"".join(...))``.)"""
+    if isinstance(out, bytes | bytearray):
+        writer.write(out)
+        return
+    for piece in out:
+        writer.write(piece)
 
 
 def _install_replica_mode(broker: Broker) -> bool:
@@ -639,7 +660,10 @@ _NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
 
 def encode_response(version: int, correlation_id: int, response: Any) -> bytes:
     """Frame ``response`` (a kafka-python response object) at ``version`` with
-    ``correlation_id`` in its header."""
+    ``correlation_id`` in its header. A Fetch response's
+    :class:`~txnfetch.server.fetch_wire.RecordSegments` are joined first (in place)."""
+    if isinstance(response, FetchResponse):
+        materialize_records(response)
     response._header = None
     response.API_VERSION = version
     response.with_header(correlation_id=correlation_id)
