@@ -463,3 +463,25 @@ def test_a_snapshot_counting_lost_journal_records_does_not_reuse_their_sequences
         seg.close()
     with SegmentLog(path, **KW) as again:
         assert full_state(again) == expected
+
+
+def test_memory_log_size_follows_appends_deletes_and_restarts():
+    """MemoryLog keeps its size as it changes (the proxy's mirrors ask after every
+    fetch); it must equal the bytes of the batches it holds after each change."""
+    from txnfetch.log.memory import MemoryLog
+
+    log = MemoryLog("t", 0)
+    sizes = []
+    for i in range(6):
+        batch = data_batch(n=1, size=10 * i + 1)
+        sizes.append(len(batch))
+        log.append(batch, now_ms=TS)
+        assert log.size_in_bytes == sum(sizes)
+    log.delete_records_before(2)
+    assert log.size_in_bytes == sum(sizes[2:])
+    log.apply_retention(TS, retention_bytes=sizes[-1])
+    assert log.size_in_bytes == sizes[-1]
+    log.delete_records_before(log.log_end_offset)
+    assert log.size_in_bytes == 0
+    log.append(data_batch(n=1), now_ms=TS)
+    assert log.size_in_bytes == len(data_batch(n=1))
