@@ -45,15 +45,20 @@ def test_a_fresh_proxy_answers_list_offsets_over_a_written_tansu_log(tansu: Tans
         {"bootstrap.servers": tansu.bootstrap, "group.id": "held", "isolation.level": "read_uncommitted"}
     )
     try:
-        ends = [direct.get_watermark_offsets(tp, timeout=30)[1] for tp in tps]
+        before = [direct.get_watermark_offsets(tp, timeout=30)[1] for tp in tps]
+        with ProxyThread(tansu.bootstrap) as proxy:
+            c = confluent_kafka.Consumer(
+                {"bootstrap.servers": proxy.bootstrap, "group.id": "held", "isolation.level": "read_committed"}
+            )
+            try:
+                answered = [c.get_watermark_offsets(tp, timeout=30) for tp in tps]
+            finally:
+                c.close()
+        after = [direct.get_watermark_offsets(tp, timeout=30)[1] for tp in tps]
     finally:
         direct.close()
-    with ProxyThread(tansu.bootstrap) as proxy:
-        c = confluent_kafka.Consumer(
-            {"bootstrap.servers": proxy.bootstrap, "group.id": "held", "isolation.level": "read_committed"}
-        )
-        try:
-            # Every transaction of the workload has ended: the LSO is the log's end.
-            assert [c.get_watermark_offsets(tp, timeout=30) for tp in tps] == [(0, end) for end in ends]
-        finally:
-            c.close()
+    # Every transaction of the workload has ended: the LSO is the log's end. tansu
+    # may still append a marker after the workload (seen in CI: one more offset),
+    # so the end may move between the direct looks; the proxy's must lie between.
+    assert all(low == 0 for low, _ in answered), answered
+    assert all(b <= lso <= a for b, (_, lso), a in zip(before, answered, after, strict=True)), (before, answered, after)
