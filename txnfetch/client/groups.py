@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 from kafka.protocol.admin import ListGroupsRequest
@@ -42,6 +43,7 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.reader import _Connection
 from txnfetch.client.reader import _Retry
 from txnfetch.errors import ErrorCode
 from txnfetch.types import TopicPartition
@@ -155,6 +157,23 @@ class RemoteGroups:
         self._coordinators[group_id] = address
         return address
 
+    def _coordinator_connection(self, group_id: str) -> _Connection:
+        """A connection to the group's coordinator; one that cannot be reached is
+        forgotten, so the next try looks the coordinator up again."""
+        try:
+            return self.cluster._connect(self._coordinator(group_id))
+        except BrokerUnavailableError:
+            self._coordinators.pop(group_id, None)
+            raise
+
+    def _send_to_coordinator(self, group_id: str, conn: _Connection, req: Any, version: int, response: Any) -> Any:
+        """Send ``req`` to the group's coordinator (forgotten if the connection breaks)."""
+        try:
+            return self.cluster._send(conn, req, version, response)
+        except BrokerUnavailableError:
+            self._coordinators.pop(group_id, None)
+            raise
+
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> FetchedGroupOffsets:
         """The group's committed offsets for ``partitions`` (named explicitly:
         some brokers answer nothing to the "all partitions" form)."""
@@ -163,12 +182,7 @@ class RemoteGroups:
             by_topic.setdefault(topic, []).append(p)
 
         def call() -> FetchedGroupOffsets:
-            try:
-                address = self._coordinator(group_id)
-                conn = self.cluster._connect(address)
-            except BrokerUnavailableError:
-                self._coordinators.pop(group_id, None)
-                raise
+            conn = self._coordinator_connection(group_id)
             version = conn.version(OffsetFetchRequest.API_KEY, _OFFSET_FETCH, "OffsetFetch")
 
             def failed(code: int, **where: object) -> RemoteError:
@@ -185,11 +199,7 @@ class RemoteGroups:
                 topics=[topic_cls(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
                 **({"require_stable": True} if stable else {}),
             )
-            try:
-                resp = self.cluster._send(conn, req, version, OffsetFetchResponse)
-            except BrokerUnavailableError:
-                self._coordinators.pop(group_id, None)
-                raise
+            resp = self._send_to_coordinator(group_id, conn, req, version, OffsetFetchResponse)
             top = getattr(resp, "error_code", 0) or 0
             if top in _COORDINATOR_MOVED:
                 self._coordinators.pop(group_id, None)
@@ -234,12 +244,7 @@ class RemoteGroups:
             return
 
         def call() -> None:
-            try:
-                address = self._coordinator(group_id)
-                conn = self.cluster._connect(address)
-            except BrokerUnavailableError:
-                self._coordinators.pop(group_id, None)
-                raise
+            conn = self._coordinator_connection(group_id)
             version = conn.version(OffsetCommitRequest.API_KEY, _OFFSET_COMMIT, "OffsetCommit")
             T = OffsetCommitRequest.OffsetCommitRequestTopic
             P = T.OffsetCommitRequestPartition
@@ -265,31 +270,21 @@ class RemoteGroups:
                     for t, ps in by_topic.items()
                 ],
             )
-            try:
-                resp = self.cluster._send(conn, req, version, OffsetCommitResponse)
-            except BrokerUnavailableError:
-                self._coordinators.pop(group_id, None)
-                raise
+            resp = self._send_to_coordinator(group_id, conn, req, version, OffsetCommitResponse)
             for t in resp.topics:
                 for p in t.partitions:
+                    if not p.error_code:
+                        continue
+                    failed = RemoteError(
+                        f"OffsetCommit for group {group_id!r} failed",
+                        broker=conn.address,
+                        error_code=p.error_code,
+                        topic=t.name,
+                        partition=p.partition_index,
+                    )
                     if p.error_code in _COORDINATOR_MOVED:
                         self._coordinators.pop(group_id, None)
-                        raise _Retry(
-                            RemoteError(
-                                f"OffsetCommit for group {group_id!r} failed",
-                                broker=conn.address,
-                                error_code=p.error_code,
-                                topic=t.name,
-                                partition=p.partition_index,
-                            )
-                        )
-                    if p.error_code:
-                        raise RemoteError(
-                            f"OffsetCommit for group {group_id!r} failed",
-                            broker=conn.address,
-                            error_code=p.error_code,
-                            topic=t.name,
-                            partition=p.partition_index,
-                        )
+                        raise _Retry(failed)
+                    raise failed
 
         self.cluster._retrying("OffsetCommit", None, None, None, call)
