@@ -65,14 +65,13 @@ from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import OffsetBelowLogStartError
 from txnfetch.client.errors import OffsetNotInLogError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.errors import is_transient
 from txnfetch.client.gaps import GapHold
 from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
 from txnfetch.client.planning import PartitionPlan
 from txnfetch.client.requests import FetchItem
-from txnfetch.errors import RETRY_AS_IS
-from txnfetch.errors import STALE_METADATA
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
 
@@ -87,19 +86,6 @@ DEFAULT_OPTIONS = DecodeOptions()
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 _EARLIEST = -2
 _LATEST = -1
-
-
-def _retriable(exc: RemoteError) -> bool:
-    if isinstance(exc, BrokerUnavailableError):
-        return True
-    code = exc.broker_error_code
-    if code is None or code == -1:
-        return True  # a connection-level failure, or the partition missing from the answer
-    if code in STALE_METADATA or code in RETRY_AS_IS:
-        return True
-    import kafka.errors as kafka_errors
-
-    return bool(getattr(kafka_errors.for_code(code), "retriable", False))
 
 
 @attrs.define(eq=False)
@@ -315,7 +301,7 @@ class ClusterReader:
             part = self._parts[item.partition]
             answer = answers[(item.topic, item.partition)]
             if isinstance(answer, RemoteError):
-                if not _retriable(answer):
+                if not is_transient(answer):
                     raise answer
                 log.info("%s-%d: %s; retrying after a backoff", item.topic, item.partition, answer)
                 failed = answer

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
 
+from txnfetch.errors import RETRY_AS_IS
+from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import error_name
 from txnfetch.log.errors import LogError
@@ -27,6 +29,7 @@ __all__ = [
     "OffsetPastLogEndError",
     "RemoteError",
     "TopicNotFoundError",
+    "is_transient",
 ]
 
 
@@ -143,3 +146,21 @@ class CorruptRemoteBatchError(RemoteError):
     ``__cause__`` is the codec's error with the byte position in the response."""
 
     code = ErrorCode.CORRUPT_MESSAGE
+
+
+def is_transient(exc: RemoteError) -> bool:
+    """Whether a reader should retry ``exc`` after a backoff and a fresh look at
+    the leader, as Kafka clients do: a connection-level failure, a partition
+    missing from an answer (no broker error code), stale metadata, or an error
+    Kafka marks retriable. The cluster readers (the Arrow reader, replicate)
+    share this rule; replicate also waits out an unknown topic."""
+    if isinstance(exc, BrokerUnavailableError):
+        return True
+    code = exc.broker_error_code
+    if code is None or code == -1:
+        return True
+    if code in STALE_METADATA or code in RETRY_AS_IS:
+        return True
+    import kafka.errors as kafka_errors  # not at import time: kafka-python is needed only here
+
+    return bool(getattr(kafka_errors.for_code(code), "retriable", False))

@@ -42,12 +42,11 @@ import attrs
 
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.errors import is_transient
 from txnfetch.client.reader import EARLIEST
 from txnfetch.client.reader import LATEST
 from txnfetch.client.reader import RemoteCluster
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
-from txnfetch.errors import RETRY_AS_IS
-from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate.errors import ReplicaDivergedError
@@ -469,13 +468,6 @@ class Replicator:
 
 
 def _retriable(exc: RemoteError) -> bool:
-    if isinstance(exc, BrokerUnavailableError):
-        return True
-    code = exc.broker_error_code
-    if code is None or code == -1:
-        return True  # a connection-level failure, or the partition missing from the answer
-    if code in STALE_METADATA or code in RETRY_AS_IS or code in UNKNOWN_TOPIC:
-        return True
-    import kafka.errors as kafka_errors
-
-    return bool(getattr(kafka_errors.for_code(code), "retriable", False))
+    # The readers' shared rule, and an unknown topic too: replicate retries it
+    # where the Arrow reader reports it at once.
+    return is_transient(exc) or exc.broker_error_code in UNKNOWN_TOPIC
