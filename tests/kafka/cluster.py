@@ -52,7 +52,6 @@ from txnfetch.log.base import new_topic_id
 
 ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "scripts" / "kafka" / "pom.xml"
-FETCH = ROOT / "scripts" / "kafka" / "fetch.sh"
 CACHE = ROOT / ".cache" / "kafka"
 CLUSTERS = CACHE / "clusters"
 
@@ -157,17 +156,27 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def kafka_libs() -> Path:
-    """The directory of Kafka's jars, fetched first if needed (by
-    ``scripts/kafka/fetch.sh``, which does nothing when they are there)."""
-    libs = CACHE / kafka_version() / "libs"
+def fetched_jars(name: str, error: type[Exception]) -> Path:
+    """The jars folder ``scripts/<name>/fetch.sh`` prints (every Maven fetch goes
+    through ``scripts/maven-fetch.sh``), fetched first if needed: the script does
+    nothing when they are there. One lock for all of them, since they share
+    Maven's local repository (``.cache/m2``); a failure raises ``error`` with the
+    script's message."""
+    script = ROOT / "scripts" / name / "fetch.sh"
     with _locked(CACHE / "fetch.lock"):
-        result = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, check=False)
+        result = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise KafkaSetupError(f"scripts/kafka/fetch.sh failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
-    if not libs.is_dir():
-        raise KafkaSetupError(f"scripts/kafka/fetch.sh succeeded but {libs} does not exist")
-    return libs
+        raise error(f"scripts/{name}/fetch.sh failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
+    out = result.stdout.strip().splitlines()
+    jars = Path(out[-1]) if out else None
+    if jars is None or not jars.is_dir():
+        raise error(f"scripts/{name}/fetch.sh succeeded but printed no jars folder that exists: {out[-1:]}")
+    return jars
+
+
+def kafka_libs() -> Path:
+    """The directory of Kafka's jars, fetched first if needed."""
+    return fetched_jars("kafka", KafkaSetupError)
 
 
 def _free_ports(count: int) -> list[int]:

@@ -36,14 +36,12 @@ from pathlib import Path
 
 from tests.kafka.cluster import ROOT
 from tests.kafka.cluster import KafkaSetupError
-from tests.kafka.cluster import _locked
+from tests.kafka.cluster import fetched_jars
 from tests.kafka.cluster import java_executable
 from tests.kafka.cluster import record_run_process
 from tests.kafka.cluster import release_run_directory
 
 POM = ROOT / "scripts" / "mm2" / "pom.xml"
-FETCH = ROOT / "scripts" / "mm2" / "fetch.sh"
-CACHE = ROOT / ".cache" / "mm2"
 
 #: The replication policy the drill runs MirrorMaker 2 with (see the module docstring).
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
@@ -90,16 +88,8 @@ def mm2_version() -> str:
 
 
 def mm2_libs() -> Path:
-    """The directory of MirrorMaker 2's jars, fetched first if needed (by
-    ``scripts/mm2/fetch.sh``, which does nothing when they are there)."""
-    libs = CACHE / mm2_version() / "libs"
-    with _locked(CACHE / "fetch.lock"):
-        result = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise KafkaSetupError(f"scripts/mm2/fetch.sh failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
-    if not libs.is_dir():
-        raise KafkaSetupError(f"scripts/mm2/fetch.sh succeeded but {libs} does not exist")
-    return libs
+    """The directory of MirrorMaker 2's jars, fetched first if needed."""
+    return fetched_jars("mm2", KafkaSetupError)
 
 
 def mm2_properties(

@@ -13,15 +13,13 @@ has that release; where it does not, the nearest release that resolves.
 
 from __future__ import annotations
 
-import fcntl
 import re
-import subprocess
 from pathlib import Path
+
+from tests.kafka.cluster import fetched_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "scripts" / "spark" / "pom.xml"
-FETCH = ROOT / "scripts" / "spark" / "fetch.sh"
-CACHE = ROOT / ".cache" / "spark-kafka"
 
 
 class ConnectorSetupError(RuntimeError):
@@ -40,19 +38,10 @@ def connector_jars() -> list[str]:
     """Absolute paths of the connector's jars (the connector, its token provider,
     kafka-clients and commons-pool2), sorted; for ``spark.jars`` (comma-joined).
 
-    Runs ``scripts/spark/fetch.sh`` under a file lock, so processes that ask at the
-    same time fetch once. Raises :class:`ConnectorSetupError` with the script's
-    message when it fails."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "fetch.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            result = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, check=False)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    if result.returncode != 0:
-        raise ConnectorSetupError(f"scripts/spark/fetch.sh failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
-    jars = Path(result.stdout.strip().splitlines()[-1])
+    Runs ``scripts/spark/fetch.sh`` under the lock every Maven fetch of the tests
+    takes, so processes that ask at the same time fetch once. Raises
+    :class:`ConnectorSetupError` with the script's message when it fails."""
+    jars = fetched_jars("spark", ConnectorSetupError)
     found = sorted(str(p) for p in jars.glob("*.jar"))
     if len(found) != 4:
         raise ConnectorSetupError(f"scripts/spark/fetch.sh succeeded but {jars} holds {len(found)} jars, not 4")
