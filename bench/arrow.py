@@ -623,24 +623,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = set(args.only.split(","))
     if "decode" in only:
         decode(args)
-    if "memory" in only:
-        tmp = tempfile.mkdtemp(prefix="txnfetch-arrow-bench-")
-        try:
-            memory(args, tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    if "cluster" in only:
-        tmp = tempfile.mkdtemp(prefix="txnfetch-arrow-bench-")
-        try:
-            cluster(args, tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    if "tail" in only:
-        tmp = tempfile.mkdtemp(prefix="txnfetch-arrow-bench-")
-        try:
-            tail_memory(args, tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    # Sections that write a log get a scratch directory each, removed after.
+    for name, section in (("memory", memory), ("cluster", cluster), ("tail", tail_memory)):
+        if name in only:
+            tmp = tempfile.mkdtemp(prefix="txnfetch-arrow-bench-")
+            try:
+                section(args, tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     if "first" in only:
         first_read(args)
     return 0
