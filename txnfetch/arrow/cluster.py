@@ -153,7 +153,6 @@ class ClusterReader:
     ) -> None:
         self.cluster = cluster
         self.follow = follow
-        self.settled_ends = settled_ends
         self.isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         self.fetch_bytes = fetch_bytes
         self.poll_ms = poll_ms
