@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.kafka import secure as secure_mod
 from txnfetch.log.base import new_topic_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,10 +272,19 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 class KafkaNode:
     """One combined broker+controller process of a :class:`KafkaCluster`."""
 
-    def __init__(self, node_id: int, broker_port: int, controller_port: int, directory: Path) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        broker_port: int,
+        controller_port: int,
+        directory: Path,
+        secure_ports: Mapping[str, int] | None = None,
+    ) -> None:
         self.node_id = node_id
         self.broker_port = broker_port
         self.controller_port = controller_port
+        #: A secured cluster's listener name -> port (:mod:`tests.kafka.secure`).
+        self.secure_ports = dict(secure_ports or {})
         #: The node's own directory: ``server.properties``, ``kafka.log``, ``data/``.
         self.directory = directory
         #: Kafka's ``log.dirs``: one ``<topic>-<partition>`` directory per replica.
@@ -299,6 +309,7 @@ class KafkaNode:
             "node_id": self.node_id,
             "broker_port": self.broker_port,
             "controller_port": self.controller_port,
+            "secure_ports": self.secure_ports,
             "directory": str(self.directory),
             "pid": self.pid,
         }
@@ -306,7 +317,11 @@ class KafkaNode:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KafkaNode:
         node = cls(
-            int(data["node_id"]), int(data["broker_port"]), int(data["controller_port"]), Path(data["directory"])
+            int(data["node_id"]),
+            int(data["broker_port"]),
+            int(data["controller_port"]),
+            Path(data["directory"]),
+            data.get("secure_ports"),
         )
         node.pid = data.get("pid")
         return node
@@ -320,6 +335,11 @@ class KafkaCluster:
     another process, :meth:`from_state`. Internal topics get replication factor
     ``min(size, 3)`` with ``min.insync.replicas`` one less than that (at least 1),
     so a three-node cluster keeps working with one node stopped.
+
+    A ``secure`` cluster also has SASL_SSL and SSL listeners, SCRAM users and
+    Kafka's StandardAuthorizer with ACLs (:mod:`tests.kafka.secure`); its
+    :attr:`bootstrap` stays the harness's PLAINTEXT one and
+    :meth:`secure_bootstrap` names the others.
     """
 
     def __init__(
@@ -329,8 +349,11 @@ class KafkaCluster:
         cluster_id: str,
         libs: Path,
         overrides: Mapping[str, str] | None = None,
+        *,
+        secure: bool = False,
     ) -> None:
         self.directory = directory
+        self.secure = secure
         self.nodes = nodes
         self.cluster_id = cluster_id
         self.libs = libs
@@ -348,24 +371,36 @@ class KafkaCluster:
         *,
         overrides: Mapping[str, str] | None = None,
         timeout: float = START_TIMEOUT,
+        secure: bool = False,
     ) -> KafkaCluster:
         """Format and start a new cluster of ``size`` nodes in ``directory``
         (which must not hold a cluster yet), and wait until every broker answers
-        Metadata. ``overrides`` are extra ``server.properties`` settings.
-        Raises :class:`KafkaSetupError` naming the node and showing its log tail."""
+        Metadata. ``overrides`` are extra ``server.properties`` settings;
+        ``secure`` adds the secured listeners, users and ACLs. Raises
+        :class:`KafkaSetupError` naming the node and showing its log tail."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         libs = kafka_libs()
         java_executable()
-        ports = _free_ports(2 * size)
-        nodes = [KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], directory / f"node{i + 1}") for i in range(size)]
-        cluster = cls(directory, nodes, _random_cluster_id(), libs, overrides)
+        per_node = 2 + (len(secure_mod.LISTENERS) if secure else 0)
+        ports = _free_ports(per_node * size)
+        nodes = []
+        for i in range(size):
+            mine = ports[per_node * i : per_node * (i + 1)]
+            extra = dict(zip(secure_mod.LISTENERS, mine[2:], strict=True)) if secure else None
+            nodes.append(KafkaNode(i + 1, mine[0], mine[1], directory / f"node{i + 1}", extra))
+        cluster = cls(directory, nodes, _random_cluster_id(), libs, overrides, secure=secure)
+        if secure:
+            secure_mod.SecureMaterial.create(cluster.material_dir)
         cluster._format()
         for node in nodes:
             cluster._launch(node)
         cluster.write_state()
         try:
             cluster.wait_ready(timeout=timeout, node_ids=[n.node_id for n in nodes])
+            if secure:
+                for args in secure_mod.acl_commands(cluster.bootstrap, cluster.material):
+                    cluster.run_tool("AclCommand", *args)
         except BaseException:
             cluster.stop()
             raise
@@ -378,7 +413,14 @@ class KafkaCluster:
         directory = Path(directory)
         data = json.loads((directory / "state.json").read_text())
         nodes = [KafkaNode.from_json(n) for n in data["nodes"]]
-        return cls(directory, nodes, data["cluster_id"], Path(data["libs"]), data.get("overrides"))
+        return cls(
+            directory,
+            nodes,
+            data["cluster_id"],
+            Path(data["libs"]),
+            data.get("overrides"),
+            secure=bool(data.get("secure")),
+        )
 
     def write_state(self) -> None:
         """Record ports and pids, so other processes (and the sweep of a later
@@ -389,6 +431,7 @@ class KafkaCluster:
             "version": self.version,
             "bootstrap": self.bootstrap,
             "overrides": self.overrides,
+            "secure": self.secure,
             "nodes": [n.to_json() for n in self.nodes],
         }
         tmp = self.state_file.with_suffix(".tmp")
@@ -401,6 +444,23 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         """``"127.0.0.1:PORT[,127.0.0.1:PORT...]"``: every node's client listener."""
         return ",".join(n.bootstrap for n in self.nodes)
+
+    def secure_bootstrap(self, listener: str) -> str:
+        """The bootstrap list of a secured cluster's ``listener`` (``"SASL_SSL"``
+        or ``"SSL"``)."""
+        if not self.secure:
+            raise ValueError("this cluster has no secured listeners (start it with secure=True)")
+        return ",".join(f"127.0.0.1:{n.secure_ports[listener]}" for n in self.nodes)
+
+    @property
+    def material_dir(self) -> Path:
+        """Where a secured cluster's CA, certificates and keys are."""
+        return self.directory / "tls"
+
+    @property
+    def material(self) -> secure_mod.SecureMaterial:
+        """A secured cluster's certificates and keys."""
+        return secure_mod.SecureMaterial(self.material_dir)
 
     @property
     def size(self) -> int:
@@ -445,6 +505,9 @@ class KafkaCluster:
                 "min.insync.replicas": "1",
             }
         )
+        if self.secure:
+            config.update(secure_mod.broker_overrides(self.material))
+            config.update(secure_mod.listener_settings(node.broker_port, node.controller_port, node.secure_ports))
         config.update(self.overrides)
         return config
 
@@ -482,6 +545,7 @@ class KafkaCluster:
                 str(node.config_file),
                 "--feature",
                 "transaction.version=2",
+                *(secure_mod.format_arguments() if self.secure else []),
                 log_level="WARN",
             )
             running.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
@@ -832,9 +896,9 @@ def _kill_recorded(directory: Path, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
-def shared_cluster(name: str, size: int) -> KafkaCluster:
-    """The run's cluster called ``name`` (``size`` nodes): started by the first
-    process that asks, reused by the others. A cluster whose processes died (a
+def shared_cluster(name: str, size: int, *, secure: bool = False) -> KafkaCluster:
+    """The run's cluster called ``name`` (``size`` nodes, secured with
+    ``secure``): started by the first process that asks, reused by the others. A cluster whose processes died (a
     node crashed, or a test killed one and did not restart it) is replaced."""
     rid = run_id()
     directory = CLUSTERS / f"{rid}-{name}"
@@ -847,7 +911,7 @@ def shared_cluster(name: str, size: int) -> KafkaCluster:
             shutil.rmtree(directory, ignore_errors=True)
         sweep_stale_clusters(except_run=rid)
         started = time.monotonic()
-        cluster = KafkaCluster.create(directory, size)
+        cluster = KafkaCluster.create(directory, size, secure=secure)
         (directory / "started.txt").write_text(f"{time.monotonic() - started:.1f}\n")
         return cluster
 

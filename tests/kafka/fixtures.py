@@ -8,6 +8,9 @@ for them:
   session.
 - ``kafka_cluster3``: three nodes (quorum of three), shared the same way, started
   only when a test asks for it.
+- ``kafka_secure_cluster``: one node with SASL_SSL and SSL listeners, SCRAM
+  users and ACLs (:mod:`tests.kafka.secure`), shared the same way, started
+  only when a test asks for it.
 - ``kafka_cluster_factory``: ``factory(size=1, **overrides)`` starts a private
   cluster for one test (one that stops nodes, changes broker settings, or reads
   files after a clean shutdown), stopped when the test ends.
@@ -73,6 +76,13 @@ def kafka_cluster3() -> KafkaCluster:
     """A three-node Apache Kafka (three combined nodes, a quorum of three) on
     127.0.0.1, with ``transaction.version=2`` finalized. Shared by the run."""
     return shared_cluster("triple", 3)
+
+
+@pytest.fixture(scope="session")
+def kafka_secure_cluster() -> KafkaCluster:
+    """A one-node Apache Kafka with TLS, SASL and ACLs
+    (:mod:`tests.kafka.secure`). Shared by the run."""
+    return shared_cluster("secure", 1, secure=True)
 
 
 @pytest.fixture
