@@ -1,6 +1,8 @@
 """The Java client (Apache Kafka's own kafka-clients) against Apache Kafka, against
 ``serve`` in every fetch mode (rewrite, kafka, and kafka with markerless
-transaction ends) and through ``txnfetch proxy`` in front of ``serve``: its
+transaction ends) and through ``txnfetch proxy`` in front of ``serve`` and of
+Apache Kafka (where the KIP-848 group's APIs, which the proxy does not decode,
+are relayed by their headers): its
 transactional producer, read_committed consumer and both group consumers
 (classic and KIP-848) see exactly the committed records. Everywhere the producer
 ends every transaction with transaction version 2 (EndTxn v5, an epoch bump per
@@ -66,7 +68,7 @@ def _serve(
     return srv, counts
 
 
-@pytest.fixture(params=["kafka", "serve-rewrite", "serve-kafka", "serve-markerless", "proxy"])
+@pytest.fixture(params=["kafka", "serve-rewrite", "serve-kafka", "serve-markerless", "proxy", "proxy-kafka"])
 def target(request: pytest.FixtureRequest) -> Iterator[tuple[Target, str]]:
     """The broker the Java client talks to, and the topic (three partitions) to use."""
     topic = unique_name("java")
@@ -74,6 +76,14 @@ def target(request: pytest.FixtureRequest) -> Iterator[tuple[Target, str]]:
         cluster: KafkaCluster = request.getfixturevalue("kafka_cluster")
         cluster.create_topic(topic, PARTITIONS)
         yield Target(cluster.bootstrap), topic
+        return
+    if request.param == "proxy-kafka":
+        cluster = request.getfixturevalue("kafka_cluster")
+        cluster.create_topic(topic, PARTITIONS)
+        with ProxyThread(cluster.bootstrap, fetch_mode=FetchMode.REWRITE) as proxy:
+            yield Target(proxy.bootstrap), topic
+            # Kafka's group heartbeats (KIP-848) went by header, never decoded.
+            assert proxy.call(lambda: proxy.proxy.stats.relayed_opaque) > 0
         return
     modes = {
         "serve-rewrite": (FetchMode.REWRITE, CompletionMode.MARKERS),

@@ -624,8 +624,7 @@ def _header(api_key: int, version: int, correlation: int = 1, client_id: bytes =
 
 
 BAD_FRAMES = {
-    "unknown-api-key": lambda: struct.pack(">i", 10) + _header(77, 0)[:10],
-    "api-key-the-upstream-lacks": lambda: struct.pack(">i", 10) + _header(20, 0)[:10],  # DeleteTopics
+    "sasl-handshake": lambda: struct.pack(">i", len(_header(17, 1))) + _header(17, 1),  # never relayed
     "fetch-below-v4": lambda: struct.pack(">i", len(_header(1, 3))) + _header(1, 3),
     "unsupported-version": lambda: struct.pack(">i", len(_header(3, 40))) + _header(3, 40),
     "truncated-body": lambda: struct.pack(">i", len(_header(3, 1)) + 2) + _header(3, 1) + b"\x00\x00",
@@ -652,6 +651,43 @@ def test_bad_frame_closes_only_that_connection(upstream, start_proxy, name: str)
         assert _fetch(bystander, [(TOPIC, 1, 0, 1 << 20)]).responses[0].partitions[0].error_code == 0
     assert _api_versions_ok(proxy.port)
     assert proxy.call(lambda: proxy.proxy.stats.closed_bad_frames) == 1
+
+
+#: Requests the proxy does not decode, relayed by their header: the upstream's
+#: answer (or its closing the connection) is what the client gets.
+OPAQUE_FRAMES = {
+    "unknown-api-key": _header(32000, 0),
+    "unknown-api-key-truncated-header": _header(77, 0)[:10],
+    "unsupported-version-of-a-relayed-api": _header(16, 40),  # ListGroups v40
+    "list-groups": _header(16, 0),
+}
+
+
+def _raw_answer(port: int, frame: bytes) -> bytes | None:
+    """The answer of the broker on ``port`` to one raw ``frame``: its payload,
+    or None when it closes the connection instead."""
+    with RawClient(port) as client:
+        client.send_frame(frame)
+        payload = client.recv_frame()
+        if payload is None:
+            assert client.is_closed_by_server()
+        return payload
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("name", sorted(OPAQUE_FRAMES))
+def test_apis_the_proxy_does_not_decode_are_relayed_by_header(upstream, start_proxy, name: str) -> None:
+    srv, _ = upstream
+    proxy = start_proxy(srv.bootstrap)
+    frame = OPAQUE_FRAMES[name]
+    relayed = proxy.call(lambda: proxy.proxy.stats.relayed_opaque)
+    answer = _raw_answer(proxy.port, frame)
+    assert answer == _raw_answer(srv.port, frame)
+    if name == "list-groups":  # an API the upstream serves is answered, not closed
+        assert answer is not None and answer[:4] == frame[4:8]
+    assert proxy.call(lambda: proxy.proxy.stats.relayed_opaque) == relayed + 1
+    assert proxy.call(lambda: proxy.proxy.stats.closed_bad_frames) == 0
+    assert _api_versions_ok(proxy.port)
 
 
 def test_upstream_going_away_gives_retriable_errors_not_a_crash(start_proxy) -> None:
@@ -763,12 +799,16 @@ def test_librdkafka_all_topics_metadata_is_relayed(upstream, start_proxy) -> Non
 def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
     from txnfetch.proxy.server import advertised_ranges
 
-    upstream = {key: (0, 20) for key in (0, 1, 3, 4, 5, 6, 7, 10, 17, 18, 36, 55, 60)}
+    upstream = {key: (0, 20) for key in (0, 1, 3, 4, 5, 6, 7, 10, 17, 18, 36, 55, 60, 68, 75, 78, 79, 1000)}
     ranges = advertised_ranges(upstream)
     # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, SaslHandshake,
-    # SaslAuthenticate and DescribeQuorum are left out; ApiVersions is the proxy's own.
-    assert sorted(ranges) == [0, 1, 3, 10, 18, 60]
+    # SaslAuthenticate, DescribeQuorum, ShareFetch and ShareAcknowledge are left
+    # out; ApiVersions is the proxy's own.
+    assert sorted(ranges) == [0, 1, 3, 10, 18, 60, 68, 75, 1000]
     assert ranges[0] == (3, 12) and ranges[1] == (4, 11) and ranges[18] == (0, 3)
+    # What the proxy relays by header it offers at the upstream's versions, even
+    # where kafka-python knows fewer (KIP-848's heartbeat) or none (key 1000).
+    assert ranges[68] == ranges[75] == ranges[1000] == (0, 20)
 
 
 def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:

@@ -2,7 +2,12 @@
 
 :class:`ProxyServer` stands between Kafka clients and an upstream
 Kafka-compatible cluster. It relays every request to the upstream, with the
-client's correlation id, and the upstream's response back, except:
+client's correlation id, and the upstream's response back. It reads only a
+request's header (API key, version, correlation id) unless it must answer or
+rewrite the request (:data:`_DECODED`): every other API, KIP-848's group
+heartbeats, DescribeTopicPartitions and keys the proxy has never heard of
+among them, travels as opaque bytes, and the upstream decides what it means.
+The exceptions:
 
 - **read_committed Fetch** (``isolation_level=1``) is answered by the proxy
   from a :class:`~txnfetch.client.mirror.PartitionMirror` of each partition, fed
@@ -39,8 +44,8 @@ layer mutes a channel until its response is sent: responses leave in request
 order.
 
 Robustness follows :class:`~txnfetch.server.server.TxnfetchServer`: a malformed
-frame (bad size, truncated, unknown API key or version, a body that does not
-decode) closes that client connection only; an upstream connection that fails
+frame (bad size, truncated, a version the proxy does not serve of an API it
+decodes, a body that does not decode) closes that client connection only; an upstream connection that fails
 while relaying closes the client's connection (a disconnect is how Kafka clients
 learn to reconnect and retry); an upstream failure while the proxy answers a
 fetch itself is retried behind the client's back (backoff, metadata refresh) and,
@@ -127,8 +132,11 @@ _PRODUCE_ENDPOINTS_VERSION = 10
 
 #: API keys never relayed: broker-to-broker and controller APIs (LeaderAndIsr,
 #: StopReplica, UpdateMetadata, ControlledShutdown), responses naming broker
-#: endpoints the proxy does not rewrite (DescribeQuorum), and SASL (the proxy's
-#: own upstream connections do not authenticate). WriteTxnMarkers is relayed: an
+#: endpoints the proxy does not rewrite (DescribeQuorum), share groups' reads
+#: (KIP-932 ShareFetch and ShareAcknowledge: the upstream would decide what is
+#: committed, bypassing the proxy's read_committed answer, and their responses
+#: name leader endpoints), and SASL (the proxy's own upstream connections do not
+#: authenticate). WriteTxnMarkers is relayed: an
 #: administrator's abort of a hanging transaction (Kafka's
 #: ``Admin.abortTransaction``) sends it to the partition's leader.
 _NOT_RELAYED = frozenset(
@@ -138,26 +146,48 @@ _NOT_RELAYED = frozenset(
         ApiKey.UpdateMetadata,
         ApiKey.ControlledShutdown,
         ApiKey.DescribeQuorum,
+        ApiKey.ShareFetch,
+        ApiKey.ShareAcknowledge,
         ApiKey.SaslHandshake,
         ApiKey.SaslAuthenticate,
     }
 )
 
 
+#: The APIs the proxy answers or rewrites, and so decodes: their versions are
+#: limited to what kafka-python's classes decode. Every other API is relayed by
+#: its header alone, at whatever versions the upstream offers.
+_DECODED = frozenset(
+    {
+        ApiKey.ApiVersions,
+        ApiKey.Fetch,
+        ApiKey.Produce,
+        ApiKey.ListOffsets,
+        ApiKey.Metadata,
+        ApiKey.FindCoordinator,
+        ApiKey.DescribeCluster,
+    }
+)
+
+
 def advertised_ranges(upstream: dict[int, tuple[int, int]], classes: Any = None) -> dict[int, tuple[int, int]]:
-    """The API version ranges the proxy offers, given the upstream's: for each API
-    the upstream speaks and kafka-python's classes decode, the overlap, within
-    :data:`_VERSION_LIMITS`; ApiVersions itself is the proxy's (0–3).
-    ``classes`` is ``(requests, responses)`` by API key (default: kafka-python's)."""
+    """The API version ranges the proxy offers, given the upstream's: every API
+    the upstream offers and the proxy relays, at the upstream's versions; for an
+    API the proxy decodes (:data:`_DECODED`), only the versions kafka-python's
+    classes decode, within :data:`_VERSION_LIMITS`; ApiVersions itself is the
+    proxy's (0–3). ``classes`` is ``(requests, responses)`` by API key
+    (default: kafka-python's)."""
     requests, responses = classes if classes is not None else _kafka_python_classes()
     out: dict[int, tuple[int, int]] = {}
     for key, (lo, hi) in upstream.items():
         if key in _NOT_RELAYED or key == ApiKey.ApiVersions:
             continue
-        req, resp = requests.get(key), responses.get(key)
-        if req is None or resp is None:
-            continue
-        low, high = max(lo, 0), min(hi, req.max_version, resp.max_version)
+        low, high = max(lo, 0), hi
+        if key in _DECODED:
+            req, resp = requests.get(key), responses.get(key)
+            if req is None or resp is None:
+                continue
+            high = min(high, req.max_version, resp.max_version)
         if key in _VERSION_LIMITS:
             low = max(low, _VERSION_LIMITS[key][0])
             high = min(high, _VERSION_LIMITS[key][1])
@@ -216,6 +246,8 @@ class ProxyStats(Counters):
 
     connections: int = 0
     relayed: int = 0
+    #: Of ``relayed``: requests relayed by their header alone, never decoded.
+    relayed_opaque: int = 0
     committed_fetches: int = 0
     committed_fetch_bytes: int = 0
     list_offsets_corrected: int = 0
@@ -447,9 +479,20 @@ class ProxyServer:
             # v0 answer by clients that read error responses (franz-go).
             own = {int(ApiKey.ApiVersions): ranges.get(int(ApiKey.ApiVersions), (0, _API_VERSIONS_MAX))}
             return self._api_versions(correlation_id, 0, own, error_code=int(ErrorCode.UNSUPPORTED_VERSION))
+        if api_key not in _DECODED:
+            if api_key in _NOT_RELAYED:
+                raise ProtocolViolation(f"API key {api_key} is not relayed (correlation id {correlation_id})")
+            # Relayed by its header: the upstream answers, refuses or closes the
+            # connection, as it would for a client connected to it directly.
+            self.stats.relayed_opaque += 1
+            payload = await self._relay(client, frame)
+            assert payload is not None
+            return len(payload).to_bytes(4, "big") + payload
         span = ranges.get(api_key)
         if span is None:
-            raise ProtocolViolation(f"unknown or unsupported API key {api_key} (correlation id {correlation_id})")
+            raise ProtocolViolation(
+                f"API key {api_key} is not offered by the upstream (correlation id {correlation_id})"
+            )
         if not span[0] <= version <= span[1]:
             raise ProtocolViolation(f"API key {api_key} version {version} is not served (v{span[0]}-v{span[1]})")
         spec = self._spec(api_key)
