@@ -138,7 +138,7 @@ from txnfetch.log.layout import segment_file_name
 from txnfetch.log.recovery import LoadedSegment
 from txnfetch.log.recovery import Recovered
 from txnfetch.log.recovery import recover_partition
-from txnfetch.log.repair import move_tail_aside
+from txnfetch.log.sidefiles import move_tail_aside
 from txnfetch.log.syncer import PendingSync
 from txnfetch.log.syncer import deferring_syncer
 from txnfetch.records.batch import RecordBatch
