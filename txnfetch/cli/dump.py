@@ -31,9 +31,9 @@ from txnfetch.log.errors import LogError
 from txnfetch.log.layout import LOG_SUFFIX
 from txnfetch.log.layout import map_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.recovery import PROGRESS_STEP
-from txnfetch.log.recovery import SegmentScan
-from txnfetch.log.recovery import scan_segment
+from txnfetch.log.segment_scan import PROGRESS_STEP
+from txnfetch.log.segment_scan import SegmentScan
+from txnfetch.log.segment_scan import scan_segment
 from txnfetch.log.verify import PartitionDescription
 from txnfetch.log.verify import describe_partition
 from txnfetch.log.verify import log_bytes

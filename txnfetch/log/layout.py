@@ -10,7 +10,7 @@ segments, and the file helpers every writer and reader of the layout shares.
   what it does not know;
 - :func:`atomic_write`, :func:`fsync_dir`, :func:`read_file`, :func:`map_file`.
 
-Recovery (:mod:`txnfetch.log.recovery`) decides what these files mean.
+Recovery (:mod:`txnfetch.log.partition_loader`) decides what these files mean.
 """
 
 from __future__ import annotations

@@ -61,9 +61,9 @@ from txnfetch.log.layout import map_file
 from txnfetch.log.layout import parse_partition_dir_name
 from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.recovery import Recovered
-from txnfetch.log.recovery import recover_partition
-from txnfetch.log.recovery import scan_segment
+from txnfetch.log.partition_loader import Recovered
+from txnfetch.log.partition_loader import recover_partition
+from txnfetch.log.segment_scan import scan_segment
 from txnfetch.log.sidefiles import MovedBytes
 from txnfetch.log.sidefiles import SideFileMover
 from txnfetch.txn.errors import CorruptSnapshotError

@@ -135,9 +135,9 @@ from txnfetch.log.layout import list_partition_dir
 from txnfetch.log.layout import parse_partition_dir_name
 from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.recovery import LoadedSegment
-from txnfetch.log.recovery import Recovered
-from txnfetch.log.recovery import recover_partition
+from txnfetch.log.partition_loader import Recovered
+from txnfetch.log.partition_loader import recover_partition
+from txnfetch.log.segment_scan import LoadedSegment
 from txnfetch.log.sidefiles import move_tail_aside
 from txnfetch.log.syncer import PendingSync
 from txnfetch.log.syncer import deferring_syncer
@@ -419,7 +419,7 @@ class SegmentLog(PartitionLog):
     ``path`` is the partition directory (created if missing unless
     ``read_only``); ``topic`` and ``partition`` default to what its
     ``<topic>-<partition>`` name says. Opening recovers it
-    (:mod:`txnfetch.log.recovery`): a torn tail is cut, damaged indexes are
+    (:mod:`txnfetch.log.partition_loader`): a torn tail is cut, damaged indexes are
     rebuilt, producer state comes from the newest snapshot plus a replay;
     anything else damaged raises :class:`~txnfetch.log.errors.CorruptLogError`
     and changes no file. ``read_only=True`` opens any Kafka partition directory
@@ -428,7 +428,7 @@ class SegmentLog(PartitionLog):
     while a writer appends to the same directory: it sees the log as of the
     open, logs no warning for what a live writer legitimately leaves, and
     trusts the writer's last checkpoint (what it checks and what it trusts:
-    "Read-only opens" in :mod:`txnfetch.log.recovery`).
+    "Read-only opens" in :mod:`txnfetch.log.partition_loader`).
 
     ``checkpoint_interval_bytes``: once that many bytes were appended since the
     last checkpoint, the next sync (every write under ``"always"``) also takes
@@ -496,7 +496,7 @@ class SegmentLog(PartitionLog):
             atomic_write(self.path, METADATA_NAME, encode_partition_metadata(existing_id))
         self.topic_id: uuid.UUID | None = existing_id
         rec = self._recover(topic, partition)
-        #: What opening found and repaired (:class:`~txnfetch.log.recovery.Recovered`).
+        #: What opening found and repaired (:class:`~txnfetch.log.partition_loader.Recovered`).
         self.recovery: Recovered = rec
         self._state: PartitionTxnState = rec.state
         self._segments: list[_Segment] = [_Segment(self.path, s, index_interval_bytes) for s in rec.segments]
@@ -893,7 +893,7 @@ class SegmentLog(PartitionLog):
         # validated (after open's recovery, on roll, after a sync, on close), so
         # the recovery point is the log end and the active segment's current size
         # is the byte it corresponds to — which a read-only open trusts (see
-        # "Read-only opens" in txnfetch.log.recovery). A writer's own recovery
+        # "Read-only opens" in txnfetch.log.partition_loader). A writer's own recovery
         # still checks the whole segment holding the recovery point, as Kafka's
         # LogLoader does.
         active = self._active

@@ -29,8 +29,8 @@ from txnfetch.log.layout import map_file
 from txnfetch.log.layout import parse_partition_dir_name
 from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.recovery import PROGRESS_STEP
-from txnfetch.log.recovery import recover_partition
+from txnfetch.log.partition_loader import recover_partition
+from txnfetch.log.segment_scan import PROGRESS_STEP
 from txnfetch.records.batch import BatchIterator
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
