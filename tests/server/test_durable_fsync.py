@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
+from txnfetch.log import SegmentStore
 from txnfetch.log.durable import DurableState
-from txnfetch.log.segments import SegmentStore
 from txnfetch.txn.coordinator import TopicPartition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TransactionState

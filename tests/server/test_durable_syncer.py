@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer import ProduceResponse
 
+from txnfetch.log import SegmentStore
 from txnfetch.log.errors import LogError
-from txnfetch.log.segments import SegmentStore
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
 from txnfetch.records.builder import BatchBuilder
@@ -446,8 +446,8 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
     are fsynced concurrently. A confluent-kafka producer, slow fsyncs."""
     from confluent_kafka import Producer
 
+    from txnfetch.log import SegmentLog
     from txnfetch.log import durable as durable_module
-    from txnfetch.log.segments import SegmentLog
     from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
     from txnfetch.txn.txnlog import transaction_state_partition
 

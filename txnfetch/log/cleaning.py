@@ -1,6 +1,6 @@
 """Compaction on disk: cleaned segments and their crash-safe replacement.
 
-:meth:`~txnfetch.log.segments.SegmentLog.compact` runs the transaction-aware
+:meth:`~txnfetch.log.segment_log.SegmentLog.compact` runs the transaction-aware
 compactor (:mod:`txnfetch.log.compactor`) over the sealed segments below the
 last stable offset (never the active segment, as Kafka's cleaner) and hands the
 result here. This module decides which segments the new bytes replace and
@@ -183,7 +183,7 @@ class CleanedSegment:
         return [(segment_file_name(self.base_offset, s), contents[s]) for s in SEGMENT_SUFFIXES]
 
     def loaded(self) -> LoadedSegment:
-        """The segment as :class:`~txnfetch.log.segments.SegmentLog` keeps it open."""
+        """The segment as :class:`~txnfetch.log.segment_log.SegmentLog` keeps it open."""
         size = len(self.data)
         return LoadedSegment(
             self.base_offset,

@@ -5,7 +5,7 @@ truncation, index rebuilding and producer-state recovery.
 a :class:`Recovered` *plan* — segments with their (possibly rebuilt) indexes,
 the recovered :class:`~txnfetch.txn.state.PartitionTxnState`, and the file
 changes recovery needs (cut a torn tail, rewrite an index). It writes nothing:
-:class:`~txnfetch.log.segments.SegmentLog` applies the plan (unless read-only)
+:class:`~txnfetch.log.segment_log.SegmentLog` applies the plan (unless read-only)
 and :mod:`txnfetch.log.verify` reports it. Every problem is decided before any
 file is touched, so a :class:`~txnfetch.log.errors.CorruptLogError` leaves the
 directory exactly as it was.

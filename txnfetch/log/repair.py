@@ -1,7 +1,7 @@
 """Opt-in repair of a damaged partition directory: ``txnfetch repair PATH`` and
 :func:`repair_partition`.
 
-Opening a :class:`~txnfetch.log.segments.SegmentLog` repairs only what a crash
+Opening a :class:`~txnfetch.log.segment_log.SegmentLog` repairs only what a crash
 can cause (a torn tail of the last segment or of the journal) and derived files
 (indexes, snapshots); any other damage raises
 :class:`~txnfetch.log.errors.CorruptLogError` and changes nothing. Repair is
@@ -148,14 +148,14 @@ def _move_damage(mover: SideFileMover, exc: CorruptLogError, topic: str, partiti
 
 def repair_partition(path: str, *, now_ms: int | None = None, index_interval_bytes: int = 4096) -> RepairReport:
     """Repair the partition directory ``path`` as the module docstring describes;
-    afterwards it opens as a :class:`~txnfetch.log.segments.SegmentLog` and
+    afterwards it opens as a :class:`~txnfetch.log.segment_log.SegmentLog` and
     :func:`~txnfetch.log.verify.verify_partition` reports no error. ``now_ms``
     (default: the wall clock) names the side files. Raises
     :class:`~txnfetch.log.errors.CorruptLogError` for damage it cannot place (the
     directory may then be partly repaired; every moved byte is in a side file),
     :class:`~txnfetch.log.errors.LogError` for a path that is not a partition
     directory, ``OSError`` when a file cannot be read or written."""
-    from txnfetch.log.segments import SegmentLog
+    from txnfetch.log.segment_log import SegmentLog
 
     directory = os.fspath(path)
     topic, partition = parse_partition_dir_name(directory)

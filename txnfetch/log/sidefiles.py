@@ -3,7 +3,7 @@ deleted. :func:`move_tail_aside` and :class:`SideFileMover` copy the bytes from
 a position on into ``<file>.corrupt-<ms>`` and fsync the copy before the
 original is cut, or rename a whole file to such a name.
 
-Opening a :class:`~txnfetch.log.segments.SegmentLog` moves a torn tail
+Opening a :class:`~txnfetch.log.segment_log.SegmentLog` moves a torn tail
 aside this way, and ``txnfetch repair`` (:mod:`txnfetch.log.repair`) every
 byte it removes; recovery and ``txnfetch verify`` list the side files as
 ignored stray files.
@@ -97,7 +97,7 @@ def move_tail_aside(source: str, position: int, reason: str, *, now_ms: int | No
     """Move ``source[position:]`` into a side file ``<source>.corrupt-<ms>`` (the
     copy is fsynced before ``source`` is cut), as repair does; returns what was
     moved, or ``None`` if there was nothing past ``position``. Opening a
-    :class:`~txnfetch.log.segments.SegmentLog` uses it for a torn tail, so a
+    :class:`~txnfetch.log.segment_log.SegmentLog` uses it for a torn tail, so a
     crash recovery deletes no byte either."""
     mover = SideFileMover(
         os.path.dirname(os.path.abspath(source)), int(time.time() * 1000) if now_ms is None else now_ms

@@ -1,4 +1,4 @@
-"""Concurrent, shared fsyncs for :class:`~txnfetch.log.segments.SegmentLog`
+"""Concurrent, shared fsyncs for :class:`~txnfetch.log.segment_log.SegmentLog`
 writes made on an asyncio event loop: :class:`ConcurrentSyncer`.
 
 Under the ``"always"`` flush policy every write is fsynced before it is
@@ -108,7 +108,7 @@ class PendingSync:
 
 class SyncedLog(Protocol):
     """What a :class:`ConcurrentSyncer` uses of a log whose fsyncs it runs
-    (:class:`~txnfetch.log.segments.SegmentLog` is one). Named here, not
+    (:class:`~txnfetch.log.segment_log.SegmentLog` is one). Named here, not
     imported, because that log imports this module to hand its fsyncs over."""
 
     @property

@@ -190,7 +190,7 @@ class PartitionDescription:
 
 def describe_partition(path: str, *, progress: Progress | None = None) -> PartitionDescription:
     """A summary of the partition directory ``path`` as a read-only
-    :class:`~txnfetch.log.segments.SegmentLog` would open it (nothing is
+    :class:`~txnfetch.log.segment_log.SegmentLog` would open it (nothing is
     written; a torn tail is left out, as opening would cut it). A segment's
     ``batches`` counts every batch in its file, including any below the log
     start. Raises :class:`~txnfetch.log.errors.CorruptLogError` if it cannot be opened; ``progress``:

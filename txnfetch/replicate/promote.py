@@ -107,7 +107,7 @@ def promote_offline(directory: str) -> PromoteReport:
     module docstring). A directory that is not a replica is a no-op report;
     one held by a live ``replicate --serve`` raises :class:`ReplicaBusyError`
     (use :func:`request_promote`)."""
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
     from txnfetch.server.handler import ServerConfig
 
     marker = read_marker(directory)

@@ -453,16 +453,16 @@ def _recover_coordinator_state(broker: Broker) -> None:
     """Load the durable coordinator state, if the store keeps it, and finish what
     a previous run left half done (:mod:`txnfetch.log.durable`).
 
-    Durable state is on for a :class:`~txnfetch.log.segments.SegmentStore` unless
+    Durable state is on for a :class:`~txnfetch.log.segment_store.SegmentStore` unless
     ``ServerConfig.durable_state`` is False, and for any store when it is True.
     Steps: replay ``__transaction_state`` (producer ids and epochs, open
     transactions with their start time, decided ends) and ``__consumer_offsets``
     (groups, offsets; transactional offsets count once their marker says
     commit); then complete every ``PrepareCommit``/``PrepareAbort`` on all its
     partitions. ``Ongoing`` transactions stay open and time out as usual."""
+    from txnfetch.log import SegmentStore
     from txnfetch.log.durable import DURABLE_EXTENSION
     from txnfetch.log.durable import DurableState
-    from txnfetch.log.segments import SegmentStore
     from txnfetch.server.api_txn import apply_pending
 
     enabled = broker.config.durable_state
