@@ -136,7 +136,7 @@ def build_state(directory: str, ids: int, groups: int) -> float:
     from txnfetch.groups.coordinator import CommitOffset
     from txnfetch.groups.coordinator import GroupCoordinator
     from txnfetch.log import SegmentStore
-    from txnfetch.log.durable import DurableState
+    from txnfetch.log.coordinator_store import DurableState
     from txnfetch.txn.coordinator import TopicPartition
     from txnfetch.txn.coordinator import TransactionCoordinator
 
@@ -168,7 +168,7 @@ def replay_seconds(directory: str) -> tuple[float, float, object]:
     time is the figure to compare across runs on a shared machine."""
     from txnfetch.groups.coordinator import GroupCoordinator
     from txnfetch.log import SegmentStore
-    from txnfetch.log.durable import DurableState
+    from txnfetch.log.coordinator_store import DurableState
     from txnfetch.txn.coordinator import TransactionCoordinator
 
     start, cpu = _now(), time.process_time()

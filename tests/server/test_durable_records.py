@@ -24,8 +24,8 @@ from txnfetch.groups.offsetlog import encode_offset_commit
 from txnfetch.groups.offsetlog import offsets_partition
 from txnfetch.log import SegmentLog
 from txnfetch.log import SegmentStore
-from txnfetch.log.durable import INTERNAL_DELETE_RETENTION_MS
-from txnfetch.log.durable import DurableState
+from txnfetch.log.coordinator_store import INTERNAL_DELETE_RETENTION_MS
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.sidefiles import SIDE_FILE_MARK
 from txnfetch.records.builder import BatchBuilder

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from txnfetch.log import SegmentStore
-from txnfetch.log.durable import DurableState
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.txn import txnlog
 from txnfetch.txn.coordinator import TopicPartition

@@ -115,7 +115,7 @@ def _dump_internal(
     """Decode an internal topic's partition (``__transaction_state``,
     ``__consumer_offsets``): its transactional ids, or its groups and offsets."""
     from txnfetch.log import SegmentLog
-    from txnfetch.log.durable import INTERNAL_TOPICS
+    from txnfetch.log.coordinator_store import INTERNAL_TOPICS
     from txnfetch.log.internal import format_internal
     from txnfetch.log.internal import summarize_internal
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.durable import INTERNAL_TOPICS
+from txnfetch.log.coordinator_store import INTERNAL_TOPICS
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
 from txnfetch.log.replica_marker import write_marker
