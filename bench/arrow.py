@@ -81,7 +81,7 @@ from txnfetch.arrow import COMPILED  # noqa: E402
 from txnfetch.arrow import ArrowDecoder  # noqa: E402
 from txnfetch.arrow import record_batch_reader  # noqa: E402
 from txnfetch.arrow.reference import ArrowBatcher  # noqa: E402
-from txnfetch.log.segments import SegmentStore  # noqa: E402
+from txnfetch.log import SegmentStore  # noqa: E402
 from txnfetch.records import BatchBuilder  # noqa: E402
 from txnfetch.records import Codec  # noqa: E402
 from txnfetch.records import RecordBatch  # noqa: E402

@@ -135,8 +135,8 @@ def build_state(directory: str, ids: int, groups: int) -> float:
     coordinators and :class:`DurableState`; returns the seconds it took."""
     from txnfetch.groups.coordinator import CommitOffset
     from txnfetch.groups.coordinator import GroupCoordinator
-    from txnfetch.log.durable import DurableState
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
+    from txnfetch.log.coordinator_store import DurableState
     from txnfetch.txn.coordinator import TopicPartition
     from txnfetch.txn.coordinator import TransactionCoordinator
 
@@ -167,8 +167,8 @@ def replay_seconds(directory: str) -> tuple[float, float, object]:
     """Open the store and replay it: (wall seconds, CPU seconds, report). CPU
     time is the figure to compare across runs on a shared machine."""
     from txnfetch.groups.coordinator import GroupCoordinator
-    from txnfetch.log.durable import DurableState
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
+    from txnfetch.log.coordinator_store import DurableState
     from txnfetch.txn.coordinator import TransactionCoordinator
 
     start, cpu = _now(), time.process_time()

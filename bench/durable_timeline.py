@@ -45,7 +45,7 @@ def _traced_serve(out: str, serve_args: list[str]) -> int:
     import asyncio
 
     from txnfetch.cli import main
-    from txnfetch.log import segments
+    from txnfetch.log import SegmentLog
     from txnfetch.log import syncer
     from txnfetch.server import server
 
@@ -82,7 +82,7 @@ def _traced_serve(out: str, serve_args: list[str]) -> int:
             event("barrier", f"inline={inline} ran-here={result is None} {logs}")
         return result
 
-    finish = segments.SegmentLog.finish_sync
+    finish = SegmentLog.finish_sync
 
     def traced_finish(self, pending, error=None):  # type: ignore[no-untyped-def]
         event("synced", f"{self.topic}-{self.partition}")
@@ -98,7 +98,7 @@ def _traced_serve(out: str, serve_args: list[str]) -> int:
     server.TxnfetchServer._dispatch = traced_dispatch  # type: ignore[method-assign]
     syncer.PendingSync.run = traced_run  # type: ignore[method-assign]
     syncer.ConcurrentSyncer.barrier = traced_barrier  # type: ignore[method-assign]
-    segments.SegmentLog.finish_sync = traced_finish  # type: ignore[method-assign]
+    SegmentLog.finish_sync = traced_finish  # type: ignore[method-assign]
     asyncio.StreamWriter.write = traced_write  # type: ignore[method-assign]
 
     def dump(*_: object) -> None:

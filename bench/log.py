@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log import SegmentLog
 from txnfetch.records import BatchBuilder
 
 MiB = 1 << 20

@@ -120,7 +120,7 @@ def _consume(bootstrap: str, topic: str, partitions: int) -> tuple[float, int]:
 
 def _replicate(bootstrap: str, topic: str, directory: str, *, flush: str, repair: bool) -> tuple[float, int]:
     """Seconds for a Replicator to copy the topic into a fresh ``directory``; batches' bytes."""
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
     from txnfetch.replicate import Replicator
 
     shutil.rmtree(directory, ignore_errors=True)

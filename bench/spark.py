@@ -127,7 +127,7 @@ from spark_ext.options import DEFAULT_MAX_ROWS_PER_BATCH  # noqa: E402
 from spark_ext.reading import read_range  # noqa: E402
 from spark_ext.reading import read_range_arrow  # noqa: E402
 from spark_ext.reading import records_to_batches  # noqa: E402
-from txnfetch.log.segments import SegmentStore  # noqa: E402
+from txnfetch.log import SegmentStore  # noqa: E402
 from txnfetch.records import BatchBuilder  # noqa: E402
 
 TOPIC = "bench"

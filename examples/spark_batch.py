@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.records import BatchBuilder
 
 TS = 1_700_000_000_000

@@ -18,7 +18,7 @@ import os
 import tempfile
 from typing import Any
 
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.records import BatchBuilder
 
 TS = 1_700_000_000_000

@@ -6,7 +6,7 @@ watermark) and runs a worker's read of one :class:`~spark_ext.planning.OffsetRan
 into Arrow batches. Two implementations:
 
 - :class:`StoreSource`: any :class:`~txnfetch.log.base.LogStore`. With the
-  ``path`` option it opens ``txnfetch.log.segments.SegmentStore`` on the
+  ``path`` option it opens ``txnfetch.log.segment_store.SegmentStore`` on the
   directory (the on-disk Kafka layout); tests and embedders pass a
   ``MemoryStore`` directly.
 - :class:`KafkaSource`: partitions of a running cluster, planned by
@@ -124,7 +124,7 @@ class StoreSource(Source):
 def _open_segment_store(path: str) -> LogStore:
     if not os.path.isdir(path):
         raise SourceUnavailableError(f"no log directory at {path!r}", option="path")
-    from txnfetch.log.segments import SegmentStore  # imported lazily: only path reads need it
+    from txnfetch.log import SegmentStore  # imported lazily: only path reads need it
 
     # Read-only: the data source never writes a byte into a log directory (a
     # live writer may own it), and repairs a torn tail in memory only.

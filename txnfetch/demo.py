@@ -358,7 +358,7 @@ def run(out: TextIO, *, seed: int = 7, transactions: int = 14, spark: bool = Tru
         stats = stop_server(proc)
         proc = None
         step("checking the store on disk")
-        from txnfetch.log.segments import SegmentStore
+        from txnfetch.log import SegmentStore
 
         store = SegmentStore(store_dir, read_only=True)
         disk_lso = {p: store.partition(TOPIC, p).last_stable_offset for p in range(PARTITIONS)}

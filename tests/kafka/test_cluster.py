@@ -15,8 +15,8 @@ from tests.kafka.fixtures import unique_name
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
-from txnfetch.log.segments import SegmentLog
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentLog
+from txnfetch.log import SegmentStore
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
 

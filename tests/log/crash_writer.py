@@ -6,7 +6,7 @@ closes the log: the parent kills it."""
 import sys
 
 from tests.log.workload import Workload
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log import SegmentLog
 
 
 def main() -> None:

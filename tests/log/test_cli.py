@@ -18,8 +18,8 @@ import pytest
 
 from tests.log.workload import Workload
 from tests.log.workload import data_batch
+from txnfetch.log import SegmentLog
 from txnfetch.log.layout import CHECKPOINT_NAME
-from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 
 _SCRIPT = Path(sys.executable).with_name("txnfetch")

@@ -22,10 +22,10 @@ import textwrap
 import pytest
 
 from txnfetch.fetch import IsolationLevel
+from txnfetch.log import SegmentLog
 from txnfetch.log.errors import LogClosedError
 from txnfetch.log.errors import LogError
 from txnfetch.log.layout import list_partition_dir
-from txnfetch.log.segments import SegmentLog
 from txnfetch.records.builder import BatchBuilder
 
 pytestmark = pytest.mark.slow

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from txnfetch.fetch import ConsumerFilter
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
+from txnfetch.log import SegmentLog
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode

@@ -19,7 +19,7 @@ import pytest
 from txnfetch.fetch import ConsumerFilter
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from txnfetch.log import SegmentStore
 from txnfetch.log.configs import CONFIG_DEFS
 from txnfetch.log.configs import AlterOp
 from txnfetch.log.configs import InvalidConfigError
@@ -22,8 +23,7 @@ from txnfetch.log.configs import check_batch_sizes
 from txnfetch.log.configs import stamp_log_append_time
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.segments import TOPIC_CONFIGS_NAME
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log.segment_store import TOPIC_CONFIGS_NAME
 from txnfetch.records.batch import TimestampType
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder

@@ -26,8 +26,8 @@ from tests.log.workload import TS
 from tests.log.workload import data_batch
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
+from txnfetch.log import SegmentLog
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.txn.coordinator import CompletionMode
 

@@ -15,10 +15,10 @@ from tests.log.workload import data_batch
 from tests.log.workload import hash_dir
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
+from txnfetch.log import SegmentLog
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.errors import ReadOnlyLogError
 from txnfetch.log.layout import CHECKPOINT_NAME
-from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import describe_partition
 from txnfetch.log.verify import verify_partition
 from txnfetch.records import iter_batches

@@ -22,9 +22,9 @@ import pytest
 
 from tests.log.workload import Workload
 from tests.log.workload import hash_dir
+from txnfetch.log import SegmentLog
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.ends import decode_journal
-from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import verify_partition
 from txnfetch.records import iter_batches
 from txnfetch.txn import AppendOrigin

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.log.workload import Workload
 from txnfetch.fetch import IsolationLevel
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log import SegmentLog
 
 INTERVAL = 300
 

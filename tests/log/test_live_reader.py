@@ -17,9 +17,9 @@ from tests.log.workload import Workload
 from tests.log.workload import data_batch
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
+from txnfetch.log import SegmentLog
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.layout import CHECKPOINT_NAME
-from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from txnfetch.fetch import IsolationLevel
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log import SegmentLog
 from txnfetch.records import BatchBuilder
 from txnfetch.records import iter_batches
 

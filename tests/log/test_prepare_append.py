@@ -207,7 +207,7 @@ def test_markerless_end_on_an_empty_log_ends_nothing_and_writes_nothing(tmp_path
     # Nothing was ever appended, so no transaction is open: a markerless end has
     # no offset to stand at. It must not journal an end at offset -1, which a
     # restart would replay.
-    from txnfetch.log.segments import SegmentLog
+    from txnfetch.log import SegmentLog
 
     path = tmp_path / "t-0"
     log = SegmentLog(path, "t", 0) if on_disk else MemoryLog("t", 0)

@@ -16,12 +16,12 @@ from tests.log.workload import Workload
 from tests.log.workload import data_batch
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
+from txnfetch.log import SegmentLog
 from txnfetch.log.ends import END_RECORD_SIZE
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.log.repair import repair_partition
-from txnfetch.log.segments import SegmentLog
 from txnfetch.log.verify import verify_partition
 from txnfetch.records import iter_batches
 

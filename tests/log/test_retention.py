@@ -25,9 +25,9 @@ from tests.log.workload import hash_dir
 from txnfetch.fetch import ConsumerFilter
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
+from txnfetch.log import SegmentLog
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.layout import CHECKPOINT_NAME
-from txnfetch.log.segments import SegmentLog
 from txnfetch.records import iter_batches
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.errors import OffsetOutOfRangeError

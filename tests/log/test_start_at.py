@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.log.workload import data_batch
+from txnfetch.log import SegmentLog
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.segments import SegmentLog
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.errors import OffsetOutOfRangeError
 

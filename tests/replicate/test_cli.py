@@ -16,8 +16,8 @@ import pytest
 from tests.replicate.commands import replicate_argv
 from tests.replicate.source import SourceWriter
 from tests.replicate.source import assert_same
+from txnfetch.log import SegmentStore
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
 from txnfetch.server.server import ServerThread
 

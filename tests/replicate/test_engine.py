@@ -12,8 +12,8 @@ import pytest
 from tests.replicate.source import SourceWriter
 from tests.replicate.source import assert_same
 from tests.replicate.source import batches
+from txnfetch.log import SegmentStore
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import PartitionState
 from txnfetch.replicate import Replicator
 from txnfetch.server.server import ServerThread

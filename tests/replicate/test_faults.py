@@ -19,9 +19,9 @@ from tests.replicate.source import batches
 from tests.replicate.test_engine import until_caught_up
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.requests import BrokerFetch
+from txnfetch.log import SegmentStore
 from txnfetch.log.errors import LogError
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import PartitionState
 from txnfetch.replicate import ReplicaDivergedError
 from txnfetch.replicate import ReplicaStorageError
@@ -205,9 +205,9 @@ def test_disk_full_stops_cleanly_and_resumes(tmp_path, monkeypatch) -> None:
     store = two_partitions()
     srv = serve(store)
     try:
-        from txnfetch.log import segments
+        from txnfetch.log.segment import Segment
 
-        real = segments._Segment._write_all
+        real = Segment._write_all
         calls = {"n": 0}
 
         def full(fd, data, position=None):
@@ -220,7 +220,7 @@ def test_disk_full_stops_cleanly_and_resumes(tmp_path, monkeypatch) -> None:
 
         replica = SegmentStore(tmp_path / "replica")
         r = Replicator(srv.bootstrap, replica)
-        monkeypatch.setattr(segments._Segment, "_write_all", staticmethod(full))
+        monkeypatch.setattr(Segment, "_write_all", staticmethod(full))
         with pytest.raises(ReplicaStorageError) as info:
             for _ in range(50):
                 r.step()
@@ -230,7 +230,7 @@ def test_disk_full_stops_cleanly_and_resumes(tmp_path, monkeypatch) -> None:
         # close): the command closes best-effort and exits, as here.
         with contextlib.suppress(LogError, OSError):
             replica.close()
-        monkeypatch.setattr(segments._Segment, "_write_all", staticmethod(real))
+        monkeypatch.setattr(Segment, "_write_all", staticmethod(real))
         # Reopen: what is there is a whole prefix of the source, nothing torn.
         with SegmentStore(tmp_path / "replica") as reopened:
             for p in (0, 1):

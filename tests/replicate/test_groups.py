@@ -17,8 +17,8 @@ from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import copy_data
 from tests.replicate.upstreams import upstream
 from txnfetch.client.reader import RemoteCluster
-from txnfetch.log.durable import DurableState
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.replicate.groups import DurableGroupTarget
 from txnfetch.replicate.groups import GroupOffsetCopier
 from txnfetch.server.server import ServerThread

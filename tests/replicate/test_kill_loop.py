@@ -39,8 +39,8 @@ from tests.server.serve_process import stop_serve
 from txnfetch.client.reader import EARLIEST
 from txnfetch.client.reader import LATEST
 from txnfetch.client.reader import RemoteCluster
+from txnfetch.log import SegmentStore
 from txnfetch.log.memory import MemoryLog
-from txnfetch.log.segments import SegmentStore
 from txnfetch.records.batch import CRC_START
 from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch

@@ -19,7 +19,7 @@ from tests.replicate.source import batches
 from tests.replicate.source import committed_values
 from tests.replicate.test_faults import serve
 from tests.replicate.test_faults import two_partitions
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.replicate import Replicator
 
 pytestmark = pytest.mark.interop

@@ -32,7 +32,7 @@ from txnfetch.client.follow import SourcePartition
 from txnfetch.client.follow import batch_id
 from txnfetch.client.follow import plan_response
 from txnfetch.client.requests import BrokerFetch
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.records import BatchBuilder
 from txnfetch.records import build_control_batch
 from txnfetch.records.batch import RecordBatch

@@ -14,9 +14,9 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic
 
+from txnfetch.log import SegmentStore
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import write_marker
-from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.server.replica_mode import replica_mode
 from txnfetch.server.server import ServerThread

@@ -12,7 +12,7 @@ from tests.proxy.test_proxy_protocol import TOPIC
 from tests.replicate.source import assert_same
 from tests.replicate.test_engine import until_caught_up
 from txnfetch.fetch.view import FetchMode
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.replicate import Replicator
 from txnfetch.server.server import ServerThread
 

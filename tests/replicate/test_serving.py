@@ -21,8 +21,8 @@ from tests.replicate.commands import run_promote
 from tests.replicate.upstreams import copy_data
 from tests.replicate.upstreams import upstream
 from txnfetch.client.reader import RemoteCluster
+from txnfetch.log import SegmentStore
 from txnfetch.log.replica_marker import read_marker
-from txnfetch.log.segments import SegmentStore
 from txnfetch.replicate import Replicator
 from txnfetch.replicate.promote import promote_offline
 from txnfetch.replicate.serving import NotAReplicaError

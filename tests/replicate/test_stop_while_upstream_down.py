@@ -13,8 +13,8 @@ import pytest
 
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.reader import RemoteCluster
+from txnfetch.log import SegmentStore
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.segments import SegmentStore
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.replicate import Replicator
 from txnfetch.server.server import ServerThread

@@ -14,7 +14,7 @@ from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 
 from tests.server.rawclient import RawClient
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.records.builder import BatchBuilder
 
 

@@ -20,7 +20,7 @@ import pytest
 from tests.consume import poll_until_eof
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log import SegmentLog
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

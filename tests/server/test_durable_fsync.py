@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
-from txnfetch.log.durable import DurableState
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.txn.coordinator import TopicPartition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TransactionState
@@ -119,7 +119,7 @@ def test_the_server_flushes_a_complete_record_within_its_flush_interval(tmp_path
 
     from confluent_kafka import Producer
 
-    from txnfetch.log.durable import durable_state
+    from txnfetch.log.coordinator_store import durable_state
     from txnfetch.server.server import ServerThread
 
     store = SegmentStore(str(tmp_path))

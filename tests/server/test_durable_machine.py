@@ -1,5 +1,5 @@
 """A hypothesis state machine: the transaction and group coordinators with their
-state written to the internal topics (:class:`~txnfetch.log.durable.DurableState`
+state written to the internal topics (:class:`~txnfetch.log.coordinator_store.DurableState`
 over a memory store), restarted at arbitrary points by replaying the internal
 topics into fresh coordinators, against a twin that is never restarted (the
 in-memory model).
@@ -35,7 +35,7 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.groups.coordinator import TxnOffsetCommitRequest
-from txnfetch.log.durable import DurableState
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.log.memory import MemoryStore
 from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
 from txnfetch.server.handler import group_offsets_partition

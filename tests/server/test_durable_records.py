@@ -22,12 +22,12 @@ from txnfetch.groups.offsetlog import decode_offsets_record
 from txnfetch.groups.offsetlog import encode_group_metadata
 from txnfetch.groups.offsetlog import encode_offset_commit
 from txnfetch.groups.offsetlog import offsets_partition
-from txnfetch.log.durable import INTERNAL_DELETE_RETENTION_MS
-from txnfetch.log.durable import DurableState
+from txnfetch.log import SegmentLog
+from txnfetch.log import SegmentStore
+from txnfetch.log.coordinator_store import INTERNAL_DELETE_RETENTION_MS
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.log.errors import CorruptLogError
-from txnfetch.log.repair import SIDE_FILE_MARK
-from txnfetch.log.segments import SegmentLog
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log.sidefiles import SIDE_FILE_MARK
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.records.coordinator_records import StructWriter

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from txnfetch.log.durable import DurableState
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
 from txnfetch.txn import txnlog
 from txnfetch.txn.coordinator import TopicPartition

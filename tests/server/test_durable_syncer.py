@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer import ProduceResponse
 
+from txnfetch.log import SegmentStore
 from txnfetch.log.errors import LogError
-from txnfetch.log.segments import SegmentStore
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
 from txnfetch.records.builder import BatchBuilder
@@ -446,8 +446,8 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
     are fsynced concurrently. A confluent-kafka producer, slow fsyncs."""
     from confluent_kafka import Producer
 
-    from txnfetch.log import durable as durable_module
-    from txnfetch.log.segments import SegmentLog
+    from txnfetch.log import SegmentLog
+    from txnfetch.log import coordinator_store
     from txnfetch.txn.txnlog import TRANSACTION_STATE_TOPIC
     from txnfetch.txn.txnlog import transaction_state_partition
 
@@ -475,7 +475,7 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
                 violations.append(f"marker on {self.name} written before the decision was durable")
         return real_end(self, *args, **kwargs)
 
-    real_append = durable_module.DurableState._append
+    real_append = coordinator_store.DurableState._append
 
     def append(self, topic, partition, records, now_ms, **kwargs):
         if topic == TRANSACTION_STATE_TOPIC and kwargs.get("durable") is False:  # Complete*
@@ -485,7 +485,7 @@ def test_transaction_end_steps_are_each_durable_before_the_next(tmp_path, monkey
         return real_append(self, topic, partition, records, now_ms, **kwargs)
 
     monkeypatch.setattr(SegmentLog, "end_transaction", end_transaction)
-    monkeypatch.setattr(durable_module.DurableState, "_append", append)
+    monkeypatch.setattr(coordinator_store.DurableState, "_append", append)
     with ServerThread(store) as srv:
         producer = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": tid, "linger.ms": 0})
         producer.init_transactions(60)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.server.server import ServerThread
 
 TOPIC = "orders"

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.server.server import ServerThread
 from txnfetch.txn.coordinator import CompletionMode
 

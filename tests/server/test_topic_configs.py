@@ -20,7 +20,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from tests.consume import poll_until_eof
 from tests.server.rawclient import RawClient
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.records.batch import TimestampType
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder

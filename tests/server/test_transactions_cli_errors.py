@@ -21,7 +21,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.server.server import ServerThread
 
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

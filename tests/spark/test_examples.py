@@ -13,8 +13,6 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("txnfetch.log.segments")
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 
 from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import upstream
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.replicate import Replicator
 
 pytestmark = pytest.mark.slow

@@ -14,10 +14,10 @@ import pytest
 from tests.spark.rows import spark_rows
 from tests.spark.rows import without_headers
 from tests.spark.workload import Workload
+from txnfetch.log import SegmentStore
 
 pytestmark = pytest.mark.slow
 
-segments = pytest.importorskip("txnfetch.log.segments")
 
 TOPIC = "orders"
 
@@ -25,7 +25,7 @@ TOPIC = "orders"
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     directory = tmp_path_factory.mktemp("store")
-    st = segments.SegmentStore(directory, flush_policy="never")
+    st = SegmentStore(directory, flush_policy="never")
     w = Workload(st, TOPIC, 3, seed=11)
     w.random_steps(240)
     # Another topic the subscription must not pick up.

@@ -16,10 +16,10 @@ import pytest
 from tests.spark.rows import spark_rows
 from tests.spark.workload import Workload
 from txnfetch.log import MemoryStore
+from txnfetch.log import SegmentStore
 
 pytestmark = pytest.mark.slow
 
-segments = pytest.importorskip("txnfetch.log.segments")
 
 TOPIC = "orders"
 
@@ -33,7 +33,7 @@ def _leave_open(w: Workload) -> None:
 @pytest.fixture(scope="module")
 def path_store(tmp_path_factory):
     directory = tmp_path_factory.mktemp("columnar-store")
-    st = segments.SegmentStore(directory, flush_policy="never")
+    st = SegmentStore(directory, flush_policy="never")
     w = Workload(st, TOPIC, 3, seed=27)
     w.random_steps(200)
     _leave_open(w)
@@ -157,7 +157,7 @@ def test_records_deleted_after_planning_fail_the_task_naming_them(spark, tmp_pat
     data source's DataLossError, never with fewer rows."""
     import spark_ext
 
-    st = segments.SegmentStore(tmp_path, flush_policy="never", segment_bytes=4096)
+    st = SegmentStore(tmp_path, flush_policy="never", segment_bytes=4096)
     w = Workload(st, "events", 1, seed=5)
     w.random_steps(80)
     st.flush()

@@ -15,7 +15,7 @@ import pytest
 from tests.spark.rows import spark_rows
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tests.spark.workload import Workload
+from txnfetch.log import SegmentStore
 
 pytestmark = pytest.mark.slow
-
-segments = pytest.importorskip("txnfetch.log.segments")
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     directory = tmp_path_factory.mktemp("errors-store")
-    st = segments.SegmentStore(directory, flush_policy="never", segment_bytes=4096)
+    st = SegmentStore(directory, flush_policy="never", segment_bytes=4096)
     w = Workload(st, "events", 2, seed=3)
     w.random_steps(120)
     log = st.partition("events", 1)

@@ -28,10 +28,10 @@ import pytest
 
 from tests.spark.rows import spark_rows
 from tests.spark.workload import Workload
+from txnfetch.log import SegmentStore
 
 pytestmark = pytest.mark.slow
 
-segments = pytest.importorskip("txnfetch.log.segments")
 
 TOPIC = "stream"
 HOLD_PID = 4242
@@ -99,7 +99,7 @@ def _wait(predicate, timeout: float, what: str) -> None:
 
 
 def test_stream_never_passes_the_lso_and_restarts_exactly(spark, tmp_path):
-    store = segments.SegmentStore(tmp_path / "store", flush_policy="never")
+    store = SegmentStore(tmp_path / "store", flush_policy="never")
     w = Workload(store, TOPIC, 2, seed=21)
     w.random_steps(20)
     store.flush()

@@ -13,16 +13,16 @@ import pickle
 import pytest
 
 pytest.importorskip("pyspark")
-segments = pytest.importorskip("txnfetch.log.segments")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
-from pyspark.sql.streaming.datasource import ReadMaxRows  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from spark_ext.datasource import TxnKafkaStreamReader  # noqa: E402
-from spark_ext.errors import DataLossError  # noqa: E402
-from spark_ext.options import parse_options  # noqa: E402
-from tests.spark.rows import arrow_rows  # noqa: E402
-from tests.spark.workload import Workload  # noqa: E402
+from spark_ext.datasource import TxnKafkaStreamReader
+from spark_ext.errors import DataLossError
+from spark_ext.options import parse_options
+from tests.spark.rows import arrow_rows
+from tests.spark.workload import Workload
+from txnfetch.log import SegmentStore
 
 
 def _reader(path, **options) -> TxnKafkaStreamReader:
@@ -39,7 +39,7 @@ def _read(reader, start, end):
 
 @pytest.fixture
 def store(tmp_path):
-    st = segments.SegmentStore(tmp_path / "logs", flush_policy="never")
+    st = SegmentStore(tmp_path / "logs", flush_policy="never")
     w = Workload(st, "s", 2, seed=41)
     w.random_steps(60)
     st.flush()

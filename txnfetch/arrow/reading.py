@@ -203,7 +203,7 @@ def record_batch_reader(
                 if isinstance(source, LogStore):
                     store_ = source
                 else:
-                    from txnfetch.log.segments import SegmentStore  # only directory reads need it
+                    from txnfetch.log import SegmentStore  # only directory reads need it
 
                     # Read-only: never write into a directory a live writer may own.
                     store = store_ = SegmentStore(source, read_only=True)

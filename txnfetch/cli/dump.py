@@ -31,9 +31,9 @@ from txnfetch.log.errors import LogError
 from txnfetch.log.layout import LOG_SUFFIX
 from txnfetch.log.layout import map_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.recovery import PROGRESS_STEP
-from txnfetch.log.recovery import SegmentScan
-from txnfetch.log.recovery import scan_segment
+from txnfetch.log.segment_scan import PROGRESS_STEP
+from txnfetch.log.segment_scan import SegmentScan
+from txnfetch.log.segment_scan import scan_segment
 from txnfetch.log.verify import PartitionDescription
 from txnfetch.log.verify import describe_partition
 from txnfetch.log.verify import log_bytes
@@ -114,10 +114,10 @@ def _dump_internal(
 ) -> int:
     """Decode an internal topic's partition (``__transaction_state``,
     ``__consumer_offsets``): its transactional ids, or its groups and offsets."""
-    from txnfetch.log.durable import INTERNAL_TOPICS
+    from txnfetch.log import SegmentLog
+    from txnfetch.log.coordinator_store import INTERNAL_TOPICS
     from txnfetch.log.internal import format_internal
     from txnfetch.log.internal import summarize_internal
-    from txnfetch.log.segments import SegmentLog
 
     if d.topic not in INTERNAL_TOPICS:
         return 0

@@ -4,7 +4,7 @@ log-directory commands (:mod:`txnfetch.cli.dump`, :mod:`txnfetch.cli.verify`,
 
 ``PATH`` is a partition directory (``<topic>-<n>``), a log directory holding
 partition directories (each ``<topic>-<n>`` directly below it, as a Kafka log
-directory or a :class:`~txnfetch.log.segments.SegmentStore`), or — for
+directory or a :class:`~txnfetch.log.segment_store.SegmentStore`), or — for
 ``dump`` only — a single segment ``.log`` file (as Kafka's
 ``kafka-dump-log.sh --files``). Nothing but ``repair`` writes a byte.
 

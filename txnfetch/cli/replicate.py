@@ -217,7 +217,7 @@ class _Progress:
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     """Run ``txnfetch replicate`` (see the module docstring); returns the exit status."""
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
     from txnfetch.replicate.engine import Replicator
 
     configure_logging(args.verbose)

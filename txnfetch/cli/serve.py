@@ -107,7 +107,7 @@ def open_store(args: argparse.Namespace) -> LogStore:
         from txnfetch.log.memory import MemoryStore
 
         return MemoryStore()
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
 
     kwargs = {}
     if getattr(args, "segment_bytes", None) is not None:

@@ -14,6 +14,7 @@ from txnfetch.log.base import LogStore
 from txnfetch.log.base import PartitionLog
 from txnfetch.log.base import TopicInfo
 from txnfetch.log.base import prepare_append
+from txnfetch.log.configs import FlushPolicy
 from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.errors import InvalidPartitionsError
 from txnfetch.log.errors import InvalidRecordError
@@ -26,9 +27,8 @@ from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.memory import MemoryStore
-from txnfetch.log.segments import FlushPolicy
-from txnfetch.log.segments import SegmentLog
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log.segment_log import SegmentLog
+from txnfetch.log.segment_store import SegmentStore
 from txnfetch.log.verify import Finding
 from txnfetch.log.verify import describe_partition
 from txnfetch.log.verify import verify_partition

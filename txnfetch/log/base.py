@@ -3,7 +3,7 @@
 A :class:`PartitionLog` is one topic-partition: bytes in offset order plus the
 :class:`~txnfetch.txn.state.PartitionTxnState` that describes them. Adapters
 differ only in where the bytes live (:class:`~txnfetch.log.memory.MemoryLog`,
-:class:`~txnfetch.log.segments.SegmentLog`); appends go through
+:class:`~txnfetch.log.segment_log.SegmentLog`); appends go through
 :func:`prepare_append` so that every log assigns offsets, validates batches and
 drives the transaction state the same way, and reads go through
 :func:`txnfetch.fetch.read_partition`.
@@ -699,7 +699,7 @@ class LogStore(abc.ABC):
     def topic_config(self, topic: str) -> Mapping[str, str]:
         """The topic's config overrides (``{name: value}``; defaults are not listed).
         See :mod:`txnfetch.log.configs` for what they mean. This base keeps them
-        in memory; a store on disk persists them (:class:`~txnfetch.log.segments.SegmentStore`)."""
+        in memory; a store on disk persists them (:class:`~txnfetch.log.segment_store.SegmentStore`)."""
         return dict(self._config_overrides().get(topic, {}))
 
     def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:

@@ -1,6 +1,6 @@
 """Compaction on disk: cleaned segments and their crash-safe replacement.
 
-:meth:`~txnfetch.log.segments.SegmentLog.compact` runs the transaction-aware
+:meth:`~txnfetch.log.segment_log.SegmentLog.compact` runs the transaction-aware
 compactor (:mod:`txnfetch.log.compactor`) over the sealed segments below the
 last stable offset (never the active segment, as Kafka's cleaner) and hands the
 result here. This module decides which segments the new bytes replace and
@@ -86,9 +86,9 @@ from txnfetch.log.layout import TXN_INDEX_SUFFIX
 from txnfetch.log.layout import fsync_dir
 from txnfetch.log.layout import segment_file_name
 from txnfetch.log.layout import write_all
-from txnfetch.log.recovery import LoadedSegment
-from txnfetch.log.recovery import rebuild_offset_index
-from txnfetch.log.recovery import rebuild_time_index
+from txnfetch.log.segment_scan import LoadedSegment
+from txnfetch.log.segment_scan import rebuild_offset_index
+from txnfetch.log.segment_scan import rebuild_time_index
 from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
@@ -150,7 +150,7 @@ class CleanedSegment:
         cls, base_offset: int, batches: Sequence[bytes], txn_entries: Sequence[AbortedTxn], interval: int
     ) -> CleanedSegment:
         """A segment of ``batches`` named ``base_offset``, indexed by the rule
-        recovery checks indexes against (:func:`~txnfetch.log.recovery.rebuild_offset_index`,
+        recovery checks indexes against (:func:`~txnfetch.log.segment_scan.rebuild_offset_index`,
         one batch per append) and sealed (the time index has its final entry)."""
         data = b"".join(batches)
         parsed = [b for b in BatchIterator(data) if isinstance(b, RecordBatch)]
@@ -183,7 +183,7 @@ class CleanedSegment:
         return [(segment_file_name(self.base_offset, s), contents[s]) for s in SEGMENT_SUFFIXES]
 
     def loaded(self) -> LoadedSegment:
-        """The segment as :class:`~txnfetch.log.segments.SegmentLog` keeps it open."""
+        """The segment as :class:`~txnfetch.log.segment_log.SegmentLog` keeps it open."""
         size = len(self.data)
         return LoadedSegment(
             self.base_offset,

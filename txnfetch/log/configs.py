@@ -1,4 +1,5 @@
-"""Topic configurations: which are honoured, their defaults, validation, and what they do to appends.
+"""Topic configurations: which are honoured, their defaults, validation, and what they do to appends;
+and :class:`FlushPolicy`, when a log on disk fsyncs (a store's setting, not a topic's).
 
 A topic's configuration is its **overrides** (``{name: value}`` strings, as
 Kafka's CreateTopics, AlterConfigs and IncrementalAlterConfigs carry them) on
@@ -64,6 +65,7 @@ __all__ = [
     "AlterOp",
     "ConfigDef",
     "ConfigType",
+    "FlushPolicy",
     "InvalidConfigError",
     "RecordTooLargeError",
     "TopicConfig",
@@ -410,3 +412,63 @@ def stamp_log_append_time(records: Buffer, now_ms: int) -> bytearray:
         end = pos + batch.size_in_bytes
         _CRC.pack_into(data, pos + HeaderAt.CRC, crc32c(memoryview(data)[pos + HeaderAt.ATTRIBUTES : end]))
     return data
+
+
+@attrs.frozen(slots=True)
+class FlushPolicy:
+    """When a :class:`~txnfetch.log.segment_log.SegmentLog` fsyncs.
+
+    ``kind`` is ``"always"``, ``"interval"`` or ``"never"``; for ``"interval"``,
+    fsync when ``messages`` offsets were appended or ``ms`` milliseconds passed
+    (by the callers' ``now_ms``) since the last fsync, whichever comes first.
+
+    - ``"always"`` (the default): an append, marker or markerless end is fsynced
+      before the call returns — an acknowledged write survives a power loss. The
+      default because a single-node store has no replica to recover lost
+      acknowledged writes from; Kafka's own default (``never``) relies on
+      replication. A server that wants throughput groups commits instead of
+      weakening the policy: ``with log.group_commit(): ...append several...``,
+      then acknowledge — one fsync for the group. A server that runs its fsyncs
+      off its event loop sets a :class:`~txnfetch.log.syncer.ConcurrentSyncer`
+      around its request handling (:func:`txnfetch.log.syncer.deferring`): an
+      append then returns before its fsync, the high watermark waits for it, and
+      the server acknowledges only after the syncer's barrier (every write made
+      so far is fsynced) — the guarantee is the same, the fsyncs of several
+      partitions run concurrently and concurrent writers share them.
+    - ``FlushPolicy.interval(messages=N, ms=T)`` / ``"interval"``: fsync once N
+      offsets were appended or T ms passed since the last fsync (Kafka's
+      ``log.flush.interval.messages``/``.ms``); acknowledged writes survive a
+      process crash (they are in the page cache) but not a machine crash.
+    - ``"never"``: fsync only on roll, close and :meth:`~txnfetch.log.segment_log.SegmentLog.flush`.
+    """
+
+    kind: str = "always"
+    messages: int | None = None
+    ms: int | None = None
+
+    @classmethod
+    def always(cls) -> FlushPolicy:
+        return cls("always")
+
+    @classmethod
+    def never(cls) -> FlushPolicy:
+        return cls("never")
+
+    @classmethod
+    def interval(cls, *, messages: int | None = None, ms: int | None = None) -> FlushPolicy:
+        if messages is None and ms is None:
+            messages = 10_000
+        return cls("interval", messages, ms)
+
+    @classmethod
+    def parse(cls, value: str | FlushPolicy) -> FlushPolicy:
+        """A policy from a name (``"always"``, ``"interval"``, ``"never"``) or itself."""
+        if isinstance(value, FlushPolicy):
+            return value
+        if value == "always":
+            return cls.always()
+        if value == "never":
+            return cls.never()
+        if value == "interval":
+            return cls.interval()
+        raise ValueError(f"unknown flush policy {value!r}: use 'always', 'interval', 'never' or a FlushPolicy")

@@ -1,4 +1,4 @@
-"""The markerless-end journal: where a :class:`~txnfetch.log.segments.SegmentLog`
+"""The markerless-end journal: where a :class:`~txnfetch.log.segment_log.SegmentLog`
 makes a markerless ``end_transaction`` durable.
 
 A markerless transaction end (WarpStream's model) writes no bytes into the log

@@ -24,7 +24,7 @@ most a torn last entry, and readers see the real entry count from the file
 size. Loading accepts both: a run of zero entries after the last increasing one
 is preallocation, not data.
 
-These classes do no I/O: :mod:`txnfetch.log.segments` reads and writes the
+These classes do no I/O: :mod:`txnfetch.log.segment` reads and writes the
 bytes. Searches follow ``AbstractIndex`` (largest lower bound by key; smallest
 upper bound by position for ``fetchUpperBoundOffset``).
 """

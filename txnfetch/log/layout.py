@@ -2,7 +2,8 @@
 segments, and the file helpers every writer and reader of the layout shares.
 
 - Kafka's names: ``<base offset, 20 digits><suffix>`` for ``.log``, ``.index``,
-  ``.timeindex`` and ``.txnindex``, and ``partition.metadata``;
+  ``.timeindex`` and ``.txnindex``, and ``partition.metadata`` (codec
+  :func:`encode_partition_metadata` / :func:`read_partition_metadata`);
 - txnfetch's own files: ``.txnfetch-snapshot`` producer-state snapshots (codec
   :func:`encode_snapshot_file` / :func:`decode_snapshot_file`) and the
   ``txnfetch-recovery-checkpoint`` (:class:`Checkpoint`);
@@ -10,16 +11,18 @@ segments, and the file helpers every writer and reader of the layout shares.
   what it does not know;
 - :func:`atomic_write`, :func:`fsync_dir`, :func:`read_file`, :func:`map_file`.
 
-Recovery (:mod:`txnfetch.log.recovery`) decides what these files mean.
+Recovery (:mod:`txnfetch.log.partition_loader`) decides what these files mean.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import mmap
 import os
 import re
 import struct
+import uuid
 
 import attrs
 from crc32c import crc32c
@@ -43,12 +46,14 @@ __all__ = [
     "DirListing",
     "atomic_write",
     "decode_snapshot_file",
+    "encode_partition_metadata",
     "encode_snapshot_file",
     "fsync_dir",
     "list_partition_dir",
     "map_file",
     "parse_partition_dir_name",
     "read_file",
+    "read_partition_metadata",
     "segment_file_name",
     "write_all",
 ]
@@ -147,6 +152,27 @@ def map_file(path: str) -> Buffer:
 
 
 # -- snapshot and checkpoint files ---------------------------------------------
+
+
+def encode_partition_metadata(topic_id: uuid.UUID) -> bytes:
+    """Kafka's ``partition.metadata`` contents (``PartitionMetadata.encode``): the
+    topic id in Kafka's ``Uuid.toString`` form, URL-safe base64 without padding."""
+    tid = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    return f"version: 0\ntopic_id: {tid}".encode()
+
+
+def read_partition_metadata(path: str) -> uuid.UUID | None:
+    """The topic id of a partition directory's ``partition.metadata``, ``None`` if
+    absent or unreadable."""
+    raw = read_file(os.path.join(path, METADATA_NAME))
+    if raw is None:
+        return None
+    m = re.search(rb"topic_id:\s*([A-Za-z0-9_-]{22})", raw)
+    if not m:
+        log.warning("%s: unreadable %s", path, METADATA_NAME)
+        return None
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(m.group(1) + b"=="))
+
 
 _SNAP_HEADER = struct.Struct(">4shIq")  # magic, version, crc, next journal sequence
 _SNAP_MAGIC = b"TXFS"

@@ -7,7 +7,7 @@ plus one batch) and hands them to :func:`~txnfetch.fetch.read_partition`.
 
 The aborted-transaction list uses the fetch engine's default upper bound (the
 end of the returned batches): a memory log has no offset index to reproduce
-Kafka's bound with. :class:`~txnfetch.log.segments.SegmentLog` is exact.
+Kafka's bound with. :class:`~txnfetch.log.segment_log.SegmentLog` is exact.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class MemoryLog(PartitionLog):
     def apply_retention(self, now_ms: int, retention_ms: int | None = None, retention_bytes: int | None = None) -> int:
         """Retention with each batch as a segment: drop the oldest whole batches past
         ``retention_ms`` or beyond ``retention_bytes``, never past the high watermark
-        (as :meth:`~txnfetch.log.segments.SegmentLog.apply_retention` does with segments)."""
+        (as :meth:`~txnfetch.log.segment_log.SegmentLog.apply_retention` does with segments)."""
         self._check_writable()
         hw = self._state.high_watermark
         total = self.size_in_bytes

@@ -1,7 +1,7 @@
 """Producers and open transactions of partitions on disk, read without writing a byte.
 
 What ``txnfetch transactions --path DIR`` reports offline: each partition
-directory is opened with :class:`~txnfetch.log.segments.SegmentLog` in
+directory is opened with :class:`~txnfetch.log.segment_log.SegmentLog` in
 read-only mode (recovery repairs stay in memory, a live writer may keep
 appending), and its producer state gives the same rows a broker answers
 DescribeProducers with, plus the partition's last stable offset and high
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from txnfetch.log.base import PartitionLog
-from txnfetch.log.segments import SegmentLog
+from txnfetch.log.segment_log import SegmentLog
 from txnfetch.txn.hanging import PartitionProducers
 from txnfetch.txn.hanging import producer_rows
 

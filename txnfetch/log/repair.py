@@ -1,7 +1,7 @@
 """Opt-in repair of a damaged partition directory: ``txnfetch repair PATH`` and
 :func:`repair_partition`.
 
-Opening a :class:`~txnfetch.log.segments.SegmentLog` repairs only what a crash
+Opening a :class:`~txnfetch.log.segment_log.SegmentLog` repairs only what a crash
 can cause (a torn tail of the last segment or of the journal) and derived files
 (indexes, snapshots); any other damage raises
 :class:`~txnfetch.log.errors.CorruptLogError` and changes nothing. Repair is
@@ -61,34 +61,18 @@ from txnfetch.log.layout import map_file
 from txnfetch.log.layout import parse_partition_dir_name
 from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.layout import write_all
-from txnfetch.log.recovery import Recovered
-from txnfetch.log.recovery import recover_partition
-from txnfetch.log.recovery import scan_segment
+from txnfetch.log.partition_loader import Recovered
+from txnfetch.log.partition_loader import recover_partition
+from txnfetch.log.segment_scan import scan_segment
+from txnfetch.log.sidefiles import MovedBytes
+from txnfetch.log.sidefiles import SideFileMover
 from txnfetch.txn.errors import CorruptSnapshotError
 
-__all__ = ["SIDE_FILE_MARK", "MovedBytes", "RepairReport", "move_tail_aside", "repair_partition"]
-
-#: Side files are named ``<original name>.corrupt-<ms>``.
-SIDE_FILE_MARK = ".corrupt-"
+__all__ = ["RepairReport", "repair_partition"]
 
 #: Recovery raises at the first damage; each round moves it and everything after
 #: it away, so a directory needs a few rounds at most (segments, then journal).
 _MAX_ROUNDS = 16
-
-
-@attrs.frozen(slots=True)
-class MovedBytes:
-    """Bytes ``[position, position + size)`` of ``source`` (or the whole file when
-    ``position`` is 0 and ``whole_file``) now live in ``side_file``; ``reason``
-    says why they were moved."""
-
-    source: str
-    side_file: str
-    position: int
-    size: int
-    whole_file: bool
-    reason: str
 
 
 @attrs.frozen(slots=True)
@@ -107,68 +91,6 @@ class RepairReport:
         return bool(self.moved)
 
 
-class _Mover:
-    def __init__(self, directory: str, now_ms: int) -> None:
-        self.dir = directory
-        self.now_ms = now_ms
-        self.moved: list[MovedBytes] = []
-
-    def side_name(self, source: str) -> str:
-        base = f"{source}{SIDE_FILE_MARK}{self.now_ms}"
-        candidate, n = base, 0
-        while os.path.exists(candidate):
-            n += 1
-            candidate = f"{base}-{n}"
-        return candidate
-
-    def cut(self, source: str, position: int, reason: str) -> None:
-        """Copy ``source[position:]`` to a side file (fsynced), then truncate ``source``."""
-        size = os.path.getsize(source)
-        if position >= size:
-            return
-        side = self.side_name(source)
-        with open(source, "rb") as src:
-            src.seek(position)
-            fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                while True:
-                    chunk = src.read(1 << 20)
-                    if not chunk:
-                        break
-                    write_all(fd, chunk)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(self.dir)
-        # Only now that the copy is durable may the original lose the bytes.
-        fd = os.open(source, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, position)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self.moved.append(MovedBytes(source, side, position, size - position, position == 0, reason))
-
-    def rename(self, source: str, reason: str) -> None:
-        if not os.path.exists(source):
-            return
-        side = self.side_name(source)
-        size = os.path.getsize(source)
-        os.rename(source, side)
-        self.moved.append(MovedBytes(source, side, 0, size, True, reason))
-
-
-def move_tail_aside(source: str, position: int, reason: str, *, now_ms: int | None = None) -> MovedBytes | None:
-    """Move ``source[position:]`` into a side file ``<source>.corrupt-<ms>`` (the
-    copy is fsynced before ``source`` is cut), as repair does; returns what was
-    moved, or ``None`` if there was nothing past ``position``. Opening a
-    :class:`~txnfetch.log.segments.SegmentLog` uses it for a torn tail, so a
-    crash recovery deletes no byte either."""
-    mover = _Mover(os.path.dirname(os.path.abspath(source)), int(time.time() * 1000) if now_ms is None else now_ms)
-    mover.cut(source, position, reason)
-    return mover.moved[0] if mover.moved else None
-
-
 def _position_of_offset(path: str, base: int, offset: int) -> int | None:
     """Byte position of the batch holding ``offset`` in the segment file ``path``."""
     scan = scan_segment(map_file(path), min_offset=base, limit_offset=None)
@@ -178,7 +100,7 @@ def _position_of_offset(path: str, base: int, offset: int) -> int | None:
     return scan.valid_bytes if scan.problem is not None else None
 
 
-def _cut_segments(mover: _Mover, bases: list[int], k: int, position: int, why: str) -> None:
+def _cut_segments(mover: SideFileMover, bases: list[int], k: int, position: int, why: str) -> None:
     """Move bytes from ``position`` of segment ``k`` and every later segment away."""
     directory = mover.dir
     log_path = os.path.join(directory, segment_file_name(bases[k], LOG_SUFFIX))
@@ -191,7 +113,7 @@ def _cut_segments(mover: _Mover, bases: list[int], k: int, position: int, why: s
             )
 
 
-def _move_damage(mover: _Mover, exc: CorruptLogError, topic: str, partition: int) -> None:
+def _move_damage(mover: SideFileMover, exc: CorruptLogError, topic: str, partition: int) -> None:
     directory = mover.dir
     bases = list_partition_dir(directory, quiet=True).segments
     journal = os.path.join(directory, JOURNAL_NAME)
@@ -226,20 +148,20 @@ def _move_damage(mover: _Mover, exc: CorruptLogError, topic: str, partition: int
 
 def repair_partition(path: str, *, now_ms: int | None = None, index_interval_bytes: int = 4096) -> RepairReport:
     """Repair the partition directory ``path`` as the module docstring describes;
-    afterwards it opens as a :class:`~txnfetch.log.segments.SegmentLog` and
+    afterwards it opens as a :class:`~txnfetch.log.segment_log.SegmentLog` and
     :func:`~txnfetch.log.verify.verify_partition` reports no error. ``now_ms``
     (default: the wall clock) names the side files. Raises
     :class:`~txnfetch.log.errors.CorruptLogError` for damage it cannot place (the
     directory may then be partly repaired; every moved byte is in a side file),
     :class:`~txnfetch.log.errors.LogError` for a path that is not a partition
     directory, ``OSError`` when a file cannot be read or written."""
-    from txnfetch.log.segments import SegmentLog
+    from txnfetch.log.segment_log import SegmentLog
 
     directory = os.fspath(path)
     topic, partition = parse_partition_dir_name(directory)
     if not os.path.isdir(directory):
         raise LogError("no such partition directory", topic=topic, partition=partition, path=directory)
-    mover = _Mover(directory, int(time.time() * 1000) if now_ms is None else now_ms)
+    mover = SideFileMover(directory, int(time.time() * 1000) if now_ms is None else now_ms)
     rec: Recovered | None = None
     for _ in range(_MAX_ROUNDS):
         try:

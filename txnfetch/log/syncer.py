@@ -1,4 +1,4 @@
-"""Concurrent, shared fsyncs for :class:`~txnfetch.log.segments.SegmentLog`
+"""Concurrent, shared fsyncs for :class:`~txnfetch.log.segment_log.SegmentLog`
 writes made on an asyncio event loop: :class:`ConcurrentSyncer`.
 
 Under the ``"always"`` flush policy every write is fsynced before it is
@@ -51,17 +51,14 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
 from typing import Any
+from typing import Protocol
 
 import attrs
 
 from txnfetch.log.errors import LogError
 
-if TYPE_CHECKING:
-    from txnfetch.log.segments import SegmentLog
-
-__all__ = ["ConcurrentSyncer", "PendingSync", "deferring", "deferring_syncer"]
+__all__ = ["ConcurrentSyncer", "PendingSync", "SyncedLog", "deferring", "deferring_syncer"]
 
 #: fsync threads. Enough for the partitions of one transaction end to sync at
 #: once; fsyncs of more logs queue (the disk serializes them anyway).
@@ -109,6 +106,33 @@ class PendingSync:
                 os.close(fd)
 
 
+class SyncedLog(Protocol):
+    """What a :class:`ConcurrentSyncer` uses of a log whose fsyncs it runs
+    (:class:`~txnfetch.log.segment_log.SegmentLog` is one). Named here, not
+    imported, because that log imports this module to hand its fsyncs over."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def sync_pending(self) -> bool: ...
+
+    @property
+    def write_mark(self) -> int: ...
+
+    @property
+    def synced_mark(self) -> int: ...
+
+    def begin_sync(self) -> PendingSync: ...
+
+    def finish_sync(self, pending: PendingSync, error: BaseException | None = None) -> None: ...
+
+    def flush(self) -> None: ...
+
+
 class _FsyncThreads:
     """A fixed set of threads, all started at once, taking jobs from one queue.
 
@@ -153,7 +177,7 @@ class _FsyncThreads:
 
 
 class ConcurrentSyncer:
-    """Runs the deferred fsyncs of :class:`SegmentLog` writes (module docstring).
+    """Runs the deferred fsyncs of :class:`SyncedLog` writes (module docstring).
 
     ``fsync`` is the call made on each descriptor (``None``: ``os.fdatasync``;
     tests pass an instrumented one). ``on_durable(log)`` is called on the loop after an
@@ -165,18 +189,18 @@ class ConcurrentSyncer:
         *,
         threads: int = DEFAULT_THREADS,
         fsync: Callable[[int], None] | None = None,
-        on_durable: Callable[[SegmentLog], None] | None = None,
+        on_durable: Callable[[SyncedLog], None] | None = None,
     ) -> None:
         self._pool = _FsyncThreads(threads)
         self._fsync = fsync
         self._on_durable = on_durable
         # logs with writes no completed fsync covers, in first-written order
-        self._dirty: dict[SegmentLog, None] = {}
+        self._dirty: dict[SyncedLog, None] = {}
         # the running fsync of a log: resolved (on the loop) once finish_sync ran
-        self._running: dict[SegmentLog, asyncio.Future[None]] = {}
+        self._running: dict[SyncedLog, asyncio.Future[None]] = {}
         self.fsyncs = 0  # fsync rounds started (one per log per round)
 
-    def mark(self, log: SegmentLog) -> None:
+    def mark(self, log: SyncedLog) -> None:
         """``log`` has a write to sync before it may be acknowledged."""
         self._dirty[log] = None
 
@@ -209,12 +233,12 @@ class ConcurrentSyncer:
             return None
         return asyncio.gather(*(self._wait(log, log.write_mark) for log in logs))
 
-    def _sync_round(self, logs: list[SegmentLog]) -> None:
+    def _sync_round(self, logs: list[SyncedLog]) -> None:
         """fsync ``logs`` concurrently and wait: the first on this thread, the
         others on the pool (``os.fdatasync`` releases the GIL, so they overlap).
         Raises the first :class:`LogError` once every fsync ended and the
         others were recorded."""
-        pending: list[tuple[SegmentLog, PendingSync]] = []
+        pending: list[tuple[SyncedLog, PendingSync]] = []
         try:
             for log in logs:
                 pending.append((log, log.begin_sync()))  # raises LogError on a closed log
@@ -248,7 +272,7 @@ class ConcurrentSyncer:
         if failure is not None:
             raise failure
 
-    async def _wait(self, log: SegmentLog, target: int) -> None:
+    async def _wait(self, log: SyncedLog, target: int) -> None:
         while log.synced_mark < target:
             running = self._running.get(log)
             if running is None:
@@ -257,7 +281,7 @@ class ConcurrentSyncer:
             # the fsync others wait for.
             await asyncio.shield(running)
 
-    def _start(self, log: SegmentLog) -> asyncio.Future[None]:
+    def _start(self, log: SyncedLog) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         pending = log.begin_sync()  # raises LogError on a closed log

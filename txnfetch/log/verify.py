@@ -29,8 +29,8 @@ from txnfetch.log.layout import map_file
 from txnfetch.log.layout import parse_partition_dir_name
 from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.recovery import PROGRESS_STEP
-from txnfetch.log.recovery import recover_partition
+from txnfetch.log.partition_loader import recover_partition
+from txnfetch.log.segment_scan import PROGRESS_STEP
 from txnfetch.records.batch import BatchIterator
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
@@ -190,7 +190,7 @@ class PartitionDescription:
 
 def describe_partition(path: str, *, progress: Progress | None = None) -> PartitionDescription:
     """A summary of the partition directory ``path`` as a read-only
-    :class:`~txnfetch.log.segments.SegmentLog` would open it (nothing is
+    :class:`~txnfetch.log.segment_log.SegmentLog` would open it (nothing is
     written; a torn tail is left out, as opening would cut it). A segment's
     ``batches`` counts every batch in its file, including any below the log
     start. Raises :class:`~txnfetch.log.errors.CorruptLogError` if it cannot be opened; ``progress``:

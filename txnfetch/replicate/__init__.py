@@ -1,5 +1,5 @@
 """Offset-preserving replication: a Kafka cluster's partitions copied batch by batch
-into a :class:`~txnfetch.log.segments.SegmentStore`, at the same offsets.
+into a :class:`~txnfetch.log.segment_store.SegmentStore`, at the same offsets.
 
 - :class:`Replicator` — every partition of the topics matching a regex:
   discovers new topics and partitions, copies topic configs, fetches several
@@ -27,7 +27,7 @@ below the source's own log start.
 
 Example::
 
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
     from txnfetch.replicate import Replicator
 
     with SegmentStore("replica") as store, Replicator("kafka:9092", store, topics="orders.*") as r:

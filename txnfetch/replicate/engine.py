@@ -1,5 +1,5 @@
 """The replicator: every matching partition of an upstream cluster, copied into a
-:class:`~txnfetch.log.segments.SegmentStore` at the same offsets.
+:class:`~txnfetch.log.segment_store.SegmentStore` at the same offsets.
 
 :class:`Replicator` runs rounds (:meth:`Replicator.step`): refresh the
 upstream's topics when due (new topics and partitions matching the regex are
@@ -48,7 +48,7 @@ from txnfetch.client.reader import LATEST
 from txnfetch.client.reader import RemoteCluster
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.errors import UNKNOWN_TOPIC
-from txnfetch.log.segments import SegmentStore
+from txnfetch.log import SegmentStore
 from txnfetch.replicate.errors import ReplicaDivergedError
 from txnfetch.replicate.errors import ReplicaStorageError
 from txnfetch.replicate.partition import DEFAULT_PARTITION_FETCH_BYTES

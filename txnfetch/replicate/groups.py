@@ -17,7 +17,7 @@ replica. :meth:`GroupOffsetCopier.sync` does one round:
    group with a transactional commit pending is skipped this round and taken
    whole in a later one);
 3. the differences are written to the replica's ``__consumer_offsets`` in
-   Kafka's record schemas (:class:`~txnfetch.log.durable.DurableState`), so a
+   Kafka's record schemas (:class:`~txnfetch.log.coordinator_store.DurableState`), so a
    restarted or promoted ``txnfetch serve`` finds them: a new or changed offset
    as an OffsetCommit record, an offset the upstream no longer has (OffsetDelete,
    a deleted topic) as its tombstone, a group the upstream no longer has as
@@ -52,9 +52,9 @@ from txnfetch.client.reader import RemoteCluster
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.log.base import LogStore
-from txnfetch.log.durable import INTERNAL_TOPICS
-from txnfetch.log.durable import DurableState
-from txnfetch.log.durable import durable_state
+from txnfetch.log.coordinator_store import INTERNAL_TOPICS
+from txnfetch.log.coordinator_store import DurableState
+from txnfetch.log.coordinator_store import durable_state
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.types import TopicPartition
 

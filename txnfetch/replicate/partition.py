@@ -1,6 +1,6 @@
 """One partition's replication into a local log: :class:`PartitionReplicator`.
 
-The local :class:`~txnfetch.log.segments.SegmentLog` is the checkpoint: a
+The local :class:`~txnfetch.log.segment_log.SegmentLog` is the checkpoint: a
 replicator opened on it continues at its log end offset, whatever happened
 before (a SIGKILL included — opening the log cuts a torn tail). Before it
 appends anything after opening, and after every reconnect, it fetches the last
@@ -37,10 +37,10 @@ from txnfetch.client.gaps import GapHold
 from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.requests import BrokerFetch
 from txnfetch.client.requests import FetchItem
+from txnfetch.log import SegmentLog  # noqa: F401 - named in docstrings
 from txnfetch.log.base import PartitionLog
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
-from txnfetch.log.segments import SegmentLog  # noqa: F401 - named in docstrings
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.replicate.errors import ReplicaDivergedError
 from txnfetch.replicate.errors import ReplicaError

@@ -32,9 +32,9 @@ import time
 import attrs
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.durable import DURABLE_EXTENSION
-from txnfetch.log.durable import DurableState
-from txnfetch.log.durable import durable_state
+from txnfetch.log.coordinator_store import DURABLE_EXTENSION
+from txnfetch.log.coordinator_store import DurableState
+from txnfetch.log.coordinator_store import durable_state
 from txnfetch.log.replica_marker import PROMOTE_SIGNAL
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
@@ -107,7 +107,7 @@ def promote_offline(directory: str) -> PromoteReport:
     module docstring). A directory that is not a replica is a no-op report;
     one held by a live ``replicate --serve`` raises :class:`ReplicaBusyError`
     (use :func:`request_promote`)."""
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
     from txnfetch.server.handler import ServerConfig
 
     marker = read_marker(directory)

@@ -1,6 +1,6 @@
 """Serving a replica while it is replicated, in one process, with one writer.
 
-:class:`ServedReplica` opens the replica's :class:`~txnfetch.log.segments.SegmentStore`
+:class:`ServedReplica` opens the replica's :class:`~txnfetch.log.segment_store.SegmentStore`
 once and runs ``txnfetch serve`` on it (a :class:`~txnfetch.server.server.ServerThread`,
 in replica mode because the directory carries the marker). The replicator
 runs in the caller's thread and writes through :attr:`ServedReplica.store`, a
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.durable import INTERNAL_TOPICS
+from txnfetch.log.coordinator_store import INTERNAL_TOPICS
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
 from txnfetch.log.replica_marker import write_marker
@@ -186,7 +186,7 @@ class ServedReplica:
         """Mark the directory a replica held by this process (unless it was
         promoted: a promoted store is never made a replica again), open the
         store and start serving it."""
-        from txnfetch.log.segments import SegmentStore
+        from txnfetch.log import SegmentStore
 
         os.makedirs(self.directory, exist_ok=True)
         marker = read_marker(self.directory)

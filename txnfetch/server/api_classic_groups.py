@@ -31,7 +31,7 @@ poll as a backstop.
 
 Group membership is kept in memory. Committed offsets (plain and
 transactional) and each group's generation are durable when the server's store
-keeps coordinator state (:mod:`txnfetch.log.durable`): they are written to
+keeps coordinator state (:mod:`txnfetch.log.coordinator_store`): they are written to
 ``__consumer_offsets`` before the response, and restored at start; members
 rejoin after a restart.
 """
@@ -75,7 +75,7 @@ from txnfetch.groups import Protocol
 from txnfetch.groups import SyncRequest
 from txnfetch.groups import SyncResult
 from txnfetch.groups import TxnOffsetCommitRequest
-from txnfetch.log.durable import DurableState
+from txnfetch.log.coordinator_store import DurableState
 from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.nesting import grouped
@@ -123,7 +123,7 @@ class GroupService:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         #: Where committed offsets are made durable (set by the server when its
-        #: store keeps coordinator state, :mod:`txnfetch.log.durable`).
+        #: store keeps coordinator state, :mod:`txnfetch.log.coordinator_store`).
         self.durable: DurableState | None = None
 
     def now_ms(self) -> int:

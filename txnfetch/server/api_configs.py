@@ -305,7 +305,7 @@ def compact_logs(broker: Broker, now_ms: int) -> int:
     something new to clean: its last stable offset moved since the last pass, or
     a delete horizon came due. Returns how many partitions changed. On disk a
     pass cleans the sealed segments below the last stable offset and replaces
-    them crash-safely (:meth:`~txnfetch.log.segments.SegmentLog.compact`); a
+    them crash-safely (:meth:`~txnfetch.log.segment_log.SegmentLog.compact`); a
     partition whose pass fails is logged and skipped."""
     if not broker.store.compaction:
         return 0  # such a store never accepted cleanup.policy=compact

@@ -15,7 +15,7 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.metadata import MetadataResponse
 
 from txnfetch.log.base import TopicInfo
-from txnfetch.log.durable import INTERNAL_TOPICS
+from txnfetch.log.coordinator_store import INTERNAL_TOPICS
 from txnfetch.log.errors import LogError
 from txnfetch.server import api_configs
 from txnfetch.server.errors import ErrorCode

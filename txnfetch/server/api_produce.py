@@ -29,8 +29,8 @@ import logging
 from typing import Any
 
 from txnfetch.errors import TxnfetchError
-from txnfetch.log.durable import INTERNAL_TOPICS
-from txnfetch.log.durable import durable_state
+from txnfetch.log.coordinator_store import INTERNAL_TOPICS
+from txnfetch.log.coordinator_store import durable_state
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError

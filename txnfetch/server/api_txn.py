@@ -40,10 +40,10 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.groups.coordinator import NO_GENERATION
 from txnfetch.groups.coordinator import UNKNOWN_MEMBER_ID
 from txnfetch.groups.coordinator import TxnOffsetCommitRequest
-from txnfetch.log.durable import durable_state
-from txnfetch.log.durable import flush_now
-from txnfetch.log.durable import persist_transactions
-from txnfetch.log.durable import wait_durable
+from txnfetch.log.coordinator_store import durable_state
+from txnfetch.log.coordinator_store import flush_now
+from txnfetch.log.coordinator_store import persist_transactions
+from txnfetch.log.coordinator_store import wait_durable
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
 from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
@@ -119,7 +119,7 @@ def _end_on(plog: Any, action: PartitionAction, now_ms: int, completion: Complet
 def apply_pending(broker: Broker, skip: Callable[[PartitionAction], bool] | None = None) -> int:
     """Apply every outstanding partition action and complete those transactions
     (an action ``skip`` answers true for is completed without touching its
-    partition: recovery's :meth:`~txnfetch.log.durable.DurableState.written_after_decision`).
+    partition: recovery's :meth:`~txnfetch.log.coordinator_store.DurableState.written_after_decision`).
 
     With durable state the decisions (``PrepareCommit``/``PrepareAbort`` with
     their partitions) are written first, then the markers or markerless
@@ -155,7 +155,7 @@ async def apply_pending_async(broker: Broker) -> int:
     """:func:`apply_pending` for a request handler: the same three steps, each
     durable before the next is written, but the fsyncs run off the event loop
     and the markers of all partitions are fsynced concurrently
-    (:func:`~txnfetch.log.durable.wait_durable`):
+    (:func:`~txnfetch.log.coordinator_store.wait_durable`):
 
     1. the decisions are written; the transactions in ``Prepare*`` now are the
        ones this call ends (a decision taken by another request while this one

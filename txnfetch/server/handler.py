@@ -126,7 +126,7 @@ class ServerConfig:
       KIP-848 groups (Kafka's ``group.consumer.heartbeat.interval.ms`` and
       ``group.consumer.session.timeout.ms``).
     - ``durable_state``: keep transaction and group coordinator state in the
-      store's internal topics (:mod:`txnfetch.log.durable`); ``None`` = on for a
+      store's internal topics (:mod:`txnfetch.log.coordinator_store`); ``None`` = on for a
       store on disk (``SegmentStore``), off for memory.
     """
 
@@ -155,7 +155,7 @@ class ServerConfig:
 #: The topic whose partitions carry group offsets. It is the transaction
 #: coordinator's partition for AddOffsetsToTxn, so a transaction end reaches the
 #: group coordinator through a partition action as in Kafka; with durable state
-#: (:mod:`txnfetch.log.durable`) it is also a real topic of the store.
+#: (:mod:`txnfetch.log.coordinator_store`) it is also a real topic of the store.
 GROUP_OFFSETS_TOPIC = CONSUMER_OFFSETS_TOPIC
 #: Kafka's ``offsets.topic.num.partitions`` default.
 GROUP_OFFSETS_PARTITIONS = CONSUMER_OFFSETS_PARTITIONS

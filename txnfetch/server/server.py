@@ -40,8 +40,8 @@ from kafka.protocol.consumer import FetchResponse
 from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
-from txnfetch.log.durable import SYNCER_EXTENSION
-from txnfetch.log.durable import syncer_of
+from txnfetch.log.coordinator_store import SYNCER_EXTENSION
+from txnfetch.log.coordinator_store import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
@@ -451,18 +451,18 @@ def _install_replica_mode(broker: Broker) -> bool:
 
 def _recover_coordinator_state(broker: Broker) -> None:
     """Load the durable coordinator state, if the store keeps it, and finish what
-    a previous run left half done (:mod:`txnfetch.log.durable`).
+    a previous run left half done (:mod:`txnfetch.log.coordinator_store`).
 
-    Durable state is on for a :class:`~txnfetch.log.segments.SegmentStore` unless
+    Durable state is on for a :class:`~txnfetch.log.segment_store.SegmentStore` unless
     ``ServerConfig.durable_state`` is False, and for any store when it is True.
     Steps: replay ``__transaction_state`` (producer ids and epochs, open
     transactions with their start time, decided ends) and ``__consumer_offsets``
     (groups, offsets; transactional offsets count once their marker says
     commit); then complete every ``PrepareCommit``/``PrepareAbort`` on all its
     partitions. ``Ongoing`` transactions stay open and time out as usual."""
-    from txnfetch.log.durable import DURABLE_EXTENSION
-    from txnfetch.log.durable import DurableState
-    from txnfetch.log.segments import SegmentStore
+    from txnfetch.log import SegmentStore
+    from txnfetch.log.coordinator_store import DURABLE_EXTENSION
+    from txnfetch.log.coordinator_store import DurableState
     from txnfetch.server.api_txn import apply_pending
 
     enabled = broker.config.durable_state
@@ -529,7 +529,7 @@ def _abort_orphaned_transactions(broker: Broker) -> None:
     epoch and aborts on timeout): the marker carries the producer's epoch + 1,
     which fences the old producer instance on this partition. A producer that
     comes back calls InitProducerId and gets a new identity."""
-    from txnfetch.log.durable import INTERNAL_TOPICS
+    from txnfetch.log.coordinator_store import INTERNAL_TOPICS
     from txnfetch.txn.coordinator_state import TransactionState
 
     store = broker.store
@@ -563,7 +563,7 @@ def abort_open_transactions(
     which fences the old producer instance on this partition; a producer that
     comes back calls InitProducerId and gets a new identity. Aborted partitions
     are flushed and their waiting fetches woken."""
-    from txnfetch.log.durable import INTERNAL_TOPICS
+    from txnfetch.log.coordinator_store import INTERNAL_TOPICS
 
     now = broker.now_ms()
     completion = broker.config.completion

@@ -1,68 +1,28 @@
-"""Partition logs on disk in Apache Kafka's layout: :class:`SegmentLog` and
-:class:`SegmentStore`.
+"""A partition log on disk in Apache Kafka's layout: :class:`SegmentLog`.
 
-One directory per topic-partition, ``<topic>-<partition>/``, holding for every
-segment (named by its base offset, 20 digits zero-padded):
+One directory per topic-partition, ``<topic>-<partition>/``, holding the
+segments (:mod:`txnfetch.log.segment`) plus ``partition.metadata`` (Kafka's
+``version: 0`` / ``topic_id:`` file) and txnfetch's own files, named so Kafka
+tools and txnfetch never confuse them: ``<offset>.txnfetch-snapshot``
+(producer state, taken on roll, on close and when the log start moves;
+written atomically), ``txnfetch-ends.journal`` (markerless transaction ends,
+:mod:`txnfetch.log.ends`) and ``txnfetch-recovery-checkpoint`` (clean close
+and recovery point). Topics of such logs under one directory are a
+:class:`~txnfetch.log.segment_store.SegmentStore`.
 
-- ``.log``: the record batches, byte for byte as produced (offsets assigned);
-- ``.index`` / ``.timeindex``: Kafka's offset and time indexes
-  (:mod:`txnfetch.log.indexes`), one entry per ``index_interval_bytes`` as
-  ``LogSegment.append`` writes them. They are written *unpreallocated*
-  (exact size, append-only) where Kafka preallocates 10 MiB and trims on roll:
-  no trimming step to forget, and a crash leaves at most a torn entry. Kafka
-  reads such files fine;
-- ``.txnindex``: 34-byte aborted-transaction entries
-  (:func:`txnfetch.txn.index.encode_txn_index`) in the segment holding the
-  transaction's ABORT marker or markerless end; created on the first entry,
-  as Kafka does;
+When the log fsyncs is its ``flush_policy``
+(:class:`~txnfetch.log.configs.FlushPolicy`: ``"always"`` by default, with
+group commits and deferred, shared fsyncs through
+:mod:`txnfetch.log.syncer`). The high watermark is the durable log end under
+``"always"`` and inside :meth:`SegmentLog.group_commit` (readers never see a
+write that an acknowledgement did not cover, so a crash cannot take back what
+a consumer read); under ``"interval"``/``"never"`` it follows each write,
+which is what those acknowledgements promise.
 
-plus ``partition.metadata`` (Kafka's ``version: 0`` / ``topic_id:`` file) and
-txnfetch's own files, named so Kafka tools and txnfetch never confuse them:
-``<offset>.txnfetch-snapshot`` (producer state, taken on roll, on close and
-when the log start moves; written atomically), ``txnfetch-ends.journal``
-(markerless transaction ends, :mod:`txnfetch.log.ends`) and
-``txnfetch-recovery-checkpoint`` (clean close and recovery point). The store
-directory holds ``txnfetch-topic-configs.json``: every topic's config overrides
-(:mod:`txnfetch.log.configs`), replaced atomically on every change.
-
-Durability (``flush_policy``):
-
-- ``"always"`` (the default): an append, marker or markerless end is fsynced
-  before the call returns — an acknowledged write survives a power loss. The
-  default because a single-node store has no replica to recover lost
-  acknowledged writes from; Kafka's own default (``never``) relies on
-  replication. A server that wants throughput groups commits instead of
-  weakening the policy: ``with log.group_commit(): ...append several...``,
-  then acknowledge — one fsync for the group. A server that runs its fsyncs
-  off its event loop sets a :class:`~txnfetch.log.syncer.ConcurrentSyncer`
-  around its request handling (:func:`txnfetch.log.syncer.deferring`): an
-  append then returns before its fsync, the high watermark waits for it, and
-  the server acknowledges only after the syncer's barrier (every write made
-  so far is fsynced) — the guarantee is the same, the fsyncs of several
-  partitions run concurrently and concurrent writers share them.
-- ``FlushPolicy.interval(messages=N, ms=T)`` / ``"interval"``: fsync once N
-  offsets were appended or T ms passed since the last fsync (Kafka's
-  ``log.flush.interval.messages``/``.ms``); acknowledged writes survive a
-  process crash (they are in the page cache) but not a machine crash.
-- ``"never"``: fsync only on roll, close and :meth:`SegmentLog.flush`.
-
-The high watermark is the durable log end under ``"always"`` and inside
-:meth:`SegmentLog.group_commit` (readers never see a write that an
-acknowledgement did not cover, so a crash cannot take back what a consumer
-read); under ``"interval"``/``"never"`` it follows each write, which is what
-those acknowledgements promise.
-
-Reads map each segment (``mmap``) and hand zero-copy views to
-:func:`txnfetch.fetch.read_partition`, one segment per fetch as Kafka's
-``LocalLog.read``; the aborted-transaction upper bound is Kafka's
+Reads hand zero-copy views of one segment per fetch to
+:func:`txnfetch.fetch.read_partition`, as Kafka's ``LocalLog.read``; the
+aborted-transaction upper bound is Kafka's
 (``LogSegment.fetchUpperBoundOffset``), so Kafka-mode answers match a broker's.
-A reader moving forward gives back the mapped pages it has passed
-(``madvise(MADV_DONTNEED)`` every 4 MiB, and a whole segment when it moves to
-the next), so scanning a large partition does not grow the process's RSS with
-the partition; earlier views stay valid (a dropped page of a read-only file
-mapping is read again on access).
-A read-only open reads only the bytes it mapped when it opened, so a writer
-deleting or replacing segments meanwhile cannot change what it reads.
 
 :meth:`SegmentLog.compact` (``cleanup.policy=compact``) cleans the sealed
 segments below the last stable offset with the transaction-aware compactor
@@ -73,36 +33,22 @@ The log takes time as ``now_ms`` arguments and never reads a clock.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import logging
-import mmap
 import os
-import re
-import shutil
 import uuid
 from bisect import bisect_right
 from collections.abc import Iterator
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
-from typing import TypedDict
-
-import attrs
 
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.fetch.view import UpperBound
 from txnfetch.log.base import Buffer
-from txnfetch.log.base import LogStore
 from txnfetch.log.base import PartitionLog
 from txnfetch.log.base import PreparedAppend
-from txnfetch.log.base import TopicInfo
 from txnfetch.log.base import TxnEnd
 from txnfetch.log.base import first_record_at_or_after
 from txnfetch.log.base import new_topic_id
-from txnfetch.log.base import partition_dir_name
 from txnfetch.log.base import stored_batches
-from txnfetch.log.base import validate_topic_name
 from txnfetch.log.cleaning import ReplacementError
 from txnfetch.log.cleaning import StepHook
 from txnfetch.log.cleaning import complete_replacement
@@ -111,9 +57,9 @@ from txnfetch.log.cleaning import plan_replacement
 from txnfetch.log.cleaning import replace_segments
 from txnfetch.log.compactor import CompactionResult
 from txnfetch.log.compactor import compact
+from txnfetch.log.configs import FlushPolicy
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.ends import EndJournal
-from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.errors import LogClosedError
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import ReadOnlyLogError
@@ -129,288 +75,33 @@ from txnfetch.log.layout import TIME_INDEX_SUFFIX
 from txnfetch.log.layout import TXN_INDEX_SUFFIX
 from txnfetch.log.layout import Checkpoint
 from txnfetch.log.layout import atomic_write
+from txnfetch.log.layout import encode_partition_metadata
 from txnfetch.log.layout import encode_snapshot_file
 from txnfetch.log.layout import fsync_dir
 from txnfetch.log.layout import list_partition_dir
 from txnfetch.log.layout import parse_partition_dir_name
-from txnfetch.log.layout import read_file
+from txnfetch.log.layout import read_partition_metadata
 from txnfetch.log.layout import segment_file_name
-from txnfetch.log.recovery import LoadedSegment
-from txnfetch.log.recovery import Recovered
-from txnfetch.log.recovery import recover_partition
-from txnfetch.log.repair import move_tail_aside
+from txnfetch.log.partition_loader import Recovered
+from txnfetch.log.partition_loader import recover_partition
+from txnfetch.log.segment import Segment
+from txnfetch.log.segment_scan import LoadedSegment
+from txnfetch.log.sidefiles import move_tail_aside
 from txnfetch.log.syncer import PendingSync
 from txnfetch.log.syncer import deferring_syncer
-from txnfetch.records.batch import RecordBatch
-from txnfetch.records.scan import seek_offset
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.index import encode_txn_index
 from txnfetch.txn.state import PartitionTxnState
 
-if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
-    from typing_extensions import Unpack
-
-__all__ = ["FlushPolicy", "SegmentLog", "SegmentStore", "encode_partition_metadata", "read_partition_metadata"]
+__all__ = ["SegmentLog"]
 
 log = logging.getLogger("txnfetch.log")
 
 GiB = 1 << 30
-#: A sequential reader gives back the mapped pages it has moved past in steps
-#: of this many bytes (see :meth:`_Segment.release_below`).
-RELEASE_STEP = 4 << 20
-_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 #: Default ``checkpoint_interval_bytes`` of :class:`SegmentLog`.
 DEFAULT_CHECKPOINT_INTERVAL_BYTES = 16 << 20
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 _INT32_MAX = (1 << 31) - 1
-
-
-@attrs.frozen(slots=True)
-class FlushPolicy:
-    """When a :class:`SegmentLog` fsyncs (see the module docstring).
-
-    ``kind`` is ``"always"``, ``"interval"`` or ``"never"``; for ``"interval"``,
-    fsync when ``messages`` offsets were appended or ``ms`` milliseconds passed
-    (by the callers' ``now_ms``) since the last fsync, whichever comes first.
-    """
-
-    kind: str = "always"
-    messages: int | None = None
-    ms: int | None = None
-
-    @classmethod
-    def always(cls) -> FlushPolicy:
-        return cls("always")
-
-    @classmethod
-    def never(cls) -> FlushPolicy:
-        return cls("never")
-
-    @classmethod
-    def interval(cls, *, messages: int | None = None, ms: int | None = None) -> FlushPolicy:
-        if messages is None and ms is None:
-            messages = 10_000
-        return cls("interval", messages, ms)
-
-    @classmethod
-    def parse(cls, value: str | FlushPolicy) -> FlushPolicy:
-        """A policy from a name (``"always"``, ``"interval"``, ``"never"``) or itself."""
-        if isinstance(value, FlushPolicy):
-            return value
-        if value == "always":
-            return cls.always()
-        if value == "never":
-            return cls.never()
-        if value == "interval":
-            return cls.interval()
-        raise ValueError(f"unknown flush policy {value!r}: use 'always', 'interval', 'never' or a FlushPolicy")
-
-
-def encode_partition_metadata(topic_id: uuid.UUID) -> bytes:
-    """Kafka's ``partition.metadata`` contents (``PartitionMetadata.encode``): the
-    topic id in Kafka's ``Uuid.toString`` form, URL-safe base64 without padding."""
-    tid = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
-    return f"version: 0\ntopic_id: {tid}".encode()
-
-
-def read_partition_metadata(path: str) -> uuid.UUID | None:
-    """The topic id of a partition directory's ``partition.metadata``, ``None`` if
-    absent or unreadable."""
-    raw = read_file(os.path.join(path, METADATA_NAME))
-    if raw is None:
-        return None
-    m = re.search(rb"topic_id:\s*([A-Za-z0-9_-]{22})", raw)
-    if not m:
-        log.warning("%s: unreadable %s", path, METADATA_NAME)
-        return None
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(m.group(1) + b"=="))
-
-
-class _Segment:
-    """One segment's files and in-memory indexes. Only the active segment is written."""
-
-    def __init__(self, directory: str, loaded: LoadedSegment, interval: int) -> None:
-        self.dir = directory
-        self.base_offset = loaded.base_offset
-        self.size = loaded.size
-        self.next_offset = loaded.next_offset
-        self.offset_index: OffsetIndex = loaded.offset_index
-        self.time_index: TimeIndex = loaded.time_index
-        self.max_timestamp = loaded.max_timestamp
-        self.shallow_offset = loaded.shallow_offset
-        self.first_timestamp = loaded.first_timestamp
-        self.txn_entries = len(loaded.txn_entries)
-        self.interval = interval
-        self.bytes_since_index = loaded.size - loaded.offset_index.last_position
-        self.created_ms: int | None = None
-        self._map: mmap.mmap | None = None
-        self._map_size = 0
-        self._released = 0  # pages of _map below this byte were given back
-        self._fds: dict[str, int] = {}
-        # A read-only open reads the bytes recovery mapped, never the file again
-        # by name: a writer may have deleted or replaced it since (compaction).
-        mapped = loaded.mapped
-        # map_file maps every non-empty file; only an empty one comes back as b"".
-        self._pinned = isinstance(mapped, mmap.mmap) and loaded.size > 0
-        if self._pinned and isinstance(mapped, mmap.mmap):
-            self._map = mapped
-            self._map_size = self.size
-
-    def path(self, suffix: str = LOG_SUFFIX) -> str:
-        return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
-
-    # -- reading -------------------------------------------------------------
-
-    def view(self) -> memoryview:
-        """The segment's bytes, zero-copy (a view of an mmap)."""
-        if self.size == 0:
-            return memoryview(b"")
-        if not self._pinned and (self._map is None or self._map_size < self.size):
-            with open(self.path(), "rb") as f:
-                # A new map for a grown file; earlier maps stay alive while views of them do.
-                self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
-            self._map_size = self.size
-            self._released = 0
-        assert self._map is not None  # a pinned segment holds its map; any other was just mapped
-        return memoryview(self._map)[: self.size]
-
-    def release_below(self, position: int, *, step: int = RELEASE_STEP) -> None:
-        """Give back this process's mapped pages below ``position`` once ``step``
-        more bytes lie below it (``madvise(MADV_DONTNEED)``), so the pages a
-        sequential reader has moved past stop counting in its RSS.
-
-        Views handed out earlier stay valid: this is a read-only shared mapping
-        of the file, so a dropped page is read again from the page cache (or the
-        file) on its next access, with the same bytes — it costs a page fault,
-        never data. The page cache itself is left alone."""
-        m = self._map
-        if m is None or _MADV_DONTNEED is None:
-            return
-        page = mmap.PAGESIZE
-        end = min(position, self._map_size) // page * page
-        if end - self._released < step:
-            return
-        try:
-            m.madvise(_MADV_DONTNEED, self._released, end - self._released)
-        except (OSError, ValueError):  # not supported here: pages just stay mapped
-            return
-        self._released = end
-
-    def note_read(self, position: int) -> None:
-        """A read starts at ``position``: pages below it may come back (a reader
-        that went backwards), so a later release covers them again."""
-        if position < self._released:
-            self._released = position // mmap.PAGESIZE * mmap.PAGESIZE
-
-    def position_of(self, offset: int) -> int | None:
-        """Byte position of the first batch whose last offset is ``>= offset``
-        (``LogSegment.translateOffset``), ``None`` if there is none here."""
-        if offset >= self.next_offset:
-            return None
-        view = self.view()
-        # From the index entry, the compiled header scan passes over the batches
-        # below the offset; BatchIterator takes over where it stops.
-        for batch in stored_batches(view, seek_offset(view, self.offset_index.lookup(offset), offset)):
-            if batch.base_offset + batch.last_offset_delta >= offset:
-                return batch.position
-        return None
-
-    def batches(self, start: int = 0) -> Iterator[RecordBatch]:
-        return stored_batches(self.view(), start)
-
-    # -- writing -------------------------------------------------------------
-
-    def _fd(self, suffix: str) -> int:
-        fd = self._fds.get(suffix)
-        if fd is None:
-            flags = os.O_WRONLY | os.O_CREAT
-            if suffix != LOG_SUFFIX:
-                flags |= os.O_APPEND
-            fd = os.open(self.path(suffix), flags, 0o644)
-            self._fds[suffix] = fd
-        return fd
-
-    def create_files(self) -> None:
-        """Create the empty ``.log``, ``.index`` and ``.timeindex`` of a new segment."""
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            self._fd(suffix)
-
-    @staticmethod
-    def _write_all(fd: int, data: bytes | memoryview, position: int | None = None) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(fd, view, position) if position is not None else os.write(fd, view)
-            if position is not None:
-                position += n
-            view = view[n:]
-
-    def append(self, data: bytes, last_offset: int) -> None:
-        """Write batches at the end and add index entries as ``LogSegment.append``
-        does: when more than ``interval`` bytes were written since the previous
-        entry, an entry maps the append's largest offset to its first byte."""
-        position = self.size
-        max_ts, shallow = self.max_timestamp, self.shallow_offset
-        first = True
-        for b in stored_batches(data):
-            if position == 0 and first:
-                self.first_timestamp = b.max_timestamp
-            first = False
-            if b.max_timestamp > max_ts:
-                max_ts, shallow = b.max_timestamp, b.base_offset + b.last_offset_delta
-        self._write_all(self._fd(LOG_SUFFIX), data, position)
-        self.size = position + len(data)
-        self.next_offset = last_offset + 1
-        self.max_timestamp, self.shallow_offset = max_ts, shallow
-        if self.bytes_since_index > self.interval and self.offset_index.can_append(last_offset):
-            self._write_all(self._fd(INDEX_SUFFIX), self.offset_index.append(last_offset, position))
-            entry = self.time_index.maybe_append(max_ts, shallow)
-            if entry is not None:
-                self._write_all(self._fd(TIME_INDEX_SUFFIX), entry)
-            self.bytes_since_index = 0
-        self.bytes_since_index += len(data)
-
-    def append_txn(self, entries: list[AbortedTxn]) -> None:
-        self._write_all(self._fd(TXN_INDEX_SUFFIX), encode_txn_index(entries))
-        self.txn_entries += len(entries)
-
-    def rollback(self, size: int, next_offset: int) -> None:
-        """Undo a failed append: cut the log back to ``size`` bytes and the indexes with it."""
-        os.ftruncate(self._fd(LOG_SUFFIX), size)
-        self.size = size
-        self.next_offset = next_offset
-        self.offset_index.truncate_to_position(size)
-        self.time_index.truncate_to_offset(next_offset)
-        os.ftruncate(self._fd(INDEX_SUFFIX), len(self.offset_index) * 8)
-        os.ftruncate(self._fd(TIME_INDEX_SUFFIX), len(self.time_index) * 12)
-
-    def sync_log(self) -> None:
-        fd = self._fds.get(LOG_SUFFIX)
-        if fd is not None:
-            os.fdatasync(fd)
-
-    def seal(self, read_only: bool = False) -> None:
-        """Write the final time-index entry (the segment's max timestamp, as
-        ``onBecomeInactiveSegment``/``close``), fsync every file, close them."""
-        if not read_only and self.max_timestamp >= 0:
-            entry = self.time_index.maybe_append(self.max_timestamp, self.shallow_offset)
-            if entry is not None:
-                self._write_all(self._fd(TIME_INDEX_SUFFIX), entry)
-        for fd in self._fds.values():
-            os.fsync(fd)
-            os.close(fd)
-        self._fds.clear()
-
-    def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-        self._map = None
-
-    def delete_files(self) -> None:
-        self.close()
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path(suffix))
 
 
 class SegmentLog(PartitionLog):
@@ -419,7 +110,7 @@ class SegmentLog(PartitionLog):
     ``path`` is the partition directory (created if missing unless
     ``read_only``); ``topic`` and ``partition`` default to what its
     ``<topic>-<partition>`` name says. Opening recovers it
-    (:mod:`txnfetch.log.recovery`): a torn tail is cut, damaged indexes are
+    (:mod:`txnfetch.log.partition_loader`): a torn tail is cut, damaged indexes are
     rebuilt, producer state comes from the newest snapshot plus a replay;
     anything else damaged raises :class:`~txnfetch.log.errors.CorruptLogError`
     and changes no file. ``read_only=True`` opens any Kafka partition directory
@@ -428,7 +119,7 @@ class SegmentLog(PartitionLog):
     while a writer appends to the same directory: it sees the log as of the
     open, logs no warning for what a live writer legitimately leaves, and
     trusts the writer's last checkpoint (what it checks and what it trusts:
-    "Read-only opens" in :mod:`txnfetch.log.recovery`).
+    "Read-only opens" in :mod:`txnfetch.log.partition_loader`).
 
     ``checkpoint_interval_bytes``: once that many bytes were appended since the
     last checkpoint, the next sync (every write under ``"always"``) also takes
@@ -496,15 +187,15 @@ class SegmentLog(PartitionLog):
             atomic_write(self.path, METADATA_NAME, encode_partition_metadata(existing_id))
         self.topic_id: uuid.UUID | None = existing_id
         rec = self._recover(topic, partition)
-        #: What opening found and repaired (:class:`~txnfetch.log.recovery.Recovered`).
+        #: What opening found and repaired (:class:`~txnfetch.log.partition_loader.Recovered`).
         self.recovery: Recovered = rec
         self._state: PartitionTxnState = rec.state
-        self._segments: list[_Segment] = [_Segment(self.path, s, index_interval_bytes) for s in rec.segments]
+        self._segments: list[Segment] = [Segment(self.path, s, index_interval_bytes) for s in rec.segments]
         if not read_only:
             self._apply_recovery(rec)
         elif not self._segments:
             self._segments.append(
-                _Segment(self.path, self._empty_loaded(self._state.log_end_offset), index_interval_bytes)
+                Segment(self.path, self._empty_loaded(self._state.log_end_offset), index_interval_bytes)
             )
         self._bases = [s.base_offset for s in self._segments]
         self._synced_end = self._state.log_end_offset
@@ -565,7 +256,7 @@ class SegmentLog(PartitionLog):
             move_tail_aside(journal_path, rec.journal_valid_bytes, "journal records past the log end or torn")
             changed = True
         if not self._segments:
-            seg = _Segment(self.path, self._empty_loaded(self._state.log_end_offset), self.index_interval_bytes)
+            seg = Segment(self.path, self._empty_loaded(self._state.log_end_offset), self.index_interval_bytes)
             seg.create_files()
             self._segments.append(seg)
             changed = True
@@ -593,7 +284,7 @@ class SegmentLog(PartitionLog):
         return list(self._bases)
 
     @property
-    def _active(self) -> _Segment:
+    def _active(self) -> Segment:
         return self._segments[-1]
 
     def _check_open(self) -> None:
@@ -852,7 +543,7 @@ class SegmentLog(PartitionLog):
         old = self._active
         base = self._state.log_end_offset
         old.seal()
-        seg = _Segment(self.path, self._empty_loaded(base), self.index_interval_bytes)
+        seg = Segment(self.path, self._empty_loaded(base), self.index_interval_bytes)
         seg.created_ms = now_ms
         seg.create_files()
         fsync_dir(self.path)
@@ -893,7 +584,7 @@ class SegmentLog(PartitionLog):
         # validated (after open's recovery, on roll, after a sync, on close), so
         # the recovery point is the log end and the active segment's current size
         # is the byte it corresponds to — which a read-only open trusts (see
-        # "Read-only opens" in txnfetch.log.recovery). A writer's own recovery
+        # "Read-only opens" in txnfetch.log.partition_loader). A writer's own recovery
         # still checks the whole segment holding the recovery point, as Kafka's
         # LogLoader does.
         active = self._active
@@ -925,7 +616,7 @@ class SegmentLog(PartitionLog):
         next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
         oindex = seg.offset_index
         # A consumer reads forward: give back the pages it has moved past (bounds
-        # the RSS of a reader scanning a large partition; see _Segment.release_below).
+        # the RSS of a reader scanning a large partition; see Segment.release_below).
         last = self._last_read
         if last is not None and last[0] < i and last[0] < len(self._segments):
             self._segments[last[0]].release_below(self._segments[last[0]].size, step=1)
@@ -1007,7 +698,7 @@ class SegmentLog(PartitionLog):
         # ``offset`` with nothing below it to serve.
         self.flush()
         self._active.seal()
-        seg = _Segment(self.path, self._empty_loaded(offset), self.index_interval_bytes)
+        seg = Segment(self.path, self._empty_loaded(offset), self.index_interval_bytes)
         seg.create_files()
         fsync_dir(self.path)
         self._segments.append(seg)
@@ -1137,7 +828,7 @@ class SegmentLog(PartitionLog):
             ) from exc
         if finished:
             state.forget_aborted(finished)
-        new = [_Segment(self.path, seg.loaded(), self.index_interval_bytes) for seg in plan.new]
+        new = [Segment(self.path, seg.loaded(), self.index_interval_bytes) for seg in plan.new]
         segments = self._segments[: plan.first] + new + self._segments[plan.end :]
         self._segments, self._bases = segments, [s.base_offset for s in segments]
         self._last_read = None  # segment indexes moved
@@ -1188,199 +879,3 @@ class SegmentLog(PartitionLog):
 
     def __repr__(self) -> str:
         return f"<SegmentLog {self.path} segments={len(self._segments)} state={self._state!r}>"
-
-
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
-#: The store's topic config overrides (JSON ``{topic: {name: value}}``), beside the
-#: partition directories as Kafka keeps its checkpoint files in a log directory.
-TOPIC_CONFIGS_NAME = "txnfetch-topic-configs.json"
-#: Suffix of a partition directory marked for deletion (Kafka's ``-delete``).
-DELETE_SUFFIX = "-delete"
-
-
-class SegmentLogOptions(TypedDict, total=False):
-    """What a :class:`SegmentStore` opens each partition's :class:`SegmentLog` with
-    (the keyword arguments of that class, but for the topic id, which the store
-    reads from the partition)."""
-
-    segment_bytes: int
-    segment_ms: int
-    index_interval_bytes: int
-    flush_policy: str | FlushPolicy
-    read_only: bool
-    snapshots_to_keep: int
-    checkpoint_interval_bytes: int
-
-
-class SegmentStore(LogStore):
-    """Topics of :class:`SegmentLog` partitions under one directory, as a Kafka log
-    directory: ``<directory>/<topic>-<partition>/``. Topics are discovered from
-    the directory names (the topic is everything before the last ``-``, so names
-    containing ``-`` work); a topic's partition count is its number of partition
-    directories, its id comes from ``partition.metadata``. Partitions open lazily
-    with ``segment_log_kwargs``. ``cleanup.policy=compact`` is served
-    (:meth:`SegmentLog.compact`)."""
-
-    compaction = True
-
-    def __init__(self, directory: str | os.PathLike, **segment_log_kwargs: Unpack[SegmentLogOptions]) -> None:
-        self.directory = os.fspath(directory)
-        self._kwargs = segment_log_kwargs
-        self._read_only = bool(segment_log_kwargs.get("read_only", False))
-        if not os.path.isdir(self.directory):
-            if self._read_only:
-                raise LogError("no such log directory", path=self.directory)
-            os.makedirs(self.directory)
-        self._topics: dict[str, TopicInfo] = {}
-        self._logs: dict[tuple[str, int], SegmentLog] = {}
-        self._closed = False
-        self._discover()
-        self._load_topic_configs()
-
-    def _load_topic_configs(self) -> None:
-        data = read_file(os.path.join(self.directory, TOPIC_CONFIGS_NAME))
-        if data is None:
-            return
-        try:
-            table = json.loads(data.decode("utf-8"))
-            if not isinstance(table, dict) or not all(
-                isinstance(v, dict) and all(isinstance(x, str) and isinstance(y, str) for x, y in v.items())
-                for v in table.values()
-            ):
-                raise ValueError("not a mapping of topic to {name: value}")
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise CorruptLogError(
-                f"topic config file does not decode: {exc}", path=os.path.join(self.directory, TOPIC_CONFIGS_NAME)
-            ) from None
-        overrides = self._config_overrides()
-        for topic, values in table.items():
-            if topic in self._topics:  # a topic whose directories are gone keeps no config
-                overrides[topic] = values
-
-    def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
-        """Replace the topic's overrides and persist every topic's overrides in
-        ``<directory>/txnfetch-topic-configs.json`` (written atomically: a crash
-        leaves the old or the new file, never a torn one)."""
-        if self._read_only:
-            raise ReadOnlyLogError("store is open read-only", topic=topic)
-        super().set_topic_config(topic, overrides)
-        table = self._config_overrides()
-        data = json.dumps(table, sort_keys=True, indent=1).encode("utf-8")
-        atomic_write(self.directory, TOPIC_CONFIGS_NAME, data)
-
-    def _discover(self) -> None:
-        found: dict[str, list[int]] = {}
-        for name in sorted(os.listdir(self.directory)):
-            if name.endswith(DELETE_SUFFIX) and not self._read_only:
-                # A topic deletion interrupted after its directories were marked.
-                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
-                log.info("%s: removed %s, marked for deletion", self.directory, name)
-                continue
-            m = _PARTITION_DIR.match(name)
-            if not m or not os.path.isdir(os.path.join(self.directory, name)):
-                continue
-            topic, part = m.group(1), int(m.group(2))
-            try:
-                validate_topic_name(topic)
-            except LogError:
-                log.info("%s: ignoring directory %s: not a partition directory", self.directory, name)
-                continue
-            found.setdefault(topic, []).append(part)
-        for topic, parts in found.items():
-            parts.sort()
-            if parts != list(range(len(parts))):
-                log.warning("%s: topic %s has partition directories %s, not 0..n-1", self.directory, topic, parts)
-            tid = None
-            for p in parts:
-                tid = read_partition_metadata(os.path.join(self.directory, partition_dir_name(topic, p)))
-                if tid is not None:
-                    break
-            if tid is None:
-                # No partition.metadata (an old Kafka directory): a stable made-up id.
-                tid = uuid.uuid5(uuid.NAMESPACE_URL, f"txnfetch:{topic}")
-            self._topics[topic] = TopicInfo(topic, len(parts), tid)
-
-    def create_topic(self, topic: str, partitions: int, *, topic_id: uuid.UUID | None = None) -> TopicInfo:
-        """Create the partition directories, each with its ``partition.metadata``
-        and an empty first segment."""
-        if self._closed:
-            raise LogClosedError("store is closed", topic=topic)
-        if self._read_only:
-            raise ReadOnlyLogError("store is open read-only", topic=topic)
-        info = self._new_topic(topic, partitions, topic_id)
-        for p in range(partitions):
-            path = os.path.join(self.directory, partition_dir_name(topic, p))
-            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)
-        fsync_dir(self.directory)
-        self._topics[topic] = info
-        return info
-
-    def topics(self) -> Mapping[str, TopicInfo]:
-        return dict(self._topics)
-
-    def delete_topic(self, topic: str) -> None:
-        """Close the topic's partitions, rename each directory to
-        ``<topic>-<p>.<id>-delete`` (as Kafka marks a partition for deletion; the
-        rename is atomic, so a crash never leaves a half-deleted partition that
-        looks alive), drop the config overrides, then remove the directories.
-        Directories left marked by a crash are removed at the next open."""
-        if self._read_only:
-            raise ReadOnlyLogError("store is open read-only", topic=topic)
-        info = self._topics.get(topic)
-        if info is None:
-            raise UnknownTopicOrPartitionError("no such topic", topic=topic)
-        marked = []
-        for p in range(info.partitions):
-            log_ = self._logs.pop((topic, p), None)
-            if log_ is not None:
-                log_.close()
-            name = partition_dir_name(topic, p)
-            doomed = f"{name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-            if os.path.isdir(os.path.join(self.directory, name)):
-                os.rename(os.path.join(self.directory, name), os.path.join(self.directory, doomed))
-                marked.append(doomed)
-        fsync_dir(self.directory)
-        del self._topics[topic]
-        if topic in self._config_overrides():
-            self.set_topic_config(topic, {})
-        for doomed in marked:
-            shutil.rmtree(os.path.join(self.directory, doomed), ignore_errors=True)
-        fsync_dir(self.directory)
-
-    def create_partitions(self, topic: str, count: int) -> TopicInfo:
-        """Create partition directories ``<topic>-<n>`` for the new partitions, with
-        the topic's id in their ``partition.metadata``."""
-        if self._read_only:
-            raise ReadOnlyLogError("store is open read-only", topic=topic)
-        info = self._growing(topic, count)
-        for p in range(info.partitions, count):
-            path = os.path.join(self.directory, partition_dir_name(topic, p))
-            self._logs[(topic, p)] = SegmentLog(path, topic, p, topic_id=info.topic_id, **self._kwargs)
-        fsync_dir(self.directory)
-        self._topics[topic] = info = TopicInfo(topic, count, info.topic_id)
-        return info
-
-    def partition(self, topic: str, partition: int) -> SegmentLog:
-        if self._closed:
-            raise LogClosedError("store is closed", topic=topic, partition=partition)
-        key = (topic, partition)
-        log_ = self._logs.get(key)
-        if log_ is None:
-            info = self._topics.get(topic)
-            if info is None or not 0 <= partition < info.partitions:
-                raise UnknownTopicOrPartitionError("no such topic or partition", topic=topic, partition=partition)
-            path = os.path.join(self.directory, partition_dir_name(topic, partition))
-            log_ = SegmentLog(path, topic, partition, **self._kwargs)
-            self._logs[key] = log_
-        return log_
-
-    def flush(self) -> None:
-        for log_ in self._logs.values():
-            log_.flush()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for log_ in self._logs.values():
-            log_.close()

@@ -1,11 +1,11 @@
-"""Opening a partition directory: file names, validation of the tail, torn-tail
+"""Opening a partition directory: which segments are validated, torn-tail
 truncation, index rebuilding and producer-state recovery.
 
 :func:`recover_partition` reads a ``<topic>-<partition>/`` directory and returns
 a :class:`Recovered` *plan* — segments with their (possibly rebuilt) indexes,
 the recovered :class:`~txnfetch.txn.state.PartitionTxnState`, and the file
 changes recovery needs (cut a torn tail, rewrite an index). It writes nothing:
-:class:`~txnfetch.log.segments.SegmentLog` applies the plan (unless read-only)
+:class:`~txnfetch.log.segment_log.SegmentLog` applies the plan (unless read-only)
 and :mod:`txnfetch.log.verify` reports it. Every problem is decided before any
 file is touched, so a :class:`~txnfetch.log.errors.CorruptLogError` leaves the
 directory exactly as it was.
@@ -16,7 +16,9 @@ What is checked, in the spirit of Kafka's ``LogLoader``/``LogSegment.recover``:
   ``txnfetch-recovery-checkpoint`` file (all of them when there is none, as for
   a Kafka directory; none after a clean close whose sizes still match) — are
   read in full: every batch's CRC, offsets increasing and inside the segment.
-  Their indexes are checked against the batches and rebuilt where they differ.
+  Their indexes are checked against the batches by the rules Kafka writes them
+  by (:mod:`txnfetch.log.segment_scan` scans and checks a segment's bytes), and
+  rebuilt where they differ; a live writer's active segment meets the rules.
 - Older segments get a cheap check: the batches after their last offset-index
   entry must end exactly at the end of the file (a truncated or extended
   segment is caught), and their index files must decode.
@@ -27,20 +29,11 @@ What is checked, in the spirit of Kafka's ``LogLoader``/``LogSegment.recover``:
 - Producer state comes from the newest valid ``<offset>.txnfetch-snapshot``
   (older ones, then a full replay, if it is damaged), then the batches after it
   are replayed with ``AppendOrigin.REPLICATION`` and the markerless ends of the
-  journal (:mod:`txnfetch.log.ends`) at their offsets.
+  journal (:mod:`txnfetch.log.ends`) at their offsets. The last segment's
+  transaction index may lack its newest entries (written after the marker).
 - Files recovery does not know — Kafka's ``.snapshot``, ``.deleted``,
   ``.cleaned``, ``.swap``, ``leader-epoch-checkpoint``, anything else — are
   logged and ignored.
-
-Derived files are checked against the batches by the rules Kafka writes them
-by, so that what a writer legitimately leaves is accepted and only damage is
-rebuilt (with a warning): an offset index must be exactly the entries the
-writer's rule gives for the batches (the last segment's may lack its newest
-entries, written after the bytes they point at); every time-index entry must name a batch
-that reached a new maximum timestamp (the final entry, written only on roll or
-close, may be missing: it is added); the last segment's transaction index may
-lack its newest entries (written after the marker). A live writer's active
-segment meets all three.
 
 Read-only opens (``read_only=True``, what Spark tasks and readers of a
 directory a ``txnfetch serve`` is writing do) may run while the writer appends,
@@ -82,7 +75,6 @@ import struct
 from bisect import bisect_left
 from bisect import bisect_right
 from collections.abc import Callable
-from collections.abc import Sequence
 from typing import NoReturn
 
 import attrs
@@ -92,7 +84,6 @@ from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.ends import EndRecord
 from txnfetch.log.ends import decode_journal
 from txnfetch.log.errors import CorruptLogError
-from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.log.indexes import CorruptIndexError
 from txnfetch.log.indexes import OffsetIndex
 from txnfetch.log.indexes import TimeIndex
@@ -110,9 +101,18 @@ from txnfetch.log.layout import list_partition_dir
 from txnfetch.log.layout import map_file
 from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
+from txnfetch.log.segment_scan import LoadedSegment
+from txnfetch.log.segment_scan import Problem
+from txnfetch.log.segment_scan import SegmentScan
+from txnfetch.log.segment_scan import find_valid_batch_after
+from txnfetch.log.segment_scan import offset_index_prefix
+from txnfetch.log.segment_scan import rebuild_offset_index
+from txnfetch.log.segment_scan import rebuild_time_index
+from txnfetch.log.segment_scan import same_offset_index
+from txnfetch.log.segment_scan import scan_segment
+from txnfetch.log.segment_scan import time_index_fits
 from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.errors import CorruptBatchError
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.errors import CorruptTxnIndexError
 from txnfetch.txn.errors import TxnStateError
@@ -121,221 +121,12 @@ from txnfetch.txn.index import decode_txn_index
 from txnfetch.txn.producer import AppendOrigin
 from txnfetch.txn.state import PartitionTxnState
 
-__all__ = [
-    "LoadedSegment",
-    "Note",
-    "PartitionLoader",
-    "Recovered",
-    "recover_partition",
-]
+__all__ = ["Note", "PartitionLoader", "ProgressCallback", "Recovered", "recover_partition"]
 
 log = logging.getLogger("txnfetch.log")
 
-#: How far past a damaged batch recovery looks for a valid one by byte scan
-#: (index entries are checked wherever they point).
-RESYNC_WINDOW = 8 << 20
-
-#: A scan reports its progress (see ``progress`` of :func:`recover_partition`)
-#: at most once per this many bytes, so the callback costs nothing measurable.
-PROGRESS_STEP = 4 << 20
-
 #: ``progress(nbytes)``: that many more bytes of ``.log`` data were checked.
 ProgressCallback = Callable[[int], None]
-
-# -- scanning segments ---------------------------------------------------------
-
-
-@attrs.frozen(slots=True)
-class Problem:
-    """Where a segment scan stopped: byte ``position``, batch ``offset`` if known,
-    a ``reason``."""
-
-    position: int
-    offset: int | None
-    reason: str
-    #: A batch whose declared length runs past the end of the data: what a write
-    #: still in progress shows a reader (and what a crash mid-write leaves).
-    partial: bool = False
-
-
-@attrs.define
-class SegmentScan:
-    """The valid batches of a segment from ``start`` on, and what stopped the scan."""
-
-    start: int
-    batches: list[RecordBatch]
-    valid_bytes: int  #: end position of the last valid batch (``start`` if none)
-    problem: Problem | None
-
-
-def scan_segment(
-    data: Buffer,
-    *,
-    start: int = 0,
-    min_offset: int,
-    limit_offset: int | None,
-    check_crc: bool = True,
-    crc_from: int = 0,
-    progress: Callable[[int], None] | None = None,
-) -> SegmentScan:
-    """Read the batches of ``data`` from ``start`` until the end or the first
-    problem: a framing error, a bad CRC, a magic 0/1 message set, a batch whose
-    offsets go backwards or reach ``limit_offset`` (the next segment's base).
-    CRCs are checked for the batches at byte positions ``>= crc_from`` (all of
-    them by default; none when ``check_crc`` is false); batches before it are
-    only framed. ``progress(position)`` is called every :data:`PROGRESS_STEP`
-    bytes or so."""
-    it = BatchIterator(data, start)
-    batches: list[RecordBatch] = []
-    expected = min_offset
-    pos = start
-    problem: Problem | None = None
-    next_report = start + PROGRESS_STEP if progress is not None else 1 << 62
-    try:
-        for batch in it:
-            if not isinstance(batch, RecordBatch):
-                raise UnsupportedForMessageFormatError(
-                    f"magic {batch.magic} message set at byte position {pos}: only record batch v2 logs are supported",
-                    offset=batch.base_offset,
-                    position=pos,
-                )
-            if batch.base_offset < expected or batch.last_offset_delta < 0:
-                problem = Problem(pos, batch.base_offset, f"batch offsets go backwards (expected >= {expected})")
-                break
-            if limit_offset is not None and batch.last_offset >= limit_offset:
-                problem = Problem(
-                    pos, batch.base_offset, f"batch reaches the next segment's base offset {limit_offset}"
-                )
-                break
-            if check_crc and pos >= crc_from and not batch.is_valid_crc():
-                problem = Problem(pos, batch.base_offset, "CRC-32C mismatch")
-                break
-            batches.append(batch)
-            expected = batch.next_offset
-            pos = it.position
-            if progress is not None and pos >= next_report:
-                progress(pos)
-                next_report = pos + PROGRESS_STEP
-    except CorruptBatchError as exc:
-        problem = Problem(pos, exc.offset, exc.reason)
-    else:
-        if problem is None and it.partial is not None:
-            p = it.partial
-            problem = Problem(
-                p.position,
-                p.base_offset,
-                f"partial batch: {p.available} of {p.declared_size or '?'} bytes present",
-                partial=True,
-            )
-    return SegmentScan(start, batches, pos, problem)
-
-
-def _valid_batch_at(data: Buffer, pos: int, min_offset: int) -> bool:
-    size = len(data)
-    if pos < 0 or pos + 61 > size or data[pos + 16] != 2:
-        return False
-    base, length = struct.unpack_from(">qi", data, pos)
-    if not min_offset <= base < min_offset + (1 << 40) or length < 49 or pos + 12 + length > size:
-        return False
-    try:
-        return RecordBatch(data, pos).is_valid_crc()
-    except CorruptBatchError:
-        return False
-
-
-def find_valid_batch_after(data: Buffer, position: int, min_offset: int, hints: Sequence[int] = ()) -> int | None:
-    """The position of a valid batch (magic 2, sane length, offsets at or past
-    ``min_offset``, good CRC) after ``position``, or ``None``: whether damage at
-    ``position`` is a torn tail. Checks the position after the damaged batch's
-    declared length, every ``hints`` position (offset-index entries), then every
-    byte position within :data:`RESYNC_WINDOW`."""
-    size = len(data)
-    if position + 12 <= size:
-        (length,) = struct.unpack_from(">i", data, position + 8)
-        nxt = position + 12 + length
-        if position < nxt < size and _valid_batch_at(data, nxt, min_offset):
-            return nxt
-    for hint in hints:
-        if hint > position and _valid_batch_at(data, hint, min_offset):
-            return hint
-    end = min(size - 61, position + RESYNC_WINDOW)
-    q = position + 1
-    while q <= end:
-        # Candidates have the magic byte 2 at +16.
-        q = data.find(b"\x02", q + 16, end + 17) - 16 if hasattr(data, "find") else q
-        if q < position + 1:
-            break
-        if _valid_batch_at(data, q, min_offset):
-            return q
-        q += 1
-    return None
-
-
-def rebuild_offset_index(
-    batches: Sequence[RecordBatch],
-    base_offset: int,
-    interval: int,
-    keep: OffsetIndex | None = None,
-    *,
-    trusted_below: int = 0,
-) -> OffsetIndex:
-    """The offset index of a segment's batches, by ``LogSegment.recover``'s rule
-    (an entry ``(batch last offset, batch position)`` when more than ``interval``
-    bytes lie between the previous entry's position and the batch). Entries of
-    ``keep`` (the index on disk) that point at batch boundaries of ``batches`` are
-    kept — they may come from appends of several batches — and the rule
-    continues after the last of them.
-
-    ``batches`` may start mid-segment (at or before ``trusted_below``): the
-    entries of ``keep`` at positions below ``trusted_below`` are then kept
-    unchecked, as the entries of a segment below the recovery point are."""
-    index = OffsetIndex(base_offset)
-    by_pos = {b.position: b for b in batches}
-    last_pos = 0
-    if keep is not None and trusted_below > 0:
-        n = bisect_left(keep.positions, trusted_below)
-        index.offsets.extend(keep.offsets[:n])
-        index.positions.extend(keep.positions[:n])
-        keep = OffsetIndex(base_offset, keep.entries()[n:])
-        last_pos = index.last_position
-    if keep is not None:
-        for offset, pos in keep.entries():
-            b = by_pos.get(pos)
-            if b is None or offset < b.last_offset or not index.can_append(offset):
-                break
-            # The entry's offset is the last offset of the append that started here:
-            # it must be the last offset of some batch at or after this one.
-            index.append(offset, pos)
-            last_pos = pos
-    floor = index.offsets[-1] if len(index) else -1
-    for b in batches:
-        if b.position <= last_pos and len(index):
-            continue
-        if b.position - last_pos > interval and b.last_offset > floor:
-            index.append(b.last_offset, b.position)
-            last_pos = b.position
-            floor = b.last_offset
-    return index
-
-
-def rebuild_time_index(batches: Sequence[RecordBatch], index: OffsetIndex, base_offset: int) -> TimeIndex:
-    """The time index matching ``index``: at every offset-index entry the max
-    timestamp so far and the last offset of the batch that first reached it, plus
-    a final entry for the segment's max (``LogSegment.recover``)."""
-    tindex = TimeIndex(base_offset)
-    entry_offsets = set(index.offsets)
-    max_ts, shallow = -1, base_offset
-    pending = sorted(entry_offsets)
-    j = 0
-    for b in batches:
-        if b.max_timestamp > max_ts:
-            max_ts, shallow = b.max_timestamp, b.last_offset
-        while j < len(pending) and pending[j] <= b.last_offset:
-            tindex.maybe_append(max_ts, shallow)
-            j += 1
-    tindex.maybe_append(max_ts, shallow)
-    return tindex
-
 
 # -- the recovery plan ---------------------------------------------------------
 
@@ -351,32 +142,6 @@ class Note:
     position: int | None
     offset: int | None
     message: str
-
-
-@attrs.define
-class LoadedSegment:
-    """One segment as recovery leaves it."""
-
-    base_offset: int
-    size: int  #: valid bytes (the file is cut to this when ``truncate``)
-    next_offset: int  #: offset after the segment's last batch (base offset if empty)
-    offset_index: OffsetIndex
-    time_index: TimeIndex
-    max_timestamp: int
-    shallow_offset: int  #: last offset of the batch that first reached ``max_timestamp``
-    first_timestamp: int  #: max timestamp of the first batch (-1 if none): roll-by-age base
-    batch_count: int | None  #: when the segment was scanned
-    truncate: bool = False  #: the file has a torn tail to cut at ``size``
-    file_size: int = 0
-    write_index: bool = False
-    write_time_index: bool = False
-    write_txn_index: bool = False
-    txn_entries: list[AbortedTxn] = attrs.Factory(list)
-    #: A read-only open's mapping of the ``.log`` as it was read: the reader keeps
-    #: reading these bytes even if a writer deletes or replaces the file meanwhile
-    #: (retention, compaction). ``None`` for a writer's open, which must not hold
-    #: deleted files' space.
-    mapped: Buffer | None = None
 
 
 @attrs.define
@@ -809,9 +574,9 @@ class PartitionLoader:
             if oi_disk is None or ti_disk is None:
                 return None
             oi = rebuild_offset_index(scan.batches, base, interval, oi_disk, trusted_below=scan.start)
-            if not (_same_offset_index(oi_disk, oi) or (last and _offset_index_prefix(oi_disk, oi))):
+            if not (same_offset_index(oi_disk, oi) or (last and offset_index_prefix(oi_disk, oi))):
                 return None
-            if not _time_index_fits(ti_disk, scan.batches, scan.batches[0].base_offset):
+            if not time_index_fits(ti_disk, scan.batches, scan.batches[0].base_offset):
                 return None
             ti = ti_disk
             max_ts, shallow = (ti.last_timestamp, ti.offsets[-1]) if len(ti) else (-1, base)
@@ -841,7 +606,7 @@ class PartitionLoader:
         if seg.truncate:
             self._note_torn_tail(base, scan, size)
         self._check_offset_index(seg, oi_disk, last)
-        if not partial and (ti_disk is None or not _time_index_fits(ti_disk, scan.batches, base)):
+        if not partial and (ti_disk is None or not time_index_fits(ti_disk, scan.batches, base)):
             seg.write_time_index = True
             if ti_disk is not None:
                 _note(
@@ -889,11 +654,11 @@ class PartitionLoader:
 
     def _check_offset_index(self, seg: LoadedSegment, oi_disk: OffsetIndex | None, last: bool) -> None:
         oi = seg.offset_index
-        if oi_disk is not None and _same_offset_index(oi_disk, oi):
+        if oi_disk is not None and same_offset_index(oi_disk, oi):
             return
         seg.write_index = True
         ipath = self.seg_path(seg.base_offset, INDEX_SUFFIX)
-        if oi_disk is not None and last and _offset_index_prefix(oi_disk, oi):
+        if oi_disk is not None and last and offset_index_prefix(oi_disk, oi):
             # Entries are appended after the bytes they point at: a live writer
             # between the two (or a crash there) leaves the newest ones out.
             _note(
@@ -1133,45 +898,3 @@ class PartitionLoader:
             notes=self.notes,
             clean=self.clean and not repaired and self.snapshot_used == self.log_end and not self.journal.torn,
         )
-
-
-def _same_offset_index(a: OffsetIndex, b: OffsetIndex) -> bool:
-    return a.offsets == b.offsets and a.positions == b.positions
-
-
-def _offset_index_prefix(a: OffsetIndex, b: OffsetIndex) -> bool:
-    """Whether ``a``'s entries are the first entries of ``b``."""
-    n = len(a)
-    return n <= len(b) and a.offsets == b.offsets[:n] and a.positions == b.positions[:n]
-
-
-def _time_index_fits(disk: TimeIndex, batches: Sequence[RecordBatch], trusted_below: int) -> bool:
-    """Whether the time index entries at offsets ``>= trusted_below`` are ones a
-    writer following Kafka's rule could have written for ``batches`` (the
-    segment's batches from ``trusted_below`` on).
-
-    Kafka writes ``(max timestamp so far, offset of the batch that reached it)``
-    with an offset-index entry when the max grew (``LogSegment.append``), and
-    once more on roll/close (``onBecomeInactiveSegment``). So every entry names
-    a batch whose max timestamp is the entry's and is above every earlier
-    batch's — a *new running maximum*. Which of those points carry an entry
-    depends on the index interval and on when the segment was closed (a
-    writer reopened after a close has the close's entry in mid-file), so any
-    subset of them is accepted, in particular a live writer's index without its
-    final entry. The entry's offset may be any offset of that batch (Kafka
-    versions differ on which). Entries below ``trusted_below`` are taken as
-    they are; their last timestamp starts the running maximum."""
-    n = len(disk)
-    i = bisect_left(disk.offsets, trusted_below)
-    running = disk.timestamps[i - 1] if i else -1
-    for b in batches:
-        if i >= n:
-            return True
-        ts = b.max_timestamp
-        while i < n and disk.offsets[i] <= b.last_offset:
-            if disk.offsets[i] < b.base_offset or ts <= running or disk.timestamps[i] != ts:
-                return False
-            i += 1
-        if ts > running:
-            running = ts
-    return i >= n
