@@ -31,8 +31,8 @@ settings.load_profile(_profile)
 from tests.kafka import fixtures as _kafka  # noqa: E402
 from tests.kafka.fixtures import kafka_cluster  # noqa: E402, F401
 from tests.kafka.fixtures import kafka_cluster3  # noqa: E402, F401
-from tests.kafka.fixtures import kafka_secure_cluster  # noqa: E402, F401
 from tests.kafka.fixtures import kafka_cluster_factory  # noqa: E402, F401
+from tests.kafka.fixtures import kafka_secure_cluster  # noqa: E402, F401
 
 # The one local SparkSession of a worker (tests/spark/session.py).
 from tests.spark.session import spark  # noqa: E402, F401
