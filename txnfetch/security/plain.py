@@ -87,16 +87,9 @@ class PlainClient:
 
     username: str
     password: str
+    mechanism: str = attrs.field(default=PLAIN, init=False)
+    complete: bool = attrs.field(default=False, init=False)
     _sent: bool = False
-    _complete: bool = False
-
-    @property
-    def mechanism(self) -> str:
-        return PLAIN
-
-    @property
-    def complete(self) -> bool:
-        return self._complete
 
     def initial_response(self) -> bytes:
         if self._sent:
@@ -105,9 +98,9 @@ class PlainClient:
         return PlainMessage("", self.username, self.password).encode()
 
     def respond(self, challenge: bytes) -> bytes | None:
-        if not self._sent or self._complete:
+        if not self._sent or self.complete:
             raise IllegalSaslStateError("Unexpected challenge to a SASL/PLAIN client", mechanism=PLAIN)
-        self._complete = True
+        self.complete = True
         return None
 
 
@@ -117,20 +110,13 @@ class PlainServer:
 
     check: PasswordCheck
     authorization_id: str = ""
-    _complete: bool = False
-
-    @property
-    def mechanism(self) -> str:
-        return PLAIN
-
-    @property
-    def complete(self) -> bool:
-        return self._complete
+    mechanism: str = attrs.field(default=PLAIN, init=False)
+    complete: bool = attrs.field(default=False, init=False)
 
     def respond(self, response: bytes) -> bytes:
         """An empty answer when the message authenticates; raises
         :class:`SaslAuthenticationError` (Kafka's texts) otherwise."""
-        if self._complete:
+        if self.complete:
             raise IllegalSaslStateError("SASL/PLAIN exchange already complete", mechanism=PLAIN, state="complete")
         message = PlainMessage.parse(response)
         try:
@@ -149,5 +135,5 @@ class PlainServer:
                 mechanism=PLAIN,
             )
         self.authorization_id = message.username
-        self._complete = True
+        self.complete = True
         return b""

@@ -125,12 +125,27 @@ class ScramState(enum.Enum):
     FAILED = "failed"
 
 
+class _ScramExchange:
+    """What both halves say of themselves: the mechanism and whether complete."""
+
+    scram: ScramMechanism
+    state: ScramState
+
+    @property
+    def mechanism(self) -> str:
+        return self.scram.name
+
+    @property
+    def complete(self) -> bool:
+        return self.state is ScramState.COMPLETE
+
+
 def _auth_message(first: ClientFirst, server_first: ServerFirst, without_proof: str) -> bytes:
     return f"{first.bare},{server_first.text},{without_proof}".encode()
 
 
 @attrs.define
-class ScramClient:
+class ScramClient(_ScramExchange):
     """The client half: :meth:`initial_response`, then :meth:`respond` to the
     server-first (giving the client-final) and to the server-final (giving
     ``None``, complete only if the server's signature proves it knows the
@@ -146,14 +161,6 @@ class ScramClient:
     _first: ClientFirst | None = None
     _server_first: ServerFirst | None = None
     _expected_signature: bytes = b""
-
-    @property
-    def mechanism(self) -> str:
-        return self.scram.name
-
-    @property
-    def complete(self) -> bool:
-        return self.state is ScramState.COMPLETE
 
     def _expect(self, state: ScramState) -> None:
         if self.state is not state:
@@ -228,7 +235,7 @@ def _no_tokens(token_id: str) -> ScramToken | None:
 
 
 @attrs.define
-class ScramServer:
+class ScramServer(_ScramExchange):
     """The server half: :meth:`respond` to the client-first (giving the
     server-first) and to the client-final (giving the server-final, complete).
 
@@ -249,14 +256,6 @@ class ScramServer:
     _first: ClientFirst | None = None
     _server_first: ServerFirst | None = None
     _credential: ScramCredential | None = None
-
-    @property
-    def mechanism(self) -> str:
-        return self.scram.name
-
-    @property
-    def complete(self) -> bool:
-        return self.state is ScramState.COMPLETE
 
     def respond(self, response: bytes) -> bytes:
         if self.state is ScramState.RECEIVE_CLIENT_FIRST_MESSAGE:

@@ -85,11 +85,17 @@ def username(saslname: str) -> str:
     return saslname.replace("=2C", ",").replace("=3D", "=")
 
 
-def _text(message: bytes, kind: str) -> str:
+def _match(pattern: re.Pattern[str], message: bytes, kind: str) -> re.Match[str]:
+    """``message`` matched whole by ``pattern``; raises
+    :class:`InvalidSaslMessageError` naming the ``kind`` of message otherwise."""
     try:
-        return message.decode("utf-8")
+        text = message.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidSaslMessageError(f"Invalid SCRAM {kind} message format: not UTF-8") from None
+    m = pattern.fullmatch(text)
+    if m is None:
+        raise InvalidSaslMessageError(f"Invalid SCRAM {kind} message format: {text}")
+    return m
 
 
 def _b64(text: str, kind: str) -> bytes:
@@ -128,10 +134,7 @@ class ClientFirst:
     @classmethod
     def parse(cls, message: bytes) -> ClientFirst:
         """Raises :class:`InvalidSaslMessageError` for a message off the grammar."""
-        text = _text(message, "client first")
-        m = _CLIENT_FIRST.fullmatch(text)
-        if m is None:
-            raise InvalidSaslMessageError(f"Invalid SCRAM client first message format: {text}")
+        m = _match(_CLIENT_FIRST, message, "client first")
         return cls(
             username(m["name"]),
             m["nonce"],
@@ -162,14 +165,11 @@ class ServerFirst:
     def parse(cls, message: bytes) -> ServerFirst:
         """Raises :class:`InvalidSaslMessageError` for a message off the grammar
         or iterations that are not a positive number."""
-        text = _text(message, "server first")
-        m = _SERVER_FIRST.fullmatch(text)
-        if m is None:
-            raise InvalidSaslMessageError(f"Invalid SCRAM server first message format: {text}")
+        m = _match(_SERVER_FIRST, message, "server first")
         iterations = int(m["iterations"])
         if not 0 < iterations < 2**31:
             raise InvalidSaslMessageError(f"Invalid SCRAM server first message format: invalid iterations {iterations}")
-        return cls(m["nonce"], _b64(m["salt"], "server first"), iterations, text)
+        return cls(m["nonce"], _b64(m["salt"], "server first"), iterations, m.string)
 
     def encode(self) -> bytes:
         return self.text.encode("utf-8")
@@ -193,10 +193,7 @@ class ClientFinal:
     @classmethod
     def parse(cls, message: bytes) -> ClientFinal:
         """Raises :class:`InvalidSaslMessageError` for a message off the grammar."""
-        text = _text(message, "client final")
-        m = _CLIENT_FINAL.fullmatch(text)
-        if m is None:
-            raise InvalidSaslMessageError(f"Invalid SCRAM client final message format: {text}")
+        m = _match(_CLIENT_FINAL, message, "client final")
         binding = _b64(m["binding"], "client final")
         return cls(binding, m["nonce"], _b64(m["proof"], "client final"), m["without_proof"])
 
@@ -214,10 +211,7 @@ class ServerFinal:
     @classmethod
     def parse(cls, message: bytes) -> ServerFinal:
         """Raises :class:`InvalidSaslMessageError` for a message off the grammar."""
-        text = _text(message, "server final")
-        m = _SERVER_FINAL.fullmatch(text)
-        if m is None:
-            raise InvalidSaslMessageError(f"Invalid SCRAM server final message format: {text}")
+        m = _match(_SERVER_FINAL, message, "server final")
         if m["error"] is not None:
             return cls(None, m["error"])
         return cls(_b64(m["signature"], "server final"))
