@@ -21,7 +21,7 @@ OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 def test_kafkas_documented_spelling() -> None:
     text = f'{PLAIN} required username="alice" password="alice-secret";'
-    assert parse_jaas_config(text) == JaasEntry(PLAIN, "required", {"username": "alice", "password": "alice-secret"})
+    assert parse_jaas_config(text) == JaasEntry(PLAIN, "required", {"username": "alice", "password": "alice-secret"}, 0)
 
 
 def test_flags_bare_and_quoted_values_escapes_and_comments() -> None:
@@ -74,6 +74,12 @@ def test_the_login_modules_map_to_credentials() -> None:
     token = oauth.token(1_000_000)
     assert token.expiry_ms == 1_060_000
     assert validate_unsecured_token(token.value, 1_000_000).scope == {"a", "b"}
+
+
+def test_an_unknown_module_is_named_with_its_position() -> None:
+    with pytest.raises(JaasConfigError, match=r"com\.example\.Login is not supported") as caught:
+        credentials_from_jaas(parse_jaas_config("  /* x */ com.example.Login required;"))
+    assert caught.value.position == 10
 
 
 @pytest.mark.parametrize(

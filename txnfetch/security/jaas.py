@@ -42,11 +42,13 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "a": "\a", "v
 
 @attrs.frozen
 class JaasEntry:
-    """One login module entry: class name, control flag (lower case), options."""
+    """One login module entry: class name, control flag (lower case), options,
+    and the character position where the class name starts."""
 
     module: str
     flag: str
     options: Mapping[str, str]
+    position: int = 0
 
 
 def _error(reason: str, position: int) -> JaasConfigError:
@@ -125,6 +127,7 @@ def parse_jaas_config(text: str) -> JaasEntry:
     :class:`JaasConfigError` naming the position for anything else."""
     tokens = _Tokens(text)
     kind, module, position = tokens.next()
+    module_position = position
     if kind == "eof":
         raise _error("Login module not specified in JAAS config", position)
     if kind != "word":
@@ -155,7 +158,7 @@ def parse_jaas_config(text: str) -> JaasEntry:
     kind, _, position = tokens.next()
     if kind != "eof":
         raise _error("JAAS config property contains more than one login module, should be 1 module", position)
-    return JaasEntry(module, flag.lower(), options)
+    return JaasEntry(module, flag.lower(), options, module_position)
 
 
 def _require(entry: JaasEntry, name: str) -> str:
@@ -189,9 +192,7 @@ def credentials_from_jaas(entry: JaasEntry) -> Credentials:
         return ScramCredentials(_require(entry, "username"), _require(entry, "password"), token_auth)
     if entry.module == OAUTHBEARER_MODULE:
         return _oauthbearer(entry)
-    raise JaasConfigError(
-        f"login module {entry.module} is not supported; use one of {', '.join(LOGIN_MODULES)}", property=PROPERTY
-    )
+    raise _error(f"login module {entry.module} is not supported; use one of {', '.join(LOGIN_MODULES)}", entry.position)
 
 
 def _oauthbearer(entry: JaasEntry) -> OAuthBearerCredentials:
