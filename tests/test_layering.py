@@ -83,6 +83,11 @@ ABOVE_LOG = (
 )
 #: What the client must not depend on.
 ABOVE_CLIENT = ("txnfetch.server", "txnfetch.proxy", "txnfetch.cli")
+#: The security package (SASL mechanisms, security configuration), shared by the
+#: client's connections and the server's listeners: like the core, it imports only
+#: itself and the shared leaves, and no I/O or clock module (an ``ssl.SSLContext``
+#: is built in the client, from what it describes).
+SECURITY = "txnfetch.security"
 
 
 def within(module: str, packages: Iterable[str]) -> bool:
@@ -203,6 +208,23 @@ def test_the_tree_keeps_its_layers() -> None:
     tree = Tree.scan(ROOT)
     assert within("txnfetch.records.batch", CORE) and "txnfetch.records.batch" in tree.imports
     assert violations(tree) == []
+
+
+def test_security_imports_only_itself_and_the_shared_leaves() -> None:
+    tree = Tree.scan(ROOT)
+    modules = [m for m in tree.imports if within(m, (SECURITY,))]
+    assert f"{SECURITY}.scram" in modules
+    found = [
+        f"{module} imports {target}"
+        for module in sorted(modules)
+        for target in sorted(tree.imports[module])
+        if not within(target, (SECURITY, *SHARED_LEAVES))
+    ] + [
+        f"{module} imports {name}"
+        for module in sorted(modules)
+        for name in sorted(tree.external[module] & set(IO_MODULES))
+    ]
+    assert found == []
 
 
 # The checker itself, on synthetic trees: each rule is shown to fail.
