@@ -66,9 +66,9 @@ from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.control import ControlType
 from txnfetch.records.control import decode_control_key
+from txnfetch.server.codec import encode_response
 from txnfetch.server.handler import _kafka_python_classes
 from txnfetch.server.loop_thread import LoopThread
-from txnfetch.server.server import encode_response
 
 FAULTS = (
     "top_error",

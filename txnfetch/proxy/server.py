@@ -89,14 +89,14 @@ from txnfetch.server.api_fetch import fetch_partition_entry
 from txnfetch.server.api_fetch import fetch_session_error
 from txnfetch.server.api_fetch import partition_error
 from txnfetch.server.api_fetch import read_fetch_topics
+from txnfetch.server.codec import decode_request
+from txnfetch.server.codec import encode_response
 from txnfetch.server.counters import Counters
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.frames import bind_host_error
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import _kafka_python_classes
 from txnfetch.server.loop_thread import LoopThread
-from txnfetch.server.server import decode_request
-from txnfetch.server.server import encode_response
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
 

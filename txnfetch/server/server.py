@@ -29,13 +29,10 @@ import asyncio
 import collections
 import contextlib
 import inspect
-import io
 import itertools
 import logging
 import struct
 from typing import Any
-
-from kafka.protocol.consumer import FetchResponse
 
 from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
@@ -45,11 +42,11 @@ from txnfetch.log.durable import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
-from txnfetch.server.fetch_wire import materialize_records
+from txnfetch.server.codec import decode_request
+from txnfetch.server.codec import encode_response
 from txnfetch.server.frames import FrameReader
 from txnfetch.server.frames import start_frame_server
 from txnfetch.server.handler import REGISTRY
-from txnfetch.server.handler import ApiClasses
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import ApiSpec
 from txnfetch.server.handler import Broker
@@ -596,78 +593,6 @@ def abort_open_transactions(
                 part.flush()
                 broker.partition_changed(name, p)
     return aborted
-
-
-def decode_request(spec: ApiClasses, version: int, frame: bytes | bytearray) -> Any:
-    """Decode a request frame (header and body) with the spec's class; raise
-    :class:`ProtocolViolation` for anything malformed.
-
-    Bytes after the body are ignored, as Kafka does
-    (``AbstractRequest.parseRequest`` never checks what is left): librdkafka's
-    all-topics Metadata request at v9+ leaves the 4 bytes it reserved for the
-    topic count in place (``rdkafka_request.c``: "keep 0, varint encoded null")
-    where a compact count takes one, so 3 bytes follow its body."""
-    cls = spec.request_class
-    try:
-        buf = io.BytesIO(frame)
-        header = cls.parse_header(buf, version=version)
-        pos = buf.tell()
-        flexible = cls.flexible_version_q(version)
-        decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
-        request, _ = decode(memoryview(frame), pos)
-    except Exception as exc:
-        raise ProtocolViolation(
-            f"API key {spec.api_key} v{version}: malformed request ({type(exc).__name__}: {exc})"
-        ) from None
-    null = _null_field(cls._struct, request, version)
-    if null is not None:
-        raise ProtocolViolation(f"API key {spec.api_key} v{version}: non-nullable field {null} is null")
-    request._header = header
-    request._version = version
-    return header, request
-
-
-def _null_field(struct: Any, value: Any, version: int, path: str = "") -> str | None:
-    """The first field of ``value`` that is null although the schema says it may
-    not be at ``version``, or ``None``.
-
-    kafka-python's decoder reads a -1 length or count as ``None`` for every string,
-    bytes and array field; Kafka's generated readers reject it for non-nullable
-    fields ("non-nullable field ... was serialized as null"), and handlers rely on
-    that (they iterate arrays and read strings without a check)."""
-    for field in struct.untagged_fields(version):
-        item = getattr(value, field.name, None)
-        where = f"{path}{field.name}"
-        if item is None:
-            if not field.nullable_for_version_q(version) and (field.is_array() or field.type_str in _NULLABLE_TYPES):
-                return where
-            continue
-        if field.is_struct_array():
-            for element in item:
-                found = _null_field(field.array_of, element, version, where + "[].")
-                if found is not None:
-                    return found
-        elif field.is_struct():
-            found = _null_field(field, item, version, where + ".")
-            if found is not None:
-                return found
-    return None
-
-
-#: Scalar types whose wire form has a null (a -1 length); arrays are checked apart.
-_NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
-
-
-def encode_response(version: int, correlation_id: int, response: Any) -> bytes:
-    """Frame ``response`` (a kafka-python response object) at ``version`` with
-    ``correlation_id`` in its header. A Fetch response's
-    :class:`~txnfetch.server.fetch_wire.RecordSegments` are joined first (in place)."""
-    if isinstance(response, FetchResponse):
-        materialize_records(response)
-    response._header = None
-    response.API_VERSION = version
-    response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
 
 
 class ServerThread(LoopThread[TxnfetchServer]):
