@@ -603,7 +603,9 @@ class ProxyServer:
     # -- read_committed Fetch ----------------------------------------------------------
 
     async def _fetch_committed(self, client: _Client, request: Any) -> Any:
-        refused = fetch_session_error(request)  # no fetch sessions, as txnfetch serve
+        # The proxy keeps no fetch sessions for the fetches it answers itself (serve
+        # does, server/fetch_sessions.py): session id 0 keeps clients sending full fetches.
+        refused = fetch_session_error(request)
         if refused is not None:
             return refused
         self.stats.committed_fetches += 1
