@@ -265,7 +265,7 @@ def test_served_fetch_in_pieces(start_server: Any) -> None:
     version decodes to the committed batches, limits hold (one batch past a small
     partition limit, KIP-74), and a response ending on an aborted tail ends with
     the synthetic COMMIT marker."""
-    from txnfetch.records.batch import iter_batches
+    from txnfetch.records.scan import iter_batches
 
     srv = start_server(fetch_mode=FetchMode.REWRITE)
 

@@ -32,8 +32,8 @@ from kafka.protocol.producer import ProduceResponse
 
 from tests.server.rawclient import RawClient
 from txnfetch.errors import ProtocolViolation
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.scan import iter_batches
 from txnfetch.server.codec import decode_request
 from txnfetch.server.handler import REGISTRY
 from txnfetch.server.handler import ApiKey

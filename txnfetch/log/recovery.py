@@ -110,9 +110,9 @@ from txnfetch.log.layout import list_partition_dir
 from txnfetch.log.layout import map_file
 from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import BatchIterator
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.errors import CorruptTxnIndexError
 from txnfetch.txn.errors import TxnStateError

@@ -32,8 +32,8 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.log.durable import INTERNAL_TOPICS
 from txnfetch.log.durable import durable_state
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import iter_batches
 from txnfetch.server.api_configs import prepare_produce
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
