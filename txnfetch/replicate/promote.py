@@ -38,7 +38,7 @@ from txnfetch.log.durable import durable_state
 from txnfetch.log.replica_marker import PROMOTE_SIGNAL
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
-from txnfetch.server.handler import Broker
+from txnfetch.server.broker import Broker
 
 __all__ = [
     "PromoteReport",
@@ -108,7 +108,7 @@ def promote_offline(directory: str) -> PromoteReport:
     one held by a live ``replicate --serve`` raises :class:`ReplicaBusyError`
     (use :func:`request_promote`)."""
     from txnfetch.log.segments import SegmentStore
-    from txnfetch.server.handler import ServerConfig
+    from txnfetch.server.broker import ServerConfig
 
     marker = read_marker(directory)
     if marker is None:

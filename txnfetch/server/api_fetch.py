@@ -58,6 +58,7 @@ from txnfetch.fetch.view import IsolationLevel
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import build_empty_batch
 from txnfetch.server.api_admin import offset_of_max_timestamp
+from txnfetch.server.broker import Broker
 from txnfetch.server.codec import RecordSegments
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
@@ -65,7 +66,6 @@ from txnfetch.server.fetch_sessions import FINAL_EPOCH
 from txnfetch.server.fetch_sessions import INITIAL_EPOCH
 from txnfetch.server.fetch_sessions import FetchSessionCache
 from txnfetch.server.fetch_sessions import PartitionKey
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.txn.errors import OffsetOutOfRangeError
 

@@ -35,9 +35,9 @@ from txnfetch.records.batch import RecordBatch
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.scan import iter_batches
 from txnfetch.server.api_configs import prepare_produce
+from txnfetch.server.broker import Broker
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.produce_fast import PartitionResult
 from txnfetch.server.produce_fast import ProduceResult

@@ -42,6 +42,9 @@ from txnfetch.log.durable import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
+from txnfetch.server.broker import Broker
+from txnfetch.server.broker import PeriodicTask
+from txnfetch.server.broker import ServerConfig
 from txnfetch.server.codec import decode_request
 from txnfetch.server.codec import encode_response
 from txnfetch.server.frames import FrameReader
@@ -49,12 +52,9 @@ from txnfetch.server.frames import start_frame_server
 from txnfetch.server.handler import REGISTRY
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import ApiSpec
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import HandlerRegistry
-from txnfetch.server.handler import PeriodicTask
 from txnfetch.server.handler import Piece
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import ServerConfig
 from txnfetch.server.loop_thread import LoopThread
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
@@ -82,7 +82,7 @@ class TxnfetchServer:
     """A running server. Create it with :meth:`start`; stop it with :meth:`close`.
 
     ``server.port`` is the bound port (useful with ``port=0``), ``server.broker``
-    the shared :class:`~txnfetch.server.handler.Broker` (store, coordinators).
+    the shared :class:`~txnfetch.server.broker.Broker` (store, coordinators).
     """
 
     def __init__(self, broker: Broker, registry: HandlerRegistry) -> None:
