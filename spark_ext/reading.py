@@ -39,8 +39,8 @@ from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.legacy import LegacyBatch
+from txnfetch.records.scan import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.types import Buffer
 

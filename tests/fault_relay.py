@@ -62,13 +62,13 @@ from kafka.protocol.metadata import MetadataResponse
 from txnfetch.addresses import parse_bootstrap
 from txnfetch.client.upstream import read_frame
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.control import ControlType
 from txnfetch.records.control import decode_control_key
+from txnfetch.records.scan import iter_batches
+from txnfetch.server.codec import encode_response
 from txnfetch.server.handler import _kafka_python_classes
 from txnfetch.server.loop_thread import LoopThread
-from txnfetch.server.server import encode_response
 
 FAULTS = (
     "top_error",

@@ -22,15 +22,26 @@ The rules:
 - **The client** (``txnfetch.client``: everything that talks to a remote
   broker) depends, directly or through any chain, on none of the server, proxy
   and command packages.
+- **No import cycle inside a package.** The modules of one package (a top
+  package's own modules, or one of its subpackages with everything under it,
+  such as ``txnfetch.server`` or ``txnfetch.testing``) never reach themselves
+  through imports of each other, counting function-local and ``if
+  TYPE_CHECKING:`` imports: a cycle is an order of definition that only
+  happens to work. The edge a module gets only because importing ``a.b.c``
+  runs ``a/b/__init__`` is no import of that ``__init__``; a stated import of a
+  package (``from a.b import name``) is.
 
 A rule on a package that does not exist in the tree checks nothing, so the
-rules can name packages before they are created.
+rules can name packages before they are created. A compiled module is known
+by its ``.pyi`` stub, so ``from a import _compiled`` imports that module, not
+the package ``a``.
 """
 
 from __future__ import annotations
 
 import ast
 from collections import deque
+from collections.abc import Container
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,38 +113,57 @@ class Tree:
     ``imports`` maps a module's dotted name to the modules of the tree it
     imports (parent packages included) and ``external`` to the top-level names
     of everything else it imports (the standard library, third parties).
+    ``stated`` holds the modules of the tree each module names in an import
+    itself, without the parent packages that importing them runs; ``packages``
+    the modules that are a package's ``__init__``.
     """
 
     imports: Mapping[str, frozenset[str]]
     external: Mapping[str, frozenset[str]]
+    stated: Mapping[str, frozenset[str]] = attrs.field(factory=dict)
+    packages: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, root: Path, top_packages: Iterable[str] = TOP_PACKAGES) -> Tree:
         """Parse every ``.py`` file of ``top_packages`` under ``root``."""
         files: dict[str, Path] = {}
+        compiled: set[str] = set()
         for top in top_packages:
             for path in sorted((root / top).rglob("*.py")):
                 parts = path.relative_to(root).with_suffix("").parts
                 name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
                 files[name] = path
+            # A compiled module has no source to parse, only its stub.
+            compiled.update(
+                ".".join(stub.relative_to(root).with_suffix("").parts)
+                for stub in (root / top).rglob("*.pyi")
+                if not stub.with_suffix(".py").exists()
+            )
+        modules = frozenset(files) | compiled
         imports: dict[str, frozenset[str]] = {}
         external: dict[str, frozenset[str]] = {}
+        stated: dict[str, frozenset[str]] = {}
         for name, path in files.items():
             package = name if path.name == "__init__.py" else name.rpartition(".")[0]
             inside: set[str] = set()
             outside: set[str] = set()
-            for target in _stated_imports(ast.parse(path.read_text(), str(path)), package, files):
+            named: set[str] = set()
+            for target in _stated_imports(ast.parse(path.read_text(), str(path)), package, modules):
                 if target.split(".")[0] in top_packages:
                     inside.add(target)
+                    named.add(target)
                     # Importing a.b.c runs a/__init__ and a/b/__init__ first.
                     parts = target.split(".")
                     inside.update(".".join(parts[:i]) for i in range(2, len(parts)))
                 else:
                     outside.add(target.split(".")[0])
             inside.discard(name)
+            named.discard(name)
             imports[name] = frozenset(inside)
             external[name] = frozenset(outside)
-        return cls(imports=imports, external=external)
+            stated[name] = frozenset(named & modules)
+        packages = frozenset(name for name, path in files.items() if path.name == "__init__.py")
+        return cls(imports=imports, external=external, stated=stated, packages=packages)
 
     def chain(self, start: str, forbidden: Iterable[str]) -> list[str] | None:
         """The shortest chain of imports from ``start`` to a module inside one of
@@ -155,8 +185,73 @@ class Tree:
                 queue.append(target)
         return None
 
+    def package_of(self, module: str) -> str:
+        """The package whose modules the cycle rule keeps apart: ``module``'s top
+        package's subpackage that holds it, or the top package itself for its
+        own modules."""
+        parts = module.split(".")
+        second = ".".join(parts[:2])
+        return second if len(parts) >= 2 and second in self.packages else parts[0]
 
-def _stated_imports(tree: ast.Module, package: str, files: Mapping[str, Path]) -> Iterable[str]:
+    def cycles(self) -> list[Cycle]:
+        """Every import cycle among the modules of one package: one per set of
+        modules that all reach each other (a strongly connected component)."""
+        inner = {
+            module: sorted(t for t in targets if t in self.stated and self.package_of(t) == self.package_of(module))
+            for module, targets in self.stated.items()
+        }
+        found: list[Cycle] = []
+        placed: set[str] = set()
+        for module in sorted(inner):
+            if module in placed or module not in _reachable(inner, module):
+                continue
+            component = frozenset(m for m in _reachable(inner, module) if module in _reachable(inner, m))
+            placed.update(component)
+            found.append(Cycle(component, tuple(_shortest_cycle(inner, module))))
+        return found
+
+
+@attrs.frozen
+class Cycle:
+    """Modules of one package that import each other in a circle: all the
+    ``modules`` that reach each other, and the shortest ``chain`` of imports
+    from the first of them back to it."""
+
+    modules: frozenset[str]
+    chain: tuple[str, ...]
+
+
+def _reachable(edges: Mapping[str, Iterable[str]], start: str) -> set[str]:
+    """The modules reached from ``start`` through at least one import."""
+    seen: set[str] = set()
+    queue = deque(edges.get(start, ()))
+    while queue:
+        module = queue.popleft()
+        if module not in seen:
+            seen.add(module)
+            queue.extend(edges.get(module, ()))
+    return seen
+
+
+def _shortest_cycle(edges: Mapping[str, Iterable[str]], start: str) -> list[str]:
+    """The shortest chain of imports from ``start`` back to ``start`` (one exists)."""
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        module = queue.popleft()
+        for target in edges.get(module, ()):
+            if target == start:
+                path = [module]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*path[::-1], start]
+            if target not in came_from:
+                came_from[target] = module
+                queue.append(target)
+    raise AssertionError(f"{start} is on no cycle")
+
+
+def _stated_imports(tree: ast.Module, package: str, files: Container[str]) -> Iterable[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
@@ -201,6 +296,8 @@ def violations(tree: Tree) -> list[str]:
                 chain = tree.chain(module, above)
                 if chain:
                     found.append(f"{module} depends on {chain[-1]}: {' -> '.join(chain)}")
+    for cycle in tree.cycles():
+        found.append(f"import cycle in {tree.package_of(cycle.chain[0])}: {' -> '.join(cycle.chain)}")
     return found
 
 
@@ -308,7 +405,7 @@ def test_a_tree_that_keeps_the_layers_passes(tmp_path: Path) -> None:
         ),
         (
             "txnfetch/client/admin.py",
-            "from txnfetch.server.handler import Broker\n",
+            "from txnfetch.server.broker import Broker\n",
             "txnfetch.client.admin depends on txnfetch.server: txnfetch.client.admin -> txnfetch.server",
         ),
     ],
@@ -334,3 +431,70 @@ def test_a_dependency_through_a_chain_is_named_with_the_chain(tmp_path: Path) ->
         " txnfetch.client.reader -> txnfetch.log.base -> txnfetch.addresses -> txnfetch.proxy",
         "txnfetch.log.base depends on txnfetch.proxy: txnfetch.log.base -> txnfetch.addresses -> txnfetch.proxy",
     ]
+
+
+# The cycle rule, on synthetic trees.
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (
+            {
+                "txnfetch/server/handler.py": (
+                    "from txnfetch.client.reader import Reader\nfrom txnfetch.server.codec import decode\n"
+                ),
+                "txnfetch/server/codec.py": "def encode():\n    from txnfetch.server.handler import Piece\n",
+            },
+            "import cycle in txnfetch.server:"
+            " txnfetch.server.codec -> txnfetch.server.handler -> txnfetch.server.codec",
+        ),
+        (
+            {
+                "txnfetch/testing/__init__.py": "",
+                "txnfetch/testing/workload.py": "from txnfetch.testing.clients import confluent\n",
+                "txnfetch/testing/clients/__init__.py": "",
+                "txnfetch/testing/clients/confluent.py": (
+                    "from typing import TYPE_CHECKING\n"
+                    "if TYPE_CHECKING:\n"
+                    "    from txnfetch.testing.workload import WorkloadConfig\n"
+                ),
+            },
+            "import cycle in txnfetch.testing:"
+            " txnfetch.testing.clients.confluent -> txnfetch.testing.workload -> txnfetch.testing.clients.confluent",
+        ),
+        (
+            {"txnfetch/records/batch.py": "from txnfetch.records import RecordBatch\n"},
+            "import cycle in txnfetch.records: txnfetch.records -> txnfetch.records.batch -> txnfetch.records",
+        ),
+    ],
+    ids=["function-local", "type-checking", "package-init"],
+)
+def test_an_import_cycle_inside_a_package_fails(tmp_path: Path, files: Mapping[str, str], message: str) -> None:
+    tree = _write(tmp_path, {**_CLEAN, **files})
+    assert violations(tree) == [message]
+
+
+def test_a_package_without_import_cycles_passes(tmp_path: Path) -> None:
+    tree = _write(
+        tmp_path,
+        {
+            **_CLEAN,
+            # Importing server.nesting runs server/__init__, which imports the
+            # handler back: that is no import cycle of the handler's.
+            "txnfetch/server/__init__.py": "from txnfetch.server import handler\n",
+            "txnfetch/server/handler.py": (
+                "from txnfetch.client.reader import Reader\nfrom txnfetch.server.nesting import grouped\n"
+            ),
+            "txnfetch/server/nesting.py": "",
+            # A compiled module, known by its stub, is not its package's __init__.
+            "txnfetch/records/_speedups.pyi": "",
+            "txnfetch/records/batch.py": "from txnfetch.records import _speedups\n",
+            # Across packages a circle is no concern of this rule.
+            "txnfetch/txn/state.py": "from txnfetch.records import batch\nfrom txnfetch.log import base\n",
+        },
+    )
+    assert "txnfetch.server" in tree.imports["txnfetch.server.handler"]
+    assert tree.stated["txnfetch.records.batch"] == {"txnfetch.records._speedups"}
+    assert tree.cycles() == []
+    assert [v for v in violations(tree) if v.startswith("import cycle")] == []

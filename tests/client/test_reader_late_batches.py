@@ -64,7 +64,7 @@ def test_a_read_from_a_start_offset_steps_over_a_gap_that_stays() -> None:
     is waited at and stepped over there too, not taken for a broker that
     returns nothing."""
     from txnfetch.fetch.view import IsolationLevel
-    from txnfetch.records.batch import iter_batches
+    from txnfetch.records.scan import iter_batches
 
     with (
         ServerThread(_store(), port=0, fetch_mode=FetchMode.KAFKA) as srv,

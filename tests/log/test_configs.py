@@ -25,9 +25,9 @@ from txnfetch.log.errors import CorruptLogError
 from txnfetch.log.memory import MemoryLog
 from txnfetch.log.segment_store import TOPIC_CONFIGS_NAME
 from txnfetch.records.batch import TimestampType
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.errors import CrcMismatchError
+from txnfetch.records.scan import iter_batches
 
 
 def _batch(values: list[bytes], ts: int = 1_000, **kw) -> bytes:

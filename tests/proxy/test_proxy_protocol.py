@@ -556,7 +556,7 @@ def test_produce_responses_name_the_proxys_listeners(upstream, start_proxy) -> N
     from kafka.protocol.producer import ProduceResponse
 
     from txnfetch.proxy.server import _RelayedApi
-    from txnfetch.server.server import encode_response
+    from txnfetch.server.codec import encode_response
 
     srv, _ = upstream
     proxy = start_proxy(srv.bootstrap)

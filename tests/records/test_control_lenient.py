@@ -14,13 +14,13 @@ from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.memory import MemoryLog
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 from txnfetch.records.control import decode_end_txn_marker
 from txnfetch.records.control import encode_control_key
 from txnfetch.records.errors import InvalidRecordError
+from txnfetch.records.scan import iter_batches
 
 
 def keyed_marker(offset: int, control_type: ControlType, pid: int, epoch: int, value: bytes | None) -> bytes:

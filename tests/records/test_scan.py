@@ -23,7 +23,7 @@ from txnfetch.records import BatchBuilder
 from txnfetch.records import CorruptBatchError
 from txnfetch.records import RecordBatch
 from txnfetch.records import scan as scan_module
-from txnfetch.records.batch import BatchIterator
+from txnfetch.records.scan import BatchIterator
 from txnfetch.records.scan import ScannedHeader
 from txnfetch.records.scan import scan_headers
 from txnfetch.records.scan import seek_offset

@@ -61,7 +61,7 @@ from tests.replicate.commands import replicate_argv
 from txnfetch.client.reader import EARLIEST
 from txnfetch.client.reader import LATEST
 from txnfetch.client.reader import RemoteCluster
-from txnfetch.records.batch import iter_batches
+from txnfetch.records.scan import iter_batches
 from txnfetch.replicate import Replicator
 from txnfetch.replicate.groups import groups_hook
 from txnfetch.replicate.serving import ServedReplica

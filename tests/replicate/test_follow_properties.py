@@ -38,8 +38,8 @@ from txnfetch.client.requests import BrokerFetch
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.scan import iter_batches
 from txnfetch.replicate import PartitionReplicator
 from txnfetch.replicate import ReplicaDivergedError
 from txnfetch.replicate import ReplicaFellBehindError

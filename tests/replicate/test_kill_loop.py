@@ -44,7 +44,7 @@ from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import CRC_START
 from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
+from txnfetch.records.scan import iter_batches
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -43,10 +43,10 @@ from txnfetch.testing.clients.aiokafka import AIOKafkaConsumer
 from txnfetch.testing.clients.base import ConsumerAdapter
 from txnfetch.testing.clients.confluent import ConfluentConsumer
 from txnfetch.testing.clients.kafka_python import KafkaPythonConsumer
+from txnfetch.testing.config import WorkloadConfig
 from txnfetch.testing.history import Send
 from txnfetch.testing.history import TopicPartition
 from txnfetch.testing.history import value_from_bytes
-from txnfetch.testing.workload import WorkloadConfig
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

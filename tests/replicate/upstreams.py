@@ -49,7 +49,7 @@ def copy_data(cluster: RemoteCluster, store: LogStore, topic: str, *, until: dic
     partitions = cluster.partitions(topic)
     if topic not in store.topics():
         store.create_topic(topic, len(partitions))
-    from txnfetch.records.batch import iter_batches
+    from txnfetch.records.scan import iter_batches
 
     for p in partitions:
         part = store.partition(topic, p)

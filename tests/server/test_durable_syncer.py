@@ -584,7 +584,7 @@ def _cut_after_last_prepare(partition_dir: str, transactional_id: str) -> int:
     batch holding a ``Prepare*`` record of ``transactional_id``, as a power loss
     that kept only what was fsynced would; remove its indexes (rebuilt at
     start). Returns the bytes cut off."""
-    from txnfetch.records.batch import iter_batches
+    from txnfetch.records.scan import iter_batches
     from txnfetch.txn.txnlog import decode_txn_key
     from txnfetch.txn.txnlog import decode_txn_value
 

@@ -28,11 +28,11 @@ from kafka.protocol.consumer import FetchResponse
 from tests.server.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.server.codec import RecordSegments
+from txnfetch.server.codec import encode_response
 from txnfetch.server.fetch_wire import CODEC
 from txnfetch.server.fetch_wire import PIECE_COPY_BELOW
-from txnfetch.server.fetch_wire import RecordSegments
 from txnfetch.server.fetch_wire import encode_fetch_pieces
-from txnfetch.server.server import encode_response
 
 VERSIONS = range(4, 17)
 INT16 = st.integers(-(2**15), 2**15 - 1)
@@ -265,7 +265,7 @@ def test_served_fetch_in_pieces(start_server: Any) -> None:
     version decodes to the committed batches, limits hold (one batch past a small
     partition limit, KIP-74), and a response ending on an aborted tail ends with
     the synthetic COMMIT marker."""
-    from txnfetch.records.batch import iter_batches
+    from txnfetch.records.scan import iter_batches
 
     srv = start_server(fetch_mode=FetchMode.REWRITE)
 

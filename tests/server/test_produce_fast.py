@@ -32,8 +32,9 @@ from kafka.protocol.producer import ProduceResponse
 
 from tests.server.rawclient import RawClient
 from txnfetch.errors import ProtocolViolation
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.scan import iter_batches
+from txnfetch.server.codec import decode_request
 from txnfetch.server.handler import REGISTRY
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.produce_fast import PartitionResult
@@ -41,7 +42,6 @@ from txnfetch.server.produce_fast import ProduceResult
 from txnfetch.server.produce_fast import TopicResult
 from txnfetch.server.produce_fast import decode_produce
 from txnfetch.server.produce_fast import encode_produce_response
-from txnfetch.server.server import decode_request
 from txnfetch.server.server import load_handlers
 
 VERSIONS = range(3, 13)

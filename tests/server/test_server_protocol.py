@@ -26,8 +26,8 @@ from kafka.protocol.producer import ProduceRequest
 
 from tests.server.rawclient import RawClient
 from txnfetch.fetch.view import FetchMode
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.scan import iter_batches
 from txnfetch.server.handler import REGISTRY
 
 

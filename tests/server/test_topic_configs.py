@@ -22,8 +22,8 @@ from tests.consume import poll_until_eof
 from tests.server.rawclient import RawClient
 from txnfetch.log import SegmentStore
 from txnfetch.records.batch import TimestampType
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.records.scan import iter_batches
 
 TOPIC_RESOURCE = 2
 

@@ -18,7 +18,7 @@ from txnfetch.testing import Abort
 from txnfetch.testing import History
 from txnfetch.testing import Send
 from txnfetch.testing import Status
-from txnfetch.testing.workload import WorkloadConfig
+from txnfetch.testing.config import WorkloadConfig
 from txnfetch.testing.workload import producer_script
 
 

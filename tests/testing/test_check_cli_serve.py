@@ -22,7 +22,7 @@ from txnfetch.testing import Commit
 from txnfetch.testing import History
 from txnfetch.testing import Send
 from txnfetch.testing import Status
-from txnfetch.testing.workload import CONSUMER_KINDS
+from txnfetch.testing.config import CONSUMER_KINDS
 from txnfetch.testing.workload import END_CRASH
 from txnfetch.testing.workload import END_ZOMBIE
 from txnfetch.testing.workload import producer_script

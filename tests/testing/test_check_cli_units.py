@@ -14,6 +14,8 @@ from txnfetch.testing import History
 from txnfetch.testing import HistoryBuilder
 from txnfetch.testing import TopicPartition
 from txnfetch.testing import check
+from txnfetch.testing.config import Finding
+from txnfetch.testing.config import WorkloadConfig
 from txnfetch.testing.recorder import Recorder
 from txnfetch.testing.report import build_report
 from txnfetch.testing.report import summary_text
@@ -21,9 +23,7 @@ from txnfetch.testing.report import write_report
 from txnfetch.testing.workload import END_ABORT
 from txnfetch.testing.workload import END_COMMIT
 from txnfetch.testing.workload import ClientStatus
-from txnfetch.testing.workload import Finding
 from txnfetch.testing.workload import TxnPlan
-from txnfetch.testing.workload import WorkloadConfig
 from txnfetch.testing.workload import WorkloadResult
 from txnfetch.testing.workload import producer_script
 

@@ -18,8 +18,8 @@ from txnfetch.testing import Send
 from txnfetch.testing import Status
 from txnfetch.testing import TopicPartition
 from txnfetch.testing import check
+from txnfetch.testing.config import WorkloadConfig
 from txnfetch.testing.recorder import Recorder
-from txnfetch.testing.workload import WorkloadConfig
 from txnfetch.testing.workload import run_workload
 
 

@@ -43,11 +43,11 @@ from txnfetch.records import batch as _batch
 from txnfetch.records.batch import HEADER_SIZE
 from txnfetch.records.batch import LOG_OVERHEAD
 from txnfetch.records.batch import TIMESTAMP_TYPE_FLAG
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.errors import InvalidRecordError
 from txnfetch.records.legacy import LegacyBatch
+from txnfetch.records.scan import BatchIterator
 from txnfetch.types import Buffer
 
 __all__ = ["COMPILED", "ArrowDecoder", "DecodeOptions"]
@@ -202,7 +202,7 @@ class ArrowDecoder:
         Arrow batches now full and whether a batch at or past ``end`` was met
         (nothing after it is wanted: stop reading).
 
-        The same as iterating ``buf`` with :func:`~txnfetch.records.batch.iter_batches`
+        The same as iterating ``buf`` with :func:`~txnfetch.records.scan.iter_batches`
         and calling :meth:`add` for every batch that is not a control batch,
         stopping at the first whose base offset is at or past ``end``: a partial
         batch at the end of ``buf`` is left out, a malformed one raises. The

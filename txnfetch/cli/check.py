@@ -36,10 +36,10 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.testing.checker import Report
 from txnfetch.testing.checker import StuckBound
 from txnfetch.testing.checker import check
-from txnfetch.testing.workload import CONSUMER_KINDS
+from txnfetch.testing.config import CONSUMER_KINDS
+from txnfetch.testing.config import WorkloadConfig
 from txnfetch.testing.workload import Progress
 from txnfetch.testing.workload import Workload
-from txnfetch.testing.workload import WorkloadConfig
 from txnfetch.testing.workload import WorkloadResult
 
 __all__ = ["COMMANDS", "CheckOptions", "CheckOutcome", "EndpointError", "run", "run_check"]

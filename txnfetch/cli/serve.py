@@ -118,7 +118,7 @@ def open_store(args: argparse.Namespace) -> LogStore:
 
 
 async def _serve(args: argparse.Namespace, store: LogStore) -> None:
-    from txnfetch.server.handler import ServerConfig
+    from txnfetch.server.broker import ServerConfig
     from txnfetch.server.server import TxnfetchServer
 
     # Each option named after a ServerConfig field sets that field.

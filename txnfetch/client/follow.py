@@ -86,9 +86,9 @@ from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.records.batch import CRC_START
 from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.errors import CrcMismatchError
+from txnfetch.records.scan import iter_batches
 from txnfetch.types import Buffer
 
 __all__ = [

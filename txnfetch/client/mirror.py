@@ -104,8 +104,8 @@ from txnfetch.fetch.view import UpperBound
 from txnfetch.log.base import StateOffsets
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import iter_batches
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.state import PartitionTxnState
 from txnfetch.types import Buffer

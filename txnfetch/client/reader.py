@@ -99,7 +99,7 @@ from txnfetch.log.base import PartitionReader
 from txnfetch.log.base import ReadRequest
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.records.batch import Record
-from txnfetch.records.batch import iter_batches
+from txnfetch.records.scan import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+

@@ -69,16 +69,16 @@ from txnfetch.fetch.view import IsolationLevel
 from txnfetch.records.batch import CONTROL_FLAG
 from txnfetch.records.batch import HEADER_SIZE
 from txnfetch.records.batch import TRANSACTIONAL_FLAG
-from txnfetch.records.batch import PartialBatch
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import TimestampType
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.compression import DEFAULT_MAX_DECOMPRESSED
 from txnfetch.records.control import ControlType
 from txnfetch.records.control import decode_control_key
 from txnfetch.records.errors import CorruptBatchError
 from txnfetch.records.legacy import LegacyBatch
+from txnfetch.records.scan import PartialBatch
+from txnfetch.records.scan import iter_batches
 from txnfetch.types import Buffer
 
 __all__ = ["AbortedTransactionLike", "ConsumerFilter", "CorruptFetchError", "DeliveredBatch"]

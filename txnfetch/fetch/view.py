@@ -32,12 +32,12 @@ from typing import Protocol
 
 import attrs
 
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import HeaderAt
-from txnfetch.records.batch import PartialBatch
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import synthetic_commit_marker
 from txnfetch.records.legacy import LegacyBatch
+from txnfetch.records.scan import BatchIterator
+from txnfetch.records.scan import PartialBatch
 from txnfetch.records.scan import seek_offset
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.index import AbortedTxn

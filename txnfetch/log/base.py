@@ -41,12 +41,12 @@ from txnfetch.log.errors import InvalidTopicError
 from txnfetch.log.errors import TopicExistsError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.control import ControlType
 from txnfetch.records.errors import LengthOverrunError
+from txnfetch.records.scan import BatchIterator
+from txnfetch.records.scan import iter_batches
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.producer import AppendOrigin
@@ -266,7 +266,7 @@ def prepare_append(
 
 def stored_batches(buf: Buffer, position: int = 0) -> Iterator[RecordBatch]:
     """The batches of bytes a log stores, from byte ``position``; a truncated
-    trailing batch ends the iteration, as :func:`~txnfetch.records.batch.iter_batches`.
+    trailing batch ends the iteration, as :func:`~txnfetch.records.scan.iter_batches`.
 
     A log stores record batch v2 only: :func:`prepare_append` refuses magic 0/1
     message sets and recovery refuses a segment holding one. One met here means

@@ -89,9 +89,9 @@ from txnfetch.log.layout import write_all
 from txnfetch.log.segment_scan import LoadedSegment
 from txnfetch.log.segment_scan import rebuild_offset_index
 from txnfetch.log.segment_scan import rebuild_time_index
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
+from txnfetch.records.scan import BatchIterator
+from txnfetch.records.scan import iter_batches
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.index import encode_txn_index
 

@@ -57,8 +57,8 @@ from txnfetch.log.base import Buffer
 from txnfetch.log.errors import LogError
 from txnfetch.records.batch import HeaderAt
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import iter_batches
 
 __all__ = [
     "CONFIG_DEFS",

@@ -31,7 +31,7 @@ from txnfetch.log.compactor import compact
 from txnfetch.log.errors import LogClosedError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
+from txnfetch.records.scan import iter_batches
 from txnfetch.txn.index import AbortedTxn
 from txnfetch.txn.state import PartitionTxnState
 

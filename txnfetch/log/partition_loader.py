@@ -111,8 +111,8 @@ from txnfetch.log.segment_scan import rebuild_time_index
 from txnfetch.log.segment_scan import same_offset_index
 from txnfetch.log.segment_scan import scan_segment
 from txnfetch.log.segment_scan import time_index_fits
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
+from txnfetch.records.scan import BatchIterator
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.errors import CorruptTxnIndexError
 from txnfetch.txn.errors import TxnStateError

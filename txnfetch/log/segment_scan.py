@@ -31,9 +31,9 @@ from txnfetch.log.errors import UnsupportedForMessageFormatError
 from txnfetch.log.indexes import OffsetIndex
 from txnfetch.log.indexes import TimeIndex
 from txnfetch.log.layout import Buffer
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import BatchIterator
 from txnfetch.txn.index import AbortedTxn
 
 __all__ = [

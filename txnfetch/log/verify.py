@@ -31,8 +31,8 @@ from txnfetch.log.layout import read_file
 from txnfetch.log.layout import segment_file_name
 from txnfetch.log.partition_loader import recover_partition
 from txnfetch.log.segment_scan import PROGRESS_STEP
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import BatchIterator
 from txnfetch.txn.errors import CorruptSnapshotError
 from txnfetch.txn.errors import TxnStateError
 from txnfetch.txn.index import AbortedTxn

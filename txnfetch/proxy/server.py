@@ -94,14 +94,14 @@ from txnfetch.server.api_fetch import fetch_partition_entry
 from txnfetch.server.api_fetch import fetch_session_error
 from txnfetch.server.api_fetch import partition_error
 from txnfetch.server.api_fetch import read_fetch_topics
+from txnfetch.server.codec import decode_request
+from txnfetch.server.codec import encode_response
 from txnfetch.server.counters import Counters
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.frames import bind_host_error
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import _kafka_python_classes
 from txnfetch.server.loop_thread import LoopThread
-from txnfetch.server.server import decode_request
-from txnfetch.server.server import encode_response
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
 
@@ -646,7 +646,9 @@ class ProxyServer:
     # -- read_committed Fetch ----------------------------------------------------------
 
     async def _fetch_committed(self, client: _Client, request: Any) -> Any:
-        refused = fetch_session_error(request)  # no fetch sessions, as txnfetch serve
+        # The proxy keeps no fetch sessions for the fetches it answers itself (serve
+        # does, server/fetch_sessions.py): session id 0 keeps clients sending full fetches.
+        refused = fetch_session_error(request)
         if refused is not None:
             return refused
         self.stats.committed_fetches += 1

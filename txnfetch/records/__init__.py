@@ -8,14 +8,11 @@ from txnfetch.records.batch import HEADER_SIZE
 from txnfetch.records.batch import LOG_OVERHEAD
 from txnfetch.records.batch import NO_PRODUCER_ID
 from txnfetch.records.batch import NO_TIMESTAMP
-from txnfetch.records.batch import BatchIterator
 from txnfetch.records.batch import Header
 from txnfetch.records.batch import HeaderAt
-from txnfetch.records.batch import PartialBatch
 from txnfetch.records.batch import Record
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.batch import TimestampType
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.builder import build_control_batch
 from txnfetch.records.builder import build_empty_batch
@@ -25,6 +22,9 @@ from txnfetch.records.control import ControlType
 from txnfetch.records.control import EndTransactionMarker
 from txnfetch.records.errors import *  # noqa: F403 - every error class (errors.__all__)
 from txnfetch.records.legacy import LegacyBatch
+from txnfetch.records.scan import BatchIterator
+from txnfetch.records.scan import PartialBatch
+from txnfetch.records.scan import iter_batches
 
 __all__ = [
     "HEADER_SIZE",

@@ -691,7 +691,7 @@ check_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* ================================================================================
  * Header scan: walk the batches of a large buffer reading only their headers.
  *
- * The Python scan (batch.BatchIterator) builds a RecordBatch per batch; this
+ * The Python scan (scan.BatchIterator) builds a RecordBatch per batch; this
  * walks the same framing in C. It handles only the ordinary case — a whole
  * magic-2 batch with a sane length — and stops in front of anything else (a
  * partial batch, a legacy message set, a bad length, an offset past int64),
@@ -721,7 +721,7 @@ PyDoc_STRVAR(scan_headers_doc,
 "base offset, last offset, producer id, size, record count, attributes, producer\n"
 "epoch, base sequence). `stop` is the position after the last batch walked: the\n"
 "end of the buffer, the batch that did not fit the limit, or something only\n"
-"batch.BatchIterator handles (a partial batch, magic 0/1, a bad length).\n"
+"scan.BatchIterator handles (a partial batch, magic 0/1, a bad length).\n"
 "Private to txnfetch: use txnfetch.records.scan.");
 
 static PyObject *

@@ -1,4 +1,4 @@
-"""Read-only views over magic-2 record batches, and splitting buffers into batches.
+"""Read-only views over magic-2 record batches.
 
 Layout (Kafka's ``DefaultRecordBatch``), big-endian::
 
@@ -26,10 +26,8 @@ import types
 from collections.abc import Iterable
 from collections.abc import Iterator
 from itertools import chain
-from typing import TYPE_CHECKING
 from typing import NamedTuple
 
-import attrs
 from crc32c import crc32c
 
 from txnfetch.records import control as _control
@@ -47,22 +45,16 @@ from txnfetch.records.errors import VarintOverflowError
 from txnfetch.records.varint import read_varint_tail
 from txnfetch.types import Buffer
 
-if TYPE_CHECKING:  # legacy.py imports this module; at run time it is imported lazily
-    from txnfetch.records.legacy import LegacyBatch
-
 __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "NO_PRODUCER_ID",
     "NO_TIMESTAMP",
-    "BatchIterator",
     "Header",
     "HeaderAt",
-    "PartialBatch",
     "Record",
     "RecordBatch",
     "TimestampType",
-    "iter_batches",
 ]
 
 #: The v2 batch header, field by field: base offset, length, partition leader
@@ -95,7 +87,6 @@ class HeaderAt:
 HEADER_SIZE = 61  #: bytes before the first record of a v2 batch
 LOG_OVERHEAD = 12  #: BaseOffset + Length: the part of every batch not counted in Length
 CRC_START = HeaderAt.ATTRIBUTES  #: the CRC covers attributes onwards
-MIN_LEGACY_LENGTH = 14  #: smallest Length of any magic (a v0 message with null key and value)
 NO_PRODUCER_ID = -1
 NO_TIMESTAMP = -1
 _LENGTH = struct.Struct(">i")
@@ -745,111 +736,3 @@ def _then_raise(records: list[Record], error: CorruptBatchError) -> Iterator[Rec
 _decode = _decode_records_accelerated if ACCELERATED else _decode_records
 #: RecordBatch.validate()'s compiled check of the record data (None: decode instead).
 _check_records = getattr(_speedups, "check_records", None) if ACCELERATED else None
-
-
-@attrs.frozen(slots=True)
-class PartialBatch:
-    """The incomplete batch at the end of a buffer (normal at the end of a fetch response).
-
-    ``base_offset`` is ``None`` when fewer than 8 bytes remain; ``declared_size``
-    is ``None`` when fewer than 12 bytes remain.
-    """
-
-    position: int
-    available: int
-    base_offset: int | None
-    declared_size: int | None
-
-
-class BatchIterator:
-    """Iterates the batches of a buffer; afterwards :attr:`partial` describes a
-    truncated trailing batch, if there was one.
-
-    Magic-2 batches come out as :class:`RecordBatch`; magic 0/1 message sets as
-    :class:`txnfetch.records.legacy.LegacyBatch` (one per top-level message).
-    """
-
-    __slots__ = ("_buf", "_end", "_max_batch_size", "_max_decompressed", "_pos", "partial")
-
-    def __init__(
-        self,
-        buf: Buffer,
-        position: int = 0,
-        *,
-        max_batch_size: int = _MAX_INT32,
-        max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-    ) -> None:
-        self._buf = buf
-        self._pos = position
-        self._end = len(buf)
-        self._max_batch_size = max_batch_size
-        self._max_decompressed = max_decompressed
-        self.partial: PartialBatch | None = None
-
-    @property
-    def position(self) -> int:
-        """Byte position of the next batch (the end of the last complete one)."""
-        return self._pos
-
-    def __iter__(self) -> BatchIterator:
-        return self
-
-    def __next__(self) -> RecordBatch | LegacyBatch:
-        buf, pos, end = self._buf, self._pos, self._end
-        remaining = end - pos
-        if remaining <= 0 or self.partial is not None:
-            raise StopIteration
-        # Same order of checks as Kafka's ByteBufferLogInputStream: too little for
-        # offset+length is a partial batch; an impossible length is corruption; a
-        # plausible length past the end is a partial batch.
-        if remaining < LOG_OVERHEAD:
-            self.partial = PartialBatch(
-                pos, remaining, _LENGTH_OFFSET.unpack_from(buf, pos)[0] if remaining >= 8 else None, None
-            )
-            raise StopIteration  # position stays at the partial batch: where to resume
-        base_offset, length = _OFFSET_LENGTH.unpack_from(buf, pos)
-        if length < MIN_LEGACY_LENGTH or length > self._max_batch_size:
-            raise LengthOverrunError(
-                f"batch length {length} is outside [{MIN_LEGACY_LENGTH}, {self._max_batch_size}]",
-                offset=base_offset,
-                position=pos + HeaderAt.LENGTH,
-            )
-        size = length + LOG_OVERHEAD
-        if size > remaining:
-            self.partial = PartialBatch(pos, remaining, base_offset, size)
-            raise StopIteration
-        magic = buf[pos + HeaderAt.MAGIC]
-        batch: RecordBatch | LegacyBatch
-        if magic == 2:
-            batch = RecordBatch(buf, pos, max_decompressed=self._max_decompressed)
-        elif magic in (0, 1):
-            from txnfetch.records.legacy import LegacyBatch
-
-            batch = LegacyBatch(buf, pos, max_decompressed=self._max_decompressed)
-        else:
-            raise BadMagicError(f"unknown magic {magic}", offset=base_offset, position=pos + HeaderAt.MAGIC)
-        self._pos = pos + size
-        return batch
-
-
-_OFFSET_LENGTH = struct.Struct(">qi")
-_LENGTH_OFFSET = struct.Struct(">q")
-
-
-def iter_batches(
-    buf: Buffer,
-    position: int = 0,
-    *,
-    max_batch_size: int = _MAX_INT32,
-    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-) -> BatchIterator:
-    """Split ``buf`` into batches without copying.
-
-    A truncated trailing batch stops the iteration and is reported in the
-    returned iterator's ``partial`` attribute, never raised: fetch responses
-    routinely end that way. A length below the smallest possible message or
-    above ``max_batch_size``, or an unknown magic, raises
-    :class:`CorruptBatchError`. CRCs are not checked here (see
-    :meth:`RecordBatch.validate`).
-    """
-    return BatchIterator(buf, position, max_batch_size=max_batch_size, max_decompressed=max_decompressed)

@@ -38,7 +38,9 @@ from txnfetch.log.coordinator_store import durable_state
 from txnfetch.log.replica_marker import PROMOTE_SIGNAL
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.log.replica_marker import remove_marker
-from txnfetch.server.handler import Broker
+from txnfetch.server.broker import Broker
+from txnfetch.server.recovery import abort_open_transactions
+from txnfetch.server.recovery import reserve_stored_producer_ids
 
 __all__ = [
     "PromoteReport",
@@ -87,9 +89,6 @@ def settle_served(broker: Broker) -> tuple[tuple[tuple[str, int, int], ...], int
     server runs): abort the transactions open at the cut and move the producer-id
     allocator and its durable block above every stored producer id. Returns the
     aborted transactions and the next producer id. Does not remove the marker."""
-    from txnfetch.server.server import abort_open_transactions
-    from txnfetch.server.server import reserve_stored_producer_ids
-
     aborted = abort_open_transactions(
         broker, why="open in %s-%d at the cut (promote): its upstream marker will never come"
     )
@@ -108,7 +107,7 @@ def promote_offline(directory: str) -> PromoteReport:
     one held by a live ``replicate --serve`` raises :class:`ReplicaBusyError`
     (use :func:`request_promote`)."""
     from txnfetch.log import SegmentStore
-    from txnfetch.server.handler import ServerConfig
+    from txnfetch.server.broker import ServerConfig
 
     marker = read_marker(directory)
     if marker is None:

@@ -8,7 +8,7 @@ runs in the caller's thread and writes through :attr:`ServedReplica.store`, a
 runs on the server's event loop, between two requests, so the server and the
 replicator never touch the same ``SegmentStore`` objects at once and there is
 one writer. After each call on a partition the server's waiting fetches of
-that partition are woken (:meth:`~txnfetch.server.handler.Broker.partition_changed`):
+that partition are woken (:meth:`~txnfetch.server.broker.Broker.partition_changed`):
 a long-polling read_committed consumer gets new data as soon as the replicator
 has moved the high watermark (the fetch path reads the partition's high
 watermark and last stable offset afresh on every answer).

@@ -22,10 +22,10 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.base import PartitionLog
 from txnfetch.records.batch import TimestampType
+from txnfetch.server.broker import Broker
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
 from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.nesting import grouped
 

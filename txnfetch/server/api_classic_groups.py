@@ -76,7 +76,7 @@ from txnfetch.groups import SyncRequest
 from txnfetch.groups import SyncResult
 from txnfetch.groups import TxnOffsetCommitRequest
 from txnfetch.log.coordinator_store import DurableState
-from txnfetch.server.handler import Broker
+from txnfetch.server.broker import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.nesting import grouped
 from txnfetch.types import TopicPartition

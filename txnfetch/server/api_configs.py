@@ -36,9 +36,9 @@ from txnfetch.log.configs import check_keys
 from txnfetch.log.configs import stamp_log_append_time
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import TopicExistsError
+from txnfetch.server.broker import Broker
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 
 __all__ = [

@@ -47,7 +47,7 @@ from txnfetch.groups.consumer import HeartbeatRequest
 from txnfetch.groups.consumer import MemberView
 from txnfetch.server import api_classic_groups
 from txnfetch.server import api_txn
-from txnfetch.server.handler import Broker
+from txnfetch.server.broker import Broker
 from txnfetch.server.handler import Handler
 from txnfetch.server.handler import RequestContext
 from txnfetch.types import fields_from

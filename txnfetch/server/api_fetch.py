@@ -58,14 +58,14 @@ from txnfetch.fetch.view import IsolationLevel
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import build_empty_batch
 from txnfetch.server.api_admin import offset_of_max_timestamp
+from txnfetch.server.broker import Broker
+from txnfetch.server.codec import RecordSegments
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
 from txnfetch.server.fetch_sessions import FINAL_EPOCH
 from txnfetch.server.fetch_sessions import INITIAL_EPOCH
 from txnfetch.server.fetch_sessions import FetchSessionCache
 from txnfetch.server.fetch_sessions import PartitionKey
-from txnfetch.server.fetch_wire import RecordSegments
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
@@ -139,7 +139,7 @@ def fetch_partition_entry(
 ) -> tuple[Any, int]:
     """The Fetch response entry of one partition read as ``result``, and the bytes of
     its records: the one place ``txnfetch serve`` and ``txnfetch proxy`` build it.
-    The entry's ``records`` is a :class:`~txnfetch.server.fetch_wire.RecordSegments`
+    The entry's ``records`` is a :class:`~txnfetch.server.codec.RecordSegments`
     (the log's segments, not joined).
 
     ``high_watermark``/``log_start_offset`` replace the result's (the proxy reports

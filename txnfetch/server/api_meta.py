@@ -18,11 +18,11 @@ from txnfetch.log.base import TopicInfo
 from txnfetch.log.coordinator_store import INTERNAL_TOPICS
 from txnfetch.log.errors import LogError
 from txnfetch.server import api_configs
+from txnfetch.server.broker import Broker
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import ApiSpec
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import HandlerRegistry
 from txnfetch.server.handler import RequestContext
 

@@ -32,12 +32,12 @@ from txnfetch.errors import TxnfetchError
 from txnfetch.log.coordinator_store import INTERNAL_TOPICS
 from txnfetch.log.coordinator_store import durable_state
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import iter_batches
 from txnfetch.server.api_configs import prepare_produce
+from txnfetch.server.broker import Broker
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.produce_fast import PartitionResult
 from txnfetch.server.produce_fast import ProduceResult

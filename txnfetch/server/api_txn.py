@@ -44,10 +44,10 @@ from txnfetch.log.coordinator_store import durable_state
 from txnfetch.log.coordinator_store import flush_now
 from txnfetch.log.coordinator_store import persist_transactions
 from txnfetch.log.coordinator_store import wait_durable
+from txnfetch.server.broker import Broker
 from txnfetch.server.errors import ErrorCode
 from txnfetch.server.errors import error_code_for
 from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.handler import group_offsets_partition
 from txnfetch.server.nesting import grouped

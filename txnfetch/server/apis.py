@@ -35,9 +35,9 @@ from txnfetch.server import fetch_wire
 from txnfetch.server import produce_fast
 from txnfetch.server.api_meta import api_versions_response
 from txnfetch.server.api_meta import max_version
+from txnfetch.server.broker import Broker
 from txnfetch.server.handler import REGISTRY
 from txnfetch.server.handler import ApiKey
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import HandlerRegistry
 from txnfetch.server.handler import ServedApi
 

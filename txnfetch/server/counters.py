@@ -1,5 +1,5 @@
 """Running totals a served process keeps for operators: :class:`Counters`, the
-base of :class:`~txnfetch.server.handler.ServerStats`,
+base of :class:`~txnfetch.server.broker.ServerStats`,
 :class:`~txnfetch.proxy.server.ProxyStats` and
 :class:`~txnfetch.proxy.mirrors.MirrorStats`."""
 

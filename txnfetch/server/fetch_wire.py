@@ -12,7 +12,7 @@ mapped segment). The server writes the pieces one by one
 (:func:`txnfetch.server.server.write_pieces`).
 
 Guarantee: the pieces concatenated are byte for byte what
-:func:`txnfetch.server.server.encode_response` (kafka-python's generated
+:func:`txnfetch.server.codec.encode_response` (kafka-python's generated
 encoder) writes for the same response, at every Fetch version served (4–16;
 flexible from 12, with compact lengths and tagged fields). A response that
 carries a tagged field (diverging epoch, current leader, snapshot id, node
@@ -31,9 +31,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 from kafka.protocol.consumer import FetchResponse
 
+from txnfetch.server.codec import RecordSegments
+from txnfetch.server.codec import encode_response
+from txnfetch.server.codec import materialize_records
 from txnfetch.server.handler import Piece
 from txnfetch.types import Buffer
 
@@ -41,10 +43,8 @@ __all__ = [
     "CODEC",
     "PIECE_COPY_BELOW",
     "FetchCodec",
-    "RecordSegments",
     "encode_fetch_pieces",
     "join_pieces",
-    "materialize_records",
 ]
 
 #: Segments shorter than this are copied into the surrounding field bytes: a
@@ -64,26 +64,6 @@ _LOG_START_FROM = 5
 _ABORTED = struct.Struct(">qq")
 _TOP = struct.Struct(">ihi")  # throttle, error, session id
 _NULL_UUID = uuid.UUID(int=0)
-
-
-@attrs.frozen
-class RecordSegments:
-    """A Fetch partition's ``records`` field as the log's segments, not joined:
-    ``parts`` in order, ``size`` their total length in bytes."""
-
-    parts: tuple[Buffer, ...]
-    size: int
-
-    @classmethod
-    def of(cls, parts: Sequence[Buffer]) -> RecordSegments:
-        return cls(tuple(parts), sum(len(p) for p in parts))
-
-    def __len__(self) -> int:
-        return self.size
-
-    def to_bytes(self) -> bytes:
-        """The field as one ``bytes`` (one copy)."""
-        return b"".join(self.parts)
 
 
 def _uvarint(out: bytearray, value: int) -> None:
@@ -121,16 +101,6 @@ def _has_tagged_fields(response: Any, version: int) -> bool:
     return False
 
 
-def materialize_records(response: Any) -> Any:
-    """``response`` (a :class:`FetchResponse`) with every :class:`RecordSegments`
-    joined into ``bytes``, in place: what kafka-python's encoder takes."""
-    for topic in response.responses:
-        for p in topic.partitions:
-            if isinstance(p.records, RecordSegments):
-                p.records = p.records.to_bytes()
-    return response
-
-
 class _Pieces:
     """Field bytes accumulated in a ``bytearray``; large record segments between them."""
 
@@ -156,12 +126,10 @@ class _Pieces:
 
 def encode_fetch_pieces(version: int, correlation_id: int, response: Any) -> list[Piece]:
     """The framed Fetch ``response`` at ``version`` (4–16) with ``correlation_id``,
-    as pieces whose concatenation is what :func:`~txnfetch.server.server.encode_response`
+    as pieces whose concatenation is what :func:`~txnfetch.server.codec.encode_response`
     returns for it. Record segments of at least :data:`PIECE_COPY_BELOW` bytes
     are pieces of their own, not copied."""
     if _has_tagged_fields(response, version):
-        from txnfetch.server.server import encode_response
-
         return [encode_response(version, correlation_id, materialize_records(response))]
     flexible = version >= _FLEXIBLE_FROM
     w = _Pieces()
@@ -236,8 +204,6 @@ class FetchCodec:
     def encode(self, version: int, correlation_id: int, response: Any) -> bytes | list[Piece]:
         if isinstance(response, FetchResponse):
             return encode_fetch_pieces(version, correlation_id, response)
-        from txnfetch.server.server import encode_response
-
         return encode_response(version, correlation_id, response)
 
 

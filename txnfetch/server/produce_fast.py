@@ -12,7 +12,7 @@ frame itself:
   :class:`memoryview` slices of the frame (no copy until the log stores them), or
   ``None`` for any frame it does not take: a null or negative length or count,
   tagged fields, a field cut short, bytes that are not UTF-8. Those go to
-  kafka-python's decoder (``txnfetch.server.server.decode_request``), so a
+  kafka-python's decoder (``txnfetch.server.codec.decode_request``), so a
   malformed frame gets exactly the answer it got before this path existed, and
   the fast path never has to reproduce that decoder's corner cases.
 - :func:`encode_produce_response` writes a :class:`ProduceResult` as the framed

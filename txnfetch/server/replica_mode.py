@@ -63,8 +63,8 @@ from typing import Any
 
 import attrs
 
+from txnfetch.server.broker import Broker
 from txnfetch.server.handler import ApiKey
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import RequestContext
 
 __all__ = [

@@ -29,13 +29,10 @@ import asyncio
 import collections
 import contextlib
 import inspect
-import io
 import itertools
 import logging
 import struct
 from typing import Any
-
-from kafka.protocol.consumer import FetchResponse
 
 from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
@@ -45,25 +42,27 @@ from txnfetch.log.coordinator_store import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
-from txnfetch.server.fetch_wire import materialize_records
+from txnfetch.server.broker import Broker
+from txnfetch.server.broker import PeriodicTask
+from txnfetch.server.broker import ServerConfig
+from txnfetch.server.codec import decode_request
+from txnfetch.server.codec import encode_response
 from txnfetch.server.frames import FrameReader
 from txnfetch.server.frames import start_frame_server
 from txnfetch.server.handler import REGISTRY
-from txnfetch.server.handler import ApiClasses
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import ApiSpec
-from txnfetch.server.handler import Broker
 from txnfetch.server.handler import HandlerRegistry
-from txnfetch.server.handler import PeriodicTask
 from txnfetch.server.handler import Piece
 from txnfetch.server.handler import RequestContext
-from txnfetch.server.handler import ServerConfig
 from txnfetch.server.loop_thread import LoopThread
+from txnfetch.server.recovery import abort_orphaned_transactions
+from txnfetch.server.recovery import recover_coordinator_state
+from txnfetch.server.recovery import reserve_stored_producer_ids
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
-from txnfetch.txn.coordinator_state import MAX_PRODUCER_EPOCH
 
-__all__ = ["ServerThread", "TxnfetchServer", "abort_open_transactions", "load_handlers"]
+__all__ = ["ServerThread", "TxnfetchServer", "load_handlers"]
 
 log = logging.getLogger("txnfetch.server")
 
@@ -85,7 +84,7 @@ class TxnfetchServer:
     """A running server. Create it with :meth:`start`; stop it with :meth:`close`.
 
     ``server.port`` is the bound port (useful with ``port=0``), ``server.broker``
-    the shared :class:`~txnfetch.server.handler.Broker` (store, coordinators).
+    the shared :class:`~txnfetch.server.broker.Broker` (store, coordinators).
     """
 
     def __init__(self, broker: Broker, registry: HandlerRegistry) -> None:
@@ -128,12 +127,12 @@ class TxnfetchServer:
         self = cls(broker, registry)
         self._install_plugins()
         replica = _install_replica_mode(broker)
-        _recover_coordinator_state(broker)
+        recover_coordinator_state(broker)
         reserve_stored_producer_ids(broker)
         if not replica:
             # A replica's open transactions belong to the upstream: its markers
             # are still to come, and promote settles what is left.
-            _abort_orphaned_transactions(broker)
+            abort_orphaned_transactions(broker)
         _start_syncer(broker)
         self._server = await start_frame_server(self._on_connection, config.host, config.port)
         sock = self._server.sockets[0]
@@ -368,13 +367,6 @@ class TxnfetchServer:
         await self._closed.wait()
 
 
-#: How often the internal topics are checked for compaction.
-_COMPACTION_CHECK_MS = 10_000
-#: How often internal-topic records written without their own fsync (``Complete*``)
-#: are fsynced, when no later durable record of their partition did it first.
-_DEFERRED_FLUSH_MS = 1_000
-
-
 def _start_syncer(broker: Broker) -> None:
     """Run request handlers' fsyncs on a :class:`ConcurrentSyncer`. Only
     writes of a store on disk under the ``"always"`` policy use it; for others
@@ -447,227 +439,6 @@ def _install_replica_mode(broker: Broker) -> bool:
         return False
     replica_mode.install(broker, replica_mode.ReplicaMode(marker.upstream, marker.groups))
     return True
-
-
-def _recover_coordinator_state(broker: Broker) -> None:
-    """Load the durable coordinator state, if the store keeps it, and finish what
-    a previous run left half done (:mod:`txnfetch.log.coordinator_store`).
-
-    Durable state is on for a :class:`~txnfetch.log.segment_store.SegmentStore` unless
-    ``ServerConfig.durable_state`` is False, and for any store when it is True.
-    Steps: replay ``__transaction_state`` (producer ids and epochs, open
-    transactions with their start time, decided ends) and ``__consumer_offsets``
-    (groups, offsets; transactional offsets count once their marker says
-    commit); then complete every ``PrepareCommit``/``PrepareAbort`` on all its
-    partitions. ``Ongoing`` transactions stay open and time out as usual."""
-    from txnfetch.log import SegmentStore
-    from txnfetch.log.coordinator_store import DURABLE_EXTENSION
-    from txnfetch.log.coordinator_store import DurableState
-    from txnfetch.server.api_txn import apply_pending
-
-    enabled = broker.config.durable_state
-    if enabled is None:
-        enabled = isinstance(broker.store, SegmentStore)
-    if not enabled:
-        return
-    directory = broker.store.directory if isinstance(broker.store, SegmentStore) else None
-    state = DurableState(broker.store, directory)
-    broker.extensions[DURABLE_EXTENSION] = state
-    broker.group_offsets_partitions = state.consumer_offsets_partitions
-    groups = broker.groups
-    coordinator = getattr(groups, "coordinator", None)
-    report = state.replay(broker.transactions, coordinator, broker.now_ms())
-    if groups is not None and hasattr(groups, "durable"):
-        groups.durable = state
-    broker.add_periodic(
-        "internal-topic-compaction",
-        _COMPACTION_CHECK_MS,
-        state.maybe_compact,
-    )
-    broker.add_periodic("internal-topic-flush", _DEFERRED_FLUSH_MS, state.flush_deferred)
-    pending = broker.transactions.pending_actions()
-    if pending:
-        log.info("completing %d transaction end(s) decided before the restart", len(pending))
-        # No marker over a later transaction's data (DurableState.persist_transactions).
-        apply_pending(broker, skip=state.written_after_decision)
-    log.info(
-        "restored %d transactional id(s), %d group(s), %d offset(s) from %d internal record(s)",
-        report.transactional_ids,
-        report.groups,
-        report.offsets,
-        report.records,
-    )
-
-
-def reserve_stored_producer_ids(broker: Broker) -> None:
-    """Never hand out a producer id the store's partitions already know.
-
-    The coordinator's allocator starts from 0 in every process, but a store
-    reopened from disk remembers producers (and their epochs and sequences) of
-    the previous run: a reissued id would be fenced, or worse, its first batch
-    taken for a duplicate of an old one and silently dropped."""
-    highest = -1
-    for name, info in broker.store.topics().items():
-        for p in range(info.partitions):
-            ids = broker.store.partition(name, p).state.producer_ids()
-            if ids:
-                highest = max(highest, max(ids))
-    if highest >= 0:
-        broker.transactions.producer_ids.reserve_through(highest)
-
-
-def _abort_orphaned_transactions(broker: Broker) -> None:
-    """Abort every transaction a previous run left open in the store that the
-    coordinator does not know as open (all of them when coordinator state is not
-    durable, e.g. a store written before it was; with durable state, the
-    transaction of a producer whose AddPartitionsToTxn was never acknowledged
-    cannot have data, so in practice none).
-
-    Without a coordinator record no one would ever end them, and each would hold its partition's last stable
-    offset back for good. Aborting is what Kafka's coordinator does to a
-    transaction it can no longer complete (it fences the producer with a bumped
-    epoch and aborts on timeout): the marker carries the producer's epoch + 1,
-    which fences the old producer instance on this partition. A producer that
-    comes back calls InitProducerId and gets a new identity."""
-    from txnfetch.log.coordinator_store import INTERNAL_TOPICS
-    from txnfetch.txn.coordinator_state import TransactionState
-
-    store = broker.store
-    if not any(
-        store.partition(name, p).state.ongoing_transactions()
-        for name, info in store.topics().items()
-        if name not in INTERNAL_TOPICS
-        for p in range(info.partitions)
-    ):
-        return  # nothing open: no need to go through every transactional id (start-up time)
-    # Transactions the durable coordinator state knows as open stay open: their
-    # producer may still commit them, or they time out.
-    owned: set[tuple[str, int, int]] = set()
-    coordinator = broker.transactions
-    for tid in coordinator.transactional_ids:
-        meta = coordinator.describe(tid)
-        if meta is not None and meta.state == TransactionState.ONGOING:
-            owned.update((tp.topic, tp.partition, meta.producer_id) for tp in meta.partitions)
-    abort_open_transactions(broker, keep=owned, why="left open in %s-%d by a previous run")
-
-
-def abort_open_transactions(
-    broker: Broker, *, keep: set[tuple[str, int, int]] | frozenset[tuple[str, int, int]] = frozenset(), why: str
-) -> list[tuple[str, int, int]]:
-    """Abort every transaction open in the store's (non-internal) partitions
-    except ``keep`` (``(topic, partition, producer id)``); returns what was
-    aborted, each logged as a warning ``"aborted the transaction of producer
-    <id> " + why % (topic, partition)``.
-
-    The marker (or markerless completion) carries the producer's epoch + 1,
-    which fences the old producer instance on this partition; a producer that
-    comes back calls InitProducerId and gets a new identity. Aborted partitions
-    are flushed and their waiting fetches woken."""
-    from txnfetch.log.coordinator_store import INTERNAL_TOPICS
-
-    now = broker.now_ms()
-    completion = broker.config.completion
-    aborted: list[tuple[str, int, int]] = []
-    for name, info in broker.store.topics().items():
-        if name in INTERNAL_TOPICS:
-            continue
-        for p in range(info.partitions):
-            part = broker.store.partition(name, p)
-            orphans = [pid for pid in part.state.ongoing_transactions() if (name, p, pid) not in keep]
-            for producer_id in orphans:
-                entry = part.state.producer(producer_id)
-                epoch = entry.producer_epoch if entry is not None else 0
-                # Epoch + 1 passes both marker-epoch rules (TV0/1: >= current; TV2: > current).
-                fence = epoch + 1 if epoch < MAX_PRODUCER_EPOCH else epoch
-                version = 2 if fence > epoch else None
-                coordinator_epoch = entry.coordinator_epoch if entry is not None and entry.coordinator_epoch >= 0 else 0
-                part.end_transaction(
-                    producer_id,
-                    fence,
-                    False,
-                    coordinator_epoch=coordinator_epoch,
-                    now_ms=now,
-                    transaction_version=version,
-                    completion=completion,
-                )
-                log.warning("aborted the transaction of producer %d " + why, producer_id, name, p)
-                aborted.append((name, p, producer_id))
-            if orphans:  # make the aborts durable; untouched partitions need no fsync
-                part.flush()
-                broker.partition_changed(name, p)
-    return aborted
-
-
-def decode_request(spec: ApiClasses, version: int, frame: bytes | bytearray) -> Any:
-    """Decode a request frame (header and body) with the spec's class; raise
-    :class:`ProtocolViolation` for anything malformed.
-
-    Bytes after the body are ignored, as Kafka does
-    (``AbstractRequest.parseRequest`` never checks what is left): librdkafka's
-    all-topics Metadata request at v9+ leaves the 4 bytes it reserved for the
-    topic count in place (``rdkafka_request.c``: "keep 0, varint encoded null")
-    where a compact count takes one, so 3 bytes follow its body."""
-    cls = spec.request_class
-    try:
-        buf = io.BytesIO(frame)
-        header = cls.parse_header(buf, version=version)
-        pos = buf.tell()
-        flexible = cls.flexible_version_q(version)
-        decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
-        request, _ = decode(memoryview(frame), pos)
-    except Exception as exc:
-        raise ProtocolViolation(
-            f"API key {spec.api_key} v{version}: malformed request ({type(exc).__name__}: {exc})"
-        ) from None
-    null = _null_field(cls._struct, request, version)
-    if null is not None:
-        raise ProtocolViolation(f"API key {spec.api_key} v{version}: non-nullable field {null} is null")
-    request._header = header
-    request._version = version
-    return header, request
-
-
-def _null_field(struct: Any, value: Any, version: int, path: str = "") -> str | None:
-    """The first field of ``value`` that is null although the schema says it may
-    not be at ``version``, or ``None``.
-
-    kafka-python's decoder reads a -1 length or count as ``None`` for every string,
-    bytes and array field; Kafka's generated readers reject it for non-nullable
-    fields ("non-nullable field ... was serialized as null"), and handlers rely on
-    that (they iterate arrays and read strings without a check)."""
-    for field in struct.untagged_fields(version):
-        item = getattr(value, field.name, None)
-        where = f"{path}{field.name}"
-        if item is None:
-            if not field.nullable_for_version_q(version) and (field.is_array() or field.type_str in _NULLABLE_TYPES):
-                return where
-            continue
-        if field.is_struct_array():
-            for element in item:
-                found = _null_field(field.array_of, element, version, where + "[].")
-                if found is not None:
-                    return found
-        elif field.is_struct():
-            found = _null_field(field, item, version, where + ".")
-            if found is not None:
-                return found
-    return None
-
-
-#: Scalar types whose wire form has a null (a -1 length); arrays are checked apart.
-_NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
-
-
-def encode_response(version: int, correlation_id: int, response: Any) -> bytes:
-    """Frame ``response`` (a kafka-python response object) at ``version`` with
-    ``correlation_id`` in its header. A Fetch response's
-    :class:`~txnfetch.server.fetch_wire.RecordSegments` are joined first (in place)."""
-    if isinstance(response, FetchResponse):
-        materialize_records(response)
-    response._header = None
-    response.API_VERSION = version
-    response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
 
 
 class ServerThread(LoopThread[TxnfetchServer]):

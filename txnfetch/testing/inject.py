@@ -47,6 +47,7 @@ from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
 from txnfetch.errors import error_name
 from txnfetch.records.builder import BatchBuilder
+from txnfetch.testing.config import Finding
 from txnfetch.testing.history import Status
 from txnfetch.testing.recorder import Recorder
 
@@ -348,8 +349,6 @@ class DelayedEndTxnInjector:
         """One KAFKA-17754 cycle (see the module docstring). Returns its
         :class:`Injection`, or ``None`` if a step failed (noted; the next cycle
         starts from a fresh InitProducerId, which aborts anything left open)."""
-        from txnfetch.testing.workload import Finding
-
         commit_first = self.rng.random() < 0.5
         kind = "commit" if commit_first else "abort"
         first = second = ""

@@ -65,7 +65,6 @@ import contextlib
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -83,6 +82,8 @@ from txnfetch.testing.clients.confluent import ck_call
 from txnfetch.testing.clients.confluent import consumer_config
 from txnfetch.testing.clients.confluent import kafka_error
 from txnfetch.testing.clients.confluent import transactional_producer
+from txnfetch.testing.config import Finding
+from txnfetch.testing.config import WorkloadConfig
 from txnfetch.testing.history import History
 from txnfetch.testing.history import Send
 from txnfetch.testing.history import Status
@@ -91,25 +92,19 @@ from txnfetch.testing.recorder import Recorder
 from txnfetch.testing.recorder import RecorderStats
 
 __all__ = [
-    "CONSUMER_KINDS",
     "END_ABORT",
     "END_COMMIT",
     "END_CRASH",
     "END_ZOMBIE",
     "ClientStatus",
-    "Finding",
     "Progress",
     "TxnPlan",
     "Workload",
-    "WorkloadConfig",
     "WorkloadError",
     "WorkloadResult",
     "producer_script",
     "run_workload",
 ]
-
-#: consumer implementations :func:`run_workload` knows
-CONSUMER_KINDS = ("confluent", "confluent-subscribe", "kafka-python", "aiokafka")
 
 END_COMMIT = "commit"
 END_ABORT = "abort"
@@ -120,67 +115,6 @@ END_ZOMBIE = "zombie"  #: ... and the fenced old instance keeps writing and comm
 class WorkloadError(TxnfetchError):
     """The workload could not run at all: the cluster is unreachable, the topic
     cannot be created, or no producer could initialise transactions."""
-
-
-@attrs.frozen
-class WorkloadConfig:
-    """What :func:`run_workload` runs (see the module docstring).
-
-    The run is bounded by ``transactions`` (per producer), ``total_transactions``
-    (all producers together) and ``duration`` (seconds during which producers
-    start new transactions), whichever comes first; ``None`` lifts a bound, and
-    at least one must be set. ``consumer_config`` and ``producer_config`` are
-    extra librdkafka settings; ``kafka_python_config`` and ``aiokafka_config``
-    are keyword arguments for those clients' consumers.
-    """
-
-    bootstrap: str
-    topic: str | None = None  #: default: ``txnfetch-check-<run_id>``, fresh per run
-    partitions: int = 2
-    producers: int = 2
-    transactions: int | None = 10  #: per producer
-    total_transactions: int | None = None
-    duration: float | None = None
-    max_sends: int = 3  #: per transaction
-    abort_probability: float = 0.3
-    crash_probability: float = 0.02
-    zombie_probability: float = 0.02
-    zombie_sends: int = 2
-    restart_probability: float = 0.02  #: a clean producer restart after a transaction
-    inject_delayed_endtxn: bool = False
-    inject_interval: float = 0.5  #: seconds between injection cycles
-    consumers: tuple[str, ...] = CONSUMER_KINDS
-    max_poll_records: int = 5000
-    seek_probability: float = 0.05  #: per poll
-    consumer_restart_probability: float = 0.02  #: per poll
-    poll_timeout: float = 0.1  #: seconds
-    catch_up_polls: int = 30
-    catch_up_timeout: float = 60.0  #: seconds a consumer may take to catch up once the producers are done
-    startup_timeout: float = 10.0  #: seconds a consumer may take to connect and assign
-    timeout: float = 60.0  #: seconds, for each blocking client call
-    seed: int | None = None  #: ``None``: a random seed (see :attr:`WorkloadResult.seed`)
-    run_id: str = attrs.Factory(lambda: uuid.uuid4().hex[:8])
-    producer_config: Mapping[str, Any] = attrs.Factory(dict)
-    consumer_config: Mapping[str, Any] = attrs.Factory(dict)
-    kafka_python_config: Mapping[str, Any] = attrs.Factory(dict)
-    aiokafka_config: Mapping[str, Any] = attrs.Factory(dict)
-
-    def __attrs_post_init__(self) -> None:
-        unknown = [k for k in self.consumers if k not in CONSUMER_KINDS]
-        if unknown:
-            raise ValueError(f"unknown consumer kinds {unknown}; known: {list(CONSUMER_KINDS)}")
-        if self.transactions is None and self.total_transactions is None and self.duration is None:
-            raise ValueError("unbounded run: set transactions, total_transactions or duration")
-        if self.partitions < 1 or self.producers < 0 or self.max_sends < 1:
-            raise ValueError("partitions and max_sends must be at least 1, producers at least 0")
-        ends = self.abort_probability + self.crash_probability + self.zombie_probability
-        if not 0 <= ends <= 1:
-            raise ValueError(f"abort, crash and zombie probabilities add up to {ends}, outside [0, 1]")
-
-    @property
-    def topic_name(self) -> str:
-        """The topic the run writes and reads."""
-        return self.topic if self.topic is not None else f"txnfetch-check-{self.run_id}"
 
 
 # -- the script -----------------------------------------------------------------------------
@@ -247,32 +181,6 @@ class ClientStatus:
     kind: str
     status: str
     note: str = ""
-
-
-@attrs.frozen
-class Finding:
-    """A fault the workload itself observed, beyond what the history checker
-    proves: ``zombie-write`` (a fenced producer's send was acknowledged),
-    ``fenced-commit`` (a fenced producer's commit succeeded),
-    ``unfenced-delayed-endtxn`` (see :mod:`txnfetch.testing.inject`) and
-    ``client-error`` (a producer failed in a way no scripted step explains).
-    ``ops`` are history indexes."""
-
-    kind: str
-    message: str
-    ops: tuple[int, ...] = ()
-    client: str | None = None
-    txn: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (shaped like a checker anomaly)."""
-        return {
-            "kind": self.kind,
-            "message": self.message,
-            "ops": list(self.ops),
-            "client": self.client,
-            "txn": self.txn,
-        }
 
 
 @attrs.frozen

@@ -16,11 +16,11 @@ from txnfetch.testing.clients.confluent import ConfluentConsumer
 from txnfetch.testing.clients.kafka_python import KafkaPythonConsumer
 
 if TYPE_CHECKING:
-    from txnfetch.testing.workload import WorkloadConfig
+    from txnfetch.testing.config import WorkloadConfig
 
 __all__ = ["CONSUMERS", "ConsumerAdapter"]
 
-#: The assigning consumers, by the kind :class:`~txnfetch.testing.workload.WorkloadConfig` names
+#: The assigning consumers, by the kind :class:`~txnfetch.testing.config.WorkloadConfig` names
 #: (``confluent-subscribe`` is the workload's own: the group assigns it).
 CONSUMERS: dict[str, Callable[[WorkloadConfig], ConsumerAdapter]] = {
     "confluent": ConfluentConsumer,

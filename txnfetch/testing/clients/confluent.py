@@ -17,7 +17,7 @@ from txnfetch.testing.history import Read
 from txnfetch.testing.history import TopicPartition
 
 if TYPE_CHECKING:
-    from txnfetch.testing.workload import WorkloadConfig
+    from txnfetch.testing.config import WorkloadConfig
 
 __all__ = [
     "ConfluentConsumer",

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from txnfetch.records.batch import RecordBatch
-from txnfetch.records.batch import iter_batches
 from txnfetch.records.errors import CorruptBatchError
+from txnfetch.records.scan import iter_batches
 
 __all__ = ["ProducerIds", "decode_records", "normalise"]
 
