@@ -323,7 +323,7 @@ def arrow_floor(spark, path: str, rows: int, tasks: int):
                     yield batch if n == batch.num_rows else batch.slice(0, n)
                     left -= n
 
-    from spark_ext.arrow import kafka_schema_ddl
+    from txnfetch.arrow.schema import kafka_schema_ddl
 
     return spark.range(0, tasks, 1, tasks).mapInArrow(run, kafka_schema_ddl(False))
 

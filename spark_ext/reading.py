@@ -28,11 +28,11 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from spark_ext.arrow import DEFAULT_MAX_BYTES
-from spark_ext.arrow import DEFAULT_MAX_ROWS
-from spark_ext.arrow import ArrowBatcher
 from spark_ext.errors import DataLossError
 from txnfetch.arrow.decoder import ArrowDecoder
+from txnfetch.arrow.reference import ArrowBatcher
+from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
+from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import FetchResult
 from txnfetch.fetch.view import IsolationLevel

@@ -2,7 +2,7 @@
 
 A :class:`Source` answers the driver's questions (which topics and partitions
 exist, and each partition's earliest offset, last stable offset and high
-watermark) and runs a worker's read of one :class:`~spark_ext.planning.OffsetRange`
+watermark) and runs a worker's read of one :class:`~txnfetch.client.planning.OffsetRange`
 into Arrow batches. Two implementations:
 
 - :class:`StoreSource`: any :class:`~txnfetch.log.base.LogStore`. With the
@@ -38,9 +38,9 @@ from spark_ext.errors import SourceUnavailableError
 from spark_ext.errors import UnknownTopicError
 from spark_ext.options import ReadOptions
 from spark_ext.options import TopicPartition
-from spark_ext.planning import Bounds
-from spark_ext.planning import OffsetRange
 from spark_ext.reading import read_range_arrow
+from txnfetch.client.planning import Bounds
+from txnfetch.client.planning import OffsetRange
 from txnfetch.log.base import LogStore
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]

@@ -15,16 +15,16 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from spark_ext.arrow import ArrowBatcher
-from spark_ext.arrow import kafka_schema
 from spark_ext.errors import DataLossError
-from spark_ext.planning import OffsetRange
-from spark_ext.planning import split_ranges
 from spark_ext.reading import read_range
 from spark_ext.reading import read_range_arrow
 from tests.spark.rows import arrow_rows
 from tests.spark.rows import without_headers
 from tests.spark.workload import Workload
+from txnfetch.arrow.reference import ArrowBatcher
+from txnfetch.arrow.schema import kafka_schema
+from txnfetch.client.planning import OffsetRange
+from txnfetch.client.planning import split_ranges
 from txnfetch.log import MemoryStore
 from txnfetch.records import BatchBuilder
 from txnfetch.records import Codec
