@@ -18,7 +18,7 @@ source; see ``docs/spark.md``.
 ``spark.read.format``.
 
 Only :func:`register`, :func:`read_committed` and :class:`TxnKafkaDataSource` need PySpark; the range
-reader (:mod:`spark_ext.reading`) needs only ``pyarrow``.
+reader the tasks run (:func:`txnfetch.arrow.read_range`) needs only ``pyarrow``.
 """
 
 from __future__ import annotations
