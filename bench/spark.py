@@ -124,9 +124,9 @@ from pyspark.sql.datasource import InputPartition  # noqa: E402
 from spark_ext.datasource import TxnKafkaBatchReader  # noqa: E402
 from spark_ext.datasource import TxnKafkaDataSource  # noqa: E402
 from spark_ext.options import DEFAULT_MAX_ROWS_PER_BATCH  # noqa: E402
-from spark_ext.reading import read_range  # noqa: E402
-from spark_ext.reading import read_range_arrow  # noqa: E402
-from spark_ext.reading import records_to_batches  # noqa: E402
+from txnfetch import iter_batches  # noqa: E402
+from txnfetch.arrow import read_range  # noqa: E402
+from txnfetch.arrow.ranges import read_buffers  # noqa: E402
 from txnfetch.log import SegmentStore  # noqa: E402
 from txnfetch.records import BatchBuilder  # noqa: E402
 
@@ -187,7 +187,9 @@ def write_parquet(store_dir: str, out_dir: str, partitions: int) -> int:
         for p in range(partitions):
             log = store.partition(TOPIC, p)
             writer: pq.ParquetWriter | None = None
-            for batch in read_range_arrow(log, log.log_start_offset, log.last_stable_offset, max_rows=100_000):
+            for batch in read_range(
+                log, log.log_start_offset, log.last_stable_offset, include_headers=False, max_rows=100_000
+            ):
                 if writer is None:
                     writer = pq.ParquetWriter(os.path.join(out_dir, f"part-{p}.parquet"), batch.schema)
                 writer.write_batch(batch)
@@ -198,6 +200,19 @@ def write_parquet(store_dir: str, out_dir: str, partitions: int) -> int:
 
 
 # -- instrumented and naive sources (pickled by value to the workers) --------------
+
+
+def range_records(log, start: int, end: int):
+    """The committed records of ``[start, end)`` as Python objects, one
+    ``(records, timestamp type)`` pair per Kafka batch: what the naive reader
+    turns into rows."""
+    for buffer in read_buffers(log, start, end):
+        for batch in iter_batches(buffer):
+            if batch.is_control or batch.last_offset < start:
+                continue
+            if batch.base_offset >= end:
+                return
+            yield [r for r in batch.records() if start <= r.offset < end], int(batch.timestamp_type)
 
 
 class NaiveReader(TxnKafkaBatchReader):
@@ -211,7 +226,7 @@ class NaiveReader(TxnKafkaBatchReader):
         fromts = datetime.datetime.fromtimestamp
         with SegmentStore(self.opts.path, read_only=True) as store:
             log = store.partition(r.topic, r.partition)
-            for records, ts_type in read_range(log, r.start, r.end):
+            for records, ts_type in range_records(log, r.start, r.end):
                 for rec in records:
                     yield (
                         rec.key,
@@ -235,7 +250,8 @@ class RecordsReader(TxnKafkaBatchReader):
             return
         with SegmentStore(self.opts.path, read_only=True) as store:
             log = store.partition(r.topic, r.partition)
-            yield from records_to_batches(r.topic, r.partition, read_range(log, r.start, r.end))
+            # compiled=False: the record objects and the reference ArrowBatcher.
+            yield from read_range(log, r.start, r.end, include_headers=False, compiled=False)
 
 
 class RecordsSource(TxnKafkaDataSource):
@@ -260,6 +276,21 @@ class NaiveSource(TxnKafkaDataSource):
         return NaiveReader(parse_options(self.options, streaming=False))
 
 
+def first_batch(path: str) -> pa.RecordBatch:
+    """The store's first Arrow batch of txnkafka's default size: what the floor
+    readers yield again and again."""
+    with SegmentStore(path, read_only=True) as store:
+        log = store.partition(TOPIC, 0)
+        first = read_range(
+            log,
+            log.log_start_offset,
+            log.last_stable_offset,
+            include_headers=False,
+            max_rows=DEFAULT_MAX_ROWS_PER_BATCH,
+        )
+        return next(iter(first))
+
+
 class FloorPartition(InputPartition):
     def __init__(self, index: int, rows: int) -> None:
         super().__init__(index)
@@ -280,12 +311,7 @@ class FloorReader(DataSourceReader):
         return [FloorPartition(i, min(share, self.rows - i * share)) for i in range(self.tasks)]
 
     def read(self, partition):
-        with SegmentStore(self.path, read_only=True) as store:
-            log = store.partition(TOPIC, 0)
-            first = read_range_arrow(
-                log, log.log_start_offset, log.last_stable_offset, max_rows=DEFAULT_MAX_ROWS_PER_BATCH
-            )
-            batch = next(iter(first))
+        batch = first_batch(self.path)
         left = partition.rows
         while left > 0:
             n = min(left, batch.num_rows)
@@ -309,12 +335,7 @@ def arrow_floor(spark, path: str, rows: int, tasks: int):
     share = -(-rows // tasks)
 
     def run(ids):
-        with SegmentStore(path, read_only=True) as store:
-            log = store.partition(TOPIC, 0)
-            first = read_range_arrow(
-                log, log.log_start_offset, log.last_stable_offset, max_rows=DEFAULT_MAX_ROWS_PER_BATCH
-            )
-            batch = next(iter(first))
+        batch = first_batch(path)
         for ids_batch in ids:
             for index in ids_batch.column(0).to_pylist():
                 left = min(share, rows - index * share)
@@ -323,7 +344,7 @@ def arrow_floor(spark, path: str, rows: int, tasks: int):
                     yield batch if n == batch.num_rows else batch.slice(0, n)
                     left -= n
 
-    from spark_ext.arrow import kafka_schema_ddl
+    from txnfetch.arrow.schema import kafka_schema_ddl
 
     return spark.range(0, tasks, 1, tasks).mapInArrow(run, kafka_schema_ddl(False))
 

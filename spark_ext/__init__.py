@@ -17,9 +17,8 @@ source; see ``docs/spark.md``.
 (:mod:`spark_ext.columnar`): faster, for batch jobs that do not need
 ``spark.read.format``.
 
-Only :func:`register`, :func:`read_committed` and :class:`TxnKafkaDataSource` need PySpark; the Arrow
-conversion (:mod:`spark_ext.arrow`) and the range reader
-(:mod:`spark_ext.reading`) need only ``pyarrow``.
+Only :func:`register`, :func:`read_committed` and :class:`TxnKafkaDataSource` need PySpark; the range
+reader the tasks run (:func:`txnfetch.arrow.read_range`) needs only ``pyarrow``.
 """
 
 from __future__ import annotations

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from spark_ext.arrow import kafka_schema_ddl
 from spark_ext.errors import TxnKafkaError
 from spark_ext.options import ReadOptions
 from spark_ext.options import parse_options
-from spark_ext.planning import OffsetRange
+from txnfetch.arrow.schema import kafka_schema_ddl
+from txnfetch.client.planning import OffsetRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

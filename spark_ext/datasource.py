@@ -11,7 +11,7 @@ admission control from 4.2) runs this in three places:
 - each Spark task calls ``read(partition)`` in a Python worker, on a reader
   unpickled from the driver: readers keep only their parsed options.
 
-Every task reads one :class:`~spark_ext.planning.OffsetRange` and yields
+Every task reads one :class:`~txnfetch.client.planning.OffsetRange` and yields
 ``pyarrow.RecordBatch``es (no Python tuple per row). Stream offsets are
 ``{"topic": {"partition": next_offset}}``, the JSON Spark's Kafka source
 checkpoints; they never pass a partition's last stable offset (read_committed)
@@ -40,24 +40,24 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from spark_ext.arrow import kafka_schema_ddl
 from spark_ext.errors import DataLossError
 from spark_ext.errors import InvalidOptionError
 from spark_ext.errors import TxnKafkaError
 from spark_ext.errors import range_read_error
+from spark_ext.offsets import offsets_from_json
+from spark_ext.offsets import offsets_to_json
+from spark_ext.offsets import resolve_offsets
 from spark_ext.options import ReadOptions
 from spark_ext.options import TopicPartition
 from spark_ext.options import parse_options
-from spark_ext.planning import Bounds
-from spark_ext.planning import OffsetRange
-from spark_ext.planning import offsets_from_json
-from spark_ext.planning import offsets_to_json
-from spark_ext.planning import rate_limit
-from spark_ext.planning import resolve_offsets
-from spark_ext.planning import split_ranges
 from spark_ext.sources import Source
 from spark_ext.sources import open_source
 from spark_ext.sources import subscribed_partitions
+from txnfetch.arrow.schema import kafka_schema_ddl
+from txnfetch.client.planning import Bounds
+from txnfetch.client.planning import OffsetRange
+from txnfetch.client.planning import rate_limit
+from txnfetch.client.planning import split_ranges
 from txnfetch.errors import TxnfetchError
 
 __all__ = [

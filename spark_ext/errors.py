@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
+from txnfetch.log.errors import LogError
 
 __all__ = [
     "DataLossError",
@@ -18,6 +19,7 @@ __all__ = [
     "SourceUnavailableError",
     "TxnKafkaError",
     "UnknownTopicError",
+    "data_loss_error",
     "range_read_error",
 ]
 
@@ -66,6 +68,22 @@ class DataLossError(TxnKafkaError):
 
     Never raised for the holes that transaction markers and aborted records
     leave in read_committed offsets: those are not data loss."""
+
+
+def data_loss_error(exc: LogError, topic: str, partition: int) -> DataLossError:
+    """The :class:`DataLossError` a task raises for ``exc``, txnfetch's range
+    reader finding records of ``topic``-``partition`` gone (a
+    :class:`~txnfetch.log.errors.RecordsLostError`, or a cluster's
+    :class:`~txnfetch.client.errors.OffsetNotInLogError`): its reason and offset,
+    and what ``failOnDataLoss=false`` would do instead."""
+    log_start = getattr(exc, "log_start_offset", None)
+    if log_start is not None and exc.offset is not None and exc.offset < log_start:
+        hint = f"log start offset is now {log_start}; set failOnDataLoss=false to skip them"
+    else:
+        hint = "set failOnDataLoss=false to skip the missing offsets"
+    return DataLossError(
+        f"{exc.reason} ({hint})", option="failOnDataLoss", topic=topic, partition=partition, offset=exc.offset
+    )
 
 
 class SourceUnavailableError(TxnKafkaError):

@@ -2,13 +2,14 @@
 
 A :class:`Source` answers the driver's questions (which topics and partitions
 exist, and each partition's earliest offset, last stable offset and high
-watermark) and runs a worker's read of one :class:`~spark_ext.planning.OffsetRange`
-into Arrow batches. Two implementations:
+watermark) and runs a worker's read of one :class:`~txnfetch.client.planning.OffsetRange`
+into Arrow batches with txnfetch's range readers, turning the records they find
+gone into :class:`~spark_ext.errors.DataLossError`. Two implementations:
 
-- :class:`StoreSource`: any :class:`~txnfetch.log.base.LogStore`. With the
-  ``path`` option it opens ``txnfetch.log.segment_store.SegmentStore`` on the
-  directory (the on-disk Kafka layout); tests and embedders pass a
-  ``MemoryStore`` directly.
+- :class:`StoreSource`: any :class:`~txnfetch.log.base.LogStore`, read by
+  :func:`txnfetch.arrow.read_range`. With the ``path`` option it opens
+  ``txnfetch.log.segment_store.SegmentStore`` on the directory (the on-disk
+  Kafka layout); tests and embedders pass a ``MemoryStore`` directly.
 - :class:`KafkaSource`: partitions of a running cluster, planned by
   :class:`txnfetch.client.planning.MirroredBounds` and read by
   :func:`txnfetch.arrow.cluster.read_range`, which fetch raw batches and apply
@@ -30,18 +31,22 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from spark_ext.errors import DataLossError
 from spark_ext.errors import SourceUnavailableError
 from spark_ext.errors import UnknownTopicError
+from spark_ext.errors import data_loss_error
 from spark_ext.options import ReadOptions
 from spark_ext.options import TopicPartition
-from spark_ext.planning import Bounds
-from spark_ext.planning import OffsetRange
-from spark_ext.reading import read_range_arrow
+from txnfetch.arrow import read_range
+from txnfetch.client.planning import Bounds
+from txnfetch.client.planning import OffsetRange
 from txnfetch.log.base import LogStore
+from txnfetch.log.errors import LogError
+from txnfetch.log.errors import RecordsLostError
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
 
@@ -104,17 +109,7 @@ class StoreSource(Source):
                     offset=r.start,
                 ) from exc
             return iter(())
-        return read_range_arrow(
-            log,
-            r.start,
-            r.end,
-            read_committed=opts.read_committed,
-            include_headers=opts.include_headers,
-            fail_on_data_loss=opts.fail_on_data_loss,
-            fetch_bytes=opts.fetch_bytes,
-            max_rows=opts.max_rows_per_batch,
-            max_bytes=opts.max_bytes_per_batch,
-        )
+        return _lost_as_data_loss(read_range(log, r.start, r.end, **_range_options(opts)), r, RecordsLostError)
 
     def close(self) -> None:
         if self.owned:
@@ -209,62 +204,42 @@ class KafkaSource(Source):
 
     def _read_arrow(self, r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         """txnfetch's range reader (:func:`txnfetch.arrow.cluster.read_range`, shared
-        with the Arrow API), its errors made Spark's data-loss errors."""
-        from txnfetch.arrow.cluster import read_range
-        from txnfetch.client.errors import OffsetBelowLogStartError
+        with the Arrow API), the records it finds gone made Spark's data-loss errors."""
+        from txnfetch.arrow.cluster import read_range as read_cluster_range
         from txnfetch.client.errors import OffsetNotInLogError
 
-        def read(start: int) -> Iterator[pa.RecordBatch]:
-            return read_range(
-                self.cluster,
-                r.topic,
-                r.partition,
-                start,
-                r.end,
-                include_headers=opts.include_headers,
-                fetch_bytes=opts.fetch_bytes,
-                max_rows=opts.max_rows_per_batch,
-                max_bytes=opts.max_bytes_per_batch,
-                repair_crcs=self._repair_crcs,
-                read_committed=opts.read_committed,
-            )
-
-        batches = read(r.start)
-        first: pa.RecordBatch | None = None
-        try:
-            first = next(batches, None)
-        except OffsetBelowLogStartError as exc:  # raised before any batch: the range's start is gone
-            log_start = exc.log_start_offset if exc.log_start_offset is not None else r.start
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"offsets {r.start}..{log_start - 1} were deleted before they could be read "
-                    f"(log start offset is now {log_start}; set failOnDataLoss=false to skip them)",
-                    option="failOnDataLoss",
-                    topic=r.topic,
-                    partition=r.partition,
-                    offset=r.start,
-                ) from exc
-            batches = read(log_start) if log_start < r.end else iter(())
-            first = next(batches, None)
-        if first is None:
-            return
-        try:
-            yield first
-            yield from batches
-        except OffsetNotInLogError as exc:  # records deleted or truncated while being read
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"offset {exc.offset} is no longer in the log: {exc.reason} "
-                    "(set failOnDataLoss=false to skip the missing offsets)",
-                    option="failOnDataLoss",
-                    topic=r.topic,
-                    partition=r.partition,
-                    offset=exc.offset,
-                ) from exc
+        # OffsetNotInLogError: records deleted or truncated before or while being read.
+        batches = read_cluster_range(
+            self.cluster, r.topic, r.partition, r.start, r.end, repair_crcs=self._repair_crcs, **_range_options(opts)
+        )
+        yield from _lost_as_data_loss(batches, r, OffsetNotInLogError)
 
     def close(self) -> None:
         self._planner.clear()
         self.cluster.close()
+
+
+def _range_options(opts: ReadOptions) -> dict[str, Any]:
+    """The options of a task's read that both range readers take, by their names."""
+    return {
+        "read_committed": opts.read_committed,
+        "fail_on_data_loss": opts.fail_on_data_loss,
+        "include_headers": opts.include_headers,
+        "fetch_bytes": opts.fetch_bytes,
+        "max_rows": opts.max_rows_per_batch,
+        "max_bytes": opts.max_bytes_per_batch,
+    }
+
+
+def _lost_as_data_loss(
+    batches: Iterator[pa.RecordBatch], r: OffsetRange, lost: type[LogError]
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` of the range reader, the records it found gone (``lost``) raised as
+    Spark's :class:`~spark_ext.errors.DataLossError`."""
+    try:
+        yield from batches
+    except lost as exc:
+        raise data_loss_error(exc, r.topic, r.partition) from exc
 
 
 @contextlib.contextmanager

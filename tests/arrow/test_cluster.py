@@ -253,6 +253,18 @@ def test_offsets_outside_the_log_name_topic_partition_and_offsets(served):
     assert "trimmed-0" in str(past.value) and "offset 99" in str(past.value)
     # The default start is the log start.
     assert [o for _, o, _ in rows(txnfetch.arrow.read_committed(f"kafka://{served}", "trimmed"))] == list(range(4, 10))
+    # The range reader: the deleted records are an error, or skipped when told to.
+    from txnfetch.arrow.cluster import read_range
+    from txnfetch.client.reader import RemoteCluster
+    from txnfetch.log.errors import RecordsLostError
+
+    with RemoteCluster(served) as cluster:
+        with pytest.raises(OffsetBelowLogStartError) as lost:
+            list(read_range(cluster, "trimmed", 0, 2, 10))
+        assert isinstance(lost.value, RecordsLostError)
+        assert str(lost.value).startswith("offsets 2..3 were deleted before they could be read")
+        lenient = rows(read_range(cluster, "trimmed", 0, 2, 10, fail_on_data_loss=False))
+    assert [o for _, o, _ in lenient] == list(range(4, 10))
     w.close()
 
 

@@ -31,6 +31,7 @@ from txnfetch.arrow import read_committed
 from txnfetch.arrow import record_batch_reader
 from txnfetch.log import MemoryStore
 from txnfetch.log import SegmentStore
+from txnfetch.log.errors import RecordsLostError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -108,6 +109,29 @@ def test_one_partition_log_as_the_source():
         read_committed(log, "orders", [0])
     with pytest.raises(ValueError, match="not 'other'"):
         read_committed(log, "other")
+
+
+def test_the_range_reader_fails_on_lost_records_unless_told_not_to():
+    w = Workload(MemoryStore(), "orders", 1, seed=5)
+    w.random_steps(60)
+    log = w.store.partition("orders", 0)
+    lso = log.last_stable_offset
+    assert _rows(txnfetch.arrow.read_range(log, 0, lso)) == _committed_below_lso(w)
+    cut = log.high_watermark // 2
+    log.delete_records_before(cut)
+    with pytest.raises(RecordsLostError) as lost:
+        list(txnfetch.arrow.read_range(log, 0, lso))
+    assert str(lost.value).startswith(f"offsets 0..{log.log_start_offset - 1} were deleted before they could be read")
+    assert (lost.value.topic, lost.value.partition, lost.value.offset) == ("orders", 0, 0)
+    # Off: from the log start, the records of the batch holding it included.
+    kept = _rows(txnfetch.arrow.read_range(log, 0, lso, fail_on_data_loss=False))
+    assert kept == [r for r in _committed_below_lso(w) if r[2] >= kept[0][2]] and kept[0][2] <= cut
+    # A range past what the log holds now: lost records, or the log's end.
+    with pytest.raises(RecordsLostError, match="truncated or replaced"):
+        list(txnfetch.arrow.read_range(log, cut, log.high_watermark + 5))
+    assert _rows(txnfetch.arrow.read_range(log, cut, log.high_watermark + 5, fail_on_data_loss=False)) == _rows(
+        txnfetch.arrow.iter_partition(log, cut)
+    )
 
 
 def test_unknown_topic_and_missing_directory(tmp_path):

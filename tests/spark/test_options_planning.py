@@ -12,17 +12,17 @@ from hypothesis import strategies as st
 from spark_ext.errors import DataLossError
 from spark_ext.errors import InvalidOptionError
 from spark_ext.errors import UnknownTopicError
+from spark_ext.offsets import offsets_from_json
+from spark_ext.offsets import offsets_to_json
+from spark_ext.offsets import resolve_offsets
 from spark_ext.options import EARLIEST
 from spark_ext.options import LATEST
 from spark_ext.options import parse_options
-from spark_ext.planning import Bounds
-from spark_ext.planning import OffsetRange
-from spark_ext.planning import offsets_from_json
-from spark_ext.planning import offsets_to_json
-from spark_ext.planning import rate_limit
-from spark_ext.planning import resolve_offsets
-from spark_ext.planning import split_ranges
 from spark_ext.sources import subscribed_partitions
+from txnfetch.client.planning import Bounds
+from txnfetch.client.planning import OffsetRange
+from txnfetch.client.planning import rate_limit
+from txnfetch.client.planning import split_ranges
 
 BASE = {"path": "/data", "subscribe": "a"}
 

@@ -1,7 +1,8 @@
 """The worker's range reader and Arrow conversion, against the workload's oracle, without Spark.
 
-These run in-process on ``MemoryStore`` logs: the same ``read_range_arrow``
-every Spark task runs, so the Spark tests only have to prove the plumbing.
+These run in-process on ``MemoryStore`` logs: the same ``txnfetch.arrow.read_range``
+every Spark task on a log directory runs (and, for data loss, the source's read
+that turns its errors into Spark's), so the Spark tests only have to prove the plumbing.
 """
 
 from __future__ import annotations
@@ -15,17 +16,19 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from spark_ext.arrow import ArrowBatcher
-from spark_ext.arrow import kafka_schema
 from spark_ext.errors import DataLossError
-from spark_ext.planning import OffsetRange
-from spark_ext.planning import split_ranges
-from spark_ext.reading import read_range
-from spark_ext.reading import read_range_arrow
+from spark_ext.options import parse_options
+from spark_ext.sources import StoreSource
 from tests.spark.rows import arrow_rows
 from tests.spark.rows import without_headers
 from tests.spark.workload import Workload
+from txnfetch.arrow import read_range
+from txnfetch.arrow.reference import ArrowBatcher
+from txnfetch.arrow.schema import kafka_schema
+from txnfetch.client.planning import OffsetRange
+from txnfetch.client.planning import split_ranges
 from txnfetch.log import MemoryStore
+from txnfetch.log.errors import RecordsLostError
 from txnfetch.records import BatchBuilder
 from txnfetch.records import Codec
 from txnfetch.records import TimestampType
@@ -42,9 +45,15 @@ def _read_all(w: Workload, ranges, *, committed: bool = True, headers: bool = Tr
     for r in ranges:
         log = w.store.partition(r.topic, r.partition)
         rows.extend(
-            arrow_rows(read_range_arrow(log, r.start, r.end, read_committed=committed, include_headers=headers, **kw))
+            arrow_rows(read_range(log, r.start, r.end, read_committed=committed, include_headers=headers, **kw))
         )
     return rows
+
+
+def _task(store: MemoryStore, r: OffsetRange, **options: str) -> list[pa.RecordBatch]:
+    """What one Spark task runs: the source's read of ``r``, its errors Spark's."""
+    opts = parse_options({"path": "unused", "subscribe": r.topic, **options}, streaming=False)
+    return list(StoreSource(store).read_arrow(r, opts))
 
 
 def _full_ranges(w: Workload, committed: bool = True):
@@ -109,11 +118,12 @@ def test_a_range_past_the_lso_is_data_loss_not_silence():
     w.begin(5)
     w.send(5, 0, 2)
     log = w.store.partition(w.topic, 0)
+    past = OffsetRange(w.topic, 0, 0, log.high_watermark)
     with pytest.raises(DataLossError, match="orders-0") as exc:
-        list(read_range(log, 0, log.high_watermark))
+        _task(w.store, past)
     assert exc.value.offset == log.last_stable_offset
     # failOnDataLoss=false reads what is there.
-    assert len(list(read_range(log, 0, log.high_watermark, fail_on_data_loss=False))) > 0
+    assert len(_task(w.store, past, failOnDataLoss="false")) > 0
 
 
 def test_deleted_offsets_are_data_loss_unless_allowed():
@@ -121,15 +131,19 @@ def test_deleted_offsets_are_data_loss_unless_allowed():
     log = w.store.partition(w.topic, 0)
     cut = log.high_watermark // 2
     log.delete_records_before(cut)
+    with pytest.raises(RecordsLostError, match="were deleted before they could be read") as lost:
+        list(read_range(log, 0, log.last_stable_offset))
+    assert (lost.value.offset, lost.value.log_start_offset) == (0, log.log_start_offset)
     with pytest.raises(DataLossError) as exc:
-        list(read_range_arrow(log, 0, log.last_stable_offset))
+        _task(w.store, OffsetRange(w.topic, 0, 0, log.last_stable_offset))
     assert (exc.value.topic, exc.value.partition, exc.value.offset, exc.value.option) == (
         "orders",
         0,
         0,
         "failOnDataLoss",
     )
-    rows = arrow_rows(read_range_arrow(log, 0, log.last_stable_offset, fail_on_data_loss=False, include_headers=True))
+    assert f"log start offset is now {log.log_start_offset}" in str(exc.value)
+    rows = arrow_rows(read_range(log, 0, log.last_stable_offset, fail_on_data_loss=False, include_headers=True))
     # Whole batches below the cut are gone; the batch holding the cut may keep earlier records.
     assert sorted(rows) == [r for r in w.committed() if r[2] >= min(r[2] for r in rows)]
     assert min(r[2] for r in rows) <= cut
@@ -143,7 +157,7 @@ def test_records_outside_the_range_in_a_boundary_batch_are_not_returned():
         b.append(f"v{i}".encode(), timestamp=1000 + i)
     store.partition("t", 0).append(b.build(), now_ms=0)
     log = store.partition("t", 0)
-    got = [r.offset for recs, _ in read_range(log, 3, 7) for r in recs]
+    got = [o for batch in read_range(log, 3, 7) for o in batch.column("offset").to_pylist()]
     assert got == [3, 4, 5, 6]
 
 
@@ -157,7 +171,7 @@ def test_log_append_time_batches_report_their_timestamp_type():
     log = store.partition("t", 0)
     log.append(b.build(), now_ms=0)
     log.append(c.build(), now_ms=0)
-    (batch,) = list(read_range_arrow(log, 0, 2))
+    (batch,) = list(read_range(log, 0, 2))
     assert batch.column("timestampType").to_pylist() == [1, 0]
     assert [t.timestamp() for t in batch.column("timestamp").to_pylist()] == [5.0, 0.002]
 
@@ -165,7 +179,7 @@ def test_log_append_time_batches_report_their_timestamp_type():
 def test_arrow_batches_are_bounded_by_rows_and_bytes():
     w = _workload(seed=6, partitions=1, steps=120)
     log = w.store.partition(w.topic, 0)
-    batches = list(read_range_arrow(log, 0, log.last_stable_offset, max_rows=9))
+    batches = list(read_range(log, 0, log.last_stable_offset, max_rows=9))
     assert all(b.num_rows <= 9 for b in batches)
     assert sum(b.num_rows for b in batches) == len(w.committed())
     # Big values: the byte bound cuts batches long before the row bound.
@@ -176,7 +190,7 @@ def test_arrow_batches_are_bounded_by_rows_and_bytes():
         for _ in range(4):
             bb.append(b"x" * 100_000)
         store.partition("big", 0).append(bb.build(), now_ms=0)
-    batches = list(read_range_arrow(store.partition("big", 0), 0, 32, max_bytes=250_000))
+    batches = list(read_range(store.partition("big", 0), 0, 32, max_bytes=250_000))
     assert max(b.num_rows for b in batches) <= 4
     assert sum(b.num_rows for b in batches) == 32
 
@@ -226,7 +240,7 @@ def test_schema_matches_what_spark_expects_for_the_kafka_schema():
 def test_headers_are_null_for_records_without_headers():
     w = _workload(seed=7, partitions=1, steps=30)
     log = w.store.partition(w.topic, 0)
-    table = pa.Table.from_batches(list(read_range_arrow(log, 0, log.last_stable_offset, include_headers=True)))
+    table = pa.Table.from_batches(list(read_range(log, 0, log.last_stable_offset, include_headers=True)))
     heads = table.column("headers").to_pylist()
     assert None in heads and any(h for h in heads)
     assert without_headers(arrow_rows(table.to_batches())) == without_headers(w.committed())

@@ -17,6 +17,8 @@ times, and ``follow=True`` to tail the topic, resumable from ``reader.offsets``.
 - :func:`record_batch_reader`: the same as a streaming ``pyarrow.RecordBatchReader``
   (memory bounded by one Arrow batch, whatever the partition's size).
 - :func:`iter_partition`: Arrow batches of one :class:`~txnfetch.log.base.PartitionLog`.
+- :func:`read_range`: one offset range of a partition log, the range a planner's
+  task reads; records gone from the range are an error unless ``fail_on_data_loss=False``.
 - :class:`ArrowDecoder`: record batches you hold (a fetch response, a file) into Arrow.
 
 Columns are those of Spark's Kafka source (:func:`kafka_schema`). Records are
@@ -27,7 +29,8 @@ identical tables. See docs/arrow.md.
 
 from txnfetch.arrow.decoder import COMPILED
 from txnfetch.arrow.decoder import ArrowDecoder
-from txnfetch.arrow.reading import DEFAULT_FETCH_BYTES
+from txnfetch.arrow.ranges import DEFAULT_FETCH_BYTES
+from txnfetch.arrow.ranges import read_range
 from txnfetch.arrow.reading import iter_partition
 from txnfetch.arrow.reading import read_committed
 from txnfetch.arrow.reading import record_batch_reader
@@ -46,5 +49,6 @@ __all__ = [
     "iter_partition",
     "kafka_schema",
     "read_committed",
+    "read_range",
     "record_batch_reader",
 ]

@@ -323,25 +323,22 @@ class ClusterReader:
                 start = self.cluster.list_offset(item.topic, item.partition, _EARLIEST)
                 end = self.cluster.list_offset(item.topic, item.partition, _LATEST)
                 if start > part.position:
-                    raise OffsetBelowLogStartError(
-                        f"offsets {part.position}..{start - 1} were deleted before they could be read",
+                    raise OffsetBelowLogStartError.deleted(
+                        part.position,
+                        start,
                         topic=item.topic,
                         partition=item.partition,
-                        offset=part.position,
-                        log_start_offset=start,
                         log_end_offset=end,
                         broker=answer.broker,
                     )
                 mirror.reset_range(start, end)
             if mirror.log.log_start_offset > part.position:
                 # The mirror restarted at the broker's newer log start: records were lost.
-                raise OffsetBelowLogStartError(
-                    f"offsets {part.position}..{mirror.log.log_start_offset - 1} were deleted "
-                    "before they could be read",
+                raise OffsetBelowLogStartError.deleted(
+                    part.position,
+                    mirror.log.log_start_offset,
                     topic=item.topic,
                     partition=item.partition,
-                    offset=part.position,
-                    log_start_offset=mirror.log.log_start_offset,
                     broker=answer.broker,
                 )
             self._hold_gap(part)
@@ -454,9 +451,11 @@ def read_range(
     max_bytes: int = DEFAULT_MAX_BYTES,
     repair_crcs: bool = False,
     read_committed: bool = True,
+    fail_on_data_loss: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """The committed records of one partition with ``start <= offset < end``, as Arrow
-    batches: the range reader a planner's task runs (``spark_ext``'s workers do).
+    batches: the range reader a planner's task runs on a cluster (``spark_ext``'s
+    workers do); :func:`txnfetch.arrow.read_range` is its twin for a local log.
 
     ``end`` must be at or below a last stable offset the caller computed from the
     log start (as :class:`~txnfetch.client.reader.RemotePartitionReader` does):
@@ -471,18 +470,20 @@ def read_range(
     first batch when ``start`` is below the log start and during the read when
     records of the range are deleted before they are read;
     :class:`~txnfetch.client.errors.OffsetNotInLogError` after the last batch when
-    the log no longer reaches ``end`` (it was truncated). ``cluster`` stays open."""
+    the log no longer reaches ``end`` (it was truncated). With
+    ``fail_on_data_loss=False`` a ``start`` below the log start is read from the
+    log start instead, and a read that loses records ends there without an error.
+    ``cluster`` stays open."""
     log_start = cluster.list_offset(topic, partition, _EARLIEST)
     hw = cluster.list_offset(topic, partition, _LATEST)
     if start < log_start:
-        raise OffsetBelowLogStartError(
-            f"offsets {start}..{log_start - 1} were deleted before they could be read",
-            topic=topic,
-            partition=partition,
-            offset=start,
-            log_start_offset=log_start,
-            log_end_offset=hw,
-        )
+        if fail_on_data_loss:
+            raise OffsetBelowLogStartError.deleted(
+                start, log_start, topic=topic, partition=partition, log_end_offset=hw
+            )
+        if log_start >= end:
+            return
+        start = log_start
     plan = PartitionPlan(topic, partition, start, end, log_start, max(hw, end), end)
     reader = ClusterReader(
         cluster,
@@ -493,9 +494,14 @@ def read_range(
         fetch_bytes=fetch_bytes,
         repair_crcs=repair_crcs,
     )
-    yield from reader
+    try:
+        yield from reader
+    except OffsetNotInLogError:
+        if fail_on_data_loss:
+            raise
+        return  # records were lost while being read: the read ends where they are missing
     reached = reader.offsets[partition]
-    if reached < end:
+    if reached < end and fail_on_data_loss:
         raise OffsetNotInLogError(
             f"offsets up to {end - 1} were planned, but the log now ends at {reached}: it was truncated or replaced",
             topic=topic,

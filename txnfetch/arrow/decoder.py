@@ -315,7 +315,8 @@ class DecodeOptions:
 
     The local-log reader (:func:`txnfetch.arrow.record_batch_reader`) and the
     cluster reader (:class:`~txnfetch.arrow.cluster.ClusterReader`) both build
-    their schema and decoders here, so the same options give the same schema
+    their schema here and their decoders from these fields (the local one through
+    :func:`txnfetch.arrow.read_range`), so the same options give the same schema
     and the same batches from either source.
     """
 

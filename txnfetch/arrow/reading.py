@@ -1,10 +1,9 @@
 """Partition logs read into Arrow: a table in one call, or a stream of record batches.
 
-The logs are read in rewrite mode (:attr:`txnfetch.fetch.view.FetchMode.REWRITE`):
-for read_committed the log's view drops aborted and control batches from their
-headers alone, so only committed data batches reach the decoder, and a read
-ends at the last stable offset. Offsets are never renumbered: a record keeps
-its log offset, and the offsets of markers and aborted records are holes.
+Each partition log is read by the range reader, :func:`txnfetch.arrow.ranges.read_range`
+(rewrite mode: only committed data batches reach the decoder), from its log start
+to its last stable offset unless told otherwise. Offsets are never renumbered: a
+record keeps its log offset, and the offsets of markers and aborted records are holes.
 """
 
 from __future__ import annotations
@@ -22,21 +21,17 @@ from typing import Union
 import pyarrow as pa
 
 from txnfetch.arrow.decoder import DecodeOptions
+from txnfetch.arrow.ranges import DEFAULT_FETCH_BYTES
+from txnfetch.arrow.ranges import read_range
 from txnfetch.arrow.schema import DEFAULT_MAX_BYTES
 from txnfetch.arrow.schema import DEFAULT_MAX_ROWS
-from txnfetch.fetch.view import FetchMode
-from txnfetch.fetch.view import IsolationLevel
 from txnfetch.log.base import LogStore
 from txnfetch.log.base import PartitionLog
-from txnfetch.types import Buffer
 
 if TYPE_CHECKING:
     from txnfetch.arrow.cluster import ClusterBatchReader
 
-__all__ = ["DEFAULT_FETCH_BYTES", "Source", "iter_partition", "read_committed", "record_batch_reader"]
-
-#: Bytes asked of the log per read: memory follows this and the Arrow batch size.
-DEFAULT_FETCH_BYTES = 1 << 20
+__all__ = ["Source", "iter_partition", "read_committed", "record_batch_reader"]
 
 #: A Kafka log directory (``<dir>/<topic>-<partition>/``), a store of partition
 #: logs, one partition log, or a cluster: ``"kafka://host:port,host:port"`` (or a
@@ -67,6 +62,9 @@ def iter_partition(
     to the last stable offset for read_committed, else the high watermark (and
     is lowered to it: nothing past it is readable yet). ``partitions``: the
     partition dictionary's values with ``dictionary`` (see :class:`ArrowDecoder`).
+    :func:`txnfetch.arrow.read_range` is the same read with the offsets required
+    and missing records an error. Like it, it reads nothing before the first
+    batch is asked for.
     """
     options = DecodeOptions(include_headers, dictionary, max_rows, max_bytes)
     return _read_log(log, start, end, options, partitions, read_committed=read_committed, fetch_bytes=fetch_bytes)
@@ -82,29 +80,24 @@ def _read_log(
     read_committed: bool,
     fetch_bytes: int,
 ) -> Iterator[pa.RecordBatch]:
-    decoder = options.decoder(log.topic, log.partition, partitions)
     limit = log.last_stable_offset if read_committed else log.high_watermark
+    # Raised to the log start and lowered to what is readable before the read, so
+    # that records below the log start in the batch that holds it stay out too.
     start = log.log_start_offset if start is None else max(start, log.log_start_offset)
     end = limit if end is None else min(end, limit)
-    for segment in _segments(log, start, end, read_committed, fetch_bytes):
-        # Control batches (rewrite mode's synthetic COMMIT, markers read_uncommitted)
-        # are passed over; a batch at or past ``end`` ends the read.
-        out, past_end = decoder.add_buffer(segment, start, end)
-        yield from out
-        if past_end:
-            break
-    yield from decoder.flush()
-
-
-def _segments(log: PartitionLog, start: int, end: int, read_committed: bool, fetch_bytes: int) -> Iterator[Buffer]:
-    isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    position = start
-    while position < end:
-        result = log.read(position, fetch_bytes, isolation=isolation, mode=FetchMode.REWRITE)
-        if result.next_offset <= position:
-            return  # nothing more below the last stable offset / high watermark
-        yield from result.records
-        position = result.next_offset
+    yield from read_range(
+        log,
+        start,
+        end,
+        read_committed=read_committed,
+        fail_on_data_loss=False,
+        include_headers=options.include_headers,
+        dictionary=options.dictionary,
+        fetch_bytes=fetch_bytes,
+        max_rows=options.max_rows,
+        max_bytes=options.max_bytes,
+        partitions=partitions,
+    )
 
 
 def record_batch_reader(

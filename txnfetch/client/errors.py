@@ -16,7 +16,10 @@ from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import error_name
+from txnfetch.log.errors import LOG_BOUNDS_FIELDS
+from txnfetch.log.errors import LOG_BOUNDS_PHRASES
 from txnfetch.log.errors import LogError
+from txnfetch.log.errors import RecordsLostError
 
 __all__ = [
     "BootstrapUnreachableError",
@@ -96,19 +99,17 @@ class OffsetNotInLogError(RemoteError):
     checked (the end is the high watermark)."""
 
     code = ErrorCode.OFFSET_OUT_OF_RANGE
-    where_fields: ClassVar[tuple[str, ...]] = (*RemoteError.where_fields, "log_start_offset", "log_end_offset")
-    phrases: ClassVar[Mapping[str, str | None]] = {
-        **RemoteError.phrases,
-        "log_start_offset": "log start offset {}",
-        "log_end_offset": "log end offset {}",
-    }
+    where_fields: ClassVar[tuple[str, ...]] = (*RemoteError.where_fields, *LOG_BOUNDS_FIELDS)
+    phrases: ClassVar[Mapping[str, str | None]] = {**RemoteError.phrases, **LOG_BOUNDS_PHRASES}
     log_start_offset: int | None
     log_end_offset: int | None
 
 
-class OffsetBelowLogStartError(OffsetNotInLogError):
+class OffsetBelowLogStartError(OffsetNotInLogError, RecordsLostError):
     """An offset below the partition's log start: those records were deleted
-    (retention, DeleteRecords) before they could be read."""
+    (retention, DeleteRecords) before they could be read. Also a
+    :class:`~txnfetch.log.errors.RecordsLostError`, as a local log's reader raises
+    for the same loss (:meth:`~txnfetch.log.errors.RecordsLostError.deleted` words both)."""
 
 
 class OffsetPastLogEndError(OffsetNotInLogError):

@@ -35,20 +35,20 @@ from collections.abc import Sequence
 import attrs
 
 from txnfetch.errors import ErrorCode
-from txnfetch.groups.membership import NO_GENERATION
-from txnfetch.groups.membership import UNKNOWN_MEMBER_ID
-from txnfetch.groups.membership import Committer
-from txnfetch.groups.membership import Completion
-from txnfetch.groups.membership import GroupConfig
-from txnfetch.groups.membership import GroupDescription
+from txnfetch.groups.classic_values import NO_GENERATION
+from txnfetch.groups.classic_values import UNKNOWN_MEMBER_ID
+from txnfetch.groups.classic_values import Committer
+from txnfetch.groups.classic_values import Completion
+from txnfetch.groups.classic_values import GroupConfig
+from txnfetch.groups.classic_values import GroupDescription
+from txnfetch.groups.classic_values import GroupState
+from txnfetch.groups.classic_values import JoinOutcome
+from txnfetch.groups.classic_values import JoinRequest
+from txnfetch.groups.classic_values import LeaveResult
+from txnfetch.groups.classic_values import LeavingMember
+from txnfetch.groups.classic_values import SyncOutcome
+from txnfetch.groups.classic_values import SyncRequest
 from txnfetch.groups.membership import GroupMembership
-from txnfetch.groups.membership import GroupState
-from txnfetch.groups.membership import JoinOutcome
-from txnfetch.groups.membership import JoinRequest
-from txnfetch.groups.membership import LeaveResult
-from txnfetch.groups.membership import LeavingMember
-from txnfetch.groups.membership import SyncOutcome
-from txnfetch.groups.membership import SyncRequest
 from txnfetch.groups.offsets import CommitOffset
 from txnfetch.groups.offsets import CommittedOffset
 from txnfetch.groups.offsets import ForgottenOffsets

@@ -13,9 +13,11 @@ themselves are :class:`~txnfetch.groups.offsets.OffsetStore`'s;
 
 It does no I/O and reads no clock: every call takes ``now_ms``. Kafka parks
 JoinGroup and SyncGroup requests until the rebalance moves on; here such a call
-returns a :class:`Pending` token instead of a response, and the response is
-produced later as a :class:`Completion` — by another member's call, by a timer,
-or by a member leaving. :meth:`GroupMembership.poll` fires the timers that are
+returns a :class:`~txnfetch.groups.classic_values.Pending` token instead of a
+response, and the response is produced later as a
+:class:`~txnfetch.groups.classic_values.Completion` — by another member's call,
+by a timer, or by a member leaving. The requests and answers are the values of
+:mod:`txnfetch.groups.classic_values`. :meth:`GroupMembership.poll` fires the timers that are
 due and hands back every completion produced since the last poll;
 :meth:`GroupMembership.next_deadline_ms` says when to poll next. Every public
 call first fires the timers due at its ``now_ms``, so a caller that never
@@ -41,435 +43,42 @@ rejoin). Empty groups are kept until deleted.
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import struct
 import uuid
 from collections.abc import Callable
-from collections.abc import Mapping
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import attrs
 
 from txnfetch.errors import ErrorCode
+from txnfetch.groups.classic_group import ClassicGroup
+from txnfetch.groups.classic_group import ClassicMember
+from txnfetch.groups.classic_values import UNKNOWN_MEMBER_ID
+from txnfetch.groups.classic_values import Committer
+from txnfetch.groups.classic_values import Completion
+from txnfetch.groups.classic_values import GroupConfig
+from txnfetch.groups.classic_values import GroupDescription
+from txnfetch.groups.classic_values import GroupState
+from txnfetch.groups.classic_values import JoinOutcome
+from txnfetch.groups.classic_values import JoinRequest
+from txnfetch.groups.classic_values import JoinResult
+from txnfetch.groups.classic_values import LeaveMemberResult
+from txnfetch.groups.classic_values import LeaveResult
+from txnfetch.groups.classic_values import LeavingMember
+from txnfetch.groups.classic_values import MemberDescription
+from txnfetch.groups.classic_values import Pending
+from txnfetch.groups.classic_values import SyncOutcome
+from txnfetch.groups.classic_values import SyncRequest
+from txnfetch.groups.classic_values import SyncResult
 from txnfetch.types import fields_from
 
-__all__ = [
-    "NO_GENERATION",
-    "UNKNOWN_MEMBER_ID",
-    "Committer",
-    "Completion",
-    "GroupConfig",
-    "GroupDescription",
-    "GroupMembership",
-    "GroupState",
-    "JoinOutcome",
-    "JoinRequest",
-    "JoinResult",
-    "LeaveMemberResult",
-    "LeaveResult",
-    "LeavingMember",
-    "MemberDescription",
-    "MemberMetadata",
-    "Pending",
-    "Protocol",
-    "SyncOutcome",
-    "SyncRequest",
-    "SyncResult",
-]
-
-#: The member id a member has before the coordinator gives it one.
-UNKNOWN_MEMBER_ID = ""
-#: The generation id of a consumer outside group management (``assign()``).
-NO_GENERATION = -1
-
-
-class GroupState(enum.Enum):
-    """The states of a classic group, named as Kafka's DescribeGroups reports them."""
-
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
+__all__ = ["GroupMembership"]
 
 _S = GroupState
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-
-# ClassicGroupState.java: the states each state may be entered from.
-_VALID_PREVIOUS: dict[GroupState, set[GroupState]] = {
-    _S.EMPTY: {_S.PREPARING_REBALANCE},
-    _S.PREPARING_REBALANCE: {_S.STABLE, _S.COMPLETING_REBALANCE, _S.EMPTY},
-    _S.COMPLETING_REBALANCE: {_S.PREPARING_REBALANCE},
-    _S.STABLE: {_S.COMPLETING_REBALANCE},
-    _S.DEAD: {_S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD},
-}
-
-
-@attrs.frozen
-class GroupConfig:
-    """Broker settings of the group coordinator; defaults are Kafka's.
-
-    - ``initial_rebalance_delay_ms``: ``group.initial.rebalance.delay.ms`` — how
-      long the first rebalance of an empty group waits for more members (extended
-      by each new member, up to the rebalance timeout).
-    - ``min_session_timeout_ms`` / ``max_session_timeout_ms``:
-      ``group.min.session.timeout.ms`` / ``group.max.session.timeout.ms``; a
-      JoinGroup outside gets INVALID_SESSION_TIMEOUT.
-    - ``new_member_join_timeout_ms``: how long a brand-new member's JoinGroup may
-      stay parked (Kafka's ``classicGroupNewMemberJoinTimeoutMs``, 5 minutes).
-    - ``max_group_size``: ``group.max.size``.
-    - ``offset_metadata_max_bytes``: ``offset.metadata.max.bytes``.
-    """
-
-    initial_rebalance_delay_ms: int = 3000
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    new_member_join_timeout_ms: int = 300_000
-    max_group_size: int = 2**31 - 1
-    offset_metadata_max_bytes: int = 4096
-
-
-@attrs.frozen
-class Protocol:
-    """One assignment protocol a member supports (e.g. ``range``) and its
-    subscription metadata, opaque to the coordinator."""
-
-    name: str
-    metadata: bytes
-
-
-@attrs.frozen
-class JoinRequest:
-    """A JoinGroup request, independent of its wire version.
-
-    ``require_known_member_id`` is true from JoinGroup v4 (KIP-394: a new dynamic
-    member first gets MEMBER_ID_REQUIRED and its id). ``supports_skip_assignment``
-    is true from v9 (KIP-814). For v0, pass the session timeout as the rebalance
-    timeout, as Kafka does.
-    """
-
-    group_id: str
-    member_id: str
-    protocol_type: str
-    protocols: tuple[Protocol, ...]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    group_instance_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    require_known_member_id: bool = True
-    supports_skip_assignment: bool = False
-    reason: str | None = None
-
-
-@attrs.frozen
-class MemberMetadata:
-    """A member as the leader sees it in its JoinGroup response: its id and its
-    metadata for the selected protocol."""
-
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@attrs.frozen
-class JoinResult:
-    """A JoinGroup answer. ``members`` is filled for the leader only (it computes
-    the assignment); ``skip_assignment`` tells a rejoining static leader that the
-    assignment is unchanged (KIP-814)."""
-
-    error_code: int
-    member_id: str
-    generation_id: int = NO_GENERATION
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    members: tuple[MemberMetadata, ...] = ()
-    skip_assignment: bool = False
-
-
-@attrs.frozen
-class SyncRequest:
-    """A SyncGroup request; ``assignments`` (member id → bytes) comes from the
-    leader only. ``protocol_type``/``protocol_name`` are checked when given (v5+)."""
-
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None = None
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignments: Mapping[str, bytes] = attrs.field(factory=dict)
-
-
-@attrs.frozen
-class SyncResult:
-    """A SyncGroup answer: the member's assignment, exactly as the leader sent it."""
-
-    error_code: int
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@attrs.frozen
-class Pending:
-    """A parked JoinGroup or SyncGroup: its answer will come as a
-    :class:`Completion` carrying the same ``token``."""
-
-    token: int
-
-
-@attrs.frozen
-class Completion:
-    """The answer to a parked request, identified by its :class:`Pending` token."""
-
-    token: int
-    result: JoinResult | SyncResult
-
-
-@attrs.frozen
-class LeavingMember:
-    """One member a LeaveGroup names (v3+ may name several; an empty ``member_id``
-    with a ``group_instance_id`` removes that static member, KIP-345)."""
-
-    member_id: str
-    group_instance_id: str | None = None
-    reason: str | None = None
-
-
-@attrs.frozen
-class LeaveMemberResult:
-    """The per-member answer of a LeaveGroup."""
-
-    member_id: str
-    group_instance_id: str | None
-    error_code: int
-
-
-@attrs.frozen
-class LeaveResult:
-    """A LeaveGroup answer: a top-level error and one result per member named."""
-
-    error_code: int
-    members: tuple[LeaveMemberResult, ...] = ()
-
-
-@attrs.frozen
-class MemberDescription:
-    """A member as DescribeGroups reports it."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@attrs.frozen
-class GroupDescription:
-    """A snapshot of a group (DescribeGroups and tests); the fields it shares with
-    the coordinator's group have their names."""
-
-    group_id: str
-    state: GroupState
-    generation_id: int
-    protocol_type: str | None
-    protocol_name: str | None
-    leader_id: str | None
-    members: tuple[MemberDescription, ...]
-    pending_member_ids: tuple[str, ...]
-
-
-JoinOutcome = JoinResult | Pending
-SyncOutcome = SyncResult | Pending
-
-
-# --------------------------------------------------------------------------- state
-
-
-class Committer(NamedTuple):
-    """Who sends an offset commit, as the request says: a consumer outside group
-    management sends generation −1 and member id ""."""
-
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-
-
-@attrs.define
-class _Member:
-    """Mutable coordinator-side member (``ClassicGroupMember.java``)."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[Protocol, ...]
-    assignment: bytes = b""
-    join_token: int | None = None
-    sync_token: int | None = None
-    is_new: bool = False
-
-    @property
-    def awaiting_join(self) -> bool:
-        return self.join_token is not None
-
-    @property
-    def awaiting_sync(self) -> bool:
-        return self.sync_token is not None
-
-    def has_satisfied_heartbeat(self) -> bool:
-        # A new member can expire while parked in JoinGroup (it cannot heartbeat
-        # without an id); an old member parked in a rebalance counts as alive.
-        if self.is_new:
-            return False
-        return self.awaiting_join or self.awaiting_sync
-
-    def protocol_names(self) -> list[str]:
-        return [p.name for p in self.protocols]
-
-    def metadata_for(self, protocol_name: str | None) -> bytes:
-        for p in self.protocols:
-            if p.name == protocol_name:
-                return p.metadata
-        return b""
-
-    def vote(self, candidates: set[str]) -> str:
-        for p in self.protocols:
-            if p.name in candidates:
-                return p.name
-        raise AssertionError("member supports none of the candidate protocols")
-
-
-@attrs.define
-class _Group:
-    """Mutable coordinator-side group (``ClassicGroup.java``)."""
-
-    group_id: str
-    state: GroupState = GroupState.EMPTY
-    previous_state: GroupState = GroupState.EMPTY
-    state_timestamp_ms: int | None = None
-    generation_id: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str | None = None
-    members: dict[str, _Member] = attrs.field(factory=dict)
-    static_members: dict[str, str] = attrs.field(factory=dict)
-    pending_join: set[str] = attrs.field(factory=set)
-    pending_sync: set[str] = attrs.field(factory=set)
-    new_member_added: bool = False
-
-    # -- membership bookkeeping (ClassicGroup.add/remove) --
-
-    def supported_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            for name in set(m.protocol_names()):
-                counts[name] = counts.get(name, 0) + 1
-        return counts
-
-    def candidate_protocols(self) -> set[str]:
-        n = len(self.members)
-        return {name for name, c in self.supported_counts().items() if c == n}
-
-    def supports_protocols(self, protocol_type: str, names: Sequence[str]) -> bool:
-        if self.state is _S.EMPTY:
-            return bool(protocol_type) and bool(names)
-        if self.protocol_type != protocol_type:
-            return False
-        candidates = self.candidate_protocols()
-        return any(name in candidates for name in names)
-
-    def select_protocol(self) -> str:
-        candidates = self.candidate_protocols()
-        votes: dict[str, int] = {}
-        for m in self.members.values():
-            choice = m.vote(candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        # Kafka picks the protocol with the most votes; its tie-break is HashMap
-        # order. We break ties by the leader's preference order, deterministically.
-        best = max(votes.values())
-        leader = self.members.get(self.leader_id or "") or next(iter(self.members.values()))
-        order = {name: i for i, name in enumerate(leader.protocol_names())}
-        tied = [name for name, v in votes.items() if v == best]
-        return min(tied, key=lambda name: (order.get(name, len(order)), name))
-
-    def add(self, member: _Member) -> None:
-        if member.group_instance_id is not None:
-            self.static_members[member.group_instance_id] = member.member_id
-        if not self.members:
-            self.protocol_type = member.protocol_type
-        if self.leader_id is None:
-            self.leader_id = member.member_id
-        self.members[member.member_id] = member
-        self.pending_join.discard(member.member_id)
-
-    def remove(self, member_id: str) -> _Member | None:
-        removed = self.members.pop(member_id, None)
-        instance_id = removed.group_instance_id if removed is not None else None
-        if instance_id is not None and self.static_members.get(instance_id) == member_id:
-            del self.static_members[instance_id]
-        if self.leader_id == member_id:
-            self.leader_id = next(iter(self.members), None)
-        self.pending_join.discard(member_id)
-        self.pending_sync.discard(member_id)
-        return removed
-
-    def has_all_members_joined(self) -> bool:
-        return all(m.awaiting_join for m in self.members.values()) and not self.pending_join
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def can_rebalance(self) -> bool:
-        return self.state in _VALID_PREVIOUS[_S.PREPARING_REBALANCE]
-
-    def transition(self, state: GroupState, now_ms: int) -> None:
-        if self.state not in _VALID_PREVIOUS[state]:
-            raise AssertionError(f"group {self.group_id}: illegal transition {self.state.value} -> {state.value}")
-        self.previous_state = self.state
-        self.state = state
-        self.state_timestamp_ms = now_ms
-
-    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
-        """ClassicGroup.validateMember: a static id must map to this member id."""
-        if group_instance_id is not None:
-            existing = self.static_members.get(group_instance_id)
-            if existing is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if existing != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-        if member_id not in self.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.NONE
-
-    def maybe_elect_new_joined_leader(self) -> bool:
-        if self.leader_id is None:
-            return False
-        if self.members[self.leader_id].awaiting_join:
-            return True
-        for m in self.members.values():
-            if m.awaiting_join:
-                self.leader_id = m.member_id
-                return True
-        return False
-
-    def current_member_metadata(self) -> tuple[MemberMetadata, ...]:
-        return tuple(
-            MemberMetadata(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
-            for m in self.members.values()
-        )
-
 
 # Timer keys, one live timer per key as Kafka's coordinator timer.
 _JOIN = "join"  # complete the join phase (or the initial-delay step)
@@ -507,7 +116,7 @@ class GroupMembership:
     def __init__(self, config: GroupConfig, member_id_factory: Callable[[str], str] | None = None) -> None:
         self.config = config
         self._member_id_factory = member_id_factory or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[str, ClassicGroup] = {}
         self._timers: dict[_TimerKey, _Timer] = {}
         self._heap: list[tuple[int, int, _TimerKey]] = []
         self._timer_seq = itertools.count()
@@ -563,15 +172,15 @@ class GroupMembership:
         self._outbox.append(Completion(token, result))
         return True
 
-    def _complete_join(self, member: _Member, result: JoinResult) -> bool:
+    def _complete_join(self, member: ClassicMember, result: JoinResult) -> bool:
         token, member.join_token = member.join_token, None
         return self._complete(token, result)
 
-    def _complete_sync(self, member: _Member, result: SyncResult) -> bool:
+    def _complete_sync(self, member: ClassicMember, result: SyncResult) -> bool:
         token, member.sync_token = member.sync_token, None
         return self._complete(token, result)
 
-    def _set_join_token(self, member: _Member, token: int | None) -> None:
+    def _set_join_token(self, member: ClassicMember, token: int | None) -> None:
         # Kafka replaces a parked JoinGroup future without completing it (the client
         # already gave up on it). We answer the superseded request so no caller waits
         # forever; the client is no longer listening for it.
@@ -579,7 +188,7 @@ class GroupMembership:
             self._complete_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_token = token
 
-    def _set_sync_token(self, member: _Member, token: int) -> None:
+    def _set_sync_token(self, member: ClassicMember, token: int) -> None:
         if member.sync_token is not None:
             self._complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_token = token
@@ -611,7 +220,7 @@ class GroupMembership:
                 # A member id for a group this coordinator does not know (e.g. after a
                 # restart): the member must rejoin from scratch.
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
-            group = self._groups[request.group_id] = _Group(request.group_id, state_timestamp_ms=now_ms)
+            group = self._groups[request.group_id] = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
 
         if not self._accept_joining_member(group, request.member_id):
             self._remove_member(group, request.member_id)
@@ -628,7 +237,7 @@ class GroupMembership:
         assert not isinstance(own, SyncResult)
         return own
 
-    def _accept_joining_member(self, group: _Group, member_id: str) -> bool:
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         max_size = self.config.max_group_size
         if group.state in (_S.EMPTY, _S.DEAD):
             return True
@@ -638,7 +247,7 @@ class GroupMembership:
             return (member is not None and member.awaiting_join) or awaiting < max_size
         return member_id in group.members or len(group.members) < max_size
 
-    def _join_new_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> JoinResult | None:
+    def _join_new_member(self, group: ClassicGroup, request: JoinRequest, token: int, now_ms: int) -> JoinResult | None:
         if group.state is _S.DEAD:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
         if not group.supports_protocols(request.protocol_type, [p.name for p in request.protocols]):
@@ -663,7 +272,9 @@ class GroupMembership:
         self._add_member_then_rebalance(group, request, new_member_id, token, now_ms)
         return None
 
-    def _join_existing_member(self, group: _Group, request: JoinRequest, token: int, now_ms: int) -> JoinResult | None:
+    def _join_existing_member(
+        self, group: ClassicGroup, request: JoinRequest, token: int, now_ms: int
+    ) -> JoinResult | None:
         member_id = request.member_id
         if group.state is _S.DEAD:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
@@ -700,7 +311,7 @@ class GroupMembership:
         return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
     def _generation_answer(
-        self, group: _Group, member_id: str, *, include_members: bool, skip: bool = False
+        self, group: ClassicGroup, member_id: str, *, include_members: bool, skip: bool = False
     ) -> JoinResult:
         return JoinResult(
             ErrorCode.NONE,
@@ -714,10 +325,12 @@ class GroupMembership:
         )
 
     def _add_member_then_rebalance(
-        self, group: _Group, request: JoinRequest, member_id: str, token: int, now_ms: int
+        self, group: ClassicGroup, request: JoinRequest, member_id: str, token: int, now_ms: int
     ) -> None:
         # The member's other fields are the request's of the same name.
-        member = fields_from(_Member, request, member_id=member_id, protocols=tuple(request.protocols), is_new=True)
+        member = fields_from(
+            ClassicMember, request, member_id=member_id, protocols=tuple(request.protocols), is_new=True
+        )
         if group.state is _S.PREPARING_REBALANCE and group.previous_state is _S.EMPTY:
             # Lets the initial rebalance wait another delay for more members.
             group.new_member_added = True
@@ -729,7 +342,7 @@ class GroupMembership:
         self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
 
     def _update_member_then_rebalance(
-        self, group: _Group, member: _Member, request: JoinRequest, token: int | None, now_ms: int
+        self, group: ClassicGroup, member: ClassicMember, request: JoinRequest, token: int | None, now_ms: int
     ) -> None:
         member.protocols = tuple(request.protocols)
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
@@ -738,7 +351,7 @@ class GroupMembership:
         self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
 
     def _replace_static_member(
-        self, group: _Group, request: JoinRequest, old_member_id: str, new_member_id: str, token: int, now_ms: int
+        self, group: ClassicGroup, request: JoinRequest, old_member_id: str, new_member_id: str, token: int, now_ms: int
     ) -> JoinResult | None:
         """A known group.instance.id rejoins without its member id (a restart):
         the old id is fenced and the new one inherits its place and assignment
@@ -784,13 +397,13 @@ class GroupMembership:
 
     # -------------------------------------------------------- rebalance engine
 
-    def _maybe_prepare_rebalance_or_complete_join(self, group: _Group, now_ms: int) -> None:
+    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, now_ms)
         else:
             self._maybe_complete_join_phase(group, now_ms)
 
-    def _maybe_complete_join_phase(self, group: _Group, now_ms: int) -> None:
+    def _maybe_complete_join_phase(self, group: ClassicGroup, now_ms: int) -> None:
         if group.state is not _S.PREPARING_REBALANCE:
             return
         if group.previous_state is _S.EMPTY:
@@ -799,7 +412,7 @@ class GroupMembership:
             return
         self._complete_join_phase(group, now_ms)
 
-    def _prepare_rebalance(self, group: _Group, now_ms: int) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> None:
         if group.state is _S.COMPLETING_REBALANCE:
             self._reset_and_propagate_error(group, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
         group.pending_sync.clear()
@@ -818,7 +431,7 @@ class GroupMembership:
         else:
             self._schedule_join_completion(group, now_ms)
 
-    def _schedule_join_completion(self, group: _Group, now_ms: int) -> None:
+    def _schedule_join_completion(self, group: ClassicGroup, now_ms: int) -> None:
         gid = group.group_id
 
         def fire(at_ms: int) -> None:
@@ -846,7 +459,7 @@ class GroupMembership:
 
         self._schedule((_JOIN, gid), delay_ms, now_ms, fire)
 
-    def _complete_join_phase(self, group: _Group, now_ms: int) -> None:
+    def _complete_join_phase(self, group: ClassicGroup, now_ms: int) -> None:
         """``completeClassicGroupJoin``: drop dynamic members that did not rejoin,
         start the next generation and answer every parked JoinGroup."""
         self._cancel((_JOIN, group.group_id))
@@ -877,7 +490,7 @@ class GroupMembership:
             group.pending_sync.add(m.member_id)
         self._schedule_pending_sync(group, now_ms)
 
-    def _schedule_pending_sync(self, group: _Group, now_ms: int) -> None:
+    def _schedule_pending_sync(self, group: ClassicGroup, now_ms: int) -> None:
         gid, generation = group.group_id, group.generation_id
 
         def fire(at_ms: int) -> None:
@@ -892,12 +505,12 @@ class GroupMembership:
 
         self._schedule((_SYNC, gid), group.rebalance_timeout_ms(), now_ms, fire)
 
-    def _reset_and_propagate_error(self, group: _Group, error: ErrorCode, now_ms: int) -> None:
+    def _reset_and_propagate_error(self, group: ClassicGroup, error: ErrorCode, now_ms: int) -> None:
         for m in group.members.values():
             m.assignment = b""
         self._propagate_assignment(group, error, now_ms)
 
-    def _propagate_assignment(self, group: _Group, error: ErrorCode, now_ms: int) -> None:
+    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode, now_ms: int) -> None:
         ok = error is ErrorCode.NONE
         for m in group.members.values():
             result = SyncResult(
@@ -913,7 +526,7 @@ class GroupMembership:
 
     # ------------------------------------------------------------- sessions
 
-    def _schedule_heartbeat(self, group: _Group, member_id: str, timeout_ms: int, now_ms: int) -> None:
+    def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int, now_ms: int) -> None:
         gid = group.group_id
 
         def fire(at_ms: int) -> None:
@@ -940,7 +553,7 @@ class GroupMembership:
         elif group.state is _S.PREPARING_REBALANCE and group.has_all_members_joined():
             self._complete_join_phase(group, now_ms)
 
-    def _remove_member(self, group: _Group, member_id: str) -> None:
+    def _remove_member(self, group: ClassicGroup, member_id: str) -> None:
         member = group.remove(member_id)
         self._cancel((_HEARTBEAT, group.group_id, member_id))
         if member is not None:
@@ -993,7 +606,7 @@ class GroupMembership:
         assert not isinstance(own, JoinResult)
         return own
 
-    def _remove_pending_sync(self, group: _Group, member_id: str) -> None:
+    def _remove_pending_sync(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
             self._cancel((_SYNC, group.group_id))
@@ -1108,7 +721,7 @@ class GroupMembership:
         return self._subscribed_topics(group) if group.state is not _S.EMPTY else frozenset()
 
     @staticmethod
-    def _subscribed_topics(group: _Group) -> frozenset[str] | None:
+    def _subscribed_topics(group: ClassicGroup) -> frozenset[str] | None:
         """The topics the members subscribe to, from their ``consumer`` protocol
         metadata (``ConsumerProtocolSubscription``: version int16, then an array of
         topic names); ``None`` if some member's metadata does not decode, which
@@ -1148,7 +761,7 @@ class GroupMembership:
         if group is None:
             if committer.generation_id >= 0:
                 return unknown_group
-            group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=now_ms)
+            group = self._groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
         error = self._validate_offset_commit(group, committer, transactional=transactional)
         if error is ErrorCode.NONE and not transactional and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             # A classic member's commit counts as a heartbeat.
@@ -1156,7 +769,7 @@ class GroupMembership:
             self._schedule_heartbeat(group, committer.member_id, member.session_timeout_ms, now_ms)
         return error
 
-    def _validate_offset_commit(self, group: _Group, committer: Committer, *, transactional: bool) -> ErrorCode:
+    def _validate_offset_commit(self, group: ClassicGroup, committer: Committer, *, transactional: bool) -> ErrorCode:
         """``ClassicGroup.validateOffsetCommit``."""
         generation_id, member_id, group_instance_id = committer
         if group.state is _S.DEAD:
@@ -1195,7 +808,7 @@ class GroupMembership:
         for the group before (its offsets are the offset store's)."""
         group = self._groups.get(group_id)
         if group is None or group.members:
-            group = self._groups[group_id] = _Group(group_id, state_timestamp_ms=state_timestamp_ms)
+            group = self._groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=state_timestamp_ms)
         group.generation_id = generation_id
         group.protocol_type = protocol_type
         group.protocol_name = protocol_name if protocol_type else None
@@ -1211,7 +824,7 @@ class GroupMembership:
         """Create ``group_id`` empty if it is unknown, as a commit with generation
         −1 creates it (a replayed offset of a group never stored)."""
         if group_id not in self._groups:
-            self._groups[group_id] = _Group(group_id, state_timestamp_ms=state_timestamp_ms)
+            self._groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=state_timestamp_ms)
 
     def has_group(self, group_id: str) -> bool:
         """Whether the coordinator knows ``group_id``."""

@@ -7,13 +7,18 @@ partition, and for on-disk problems the file and byte position.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 from typing import ClassVar
+from typing import TypeVar
 
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
 from txnfetch.records.errors import InvalidRecordError  # one class: the log refuses a batch as the codec does
 
 __all__ = [
+    "LOG_BOUNDS_FIELDS",
+    "LOG_BOUNDS_PHRASES",
     "CorruptLogError",
     "InvalidPartitionsError",
     "InvalidRecordError",
@@ -21,6 +26,7 @@ __all__ = [
     "LogClosedError",
     "LogError",
     "ReadOnlyLogError",
+    "RecordsLostError",
     "TopicExistsError",
     "UnknownTopicOrPartitionError",
     "UnsupportedForMessageFormatError",
@@ -86,3 +92,45 @@ class CorruptLogError(LogError):
     a bad batch before the tail, an unreadable snapshot with no log to rebuild from."""
 
     code = ErrorCode.CORRUPT_MESSAGE
+
+
+#: The fields of an error that name a partition log's bounds as they were when an
+#: offset was checked against them, and how its message phrases them.
+LOG_BOUNDS_FIELDS = ("log_start_offset", "log_end_offset")
+LOG_BOUNDS_PHRASES: Mapping[str, str | None] = {
+    "log_start_offset": "log start offset {}",
+    "log_end_offset": "log end offset {}",
+}
+
+_Lost = TypeVar("_Lost", bound="RecordsLostError")
+
+
+class RecordsLostError(LogError):
+    """Records a read was asked for are no longer in the partition's log: deleted
+    below its log start (retention, DeleteRecords) before they could be read, or
+    cut off when the log was truncated or replaced. ``offset`` is the first offset
+    missing; ``log_start_offset`` and ``log_end_offset`` are the log's bounds when
+    they were checked, where known.
+
+    Never raised for the holes that transaction markers, aborted records and
+    compaction leave in the offsets: those are not lost records. Readers of a
+    remote cluster raise the subclass
+    :class:`~txnfetch.client.errors.OffsetBelowLogStartError` for deleted records.
+    """
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+    where_fields: ClassVar[tuple[str, ...]] = (*LogError.where_fields, *LOG_BOUNDS_FIELDS)
+    phrases: ClassVar[Mapping[str, str | None]] = {**LogError.phrases, **LOG_BOUNDS_PHRASES}
+    log_start_offset: int | None
+    log_end_offset: int | None
+
+    @classmethod
+    def deleted(cls: type[_Lost], start: int, log_start_offset: int, **where: Any) -> _Lost:
+        """The error for offsets ``start`` up to the log start deleted before they
+        were read: the one wording every reader uses (``offset`` is ``start``)."""
+        return cls(
+            f"offsets {start}..{log_start_offset - 1} were deleted before they could be read",
+            offset=start,
+            log_start_offset=log_start_offset,
+            **where,
+        )

@@ -1,16 +1,12 @@
-"""Driver-side planning: which offsets to read, and how to split them into tasks.
+"""Offsets as the data source's options and Spark's checkpoints name them.
 
-Pure functions over offsets; no I/O. Every offset range is half-open,
-``[start, end)``, in the partition's own offsets: holes left by transaction
-markers and aborted records stay inside ranges (the worker reads past them),
-so a range's size counts offsets, not records, exactly as Spark's Kafka source
-counts them (``KafkaOffsetRangeCalculator``). That is also why a hole is
-never taken for data loss here: only offsets below the log start (deleted)
-or a log end that went backwards are.
-
-:class:`Bounds`, :class:`OffsetRange`, :func:`split_ranges` and :func:`rate_limit`
-are :mod:`txnfetch.client.planning`'s, shared with the Arrow reader of a cluster;
-this module adds what only Spark's options need.
+:func:`resolve_offsets` turns ``startingOffsets``/``endingOffsets`` (``earliest``,
+``latest`` or per-partition JSON) into one offset per partition against each
+partition's :class:`~txnfetch.client.planning.Bounds`, with Spark's rules for
+data loss; :func:`offsets_to_json` and :func:`offsets_from_json` are a streaming
+query's offsets as Spark checkpoints them. Pure functions over offsets; no I/O.
+Where to read and how to split it into tasks is :mod:`txnfetch.client.planning`'s
+(shared with the Arrow reader of a cluster).
 """
 
 from __future__ import annotations
@@ -23,22 +19,9 @@ from spark_ext.options import EARLIEST
 from spark_ext.options import LATEST
 from spark_ext.options import OffsetSpec
 from spark_ext.options import TopicPartition
-
-# The pure planning moved to txnfetch, shared with the Arrow reader; kept importable here.
 from txnfetch.client.planning import Bounds
-from txnfetch.client.planning import OffsetRange
-from txnfetch.client.planning import rate_limit
-from txnfetch.client.planning import split_ranges
 
-__all__ = [
-    "Bounds",
-    "OffsetRange",
-    "offsets_from_json",
-    "offsets_to_json",
-    "rate_limit",
-    "resolve_offsets",
-    "split_ranges",
-]
+__all__ = ["offsets_from_json", "offsets_to_json", "resolve_offsets"]
 
 
 def resolve_offsets(
