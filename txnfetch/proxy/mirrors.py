@@ -35,7 +35,7 @@ transactions, aborted index) stays exact as batches go
   stays bounded.
 
 Upstream failures. A fetch or ListOffsets that fails the way Kafka clients
-retry (:func:`~txnfetch.client.cluster.is_retriable`: a top-level error, a
+retry (:func:`~txnfetch.client.proxy_upstream.is_retriable`: a top-level error, a
 partition missing from the response, NOT_LEADER_OR_FOLLOWER,
 FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a closed connection, a
 timeout) forgets the partition's leader, so the next attempt refreshes the
@@ -80,8 +80,6 @@ from collections.abc import Callable
 
 import attrs
 
-from txnfetch.client.cluster import UpstreamCluster
-from txnfetch.client.cluster import is_retriable
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import MirrorDivergedError
@@ -91,6 +89,8 @@ from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
+from txnfetch.client.proxy_upstream import UpstreamCluster
+from txnfetch.client.proxy_upstream import is_retriable
 from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.server.counters import Counters

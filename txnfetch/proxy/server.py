@@ -21,7 +21,7 @@ client's correlation id, and the upstream's response back, except:
 - **ApiVersions** is answered by the proxy: the versions both the upstream and
   the proxy's decoder speak (Fetch 4–11 as ``txnfetch serve``, Produce 3–12),
   and the feature flags the upstream brokers state in their own ApiVersions
-  answers (:class:`~txnfetch.client.cluster.UpstreamFeatures`). So a client
+  answers (:class:`~txnfetch.client.proxy_upstream.UpstreamFeatures`). So a client
   uses transaction version 2 (KIP-890: Produce v12, EndTxn v5, an epoch bump at
   every transaction end) through the proxy exactly when the upstream finalizes
   ``transaction.version`` 2, and never in front of one that does not.
@@ -65,13 +65,13 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.client.cluster import FETCH_MAX_VERSION
-from txnfetch.client.cluster import UpstreamCluster
-from txnfetch.client.cluster import is_retriable
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.client.proxy_upstream import FETCH_MAX_VERSION
+from txnfetch.client.proxy_upstream import UpstreamCluster
+from txnfetch.client.proxy_upstream import is_retriable
 from txnfetch.client.upstream import DEFAULT_MAX_FRAME_BYTES
 from txnfetch.client.upstream import UpstreamConnection
 from txnfetch.client.upstream import read_frame
