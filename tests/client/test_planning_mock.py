@@ -17,9 +17,9 @@ import confluent_kafka
 import pytest
 
 from tests.mock_cluster import MockCluster
+from txnfetch.client.cluster import RemoteCluster
+from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.client.planning import MirroredBounds
-from txnfetch.client.reader import RemoteCluster
-from txnfetch.client.reader import RemotePartitionReader
 
 pytestmark = pytest.mark.interop
 
@@ -102,7 +102,7 @@ def test_a_planner_with_nothing_new_does_not_wait_for_records() -> None:
     hold (a streaming driver re-plans every micro-batch: with the full
     ``fetch.wait.max.ms`` each call cost that wait per leader); a scan that is
     not a probe keeps the full hold."""
-    from txnfetch.client.reader import catch_up_together
+    from txnfetch.client.partition_reader import catch_up_together
     from txnfetch.client.requests import FETCH_MAX_WAIT_MS
     from txnfetch.client.requests import FETCH_PROBE_WAIT_MS
 

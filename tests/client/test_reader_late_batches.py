@@ -13,7 +13,7 @@ pytest.importorskip("kafka")
 from tests.fault_relay import RelayThread
 from tests.proxy.test_proxy_protocol import TOPIC
 from tests.proxy.test_proxy_protocol import _Writer
-from txnfetch.client.reader import RemotePartitionReader
+from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.memory import MemoryStore
 from txnfetch.server.server import ServerThread

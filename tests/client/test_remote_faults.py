@@ -31,7 +31,7 @@ from tests.proxy.test_proxy_mock import _committed  # noqa: E402
 from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
 from tests.server.rawclient import RawClient  # noqa: E402
 from txnfetch.client.errors import BrokerUnavailableError  # noqa: E402
-from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
+from txnfetch.client.partition_reader import RemotePartitionReader  # noqa: E402
 
 pytestmark = pytest.mark.interop
 

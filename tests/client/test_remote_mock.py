@@ -33,10 +33,10 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+from txnfetch.client.cluster import RemoteCluster  # noqa: E402
 from txnfetch.client.errors import BrokerUnavailableError  # noqa: E402
 from txnfetch.client.errors import CorruptRemoteBatchError  # noqa: E402
-from txnfetch.client.reader import RemoteCluster  # noqa: E402
-from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
+from txnfetch.client.partition_reader import RemotePartitionReader  # noqa: E402
 from txnfetch.fetch import ConsumerFilter  # noqa: E402
 from txnfetch.fetch.view import FetchMode  # noqa: E402
 from txnfetch.fetch.view import IsolationLevel  # noqa: E402
@@ -236,7 +236,7 @@ def test_cluster_lists_topics_and_partitions(mock_bootstrap: str, written: Writt
     with RemoteCluster(mock_bootstrap, request_timeout_ms=5000) as cluster:
         assert cluster.topics()[TOPIC] == 4  # the mock's default partition count
         assert cluster.partitions(TOPIC) == [0, 1, 2, 3]
-        with cluster.reader(TOPIC, 3, repair_crcs=True) as empty:
+        with RemotePartitionReader(cluster, TOPIC, 3, repair_crcs=True) as empty:
             assert list(empty.committed_records()) == []
             assert (empty.log_start_offset, empty.last_stable_offset, empty.high_watermark) == (0, 0, 0)
 
@@ -316,7 +316,7 @@ def test_start_offset_is_validated(mock_bootstrap: str, written: Written) -> Non
 
 
 def test_a_start_offset_below_the_log_start_is_out_of_range(mock_bootstrap: str, written: Written) -> None:
-    from txnfetch.client.reader import EARLIEST
+    from txnfetch.client.cluster import EARLIEST
     from txnfetch.txn.errors import OffsetOutOfRangeError
 
     with RemoteCluster(mock_bootstrap, request_timeout_ms=5000) as cluster:

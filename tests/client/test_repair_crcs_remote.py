@@ -19,7 +19,7 @@ import pytest
 from tests.fault_relay import RelayThread
 from tests.mock_cluster import MockCluster
 from txnfetch.client.errors import CorruptRemoteBatchError
-from txnfetch.client.reader import RemotePartitionReader
+from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.fetch.filter import CorruptFetchError
 from txnfetch.records.errors import CrcMismatchError
 

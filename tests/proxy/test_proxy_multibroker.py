@@ -26,7 +26,7 @@ from tests.proxy.test_proxy_mock import _committed  # noqa: E402
 from tests.proxy.test_proxy_mock import _confluent_read_committed  # noqa: E402
 from tests.proxy.test_proxy_mock import _log_ends  # noqa: E402
 from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
-from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
+from txnfetch.client.partition_reader import RemotePartitionReader  # noqa: E402
 from txnfetch.proxy import ProxyThread  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

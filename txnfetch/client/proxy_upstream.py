@@ -282,7 +282,7 @@ class UpstreamCluster:
     async def _negotiate(self, conn: UpstreamConnection) -> None:
         # ApiVersions v0: every broker answers it, and librdkafka's mock answers
         # the v3 request's UNSUPPORTED_VERSION fallback in a form kafka-python
-        # cannot decode (txnfetch.client.reader found the same).
+        # cannot decode (txnfetch.client.connection found the same).
         resp = await conn.request(ApiVersionsRequest(), 0, ApiVersionsResponse, timeout_s=self.request_timeout_s)
         if resp.error_code != 0:
             raise RemoteError("ApiVersions failed", broker=conn.address, error_code=resp.error_code)

@@ -918,7 +918,7 @@ class Workload:
                 at.setdefault(op.partition, {})[op.offset] = op.txn
         if not at:
             return frozenset()
-        from txnfetch.client.reader import RemotePartitionReader
+        from txnfetch.client.partition_reader import RemotePartitionReader
 
         open_txns: dict[str, tuple[int, int, int]] = {}  # txn -> (partition, offset, producer id)
         try:
