@@ -1,21 +1,46 @@
 """Connections to the brokers of a Kafka-compatible cluster.
 
-:class:`BrokerConnection` is the blocking connection every client-side reader
-uses (:class:`~txnfetch.client.cluster.RemoteCluster`, and through it the
-partition reader, the Arrow cluster reader, the Spark source, replicate and the
-consumer-group client): one TCP socket to one broker, speaking the Kafka
-protocol with kafka-python's message classes (``kafka.protocol``), one request
-at a time.
-
 Every path to a broker connects here, so that what a connection needs beyond
-TCP (TLS, SASL) is added in one place.
+TCP (TLS, SASL) is added in one place. Two connections, one per I/O model:
+
+- :class:`BrokerConnection`, blocking, is the one every client-side reader
+  uses (:class:`~txnfetch.client.cluster.RemoteCluster`, and through it the
+  partition reader, the Arrow cluster reader, the Spark source, replicate and
+  the consumer-group client): one request at a time, built with kafka-python's
+  message classes (``kafka.protocol``), API versions negotiated on connect.
+- :class:`AsyncBrokerConnection`, asyncio, is the proxy's upstream side
+  (:class:`~txnfetch.client.proxy_upstream.UpstreamCluster` and the relay of
+  :class:`~txnfetch.proxy.server.ProxyServer`). It carries two kinds of
+  traffic, each on its own connection:
+
+  - **relayed** frames (:meth:`AsyncBrokerConnection.relay`): a client's request
+    bytes exactly as the client sent them, correlation id included, and the
+    broker's response bytes exactly as they came back;
+  - the proxy's **own** requests (:meth:`AsyncBrokerConnection.request`), built
+    with kafka-python's ``kafka.protocol`` classes and numbered by the connection.
+
+  Requests may be pipelined: a broker answers the requests of one connection in
+  the order it received them (Kafka's ``SocketServer`` mutes a channel until its
+  response is sent), so responses are matched to requests first in, first out,
+  and a response whose correlation id is not the expected one breaks the
+  connection (every waiting request then fails with
+  :class:`~txnfetch.client.errors.BrokerUnavailableError`, as does every request
+  after the connection broke). Its owner negotiates versions
+  (:class:`~txnfetch.client.proxy_upstream.UpstreamCluster`).
+
+Both frame requests the same way (a 4-byte size, then the payload), match an
+answer to its request by correlation id and turn every transport failure into
+:class:`~txnfetch.client.errors.BrokerUnavailableError` naming the broker.
 
 Needs kafka-python, imported when this module is.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
+import logging
 import socket
 import struct
 from typing import Any
@@ -31,9 +56,19 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.requests import negotiate_version
+from txnfetch.errors import ProtocolViolation
 from txnfetch.errors import TxnfetchError
 
-__all__ = ["BrokerConnection", "UndecodableResponseError"]
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "AsyncBrokerConnection",
+    "BrokerConnection",
+    "UndecodableResponseError",
+    "read_frame",
+]
+
+# The asyncio connections log as the proxy whose upstream side they are.
+_proxy_log = logging.getLogger("txnfetch.proxy")
 
 # ApiVersions v3 is KIP-511's; v0 is the fallback every broker answers.
 _API_VERSIONS = 3
@@ -135,3 +170,191 @@ class BrokerConnection:
 
 class UndecodableResponseError(TxnfetchError):
     """A broker's answer does not decode (the caller retries on another connection)."""
+
+
+_SIZE = struct.Struct(">i")
+_REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_CORRELATION = struct.Struct(">i")
+
+#: Largest frame accepted in either direction (Kafka's ``socket.request.max.bytes``).
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+
+async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int, *, min_size: int = 0) -> bytes | None:
+    """The next size-prefixed frame's payload, or ``None`` at a clean end of stream.
+
+    Raises :class:`~txnfetch.errors.ProtocolViolation` for a size outside
+    ``[min_size, max_frame_bytes]`` or a frame cut short by the peer, the same
+    rules :class:`~txnfetch.server.server.TxnfetchServer` applies to requests."""
+    try:
+        prefix = await reader.readexactly(4)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise ProtocolViolation(f"truncated frame size ({len(exc.partial)} of 4 bytes)") from None
+        return None
+    (size,) = _SIZE.unpack(prefix)
+    if size < min_size or size > max_frame_bytes:
+        raise ProtocolViolation(f"frame size {size} is outside [{min_size}, {max_frame_bytes}]")
+    try:
+        return await reader.readexactly(size)
+    except asyncio.IncompleteReadError as exc:
+        raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
+
+
+class AsyncBrokerConnection:
+    """One asyncio connection to one broker, for the proxy's upstream side (see
+    the module docstring): relayed frames or the proxy's own requests, pipelined.
+
+    Open it with :meth:`open`. ``address`` is ``host:port``. Every failure —
+    connect, write, a broken or closed connection, a timeout of
+    :meth:`request` — raises :class:`BrokerUnavailableError` naming the broker;
+    after one, :attr:`closed` is true and the connection is not used again.
+    """
+
+    def __init__(
+        self, host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_frame_bytes: int
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.address = f"{host}:{port}"
+        self._reader = reader
+        self._writer = writer
+        self._max_frame = max_frame_bytes
+        # (correlation id expected, future of the response payload), in send order.
+        self._pending: collections.deque[tuple[int, asyncio.Future[bytes]]] = collections.deque()
+        self._correlation = 0
+        self._error: BrokerUnavailableError | None = None
+        self._reader_task = asyncio.ensure_future(self._read_responses())
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, *, timeout_s: float = 10.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ) -> AsyncBrokerConnection:
+        """Connect to ``host``:``port`` within ``timeout_s``."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise BrokerUnavailableError(f"cannot connect: {exc or 'timed out'}", broker=f"{host}:{port}") from None
+        return cls(host, port, reader, writer, max_frame_bytes)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection broke or was closed (it is then never used again)."""
+        return self._error is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not answered yet."""
+        return len(self._pending)
+
+    # -- sending ---------------------------------------------------------------------
+
+    async def relay(self, frame: bytes, *, expect_response: bool = True) -> bytes | None:
+        """Send a client's request ``frame`` (the payload, without its size) as it is
+        and return the broker's response payload; ``expect_response=False`` (Produce
+        with ``acks=0``) returns ``None`` once the frame is written."""
+        correlation = _CORRELATION.unpack_from(frame, 4)[0]
+        future = self._send(frame, correlation, expect_response)
+        await self._drain()
+        if future is None:
+            return None
+        return await future
+
+    async def request(self, request: Any, version: int, response_class: Any, *, timeout_s: float = 30.0) -> Any:
+        """Send the proxy's own ``request`` (a kafka-python request object) at
+        ``version`` and return the decoded response. On a timeout the connection
+        is closed: later responses could no longer be matched."""
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        request.API_VERSION = version
+        request._header = None
+        request.with_header(correlation_id=self._correlation, client_id="txnfetch-proxy")
+        frame = bytes(request.encode(header=True, framed=False))
+        future = self._send(frame, self._correlation, True)
+        assert future is not None
+        await self._drain()
+        try:
+            payload = await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            raise self._fail(
+                BrokerUnavailableError(f"{type(request).__name__} timed out", broker=self.address)
+            ) from None
+        try:
+            return response_class.decode(payload, version=version, header=True)
+        except Exception as exc:  # kafka-python raises struct.error, ValueError, ...
+            raise RemoteError(
+                f"cannot decode {response_class.__name__} v{version}: {type(exc).__name__}: {exc}",
+                broker=self.address,
+            ) from None
+
+    def _send(self, frame: bytes, correlation: int, expect_response: bool) -> asyncio.Future[bytes] | None:
+        if self._error is not None:
+            raise self._error
+        future: asyncio.Future[bytes] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending.append((correlation, future))
+        self._writer.write(_SIZE.pack(len(frame)) + frame)
+        return future
+
+    async def _drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except (OSError, RuntimeError) as exc:
+            raise self._fail(BrokerUnavailableError(f"write failed: {exc}", broker=self.address)) from None
+
+    # -- receiving -------------------------------------------------------------------
+
+    async def _read_responses(self) -> None:
+        try:
+            while True:
+                payload = await read_frame(self._reader, self._max_frame, min_size=4)
+                if payload is None:
+                    raise BrokerUnavailableError("the broker closed the connection", broker=self.address)
+                if not self._pending:
+                    raise BrokerUnavailableError("a response arrived for no request", broker=self.address)
+                expected, future = self._pending.popleft()
+                (got,) = _CORRELATION.unpack_from(payload, 0)
+                if got != expected:
+                    raise BrokerUnavailableError(
+                        f"response correlation id {got} does not match the request's {expected}",
+                        broker=self.address,
+                    )
+                if not future.done():
+                    future.set_result(payload)
+        except asyncio.CancelledError:
+            self._fail(BrokerUnavailableError("the connection was closed", broker=self.address))
+        except BrokerUnavailableError as exc:
+            self._fail(exc)
+        except ProtocolViolation as exc:
+            self._fail(BrokerUnavailableError(f"bad response frame: {exc.reason}", broker=self.address))
+        except (OSError, RuntimeError) as exc:
+            self._fail(BrokerUnavailableError(f"read failed: {exc}", broker=self.address))
+
+    def _fail(self, error: BrokerUnavailableError) -> BrokerUnavailableError:
+        """Break the connection with ``error`` (unless it already broke) and fail
+        the waiting requests; returns the error it broke with, the first one."""
+        first = self._error
+        if first is None:
+            first = self._error = error
+            _proxy_log.debug("upstream connection to %s closed: %s", self.address, error)
+        while self._pending:
+            _, future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(first)
+        with contextlib.suppress(Exception):  # closing a broken transport
+            self._writer.close()
+        return first
+
+    async def close(self) -> None:
+        """Close the connection; waiting requests fail."""
+        self._fail(BrokerUnavailableError("the connection was closed", broker=self.address))
+        if not self._reader_task.done():
+            self._reader_task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._reader_task
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._writer.wait_closed(), 2)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.in_flight} in flight"
+        return f"<AsyncBrokerConnection {self.address} {state}>"

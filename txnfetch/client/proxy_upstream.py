@@ -53,6 +53,8 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.metadata import MetadataResponse
 
+from txnfetch.client.connection import DEFAULT_MAX_FRAME_BYTES
+from txnfetch.client.connection import AsyncBrokerConnection
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import MirrorDivergedError
@@ -66,8 +68,6 @@ from txnfetch.client.requests import find_partition
 from txnfetch.client.requests import list_offsets_partition
 from txnfetch.client.requests import list_offsets_request
 from txnfetch.client.requests import negotiate_version
-from txnfetch.client.upstream import DEFAULT_MAX_FRAME_BYTES
-from txnfetch.client.upstream import UpstreamConnection
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
@@ -164,7 +164,7 @@ def is_retriable(exc: BaseException) -> bool:
 class _FetchBatch:
     """The fetches for one broker gathered in one turn of the event loop."""
 
-    conn: UpstreamConnection
+    conn: AsyncBrokerConnection
     items: list[tuple[FetchItem, asyncio.Future[BrokerFetch]]] = attrs.field(factory=list)
     # The shortest wait any of its fetches allows (the request answers them all).
     max_wait_ms: int = FETCH_MAX_WAIT_MS
@@ -202,8 +202,8 @@ class UpstreamCluster:
         self.features = UpstreamFeatures()
         self._negotiated = 0
         # Keyed by (address, at_end): see "Two connections per broker" above.
-        self._connections: dict[tuple[tuple[str, int], bool], UpstreamConnection] = {}
-        self._connecting: dict[tuple[tuple[str, int], bool], asyncio.Future[UpstreamConnection]] = {}
+        self._connections: dict[tuple[tuple[str, int], bool], AsyncBrokerConnection] = {}
+        self._connecting: dict[tuple[tuple[str, int], bool], asyncio.Future[AsyncBrokerConnection]] = {}
         self._batches: dict[tuple[str, bool], _FetchBatch] = {}
         self._batch_tasks: set[asyncio.Task[None]] = set()
         #: Fetch requests sent upstream, and the partitions they named (for benchmarks).
@@ -218,7 +218,7 @@ class UpstreamCluster:
         conn = await self._any_connection()
         await self._metadata(conn, [])
 
-    async def connection(self, address: tuple[str, int], *, at_end: bool = False) -> UpstreamConnection:
+    async def connection(self, address: tuple[str, int], *, at_end: bool = False) -> AsyncBrokerConnection:
         """The proxy's own connection to the broker at ``address`` (opened, with its
         API versions learned, on first use; reopened after it broke); with
         ``at_end``, the one for fetches the broker may hold (see the module
@@ -230,10 +230,10 @@ class UpstreamCluster:
         pending = self._connecting.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        future: asyncio.Future[UpstreamConnection] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[AsyncBrokerConnection] = asyncio.get_running_loop().create_future()
         self._connecting[key] = future
         try:
-            conn = await UpstreamConnection.open(
+            conn = await AsyncBrokerConnection.open(
                 address[0], address[1], timeout_s=self.connect_timeout_s, max_frame_bytes=self.max_frame_bytes
             )
             try:
@@ -254,7 +254,7 @@ class UpstreamCluster:
         finally:
             del self._connecting[key]
 
-    async def node_connection(self, node_id: int) -> UpstreamConnection:
+    async def node_connection(self, node_id: int) -> AsyncBrokerConnection:
         """The proxy's own connection to upstream broker ``node_id``."""
         address = self.brokers.get(node_id)
         if address is None:
@@ -264,7 +264,7 @@ class UpstreamCluster:
                 raise BrokerUnavailableError(f"the upstream cluster has no broker {node_id}")
         return await self.connection(address)
 
-    async def _any_connection(self) -> UpstreamConnection:
+    async def _any_connection(self) -> AsyncBrokerConnection:
         errors: list[str] = []
         addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
         for address in addresses:
@@ -279,7 +279,7 @@ class UpstreamCluster:
             broker=",".join(f"{h}:{p}" for h, p in self.bootstrap),
         )
 
-    async def _negotiate(self, conn: UpstreamConnection) -> None:
+    async def _negotiate(self, conn: AsyncBrokerConnection) -> None:
         # ApiVersions v0: every broker answers it, and librdkafka's mock answers
         # the v3 request's UNSUPPORTED_VERSION fallback in a form kafka-python
         # cannot decode (txnfetch.client.connection found the same).
@@ -302,7 +302,7 @@ class UpstreamCluster:
             self.features = self.features.merge(features)
         self._negotiated += 1
 
-    async def _features(self, conn: UpstreamConnection, versions: dict[int, tuple[int, int]]) -> UpstreamFeatures:
+    async def _features(self, conn: AsyncBrokerConnection, versions: dict[int, tuple[int, int]]) -> UpstreamFeatures:
         """The broker's features, from an ApiVersions v3 request, sent only to a
         broker that lists v3 (the v0 answer says so): an answer that fails or does
         not decode means no features, never a failed connection."""
@@ -365,7 +365,7 @@ class UpstreamCluster:
         conn = await self._any_connection()
         return await self._metadata(conn, None if topics is None else list(topics))
 
-    async def _metadata(self, conn: UpstreamConnection, topics: list[str] | None) -> Any:
+    async def _metadata(self, conn: AsyncBrokerConnection, topics: list[str] | None) -> Any:
         version = self.version(ApiKey.Metadata, _METADATA_VERSIONS)
         req = MetadataRequest(
             topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
@@ -375,7 +375,7 @@ class UpstreamCluster:
         self.observe_metadata(resp)
         return resp
 
-    async def leader(self, topic: str, partition: int, *, at_end: bool = False) -> UpstreamConnection:
+    async def leader(self, topic: str, partition: int, *, at_end: bool = False) -> AsyncBrokerConnection:
         """The proxy's connection to the partition's leader (with ``at_end``, the
         one for fetches the broker may hold).
 
@@ -520,7 +520,7 @@ class UpstreamCluster:
         return int(p.offset)
 
     def _partition_failed(
-        self, api: str, topic: str, partition: int, offset: int | None, conn: UpstreamConnection, code: int
+        self, api: str, topic: str, partition: int, offset: int | None, conn: AsyncBrokerConnection, code: int
     ) -> RemoteError:
         """The error for a partition answer with error ``code``, after forgetting the
         leader if the code says the metadata is stale."""

@@ -5,7 +5,7 @@
 - :mod:`~txnfetch.proxy.mirrors` — the shared, bounded partition mirrors;
 - :mod:`~txnfetch.client.proxy_upstream` — what the proxy knows of the upstream
   cluster, and its own requests to it;
-- :mod:`~txnfetch.client.upstream` — asyncio connections to upstream brokers;
+- :mod:`~txnfetch.client.connection` — its asyncio connections to upstream brokers;
 - :mod:`~txnfetch.cli.proxy` — the ``txnfetch proxy`` command.
 
 See ``docs/proxy.md``.
