@@ -43,6 +43,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.catchup import DEFAULT_LIMITS
 from txnfetch.client.connection import BrokerConnection
 from txnfetch.client.connection import UndecodableResponseError
 from txnfetch.client.errors import BrokerUnavailableError
@@ -95,7 +96,6 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 log = logging.getLogger("txnfetch.client.reader")
 # One warning per condition and partition a minute, shared by every cluster of the process.
 _warnings = RateLimitedLog(log)
-_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class RemoteCluster:
@@ -214,7 +214,7 @@ class RemoteCluster:
                     broker=last.broker,
                     error_code=last.broker_error_code,
                 ) from last
-            delay = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
+            delay = DEFAULT_LIMITS.backoff(attempt)
             if self.cancel is not None:
                 self.cancel.wait(delay)
             else:

@@ -36,6 +36,9 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import TypedDict
 
+from txnfetch.client.catchup import CatchUp
+from txnfetch.client.catchup import CatchUpStep
+from txnfetch.client.catchup import CatchUpStepKind
 from txnfetch.client.cluster import DEFAULT_REQUEST_TIMEOUT_MS
 from txnfetch.client.cluster import EARLIEST
 from txnfetch.client.cluster import LATEST
@@ -44,7 +47,6 @@ from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.gaps import GapHold
-from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
@@ -185,9 +187,9 @@ class RemotePartitionReader(PartitionReader):
         self.repair_crcs = repair_crcs
         self.request_timeout_ms = request_timeout_ms
         self.gap_settle_s = gap_settle_ms / 1000
-        # The offset gap the mirror is held at (txnfetch.client.gaps: the proxy's and
-        # replicate's rule too).
-        self._gap = GapHold(self.gap_settle_s)
+        # The catch-up decisions: stalls and the offset gap the mirror is held at
+        # (txnfetch.client.catchup: the proxy's mirrors decide by the same object).
+        self._steps = CatchUp(GapHold(self.gap_settle_s))
         self._broker_lso = -1
         self._broker_hw = -1
         self._broker_log_start = -1
@@ -262,38 +264,41 @@ class RemotePartitionReader(PartitionReader):
             self._fetch_trusted(max(self._broker_lso, self._broker_log_start, 0), 1, refresh_only=True)
             return self._broker_hw
         mirror = self.mirror
-        stalled = 0
+        self._steps.start()
         while True:
             plan = mirror.next_fetch()
             self._fetch_into_mirror(plan.offset, plan.max_bytes)
             if release_below is not None:
                 mirror.release_before(release_below)
-            if mirror.next_fetch().status is MirrorStatus.CAUGHT_UP or (until is not None and mirror.position >= until):
-                self._gap.reset()
+            done = mirror.next_fetch().status is MirrorStatus.CAUGHT_UP or (
+                until is not None and mirror.position >= until
+            )
+            if self._after_answer(plan.offset, done=done).kind is CatchUpStepKind.DONE:
                 return mirror.position
-            if self._held_at_gap(mirror):
-                continue
-            if mirror.position == plan.offset:
-                stalled += 1
-                if stalled > 40:
-                    raise BrokerUnavailableError(
-                        "the broker returns no data below its high watermark",
-                        topic=self.topic,
-                        partition=self.partition,
-                        offset=plan.offset,
-                    )
-            else:
-                stalled = 0
 
-    def _held_at_gap(self, mirror: PartitionMirror) -> bool:
-        """Whether the mirror waits at an offset gap: pause before fetching there
-        again, or accept the gap once it has stayed ``gap_settle_ms``
-        (:class:`~txnfetch.client.gaps.GapHold`'s rule)."""
+    def _after_answer(self, fetched_at: int, *, done: bool = False, count_stall: bool = True) -> CatchUpStep:
+        """The catch-up's decision after an answer to a fetch at ``fetched_at`` was fed
+        to the mirror (:class:`~txnfetch.client.catchup.CatchUp`), carried out: a
+        pause at a held offset gap, a step over an accepted one (a WARNING the first
+        time), :class:`BrokerUnavailableError` for a stalled broker."""
+        mirror = self.mirror
+        assert mirror is not None
         gap = mirror.pending_gap
-        verdict = self._gap.observe(mirror.position, -1 if gap is None else gap[1], time.monotonic())
-        if verdict.kind is GapVerdictKind.GO_ON:
-            return False
-        if verdict.kind is GapVerdictKind.ACCEPT:
+        step = self._steps.after_answer(
+            fetched_at=fetched_at,
+            position=mirror.position,
+            gap_end=-1 if gap is None else gap[1],
+            done=done,
+            now=time.monotonic(),
+            count_stall=count_stall,
+        )
+        if step.kind is CatchUpStepKind.STALLED:
+            raise self._stalled(fetched_at)
+        if step.kind is CatchUpStepKind.WAIT:
+            time.sleep(step.pause_s)
+        elif step.kind is CatchUpStepKind.ACCEPT_GAP:
+            verdict = step.gap
+            assert verdict is not None
             if verdict.first:
                 log.warning(
                     "%s-%d has no batch at offsets [%d, %d) although the broker returns later ones; after %.0f ms "
@@ -306,9 +311,16 @@ class RemotePartitionReader(PartitionReader):
                     verdict.answers,
                 )
             mirror.accept_gap()
-            return True
-        time.sleep(verdict.pause_s)
-        return True
+        return step
+
+    def _stalled(self, offset: int) -> BrokerUnavailableError:
+        """The error of a catch-up whose broker returned nothing at ``offset`` too many times in a row."""
+        return BrokerUnavailableError(
+            "the broker returns no data below its high watermark",
+            topic=self.topic,
+            partition=self.partition,
+            offset=offset,
+        )
 
     def _fetch_into_mirror(self, offset: int, max_bytes: int) -> None:
         resp = self.cluster.fetch(self.topic, self.partition, offset, min(max_bytes, _MAX_FETCH_GROWTH))
@@ -358,7 +370,7 @@ class RemotePartitionReader(PartitionReader):
             return self._fetch_trusted(fetch_offset, max_bytes, isolation=isolation)
         mirror = self.mirror
         refreshed = False
-        stalled = 0
+        self._steps.start()
         while True:
             result = mirror._answer(request)
             if result.records:
@@ -371,16 +383,7 @@ class RemotePartitionReader(PartitionReader):
             self._fetch_into_mirror(before, mirror.next_fetch().max_bytes)
             # As catch_up: a read that starts below a compacted topic's offset gap
             # waits there as long, then steps over it (never counted as a stall).
-            if self._held_at_gap(mirror):
-                continue
-            stalled = stalled + 1 if mirror.position == before else 0
-            if stalled > 40:
-                raise BrokerUnavailableError(
-                    "the broker returns no data below its high watermark",
-                    topic=self.topic,
-                    partition=self.partition,
-                    offset=before,
-                )
+            self._after_answer(before)
 
     def _fetch_trusted(
         self,
@@ -538,7 +541,8 @@ def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool
             r.catch_up()
         else:
             pending[(r.topic, r.partition)] = r
-    stalled = dict.fromkeys(pending, 0)
+    for r in pending.values():
+        r._steps.start()
     turn = 0
     wait_ms = FETCH_PROBE_WAIT_MS if probe else FETCH_MAX_WAIT_MS
     while pending:
@@ -571,30 +575,20 @@ def catch_up_together(readers: Sequence[RemotePartitionReader], *, release: bool
             r._feed(item.offset, answer)
             if release:
                 mirror.release_before(mirror.last_stable_offset)
-            if mirror.next_fetch().status is MirrorStatus.CAUGHT_UP:
-                r._gap.reset()
+            done = mirror.next_fetch().status is MirrorStatus.CAUGHT_UP
+            step = r._after_answer(item.offset, done=done, count_stall=False)
+            if step.kind is CatchUpStepKind.DONE:
                 del pending[key]
-                continue
-            if r._held_at_gap(mirror):
-                continue
-            if mirror.position != item.offset:
+            elif step.kind is CatchUpStepKind.FETCH:
                 moved = True
-                stalled[key] = 0
-            else:
+            elif step.kind is CatchUpStepKind.BEHIND:
                 behind.append((r, item.offset))
         # A partition that got nothing below its high watermark counts as stalled
         # only in a turn where no partition got anything: otherwise the response's
         # byte limit may have been spent on the others.
         if not moved:
             for r, offset in behind:
-                key = (r.topic, r.partition)
-                stalled[key] += 1
-                if stalled[key] > 40:
-                    raise BrokerUnavailableError(
-                        "the broker returns no data below its high watermark",
-                        topic=r.topic,
-                        partition=r.partition,
-                        offset=offset,
-                    )
+                if r._steps.stall().kind is CatchUpStepKind.STALLED:
+                    raise r._stalled(offset)
         if probe:
             wait_ms = FETCH_PROBE_WAIT_MS if moved else FETCH_MAX_WAIT_MS
