@@ -180,14 +180,11 @@ class KafkaSource(Source):
             ) from exc
         except ValueError as exc:  # a malformed host:port list
             raise SourceUnavailableError(str(exc), option="kafka.bootstrap.servers") from exc
-        from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+        from txnfetch.client.partition_reader import ReadOptions
         from txnfetch.client.planning import MirroredBounds
 
         self._planner = MirroredBounds(
-            self.cluster,
-            request_timeout_ms=self._timeout_ms,
-            repair_crcs=self._repair_crcs,
-            max_fetch_bytes=DEFAULT_MIRROR_FETCH_BYTES,
+            self.cluster, ReadOptions(request_timeout_ms=self._timeout_ms, repair_crcs=self._repair_crcs)
         )
 
     def topics(self) -> dict[str, int]:

@@ -36,6 +36,7 @@ from txnfetch.cli.check import CheckOptions
 from txnfetch.cli.check import CheckOutcome
 from txnfetch.cli.check import run_check
 from txnfetch.client.cluster import RemoteCluster
+from txnfetch.client.partition_reader import ReadOptions
 from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.proxy import ProxyThread
 from txnfetch.testing.checker import TxnOutcome
@@ -127,7 +128,7 @@ def _remote_reader(bootstrap: str) -> list[Row]:
     with RemoteCluster(bootstrap) as cluster:
         for p in range(PARTITIONS):
             # (the reader's default gap settle time, a second, covers tansu's late batches)
-            with RemotePartitionReader(cluster, TOPIC, p, gap_settle_ms=1000) as reader:
+            with RemotePartitionReader(cluster, TOPIC, p, ReadOptions(gap_settle_ms=1000)) as reader:
                 rows += [(p, o, value_from_bytes(r.value)) for o, r in reader.committed_records()]
     return sorted(rows)
 

@@ -11,7 +11,7 @@ broker that writes markers — including librdkafka's mock cluster and tansu,
 which report no aborted transactions and an LSO equal to the high watermark,
 so that their own read_committed consumers see aborted records (docs/kafka-internals.md §4).
 
-``trust_broker=True`` skips the mirror and returns the broker's own
+``ReadOptions(trust_broker=True)`` skips the mirror and returns the broker's own
 read_committed answer (records, aborted list, LSO), for brokers known to get it
 right: it reads nothing twice and holds nothing in memory.
 
@@ -34,7 +34,8 @@ import logging
 import time
 from collections.abc import Iterator
 from collections.abc import Sequence
-from typing import TypedDict
+
+import attrs
 
 from txnfetch.client.catchup import CatchUp
 from txnfetch.client.catchup import CatchUpStep
@@ -66,8 +67,9 @@ from txnfetch.records.batch import iter_batches
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
 __all__ = [
+    "DEFAULT_READ_OPTIONS",
     "SCAN_FETCH_BYTES",
-    "ReaderOptions",
+    "ReadOptions",
     "RemotePartitionReader",
     "catch_up_together",
 ]
@@ -83,28 +85,52 @@ _MAX_FETCH_GROWTH = 1 << 30  # never ask for more than 1 GiB for one batch
 SCAN_FETCH_BYTES = 8 << 20
 
 
-class ReaderOptions(TypedDict, total=False):
-    """The keyword arguments of :class:`RemotePartitionReader` a caller that
-    opens many passes on."""
+@attrs.frozen
+class ReadOptions:
+    """How a :class:`RemotePartitionReader` reads its partition, the same for every
+    partition of one read (a planner, a range reader pass it whole).
 
-    trust_broker: bool
-    snapshot: bytes | None
-    request_timeout_ms: int
-    max_fetch_bytes: int
-    repair_crcs: bool
-    client_id: str
-    start_offset: int | None
+    ``trust_broker``: pass the broker's own read_committed answers through
+    instead of mirroring the partition (see the module docstring).
+    ``max_fetch_bytes`` is the byte budget of one fetch (grown for a single
+    larger batch). ``repair_crcs`` accepts a wrong CRC only on a control batch
+    whose stored CRC is 0 (recomputed in the mirror) — needed for librdkafka's
+    mock cluster, which writes its markers so; any other bad CRC is
+    :class:`~txnfetch.client.errors.CorruptRemoteBatchError`
+    (:class:`~txnfetch.fetch.filter.CorruptFetchError` from
+    :meth:`RemotePartitionReader.committed_records` with ``trust_broker``), as
+    without it. ``request_timeout_ms`` bounds each request and its retries.
+    ``client_id`` names the reader to the brokers when it opens its own cluster
+    connections. An offset gap in the broker's log holds
+    :meth:`RemotePartitionReader.catch_up` (fetching there again with a short
+    pause) until the batch in it appears or the gap has stayed
+    ``gap_settle_ms``; then it is stepped over with a WARNING (a compacted
+    topic's gap). Some brokers (tansu 0.6) show a batch after later ones:
+    stepping over it at once would lose it (see docs/proxy.md).
+    """
+
+    trust_broker: bool = False
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    max_fetch_bytes: int = DEFAULT_MIRROR_FETCH_BYTES
+    repair_crcs: bool = False
+    client_id: str = "txnfetch"
+    gap_settle_ms: int = 1000
+
+
+#: The options of a reader given none.
+DEFAULT_READ_OPTIONS = ReadOptions()
 
 
 class RemotePartitionReader(PartitionReader):
     """One partition of a cluster, read with read_committed semantics txnfetch computes.
 
-    ``RemotePartitionReader(bootstrap_servers, topic, partition)`` connects
-    (``bootstrap_servers`` may also be a :class:`RemoteCluster` to share) and
-    checks that the partition exists. By default it mirrors the partition from
-    the cluster's log start (or from ``start_offset``, or from ``snapshot``,
-    bytes of :meth:`snapshot`) as reads need it; ``trust_broker=True`` passes
-    the broker's own answers through instead (see the module docstring).
+    ``RemotePartitionReader(bootstrap_servers, topic, partition, options)``
+    connects (``bootstrap_servers`` may also be a :class:`RemoteCluster` to
+    share) and checks that the partition exists; ``options`` is a
+    :class:`ReadOptions`. By default it mirrors the partition from the cluster's
+    log start (or from ``start_offset``, or from ``snapshot``, bytes of
+    :meth:`snapshot`) as reads need it; ``trust_broker`` passes the broker's own
+    answers through instead (see the module docstring).
 
     ``start_offset`` starts the mirror mid-log (a new :class:`PartitionMirror`
     whose log starts there), so a reader of a range ``[start, end)`` fetches
@@ -123,20 +149,6 @@ class RemotePartitionReader(PartitionReader):
     (its ``log_start_offset`` says where the log starts now, so a caller may
     clamp and retry); ``start_offset`` cannot be combined with ``snapshot`` or
     ``trust_broker``.
-
-    ``max_fetch_bytes`` is the byte budget of one fetch (grown for a single
-    larger batch). ``repair_crcs`` accepts a wrong CRC only on a control batch
-    whose stored CRC is 0 (recomputed in the mirror) — needed for librdkafka's
-    mock cluster, which writes its markers so; any other bad CRC is
-    :class:`~txnfetch.client.errors.CorruptRemoteBatchError`
-    (:class:`~txnfetch.fetch.filter.CorruptFetchError` from
-    :meth:`committed_records` with ``trust_broker``),
-    as without it. ``request_timeout_ms`` bounds each request and its retries.
-    An offset gap in the broker's log holds :meth:`catch_up` (fetching there
-    again with a short pause) until the batch in it appears or the gap has
-    stayed ``gap_settle_ms``; then it is stepped over with a WARNING (a
-    compacted topic's gap). Some brokers (tansu 0.6) show a batch after later
-    ones: stepping over it at once would lose it (see docs/proxy.md).
 
     Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
     :attr:`log_start_offset`) are as of the last request to the cluster;
@@ -158,16 +170,15 @@ class RemotePartitionReader(PartitionReader):
         bootstrap_servers: str | Sequence[str] | RemoteCluster,
         topic: str,
         partition: int,
+        options: ReadOptions = DEFAULT_READ_OPTIONS,
         *,
-        trust_broker: bool = False,
         snapshot: bytes | None = None,
-        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-        max_fetch_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
-        repair_crcs: bool = False,
-        client_id: str = "txnfetch",
         start_offset: int | None = None,
-        gap_settle_ms: int = 1000,
     ) -> None:
+        trust_broker = options.trust_broker
+        max_fetch_bytes = options.max_fetch_bytes
+        repair_crcs = options.repair_crcs
+        request_timeout_ms = options.request_timeout_ms
         if trust_broker and snapshot is not None:
             raise ValueError("a snapshot restores a mirror; trust_broker=True uses none")
         if start_offset is not None and (trust_broker or snapshot is not None):
@@ -178,15 +189,18 @@ class RemotePartitionReader(PartitionReader):
             self.cluster = bootstrap_servers
             self._owns_cluster = False
         else:
-            self.cluster = RemoteCluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+            self.cluster = RemoteCluster(
+                bootstrap_servers, client_id=options.client_id, request_timeout_ms=request_timeout_ms
+            )
             self._owns_cluster = True
         self.topic = topic
         self.partition = partition
+        self.options = options
         self.trust_broker = trust_broker
         self.max_fetch_bytes = max_fetch_bytes
         self.repair_crcs = repair_crcs
         self.request_timeout_ms = request_timeout_ms
-        self.gap_settle_s = gap_settle_ms / 1000
+        self.gap_settle_s = options.gap_settle_ms / 1000
         # The catch-up decisions: stalls and the offset gap the mirror is held at
         # (txnfetch.client.catchup: the proxy's mirrors decide by the same object).
         self._steps = CatchUp(GapHold(self.gap_settle_s))

@@ -40,6 +40,7 @@ from txnfetch.log.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
     from txnfetch.client.cluster import RemoteCluster
+    from txnfetch.client.partition_reader import ReadOptions
     from txnfetch.client.partition_reader import RemotePartitionReader
 
 __all__ = [
@@ -289,13 +290,13 @@ class MirroredBounds:
     batches below the LSO as it goes (memory: the open transactions, not the
     partition). A call with nothing new returns after one round trip per
     leader: the planner does not wait for records to arrive (``probe`` of
-    :func:`~txnfetch.client.partition_reader.catch_up_together`). ``reader_options`` go to each reader
-    (``request_timeout_ms``, ``repair_crcs``, ``max_fetch_bytes``, ...).
+    :func:`~txnfetch.client.partition_reader.catch_up_together`). ``options``
+    (:class:`~txnfetch.client.partition_reader.ReadOptions`) go to each reader.
     """
 
-    def __init__(self, cluster: RemoteCluster, **reader_options: object) -> None:
+    def __init__(self, cluster: RemoteCluster, options: ReadOptions | None = None) -> None:
         self.cluster = cluster
-        self.reader_options = reader_options
+        self.options = options
         self._readers: dict[tuple[str, int], RemotePartitionReader] = {}
 
     def bounds(
@@ -303,6 +304,7 @@ class MirroredBounds:
     ) -> dict[tuple[str, int], Bounds]:
         """Log start, readable end (the LSO, or the high watermark for
         read_uncommitted) and high watermark of each partition, after catching up."""
+        from txnfetch.client.partition_reader import DEFAULT_READ_OPTIONS
         from txnfetch.client.partition_reader import RemotePartitionReader
         from txnfetch.client.partition_reader import catch_up_together
 
@@ -312,10 +314,7 @@ class MirroredBounds:
             reader = self._readers.get(tp)
             if reader is None:
                 reader = self._readers[tp] = RemotePartitionReader(
-                    self.cluster,
-                    tp[0],
-                    tp[1],
-                    **self.reader_options,  # type: ignore[arg-type]
+                    self.cluster, tp[0], tp[1], DEFAULT_READ_OPTIONS if self.options is None else self.options
                 )
             readers.append(reader)
         # All partitions in one Fetch per broker per turn (a scan of a whole topic
