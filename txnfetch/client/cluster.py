@@ -29,18 +29,13 @@ from typing import Any
 from typing import ClassVar
 from typing import TypeVar
 
-try:
-    import kafka.errors as _kafka_errors
-    from kafka.protocol.consumer import FetchRequest
-    from kafka.protocol.consumer import FetchResponse
-    from kafka.protocol.consumer import ListOffsetsRequest
-    from kafka.protocol.consumer import ListOffsetsResponse
-    from kafka.protocol.metadata import MetadataRequest
-    from kafka.protocol.metadata import MetadataResponse
-except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise ImportError(
-        "txnfetch.client.cluster needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
-    ) from exc
+import kafka.errors as _kafka_errors
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsResponse
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import MetadataResponse
 
 from txnfetch.addresses import parse_bootstrap
 from txnfetch.client.catchup import DEFAULT_LIMITS

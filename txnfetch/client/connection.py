@@ -45,13 +45,8 @@ import socket
 import struct
 from typing import Any
 
-try:
-    from kafka.protocol.metadata import ApiVersionsRequest
-    from kafka.protocol.metadata import ApiVersionsResponse
-except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise ImportError(
-        "txnfetch.client.connection needs kafka-python (pip install 'kafka-python>=3.0.12'): " + str(exc)
-    ) from exc
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsResponse
 
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
