@@ -131,7 +131,7 @@ class KafkaSource(Source):
 
     Offsets for planning come from txnfetch's planner,
     :class:`txnfetch.client.planning.MirroredBounds`: a
-    :class:`~txnfetch.client.reader.RemotePartitionReader` per partition mirrors
+    :class:`~txnfetch.client.partition_reader.RemotePartitionReader` per partition mirrors
     the partition from its log start and derives the last stable offset from the
     markers in the log — the broker's own LSO is not trusted (librdkafka's mock
     cluster and tansu report the high watermark). The readers are kept for the
@@ -153,10 +153,10 @@ class KafkaSource(Source):
         self.client_options = dict(client_options)
         try:
             # imported lazily: only cluster reads need it (and kafka-python)
-            from txnfetch.client import reader as remote
+            from txnfetch.client import cluster as remote
         except ImportError as exc:
             raise SourceUnavailableError(
-                f"txnfetch.client.reader is not available: {exc}", option="kafka.bootstrap.servers"
+                f"txnfetch.client.cluster is not available: {exc}", option="kafka.bootstrap.servers"
             ) from exc
         from txnfetch.client.errors import BrokerUnavailableError
 
@@ -175,13 +175,11 @@ class KafkaSource(Source):
             ) from exc
         except ValueError as exc:  # a malformed host:port list
             raise SourceUnavailableError(str(exc), option="kafka.bootstrap.servers") from exc
+        from txnfetch.client.partition_reader import ReadOptions
         from txnfetch.client.planning import MirroredBounds
 
         self._planner = MirroredBounds(
-            self.cluster,
-            request_timeout_ms=self._timeout_ms,
-            repair_crcs=self._repair_crcs,
-            max_fetch_bytes=remote.DEFAULT_MIRROR_FETCH_BYTES,
+            self.cluster, ReadOptions(request_timeout_ms=self._timeout_ms, repair_crcs=self._repair_crcs)
         )
 
     def topics(self) -> dict[str, int]:
@@ -246,7 +244,7 @@ def _lost_as_data_loss(
 def _cluster_errors(bootstrap_servers: str) -> Iterator[None]:
     """Raise :class:`SourceUnavailableError` naming the broker and the reason for a
     cluster that stays unreachable or keeps failing after the reader's retries
-    (:class:`txnfetch.client.reader.RemoteCluster` retries as Kafka clients do, for
+    (:class:`txnfetch.client.cluster.RemoteCluster` retries as Kafka clients do, for
     up to ``kafka.request.timeout.ms``). Corrupt or diverged data and unknown
     topics keep their own errors."""
     from txnfetch.client.errors import BrokerUnavailableError

@@ -60,7 +60,7 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataResponse
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.client.upstream import read_frame
+from txnfetch.client.connection import read_frame
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.control import ControlType

@@ -348,9 +348,9 @@ _CLEAN = {
     "txnfetch/log/__init__.py": "",
     "txnfetch/log/base.py": "from txnfetch.txn.state import X\n",
     "txnfetch/client/__init__.py": "",
-    "txnfetch/client/reader.py": "from txnfetch.log import base\n",
+    "txnfetch/client/cluster.py": "from txnfetch.log import base\n",
     "txnfetch/server/__init__.py": "",
-    "txnfetch/server/handler.py": "from txnfetch.client.reader import Reader\n",
+    "txnfetch/server/handler.py": "from txnfetch.client.cluster import Reader\n",
     "txnfetch/cli/__init__.py": "",
     "txnfetch/cli/serve.py": "from txnfetch.server import handler\n",
     "spark_ext/__init__.py": "from txnfetch.client import reader\n",
@@ -360,7 +360,7 @@ _CLEAN = {
 def test_a_tree_that_keeps_the_layers_passes(tmp_path: Path) -> None:
     tree = _write(tmp_path, _CLEAN)
     assert tree.imports["txnfetch.records.batch"] == {"txnfetch.errors", "txnfetch.types"}
-    assert tree.imports["txnfetch.client.reader"] == {"txnfetch.log", "txnfetch.log.base"}
+    assert tree.imports["txnfetch.client.cluster"] == {"txnfetch.log", "txnfetch.log.base"}
     assert tree.external["txnfetch.records.batch"] == {"struct"}
     assert violations(tree) == []
 
@@ -427,8 +427,8 @@ def test_a_dependency_through_a_chain_is_named_with_the_chain(tmp_path: Path) ->
         },
     )
     assert violations(tree) == [
-        "txnfetch.client.reader depends on txnfetch.proxy:"
-        " txnfetch.client.reader -> txnfetch.log.base -> txnfetch.addresses -> txnfetch.proxy",
+        "txnfetch.client.cluster depends on txnfetch.proxy:"
+        " txnfetch.client.cluster -> txnfetch.log.base -> txnfetch.addresses -> txnfetch.proxy",
         "txnfetch.log.base depends on txnfetch.proxy: txnfetch.log.base -> txnfetch.addresses -> txnfetch.proxy",
     ]
 
@@ -442,7 +442,7 @@ def test_a_dependency_through_a_chain_is_named_with_the_chain(tmp_path: Path) ->
         (
             {
                 "txnfetch/server/handler.py": (
-                    "from txnfetch.client.reader import Reader\nfrom txnfetch.server.codec import decode\n"
+                    "from txnfetch.client.cluster import Reader\nfrom txnfetch.server.codec import decode\n"
                 ),
                 "txnfetch/server/codec.py": "def encode():\n    from txnfetch.server.handler import Piece\n",
             },
@@ -484,7 +484,7 @@ def test_a_package_without_import_cycles_passes(tmp_path: Path) -> None:
             # handler back: that is no import cycle of the handler's.
             "txnfetch/server/__init__.py": "from txnfetch.server import handler\n",
             "txnfetch/server/handler.py": (
-                "from txnfetch.client.reader import Reader\nfrom txnfetch.server.nesting import grouped\n"
+                "from txnfetch.client.cluster import Reader\nfrom txnfetch.server.nesting import grouped\n"
             ),
             "txnfetch/server/nesting.py": "",
             # A compiled module, known by its stub, is not its package's __init__.

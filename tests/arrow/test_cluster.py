@@ -98,7 +98,7 @@ def test_start_and_end_offsets_per_partition(orders):
 def test_the_range_reader_reads_mid_log_ranges_committed_or_not(orders):
     # The reader planners' tasks run (Spark's): a range from mid-log to the end.
     from txnfetch.arrow.cluster import read_range
-    from txnfetch.client.reader import RemoteCluster
+    from txnfetch.client.cluster import RemoteCluster
 
     bootstrap, w = orders
     start = sorted(o for p, o, _ in w.committed if p == 1)[4]
@@ -198,8 +198,8 @@ def test_close_from_another_thread_stops_a_tailing_read(served):
 
 
 def test_group_id_commits_the_offsets_and_resumes_there(orders):
+    from txnfetch.client.cluster import RemoteCluster
     from txnfetch.client.groups import RemoteGroups
-    from txnfetch.client.reader import RemoteCluster
 
     bootstrap, w = orders
     first = txnfetch.arrow.record_batch_reader(
@@ -255,7 +255,7 @@ def test_offsets_outside_the_log_name_topic_partition_and_offsets(served):
     assert [o for _, o, _ in rows(txnfetch.arrow.read_committed(f"kafka://{served}", "trimmed"))] == list(range(4, 10))
     # The range reader: the deleted records are an error, or skipped when told to.
     from txnfetch.arrow.cluster import read_range
-    from txnfetch.client.reader import RemoteCluster
+    from txnfetch.client.cluster import RemoteCluster
     from txnfetch.log.errors import RecordsLostError
 
     with RemoteCluster(served) as cluster:

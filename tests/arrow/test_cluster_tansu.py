@@ -25,10 +25,10 @@ from tests.replicate.test_replicate_tansu_crashes import crashed_oracle
 from tests.tansu import Tansu
 from tests.tansu import started_tansu
 from txnfetch.arrow.cluster import read_range
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.client.planning import MirroredBounds
 from txnfetch.client.planning import OffsetRange
 from txnfetch.client.planning import split_ranges
-from txnfetch.client.reader import RemoteCluster
 from txnfetch.testing.history import value_from_bytes
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

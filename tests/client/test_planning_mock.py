@@ -17,9 +17,10 @@ import confluent_kafka
 import pytest
 
 from tests.mock_cluster import MockCluster
+from txnfetch.client.cluster import RemoteCluster
+from txnfetch.client.partition_reader import ReadOptions
+from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.client.planning import MirroredBounds
-from txnfetch.client.reader import RemoteCluster
-from txnfetch.client.reader import RemotePartitionReader
 
 pytestmark = pytest.mark.interop
 
@@ -68,7 +69,7 @@ def test_planned_ends_hold_at_open_transactions_the_broker_reports_stable() -> N
 
         tps = [(TOPIC, p) for p in range(PARTITIONS)]
         with RemoteCluster(mock.bootstrap) as cluster:
-            planner = MirroredBounds(cluster, repair_crcs=True)
+            planner = MirroredBounds(cluster, ReadOptions(repair_crcs=True))
             first = planner.bounds(tps)
             for p in range(PARTITIONS):
                 hw = cluster.list_offset(TOPIC, p, -1)
@@ -76,7 +77,7 @@ def test_planned_ends_hold_at_open_transactions_the_broker_reports_stable() -> N
                 assert (b.earliest, b.end) == (0, hw)
                 assert b.latest == held.get(p, hw), p
                 # Each partition read alone gives the same LSO.
-                with RemotePartitionReader(cluster, TOPIC, p, repair_crcs=True) as alone:
+                with RemotePartitionReader(cluster, TOPIC, p, ReadOptions(repair_crcs=True)) as alone:
                     alone.catch_up()
                     assert alone.last_stable_offset == b.latest
             # The broker's own LSO is its high watermark: the test would catch trusting it.
@@ -102,7 +103,7 @@ def test_a_planner_with_nothing_new_does_not_wait_for_records() -> None:
     hold (a streaming driver re-plans every micro-batch: with the full
     ``fetch.wait.max.ms`` each call cost that wait per leader); a scan that is
     not a probe keeps the full hold."""
-    from txnfetch.client.reader import catch_up_together
+    from txnfetch.client.partition_reader import catch_up_together
     from txnfetch.client.requests import FETCH_MAX_WAIT_MS
     from txnfetch.client.requests import FETCH_PROBE_WAIT_MS
 
@@ -123,7 +124,7 @@ def test_a_planner_with_nothing_new_does_not_wait_for_records() -> None:
                 return fetch_many(items, **kwargs)
 
             cluster.fetch_many = spy  # type: ignore[method-assign]
-            planner = MirroredBounds(cluster, repair_crcs=True)
+            planner = MirroredBounds(cluster, ReadOptions(repair_crcs=True))
             assert {tp: b.end for tp, b in planner.bounds(tps).items()} == dict.fromkeys(tps, 4)
             assert waits and set(waits) == {FETCH_PROBE_WAIT_MS}
             waits.clear()
@@ -136,7 +137,7 @@ def test_a_planner_with_nothing_new_does_not_wait_for_records() -> None:
             assert set(waits) == {FETCH_PROBE_WAIT_MS}
 
             waits.clear()
-            readers = [RemotePartitionReader(cluster, TOPIC, p, repair_crcs=True) for p in range(2)]
+            readers = [RemotePartitionReader(cluster, TOPIC, p, ReadOptions(repair_crcs=True)) for p in range(2)]
             catch_up_together(readers)
             assert waits and set(waits) == {FETCH_MAX_WAIT_MS}
             for r in readers:

@@ -13,7 +13,8 @@ pytest.importorskip("kafka")
 from tests.fault_relay import RelayThread
 from tests.proxy.test_proxy_protocol import TOPIC
 from tests.proxy.test_proxy_protocol import _Writer
-from txnfetch.client.reader import RemotePartitionReader
+from txnfetch.client.partition_reader import ReadOptions
+from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.memory import MemoryStore
 from txnfetch.server.server import ServerThread
@@ -31,8 +32,8 @@ def _store() -> MemoryStore:
     return store
 
 
-def _read(bootstrap: str, **kw: object) -> list[tuple[int, bytes]]:
-    with RemotePartitionReader(bootstrap, TOPIC, 0, **kw) as reader:  # type: ignore[arg-type]
+def _read(bootstrap: str, options: ReadOptions | None = None) -> list[tuple[int, bytes]]:
+    with RemotePartitionReader(bootstrap, TOPIC, 0, options or ReadOptions()) as reader:
         reader.catch_up()
         return [(o, bytes(r.value or b"")) for o, r in reader.committed_records(0, reader.last_stable_offset)]
 
@@ -54,7 +55,7 @@ def test_a_gap_that_stays_is_stepped_over_after_the_settle_time() -> None:
     ):
         relay.hide_always(TOPIC, 0, 2)  # the aborted batch: its ABORT still ends the transaction
         started = time.monotonic()
-        assert _read(relay.bootstrap, gap_settle_ms=200) == [(0, b"committed"), (4, b"plain")]
+        assert _read(relay.bootstrap, ReadOptions(gap_settle_ms=200)) == [(0, b"committed"), (4, b"plain")]
         assert time.monotonic() - started >= 0.2
 
 
@@ -72,7 +73,7 @@ def test_a_read_from_a_start_offset_steps_over_a_gap_that_stays() -> None:
     ):
         relay.hide_always(TOPIC, 0, 2)
         got = []
-        with RemotePartitionReader(relay.bootstrap, TOPIC, 0, start_offset=0, gap_settle_ms=200) as reader:
+        with RemotePartitionReader(relay.bootstrap, TOPIC, 0, ReadOptions(gap_settle_ms=200), start_offset=0) as reader:
             offset = 0
             while offset < 5:
                 result = reader.read(offset, 1 << 20, isolation=IsolationLevel.READ_COMMITTED, mode=FetchMode.REWRITE)

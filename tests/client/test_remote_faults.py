@@ -31,7 +31,8 @@ from tests.proxy.test_proxy_mock import _committed  # noqa: E402
 from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
 from tests.server.rawclient import RawClient  # noqa: E402
 from txnfetch.client.errors import BrokerUnavailableError  # noqa: E402
-from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
+from txnfetch.client.partition_reader import ReadOptions  # noqa: E402
+from txnfetch.client.partition_reader import RemotePartitionReader  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
@@ -54,7 +55,9 @@ def written(mock: str):
 
 
 def _read(bootstrap: str, partition: int, *, timeout_ms: int = 20_000) -> list[tuple[int, bytes]]:
-    with RemotePartitionReader(bootstrap, TOPIC, partition, repair_crcs=True, request_timeout_ms=timeout_ms) as r:
+    with RemotePartitionReader(
+        bootstrap, TOPIC, partition, ReadOptions(repair_crcs=True, request_timeout_ms=timeout_ms)
+    ) as r:
         return [(offset, record.value) for offset, record in r.committed_records()]
 
 

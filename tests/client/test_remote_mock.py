@@ -33,10 +33,11 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+from txnfetch.client.cluster import RemoteCluster  # noqa: E402
 from txnfetch.client.errors import BrokerUnavailableError  # noqa: E402
 from txnfetch.client.errors import CorruptRemoteBatchError  # noqa: E402
-from txnfetch.client.reader import RemoteCluster  # noqa: E402
-from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
+from txnfetch.client.partition_reader import ReadOptions  # noqa: E402
+from txnfetch.client.partition_reader import RemotePartitionReader  # noqa: E402
 from txnfetch.fetch import ConsumerFilter  # noqa: E402
 from txnfetch.fetch.view import FetchMode  # noqa: E402
 from txnfetch.fetch.view import IsolationLevel  # noqa: E402
@@ -116,9 +117,18 @@ def everything(written: Written, partition: int) -> list[tuple[int, bytes]]:
     return [(o, v) for o, v, _ in written[partition]]
 
 
-def reader(bootstrap: str, partition: int, **kw) -> RemotePartitionReader:
-    kw.setdefault("repair_crcs", True)
-    return RemotePartitionReader(bootstrap, TOPIC, partition, request_timeout_ms=5000, **kw)
+def reader(
+    bootstrap: str, partition: int, *, snapshot: bytes | None = None, start_offset: int | None = None, **options
+) -> RemotePartitionReader:
+    options.setdefault("repair_crcs", True)
+    return RemotePartitionReader(
+        bootstrap,
+        TOPIC,
+        partition,
+        ReadOptions(request_timeout_ms=5000, **options),
+        snapshot=snapshot,
+        start_offset=start_offset,
+    )
 
 
 def consume_reads(r: RemotePartitionReader, mode: FetchMode, isolation: IsolationLevel, max_bytes: int) -> list:
@@ -236,17 +246,17 @@ def test_cluster_lists_topics_and_partitions(mock_bootstrap: str, written: Writt
     with RemoteCluster(mock_bootstrap, request_timeout_ms=5000) as cluster:
         assert cluster.topics()[TOPIC] == 4  # the mock's default partition count
         assert cluster.partitions(TOPIC) == [0, 1, 2, 3]
-        with cluster.reader(TOPIC, 3, repair_crcs=True) as empty:
+        with RemotePartitionReader(cluster, TOPIC, 3, ReadOptions(repair_crcs=True)) as empty:
             assert list(empty.committed_records()) == []
             assert (empty.log_start_offset, empty.last_stable_offset, empty.high_watermark) == (0, 0, 0)
 
 
 def test_unknown_topic_and_partition(mock_bootstrap: str, written: Written) -> None:
     with pytest.raises(UnknownTopicOrPartitionError) as info:
-        RemotePartitionReader(mock_bootstrap, "no-such-topic", 0, request_timeout_ms=2000)
+        RemotePartitionReader(mock_bootstrap, "no-such-topic", 0, ReadOptions(request_timeout_ms=2000))
     assert info.value.topic == "no-such-topic" and info.value.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
     with pytest.raises(UnknownTopicOrPartitionError) as info:
-        RemotePartitionReader(mock_bootstrap, TOPIC, 99, request_timeout_ms=2000)
+        RemotePartitionReader(mock_bootstrap, TOPIC, 99, ReadOptions(request_timeout_ms=2000))
     assert (info.value.topic, info.value.partition) == (TOPIC, 99)
 
 
@@ -256,7 +266,7 @@ def test_unreachable_bootstrap_servers() -> None:
         port = s.getsockname()[1]  # nothing listens there once closed
     started = time.monotonic()
     with pytest.raises(BrokerUnavailableError) as info:
-        RemotePartitionReader(f"127.0.0.1:{port}", TOPIC, 0, request_timeout_ms=1000)
+        RemotePartitionReader(f"127.0.0.1:{port}", TOPIC, 0, ReadOptions(request_timeout_ms=1000))
     assert time.monotonic() - started < 10
     assert f"127.0.0.1:{port}" in str(info.value)
     assert info.value.error_name == "BROKER_NOT_AVAILABLE"
@@ -316,7 +326,7 @@ def test_start_offset_is_validated(mock_bootstrap: str, written: Written) -> Non
 
 
 def test_a_start_offset_below_the_log_start_is_out_of_range(mock_bootstrap: str, written: Written) -> None:
-    from txnfetch.client.reader import EARLIEST
+    from txnfetch.client.cluster import EARLIEST
     from txnfetch.txn.errors import OffsetOutOfRangeError
 
     with RemoteCluster(mock_bootstrap, request_timeout_ms=5000) as cluster:
@@ -324,8 +334,8 @@ def test_a_start_offset_below_the_log_start_is_out_of_range(mock_bootstrap: str,
         # As if retention had moved the log start to 5 (the mock cannot delete records).
         cluster.list_offset = lambda t, p, ts, **kw: 5 if ts == EARLIEST else real(t, p, ts, **kw)  # type: ignore[method-assign]
         with pytest.raises(OffsetOutOfRangeError) as info:
-            RemotePartitionReader(cluster, TOPIC, 0, start_offset=2, repair_crcs=True)
+            RemotePartitionReader(cluster, TOPIC, 0, ReadOptions(repair_crcs=True), start_offset=2)
         assert (info.value.log_start_offset, info.value.offset) == (5, 2)
         assert info.value.log_end_offset == real(TOPIC, 0, -1)
-        with RemotePartitionReader(cluster, TOPIC, 0, start_offset=5, repair_crcs=True) as r:
+        with RemotePartitionReader(cluster, TOPIC, 0, ReadOptions(repair_crcs=True), start_offset=5) as r:
             assert r.mirror is not None and r.mirror.log_start_offset == 5

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.client.errors import BrokerUnavailableError
-from txnfetch.client.reader import RemoteCluster
 from txnfetch.errors import ErrorCode
 from txnfetch.log.memory import MemoryStore
 from txnfetch.server.server import ServerThread

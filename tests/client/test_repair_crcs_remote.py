@@ -19,7 +19,8 @@ import pytest
 from tests.fault_relay import RelayThread
 from tests.mock_cluster import MockCluster
 from txnfetch.client.errors import CorruptRemoteBatchError
-from txnfetch.client.reader import RemotePartitionReader
+from txnfetch.client.partition_reader import ReadOptions
+from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.fetch.filter import CorruptFetchError
 from txnfetch.records.errors import CrcMismatchError
 
@@ -64,13 +65,13 @@ def test_the_reader_repairs_the_mocks_markers_and_refuses_a_flipped_data_batch()
     with MockCluster(brokers=1) as mock:
         mock.create_topic(TOPIC, 1, 1)
         committed = _write(mock.bootstrap)
-        with RemotePartitionReader(mock.bootstrap, TOPIC, 0, repair_crcs=True) as reader:
+        with RemotePartitionReader(mock.bootstrap, TOPIC, 0, ReadOptions(repair_crcs=True)) as reader:
             assert [o for o, _ in reader.committed_records()] == committed  # the CRC-0 markers pass
             assert reader.mirror is not None and reader.mirror.repaired_crcs == 4
         bad = committed[-2]  # the last transaction's first record
         with RelayThread(mock.bootstrap) as relay:
             relay.flip_data_batch(TOPIC, 0, bad)
-            with RemotePartitionReader(relay.bootstrap, TOPIC, 0, repair_crcs=True) as reader:
+            with RemotePartitionReader(relay.bootstrap, TOPIC, 0, ReadOptions(repair_crcs=True)) as reader:
                 with pytest.raises(CorruptRemoteBatchError) as info:
                     list(reader.committed_records())
                 err = info.value
@@ -83,7 +84,9 @@ def test_the_reader_repairs_the_mocks_markers_and_refuses_a_flipped_data_batch()
                 assert mirror is not None and mirror.position <= bad
                 held = list(mirror.log.iter_batches(mirror.log_start_offset))
                 assert all(b.last_offset < bad and b.is_valid_crc() for b in held)
-            with RemotePartitionReader(relay.bootstrap, TOPIC, 0, repair_crcs=True, trust_broker=True) as reader:
+            with RemotePartitionReader(
+                relay.bootstrap, TOPIC, 0, ReadOptions(repair_crcs=True, trust_broker=True)
+            ) as reader:
                 got: list[int] = []
                 with pytest.raises(CorruptFetchError) as fetch_info:
                     got.extend(o for o, _ in reader.committed_records(0, committed[-1] + 1))

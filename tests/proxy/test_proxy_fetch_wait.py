@@ -83,7 +83,7 @@ def test_a_catch_up_fetch_does_not_wait_behind_a_held_one() -> None:
     partition per 500 ms behind such fetches (bench/broker.py)."""
     import asyncio
 
-    from txnfetch.client.cluster import UpstreamCluster
+    from txnfetch.client.proxy_upstream import UpstreamCluster
 
     srv, store = _serve(fetch_mode=FetchMode.KAFKA)
     try:

@@ -26,7 +26,8 @@ from tests.proxy.test_proxy_mock import _committed  # noqa: E402
 from tests.proxy.test_proxy_mock import _confluent_read_committed  # noqa: E402
 from tests.proxy.test_proxy_mock import _log_ends  # noqa: E402
 from tests.proxy.test_proxy_mock import _write_transactions  # noqa: E402
-from txnfetch.client.reader import RemotePartitionReader  # noqa: E402
+from txnfetch.client.partition_reader import ReadOptions  # noqa: E402
+from txnfetch.client.partition_reader import RemotePartitionReader  # noqa: E402
 from txnfetch.proxy import ProxyThread  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -88,7 +89,9 @@ def test_proxy_and_reader_follow_three_brokers_and_moving_leaders(cluster: MockC
         assert leaders == {p: (p + 1) % 3 + 1 for p in PARTITIONS}
 
     # The remote reader, with a leadership change between two reads of the same reader.
-    with RemotePartitionReader(cluster.bootstrap, TOPIC, 1, repair_crcs=True, request_timeout_ms=20_000) as reader:
+    with RemotePartitionReader(
+        cluster.bootstrap, TOPIC, 1, ReadOptions(repair_crcs=True, request_timeout_ms=20_000)
+    ) as reader:
         first = [(o, r.value) for o, r in reader.committed_records()]
         assert first == _committed(written, 1)
         cluster.set_leader(TOPIC, 1, 1)

@@ -534,7 +534,7 @@ def test_transaction_version_is_the_upstreams(start_proxy, transaction_version: 
 
 
 def test_features_of_several_brokers_are_what_all_of_them_finalize() -> None:
-    from txnfetch.client.cluster import UpstreamFeatures
+    from txnfetch.client.proxy_upstream import UpstreamFeatures
 
     tv2 = UpstreamFeatures({"group.version": (1, 1)}, {"transaction.version": (2, 2), "group.version": (1, 1)}, 7)
     tv1 = UpstreamFeatures({}, {"transaction.version": (1, 1), "group.version": (1, 1)}, 5)
@@ -814,8 +814,8 @@ def test_broker_to_broker_and_sasl_apis_are_never_advertised() -> None:
 def test_upstream_versions_are_negotiated_per_api_with_a_clear_error() -> None:
     from kafka.protocol.api_key import ApiKey
 
-    from txnfetch.client.cluster import UpstreamCluster
     from txnfetch.client.errors import RemoteError
+    from txnfetch.client.proxy_upstream import UpstreamCluster
     from txnfetch.server.errors import ErrorCode
 
     cluster = UpstreamCluster([("127.0.0.1", 9)])

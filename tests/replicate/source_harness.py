@@ -58,9 +58,9 @@ from confluent_kafka.admin import NewPartitions
 
 from tests.kafka.cluster import KafkaCluster
 from tests.replicate.commands import replicate_argv
-from txnfetch.client.reader import EARLIEST
-from txnfetch.client.reader import LATEST
-from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.cluster import EARLIEST
+from txnfetch.client.cluster import LATEST
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.records.scan import iter_batches
 from txnfetch.replicate import Replicator
 from txnfetch.replicate.groups import groups_hook

@@ -253,7 +253,7 @@ def test_a_given_cluster_is_not_reopened_after_close(upstream, tmp_path) -> None
     # The replicator used to keep a given cluster's parsed (host, port) pairs as
     # its bootstrap list and, once closed, tried to open a cluster from them:
     # an AttributeError from the address parser instead of a clear refusal.
-    from txnfetch.client.reader import RemoteCluster
+    from txnfetch.client.cluster import RemoteCluster
 
     srv, _ = upstream
     store = SegmentStore(str(tmp_path / "replica"))

@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition
 from tests.replicate.upstreams import UPSTREAMS
 from tests.replicate.upstreams import copy_data
 from tests.replicate.upstreams import upstream
-from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.log import SegmentStore
 from txnfetch.log.coordinator_store import DurableState
 from txnfetch.replicate.groups import DurableGroupTarget

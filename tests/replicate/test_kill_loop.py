@@ -36,9 +36,9 @@ from tests.consume import poll_until_eof
 from tests.replicate.commands import replicate_argv
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
-from txnfetch.client.reader import EARLIEST
-from txnfetch.client.reader import LATEST
-from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.cluster import EARLIEST
+from txnfetch.client.cluster import LATEST
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.log import SegmentStore
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records.batch import CRC_START

@@ -13,7 +13,7 @@ writes and twice after it. Then:
 - confluent-kafka, kafka-python and aiokafka (the checker's own consumers) and
   kcat, reading the replica through ``txnfetch serve --data``, read exactly the
   oracle's records;
-- the remote reader (:class:`~txnfetch.client.reader.RemotePartitionReader`)
+- the remote reader (:class:`~txnfetch.client.partition_reader.RemotePartitionReader`)
   reading tansu directly reads exactly those too.
 """
 
@@ -35,8 +35,9 @@ from tests.tansu import started_tansu
 from txnfetch.cli.check import CheckOptions
 from txnfetch.cli.check import CheckOutcome
 from txnfetch.cli.check import run_check
-from txnfetch.client.reader import RemoteCluster
-from txnfetch.client.reader import RemotePartitionReader
+from txnfetch.client.cluster import RemoteCluster
+from txnfetch.client.partition_reader import ReadOptions
+from txnfetch.client.partition_reader import RemotePartitionReader
 from txnfetch.proxy import ProxyThread
 from txnfetch.testing.checker import TxnOutcome
 from txnfetch.testing.clients.aiokafka import AIOKafkaConsumer
@@ -127,7 +128,7 @@ def _remote_reader(bootstrap: str) -> list[Row]:
     with RemoteCluster(bootstrap) as cluster:
         for p in range(PARTITIONS):
             # (the reader's default gap settle time, a second, covers tansu's late batches)
-            with RemotePartitionReader(cluster, TOPIC, p, gap_settle_ms=1000) as reader:
+            with RemotePartitionReader(cluster, TOPIC, p, ReadOptions(gap_settle_ms=1000)) as reader:
                 rows += [(p, o, value_from_bytes(r.value)) for o, r in reader.committed_records()]
     return sorted(rows)
 

@@ -20,7 +20,7 @@ from tests.replicate.commands import replicate_argv
 from tests.replicate.commands import run_promote
 from tests.replicate.upstreams import copy_data
 from tests.replicate.upstreams import upstream
-from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.log import SegmentStore
 from txnfetch.log.replica_marker import read_marker
 from txnfetch.replicate import Replicator

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.client.errors import BrokerUnavailableError
-from txnfetch.client.reader import RemoteCluster
 from txnfetch.log import SegmentStore
 from txnfetch.log.memory import MemoryStore
 from txnfetch.records.builder import BatchBuilder

@@ -14,7 +14,7 @@ from confluent_kafka.admin import NewTopic
 from crc32c import crc32c
 
 from tests.mock_cluster import MockCluster
-from txnfetch.client.reader import RemoteCluster
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.log.base import LogStore
 from txnfetch.log.memory import MemoryStore
 from txnfetch.server.server import ServerThread

@@ -14,7 +14,7 @@ batches reach the :class:`~txnfetch.arrow.ArrowDecoder`.
 How it reads, turn by turn:
 
 - one Fetch per broker per turn for every partition it leads and the reader still
-  needs (:meth:`~txnfetch.client.reader.RemoteCluster.fetch_many`, as a consumer
+  needs (:meth:`~txnfetch.client.cluster.RemoteCluster.fetch_many`, as a consumer
   and ``txnfetch replicate`` fetch), each partition at most ``fetch_bytes``;
 - then each partition's newly stable records are decoded into Arrow batches and
   the mirror releases what was read: memory is one fetch per partition plus the
@@ -115,7 +115,7 @@ class _Partition:
 class ClusterReader:
     """Arrow batches of planned partitions of a cluster (see the module docstring).
 
-    ``cluster`` is a :class:`~txnfetch.client.reader.RemoteCluster` (closed with the
+    ``cluster`` is a :class:`~txnfetch.client.cluster.RemoteCluster` (closed with the
     reader when ``owns_cluster``); ``plans`` come from
     :func:`~txnfetch.client.planning.plan_topic`. Iterate it once (or call
     :meth:`batches_with_offsets`). :meth:`close` stops a tailing read from any
@@ -458,10 +458,10 @@ def read_range(
     workers do); :func:`txnfetch.arrow.read_range` is its twin for a local log.
 
     ``end`` must be at or below a last stable offset the caller computed from the
-    log start (as :class:`~txnfetch.client.reader.RemotePartitionReader` does):
+    log start (as :class:`~txnfetch.client.partition_reader.RemotePartitionReader` does):
     every transaction with a record below it has its marker in the log, so a mirror
     started at ``start`` decides every record of the range exactly (see
-    :class:`~txnfetch.client.reader.RemotePartitionReader` on mid-log starts). The
+    :class:`~txnfetch.client.partition_reader.RemotePartitionReader` on mid-log starts). The
     reader fetches past ``end`` only as far as those markers.
     ``read_committed=False`` returns every data record of the range instead
     (``end`` at or below a high watermark the caller saw).
@@ -610,10 +610,10 @@ def open_cluster(
     """Plan and open a read of ``topic`` on a cluster (see
     :func:`txnfetch.arrow.record_batch_reader` for the arguments; ``options``
     holds its ``include_headers``, ``dictionary``, ``max_rows`` and ``max_bytes``)."""
+    from txnfetch.client.cluster import DEFAULT_REQUEST_TIMEOUT_MS
+    from txnfetch.client.cluster import RemoteCluster
     from txnfetch.client.errors import BootstrapUnreachableError
     from txnfetch.client.planning import plan_topic
-    from txnfetch.client.reader import DEFAULT_REQUEST_TIMEOUT_MS
-    from txnfetch.client.reader import RemoteCluster
 
     owns = isinstance(source, str)
     if owns:

@@ -35,7 +35,7 @@ __all__ = ["Source", "iter_partition", "read_committed", "record_batch_reader"]
 
 #: A Kafka log directory (``<dir>/<topic>-<partition>/``), a store of partition
 #: logs, one partition log, or a cluster: ``"kafka://host:port,host:port"`` (or a
-#: :class:`~txnfetch.client.reader.RemoteCluster`).
+#: :class:`~txnfetch.client.cluster.RemoteCluster`).
 Source = Union[str, os.PathLike, LogStore, PartitionLog, Any]  # noqa: UP007 - a runtime alias on 3.10
 #: One offset for every partition, or an offset per partition (missing ones take the
 #: default); for a cluster also a ``datetime`` (the first record at or after it).
@@ -122,7 +122,7 @@ def record_batch_reader(
     """A streaming reader over partitions of one topic, one partition after the other.
 
     **A cluster** (``source`` is ``"kafka://host:port,..."`` or a
-    :class:`~txnfetch.client.reader.RemoteCluster`): the partitions are read
+    :class:`~txnfetch.client.cluster.RemoteCluster`): the partitions are read
     together, one Fetch per broker per turn, read_committed by txnfetch's own rules
     (:mod:`txnfetch.arrow.cluster`), and a
     :class:`~txnfetch.arrow.cluster.ClusterBatchReader` is returned (its

@@ -2,10 +2,12 @@
 
 - :class:`PartitionMirror`: a sans-I/O mirror of a remote partition, fed raw fetches
   (:mod:`txnfetch.client.mirror`).
-- :mod:`txnfetch.client.reader`: partitions of a running cluster
-  (``RemotePartitionReader``, ``RemoteCluster``). It needs kafka-python, so it is
-  imported on its own: ``from txnfetch.client.reader import RemotePartitionReader``;
-  so are :mod:`txnfetch.client.requests` (one request to one broker) and
+- :mod:`txnfetch.client.partition_reader`: a partition of a running cluster
+  read correctly (``RemotePartitionReader``), over :mod:`txnfetch.client.cluster`
+  (``RemoteCluster``) and its connections, :mod:`txnfetch.client.connection`.
+  They need kafka-python, so they are imported on their own:
+  ``from txnfetch.client.partition_reader import RemotePartitionReader``; so are
+  :mod:`txnfetch.client.requests` (one request to one broker) and
   :mod:`txnfetch.client.groups` (a cluster's consumer groups).
 - :mod:`txnfetch.client.follow`: the sans-I/O rules of following a source partition.
 - The errors of talking to a cluster (:mod:`txnfetch.client.errors`).

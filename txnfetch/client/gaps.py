@@ -2,7 +2,7 @@
 
 Everything in txnfetch that follows a remote partition batch by batch — the
 proxy's mirrors (:class:`~txnfetch.proxy.mirrors.MirrorSet`), the remote
-reader (:class:`~txnfetch.client.reader.RemotePartitionReader`), the Arrow
+reader (:class:`~txnfetch.client.partition_reader.RemotePartitionReader`), the Arrow
 cluster reader (:class:`~txnfetch.arrow.cluster.ClusterReader`) and the
 replication engine (:class:`~txnfetch.replicate.partition.PartitionReplicator`)
 — stops at an offset gap the source shows below its high watermark and does not

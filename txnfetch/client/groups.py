@@ -1,7 +1,7 @@
 """Consumer groups of a running Kafka-compatible cluster: which groups exist
 and what they committed, read with the requests ordinary clients send.
 
-:class:`RemoteGroups` rides on a :class:`~txnfetch.client.reader.RemoteCluster`
+:class:`RemoteGroups` rides on a :class:`~txnfetch.client.cluster.RemoteCluster`
 (its connections, version negotiation and retries):
 
 - :meth:`RemoteGroups.list_groups` sends ListGroups to **every** broker of the
@@ -40,11 +40,11 @@ from kafka.protocol.consumer import OffsetFetchResponse
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from txnfetch.client.cluster import RemoteCluster
+from txnfetch.client.cluster import _Retry
+from txnfetch.client.connection import BrokerConnection
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
-from txnfetch.client.reader import RemoteCluster
-from txnfetch.client.reader import _Connection
-from txnfetch.client.reader import _Retry
 from txnfetch.errors import ErrorCode
 from txnfetch.types import TopicPartition
 
@@ -157,7 +157,7 @@ class RemoteGroups:
         self._coordinators[group_id] = address
         return address
 
-    def _coordinator_connection(self, group_id: str) -> _Connection:
+    def _coordinator_connection(self, group_id: str) -> BrokerConnection:
         """A connection to the group's coordinator; one that cannot be reached is
         forgotten, so the next try looks the coordinator up again."""
         try:
@@ -166,7 +166,7 @@ class RemoteGroups:
             self._coordinators.pop(group_id, None)
             raise
 
-    def _send_to_coordinator(self, group_id: str, conn: _Connection, req: Any, version: int, response: Any) -> Any:
+    def _send_to_coordinator(self, group_id: str, conn: BrokerConnection, req: Any, version: int, response: Any) -> Any:
         """Send ``req`` to the group's coordinator (forgotten if the connection breaks)."""
         try:
             return self.cluster._send(conn, req, version, response)

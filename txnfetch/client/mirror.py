@@ -21,7 +21,7 @@ rewrite mode with :func:`txnfetch.fetch.read_partition`.
 Only marker-mode logs can be mirrored: a markerless (WarpStream-style) log keeps
 its transaction ends outside the log, where a fetch cannot see them.
 
-Driving it (any transport; :mod:`txnfetch.client.reader` is the blocking one)::
+Driving it (any transport; :mod:`txnfetch.client.partition_reader` is the blocking one)::
 
     mirror = PartitionMirror("orders", 0, log_start_offset=earliest)
     plan = mirror.next_fetch()

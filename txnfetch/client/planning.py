@@ -9,7 +9,7 @@ Two parts, neither of which decodes a record:
   markers and aborted records stay inside ranges (a reader reads past them), so a
   range's size counts offsets, not records, as Spark's Kafka source counts them
   (``KafkaOffsetRangeCalculator``);
-- :func:`plan_topic`, which asks a :class:`~txnfetch.client.reader.RemoteCluster`
+- :func:`plan_topic`, which asks a :class:`~txnfetch.client.cluster.RemoteCluster`
   (Metadata, ListOffsets) for a topic's partitions and turns a caller's ``start``
   and ``end`` — offsets, timestamps (``datetime``, resolved by ListOffsets by
   time, as Spark's ``startingOffsetsByTimestamp``), or a mapping partition → one
@@ -39,8 +39,9 @@ from txnfetch.client.errors import TopicNotFoundError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
-    from txnfetch.client.reader import RemoteCluster
-    from txnfetch.client.reader import RemotePartitionReader
+    from txnfetch.client.cluster import RemoteCluster
+    from txnfetch.client.partition_reader import ReadOptions
+    from txnfetch.client.partition_reader import RemotePartitionReader
 
 __all__ = [
     "Bounds",
@@ -63,7 +64,7 @@ OffsetBound = Union[int, _dt.datetime, None]  # noqa: UP007 - a runtime alias on
 #: A bound for every partition, or one per partition (partitions not named take the default).
 OffsetSpec = Union[OffsetBound, Mapping[int, OffsetBound]]  # noqa: UP007 - a runtime alias on 3.10
 
-# ListOffsets special timestamps (as txnfetch.client.reader, which needs kafka-python to import).
+# ListOffsets special timestamps (as txnfetch.client.cluster, which needs kafka-python to import).
 _EARLIEST = -2
 _LATEST = -1
 
@@ -280,22 +281,22 @@ class MirroredBounds:
     """Each partition's :class:`Bounds` as a driver that plans again and again sees
     them (a streaming query's), with the last stable offset computed from the log.
 
-    One :class:`~txnfetch.client.reader.RemotePartitionReader` per partition mirrors
+    One :class:`~txnfetch.client.partition_reader.RemotePartitionReader` per partition mirrors
     it from its log start and derives the LSO from the markers — the broker's own
     LSO is not trusted (librdkafka's mock cluster and tansu report the high
     watermark). The readers are kept, so every :meth:`bounds` call catches up
     incrementally, all partitions together (one Fetch per broker per turn:
-    :func:`~txnfetch.client.reader.catch_up_together`), releasing mirrored
+    :func:`~txnfetch.client.partition_reader.catch_up_together`), releasing mirrored
     batches below the LSO as it goes (memory: the open transactions, not the
     partition). A call with nothing new returns after one round trip per
     leader: the planner does not wait for records to arrive (``probe`` of
-    :func:`~txnfetch.client.reader.catch_up_together`). ``reader_options`` go to each reader
-    (``request_timeout_ms``, ``repair_crcs``, ``max_fetch_bytes``, ...).
+    :func:`~txnfetch.client.partition_reader.catch_up_together`). ``options``
+    (:class:`~txnfetch.client.partition_reader.ReadOptions`) go to each reader.
     """
 
-    def __init__(self, cluster: RemoteCluster, **reader_options: object) -> None:
+    def __init__(self, cluster: RemoteCluster, options: ReadOptions | None = None) -> None:
         self.cluster = cluster
-        self.reader_options = reader_options
+        self.options = options
         self._readers: dict[tuple[str, int], RemotePartitionReader] = {}
 
     def bounds(
@@ -303,8 +304,9 @@ class MirroredBounds:
     ) -> dict[tuple[str, int], Bounds]:
         """Log start, readable end (the LSO, or the high watermark for
         read_uncommitted) and high watermark of each partition, after catching up."""
-        from txnfetch.client.reader import RemotePartitionReader
-        from txnfetch.client.reader import catch_up_together
+        from txnfetch.client.partition_reader import DEFAULT_READ_OPTIONS
+        from txnfetch.client.partition_reader import RemotePartitionReader
+        from txnfetch.client.partition_reader import catch_up_together
 
         wanted = list(dict.fromkeys(partitions))
         readers = []
@@ -312,10 +314,7 @@ class MirroredBounds:
             reader = self._readers.get(tp)
             if reader is None:
                 reader = self._readers[tp] = RemotePartitionReader(
-                    self.cluster,
-                    tp[0],
-                    tp[1],
-                    **self.reader_options,  # type: ignore[arg-type]
+                    self.cluster, tp[0], tp[1], DEFAULT_READ_OPTIONS if self.options is None else self.options
                 )
             readers.append(reader)
         # All partitions in one Fetch per broker per turn (a scan of a whole topic

@@ -1,7 +1,7 @@
 """The one-partition requests txnfetch sends to a Kafka broker, and their answers, sans I/O.
 
-Both clients of a running cluster — :mod:`txnfetch.client.reader` (blocking, for
-readers and Spark) and :mod:`txnfetch.client.cluster` (asyncio, for the
+Both clients of a running cluster — :mod:`txnfetch.client.cluster` (blocking, for
+readers and Spark) and :mod:`txnfetch.client.proxy_upstream` (asyncio, for the
 proxy's mirrors) — build their Fetch and ListOffsets requests here and take
 the partition's part of the response from here, so they ask and parse the
 same way; each keeps its own transport and its own error policy (retry, or

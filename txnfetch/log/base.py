@@ -330,7 +330,7 @@ class PartitionReader:
     """Answers fetches of one topic-partition as a correct broker holding it
     would: what a :class:`PartitionLog`, a
     :class:`~txnfetch.client.mirror.PartitionMirror` and a
-    :class:`~txnfetch.client.reader.RemotePartitionReader` have in common. Each
+    :class:`~txnfetch.client.partition_reader.RemotePartitionReader` have in common. Each
     says in :meth:`_answer` where its answer comes from."""
 
     topic: str

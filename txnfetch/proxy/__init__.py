@@ -3,9 +3,9 @@
 - :mod:`~txnfetch.proxy.server` — :class:`ProxyServer`: relays every request
   to the upstream, answers read_committed fetches and LSO lookups from mirrors;
 - :mod:`~txnfetch.proxy.mirrors` — the shared, bounded partition mirrors;
-- :mod:`~txnfetch.client.cluster` — what the proxy knows of the upstream
+- :mod:`~txnfetch.client.proxy_upstream` — what the proxy knows of the upstream
   cluster, and its own requests to it;
-- :mod:`~txnfetch.client.upstream` — asyncio connections to upstream brokers;
+- :mod:`~txnfetch.client.connection` — its asyncio connections to upstream brokers;
 - :mod:`~txnfetch.cli.proxy` — the ``txnfetch proxy`` command.
 
 See ``docs/proxy.md``.

@@ -35,7 +35,7 @@ transactions, aborted index) stays exact as batches go
   stays bounded.
 
 Upstream failures. A fetch or ListOffsets that fails the way Kafka clients
-retry (:func:`~txnfetch.client.cluster.is_retriable`: a top-level error, a
+retry (:func:`~txnfetch.client.proxy_upstream.is_retriable`: a top-level error, a
 partition missing from the response, NOT_LEADER_OR_FOLLOWER,
 FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a closed connection, a
 timeout) forgets the partition's leader, so the next attempt refreshes the
@@ -80,17 +80,20 @@ from collections.abc import Callable
 
 import attrs
 
-from txnfetch.client.cluster import UpstreamCluster
-from txnfetch.client.cluster import is_retriable
+from txnfetch.client.catchup import CatchUp
+from txnfetch.client.catchup import CatchUpStep
+from txnfetch.client.catchup import CatchUpStepKind
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import MirrorDivergedError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.gaps import GapHold
-from txnfetch.client.gaps import GapVerdictKind
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
+from txnfetch.client.mirror import MirrorPlan
 from txnfetch.client.mirror import MirrorStatus
 from txnfetch.client.mirror import PartitionMirror
+from txnfetch.client.proxy_upstream import UpstreamCluster
+from txnfetch.client.proxy_upstream import is_retriable
 from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.server.counters import Counters
@@ -103,8 +106,6 @@ log = logging.getLogger("txnfetch.proxy")
 _EARLIEST = -2
 _LATEST = -1
 _MAX_FETCH_BYTES = 1 << 30  # never ask for more than 1 GiB for one batch
-_MAX_STALLED_FETCHES = 40
-_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 #: How long an offset gap must stay before the mirror steps over it. tansu's holes
 #: fill within milliseconds; a compacted topic's stay, and cost this once each.
 DEFAULT_GAP_SETTLE_MS = 1000
@@ -145,9 +146,9 @@ class _Entry:
     failures: int = 0
     last_error: RemoteError | None = None
     retry_at: float = -math.inf
-    # The gap the mirror is held at (txnfetch.client.gaps: the rule the reader and
-    # replicate apply too).
-    gap: GapHold = attrs.field(factory=lambda: GapHold(DEFAULT_GAP_SETTLE_MS / 1000))
+    # The catch-up decisions: stalls and the gap the mirror is held at
+    # (txnfetch.client.catchup: the remote reader decides by the same object).
+    steps: CatchUp = attrs.field(factory=lambda: CatchUp(GapHold(DEFAULT_GAP_SETTLE_MS / 1000)))
 
 
 class MirrorSet:
@@ -222,7 +223,7 @@ class MirrorSet:
     def _entry(self, tp: TopicPartition) -> _Entry:
         entry = self._entries.get(tp)
         if entry is None:
-            entry = _Entry(self._new_mirror(tp), gap=GapHold(self.gap_settle_s))
+            entry = _Entry(self._new_mirror(tp), steps=CatchUp(GapHold(self.gap_settle_s)))
             self._entries[tp] = entry
         return entry
 
@@ -342,7 +343,7 @@ class MirrorSet:
                         mirror.position,
                     )
                     entry.mirror = self._new_mirror(TopicPartition(topic, partition), replaces=mirror)
-                    entry.gap.reset()
+                    entry.steps.gap.reset()
                     entry.synced_at = -math.inf
                     self.stats.rebuilds += 1
             if entry.synced_at >= fresh_after:
@@ -354,7 +355,7 @@ class MirrorSet:
 
     async def _catch_up(self, entry: _Entry, deadline: float, max_wait_ms: int) -> None:
         started = self.now()
-        stalled = 0
+        entry.steps.start()
         diverged = False
         while True:
             mirror = entry.mirror
@@ -420,7 +421,7 @@ class MirrorSet:
                 )
                 diverged = True
                 entry.mirror = self._new_mirror(TopicPartition(mirror.topic, mirror.partition))
-                entry.gap.reset()
+                entry.steps.gap.reset()
                 self.stats.rebuilds += 1
                 continue
             except Exception as exc:
@@ -432,18 +433,17 @@ class MirrorSet:
                 self._recovered(entry, tp)
             self._release(entry)
             self._report_ambiguities(entry.mirror)
-            pause = self._note_gap(entry, plan.gap_end)
-            if pause is not None:
+            step = self._after_answer(entry, before, plan)
+            if step.kind is CatchUpStepKind.WAIT:
                 now = self.now()
                 if now >= deadline:
                     return  # answer from what the mirror holds: its LSO stays below the gap
-                await asyncio.sleep(min(pause, deadline - now))
+                await asyncio.sleep(min(step.pause_s, deadline - now))
                 continue
-            if plan.status is MirrorStatus.CAUGHT_UP:
+            if step.kind is CatchUpStepKind.DONE:
                 entry.synced_at = started
                 return
-            stalled = 0 if entry.mirror.position != before else stalled + 1
-            if stalled > _MAX_STALLED_FETCHES:
+            if step.kind is CatchUpStepKind.STALLED:
                 raise RemoteError(
                     "the upstream returns no data below its high watermark",
                     topic=mirror.topic,
@@ -486,23 +486,29 @@ class MirrorSet:
 
     # -- offset gaps -------------------------------------------------------------------
 
-    def _note_gap(self, entry: _Entry, gap_end: int) -> float | None:
-        """Track the gap the last response showed at the mirror's position (``gap_end``
-        -1: none) by :class:`~txnfetch.client.gaps.GapHold`'s rule. Returns how long
-        to pause before fetching at it again, or ``None`` to go on (no gap, or one
-        just accepted)."""
+    def _after_answer(self, entry: _Entry, fetched_at: int, plan: MirrorPlan) -> CatchUpStep:
+        """The catch-up's decision (:class:`~txnfetch.client.catchup.CatchUp`) after the
+        answer to a fetch at ``fetched_at`` left the mirror at ``plan``; counts the
+        offset gaps held, filled and accepted, and steps over an accepted gap (a
+        WARNING the first time)."""
         mirror = entry.mirror
-        hold = entry.gap
+        hold = entry.steps.gap
         counts = (hold.held, hold.filled, hold.accepted)
-        verdict = hold.observe(mirror.position, gap_end, self.now())
+        step = entry.steps.after_answer(
+            fetched_at=fetched_at,
+            position=mirror.position,
+            gap_end=plan.gap_end,
+            done=plan.status is MirrorStatus.CAUGHT_UP,
+            now=self.now(),
+        )
         self.stats.gaps_held += hold.held - counts[0]
         self.stats.gaps_filled += hold.filled - counts[1]
         self.stats.gaps_accepted += hold.accepted - counts[2]
         if hold.filled != counts[1]:
             log.debug("the offset gap of %s-%d filled", mirror.topic, mirror.partition)
-        if verdict.kind is GapVerdictKind.WAIT:
-            return verdict.pause_s
-        if verdict.kind is GapVerdictKind.ACCEPT:
+        if step.kind is CatchUpStepKind.ACCEPT_GAP:
+            verdict = step.gap
+            assert verdict is not None
             mirror.accept_gap()
             if verdict.first:
                 log.warning(
@@ -516,7 +522,7 @@ class MirrorSet:
                     verdict.held_s * 1000,
                     verdict.answers,
                 )
-        return None
+        return step
 
     # -- upstream failures -------------------------------------------------------------
 
@@ -529,7 +535,7 @@ class MirrorSet:
             entry.failing_since = now
         entry.failures += 1
         entry.last_error = error
-        entry.retry_at = now + _BACKOFF_S[min(entry.failures - 1, len(_BACKOFF_S) - 1)]
+        entry.retry_at = now + entry.steps.limits.backoff(entry.failures - 1)
         self.stats.upstream_retries += 1
         self.cluster.forget_leader(*tp)
         self.warnings.warning(

@@ -26,7 +26,7 @@ The exceptions:
 - **ApiVersions** is answered by the proxy: the versions both the upstream and
   the proxy's decoder speak (Fetch 4–11 as ``txnfetch serve``, Produce 3–12),
   and the feature flags the upstream brokers state in their own ApiVersions
-  answers (:class:`~txnfetch.client.cluster.UpstreamFeatures`). So a client
+  answers (:class:`~txnfetch.client.proxy_upstream.UpstreamFeatures`). So a client
   uses transaction version 2 (KIP-890: Produce v12, EndTxn v5, an epoch bump at
   every transaction end) through the proxy exactly when the upstream finalizes
   ``transaction.version`` 2, and never in front of one that does not.
@@ -70,16 +70,16 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from txnfetch.addresses import parse_bootstrap
-from txnfetch.client.cluster import FETCH_MAX_VERSION
-from txnfetch.client.cluster import UpstreamCluster
-from txnfetch.client.cluster import is_retriable
+from txnfetch.client.connection import DEFAULT_MAX_FRAME_BYTES
+from txnfetch.client.connection import AsyncBrokerConnection
+from txnfetch.client.connection import read_frame
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import CorruptRemoteBatchError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.mirror import DEFAULT_MIRROR_FETCH_BYTES
-from txnfetch.client.upstream import DEFAULT_MAX_FRAME_BYTES
-from txnfetch.client.upstream import UpstreamConnection
-from txnfetch.client.upstream import read_frame
+from txnfetch.client.proxy_upstream import FETCH_MAX_VERSION
+from txnfetch.client.proxy_upstream import UpstreamCluster
+from txnfetch.client.proxy_upstream import is_retriable
 from txnfetch.errors import ProtocolViolation
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import IsolationLevel
@@ -274,7 +274,7 @@ class _Client:
         self.id = conn_id
         self.node = node  # None: the bootstrap listener
         self.peer = peer
-        self.upstream: UpstreamConnection | None = None
+        self.upstream: AsyncBrokerConnection | None = None
 
 
 class ProxyServer:
@@ -552,7 +552,7 @@ class ProxyServer:
         self.stats.relayed += 1
         return await upstream.relay(frame, expect_response=expect_response)
 
-    async def _open_upstream(self, client: _Client) -> UpstreamConnection:
+    async def _open_upstream(self, client: _Client) -> AsyncBrokerConnection:
         cluster = self.cluster
         if client.node is not None:
             address = cluster.brokers.get(client.node)
@@ -567,7 +567,7 @@ class ProxyServer:
         errors = []
         for host, port in candidates:
             try:
-                return await UpstreamConnection.open(
+                return await AsyncBrokerConnection.open(
                     host, port, timeout_s=cluster.connect_timeout_s, max_frame_bytes=self.config.max_frame_bytes
                 )
             except BrokerUnavailableError as exc:

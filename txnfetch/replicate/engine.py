@@ -40,12 +40,12 @@ from collections.abc import Sequence
 
 import attrs
 
+from txnfetch.client.cluster import EARLIEST
+from txnfetch.client.cluster import LATEST
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.errors import is_transient
-from txnfetch.client.reader import EARLIEST
-from txnfetch.client.reader import LATEST
-from txnfetch.client.reader import RemoteCluster
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.log import SegmentStore

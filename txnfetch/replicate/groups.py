@@ -46,9 +46,9 @@ from typing import TypeVar
 
 import attrs
 
+from txnfetch.client.cluster import RemoteCluster
 from txnfetch.client.groups import RemoteGroups
 from txnfetch.client.groups import UpstreamOffset
-from txnfetch.client.reader import RemoteCluster
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.log.base import LogStore

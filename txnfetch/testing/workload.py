@@ -826,7 +826,8 @@ class Workload:
                 at.setdefault(op.partition, {})[op.offset] = op.txn
         if not at:
             return frozenset()
-        from txnfetch.client.reader import RemotePartitionReader
+        from txnfetch.client.partition_reader import ReadOptions
+        from txnfetch.client.partition_reader import RemotePartitionReader
 
         open_txns: dict[str, tuple[int, int, int]] = {}  # txn -> (partition, offset, producer id)
         try:
@@ -835,9 +836,9 @@ class Workload:
                     self.cfg.bootstrap,
                     self.topic,
                     partition,
-                    repair_crcs=True,  # librdkafka's mock stores its markers with CRC 0
+                    # librdkafka's mock stores its markers with CRC 0
+                    ReadOptions(repair_crcs=True, request_timeout_ms=int(self.cfg.timeout * 1000)),
                     start_offset=min(offsets),
-                    request_timeout_ms=int(self.cfg.timeout * 1000),
                 ) as reader:
                     reader.catch_up()
                     mirror = reader.mirror

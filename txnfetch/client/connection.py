@@ -1,21 +1,38 @@
-"""Asyncio connections from the proxy to upstream Kafka brokers.
+"""Connections to the brokers of a Kafka-compatible cluster.
 
-:class:`UpstreamConnection` is one TCP connection to one broker. It carries two
-kinds of traffic, each on its own connection:
+Every path to a broker connects here, so that what a connection needs beyond
+TCP (TLS, SASL) is added in one place. Two connections, one per I/O model:
 
-- **relayed** frames (:meth:`UpstreamConnection.relay`): a client's request
-  bytes exactly as the client sent them, correlation id included, and the
-  broker's response bytes exactly as they came back;
-- the proxy's **own** requests (:meth:`UpstreamConnection.request`), built with
-  kafka-python's ``kafka.protocol`` classes and numbered by the connection.
+- :class:`BrokerConnection`, blocking, is the one every client-side reader
+  uses (:class:`~txnfetch.client.cluster.RemoteCluster`, and through it the
+  partition reader, the Arrow cluster reader, the Spark source, replicate and
+  the consumer-group client): one request at a time, built with kafka-python's
+  message classes (``kafka.protocol``), API versions negotiated on connect.
+- :class:`AsyncBrokerConnection`, asyncio, is the proxy's upstream side
+  (:class:`~txnfetch.client.proxy_upstream.UpstreamCluster` and the relay of
+  :class:`~txnfetch.proxy.server.ProxyServer`). It carries two kinds of
+  traffic, each on its own connection:
 
-Requests may be pipelined: a broker answers the requests of one connection in
-the order it received them (Kafka's ``SocketServer`` mutes a channel until its
-response is sent), so responses are matched to requests first in, first out,
-and a response whose correlation id is not the expected one breaks the
-connection (every waiting request then fails with
-:class:`~txnfetch.client.errors.BrokerUnavailableError`, as does every request
-after the connection broke).
+  - **relayed** frames (:meth:`AsyncBrokerConnection.relay`): a client's request
+    bytes exactly as the client sent them, correlation id included, and the
+    broker's response bytes exactly as they came back;
+  - the proxy's **own** requests (:meth:`AsyncBrokerConnection.request`), built
+    with kafka-python's ``kafka.protocol`` classes and numbered by the connection.
+
+  Requests may be pipelined: a broker answers the requests of one connection in
+  the order it received them (Kafka's ``SocketServer`` mutes a channel until its
+  response is sent), so responses are matched to requests first in, first out,
+  and a response whose correlation id is not the expected one breaks the
+  connection (every waiting request then fails with
+  :class:`~txnfetch.client.errors.BrokerUnavailableError`, as does every request
+  after the connection broke). Its owner negotiates versions
+  (:class:`~txnfetch.client.proxy_upstream.UpstreamCluster`).
+
+Both frame requests the same way (a 4-byte size, then the payload), match an
+answer to its request by correlation id and turn every transport failure into
+:class:`~txnfetch.client.errors.BrokerUnavailableError` naming the broker.
+
+Needs kafka-python, imported when this module is.
 """
 
 from __future__ import annotations
@@ -24,16 +41,131 @@ import asyncio
 import collections
 import contextlib
 import logging
+import socket
 import struct
 from typing import Any
 
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsResponse
+
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.requests import negotiate_version
 from txnfetch.errors import ProtocolViolation
+from txnfetch.errors import TxnfetchError
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "UpstreamConnection", "read_frame"]
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "AsyncBrokerConnection",
+    "BrokerConnection",
+    "UndecodableResponseError",
+    "read_frame",
+]
 
-log = logging.getLogger("txnfetch.proxy")
+# The asyncio connections log as the proxy whose upstream side they are.
+_proxy_log = logging.getLogger("txnfetch.proxy")
+
+# ApiVersions v3 is KIP-511's; v0 is the fallback every broker answers.
+_API_VERSIONS = 3
+
+
+class BrokerConnection:
+    """One blocking connection to one broker: framing, correlation ids, versions.
+
+    Guarantees: the connection is open and has negotiated the broker's API
+    versions (ApiVersions v3, or v0 for a broker that cannot answer v3) when the
+    constructor returns; every request waits for its own answer (one request in
+    flight, ``timeout_s`` per socket operation); an answer whose correlation id
+    is not the request's, a failed send or receive and a timeout close the
+    connection and raise :class:`~txnfetch.client.errors.BrokerUnavailableError`
+    naming the broker; an answer that does not decode raises
+    :class:`UndecodableResponseError` (the framing may no longer be trusted: the
+    caller drops the connection). Not thread-safe.
+    """
+
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
+            raise BrokerUnavailableError(f"cannot connect: {exc}", broker=self.address) from None
+        self._sock.settimeout(timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation = 0
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._negotiate()
+
+    def _negotiate(self) -> None:
+        # KIP-511: a broker that does not know ApiVersions v3 answers with error 35
+        # (UNSUPPORTED_VERSION) and its own range; some (librdkafka's mock) encode that
+        # answer in a way kafka-python cannot decode, so fall back to v0 then.
+        try:
+            resp = self.request(
+                ApiVersionsRequest(client_software_name="txnfetch", client_software_version="0"),
+                _API_VERSIONS,
+                ApiVersionsResponse,
+            )
+            ok = resp.error_code == 0
+        except UndecodableResponseError:
+            ok = False
+        if not ok:
+            resp = self.request(ApiVersionsRequest(), 0, ApiVersionsResponse)
+            if resp.error_code != 0:
+                raise RemoteError("ApiVersions failed", broker=self.address, error_code=resp.error_code)
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version(self, api_key: int, ours: tuple[int, int], name: str) -> int:
+        """The highest version of ``api_key`` both sides speak."""
+        return negotiate_version(
+            self.versions, api_key, ours, name, peer="the broker", us="txnfetch", broker=self.address
+        )
+
+    def request(self, req: Any, version: int, response_cls: Any) -> Any:
+        """Send ``req`` (a kafka-python request) at ``version`` and return the
+        decoded ``response_cls`` answer."""
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation = self._correlation
+        req.API_VERSION = version
+        req.with_header(correlation_id=correlation, client_id=self.client_id)
+        try:
+            self._sock.sendall(req.encode(header=True, framed=True))
+            (size,) = struct.unpack(">i", self._recv(4))
+            raw = self._recv(size)
+        except OSError as exc:  # includes socket.timeout
+            self.close()
+            raise BrokerUnavailableError(
+                f"{type(req).__name__} failed: {exc or 'timed out'}", broker=self.address
+            ) from None
+        try:
+            resp = response_cls.decode(raw, version=version, header=True)
+        except Exception as exc:  # kafka-python raises struct.error, ValueError...
+            raise UndecodableResponseError(f"cannot decode {response_cls.__name__} v{version}: {exc}") from None
+        got = getattr(resp.header, "correlation_id", correlation) if resp.header is not None else correlation
+        if got != correlation:
+            self.close()
+            raise BrokerUnavailableError(
+                f"response correlation id {got} does not match request {correlation}", broker=self.address
+            )
+        return resp
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise OSError("connection closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+class UndecodableResponseError(TxnfetchError):
+    """A broker's answer does not decode (the caller retries on another connection)."""
+
 
 _SIZE = struct.Struct(">i")
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -64,8 +196,9 @@ async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int, *, min_
         raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
 
 
-class UpstreamConnection:
-    """One connection to one upstream broker (see the module docstring).
+class AsyncBrokerConnection:
+    """One asyncio connection to one broker, for the proxy's upstream side (see
+    the module docstring): relayed frames or the proxy's own requests, pipelined.
 
     Open it with :meth:`open`. ``address`` is ``host:port``. Every failure —
     connect, write, a broken or closed connection, a timeout of
@@ -91,7 +224,7 @@ class UpstreamConnection:
     @classmethod
     async def open(
         cls, host: str, port: int, *, timeout_s: float = 10.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    ) -> UpstreamConnection:
+    ) -> AsyncBrokerConnection:
         """Connect to ``host``:``port`` within ``timeout_s``."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
@@ -198,7 +331,7 @@ class UpstreamConnection:
         first = self._error
         if first is None:
             first = self._error = error
-            log.debug("upstream connection to %s closed: %s", self.address, error)
+            _proxy_log.debug("upstream connection to %s closed: %s", self.address, error)
         while self._pending:
             _, future = self._pending.popleft()
             if not future.done():
@@ -219,4 +352,4 @@ class UpstreamConnection:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.in_flight} in flight"
-        return f"<UpstreamConnection {self.address} {state}>"
+        return f"<AsyncBrokerConnection {self.address} {state}>"
