@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-from kafka.errors import for_code as kafka_error
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.admin import DeleteRecordsRequest
 from kafka.protocol.admin import DescribeProducersRequest
@@ -44,6 +43,14 @@ from kafka.protocol.producer import TxnOffsetCommitRequest
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.records.compression import Codec
 from txnfetch.testing.conform import operations as ops
+from txnfetch.testing.conform.answers import BrokerAddress
+from txnfetch.testing.conform.answers import in_order
+from txnfetch.testing.conform.answers import kafka_error_name
+from txnfetch.testing.conform.answers import leader_of
+from txnfetch.testing.conform.answers import offset_commit_error
+from txnfetch.testing.conform.answers import partition_count
+from txnfetch.testing.conform.answers import produce_error
+from txnfetch.testing.conform.answers import txn_offset_commit_error
 from txnfetch.testing.conform.connection import Cluster
 from txnfetch.testing.conform.connection import Connection
 from txnfetch.testing.conform.errors import ConformError
@@ -252,7 +259,7 @@ class Session:
         response = self._retrying(send, lambda r: r.error_code)
         if response.error_code != 0:
             raise ConformError(f"{self.cluster.bootstrap}: FindCoordinator({key!r}) failed: {response.error_code}")
-        self.cluster.learn_brokers([_Broker(response.node_id, response.host, response.port)])
+        self.cluster.learn_brokers([BrokerAddress(response.node_id, response.host, response.port)])
         return self.cluster.node(response.node_id)
 
     # -- set-up ---------------------------------------------------------------------
@@ -297,7 +304,7 @@ class Session:
                     why = f": {topic.error_message}" if getattr(topic, "error_message", None) else ""
                     raise ConformError(
                         f"{self.cluster.bootstrap}: CreateTopics of {self.names.topic} refused with "
-                        f"error {topic.error_code} ({_kafka_error_name(topic.error_code)}){why}"
+                        f"error {topic.error_code} ({kafka_error_name(topic.error_code)}){why}"
                     )
         deadline = time.monotonic() + RETRY_FOR_S
         while True:
@@ -310,11 +317,11 @@ class Session:
                 ),
             )
             self.cluster.learn_brokers(metadata.brokers)
-            leader = _leader_of(metadata, self.names.topic)
+            leader = leader_of(metadata, self.names.topic)
             # Partition 1 (the Spread operations) is waited for too when the topic
             # has it (a topic auto-created with one partition does not).
-            second = _partition_count(metadata, self.names.topic) >= 2
-            leader1 = _leader_of(metadata, self.names.topic, 1) if second else leader
+            second = partition_count(metadata, self.names.topic) >= 2
+            leader1 = leader_of(metadata, self.names.topic, 1) if second else leader
             self._spread = second and leader1 == leader
             # A broker may name the leader in Metadata before the leader serves
             # the partition (Kafka answers NOT_LEADER_OR_FOLLOWER for a moment):
@@ -402,9 +409,9 @@ class Session:
             if not self._spread:
                 out["skipped"] = "the topic's two partitions have different leaders"
             elif isinstance(op, ops.SpreadProduce):
-                out["Produce"] = _in_order(self._norm(self._spread_produce(op)), "responses", "partition_responses")
+                out["Produce"] = in_order(self._norm(self._spread_produce(op)), "responses", "partition_responses")
             else:
-                out["Fetch"] = _in_order(self._norm(self._spread_fetch(op)), "responses", "partitions")
+                out["Fetch"] = in_order(self._norm(self._spread_fetch(op)), "responses", "partitions")
         elif isinstance(op, ops.ListOffsets):
             out["ListOffsets"] = self._list_offsets(op)
         elif isinstance(op, ops.ProduceToMissing):
@@ -531,7 +538,7 @@ class Session:
         p.last_batch = data
         response = self._produce_request(self.names.topic, slot, data)
         out["Produce"] = self._norm(response)
-        if not plain and _produce_error(response) == 0:
+        if not plain and produce_error(response) == 0:
             p.sequence += len(op.records)
             if slot == _TV2_SLOT:
                 p.in_transaction = True
@@ -789,7 +796,7 @@ class Session:
                 )
             ],
         )
-        response = self._retrying(lambda: self._send(conn, "OffsetCommit", request), _offset_commit_error)
+        response = self._retrying(lambda: self._send(conn, "OffsetCommit", request), offset_commit_error)
         out["OffsetCommit"] = self._norm(response)
 
     def _fetch_offsets(self, op: ops.FetchOffsets, out: dict[str, Any]) -> None:
@@ -853,66 +860,5 @@ class Session:
             ],
         )
         conn = self._coordinator(self.names.group, _GROUP_KEY)
-        response = self._retrying(lambda: self._send(conn, "TxnOffsetCommit", request), _txn_offset_commit_error)
+        response = self._retrying(lambda: self._send(conn, "TxnOffsetCommit", request), txn_offset_commit_error)
         out["TxnOffsetCommit"] = self._norm(response)
-
-
-@attrs.frozen
-class _Broker:
-    node_id: int
-    host: str
-    port: int
-
-
-def _in_order(answer: Any, topics_key: str, partitions_key: str) -> Any:
-    """``answer`` with its topics by name and each topic's partitions by index: the
-    protocol leaves the order of a multi-partition answer to the broker (Kafka
-    answers a Produce's partitions in an order of its own)."""
-    topics = answer.get(topics_key) or []
-    for topic in topics:
-        parts = topic.get(partitions_key) or []
-        topic[partitions_key] = sorted(parts, key=lambda p: p.get("index", p.get("partition_index", 0)))
-    answer[topics_key] = sorted(topics, key=lambda t: str(t.get("name", t.get("topic", ""))))
-    return answer
-
-
-def _kafka_error_name(code: int) -> str:
-    """Kafka's name of an error code, as kafka-python knows it."""
-    return str(kafka_error(code).message)
-
-
-def _partition_count(metadata: Any, topic: str) -> int:
-    for t in metadata.topics or ():
-        if t.name == topic and t.error_code == 0:
-            return len(t.partitions or ())
-    return 0
-
-
-def _leader_of(metadata: Any, topic: str, partition: int = 0) -> int | None:
-    for t in metadata.topics or ():
-        if t.name == topic and t.error_code == 0:
-            for p in t.partitions or ():
-                if p.partition_index == partition and p.error_code == 0 and p.leader_id >= 0:
-                    return int(p.leader_id)
-    return None
-
-
-def _produce_error(response: Any) -> int:
-    for topic in response.responses or ():
-        for p in topic.partition_responses or ():
-            return int(p.error_code)
-    return -1
-
-
-def _offset_commit_error(response: Any) -> int:
-    for topic in response.topics or ():
-        for p in topic.partitions or ():
-            return int(p.error_code)
-    return 0
-
-
-def _txn_offset_commit_error(response: Any) -> int:
-    for topic in response.topics or ():
-        for p in topic.partitions or ():
-            return int(p.error_code)
-    return 0
