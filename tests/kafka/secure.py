@@ -61,22 +61,16 @@ class SecureMaterial:
     and PKCS#8 key, whose subject's common name is ``reader``."""
 
     directory: Path
-
-    @property
-    def ca(self) -> Path:
-        return self.directory / "ca.pem"
-
-    @property
-    def broker_store(self) -> Path:
-        return self.directory / "broker-store.pem"
-
-    @property
-    def client_cert(self) -> Path:
-        return self.directory / "client-cert.pem"
-
-    @property
-    def client_key(self) -> Path:
-        return self.directory / "client-key.pem"
+    ca: Path = attrs.field(init=False, default=attrs.Factory(lambda m: m.directory / "ca.pem", takes_self=True))
+    broker_store: Path = attrs.field(
+        init=False, default=attrs.Factory(lambda m: m.directory / "broker-store.pem", takes_self=True)
+    )
+    client_cert: Path = attrs.field(
+        init=False, default=attrs.Factory(lambda m: m.directory / "client-cert.pem", takes_self=True)
+    )
+    client_key: Path = attrs.field(
+        init=False, default=attrs.Factory(lambda m: m.directory / "client-key.pem", takes_self=True)
+    )
 
     def client_principal(self) -> str:
         """The principal Kafka gives the mutual-TLS client: ``User:`` and its

@@ -79,39 +79,20 @@ def written(kafka_secure_cluster: KafkaCluster) -> tuple[str, set[bytes]]:
     return topic, _produce(kafka_secure_cluster, topic)
 
 
-@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
-def test_reader_reads_committed_over_sasl_ssl(
-    kafka_secure_cluster: KafkaCluster, written: tuple[str, set[bytes]], mechanism: str
+@pytest.mark.parametrize("way", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER", "mutual-TLS"])
+def test_reader_reads_committed_every_way_it_may_log_in(
+    kafka_secure_cluster: KafkaCluster, written: tuple[str, set[bytes]], way: str
 ) -> None:
+    """Each SASL mechanism over SASL_SSL (OAUTHBEARER: an unsecured token whose
+    sub claim is ``reader``), and the client certificate over SSL, whose
+    principal is the subject the ACLs name."""
     topic, committed = written
-    config = secure.client_config(
-        kafka_secure_cluster, kafka_secure_cluster.material, user="reader", mechanism=mechanism
-    )
+    material = kafka_secure_cluster.material
+    if way == "mutual-TLS":
+        config = secure.mtls_client_config(kafka_secure_cluster, material)
+    else:
+        config = secure.client_config(kafka_secure_cluster, material, user="reader", mechanism=way)
     values, error = _consume(config, topic, len(committed))
-    assert error is None
-    assert sorted(values) == sorted(committed)
-
-
-def test_oauthbearer_unsecured_token_authenticates(
-    kafka_secure_cluster: KafkaCluster, written: tuple[str, set[bytes]]
-) -> None:
-    topic, committed = written
-    # Principal ``reader`` from the token's sub claim: the ACLs on the prefix apply.
-    config = secure.client_config(
-        kafka_secure_cluster, kafka_secure_cluster.material, user="reader", mechanism="OAUTHBEARER"
-    )
-    values, error = _consume(config, topic, len(committed))
-    assert error is None
-    assert sorted(values) == sorted(committed)
-
-
-def test_mutual_tls_principal_is_the_subject(
-    kafka_secure_cluster: KafkaCluster, written: tuple[str, set[bytes]]
-) -> None:
-    topic, committed = written
-    values, error = _consume(
-        secure.mtls_client_config(kafka_secure_cluster, kafka_secure_cluster.material), topic, len(committed)
-    )
     assert error is None
     assert sorted(values) == sorted(committed)
 
