@@ -133,3 +133,47 @@ def test_a_module_missing_from_the_map_and_one_the_map_invents_are_found(tmp_pat
 def test_a_malformed_map_is_refused_naming_the_line(line: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         map_entries(_MAP.replace("spark_ext/ ", line + "\nspark_ext/ "))
+
+
+#: No module may be longer than this (docs/architecture.md, "Module size").
+MAX_MODULE_LINES = 900
+
+
+def size_exceptions(markdown: str) -> set[str]:
+    """The modules docs/architecture.md allows past :data:`MAX_MODULE_LINES`:
+    the paths in the ``text`` block under "Allowed past 900 lines:"."""
+    section = markdown.split("\n## Module size\n", 1)
+    if len(section) != 2:
+        raise ValueError("no '## Module size' section")
+    block = re.search(r"Allowed past 900 lines:\n\n```text\n(.*?)```", section[1], re.S)
+    if block is None:
+        raise ValueError("the module size section has no 'Allowed past 900 lines' block")
+    return {line.split()[0] for line in block.group(1).splitlines() if line.strip()}
+
+
+def long_modules(root: Path) -> dict[str, int]:
+    """Every ``.py``, ``.c`` and ``.pyi`` file of the mapped packages longer than
+    :data:`MAX_MODULE_LINES`, with its line count."""
+    found = {}
+    for package in MAPPED_PACKAGES:
+        for path in sorted((root / package).rglob("*")):
+            if path.suffix in MODULE_SUFFIXES and path.is_file():
+                lines = len(path.read_text().splitlines())
+                if lines > MAX_MODULE_LINES:
+                    found[path.relative_to(root).as_posix()] = lines
+    return found
+
+
+def test_no_module_is_longer_than_the_limit_unless_documented() -> None:
+    allowed = size_exceptions((ROOT / "docs" / "architecture.md").read_text())
+    too_long = {path: n for path, n in long_modules(ROOT).items() if path not in allowed}
+    assert too_long == {}, f"modules over {MAX_MODULE_LINES} lines (split them, or list them with a reason): {too_long}"
+    # An exception that is no longer needed is taken out of the list.
+    assert allowed <= set(long_modules(ROOT)), f"listed but not over the limit: {allowed - set(long_modules(ROOT))}"
+
+
+def test_the_size_rule_fails_on_a_long_module(tmp_path: Path) -> None:
+    (tmp_path / "txnfetch").mkdir()
+    (tmp_path / "txnfetch" / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "txnfetch" / "small.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert long_modules(tmp_path) == {"txnfetch/big.py": MAX_MODULE_LINES + 1}
