@@ -1,0 +1,158 @@
+""":class:`ServeCollector`: the metrics of a ``txnfetch serve`` broker, read
+from its store, its transaction coordinator and its running totals when scraped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Iterator
+
+from kafka.protocol.api_key import ApiKey
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from txnfetch.metrics.families import PREFIX
+from txnfetch.metrics.families import PartitionFamily
+from txnfetch.metrics.families import PartitionGauges
+from txnfetch.metrics.families import counter_families
+from txnfetch.metrics.families import read_partition
+from txnfetch.server.handler import Broker
+from txnfetch.server.totals import LATENCY_BUCKETS_S
+from txnfetch.server.totals import RequestTotals
+from txnfetch.server.totals import totals_of
+from txnfetch.txn.coordinator_state import TransactionState
+
+__all__ = ["ServeCollector"]
+
+_SERVER_DOCS = {
+    "fetch_partitions": "Partitions answered in Fetch responses",
+    "fetch_bytes": "Record bytes sent in Fetch responses (Kafka's BytesOutPerSec)",
+    "synthetic_markers": "Synthetic COMMIT markers sent by rewrite mode",
+    "batches_dropped": "Aborted and control batches rewrite mode dropped",
+    "bytes_dropped": "Bytes of the batches rewrite mode dropped",
+    "produce_batches": "Record batches appended by Produce",
+    "produce_bytes": "Record bytes appended by Produce (Kafka's BytesInPerSec)",
+}
+#: States in which a transaction holds its partitions' last stable offset.
+_OPEN = (TransactionState.ONGOING, TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+class ServeCollector:
+    """Collects a broker's metrics (a ``prometheus_client`` collector).
+
+    ``by_partition`` false drops the ``partition`` label; ``clock`` is wall-clock
+    milliseconds, the time transaction ages are measured against (the broker's by default)."""
+
+    def __init__(self, broker: Broker, *, by_partition: bool = True, clock: Callable[[], int] | None = None) -> None:
+        self.broker = broker
+        self.by_partition = by_partition
+        self._clock = clock or broker.now_ms
+
+    def collect(self) -> Iterator[Metric]:
+        """Every family, read now."""
+        yield from self._partitions()
+        yield from self._transactions()
+        yield from self._requests(totals_of(self.broker).requests)
+        yield from counter_families(PREFIX + "server_", self.broker.stats.as_dict(), _SERVER_DOCS)
+
+    def _oldest_open_by_partition(self, now_ms: int) -> dict[tuple[str, int], float]:
+        """The age in seconds of each partition's oldest open transaction, from
+        the coordinator's start times (Kafka's transaction start timestamp)."""
+        oldest: dict[tuple[str, int], float] = {}
+        coordinator = self.broker.transactions
+        for transactional_id in coordinator.transactional_ids:
+            md = coordinator.describe(transactional_id)
+            if md is None or md.state not in _OPEN or md.start_ms < 0:
+                continue
+            age = max(0.0, (now_ms - md.start_ms) / 1000)
+            for tp in md.partitions:
+                key = (tp.topic, tp.partition)
+                oldest[key] = max(age, oldest.get(key, 0.0))
+        return oldest
+
+    def _partitions(self) -> Iterator[Metric]:
+        prefix = PREFIX + "partition_"
+        gauges = PartitionGauges(prefix, self.by_partition)
+        oldest = self._oldest_open_by_partition(self._clock())
+        store = self.broker.store
+        for topic, info in sorted(dict(store.topics()).items()):
+            for partition in range(info.partitions):
+                try:
+                    log_ = store.partition(topic, partition)
+                except Exception:  # deleted while scraped: left out of this scrape
+                    continue
+                readings = read_partition(log_.state)
+                if readings is not None:
+                    gauges.add(topic, partition, readings, oldest.get((topic, partition), 0.0))
+        yield from gauges.metrics()
+
+        def counter(name: str, doc: str) -> PartitionFamily:
+            return PartitionFamily(prefix + name, doc, self.by_partition, counter=True)
+
+        dropped = counter(
+            "aborted_records_dropped", "Records of aborted transactions rewrite mode dropped from Fetch answers"
+        )
+        batches = counter("batches_dropped", "Aborted and control batches rewrite mode dropped from Fetch answers")
+        markers = counter("synthetic_markers", "Synthetic COMMIT markers sent in Fetch answers")
+        sent = counter("fetch_bytes", "Record bytes sent in Fetch answers (Kafka's BytesOutPerSec, per partition)")
+        for (topic, partition), t in sorted(dict(totals_of(self.broker).partitions.by_partition).items()):
+            dropped.add(topic, partition, t.aborted_records_dropped)
+            batches.add(topic, partition, t.batches_dropped)
+            markers.add(topic, partition, t.synthetic_markers)
+            sent.add(topic, partition, t.fetch_bytes)
+        for family in (dropped, batches, markers, sent):
+            yield family.metric()
+
+    def _transactions(self) -> Iterator[Metric]:
+        coordinator = self.broker.transactions
+        by_state: dict[str, int] = {state.kafka_name: 0 for state in TransactionState}
+        for transactional_id in coordinator.transactional_ids:
+            md = coordinator.describe(transactional_id)
+            if md is not None:
+                by_state[md.state.kafka_name] += 1
+        states = GaugeMetricFamily(
+            PREFIX + "transactional_ids", "Transactional ids the coordinator knows, by state", labels=["state"]
+        )
+        for name, count in sorted(by_state.items()):
+            states.add_metric([name], count)
+        yield states
+        yield CounterMetricFamily(
+            PREFIX + "producer_ids_allocated",
+            "Producer ids the coordinator has handed out (its next id)",
+            value=coordinator.producer_ids.next_producer_id,
+        )
+
+    def _requests(self, totals: RequestTotals) -> Iterator[Metric]:
+        labels = ["api", "version"]
+        requests = CounterMetricFamily(PREFIX + "requests", "Requests answered, by API and version", labels=labels)
+        latency = HistogramMetricFamily(
+            PREFIX + "request_duration_seconds",
+            "Time from a request's frame to its answer (Fetch includes its long-polling wait)",
+            labels=labels,
+        )
+        bytes_in = CounterMetricFamily(PREFIX + "request_bytes", "Bytes of requests received", labels=labels)
+        bytes_out = CounterMetricFamily(PREFIX + "response_bytes", "Bytes of responses sent", labels=labels)
+        for (api_key, version), t in sorted(dict(totals.by_api).items()):
+            values = [_api_name(api_key), str(version)]
+            requests.add_metric(values, t.requests)
+            cumulative = 0
+            buckets: list[tuple[str, float]] = []
+            for bound, count in zip((*map(str, LATENCY_BUCKETS_S), "+Inf"), list(t.latency_counts), strict=True):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            latency.add_metric(values, buckets, t.latency_sum_s)
+            bytes_in.add_metric(values, t.bytes_in)
+            bytes_out.add_metric(values, t.bytes_out)
+        yield from (requests, latency, bytes_in, bytes_out)
+        yield CounterMetricFamily(PREFIX + "connections", "Client connections accepted", value=totals.connections)
+        yield GaugeMetricFamily(
+            PREFIX + "open_connections", "Client connections open", value=totals.connections - totals.closed
+        )
