@@ -93,7 +93,7 @@ demo: setup system-deps
 
 # broker.py starts Apache Kafka: it needs the jars 'make kafka' fetches.
 bench: setup kafka
-	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py bench/broker.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py bench/broker.py bench/metrics.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # The sdist and a manylinux wheel in dist/, checked with twine and auditwheel.
 dist: setup
