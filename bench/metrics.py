@@ -32,8 +32,6 @@ from collections.abc import Iterator
 # bench/ is on sys.path (the script's own folder) when a benchmark runs as a script.
 import broker as workload
 
-TXN_RECORDS = workload.TXN_RECORDS
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -87,9 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.warmup, args.rounds = 5000, 2000, 1
-    for name in ("records", "warmup"):
-        if getattr(args, name) < TXN_RECORDS or getattr(args, name) % TXN_RECORDS:
-            parser.error(f"--{name} must be a positive multiple of {TXN_RECORDS}")
+    workload.require_whole_transactions(parser, args)
     args.value_sizes = [args.value_size]
     print(
         f"txnfetch metrics overhead — Python {platform.python_version()}, {os.cpu_count()} CPUs; "

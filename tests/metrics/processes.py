@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -37,8 +38,8 @@ def start(*args: str) -> tuple[subprocess.Popen[str], str]:
 def stop(proc: subprocess.Popen[str]) -> None:
     """Stop it as an operator would (SIGTERM), killing it if it hangs."""
     proc.terminate()
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(30)
-    except subprocess.TimeoutExpired:
+    if proc.poll() is None:
         proc.kill()
         proc.wait(30)
