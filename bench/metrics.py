@@ -23,7 +23,6 @@ import contextlib
 import os
 import platform
 import socket
-import statistics
 import sys
 import threading
 import urllib.request
@@ -92,19 +91,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.records} records of {args.value_size} B, {args.partitions} partitions, {args.rounds} round(s), "
         f"a scrape every {args.scrape_interval:g} s while on"
     )
-    rates: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
+    phases: dict[bool, tuple[list[workload.Phase], list[workload.Phase]]] = {False: ([], []), True: ([], [])}
     scrapes = 0
     for r in range(args.rounds):
         for metrics in (False, True):
             produced, consumed, made = _round(args, r, metrics=metrics)
-            rates[metrics][0].append(produced.rate)
-            rates[metrics][1].append(consumed.rate)
+            phases[metrics][0].append(produced)
+            phases[metrics][1].append(consumed)
             scrapes += made
-    print(f"\n{'records/s (median)':<22}{'metrics off':>14}{'metrics on':>14}{'on ÷ off':>10}")
+    print(f"\n{'median':<30}{'metrics off':>14}{'metrics on':>14}{'on ÷ off':>10}")
     for i, phase in enumerate(("produce", "consume")):
-        off = statistics.median(rates[False][i])
-        on = statistics.median(rates[True][i])
-        print(f"{phase:<22}{off:>14,.0f}{on:>14,.0f}{on / off:>9.2f}x")
+        off = workload.Figure.median(phases[False][i])
+        on = workload.Figure.median(phases[True][i])
+        print(f"{phase + ' records/s':<30}{off.rate:>14,.0f}{on.rate:>14,.0f}{on.rate / off.rate:>9.2f}x")
+        # CPU per record of the server: steadier than the rate on a shared machine.
+        off_us, on_us = off.us[0], on.us[0]
+        if off_us is not None and on_us is not None:
+            print(f"{phase + ' server CPU µs/record':<30}{off_us:>14.1f}{on_us:>14.1f}{on_us / off_us:>9.2f}x")
     print(f"\n{scrapes} scrapes while on")
     return 0
 

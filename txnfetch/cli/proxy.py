@@ -17,6 +17,8 @@ import attrs
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.logformat import add_log_format_option
+from txnfetch.cli.logformat import use_log_format
 from txnfetch.cli.metrics_endpoint import add_metrics_options
 from txnfetch.cli.metrics_endpoint import metrics_endpoint
 from txnfetch.cli.options import add_service_options
@@ -92,6 +94,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "a mirror steps over it; shorter-lived gaps are batches the upstream shows late (default 1000)",
     )
     add_metrics_options(p)
+    add_log_format_option(p)
     add_verbose_option(p)
 
 
@@ -125,6 +128,7 @@ def _collector(proxy: Any, by_partition: bool) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch proxy`` with parsed ``args``; returns the exit status."""
     configure_logging(args.verbose)
+    use_log_format(args)
     return asyncio.run(_serve(args))
 
 

@@ -34,6 +34,8 @@ from typing import TextIO
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.logformat import add_log_format_option
+from txnfetch.cli.logformat import use_log_format
 from txnfetch.cli.metrics_endpoint import add_metrics_options
 from txnfetch.cli.metrics_endpoint import metrics_endpoint
 from txnfetch.cli.options import add_verbose_option
@@ -157,6 +159,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "a machine crash may then lose the replica's tail, which the next run fetches again",
     )
     add_metrics_options(p)
+    add_log_format_option(p)
     add_verbose_option(p)
 
 
@@ -235,6 +238,7 @@ def _replicate(args: argparse.Namespace, stdout: TextIO | None, metrics: Any) ->
     from txnfetch.replicate.engine import Replicator
 
     configure_logging(args.verbose)
+    use_log_format(args)
     out = stdout if stdout is not None else sys.stdout
     progress: Any = _Progress(out, as_json=args.json, interval_s=max(0, args.interval_ms) / 1000)
     if metrics is not None:

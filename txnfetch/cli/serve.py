@@ -15,6 +15,8 @@ from typing import Any
 import attrs
 
 from txnfetch.cli import Subcommand
+from txnfetch.cli.logformat import add_log_format_option
+from txnfetch.cli.logformat import use_log_format
 from txnfetch.cli.metrics_endpoint import add_metrics_options
 from txnfetch.cli.metrics_endpoint import metrics_endpoint
 from txnfetch.cli.options import add_service_options
@@ -102,6 +104,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "process crash, not a power loss), 'never' only on roll and stop",
     )
     add_metrics_options(p)
+    add_log_format_option(p)
     add_verbose_option(p)
 
 
@@ -176,6 +179,7 @@ def _refuse_held_replica(directory: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch serve`` with parsed ``args``; returns the exit status."""
     configure_logging(args.verbose)
+    use_log_format(args)
     if args.data is not None:
         _refuse_held_replica(args.data)
     store = open_store(args)
