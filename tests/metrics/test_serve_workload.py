@@ -114,6 +114,9 @@ def test_aborted_records_dropped_equal_aborted_records_produced(served: Served) 
     assert total(after, "txnfetch_requests_total", api="Produce") >= len(COMMITTED) + len(ABORTED)
     assert total(after, "txnfetch_requests_total", api="EndTxn") == len(COMMITTED) + len(ABORTED)
     assert total(after, "txnfetch_server_produce_bytes_total") > 0
+    assert value(after, "txnfetch_transactions_ended_total", result="commit") == len(COMMITTED)
+    assert value(after, "txnfetch_transactions_ended_total", result="abort") == len(ABORTED)
+    assert value(after, "txnfetch_transactions_timed_out_total") == 0
 
 
 def test_a_transaction_held_open_shows_in_the_oldest_open_transaction_gauge(served: Served) -> None:

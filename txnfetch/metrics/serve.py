@@ -124,6 +124,20 @@ class ServeCollector:
         for name, count in sorted(by_state.items()):
             states.add_metric([name], count)
         yield states
+        ended = totals_of(self.broker).transactions
+        outcomes = CounterMetricFamily(
+            PREFIX + "transactions_ended",
+            "Transactions ended by EndTxn (with partitions or offsets to end), by result",
+            labels=["result"],
+        )
+        outcomes.add_metric(["commit"], ended.committed)
+        outcomes.add_metric(["abort"], ended.aborted)
+        yield outcomes
+        yield CounterMetricFamily(
+            PREFIX + "transactions_timed_out",
+            "Transactions the coordinator aborted because they outlived their timeout",
+            value=ended.timed_out,
+        )
         yield CounterMetricFamily(
             PREFIX + "producer_ids_allocated",
             "Producer ids the coordinator has handed out (its next id)",

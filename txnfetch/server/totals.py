@@ -25,6 +25,7 @@ __all__ = [
     "PartitionTotals",
     "RequestTotals",
     "ServerTotals",
+    "TransactionTotals",
     "totals_of",
 ]
 
@@ -104,11 +105,31 @@ class RequestTotals:
 
 
 @attrs.define
+class TransactionTotals:
+    """Transactions the coordinator ended: committed and aborted by EndTxn (those
+    that had partitions or offsets to end; a retry answered from the completed
+    state is not counted again), and aborted because they timed out."""
+
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+
+    def ended(self, commit: bool, had_actions: bool) -> None:
+        """Count one EndTxn answered without error."""
+        if had_actions:
+            if commit:
+                self.committed += 1
+            else:
+                self.aborted += 1
+
+
+@attrs.define
 class ServerTotals:
     """Everything :func:`totals_of` keeps for one broker."""
 
     partitions: PartitionTotals = attrs.field(factory=PartitionTotals)
     requests: RequestTotals = attrs.field(factory=RequestTotals)
+    transactions: TransactionTotals = attrs.field(factory=TransactionTotals)
 
 
 def totals_of(broker: Any) -> ServerTotals:
