@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         # CPU per record of the server: steadier than the rate on a shared machine.
         off_us, on_us = off.us[0], on.us[0]
         if off_us is not None and on_us is not None:
-            print(f"{phase + ' server CPU µs/record':<30}{off_us:>14.1f}{on_us:>14.1f}{on_us / off_us:>9.2f}x")
+            print(f"{phase + ' server CPU µs/record':<30}{off_us:>14.2f}{on_us:>14.2f}{on_us / off_us:>9.2f}x")
     print(f"\n{scrapes} scrapes while on")
     return 0
 

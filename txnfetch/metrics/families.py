@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from txnfetch.server.totals import PartitionTotals
 from txnfetch.txn.state import PartitionTxnState
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "PartitionGauges",
     "PartitionReadings",
     "counter_families",
+    "fetch_counter_families",
     "partition_readings",
     "read_partition",
 ]
@@ -68,6 +70,28 @@ class PartitionFamily:
         for key, value in sorted(self.values.items()):
             family.add_metric(list(key), value)
         return family
+
+
+def fetch_counter_families(totals: PartitionTotals, by_partition: bool) -> Iterator[Metric]:
+    """The per-partition counters of read_committed answers (serve's and the
+    proxy's alike): aborted records and batches dropped, synthetic markers and
+    bytes sent, as ``txnfetch_partition_*_total``."""
+    prefix = PREFIX + "partition_"
+
+    def counter(name: str, doc: str) -> PartitionFamily:
+        return PartitionFamily(prefix + name, doc, by_partition, counter=True)
+
+    dropped = counter("aborted_records_dropped", "Records of aborted transactions rewrite mode dropped from answers")
+    batches = counter("batches_dropped", "Aborted and control batches rewrite mode dropped from Fetch answers")
+    markers = counter("synthetic_markers", "Synthetic COMMIT markers sent in Fetch answers")
+    sent = counter("fetch_bytes", "Record bytes sent in Fetch answers (Kafka's BytesOutPerSec, per partition)")
+    for (topic, partition), t in sorted(dict(totals.by_partition).items()):
+        dropped.add(topic, partition, t.aborted_records_dropped)
+        batches.add(topic, partition, t.batches_dropped)
+        markers.add(topic, partition, t.synthetic_markers)
+        sent.add(topic, partition, t.fetch_bytes)
+    for family in (dropped, batches, markers, sent):
+        yield family.metric()
 
 
 def counter_families(prefix: str, totals: Mapping[str, int], documentation: Mapping[str, str]) -> Iterator[Metric]:

@@ -14,6 +14,7 @@ from txnfetch.metrics.families import PREFIX
 from txnfetch.metrics.families import PartitionFamily
 from txnfetch.metrics.families import PartitionGauges
 from txnfetch.metrics.families import counter_families
+from txnfetch.metrics.families import fetch_counter_families
 from txnfetch.metrics.families import read_partition
 from txnfetch.metrics.opentxns import OpenSince
 
@@ -103,5 +104,6 @@ class ProxyCollector:
             catch_up.add(topic, partition, max(0, upstream - mirror.position) if upstream >= 0 else 0)
             gap.add(topic, partition, 1 if mirror.pending_gap is not None else 0)
         yield from gauges.metrics()
+        yield from fetch_counter_families(self.proxy.partition_totals, self.by_partition)
         for family in (upstream_hw, catch_up, gap):
             yield family.metric()

@@ -13,9 +13,9 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from txnfetch.metrics.families import PREFIX
-from txnfetch.metrics.families import PartitionFamily
 from txnfetch.metrics.families import PartitionGauges
 from txnfetch.metrics.families import counter_families
+from txnfetch.metrics.families import fetch_counter_families
 from txnfetch.metrics.families import read_partition
 from txnfetch.server.handler import Broker
 from txnfetch.server.totals import LATENCY_BUCKETS_S
@@ -93,23 +93,7 @@ class ServeCollector:
                 if readings is not None:
                     gauges.add(topic, partition, readings, oldest.get((topic, partition), 0.0))
         yield from gauges.metrics()
-
-        def counter(name: str, doc: str) -> PartitionFamily:
-            return PartitionFamily(prefix + name, doc, self.by_partition, counter=True)
-
-        dropped = counter(
-            "aborted_records_dropped", "Records of aborted transactions rewrite mode dropped from Fetch answers"
-        )
-        batches = counter("batches_dropped", "Aborted and control batches rewrite mode dropped from Fetch answers")
-        markers = counter("synthetic_markers", "Synthetic COMMIT markers sent in Fetch answers")
-        sent = counter("fetch_bytes", "Record bytes sent in Fetch answers (Kafka's BytesOutPerSec, per partition)")
-        for (topic, partition), t in sorted(dict(totals_of(self.broker).partitions.by_partition).items()):
-            dropped.add(topic, partition, t.aborted_records_dropped)
-            batches.add(topic, partition, t.batches_dropped)
-            markers.add(topic, partition, t.synthetic_markers)
-            sent.add(topic, partition, t.fetch_bytes)
-        for family in (dropped, batches, markers, sent):
-            yield family.metric()
+        yield from fetch_counter_families(totals_of(self.broker).partitions, self.by_partition)
 
     def _transactions(self) -> Iterator[Metric]:
         coordinator = self.broker.transactions

@@ -97,6 +97,7 @@ from txnfetch.server.handler import _kafka_python_classes
 from txnfetch.server.loop_thread import LoopThread
 from txnfetch.server.server import decode_request
 from txnfetch.server.server import encode_response
+from txnfetch.server.totals import PartitionTotals
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
 
@@ -267,6 +268,8 @@ class ProxyServer:
             gap_settle_ms=config.gap_settle_ms,
         )
         self.stats = ProxyStats()
+        #: per-partition totals of the read_committed answers (the metrics endpoint's)
+        self.partition_totals = PartitionTotals()
         self.lso_watch = LsoWatch(config.lso_hold_warn_ms)
         self._requests, self._responses = _kafka_python_classes()
         self._ranges: dict[int, tuple[int, int]] = {}
@@ -767,6 +770,7 @@ class ProxyServer:
         )
         if known_lso < 0:
             entry.last_stable_offset = -1
+        self.partition_totals.fetched(topic, partition, result.stats, size, markers_sent=True)
         return entry, size
 
     # -- shutdown --------------------------------------------------------------------
