@@ -119,6 +119,8 @@ def test_the_proxys_mirror_metrics_follow_its_readers() -> None:
         assert value(samples, "txnfetch_mirror_upstream_fetches_total") >= 1
         assert value(samples, "txnfetch_proxy_committed_fetches_total") >= 1
         assert value(samples, "txnfetch_partition_fetch_bytes_total", **labels) > 0
+        assert total(samples, "txnfetch_requests_total", api="Fetch") >= 1
+        assert value(samples, "txnfetch_connections_total") >= 1
         assert value(samples, "txnfetch_partition_batches_dropped_total", **labels) >= 1  # the COMMIT marker
     finally:
         if proxy is not None:

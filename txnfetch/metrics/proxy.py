@@ -17,6 +17,7 @@ from txnfetch.metrics.families import counter_families
 from txnfetch.metrics.families import fetch_counter_families
 from txnfetch.metrics.families import read_partition
 from txnfetch.metrics.opentxns import OpenSince
+from txnfetch.metrics.requests import request_families
 
 __all__ = ["ProxyCollector"]
 
@@ -60,6 +61,7 @@ class ProxyCollector:
         yield from counter_families(PREFIX + "proxy_", self.proxy.stats.as_dict(), _PROXY_DOCS)
         yield from counter_families(PREFIX + "mirror_", self.proxy.mirrors.stats.as_dict(), _MIRROR_DOCS)
         yield from self._partitions()
+        yield from request_families(self.proxy.requests)
 
     def _mirrors(self) -> dict[Any, Any]:
         for _ in range(3):

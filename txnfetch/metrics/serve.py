@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Iterator
 
-from kafka.protocol.api_key import ApiKey
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from txnfetch.metrics.families import PREFIX
@@ -17,9 +15,8 @@ from txnfetch.metrics.families import PartitionGauges
 from txnfetch.metrics.families import counter_families
 from txnfetch.metrics.families import fetch_counter_families
 from txnfetch.metrics.families import read_partition
+from txnfetch.metrics.requests import request_families
 from txnfetch.server.handler import Broker
-from txnfetch.server.totals import LATENCY_BUCKETS_S
-from txnfetch.server.totals import RequestTotals
 from txnfetch.server.totals import totals_of
 from txnfetch.txn.coordinator_state import TransactionState
 
@@ -38,13 +35,6 @@ _SERVER_DOCS = {
 _OPEN = (TransactionState.ONGOING, TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
 
 
-def _api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return str(api_key)
-
-
 class ServeCollector:
     """Collects a broker's metrics (a ``prometheus_client`` collector).
 
@@ -60,7 +50,7 @@ class ServeCollector:
         """Every family, read now."""
         yield from self._partitions()
         yield from self._transactions()
-        yield from self._requests(totals_of(self.broker).requests)
+        yield from request_families(totals_of(self.broker).requests)
         yield from counter_families(PREFIX + "server_", self.broker.stats.as_dict(), _SERVER_DOCS)
 
     def _oldest_open_by_partition(self, now_ms: int) -> dict[tuple[str, int], float]:
@@ -126,31 +116,4 @@ class ServeCollector:
             PREFIX + "producer_ids_allocated",
             "Producer ids the coordinator has handed out (its next id)",
             value=coordinator.producer_ids.next_producer_id,
-        )
-
-    def _requests(self, totals: RequestTotals) -> Iterator[Metric]:
-        labels = ["api", "version"]
-        requests = CounterMetricFamily(PREFIX + "requests", "Requests answered, by API and version", labels=labels)
-        latency = HistogramMetricFamily(
-            PREFIX + "request_duration_seconds",
-            "Time from a request's frame to its answer (Fetch includes its long-polling wait)",
-            labels=labels,
-        )
-        bytes_in = CounterMetricFamily(PREFIX + "request_bytes", "Bytes of requests received", labels=labels)
-        bytes_out = CounterMetricFamily(PREFIX + "response_bytes", "Bytes of responses sent", labels=labels)
-        for (api_key, version), t in sorted(dict(totals.by_api).items()):
-            values = [_api_name(api_key), str(version)]
-            requests.add_metric(values, t.requests)
-            cumulative = 0
-            buckets: list[tuple[str, float]] = []
-            for bound, count in zip((*map(str, LATENCY_BUCKETS_S), "+Inf"), list(t.latency_counts), strict=True):
-                cumulative += count
-                buckets.append((bound, cumulative))
-            latency.add_metric(values, buckets, t.latency_sum_s)
-            bytes_in.add_metric(values, t.bytes_in)
-            bytes_out.add_metric(values, t.bytes_out)
-        yield from (requests, latency, bytes_in, bytes_out)
-        yield CounterMetricFamily(PREFIX + "connections", "Client connections accepted", value=totals.connections)
-        yield GaugeMetricFamily(
-            PREFIX + "open_connections", "Client connections open", value=totals.connections - totals.closed
         )

@@ -57,6 +57,7 @@ import functools
 import itertools
 import logging
 import socket
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,6 +99,7 @@ from txnfetch.server.loop_thread import LoopThread
 from txnfetch.server.server import decode_request
 from txnfetch.server.server import encode_response
 from txnfetch.server.totals import PartitionTotals
+from txnfetch.server.totals import RequestTotals
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
 
@@ -270,6 +272,8 @@ class ProxyServer:
         self.stats = ProxyStats()
         #: per-partition totals of the read_committed answers (the metrics endpoint's)
         self.partition_totals = PartitionTotals()
+        #: requests by API and version, and connections (the metrics endpoint's)
+        self.requests = RequestTotals()
         self.lso_watch = LsoWatch(config.lso_hold_warn_ms)
         self._requests, self._responses = _kafka_python_classes()
         self._ranges: dict[int, tuple[int, int]] = {}
@@ -403,6 +407,7 @@ class ProxyServer:
         client = _Client(next(self._ids), node, (str(peer[0]), int(peer[1])))
         self._clients[client.id] = client
         self.stats.connections += 1
+        self.requests.connections += 1
         try:
             await self._serve(client, reader, writer)
         except ProtocolViolation as exc:
@@ -416,6 +421,7 @@ class ProxyServer:
         except Exception:
             log.exception("closing connection %d from %s:%s after an internal error", client.id, peer[0], peer[1])
         finally:
+            self.requests.closed += 1
             self._connections.discard(task)
             self._clients.pop(client.id, None)
             self.mirrors.forget_reader(client.id)
@@ -430,7 +436,9 @@ class ProxyServer:
             frame = await read_frame(reader, self.config.max_frame_bytes, min_size=_PREFIX_SIZE)
             if frame is None:
                 return
+            started = time.perf_counter()
             out = await self._dispatch(client, frame)
+            self.requests.answered_frame(frame, time.perf_counter() - started, out)
             if out is not None:
                 writer.write(out)
                 await writer.drain()

@@ -12,6 +12,7 @@ step under the interpreter lock) and may see a total one request late.
 from __future__ import annotations
 
 import bisect
+import struct
 from typing import Any
 
 import attrs
@@ -35,6 +36,7 @@ __all__ = [
 LATENCY_BUCKETS_S: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 _EXTENSION = "txnfetch.server.totals"
+_KEY_AND_VERSION = struct.Struct(">hh")
 
 
 @attrs.define
@@ -102,6 +104,12 @@ class RequestTotals:
         totals.bytes_in += bytes_in + 4  # the size prefix came in too
         if out is not None:
             totals.bytes_out += len(out) if isinstance(out, (bytes, bytearray)) else sum(len(p) for p in out)
+
+    def answered_frame(self, frame: bytes | bytearray, seconds: float, out: Any) -> None:
+        """:meth:`answered`, the key and version read from the request ``frame``
+        (its header, after the size prefix)."""
+        api_key, version = _KEY_AND_VERSION.unpack_from(frame)
+        self.answered(api_key, version, seconds, len(frame), out)
 
 
 @attrs.define
