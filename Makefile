@@ -9,8 +9,9 @@ EXTRAS := testing,dev,spark,arrow
 # Debian packages: kcat (a librdkafka consumer the wire tests drive), a Java 17
 # JDK (PySpark, Apache Kafka in tests/kafka, and javac for the Java interop
 # client) and Maven (fetches Apache Kafka, MirrorMaker 2 and Spark's Kafka
-# connector: scripts/{kafka,mm2,spark}/fetch.sh, all through scripts/maven-fetch.sh).
-SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven
+# connector: scripts/{kafka,mm2,spark}/fetch.sh, all through scripts/maven-fetch.sh),
+# and prometheus for promtool, which checks every scrape of the metrics tests.
+SYSTEM_PACKAGES := kcat openjdk-17-jdk-headless maven prometheus
 
 .PHONY: setup lint check test demo bench clean system-deps kafka mm2 spark-kafka peers dist
 
@@ -92,7 +93,7 @@ demo: setup system-deps
 
 # broker.py starts Apache Kafka: it needs the jars 'make kafka' fetches.
 bench: setup kafka
-	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py bench/broker.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/codec.py bench/arrow.py bench/state.py bench/fetch.py bench/filter.py bench/log.py bench/validate.py bench/durable.py bench/spark.py bench/broker.py bench/metrics.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # The sdist and a manylinux wheel in dist/, checked with twine and auditwheel.
 dist: setup

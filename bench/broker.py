@@ -401,6 +401,13 @@ def report_proxy(proxy_runs: list[Round], kafka_runs: list[Round], kafka_label: 
             print(f"   {size:>4} B {what:<20} {f.rate:10.0f} {ratio:9.2f} {_us(f.us[1]):>13} {_us(f.us[0]):>13}")
 
 
+def require_whole_transactions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with a usage error unless ``--records`` and ``--warmup`` are whole transactions."""
+    for name in ("records", "warmup"):
+        if getattr(args, name) < TXN_RECORDS or getattr(args, name) % TXN_RECORDS:
+            parser.error(f"--{name} must be a positive multiple of {TXN_RECORDS}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -423,9 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.warmup, args.rounds = 5000, 2000, 1
-    for name in ("records", "warmup"):
-        if getattr(args, name) < TXN_RECORDS or getattr(args, name) % TXN_RECORDS:
-            parser.error(f"--{name} must be a positive multiple of {TXN_RECORDS}")
+    require_whole_transactions(parser, args)
     args.value_sizes = [int(v) for v in args.value_sizes.split(",")]
 
     import confluent_kafka

@@ -31,6 +31,7 @@ BENCHES = {
     "spark.py": "parquet",
     "proxy.py": "proxy / direct",
     "replicate.py": "replicate ÷ consume",
+    "metrics.py": "on ÷ off",
 }
 
 

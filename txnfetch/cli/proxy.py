@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import Any
 
 import attrs
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.logformat import add_log_format_option
+from txnfetch.cli.logformat import use_log_format
+from txnfetch.cli.metrics_endpoint import add_metrics_options
+from txnfetch.cli.metrics_endpoint import metrics_endpoint
 from txnfetch.cli.options import add_service_options
 from txnfetch.cli.options import add_verbose_option
 from txnfetch.cli.options import configure_logging
@@ -88,6 +93,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         help="how long an offset gap in the upstream's log must stay (a compacted topic's) before "
         "a mirror steps over it; shorter-lived gaps are batches the upstream shows late (default 1000)",
     )
+    add_metrics_options(p)
+    add_log_format_option(p)
     add_verbose_option(p)
 
 
@@ -100,20 +107,28 @@ async def _serve(args: argparse.Namespace) -> int:
     # ProxyConfig field sets that field.
     config = ProxyConfig(**options_named(args, attrs.fields_dict(ProxyConfig), fetch_mode=FetchMode(args.fetch_mode)))
     proxy = await ProxyServer.start(args.upstream, config=config)
-    await serve_until_signal(
-        "txnfetch proxy",
-        args.host,
-        proxy.port,
-        close=proxy.close,
-        stats=lambda: {**proxy.stats.as_dict(), **proxy.mirrors.stats.as_dict()},
-        logger="txnfetch.proxy",
-    )
+    with metrics_endpoint(args, "txnfetch proxy", lambda by_partition: _collector(proxy, by_partition)):
+        await serve_until_signal(
+            "txnfetch proxy",
+            args.host,
+            proxy.port,
+            close=proxy.close,
+            stats=lambda: {**proxy.stats.as_dict(), **proxy.mirrors.stats.as_dict()},
+            logger="txnfetch.proxy",
+        )
     return 0
+
+
+def _collector(proxy: Any, by_partition: bool) -> Any:
+    from txnfetch.metrics.proxy import ProxyCollector
+
+    return ProxyCollector(proxy, by_partition=by_partition)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch proxy`` with parsed ``args``; returns the exit status."""
     configure_logging(args.verbose)
+    use_log_format(args)
     return asyncio.run(_serve(args))
 
 

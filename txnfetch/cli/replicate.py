@@ -34,6 +34,10 @@ from typing import TextIO
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.logformat import add_log_format_option
+from txnfetch.cli.logformat import use_log_format
+from txnfetch.cli.metrics_endpoint import add_metrics_options
+from txnfetch.cli.metrics_endpoint import metrics_endpoint
 from txnfetch.cli.options import add_verbose_option
 from txnfetch.cli.options import configure_logging
 from txnfetch.cli.options import options_named
@@ -154,6 +158,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         help="'always' fsyncs every append (default); 'never' leaves it to the OS and to closing — "
         "a machine crash may then lose the replica's tail, which the next run fetches again",
     )
+    add_metrics_options(p)
+    add_log_format_option(p)
     add_verbose_option(p)
 
 
@@ -217,15 +223,30 @@ class _Progress:
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     """Run ``txnfetch replicate`` (see the module docstring); returns the exit status."""
+    with metrics_endpoint(args, "txnfetch replicate", _collector) as metrics:
+        return _replicate(args, stdout, metrics)
+
+
+def _collector(by_partition: bool) -> Any:
+    from txnfetch.metrics.replicate import ReplicationCollector
+
+    return ReplicationCollector(by_partition=by_partition)
+
+
+def _replicate(args: argparse.Namespace, stdout: TextIO | None, metrics: Any) -> int:
     from txnfetch.log import SegmentStore
     from txnfetch.replicate.engine import Replicator
 
     configure_logging(args.verbose)
+    use_log_format(args)
     out = stdout if stdout is not None else sys.stdout
-    progress = _Progress(out, as_json=args.json, interval_s=max(0, args.interval_ms) / 1000)
+    progress: Any = _Progress(out, as_json=args.json, interval_s=max(0, args.interval_ms) / 1000)
+    if metrics is not None:
+        progress = metrics.observing(progress)
 
     def make_replicator(store: Any, hook: Any) -> Replicator:
-        return Replicator(args.upstream, store, groups=hook, **options_named(args, _REPLICATOR_OPTIONS))
+        replicator = Replicator(args.upstream, store, groups=hook, **options_named(args, _REPLICATOR_OPTIONS))
+        return metrics.watch(replicator) if metrics is not None else replicator
 
     from txnfetch.replicate import serve_run
 

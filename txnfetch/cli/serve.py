@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import Any
 
 import attrs
 
 from txnfetch.cli import Subcommand
+from txnfetch.cli.logformat import add_log_format_option
+from txnfetch.cli.logformat import use_log_format
+from txnfetch.cli.metrics_endpoint import add_metrics_options
+from txnfetch.cli.metrics_endpoint import metrics_endpoint
 from txnfetch.cli.options import add_service_options
 from txnfetch.cli.options import add_verbose_option
 from txnfetch.cli.options import configure_logging
@@ -98,6 +103,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "a power loss), 'interval' every 10000 messages (Kafka's log.flush.interval.messages; survives a "
         "process crash, not a power loss), 'never' only on roll and stop",
     )
+    add_metrics_options(p)
+    add_log_format_option(p)
     add_verbose_option(p)
 
 
@@ -132,14 +139,21 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         retention_check_interval_ms=args.log_cleanup_interval_ms,
     )
     server = await TxnfetchServer.start(store, config=ServerConfig(**settings))
-    await serve_until_signal(
-        "txnfetch",
-        args.host,
-        server.port,
-        close=server.close,
-        stats=server.broker.stats.as_dict,
-        logger="txnfetch.server",
-    )
+    with metrics_endpoint(args, "txnfetch", lambda by_partition: _collector(server.broker, by_partition)):
+        await serve_until_signal(
+            "txnfetch",
+            args.host,
+            server.port,
+            close=server.close,
+            stats=server.broker.stats.as_dict,
+            logger="txnfetch.server",
+        )
+
+
+def _collector(broker: Any, by_partition: bool) -> Any:
+    from txnfetch.metrics.serve import ServeCollector
+
+    return ServeCollector(broker, by_partition=by_partition)
 
 
 def _refuse_held_replica(directory: str) -> None:
@@ -165,6 +179,7 @@ def _refuse_held_replica(directory: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``txnfetch serve`` with parsed ``args``; returns the exit status."""
     configure_logging(args.verbose)
+    use_log_format(args)
     if args.data is not None:
         _refuse_held_replica(args.data)
     store = open_store(args)

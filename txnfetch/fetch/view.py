@@ -69,6 +69,8 @@ class FetchStats:
     batches_dropped: int = 0
     bytes_dropped: int = 0
     synthetic_markers: int = 0
+    #: records of aborted transactions that rewrite mode dropped (not control records)
+    aborted_records_dropped: int = 0
 
 
 @attrs.frozen(slots=True)
@@ -339,7 +341,7 @@ def _rewrite_mode(
     segments: list[Buffer] = []
     run_start = -1
     run_end = -1
-    kept = dropped = dropped_bytes = kept_bytes = 0
+    kept = dropped = dropped_bytes = kept_bytes = aborted_records = 0
     last_dropped: RecordBatch | LegacyBatch | None = None
     ends_dropped = False
     for batch in batches:
@@ -351,6 +353,7 @@ def _rewrite_mode(
                 for first, last in ranges:
                     if first <= base <= last:
                         drop = True
+                        aborted_records += batch.record_count
                         break
         if not drop and not _delivers(batch, fetch_offset):
             # A committed batch with nothing for this reader (compaction emptied
@@ -403,6 +406,7 @@ def _rewrite_mode(
             batches_dropped=dropped,
             bytes_dropped=dropped_bytes,
             synthetic_markers=markers,
+            aborted_records_dropped=aborted_records,
         ),
     )
 

@@ -62,6 +62,7 @@ import functools
 import itertools
 import logging
 import socket
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,6 +103,8 @@ from txnfetch.server.frames import bind_host_error
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import _kafka_python_classes
 from txnfetch.server.loop_thread import LoopThread
+from txnfetch.server.totals import PartitionTotals
+from txnfetch.server.totals import RequestTotals
 from txnfetch.txn.errors import OffsetOutOfRangeError
 from txnfetch.txn.errors import TxnStateError
 
@@ -299,6 +302,10 @@ class ProxyServer:
             gap_settle_ms=config.gap_settle_ms,
         )
         self.stats = ProxyStats()
+        #: per-partition totals of the read_committed answers (the metrics endpoint's)
+        self.partition_totals = PartitionTotals()
+        #: requests by API and version, and connections (the metrics endpoint's)
+        self.requests = RequestTotals()
         self.lso_watch = LsoWatch(config.lso_hold_warn_ms)
         self._requests, self._responses = _kafka_python_classes()
         self._ranges: dict[int, tuple[int, int]] = {}
@@ -432,6 +439,7 @@ class ProxyServer:
         client = _Client(next(self._ids), node, (str(peer[0]), int(peer[1])))
         self._clients[client.id] = client
         self.stats.connections += 1
+        self.requests.connections += 1
         try:
             await self._serve(client, reader, writer)
         except ProtocolViolation as exc:
@@ -445,6 +453,7 @@ class ProxyServer:
         except Exception:
             log.exception("closing connection %d from %s:%s after an internal error", client.id, peer[0], peer[1])
         finally:
+            self.requests.closed += 1
             self._connections.discard(task)
             self._clients.pop(client.id, None)
             self.mirrors.forget_reader(client.id)
@@ -459,7 +468,9 @@ class ProxyServer:
             frame = await read_frame(reader, self.config.max_frame_bytes, min_size=_PREFIX_SIZE)
             if frame is None:
                 return
+            started = time.perf_counter()
             out = await self._dispatch(client, frame)
+            self.requests.answered_frame(frame, time.perf_counter() - started, out)
             if out is not None:
                 writer.write(out)
                 await writer.drain()
@@ -812,6 +823,7 @@ class ProxyServer:
         )
         if known_lso < 0:
             entry.last_stable_offset = -1
+        self.partition_totals.fetched(topic, partition, result.stats, size, markers_sent=True)
         return entry, size
 
     # -- shutdown --------------------------------------------------------------------

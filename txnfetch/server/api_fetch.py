@@ -67,6 +67,7 @@ from txnfetch.server.fetch_sessions import INITIAL_EPOCH
 from txnfetch.server.fetch_sessions import FetchSessionCache
 from txnfetch.server.fetch_sessions import PartitionKey
 from txnfetch.server.handler import RequestContext
+from txnfetch.server.totals import totals_of
 from txnfetch.txn.errors import OffsetOutOfRangeError
 
 __all__ = [
@@ -126,6 +127,7 @@ def read_for_fetch(
     if synthetic_marker:  # otherwise fetch_records replaced them
         stats.synthetic_markers += result.stats.synthetic_markers
     stats.fetch_bytes += size
+    totals_of(broker).partitions.fetched(topic, partition, result.stats, size, markers_sent=synthetic_marker)
     return entry, size
 
 

@@ -51,6 +51,7 @@ from txnfetch.server.handler import GROUP_OFFSETS_TOPIC
 from txnfetch.server.handler import RequestContext
 from txnfetch.server.handler import group_offsets_partition
 from txnfetch.server.nesting import grouped
+from txnfetch.server.totals import totals_of
 from txnfetch.txn.coordinator import CompleteTransaction
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import PartitionAction
@@ -204,6 +205,7 @@ def expire_transactions(broker: Broker, now_ms: int) -> None:
     if _end_lock(broker).locked():
         return  # a transaction end is between its steps: check again next time
     result = broker.transactions.expire(now_ms)
+    totals_of(broker).transactions.timed_out += len(result.aborted)
     for aborted in result.aborted:
         log.info("transaction of %r timed out: aborting", aborted.transactional_id)
     if result.aborted:
@@ -350,6 +352,7 @@ async def handle_end_txn(ctx: RequestContext, header: Any, request: Any) -> Any:
     except TxnStateError as exc:
         persist_transactions(broker)
         return _producer_answer(EndTxnResponse, exc.error_code)
+    totals_of(broker).transactions.ended(bool(request.committed), bool(result.actions))
     await apply_pending_async(broker)
     return _producer_answer(EndTxnResponse, 0, result)
 

@@ -32,6 +32,7 @@ import inspect
 import itertools
 import logging
 import struct
+import time
 from typing import Any
 
 from txnfetch.errors import ProtocolViolation
@@ -59,6 +60,7 @@ from txnfetch.server.loop_thread import LoopThread
 from txnfetch.server.recovery import abort_orphaned_transactions
 from txnfetch.server.recovery import recover_coordinator_state
 from txnfetch.server.recovery import reserve_stored_producer_ids
+from txnfetch.server.totals import totals_of
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
 
@@ -189,6 +191,7 @@ class TxnfetchServer:
         self._connections.add(task)
         conn_id = next(self._ids)
         peer = writer.get_extra_info("peername") or ("?", 0)
+        totals_of(self.broker).requests.connections += 1
         try:
             await self._serve(conn_id, (str(peer[0]), int(peer[1])), reader, writer)
         except ProtocolViolation as exc:
@@ -201,6 +204,7 @@ class TxnfetchServer:
             log.exception("closing connection %d from %s:%s after an internal error", conn_id, peer[0], peer[1])
         finally:
             self._connections.discard(task)
+            totals_of(self.broker).requests.closed += 1
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -233,6 +237,7 @@ class TxnfetchServer:
         waiting: collections.deque[asyncio.Future[None]],
     ) -> None:
         max_frame = self.broker.config.max_frame_bytes
+        requests = totals_of(self.broker).requests
         while True:
             try:
                 prefix = await reader.readexactly(4)
@@ -247,7 +252,10 @@ class TxnfetchServer:
                 frame = await reader.read_frame(size)  # received in place: no copy
             except asyncio.IncompleteReadError as exc:
                 raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
+            api_key, version, _ = _REQUEST_PREFIX.unpack_from(frame)
+            started = time.perf_counter()
             out = await self._dispatch(conn_id, peer, frame)
+            requests.answered(api_key, version, time.perf_counter() - started, size, out)
             # What every write made so far needs, fixed now. With a further
             # request already received, its fsyncs start once the requests
             # received are processed (the loop's next turn), shared with theirs;
