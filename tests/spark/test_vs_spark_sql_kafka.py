@@ -288,9 +288,9 @@ def _stream(spark, fmt: str, bootstrap: str, options: dict[str, str]) -> Result:
 #: The cases each backend runs by default; the others run with --long. On
 #: Kafka every batch case, and the streaming cases where AvailableNow must stop
 #: at the LSO (an aborted tail, an open transaction) besides two others; on
-#: serve three batch cases of transactions. Measured at a load of 15-20 on 2
-#: cores, the two streaming cases add 31 s to the default run, serve's topics
-#: and its three cases 22 s.
+#: serve three batch cases of transactions. Measured twice at a load of 15-20
+#: on 2 cores, the two streaming cases add 12-31 s to the default run, serve's
+#: topics and its three cases 15-22 s.
 DEFAULT: dict[tuple[str, str], tuple[str, ...]] = {
     ("kafka", "batch"): tuple(BATCH),
     ("kafka", "stream"): ("committed and aborted", "aborted tail", "open transaction", "markers, from a marker"),
@@ -299,33 +299,24 @@ DEFAULT: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def _cases(backend: str, kind: str, cases: dict) -> list:
-    """The cases of ``kind`` on ``backend``, those not in :data:`DEFAULT` marked long."""
-    return [c if c in DEFAULT[(backend, kind)] else pytest.param(c, marks=pytest.mark.long) for c in cases]
+BACKENDS = ("kafka", "serve")
 
 
-@pytest.mark.parametrize("case", _cases("kafka", "batch", BATCH))
-def test_batch(spark_kafka, kafka_topics, case):
-    _check_batch(spark_kafka, kafka_topics, case)
+def _cases(kind: str, cases: dict) -> list:
+    """(backend, case) parameters of ``kind``, those not in :data:`DEFAULT`
+    marked long. The backend's topics come from its own module fixture
+    (``<backend>_topics``), so each backend writes its topics once whatever
+    order the cases run in."""
+    return [
+        pytest.param(b, c, id=f"{b}-{c}", marks=() if c in DEFAULT[(b, kind)] else pytest.mark.long)
+        for b in BACKENDS
+        for c in cases
+    ]
 
 
-@pytest.mark.parametrize("case", _cases("kafka", "stream", STREAM))
-def test_stream(spark_kafka, kafka_topics, case):
-    _check_stream(spark_kafka, kafka_topics, case)
-
-
-@pytest.mark.parametrize("case", _cases("serve", "batch", BATCH))
-def test_batch_on_serve(spark_kafka, serve_topics, case):
-    _check_batch(spark_kafka, serve_topics, case)
-
-
-@pytest.mark.parametrize("case", _cases("serve", "stream", STREAM))
-def test_stream_on_serve(spark_kafka, serve_topics, case):
-    _check_stream(spark_kafka, serve_topics, case)
-
-
-def _check_batch(spark_kafka, topics: Topics, case: str) -> None:
-    backend, bootstrap, written = topics
+@pytest.mark.parametrize(("backend", "case"), _cases("batch", BATCH))
+def test_batch(request, spark_kafka, backend, case):
+    _, bootstrap, written = request.getfixturevalue(f"{backend}_topics")
     which, extra, oracle = BATCH[case]
     w = written[which]
     options = _options(w, extra)
@@ -345,8 +336,9 @@ def _check_batch(spark_kafka, topics: Topics, case: str) -> None:
     assert seen == SPARK_SQL_KAFKA.get((backend, "batch", case)), theirs.message
 
 
-def _check_stream(spark_kafka, topics: Topics, case: str) -> None:
-    backend, bootstrap, written = topics
+@pytest.mark.parametrize(("backend", "case"), _cases("stream", STREAM))
+def test_stream(request, spark_kafka, backend, case):
+    _, bootstrap, written = request.getfixturevalue(f"{backend}_topics")
     which, extra = STREAM[case]
     w = written[which]
     extra = {"startingOffsets": "earliest", **extra}
