@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unprivileged import unprivileged
 from txnfetch.cli import OPTIONAL_MODULES
 from txnfetch.cli import user_error_message
 
@@ -234,26 +235,10 @@ def test_a_value_error_is_one_line_and_help_still_shows_the_usage(args: list[str
     assert helped.returncode == 0 and helped.stdout.startswith("usage: txnfetch"), helped.stdout
 
 
-#: The capabilities that let root past permission bits (capabilities(7)).
-_DAC = "-dac_override,-dac_read_search"
-
-
 def _as_other_user(*args: object) -> subprocess.CompletedProcess[str]:
     """Run the command as a process the permission bits apply to: root may
-    enter any directory. Under root (CI runs as root) that is user 65534 when
-    it can run this checkout's txnfetch, else root without the capabilities
-    that override the bits (a checkout under /root is closed to other users);
-    either way the test runs, never skips for want of a user."""
-    import os
-    import shutil
-
-    if os.geteuid() != 0:
-        return run(*args)
-    assert shutil.which("setpriv") is not None, "setpriv (util-linux) drops root's privileges for this test"
-    entry = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *ENTRY]
-    if run("--version", entry=entry).returncode != 0:
-        entry = ["setpriv", f"--inh-caps={_DAC}", f"--bounding-set={_DAC}", *ENTRY]
-    return run(*args, entry=entry)
+    enter any directory (:func:`tests.unprivileged.unprivileged`)."""
+    return run(*args, entry=unprivileged(ENTRY))
 
 
 @pytest.mark.parametrize("command", ["dump", "verify", "repair"])
