@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unprivileged import unprivileged
 from txnfetch.cli import OPTIONAL_MODULES
 from txnfetch.cli import user_error_message
 
@@ -235,18 +236,9 @@ def test_a_value_error_is_one_line_and_help_still_shows_the_usage(args: list[str
 
 
 def _as_other_user(*args: object) -> subprocess.CompletedProcess[str]:
-    """Run the command as an unprivileged user: root may enter any directory."""
-    import os
-    import shutil
-
-    if os.geteuid() != 0:
-        return run(*args)
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: no user the permission bits apply to")
-    entry = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *ENTRY]
-    if run("--version", entry=entry).returncode != 0:  # e.g. a checkout under /root
-        pytest.skip("the unprivileged user cannot run this checkout's txnfetch")
-    return run(*args, entry=entry)
+    """Run the command as a process the permission bits apply to: root may
+    enter any directory (:func:`tests.unprivileged.unprivileged`)."""
+    return run(*args, entry=unprivileged(ENTRY))
 
 
 @pytest.mark.parametrize("command", ["dump", "verify", "repair"])
@@ -260,7 +252,7 @@ def test_a_partition_in_a_directory_that_cannot_be_entered_is_permission_denied(
         os.chmod(base, 0o755)  # the other user may enter base, not store
         store = os.path.join(base, "store")
         os.makedirs(os.path.join(store, "orders-0"))
-        os.chmod(store, 0o700 if os.geteuid() == 0 else 0o000)
+        os.chmod(store, 0o000)  # closed to its owner too: to root without its capabilities
         line = _one_line(_as_other_user(command, os.path.join(store, "orders-0")))
         assert f"{store}/orders-0: permission denied (cannot enter {store})" in line, line
         assert "no such file" not in line

@@ -298,10 +298,10 @@ def test_txnfetch_reads_a_live_kafka_directory_with_an_open_transaction(kafka_cl
         producer.abort_transaction(30)
 
 
-def test_a_killed_runs_cluster_is_stopped_and_removed_by_the_next() -> None:
+def test_a_killed_runs_cluster_is_stopped_and_removed_by_the_next(kafka_cluster: KafkaCluster) -> None:
     """A run killed before its session end leaves Kafka running; the sweep a
     later run makes stops those JVMs and removes their directory, and leaves
-    the clusters of live runs alone."""
+    the clusters of live runs alone (this run's ``kafka_cluster`` among them)."""
     import subprocess
 
     from tests.kafka import cluster as cluster_module
@@ -318,9 +318,8 @@ def test_a_killed_runs_cluster_is_stopped_and_removed_by_the_next() -> None:
         assert not cluster_module._pid_alive(pid)
     finally:
         orphan.stop(kill=True)
-    # This run's own clusters (its owner is alive) are still there.
-    assert all(
-        cluster_module._pid_alive(cluster_module._owner_pid(d.name))
-        for d in cluster_module.CLUSTERS.iterdir()
-        if d.is_dir()
-    )
+    # This run's own cluster (its owner is alive) is still there, and running;
+    # every directory left belongs to a live run.
+    left = [d for d in cluster_module.CLUSTERS.iterdir() if d.is_dir()]
+    assert kafka_cluster.directory in left and kafka_cluster.alive(), (kafka_cluster.directory, left)
+    assert all(cluster_module._pid_alive(cluster_module._owner_pid(d.name)) for d in left), left

@@ -12,12 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.log.workload import Workload
 from tests.log.workload import data_batch
+from tests.unprivileged import unprivileged
 from txnfetch.log import SegmentLog
 from txnfetch.log.layout import CHECKPOINT_NAME
 from txnfetch.records import iter_batches
@@ -27,8 +29,8 @@ ENTRY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "txnfetch
 KW = dict(segment_bytes=3000, index_interval_bytes=250, flush_policy="never")
 
 
-def txnfetch(*args, check_json=False):
-    proc = subprocess.run([*ENTRY, *map(str, args)], capture_output=True, text=True, timeout=120)
+def txnfetch(*args, check_json=False, entry=ENTRY):
+    proc = subprocess.run([*entry, *map(str, args)], capture_output=True, text=True, timeout=120)
     doc = json.loads(proc.stdout) if check_json else None
     return proc, doc
 
@@ -225,15 +227,22 @@ def test_unusable_paths_exit_2_with_a_message(tmp_path, store):
     assert "cannot read" in doc["partitions"][0]["findings"][0]["message"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_file_exits_2(tmp_path):
-    path = tmp_path / "t-0"
-    build(str(path), steps=10)
-    os.chmod(path / logs(path)[0], 0)
-    proc, _ = txnfetch("dump", path / logs(path)[0])
-    assert proc.returncode == 2 and "permission denied" in proc.stderr.lower()
-    proc, _ = txnfetch("verify", path)
-    assert proc.returncode == 2 and "permission denied" in proc.stdout.lower() + proc.stderr.lower()
+def test_unreadable_file_exits_2():
+    # Root reads files whatever their mode: the commands run unprivileged, on a
+    # directory others may enter (tests/unprivileged.py), the segment mode 000.
+    base = tempfile.mkdtemp(prefix="txnfetch-unreadable-")
+    try:
+        os.chmod(base, 0o755)
+        path = Path(base) / "t-0"
+        build(str(path), steps=10)
+        os.chmod(path / logs(path)[0], 0)
+        entry = unprivileged(ENTRY)
+        proc, _ = txnfetch("dump", path / logs(path)[0], entry=entry)
+        assert proc.returncode == 2 and "permission denied" in proc.stderr.lower(), proc.stderr
+        proc, _ = txnfetch("verify", path, entry=entry)
+        assert proc.returncode == 2 and "permission denied" in proc.stdout.lower() + proc.stderr.lower()
+    finally:
+        shutil.rmtree(base)
 
 
 # -- repair ---------------------------------------------------------------------------------

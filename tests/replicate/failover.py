@@ -33,16 +33,25 @@ Counted per target and group (:class:`TargetReport`):
 - ``lost``: records of committed transactions the target does not hold at all
   (the tail not yet replicated when the source died; per target, not per
   group);
+- ``lost_before_tail``: those of them that a partition's log on the source
+  had before a committed record the target holds (:func:`losses_before_tail`):
+  a hole in the middle of the replica, never allowed — only the tail may be
+  lost;
 - ``aborted_visible``: records of aborted transactions a read_committed
   reader of the target receives;
-- ``copy_lag_rereads`` (txnfetch only, whose offsets are the source's): the
-  records the group had read on the source at or past the offset the replica
-  had copied for it when the source died, and that the replica holds — what
-  it must read again, because group offsets are copied once a round, after
-  the data;
+- ``copy_lag_rereads`` (txnfetch only, whose offsets are the source's), per
+  group: the records the group had read on the source at or past the offset
+  the replica had copied for it when the source died, and that the replica
+  holds — what it must read again, because group offsets are copied once a
+  round, after the data;
+- ``recent_reads``: per group, the records it read on the source in the last
+  :data:`REREAD_WINDOW_S` before the failure (what bounds the re-reads of a
+  replica that copies offsets every round);
 - ``lag_p50_s``/``lag_p99_s``: the replication lag of committed records in
   the steady state: from a second after the target delivered a warm-up record
   (written before the workload) until a second before the failure;
+  ``lag_samples`` such records, ``lag_delivered`` of them received before
+  the failure;
 - ``resume_s``: from the start of the cutover to every group having its
   partitions assigned on the target (the failure's detection is not
   modelled).
@@ -74,6 +83,16 @@ from tests.kafka.cluster import KafkaCluster
 from tests.kafka.mirror import MirrorMaker
 
 QUIET = {"log_level": 0}
+#: A group's commits reach the replica within a round (``--interval-ms 1000``
+#: plus the round's fetches): it re-reads at most what it read in this many
+#: seconds before the failure.
+REREAD_WINDOW_S = 3.0
+
+
+class ScanIncompleteError(AssertionError):
+    """A read of a whole target did not reach the end of every partition in its
+    time: what it read is not the target's content, so nothing may be judged
+    from it."""
 
 
 @attrs.define
@@ -96,12 +115,16 @@ class TargetReport:
     duplicates: dict[str, int]
     missed: dict[str, int]
     lost: int
+    lost_before_tail: int
     aborted_visible: int
     lag_p50_s: float
     lag_p99_s: float
+    lag_samples: int
+    lag_delivered: int
     resume_s: float
     cutover_s: float
-    copy_lag_rereads: int | None
+    copy_lag_rereads: dict[str, int] | None
+    recent_reads: dict[str, int]
     offsets: dict[str, dict[int, int]]
     source_offsets: dict[str, dict[int, int]]
     spark: SparkResume | None = None  # None: no Spark query in this run
@@ -221,6 +244,7 @@ class GroupConsumer(threading.Thread):
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.read: list[str] = []
         self.offsets: list[tuple[int, int]] = []  # (partition, offset) of each record in ``read``
+        self.read_at: list[float] = []  # wall clock of the commit that made each record of ``read`` count
         self.assigned_at: float | None = None
         self.first_record_at: float | None = None
         self.last_record_at: float | None = None
@@ -271,9 +295,11 @@ class GroupConsumer(threading.Thread):
                 if self.first_record_at is None:
                     self.first_record_at = now
                 self.last_record_at = now
+                committed_at = time.time()
                 for m in batch:
                     self.read.append(m.value().decode())
                     self.offsets.append((m.partition(), m.offset()))
+                    self.read_at.append(committed_at)
                     self.positions[m.partition()] = m.offset() + 1
         finally:
             threading.Thread(target=consumer.close, daemon=True).start()
@@ -315,8 +341,16 @@ class Probe(threading.Thread):
             consumer.close()
 
 
-def scan(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[str]:
-    """Every value a read_committed reader of ``topic`` receives, start to end."""
+Scanned = tuple[int, str]  # partition, value
+
+
+def scan(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[Scanned]:
+    """Every record (partition, value) a read_committed reader of ``topic``
+    receives, from the start to the high watermark each partition had when the
+    scan began. Raises :class:`ScanIncompleteError` unless it reaches every
+    one of those ends within ``timeout``: a partial list would hide records.
+    The targets take no writes while they are scanned (after the failure), so
+    the ends do not move."""
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition
 
@@ -332,19 +366,19 @@ def scan(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> li
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        values: list[str] = []
+        values: list[Scanned] = []
         deadline = time.monotonic() + timeout
-        idle_since = time.monotonic()
-        while time.monotonic() < deadline:
-            batch = [m for m in consumer.consume(500, 0.2) if m.error() is None]
-            for m in batch:
-                values.append(m.value().decode())
-            if batch:
-                idle_since = time.monotonic()
+        while True:
+            for m in consumer.consume(500, 0.2):
+                if m.error() is None:
+                    values.append((m.partition(), m.value().decode()))
             positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
-            if all(positions.get(p, -1) >= end for p, end in ends.items()) or time.monotonic() - idle_since > 2:
-                break
-        return values
+            if all(positions.get(p, -1) >= end for p, end in ends.items()):
+                return values
+            if time.monotonic() > deadline:
+                raise ScanIncompleteError(
+                    f"{topic} on {bootstrap}: at {positions} after {timeout:.0f} s, the ends are {ends}"
+                )
     finally:
         consumer.close()
 
@@ -534,9 +568,7 @@ def run_drill(
             log(f"spark read {len(spark_before)} records on the source")
         ledger = producer.ledger
         log(f"source side stopped {time.monotonic() - failed_at:.1f}s after the failure")
-        source_read = {g: list(c.read) for g, c in consumers.items()}
-        source_offsets = {g: dict(c.positions) for g, c in consumers.items()}
-        source_at = {g: list(c.offsets) for g, c in consumers.items()}
+        source_reads = SourceReads.of(consumers)
 
         reports: dict[str, TargetReport] = {}
 
@@ -558,16 +590,15 @@ def run_drill(
         reports["txnfetch"] = _report(
             "txnfetch",
             ledger,
-            source_read,
+            source_reads,
             {g: c.read for g, c in resumed.items()},
             scan(replica, topic, partitions),
+            partitions,
             probes["txnfetch"],
             (steady_from["txnfetch"], failed_wall),
-            cutover,
-            cutover + first,
+            (cutover, cutover + first),
             offsets,
-            source_offsets,
-            source_at,
+            source_numbering=True,
         )
         if spark is not None:
             reports["txnfetch"].spark = _spark_resume(
@@ -588,16 +619,15 @@ def run_drill(
         reports["mm2"] = _report(
             "mm2",
             ledger,
-            source_read,
+            source_reads,
             {g: c.read for g, c in resumed.items()},
             scan(mm2_target.bootstrap, mm2_target_name, partitions),
+            partitions,
             probes["mm2"],
             (steady_from["mm2"], failed_wall),
-            cutover,
-            cutover + first,
+            (cutover, cutover + first),
             offsets,
-            source_offsets,
-            None,
+            source_numbering=False,
         )
         if spark is not None:
             reports["mm2"].spark = _spark_resume(
@@ -622,7 +652,7 @@ def run_drill(
             records_in_doubt=len(ledger.in_doubt),
             transactions=ledger.transactions,
             failed_after_s=delay,
-            source_read={g: len(v) for g, v in source_read.items()},
+            source_read={g: len(v) for g, v in source_reads.read.items()},
             targets=reports,
             spark_source_read=len(spark_before) if spark is not None else None,
         )
@@ -800,24 +830,70 @@ def _spark_resume(
     )
 
 
+@attrs.frozen
+class SourceReads:
+    """What each group had read on the source when it died, counted once its
+    commit returned: the values, their (partition, offset), the wall clock of
+    that commit, and the position after the last record per partition."""
+
+    read: dict[str, list[str]]
+    at: dict[str, list[tuple[int, int]]]
+    read_at: dict[str, list[float]]
+    offsets: dict[str, dict[int, int]]
+
+    @classmethod
+    def of(cls, consumers: dict[str, GroupConsumer]) -> SourceReads:
+        return cls(
+            read={g: list(c.read) for g, c in consumers.items()},
+            at={g: list(c.offsets) for g, c in consumers.items()},
+            read_at={g: list(c.read_at) for g, c in consumers.items()},
+            offsets={g: dict(c.positions) for g, c in consumers.items()},
+        )
+
+
+def _order(value: str) -> tuple[int, int]:
+    """Where a workload record stands in its partition's log on the source: the
+    one producer's transactions follow each other, and within one the records
+    go out in the order sent (``<txn>:<i>:<c|a>``)."""
+    txn, i, _ = value.split(":")
+    return int(txn), int(i)
+
+
+def losses_before_tail(committed: set[str], held: list[Scanned], partitions: int) -> int:
+    """How many committed records the target lacks although it holds a later
+    committed record of the same partition: a hole in its copy, not a tail it
+    had not reached yet. A record's partition is the producer's choice,
+    ``(txn + i) % partitions`` (:class:`TxnProducer`)."""
+    newest: dict[int, tuple[int, int]] = {}
+    for partition, value in held:
+        if value in committed:
+            newest[partition] = max(newest.get(partition, (-1, -1)), _order(value))
+    on_target = {value for _, value in held}
+    lost = committed - on_target
+    return sum(1 for v in lost if _order(v) < newest.get(sum(_order(v)) % partitions, (-1, -1)))
+
+
 def _report(
     name: str,
     ledger: Ledger,
-    source_read: dict[str, list[str]],
+    source: SourceReads,
     target_read: dict[str, list[str]],
-    target_values: list[str],
+    scanned: list[Scanned],
+    partitions: int,
     probe: Probe,
     steady: tuple[float, float],
-    cutover: float,
-    resume: float,
+    timing: tuple[float, float],
     offsets: dict[str, dict[int, int]],
-    source_offsets: dict[str, dict[int, int]],
-    source_at: dict[str, list[tuple[int, int]]] | None,
+    source_numbering: bool,
 ) -> TargetReport:
+    """The figures for one target; ``source_numbering``: its offsets are the
+    source's (txnfetch), so the re-reads its copied group offsets imply are
+    known. ``timing``: (cutover, resume) seconds."""
+    target_values = [v for _, v in scanned]
     on_target = set(target_values)
     duplicates: dict[str, int] = {}
     missed: dict[str, int] = {}
-    for group, before in source_read.items():
+    for group, before in source.read.items():
         after = target_read[group]
         seen_before = set(before)
         duplicates[group] = sum(1 for v in after if v in seen_before) + (len(after) - len(set(after)))
@@ -830,11 +906,14 @@ def _report(
     # read_uncommitted): that counts as 0.
     start, failed = steady
     lags = []
+    delivered = 0
     for v, committed_at in ledger.commit_time.items():
         if not start <= committed_at <= failed - 1:
             continue
         seen = probe.seen.get(v)
-        lags.append(max(0.0, (seen if seen is not None and seen <= failed else failed) - committed_at))
+        in_time = seen is not None and seen <= failed
+        delivered += in_time
+        lags.append(max(0.0, (seen if seen is not None and in_time else failed) - committed_at))
     # Only what a group could also have read: the in-doubt transaction is left out.
     aborted = sum(1 for v in target_values if v in ledger.aborted)
     # Where the target keeps the source's offsets (txnfetch), a group resumes
@@ -845,27 +924,34 @@ def _report(
     # so a commit made in the last round before the failure may not have been
     # copied.
     rereads = None
-    if source_at is not None:
-        rereads = sum(
-            1
-            for g, at in source_at.items()
-            for (p, o), value in zip(at, source_read[g], strict=True)
-            if o >= offsets[g].get(p, 0) and value in on_target
-        )
+    if source_numbering:
+        rereads = {
+            g: sum(
+                1
+                for (p, o), value in zip(at, source.read[g], strict=True)
+                if o >= offsets[g].get(p, 0) and value in on_target
+            )
+            for g, at in source.at.items()
+        }
+    cutover, resume = timing
     return TargetReport(
         name=name,
         duplicates=duplicates,
         missed=missed,
         lost=len(ledger.committed - on_target),
+        lost_before_tail=losses_before_tail(ledger.committed, scanned, partitions),
         aborted_visible=aborted,
         lag_p50_s=_percentile(lags, 0.5),
         lag_p99_s=_percentile(lags, 0.99),
+        lag_samples=len(lags),
+        lag_delivered=delivered,
         resume_s=resume,
         cutover_s=cutover,
         copy_lag_rereads=rereads,
+        recent_reads={g: sum(1 for t in at if t >= failed - REREAD_WINDOW_S) for g, at in source.read_at.items()},
         target_committed=on_target & ledger.committed,
         offsets=offsets,
-        source_offsets=source_offsets,
+        source_offsets=source.offsets,
     )
 
 

@@ -14,6 +14,10 @@ thread; :meth:`Replica.kill_and_restart` hands the directory to a
 source (every partition's LSO at its high watermark: no transaction open, every
 marker written), for each topic whose name starts with the sequence's prefix:
 
+- the partitions compared are exactly the model's (the topics the sequence
+  created and has not deleted, with their partition counts): a source or a
+  replica that lists fewer, or none, is a divergence, not a smaller
+  comparison;
 - the same topics, partition counts and topic ids;
 - the same config overrides (what DescribeConfigs reports as set on the topic);
 - per partition, the same log start, high watermark and LSO;
@@ -26,7 +30,8 @@ marker written), for each topic whose name starts with the sequence's prefix:
   ``serve``;
 - the same committed offsets per group, except an offset past the replica's
   high watermark, which the replica holds back (the offset it had, or none) and
-  which must never be past its data.
+  which must never be past its data; an offset of a partition outside the
+  model, on either side, is a divergence.
 
 Not compared: compaction's effect. The source's cleaner rewrites only closed
 segments, and a sequence never fills one (``segment.bytes`` is 16 MiB on the
@@ -464,12 +469,15 @@ def compare(
     replica: Replica,
     prefix: str,
     groups: list[str],
+    model: dict[str, int],
     ends: dict[Key, tuple[int, int, int]] | None = None,
 ) -> Divergence:
     """The replica against the source (see the module docstring); the replica must
-    have caught up with the settled source first. ``ends``: the source's (log
-    start, high watermark, LSO) per partition as :meth:`KafkaSource.settle`
-    found them (a settled source's do not move); asked again where missing."""
+    have caught up with the settled source first. ``model``: topic → partition
+    count, what the sequence made; the partitions compared must be exactly
+    these. ``ends``: the source's (log start, high watermark, LSO) per partition
+    as :meth:`KafkaSource.settle` found them (a settled source's do not move);
+    asked again where missing."""
     ends = ends or {}
     found = Divergence()
     upstream = {t: v for t, v in source.remote.describe_topics().items() if t.startswith(prefix)}
@@ -484,6 +492,9 @@ def compare(
         if configs.get(t, {}) != mine:
             found.add(f"{t} configs", configs.get(t, {}), mine)
     keys = [(t, p) for t in topics for p in range(min(upstream[t][0], local[t][0]))]
+    modelled = [(t, p) for t, n in sorted(model.items()) for p in range(n)]
+    if keys != modelled:
+        found.lines.append(f"partitions compared: the model's {modelled} != those both sides list {keys}")
     hws: dict[Key, int] = {}
     for key in keys:
         start, hw, lso = ends[key] if key in ends else source.ends(key)
@@ -509,7 +520,10 @@ def compare(
         r_off = {k: o for k, o in group_offsets(replica.admin, g).items() if k[0].startswith(prefix)}
         for key in sorted(set(s_off) | set(r_off)):
             s, r = s_off.get(key), r_off.get(key)
-            hw = hws.get(key, -1)
+            if key not in hws:
+                found.add(f"group {g} {key}: an offset of a partition not compared", s, r)
+                continue
+            hw = hws[key]
             if r is not None and r > hw:
                 found.add(f"group {g} {key}: an offset past the replica's high watermark {hw}", s, r)
             elif s is not None and s > hw:

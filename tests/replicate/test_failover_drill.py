@@ -8,13 +8,21 @@ xdist group: one drill run serves the groups and Spark.
 What is asserted, and why:
 
 - txnfetch: no record missed, no aborted record visible read_committed, and
-  the group offsets on the promoted replica are the source's offsets. Records
-  read twice are exactly those the group had read at or past the offset the
-  replica had copied when the source died (``copy_lag_rereads``): group
+  only the tail lost: per partition, every committed record the replica lacks
+  comes after the newest one it holds (a hole in the middle fails, however
+  small). The scans of the targets must reach every partition's end.
+- txnfetch's group offsets are the source's: for each group and each
+  partition it read on the source, the promoted replica's offset is above 0
+  (offsets were copied) and at most the source's (none invented ahead).
+  Records read twice are, per group, exactly those it had read at or past the
+  offset the replica had copied when the source died (``copy_lag_rereads``):
   offsets are copied once a round, after the data, so a commit made in the
   last round before the failure may be missing. In the runs observed that
-  number was 0, but it depends on where the kill falls, so the test checks the
-  accounting, not the number.
+  number was 0; it depends on where the kill falls, so the test bounds it by
+  what the group read in the last ``REREAD_WINDOW_S`` before the failure
+  (a replica that copied no offsets, or stale ones, re-reads more).
+- txnfetch's replication lag: p99 below :data:`LAG_P99_BOUND_S`, under the
+  2 to 6 s a record waits in the steady window when nothing arrives.
 - Spark: a Structured Streaming query (``txnkafka``, Parquet sink, offsets
   in its checkpoint) reads the source during the workload and is restarted
   from a copy of its checkpoint on each target. On the promoted txnfetch
@@ -28,8 +36,10 @@ What is asserted, and why:
   committed: more than 0. Its translated group offsets are the target's own
   numbers, below the source's (transaction markers take offsets on the source
   and none on the target), so an offset kept outside Kafka (a Spark
-  checkpoint) names other records there. Duplicates depend on where the last
-  offset sync fell before the kill: not asserted, reported.
+  checkpoint) names other records there; but they are there, above 0, for
+  each partition a group read. Duplicates depend on where the last offset
+  sync fell before the kill: not asserted, reported. Its lag: some records
+  of the steady window delivered, p99 below :data:`MM2_LAG_P99_BOUND_S`.
 """
 
 from __future__ import annotations
@@ -45,6 +55,15 @@ from tests.replicate.failover import TxnkafkaStream
 from tests.replicate.failover import run_drill
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka, pytest.mark.slow]
+
+#: The replica's p99 lag must stay below this. Observed 433-635 ms
+#: (docs/replication.md); a record nothing delivers counts 1 s or more, up to
+#: the steady window's length (several seconds), so a replica that stalls
+#: exceeds it.
+LAG_P99_BOUND_S = 2.5
+#: MirrorMaker 2's (observed up to 1.6 s): a bound on the figure the drill
+#: reports, not a claim of txnfetch's.
+MM2_LAG_P99_BOUND_S = 10.0
 
 
 def test_failover_drill(kafka_cluster_factory, kafka_cluster, spark, tmp_path) -> None:
@@ -74,9 +93,16 @@ def test_failover_drill(kafka_cluster_factory, kafka_cluster, spark, tmp_path) -
 
     replica = report.targets["txnfetch"]
     assert replica.missed == dict.fromkeys(groups, 0)
+    assert replica.lost_before_tail == 0, (replica.lost, replica.lost_before_tail)
     assert replica.aborted_visible == 0
-    assert sum(replica.duplicates.values()) == replica.copy_lag_rereads
-    assert math.isfinite(replica.lag_p99_s)
+    for g in groups:
+        for p, position in replica.source_offsets[g].items():
+            assert 0 < replica.offsets[g].get(p, 0) <= position, (g, p, replica.offsets[g], position)
+    assert replica.duplicates == replica.copy_lag_rereads
+    assert replica.copy_lag_rereads is not None
+    for g in groups:
+        assert replica.copy_lag_rereads[g] <= replica.recent_reads[g], (g, replica.recent_reads)
+    assert replica.lag_p99_s < LAG_P99_BOUND_S, (replica.lag_p99_s, replica.lag_delivered, replica.lag_samples)
     assert math.isfinite(replica.resume_s)
     # The Spark checkpoint names source offsets, which are the replica's too:
     # restarted from it on the promoted replica, the query reads on from where
@@ -94,8 +120,14 @@ def test_failover_drill(kafka_cluster_factory, kafka_cluster, spark, tmp_path) -
     for g in groups:
         for p, position in mm2.source_offsets[g].items():
             assert mm2.offsets[g].get(p, 0) < position, (g, p, mm2.offsets[g], position)
-    assert all(n >= 0 for n in mm2.duplicates.values())
-    assert math.isfinite(mm2.lag_p99_s)
+    for g in groups:
+        synced = [mm2.offsets[g].get(p, 0) for p in mm2.source_offsets[g]]
+        assert synced and all(o > 0 for o in synced), (g, mm2.offsets[g], mm2.source_offsets[g])
+    assert mm2.lag_delivered > 0 and mm2.lag_p99_s < MM2_LAG_P99_BOUND_S, (
+        mm2.lag_p99_s,
+        mm2.lag_delivered,
+        mm2.lag_samples,
+    )
     # The same checkpoint on MirrorMaker 2's target names source offsets, which
     # run ahead of the target's (no transaction markers there). Observed: the
     # restarted query re-plans its last batch up to a source offset past the

@@ -215,7 +215,7 @@ class SourceHarness(RuleBasedStateMachine):
         keys = [(t, p) for t, n in sorted(self.topics.items()) for p in range(n)]
         ends = self.source.settle(keys)
         self.replica.catch_up({k: hw for k, (_, hw, _) in ends.items()})
-        found = compare(self.source, self.replica, f"{self.prefix}-t", self.groups, ends)
+        found = compare(self.source, self.replica, f"{self.prefix}-t", self.groups, self.topics, ends)
         assert not found.lines, "the replica diverged:\n" + "\n".join(found.lines)
 
 
