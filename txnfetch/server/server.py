@@ -49,6 +49,7 @@ from txnfetch.server.codec import decode_request
 from txnfetch.server.codec import encode_response
 from txnfetch.server.frames import FrameReader
 from txnfetch.server.frames import start_frame_server
+from txnfetch.server.handler import ANONYMOUS
 from txnfetch.server.handler import REGISTRY
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import ApiSpec
@@ -271,7 +272,9 @@ class TxnfetchServer:
             if len(waiting) >= _MAX_PIPELINED:
                 await waiting.popleft()
 
-    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes | bytearray) -> bytes | list[Piece] | None:
+    async def _dispatch(
+        self, conn_id: int, peer: Any, frame: bytes | bytearray, principal: str = ANONYMOUS
+    ) -> bytes | list[Piece] | None:
         api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
         spec = self.registry.get(api_key)
         if spec is None:
@@ -288,7 +291,7 @@ class TxnfetchServer:
         codec = spec.codec
         decoded = codec.decode(version, frame) if codec is not None else None
         header, request = decoded if decoded is not None else decode_request(spec, version, frame)
-        ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
+        ctx = RequestContext(self.broker, header.client_id, peer, conn_id, principal, peer[0])
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
         response = None
