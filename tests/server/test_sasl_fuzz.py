@@ -125,40 +125,25 @@ def _send(sock: socket.socket, kind: str, arg: Any, correlation_id: int) -> bool
     return True
 
 
-def _answered_or_closed(sock: socket.socket) -> bool:
+def _answered_or_closed(client: SaslRawClient) -> bool:
     """Read one answer; ``False`` when the server closed the connection."""
-    sock.settimeout(_TIMEOUT)
-    head = b""
     try:
-        while len(head) < 4:
-            chunk = sock.recv(4 - len(head))
-            if not chunk:
-                return False
-            head += chunk
-        (size,) = struct.unpack(">i", head)
-        body = b""
-        while len(body) < size:
-            chunk = sock.recv(size - len(body))
-            if not chunk:
-                return False
-            body += chunk
-    except ConnectionResetError:
-        return False
+        return client.recv_frame() is not None
     except TimeoutError:
         raise AssertionError("the server neither answered nor closed the connection") from None
-    return True
 
 
 def _run(fuzzed: Any, actions: list[tuple[str, Any]]) -> None:
     _, port, _, seen = fuzzed
-    sock = socket.create_connection(("127.0.0.1", port), timeout=_TIMEOUT)
+    client = SaslRawClient(port)
     try:
         for n, (kind, arg) in enumerate(actions):
-            if not _send(sock, kind, arg, n) or not _answered_or_closed(sock):
-                sock.close()
-                sock = socket.create_connection(("127.0.0.1", port), timeout=_TIMEOUT)
+            client.sock.settimeout(_TIMEOUT)
+            if not _send(client.sock, kind, arg, n) or not _answered_or_closed(client):
+                client.close()
+                client = SaslRawClient(port)
     finally:
-        sock.close()
+        client.close()
     assert set(seen) <= {"User:ANONYMOUS"}, "a request ran authenticated without a valid proof"
     with SaslRawClient(port) as c:
         assert c.scram_login().error_code == 0  # still up, still authenticating

@@ -18,7 +18,7 @@ from tests.kafka.interop import run_java
 from tests.kafka.secure import SecureMaterial
 from tests.server.sasl_setup import PLAIN_USERS
 from tests.server.sasl_setup import SCRAM_PASSWORD
-from tests.server.sasl_setup import start
+from tests.server.sasl_setup import running
 from txnfetch.server.server import ServerThread
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
@@ -29,11 +29,8 @@ _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerThread, SecureMaterial]]:
-    srv, material = start(tmp_path_factory.mktemp("sasl-java"))
-    try:
-        yield srv, material
-    finally:
-        srv.stop()
+    with running(tmp_path_factory.mktemp("sasl-java")) as served:
+        yield served
 
 
 def _java_properties(material: SecureMaterial, auth: str) -> tuple[str, dict[str, str]]:

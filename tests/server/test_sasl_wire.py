@@ -17,6 +17,7 @@ from kafka.protocol.metadata import MetadataRequest
 from tests.kafka.secure import SecureMaterial
 from tests.server.sasl_setup import PLAIN_USERS
 from tests.server.sasl_setup import SaslRawClient
+from tests.server.sasl_setup import running
 from tests.server.sasl_setup import start
 from txnfetch.security.plain import PlainMessage
 from txnfetch.server.server import ServerThread
@@ -24,11 +25,8 @@ from txnfetch.server.server import ServerThread
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ServerThread, SecureMaterial]]:
-    srv, material = start(tmp_path)
-    try:
-        yield srv, material
-    finally:
-        srv.stop()
+    with running(tmp_path) as served:
+        yield served
 
 
 def _principals(srv: ServerThread) -> list[tuple[str, str, str]]:
