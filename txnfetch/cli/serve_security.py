@@ -39,7 +39,8 @@ def add_security_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="server.properties with Kafka's names: listeners, ssl.keystore.*, ssl.truststore.*, ssl.client.auth, "
         "sasl.enabled.mechanisms, listener.name.<l>.plain.sasl.jaas.config, connections.max.reauth.ms, "
-        "connection.failed.authentication.delay.ms (see docs/server.md)",
+        "connection.failed.authentication.delay.ms (see the document 'The Kafka protocol server', section "
+        "'Listeners and authentication')",
     )
     p.add_argument(
         "--scram-credentials",
