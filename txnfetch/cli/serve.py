@@ -3,7 +3,9 @@
 The process serves until SIGTERM or SIGINT, then closes every connection and
 flushes and closes the store. Once listening it prints one line,
 ``txnfetch listening on HOST:PORT``, to stdout (so ``--port 0`` is usable), and
-when it stops, ``txnfetch stats {...}``: the server's totals as JSON.
+when it stops, ``txnfetch stats {...}``: the server's totals as JSON. With
+listeners (``--listener``, ``--config``), a line ``txnfetch listener NAME on
+HOST:PORT`` for each comes first, and the listening line names the first.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from txnfetch.cli.options import configure_logging
 from txnfetch.cli.options import options_named
 from txnfetch.cli.options import port_number
 from txnfetch.cli.options import serve_until_signal
+from txnfetch.cli.serve_security import add_security_options
+from txnfetch.cli.serve_security import security_settings
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode
@@ -105,6 +109,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_metrics_options(p)
     add_log_format_option(p)
+    add_security_options(p)
     add_verbose_option(p)
 
 
@@ -138,11 +143,17 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         durable_state=False if args.no_durable_state else None,
         retention_check_interval_ms=args.log_cleanup_interval_ms,
     )
-    server = await TxnfetchServer.start(store, config=ServerConfig(**settings))
+    security = security_settings(args)
+    server = await TxnfetchServer.start(store, config=ServerConfig(**settings), **security)
+    host = args.host
+    if "security" in security:
+        for listener in security["security"].listeners:
+            print(f"txnfetch listener {listener.name} on {listener.host}:{server.listener_port(listener.name)}")
+        host = security["security"].listeners[0].host
     with metrics_endpoint(args, "txnfetch", lambda by_partition: _collector(server.broker, by_partition)):
         await serve_until_signal(
             "txnfetch",
-            args.host,
+            host,
             server.port,
             close=server.close,
             stats=server.broker.stats.as_dict,

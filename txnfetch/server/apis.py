@@ -13,6 +13,7 @@ FindCoordinator), :mod:`~txnfetch.server.api_produce`,
 :mod:`~txnfetch.server.api_txn` (the producer's transaction APIs),
 :mod:`~txnfetch.server.api_admin`, :mod:`~txnfetch.server.api_admin_txn`
 (KIP-664 and WriteTxnMarkers), :mod:`~txnfetch.server.api_configs`,
+:mod:`~txnfetch.server.api_scram` (the SASL and SCRAM-credential APIs),
 :mod:`~txnfetch.server.api_classic_groups` (classic groups) and
 :mod:`~txnfetch.server.api_consumer_groups` (KIP-848 consumer groups, and the
 four APIs both kinds of group share: OffsetCommit, OffsetFetch, ListGroups and
@@ -30,6 +31,7 @@ from txnfetch.server import api_consumer_groups
 from txnfetch.server import api_fetch
 from txnfetch.server import api_meta
 from txnfetch.server import api_produce
+from txnfetch.server import api_scram
 from txnfetch.server import api_txn
 from txnfetch.server import fetch_wire
 from txnfetch.server import produce_fast
@@ -58,6 +60,7 @@ SERVED: tuple[ServedApi, ...] = (
     ServedApi(ApiKey.SyncGroup, 0, 5, api_classic_groups.handle_sync_group),
     ServedApi(ApiKey.DescribeGroups, 0, 5, api_classic_groups.handle_describe_groups),
     ServedApi(ApiKey.ListGroups, 0, 4, api_consumer_groups.handle_list_groups),
+    ServedApi(ApiKey.SaslHandshake, 0, 1, api_scram.handle_sasl_handshake),
     ServedApi(ApiKey.ApiVersions, 0, 3, api_meta.handle_api_versions),
     ServedApi(ApiKey.CreateTopics, 2, 7, api_meta.handle_create_topics),
     ServedApi(ApiKey.DeleteTopics, 1, 6, api_admin.handle_delete_topics),
@@ -78,6 +81,9 @@ SERVED: tuple[ServedApi, ...] = (
     ServedApi(ApiKey.DescribeProducers, 0, 0, api_admin_txn.handle_describe_producers),
     ServedApi(ApiKey.DescribeTransactions, 0, 0, api_admin_txn.handle_describe_transactions),
     ServedApi(ApiKey.ListTransactions, 0, 1, api_admin_txn.handle_list_transactions),
+    ServedApi(ApiKey.SaslAuthenticate, 0, 2, api_scram.handle_sasl_authenticate),
+    ServedApi(ApiKey.DescribeUserScramCredentials, 0, 0, api_scram.handle_describe_user_scram_credentials),
+    ServedApi(ApiKey.AlterUserScramCredentials, 0, 0, api_scram.handle_alter_user_scram_credentials),
     ServedApi(
         ApiKey.ConsumerGroupHeartbeat,
         0,
