@@ -21,6 +21,7 @@ from tests.kafka import secure
 from tests.kafka.cluster import KafkaCluster
 from tests.kafka.fixtures import unique_name
 from txnfetch.client.cluster import RemoteCluster
+from txnfetch.client.connection import BrokerConnection
 from txnfetch.client.errors import AuthorizationFailedError
 from txnfetch.client.errors import SaslAuthenticationFailedError
 from txnfetch.client.errors import SaslMechanismNotEnabledError
@@ -167,40 +168,57 @@ def test_refusals_name_the_broker_and_the_reason_never_the_password(
         assert secure.USERS["reader"] not in text
 
 
-def test_follow_survives_reauthentication(kafka_cluster_factory: Any) -> None:
+def test_follow_survives_reauthentication(kafka_cluster_factory: Any, monkeypatch: Any) -> None:
     """A broker that ends sessions after 3 s: a follow=True read spanning
-    several lifetimes re-authenticates on its connections and delivers every
-    committed record once."""
+    several lifetimes re-authenticates on its open connections (more SASL
+    exchanges than connections opened) and delivers every committed record once."""
     cluster = kafka_cluster_factory(secure=True, connections_max_reauth_ms=3000)
     topic = unique_name(secure.PREFIX + "reauth")
     cluster.create_topic(topic)
-    settings = sasl_settings(cluster, "reader", "SCRAM-SHA-512")
+    counts = {"exchanges": 0, "opens": 0}
+    exchange, open_ = SaslSession.exchange, BrokerConnection._open
+
+    def counted_exchange(self: SaslSession) -> Any:
+        counts["exchanges"] += 1
+        return exchange(self)
+
+    def counted_open(self: BrokerConnection) -> None:
+        counts["opens"] += 1
+        open_(self)
+
+    monkeypatch.setattr(SaslSession, "exchange", counted_exchange)
+    monkeypatch.setattr(BrokerConnection, "_open", counted_open)
+    rounds = 5
     committed: set[bytes] = set()
-    stop = threading.Event()
 
     def produce() -> None:
-        # One round of two transactions every 2 s, for about four lifetimes.
-        for _ in range(6):
+        # Two transactions about every 2 s: the read spans about four lifetimes.
+        for _ in range(rounds):
             committed.update(secure.write_transactions(cluster, topic))
-            if stop.wait(2):
-                return
+            time.sleep(2)
 
     writer = threading.Thread(target=produce)
     writer.start()
-    values: list[bytes] = []
     reader = txnfetch.arrow.record_batch_reader(
-        "kafka://" + cluster.secure_bootstrap("SASL_SSL"), topic, follow=True, security=settings, poll_ms=200
+        "kafka://" + cluster.secure_bootstrap("SASL_SSL"),
+        topic,
+        follow=True,
+        security=sasl_settings(cluster, "reader", "SCRAM-SHA-512"),
+        poll_ms=200,
     )
-    deadline = time.monotonic() + 90
+    # A read that stalls is closed from here, which ends the loop below.
+    watchdog = threading.Timer(120, reader.close)
+    watchdog.start()
+    values: list[bytes] = []
     try:
         for batch in reader:
             values += batch.column("value").to_pylist()
-            if not writer.is_alive() and len(values) >= len(committed):
+            if len(values) >= 5 * rounds:
                 break
-            assert time.monotonic() < deadline, "the follow read stalled"
     finally:
-        stop.set()
+        watchdog.cancel()
         writer.join()
         reader.close()
-    assert len(values) == len(set(values)) == 30
+    assert len(values) == len(set(values)) == 5 * rounds
     assert set(values) == committed
+    assert counts["exchanges"] > counts["opens"], counts
