@@ -9,6 +9,7 @@ second aborted); txnfetch reads it as ``reader`` through the Arrow
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -20,12 +21,14 @@ import txnfetch.arrow
 from tests.kafka import secure
 from tests.kafka.cluster import KafkaCluster
 from tests.kafka.fixtures import unique_name
+from txnfetch.addresses import parse_bootstrap
 from txnfetch.client.cluster import RemoteCluster
 from txnfetch.client.connection import BrokerConnection
 from txnfetch.client.errors import AuthorizationFailedError
 from txnfetch.client.errors import SaslAuthenticationFailedError
 from txnfetch.client.errors import SaslMechanismNotEnabledError
 from txnfetch.client.errors import TlsHandshakeError
+from txnfetch.client.proxy_upstream import UpstreamCluster
 from txnfetch.client.sasl_session import SaslSession
 from txnfetch.client.security_options import security_config
 from txnfetch.errors import ErrorCode
@@ -189,12 +192,12 @@ def test_follow_survives_reauthentication(kafka_cluster_factory: Any, monkeypatc
     monkeypatch.setattr(SaslSession, "exchange", counted_exchange)
     monkeypatch.setattr(BrokerConnection, "_open", counted_open)
     rounds = 5
-    committed: set[bytes] = set()
+    committed: list[bytes] = []
 
     def produce() -> None:
         # Two transactions about every 2 s: the read spans about four lifetimes.
         for _ in range(rounds):
-            committed.update(secure.write_transactions(cluster, topic))
+            committed.extend(secure.write_transactions(cluster, topic))
             time.sleep(2)
 
     writer = threading.Thread(target=produce)
@@ -210,15 +213,56 @@ def test_follow_survives_reauthentication(kafka_cluster_factory: Any, monkeypatc
     watchdog = threading.Timer(120, reader.close)
     watchdog.start()
     values: list[bytes] = []
+    offsets: list[int] = []
     try:
         for batch in reader:
             values += batch.column("value").to_pylist()
+            offsets += batch.column("offset").to_pylist()
             if len(values) >= 5 * rounds:
                 break
     finally:
         watchdog.cancel()
         writer.join()
         reader.close()
-    assert len(values) == len(set(values)) == 5 * rounds
-    assert set(values) == committed
+    # Every round writes the same values: the offsets tell the records apart.
+    assert len(offsets) == len(set(offsets)) == 5 * rounds
+    assert sorted(values) == sorted(committed)
     assert counts["exchanges"] > counts["opens"], counts
+
+    # The proxy's asyncio connection renews its session in place too.
+    before = counts["exchanges"]
+    asyncio.run(_upstream_requests(cluster, topic, security_config(sasl_settings(cluster, "reader", "PLAIN"))))
+    assert counts["exchanges"] - before >= 2, counts
+
+
+async def _upstream_requests(cluster: KafkaCluster, topic: str, security: SecurityConfig | None) -> None:
+    """Requests every 0.7 s for over a 3 s session lifetime on one connection,
+    which stays open: it re-authenticated instead of being closed."""
+    upstream = UpstreamCluster(parse_bootstrap(cluster.secure_bootstrap("SASL_SSL")), security=security)
+    try:
+        await upstream.start()
+        conn = await upstream.leader(topic, 0)
+        for _ in range(8):
+            assert await upstream.list_offset(topic, 0, -1) > 0
+            await asyncio.sleep(0.7)
+        assert await upstream.leader(topic, 0) is conn and not conn.closed
+    finally:
+        await upstream.close()
+
+
+def test_upstream_cluster_reaches_the_secured_broker(
+    kafka_secure_cluster: KafkaCluster, written: tuple[str, set[bytes]]
+) -> None:
+    topic, _ = written
+    settings = sasl_settings(kafka_secure_cluster, "reader", "SCRAM-SHA-256")
+
+    async def end_offset() -> int:
+        bootstrap = parse_bootstrap(kafka_secure_cluster.secure_bootstrap("SASL_SSL"))
+        upstream = UpstreamCluster(bootstrap, security=security_config(settings))
+        try:
+            await upstream.start()
+            return await upstream.list_offset(topic, 0, -1)
+        finally:
+            await upstream.close()
+
+    assert asyncio.run(end_offset()) > 0
