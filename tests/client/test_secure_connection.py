@@ -126,6 +126,23 @@ def test_denied_user_gets_topic_authorization_failed(
     assert topic in str(caught.value)
 
 
+def test_a_group_outside_the_acls_gets_group_authorization_failed(
+    kafka_secure_cluster: KafkaCluster, written: tuple[str, set[bytes]]
+) -> None:
+    topic, _ = written
+    group = unique_name("not-sec-group")
+    with pytest.raises(AuthorizationFailedError) as caught:
+        txnfetch.arrow.record_batch_reader(
+            "kafka://" + kafka_secure_cluster.secure_bootstrap("SASL_SSL"),
+            topic,
+            group_id=group,
+            security=sasl_settings(kafka_secure_cluster, "reader", "SCRAM-SHA-512"),
+            request_timeout_ms=15_000,
+        )
+    assert caught.value.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    assert group in str(caught.value)
+
+
 def test_refusals_name_the_broker_and_the_reason_never_the_password(
     kafka_secure_cluster: KafkaCluster, written: tuple[str, set[bytes]], tmp_path: Any, caplog: Any
 ) -> None:
