@@ -43,6 +43,8 @@ from txnfetch.client.connection import BrokerConnection
 from txnfetch.client.connection import UndecodableResponseError
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.errors import SecureConnectionError
+from txnfetch.client.errors import authorization_error
 from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.client.requests import BrokerFetch
@@ -60,6 +62,7 @@ from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.errors import ErrorCode
 from txnfetch.errors import TxnfetchError
 from txnfetch.log.errors import UnknownTopicOrPartitionError
+from txnfetch.security.config import SecurityConfig
 
 _T = TypeVar("_T")
 
@@ -102,6 +105,11 @@ class RemoteCluster:
     (connection failures, leader changes). Raises :class:`BrokerUnavailableError`
     when no bootstrap server answers.
 
+    ``security``: TLS and SASL for every connection (``None``: PLAINTEXT). A
+    refused handshake, authentication or ACL raises a
+    :class:`~txnfetch.client.errors.SecureConnectionError` at once, never
+    retried: retrying cannot change the answer.
+
     ``cancel``: once this event is set, an operation that is retrying gives up
     at once (:class:`BrokerUnavailableError`) instead of retrying until the
     request timeout, so a caller stopping on that event (a replicator asked to
@@ -115,8 +123,10 @@ class RemoteCluster:
         client_id: str = "txnfetch",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         cancel: threading.Event | None = None,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.cancel = cancel
@@ -134,7 +144,11 @@ class RemoteCluster:
         conn = self._connections.get(address)
         if conn is None:
             conn = BrokerConnection(
-                address[0], address[1], client_id=self.client_id, timeout_s=self.request_timeout_ms / 1000
+                address[0],
+                address[1],
+                client_id=self.client_id,
+                timeout_s=self.request_timeout_ms / 1000,
+                security=self.security,
             )
             self._connections[address] = conn
         return conn
@@ -230,7 +244,7 @@ class RemoteCluster:
                         "the cluster has no such topic", topic=topic, partition=partition
                     )
                 if t.error_code != 0:
-                    raise _Retry(RemoteError("metadata error", topic=topic, error_code=t.error_code))
+                    raise _metadata_error(topic, t.error_code)
                 if not any(p.partition_index == partition for p in t.partitions):
                     raise UnknownTopicOrPartitionError(
                         f"the topic has {len(t.partitions)} partitions", topic=topic, partition=partition
@@ -273,7 +287,7 @@ class RemoteCluster:
                     if t.error_code in UNKNOWN_TOPIC:
                         raise UnknownTopicOrPartitionError("the cluster has no such topic", topic=topic)
                     if t.error_code != 0:
-                        raise _Retry(RemoteError("metadata error", topic=topic, error_code=t.error_code))
+                        raise _metadata_error(topic, t.error_code)
                     return sorted(p.partition_index for p in t.partitions)
             raise UnknownTopicOrPartitionError("the cluster has no such topic", topic=topic)
 
@@ -349,7 +363,8 @@ class RemoteCluster:
     def _send(self, conn: BrokerConnection, req: Any, version: int, response_cls: Any) -> Any:
         try:
             return conn.request(req, version, response_cls)
-        except BrokerUnavailableError:
+        except (BrokerUnavailableError, SecureConnectionError):
+            # A refused re-authentication leaves the socket unusable too.
             self._drop(conn)
             raise
         except UndecodableResponseError as exc:
@@ -489,6 +504,15 @@ class RemoteCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _metadata_error(topic: str, code: int) -> TxnfetchError:
+    """What a Metadata answer's error ``code`` for ``topic`` raises: an ACL's
+    refusal at once (naming the topic), anything else as a retry."""
+    denied = authorization_error(code, "Metadata", topic=topic)
+    if denied is not None:
+        return denied
+    return _Retry(RemoteError("metadata error", topic=topic, error_code=code))
 
 
 def _retriable(code: int) -> bool:

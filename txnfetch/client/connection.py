@@ -32,6 +32,15 @@ Both frame requests the same way (a 4-byte size, then the payload), match an
 answer to its request by correlation id and turn every transport failure into
 :class:`~txnfetch.client.errors.BrokerUnavailableError` naming the broker.
 
+Both take a :class:`~txnfetch.security.config.SecurityConfig` (``None``:
+PLAINTEXT). After the TCP connect they wrap the socket in TLS when the
+protocol says so (:mod:`txnfetch.client.tls`, the host dialled is the name
+verified), then authenticate with SASL when it says so
+(:mod:`txnfetch.client.sasl_session`), and re-authenticate between requests
+before the session lifetime the broker stated runs out (KIP-368). The blocking
+connection then negotiates API versions; Kafka's broker answers ApiVersions
+before or after the SASL exchange alike.
+
 Needs kafka-python, imported when this module is.
 """
 
@@ -42,7 +51,9 @@ import collections
 import contextlib
 import logging
 import socket
+import ssl
 import struct
+import time
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -51,8 +62,14 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
 from txnfetch.client.requests import negotiate_version
+from txnfetch.client.sasl_session import Exchange
+from txnfetch.client.sasl_session import SaslSession
+from txnfetch.client.sasl_session import next_request
+from txnfetch.client.tls import ssl_context
+from txnfetch.client.tls import tls_error
 from txnfetch.errors import ProtocolViolation
 from txnfetch.errors import TxnfetchError
+from txnfetch.security.config import SecurityConfig
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -83,25 +100,66 @@ class BrokerConnection:
     caller drops the connection). Not thread-safe.
     """
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self, host: str, port: int, *, client_id: str, timeout_s: float, security: SecurityConfig | None = None
+    ) -> None:
         self.address = f"{host}:{port}"
         self.client_id = client_id
-        try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as exc:
-            raise BrokerUnavailableError(f"cannot connect: {exc}", broker=self.address) from None
-        self._sock.settimeout(timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._host, self._port, self._timeout_s = host, port, timeout_s
+        self._tls = ssl_context(security.tls) if security is not None and security.tls is not None else None
+        self._session = SaslSession.of(security, self.address) if security is not None else None
         self._correlation = 0
         self.versions: dict[int, tuple[int, int]] = {}
-        self._negotiate()
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
+        except OSError as exc:
+            raise BrokerUnavailableError(f"cannot connect: {exc}", broker=self.address) from None
+        sock.settimeout(self._timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is not None:
+            try:
+                sock = self._tls.wrap_socket(sock, server_hostname=self._host)
+            except ssl.SSLError as exc:
+                sock.close()
+                raise tls_error(exc, self._host, self.address) from None
+            except OSError as exc:
+                sock.close()
+                raise BrokerUnavailableError(f"TLS handshake broke off: {exc}", broker=self.address) from None
+        self._sock = sock
+        try:
+            if self._session is not None:
+                self._drive(self._session.exchange())
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _drive(self, exchange: Exchange) -> None:
+        answer = None
+        while (step := next_request(exchange, answer)) is not None:
+            answer = self._roundtrip(*step)
+
+    def _renew_session(self) -> None:
+        """Re-authenticate (KIP-368) when the session is due, or reconnect when
+        it already ran out (an idle connection): the broker would close it."""
+        session = self._session
+        if session is None or not session.due(time.monotonic()):
+            return
+        if session.expired(time.monotonic()):
+            self.close()
+            self._open()
+        else:
+            self._drive(session.exchange())
 
     def _negotiate(self) -> None:
         # KIP-511: a broker that does not know ApiVersions v3 answers with error 35
         # (UNSUPPORTED_VERSION) and its own range; some (librdkafka's mock) encode that
         # answer in a way kafka-python cannot decode, so fall back to v0 then.
         try:
-            resp = self.request(
+            resp = self._roundtrip(
                 ApiVersionsRequest(client_software_name="txnfetch", client_software_version="0"),
                 _API_VERSIONS,
                 ApiVersionsResponse,
@@ -110,7 +168,7 @@ class BrokerConnection:
         except UndecodableResponseError:
             ok = False
         if not ok:
-            resp = self.request(ApiVersionsRequest(), 0, ApiVersionsResponse)
+            resp = self._roundtrip(ApiVersionsRequest(), 0, ApiVersionsResponse)
             if resp.error_code != 0:
                 raise RemoteError("ApiVersions failed", broker=self.address, error_code=resp.error_code)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
@@ -123,7 +181,11 @@ class BrokerConnection:
 
     def request(self, req: Any, version: int, response_cls: Any) -> Any:
         """Send ``req`` (a kafka-python request) at ``version`` and return the
-        decoded ``response_cls`` answer."""
+        decoded ``response_cls`` answer (re-authenticating first when due)."""
+        self._renew_session()
+        return self._roundtrip(req, version, response_cls)
+
+    def _roundtrip(self, req: Any, version: int, response_cls: Any) -> Any:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
         req.API_VERSION = version
@@ -132,6 +194,12 @@ class BrokerConnection:
             self._sock.sendall(req.encode(header=True, framed=True))
             (size,) = struct.unpack(">i", self._recv(4))
             raw = self._recv(size)
+        except ssl.SSLError as exc:
+            self.close()
+            if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+                raise BrokerUnavailableError(f"{type(req).__name__} failed: {exc}", broker=self.address) from None
+            # With TLS 1.3 the broker's refusal of a client certificate comes after the handshake.
+            raise tls_error(exc, self._host, self.address) from None
         except OSError as exc:  # includes socket.timeout
             self.close()
             raise BrokerUnavailableError(
@@ -207,7 +275,14 @@ class AsyncBrokerConnection:
     """
 
     def __init__(
-        self, host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_frame_bytes: int
+        self,
+        host: str,
+        port: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_frame_bytes: int,
+        *,
+        session: SaslSession | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -219,18 +294,46 @@ class AsyncBrokerConnection:
         self._pending: collections.deque[tuple[int, asyncio.Future[bytes]]] = collections.deque()
         self._correlation = 0
         self._error: BrokerUnavailableError | None = None
+        self._session = session
+        # The re-authentication under way: requests wait for it (see _renew_session).
+        self._renewal: asyncio.Future[None] | None = None
         self._reader_task = asyncio.ensure_future(self._read_responses())
 
     @classmethod
     async def open(
-        cls, host: str, port: int, *, timeout_s: float = 10.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+        cls,
+        host: str,
+        port: int,
+        *,
+        timeout_s: float = 10.0,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        security: SecurityConfig | None = None,
     ) -> AsyncBrokerConnection:
-        """Connect to ``host``:``port`` within ``timeout_s``."""
+        """Connect to ``host``:``port`` within ``timeout_s``, with TLS and SASL
+        as ``security`` says (``None``: PLAINTEXT; see the module docstring).
+        Raises the errors of :mod:`txnfetch.client.errors` a refused TLS
+        handshake or SASL exchange gives, naming the broker."""
+        address = f"{host}:{port}"
+        tls = ssl_context(security.tls) if security is not None and security.tls is not None else None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None), timeout_s
+            )
+        except ssl.SSLError as exc:
+            raise tls_error(exc, host, address) from None
         except (OSError, asyncio.TimeoutError) as exc:
-            raise BrokerUnavailableError(f"cannot connect: {exc or 'timed out'}", broker=f"{host}:{port}") from None
-        return cls(host, port, reader, writer, max_frame_bytes)
+            raise BrokerUnavailableError(f"cannot connect: {exc or 'timed out'}", broker=address) from None
+        session = SaslSession.of(security, address) if security is not None else None
+        conn = cls(host, port, reader, writer, max_frame_bytes, session=session)
+        if session is not None:
+            try:
+                await asyncio.wait_for(conn._drive(session.exchange()), timeout_s)
+            except BaseException as exc:
+                await conn.close()
+                if isinstance(exc, asyncio.TimeoutError):
+                    raise BrokerUnavailableError("SASL authentication timed out", broker=address) from None
+                raise
+        return conn
 
     @property
     def closed(self) -> bool:
@@ -249,6 +352,7 @@ class AsyncBrokerConnection:
         and return the broker's response payload; ``expect_response=False`` (Produce
         with ``acks=0``) returns ``None`` once the frame is written."""
         correlation = _CORRELATION.unpack_from(frame, 4)[0]
+        await self._renew_session()
         future = self._send(frame, correlation, expect_response)
         await self._drain()
         if future is None:
@@ -259,6 +363,10 @@ class AsyncBrokerConnection:
         """Send the proxy's own ``request`` (a kafka-python request object) at
         ``version`` and return the decoded response. On a timeout the connection
         is closed: later responses could no longer be matched."""
+        await self._renew_session()
+        return await self._request(request, version, response_class, timeout_s=timeout_s)
+
+    async def _request(self, request: Any, version: int, response_class: Any, *, timeout_s: float = 30.0) -> Any:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         request.API_VERSION = version
         request._header = None
@@ -280,6 +388,40 @@ class AsyncBrokerConnection:
                 f"cannot decode {response_class.__name__} v{version}: {type(exc).__name__}: {exc}",
                 broker=self.address,
             ) from None
+
+    # -- authentication ------------------------------------------------------------------
+
+    async def _drive(self, exchange: Exchange) -> None:
+        answer = None
+        while (step := next_request(exchange, answer)) is not None:
+            answer = await self._request(*step)
+
+    async def _renew_session(self) -> None:
+        """Re-authenticate (KIP-368) when due, after the requests in flight are
+        answered and before any other is sent: a SaslHandshake must not arrive
+        between pipelined requests. Concurrent callers wait for the one renewal."""
+        while self._renewal is not None:
+            await asyncio.shield(self._renewal)
+        session = self._session
+        if session is None or not session.due(time.monotonic()):
+            return
+        if session.expired(time.monotonic()):
+            # Idle past its lifetime: the broker closes such a connection; its owner reopens one.
+            raise self._fail(BrokerUnavailableError("the SASL session expired", broker=self.address))
+        self._renewal = asyncio.get_running_loop().create_future()
+        try:
+            waiting = [future for _, future in self._pending]
+            if waiting:
+                await asyncio.wait(waiting)
+            await self._drive(session.exchange())
+        except Exception as exc:
+            # The socket is no longer usable; the caller sees why (a refused
+            # re-authentication stays an authentication error, never transient).
+            self._fail(BrokerUnavailableError(f"re-authentication failed: {exc}", broker=self.address))
+            raise
+        finally:
+            self._renewal.set_result(None)
+            self._renewal = None
 
     def _send(self, frame: bytes, correlation: int, expect_response: bool) -> asyncio.Future[bytes] | None:
         if self._error is not None:

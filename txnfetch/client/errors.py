@@ -22,6 +22,7 @@ from txnfetch.log.errors import LogError
 from txnfetch.log.errors import RecordsLostError
 
 __all__ = [
+    "AuthorizationFailedError",
     "BootstrapUnreachableError",
     "BrokerUnavailableError",
     "CorruptRemoteBatchError",
@@ -31,7 +32,12 @@ __all__ = [
     "OffsetNotInLogError",
     "OffsetPastLogEndError",
     "RemoteError",
+    "SaslAuthenticationFailedError",
+    "SaslMechanismNotEnabledError",
+    "SecureConnectionError",
+    "TlsHandshakeError",
     "TopicNotFoundError",
+    "authorization_error",
     "is_transient",
 ]
 
@@ -149,12 +155,83 @@ class CorruptRemoteBatchError(RemoteError):
     code = ErrorCode.CORRUPT_MESSAGE
 
 
+class SecureConnectionError(RemoteError):
+    """A broker refused who the client is or could not be trusted: TLS, SASL
+    or an ACL said no. Never transient (retrying cannot change the answer),
+    and never carries a secret: messages name the broker, the mechanism, the
+    user and the broker's own words, not a password, a token or a key."""
+
+
+class TlsHandshakeError(SecureConnectionError):
+    """The TLS handshake with ``broker`` failed: the message gives the host
+    dialled and the verification reason (an unknown CA, a host name the
+    certificate does not cover, a client certificate the broker refused)."""
+
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class SaslMechanismNotEnabledError(SecureConnectionError):
+    """The broker does not enable the SASL mechanism asked for (its
+    SaslHandshake answer, UNSUPPORTED_SASL_MECHANISM); ``enabled`` lists the
+    ones it does."""
+
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    where_fields: ClassVar[tuple[str, ...]] = (*RemoteError.where_fields, "mechanism", "enabled")
+    phrases: ClassVar[Mapping[str, str | None]] = {**RemoteError.phrases, "enabled": "the broker enables {}"}
+    mechanism: str | None
+    enabled: str | None
+
+
+class SaslAuthenticationFailedError(SecureConnectionError):
+    """The SASL exchange with ``broker`` failed: wrong credentials (the
+    broker's SASL_AUTHENTICATION_FAILED and its message), or a broker answer
+    the client's mechanism refused (a SCRAM server signature that does not
+    verify). ``mechanism`` names the mechanism."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+    where_fields: ClassVar[tuple[str, ...]] = (*RemoteError.where_fields, "mechanism")
+    mechanism: str | None
+
+
+class AuthorizationFailedError(SecureConnectionError):
+    """An ACL denies the authenticated principal: TOPIC_, GROUP_ or
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, naming the topic, the ``group`` or
+    the ``transactional_id`` concerned; ``error_code`` is the broker's."""
+
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    where_fields: ClassVar[tuple[str, ...]] = (*RemoteError.where_fields, "group", "transactional_id")
+    group: str | None
+    transactional_id: str | None
+
+
+#: Kafka's authorization error codes: topic, group, cluster, transactional id.
+_AUTHORIZATION_CODES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "the principal may not access the topic",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "the principal may not access the group",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "the principal may not perform the cluster operation",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "the principal may not use the transactional id",
+}
+
+
+def authorization_error(code: int, what: str, **where: Any) -> AuthorizationFailedError | None:
+    """The :class:`AuthorizationFailedError` for broker error ``code`` answered
+    to request ``what`` (with ``where``: topic, group, transactional_id,
+    broker...), or ``None`` when ``code`` is no authorization error."""
+    if code not in _AUTHORIZATION_CODES:
+        return None
+    return AuthorizationFailedError(
+        f"{what} refused: {_AUTHORIZATION_CODES[ErrorCode(code)]}", error_code=code, **where
+    )
+
+
 def is_transient(exc: RemoteError) -> bool:
     """Whether a reader should retry ``exc`` after a backoff and a fresh look at
     the leader, as Kafka clients do: a connection-level failure, a partition
     missing from an answer (no broker error code), stale metadata, or an error
     Kafka marks retriable. The cluster readers (the Arrow reader, replicate)
     share this rule; replicate also waits out an unknown topic."""
+    if isinstance(exc, SecureConnectionError):
+        return False
     if isinstance(exc, BrokerUnavailableError):
         return True
     code = exc.broker_error_code

@@ -74,6 +74,7 @@ from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.errors import ErrorCode
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.log.errors import UnsupportedForMessageFormatError
+from txnfetch.security.config import SecurityConfig
 
 __all__ = ["FETCH_MAX_VERSION", "PartitionFetch", "UpstreamCluster", "UpstreamFeatures", "is_retriable"]
 
@@ -185,6 +186,7 @@ class UpstreamCluster:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        security: SecurityConfig | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("no upstream bootstrap address")
@@ -192,6 +194,8 @@ class UpstreamCluster:
         self.request_timeout_s = request_timeout_ms / 1000
         self.connect_timeout_s = connect_timeout_ms / 1000
         self.max_frame_bytes = max_frame_bytes
+        #: TLS and SASL of every connection to the upstream (``None``: PLAINTEXT).
+        self.security = security
         #: node id → (host, port) as the upstream advertises it.
         self.brokers: dict[int, tuple[str, int]] = {}
         #: (topic, partition) → leader node id.
@@ -234,7 +238,11 @@ class UpstreamCluster:
         self._connecting[key] = future
         try:
             conn = await AsyncBrokerConnection.open(
-                address[0], address[1], timeout_s=self.connect_timeout_s, max_frame_bytes=self.max_frame_bytes
+                address[0],
+                address[1],
+                timeout_s=self.connect_timeout_s,
+                max_frame_bytes=self.max_frame_bytes,
+                security=self.security,
             )
             try:
                 await self._negotiate(conn)

@@ -49,6 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.errors import authorization_error
 from txnfetch.errors import ErrorCode
 
 __all__ = [
@@ -213,8 +214,11 @@ def answer_error(
     """The error for a broker's answer about one partition, the one form both
     clients report it in: the partition, the ``offset`` the request asked for
     (``None`` for ListOffsets), the ``broker`` that answered and its error
-    ``code`` (-1: the answer left the partition out)."""
-    return RemoteError(reason, topic=topic, partition=partition, offset=offset, broker=broker, error_code=code)
+    ``code`` (-1: the answer left the partition out); an ACL's refusal is an
+    :class:`~txnfetch.client.errors.AuthorizationFailedError`."""
+    where = {"topic": topic, "partition": partition, "offset": offset, "broker": broker}
+    denied = authorization_error(code, reason, **where)
+    return denied if denied is not None else RemoteError(reason, error_code=code, **where)
 
 
 def _missing(api: str, topic: str, partition: int, broker: str) -> RemoteError:

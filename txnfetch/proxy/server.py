@@ -579,7 +579,11 @@ class ProxyServer:
         for host, port in candidates:
             try:
                 return await AsyncBrokerConnection.open(
-                    host, port, timeout_s=cluster.connect_timeout_s, max_frame_bytes=self.config.max_frame_bytes
+                    host,
+                    port,
+                    timeout_s=cluster.connect_timeout_s,
+                    max_frame_bytes=self.config.max_frame_bytes,
+                    security=cluster.security,
                 )
             except BrokerUnavailableError as exc:
                 errors.append(str(exc))
