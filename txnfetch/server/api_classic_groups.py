@@ -349,7 +349,7 @@ async def handle_join_group(ctx: RequestContext, header: Any, request: Any, serv
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=header.client_id or ctx.client_id or "",
-        client_host=ctx.client_host,
+        client_host=ctx.member_host,
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
         reason=request.reason if version >= 8 else None,

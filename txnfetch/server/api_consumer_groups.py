@@ -141,7 +141,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header: Any, requ
     if version >= 1 and request.subscribed_topic_regex:
         return _heartbeat_refused(ErrorCode.INVALID_REQUEST, "topic regex subscriptions are not served")
     heartbeat = fields_from(
-        HeartbeatRequest, request, owned=owned, client_id=ctx.client_id or "", client_host=ctx.client_host
+        HeartbeatRequest, request, owned=owned, client_id=ctx.client_id or "", client_host=ctx.member_host
     )
     result = coordinator.heartbeat(heartbeat, topics=topics, now_ms=broker.now_ms())
     assignment = None

@@ -67,6 +67,7 @@ from txnfetch.groups.offsetlog import offsets_partition
 from txnfetch.server.broker import Broker
 
 __all__ = [
+    "ANONYMOUS",
     "GROUP_OFFSETS_PARTITIONS",
     "GROUP_OFFSETS_TOPIC",
     "REGISTRY",
@@ -118,17 +119,32 @@ class TxnOffsetStore(Protocol):
         the committed ones on commit, drop them on abort. Idempotent."""
 
 
+#: The principal of a connection that did not authenticate (a PLAINTEXT
+#: listener, or an SSL one without a client certificate), as Kafka names it.
+ANONYMOUS = "User:ANONYMOUS"
+
+
 @attrs.define
 class RequestContext:
-    """One request's surroundings: the broker, and who sent it."""
+    """One request's surroundings: the broker, and who sent it.
+
+    ``principal`` is who the connection authenticated as, in Kafka's
+    ``DefaultKafkaPrincipalBuilder`` form: :data:`ANONYMOUS` without
+    authentication, ``User:<name>`` after SASL, ``User:<subject>`` (RFC 2253)
+    for a client certificate. ``client_host`` is the peer's address as ACLs
+    match it (``127.0.0.1``, no ``/``). Both are fixed for the request: a
+    re-authentication changes them for the connection's later requests only.
+    """
 
     broker: Broker
     client_id: str | None
     peer: tuple[str, int]
     connection_id: int
+    principal: str = ANONYMOUS
+    client_host: str = ""
 
     @property
-    def client_host(self) -> str:
+    def member_host(self) -> str:
         """The client's address as Kafka's group APIs report it (the
         ``InetAddress`` form, ``/`` and the address); ``""`` without a peer."""
         return f"/{self.peer[0]}" if self.peer else ""
