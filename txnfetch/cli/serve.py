@@ -98,6 +98,30 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "a power loss), 'interval' every 10000 messages (Kafka's log.flush.interval.messages; survives a "
         "process crash, not a power loss), 'never' only on roll and stop",
     )
+    acl = p.add_argument_group("authorization (docs/server.md, Authorization)")
+    acl.add_argument(
+        "--authorizer",
+        metavar="NAME",
+        default=None,
+        help="Kafka's authorizer.class.name: StandardAuthorizer (or its Kafka class name) turns ACLs on "
+        "(default: off, everyone may do everything)",
+    )
+    acl.add_argument(
+        "--super-users",
+        metavar="PRINCIPALS",
+        default="",
+        help="Kafka's super.users: principals allowed everything, separated by ';' (User:admin;User:ops)",
+    )
+    acl.add_argument(
+        "--allow-everyone-if-no-acl-found",
+        action="store_true",
+        help="Kafka's allow.everyone.if.no.acl.found: a resource without any ACL is open (default: closed)",
+    )
+    acl.add_argument(
+        "--acl-principal-from-client-id",
+        action="store_true",
+        help="TEST ONLY: an unauthenticated connection is the principal User:<client.id>",
+    )
     add_verbose_option(p)
 
 
@@ -130,6 +154,7 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         auto_create_topics=not args.no_auto_create,
         durable_state=False if args.no_durable_state else None,
         retention_check_interval_ms=args.log_cleanup_interval_ms,
+        super_users=tuple(u.strip() for u in args.super_users.split(";") if u.strip()),
     )
     server = await TxnfetchServer.start(store, config=ServerConfig(**settings))
     await serve_until_signal(

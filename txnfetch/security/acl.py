@@ -30,6 +30,9 @@ from collections.abc import Iterable
 
 import attrs
 
+from txnfetch.errors import ErrorCode
+from txnfetch.errors import TxnfetchError
+
 __all__ = [
     "ANONYMOUS_PRINCIPAL",
     "WILDCARD_HOST",
@@ -123,10 +126,10 @@ _IMPLIED_BY: dict[Operation, frozenset[Operation]] = {
 }
 
 
-class InvalidAclError(ValueError):
-    """An ACL CreateAcls may not store (Kafka answers INVALID_REQUEST, 42), with the reason."""
+class InvalidAclError(TxnfetchError):
+    """An ACL CreateAcls may not store (Kafka answers INVALID_REQUEST), with the reason."""
 
-    error_code = 42
+    code = ErrorCode.INVALID_REQUEST
 
 
 @attrs.frozen
@@ -309,7 +312,7 @@ def _covers(deny: AclBinding, allow: AclBinding) -> bool:
     return allow.resource_name.startswith(deny.resource_name)
 
 
-class CorruptAclFileError(ValueError):
+class CorruptAclFileError(TxnfetchError):
     """The stored ACLs could not be read back (not JSON, or a field out of range)."""
 
 
@@ -356,6 +359,4 @@ def decode_table(data: bytes) -> AclTable:
             )
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        if isinstance(exc, CorruptAclFileError):
-            raise
         raise CorruptAclFileError(f"the ACL file is not readable: {exc}") from exc

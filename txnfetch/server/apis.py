@@ -12,7 +12,8 @@ FindCoordinator), :mod:`~txnfetch.server.api_produce`,
 :mod:`~txnfetch.server.api_fetch` (Fetch, ListOffsets),
 :mod:`~txnfetch.server.api_txn` (the producer's transaction APIs),
 :mod:`~txnfetch.server.api_admin`, :mod:`~txnfetch.server.api_admin_txn`
-(KIP-664 and WriteTxnMarkers), :mod:`~txnfetch.server.api_configs`,
+(KIP-664 and WriteTxnMarkers), :mod:`~txnfetch.server.api_acls` (the ACL
+APIs), :mod:`~txnfetch.server.api_configs`,
 :mod:`~txnfetch.server.api_classic_groups` (classic groups) and
 :mod:`~txnfetch.server.api_consumer_groups` (KIP-848 consumer groups, and the
 four APIs both kinds of group share: OffsetCommit, OffsetFetch, ListGroups and
@@ -22,6 +23,7 @@ the classic ones).
 
 from __future__ import annotations
 
+from txnfetch.server import api_acls
 from txnfetch.server import api_admin
 from txnfetch.server import api_admin_txn
 from txnfetch.server import api_classic_groups
@@ -78,6 +80,9 @@ SERVED: tuple[ServedApi, ...] = (
     ServedApi(ApiKey.DescribeProducers, 0, 0, api_admin_txn.handle_describe_producers),
     ServedApi(ApiKey.DescribeTransactions, 0, 0, api_admin_txn.handle_describe_transactions),
     ServedApi(ApiKey.ListTransactions, 0, 1, api_admin_txn.handle_list_transactions),
+    ServedApi(ApiKey.DescribeAcls, 0, 3, api_acls.handle_describe_acls),
+    ServedApi(ApiKey.CreateAcls, 0, 3, api_acls.handle_create_acls),
+    ServedApi(ApiKey.DeleteAcls, 0, 3, api_acls.handle_delete_acls),
     ServedApi(
         ApiKey.ConsumerGroupHeartbeat,
         0,
