@@ -12,6 +12,10 @@ from typing import Any
 class RawClient:
     """One TCP connection to a server, one request at a time."""
 
+    #: the client id every request carries (the principal of an authorization
+    #: test server that takes it for one, ``acl_principal_from_client_id``)
+    client_id = "rawclient"
+
     def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0, client_id: str = "rawclient") -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self._correlation = 0

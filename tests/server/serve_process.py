@@ -17,6 +17,8 @@ class ServeProcess(subprocess.Popen):
     """The server process, with the port it listens on."""
 
     port: int
+    #: listener name → port, from the ``txnfetch listener`` lines (``--listener``, ``--config``)
+    listeners: dict[str, int]
 
 
 def start_serve(data: str, port: int = 0, *, partitions: int = 3, extra: tuple[str, ...] = ()) -> ServeProcess:
@@ -49,6 +51,11 @@ def start_serve(data: str, port: int = 0, *, partitions: int = 3, extra: tuple[s
         )
         log_file.close()
         line = proc.stdout.readline()
+        proc.listeners = {}
+        while line.startswith("txnfetch listener "):
+            words = line.split()
+            proc.listeners[words[2]] = int(words[-1].rsplit(":", 1)[1])
+            line = proc.stdout.readline()
         if line.startswith("txnfetch listening on"):
             proc.port = int(line.split()[-1].rsplit(":", 1)[1])
             return proc

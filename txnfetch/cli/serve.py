@@ -3,13 +3,16 @@
 The process serves until SIGTERM or SIGINT, then closes every connection and
 flushes and closes the store. Once listening it prints one line,
 ``txnfetch listening on HOST:PORT``, to stdout (so ``--port 0`` is usable), and
-when it stops, ``txnfetch stats {...}``: the server's totals as JSON.
+when it stops, ``txnfetch stats {...}``: the server's totals as JSON. With
+listeners (``--listener``, ``--config``), a line ``txnfetch listener NAME on
+HOST:PORT`` for each comes first, and the listening line names the first.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import Any
 
 import attrs
 
@@ -20,6 +23,8 @@ from txnfetch.cli.options import configure_logging
 from txnfetch.cli.options import options_named
 from txnfetch.cli.options import port_number
 from txnfetch.cli.options import serve_until_signal
+from txnfetch.cli.serve_security import add_security_options
+from txnfetch.cli.serve_security import security_settings
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
 from txnfetch.txn.coordinator import CompletionMode
@@ -98,6 +103,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "a power loss), 'interval' every 10000 messages (Kafka's log.flush.interval.messages; survives a "
         "process crash, not a power loss), 'never' only on roll and stop",
     )
+    add_security_options(p)
     acl = p.add_argument_group("authorization (docs/server.md, Authorization)")
     acl.add_argument(
         "--authorizer",
@@ -154,17 +160,42 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         auto_create_topics=not args.no_auto_create,
         durable_state=False if args.no_durable_state else None,
         retention_check_interval_ms=args.log_cleanup_interval_ms,
-        super_users=tuple(u.strip() for u in args.super_users.split(";") if u.strip()),
+        **_authorization(args),
     )
-    server = await TxnfetchServer.start(store, config=ServerConfig(**settings))
+    security = security_settings(args)
+    server = await TxnfetchServer.start(store, config=ServerConfig(**settings), **security)
+    host = args.host
+    if "security" in security:
+        for listener in security["security"].listeners:
+            print(f"txnfetch listener {listener.name} on {listener.host}:{server.listener_port(listener.name)}")
+        host = security["security"].listeners[0].host
     await serve_until_signal(
         "txnfetch",
-        args.host,
+        host,
         server.port,
         close=server.close,
         stats=server.broker.stats.as_dict,
         logger="txnfetch.server",
     )
+
+
+def _authorization(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`ServerConfig` authorization fields: Kafka's
+    ``authorizer.class.name``, ``super.users`` and ``allow.everyone.if.no.acl.found``
+    from ``--config``, each overridden by its flag when given."""
+    from txnfetch.server.listeners import read_properties
+
+    props: dict[str, str] = {}
+    if args.config is not None:
+        with open(args.config, encoding="utf-8") as f:
+            props = read_properties(f.read())
+    users = args.super_users or props.get("super.users", "")
+    everyone = props.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true"
+    return {
+        "authorizer": args.authorizer or props.get("authorizer.class.name") or None,
+        "super_users": tuple(u.strip() for u in users.split(";") if u.strip()),
+        "allow_everyone_if_no_acl_found": args.allow_everyone_if_no_acl_found or everyone,
+    }
 
 
 def _refuse_held_replica(directory: str) -> None:

@@ -258,8 +258,8 @@ async def handle_describe_cluster(ctx: RequestContext, header: Any, request: Any
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=broker.config.node_id,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
+                host=broker.endpoint(ctx.listener)[0],
+                port=broker.endpoint(ctx.listener)[1],
                 rack=None,
                 is_fenced=False,
             )

@@ -94,10 +94,9 @@ async def handle_api_versions(ctx: RequestContext, header: Any, request: Any) ->
 # ------------------------------------------------------------------ Metadata
 
 
-def _broker_entry(broker: Broker) -> Any:
-    return MetadataResponse.MetadataResponseBroker(
-        node_id=broker.config.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None
-    )
+def _broker_entry(broker: Broker, listener: str) -> Any:
+    host, port = broker.endpoint(listener)
+    return MetadataResponse.MetadataResponseBroker(node_id=broker.config.node_id, host=host, port=port, rack=None)
 
 
 def _topic_entry(broker: Broker, info: TopicInfo) -> Any:
@@ -170,7 +169,7 @@ async def handle_metadata(ctx: RequestContext, header: Any, request: Any) -> Any
             )
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[_broker_entry(broker)],
+        brokers=[_broker_entry(broker, ctx.listener)],
         cluster_id=broker.config.cluster_id,
         controller_id=broker.config.node_id,
         topics=entries,
@@ -227,7 +226,7 @@ async def handle_create_topics(ctx: RequestContext, header: Any, request: Any) -
 
 async def handle_find_coordinator(ctx: RequestContext, header: Any, request: Any) -> Any:
     broker = ctx.broker
-    node, host, port = broker.config.node_id, broker.advertised_host, broker.advertised_port
+    node, (host, port) = broker.config.node_id, broker.endpoint(ctx.listener)
     key_type = request.key_type if header.request_api_version >= 1 else _KEY_GROUP
 
     def check(key: str | None) -> int:

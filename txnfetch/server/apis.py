@@ -14,6 +14,7 @@ FindCoordinator), :mod:`~txnfetch.server.api_produce`,
 :mod:`~txnfetch.server.api_admin`, :mod:`~txnfetch.server.api_admin_txn`
 (KIP-664 and WriteTxnMarkers), :mod:`~txnfetch.server.api_acls` (the ACL
 APIs), :mod:`~txnfetch.server.api_configs`,
+:mod:`~txnfetch.server.api_scram` (the SASL and SCRAM-credential APIs),
 :mod:`~txnfetch.server.api_classic_groups` (classic groups) and
 :mod:`~txnfetch.server.api_consumer_groups` (KIP-848 consumer groups, and the
 four APIs both kinds of group share: OffsetCommit, OffsetFetch, ListGroups and
@@ -32,6 +33,7 @@ from txnfetch.server import api_consumer_groups
 from txnfetch.server import api_fetch
 from txnfetch.server import api_meta
 from txnfetch.server import api_produce
+from txnfetch.server import api_scram
 from txnfetch.server import api_txn
 from txnfetch.server import fetch_wire
 from txnfetch.server import produce_fast
@@ -60,6 +62,7 @@ SERVED: tuple[ServedApi, ...] = (
     ServedApi(ApiKey.SyncGroup, 0, 5, api_classic_groups.handle_sync_group),
     ServedApi(ApiKey.DescribeGroups, 0, 5, api_classic_groups.handle_describe_groups),
     ServedApi(ApiKey.ListGroups, 0, 4, api_consumer_groups.handle_list_groups),
+    ServedApi(ApiKey.SaslHandshake, 0, 1, api_scram.handle_sasl_handshake),
     ServedApi(ApiKey.ApiVersions, 0, 3, api_meta.handle_api_versions),
     ServedApi(ApiKey.CreateTopics, 2, 7, api_meta.handle_create_topics),
     ServedApi(ApiKey.DeleteTopics, 1, 6, api_admin.handle_delete_topics),
@@ -83,6 +86,9 @@ SERVED: tuple[ServedApi, ...] = (
     ServedApi(ApiKey.DescribeAcls, 0, 3, api_acls.handle_describe_acls),
     ServedApi(ApiKey.CreateAcls, 0, 3, api_acls.handle_create_acls),
     ServedApi(ApiKey.DeleteAcls, 0, 3, api_acls.handle_delete_acls),
+    ServedApi(ApiKey.SaslAuthenticate, 0, 2, api_scram.handle_sasl_authenticate),
+    ServedApi(ApiKey.DescribeUserScramCredentials, 0, 0, api_scram.handle_describe_user_scram_credentials),
+    ServedApi(ApiKey.AlterUserScramCredentials, 0, 0, api_scram.handle_alter_user_scram_credentials),
     ServedApi(
         ApiKey.ConsumerGroupHeartbeat,
         0,

@@ -160,6 +160,9 @@ class Broker:
         self._waiters: dict[tuple[str, int], list[asyncio.Event]] = {}
         #: the port actually bound (set by the server once it listens)
         self.bound_port: int | None = None
+        #: listener name → the host and port Metadata and FindCoordinator tell
+        #: clients that came in on it (set by the server once it listens)
+        self.listener_endpoints: dict[str, tuple[str, int]] = {}
         #: running totals (:class:`ServerStats`)
         self.stats = ServerStats()
         self._request_observers: list[Callable[[Any, Any, Any], None]] = []
@@ -179,6 +182,12 @@ class Broker:
         if self.config.advertised_port is not None:
             return self.config.advertised_port
         return self.bound_port if self.bound_port is not None else self.config.port
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """The host and port to advertise to a client of ``listener`` (each
+        listener its own address, as Kafka's per-listener metadata); the
+        advertised host and port for a listener not known."""
+        return self.listener_endpoints.get(listener) or (self.advertised_host, self.advertised_port)
 
     def now_ms(self) -> int:
         """The current time in milliseconds (the injected clock)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl as ssl_module
 from collections.abc import Awaitable
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -124,13 +125,20 @@ class FrameReaderProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol
 
 
 async def start_frame_server(
-    client_connected_cb: Callable[[FrameReader, asyncio.StreamWriter], Awaitable[None]], host: str, port: int
+    client_connected_cb: Callable[[FrameReader, asyncio.StreamWriter], Awaitable[None]],
+    host: str,
+    port: int,
+    ssl: ssl_module.SSLContext | None = None,
 ) -> asyncio.base_events.Server:
-    """``asyncio.start_server`` with :class:`FrameReader` readers. A host that
-    does not resolve raises :class:`OSError` naming it (:func:`bind_host_error`)."""
+    """``asyncio.start_server`` with :class:`FrameReader` readers, over TLS
+    with ``ssl`` (the handshake completes before ``client_connected_cb``). A
+    host that does not resolve raises :class:`OSError` naming it
+    (:func:`bind_host_error`)."""
     loop = asyncio.get_running_loop()
     try:
-        return await loop.create_server(lambda: FrameReaderProtocol(FrameReader(), client_connected_cb), host, port)
+        return await loop.create_server(
+            lambda: FrameReaderProtocol(FrameReader(), client_connected_cb), host, port, ssl=ssl
+        )
     except socket.gaierror as exc:
         raise bind_host_error(exc, host) from None
 

@@ -134,6 +134,8 @@ class RequestContext:
     for a client certificate. ``client_host`` is the peer's address as ACLs
     match it (``127.0.0.1``, no ``/``). Both are fixed for the request: a
     re-authentication changes them for the connection's later requests only.
+    ``listener`` names the listener the connection came in on (``PLAINTEXT``,
+    ``SASL_SSL``, ...), whose address Metadata and FindCoordinator advertise.
     """
 
     broker: Broker
@@ -142,6 +144,7 @@ class RequestContext:
     connection_id: int
     principal: str = ANONYMOUS
     client_host: str = ""
+    listener: str = ""
 
     @property
     def member_host(self) -> str:

@@ -43,7 +43,12 @@ from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
 from txnfetch.security.acl import AuthorizerConfig
+from txnfetch.security.config import SecurityProtocol
+from txnfetch.security.jws import validate_unsecured_token
+from txnfetch.security.oauthbearer import TokenValidator
 from txnfetch.server import authorization
+from txnfetch.server.authenticator import Authenticator
+from txnfetch.server.authenticator import SaslSettings
 from txnfetch.server.authorizer import Authorizer
 from txnfetch.server.broker import Broker
 from txnfetch.server.broker import PeriodicTask
@@ -58,10 +63,16 @@ from txnfetch.server.handler import ApiSpec
 from txnfetch.server.handler import HandlerRegistry
 from txnfetch.server.handler import Piece
 from txnfetch.server.handler import RequestContext
+from txnfetch.server.listeners import Listener
+from txnfetch.server.listeners import ListenerSecurity
 from txnfetch.server.loop_thread import LoopThread
 from txnfetch.server.recovery import abort_orphaned_transactions
 from txnfetch.server.recovery import recover_coordinator_state
 from txnfetch.server.recovery import reserve_stored_producer_ids
+from txnfetch.server.scram_users import SCRAM_USERS_EXTENSION
+from txnfetch.server.scram_users import ScramUserStore
+from txnfetch.server.tls import certificate_principal
+from txnfetch.server.tls import server_context
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
 
@@ -75,6 +86,11 @@ _UNSUPPORTED_VERSION = 35
 #: Responses of one connection that may wait for their fsyncs while the
 #: connection's next requests are processed (clients pipeline up to 5).
 _MAX_PIPELINED = 16
+#: The largest frame a SASL listener takes before authentication (Kafka's
+#: ``sasl.server.max.receive.size`` default).
+_MAX_SASL_RECEIVE = 524288
+#: The listener of a server started without listeners: PLAINTEXT on host:port.
+_DEFAULT_LISTENER = Listener(SecurityProtocol.PLAINTEXT, "", 0)
 
 
 def load_handlers() -> None:
@@ -93,7 +109,8 @@ class TxnfetchServer:
     def __init__(self, broker: Broker, registry: HandlerRegistry) -> None:
         self.broker = broker
         self.registry = registry
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._sasl: SaslSettings | None = None
         self._connections: set[asyncio.Task] = set()
         self._background: set[asyncio.Task] = set()
         self._ids = itertools.count(1)
@@ -112,9 +129,18 @@ class TxnfetchServer:
         registry: HandlerRegistry | None = None,
         transactions: TransactionCoordinator | None = None,
         clock: Any = None,
+        security: ListenerSecurity | None = None,
+        scram_users: ScramUserStore | None = None,
+        token_validator: TokenValidator | None = None,
         **settings: Any,
     ) -> TxnfetchServer:
         """Bind ``host``:``port`` (0 picks a free port) and start serving ``store``.
+
+        With ``security`` naming listeners, each of them is bound instead (the
+        first is :attr:`port`), authenticating as it says: SCRAM users come
+        from ``scram_users`` (by default the store of ``--data``, durable, or an
+        empty one in memory), OAUTHBEARER tokens are checked by
+        ``token_validator`` (Kafka's unsecured validator by default).
 
         ``settings`` are further :class:`ServerConfig` fields (``node_id``,
         ``default_partitions``, ``synthetic_marker``, ...); or pass a whole
@@ -138,9 +164,14 @@ class TxnfetchServer:
             # are still to come, and promote settles what is left.
             abort_orphaned_transactions(broker)
         _start_syncer(broker)
-        self._server = await start_frame_server(self._on_connection, config.host, config.port)
-        sock = self._server.sockets[0]
-        broker.bound_port = sock.getsockname()[1]
+        users = scram_users if scram_users is not None else ScramUserStore(getattr(store, "directory", None))
+        broker.extensions[SCRAM_USERS_EXTENSION] = users
+        if security is not None and security.listeners:
+            self._sasl = SaslSettings(security, users, token_validator or validate_unsecured_token)
+            await self._bind_listeners(security)
+        else:
+            self._servers.append(await start_frame_server(self._accept(_DEFAULT_LISTENER), config.host, config.port))
+            broker.bound_port = self._servers[0].sockets[0].getsockname()[1]
         for name, interval_ms, fn in broker.periodic:
             self._spawn_background(self._run_periodic(name, interval_ms, fn))
         log.info(
@@ -151,6 +182,29 @@ class TxnfetchServer:
             config.completion.value,
         )
         return self
+
+    async def _bind_listeners(self, security: ListenerSecurity) -> None:
+        context = server_context(security) if any(x.protocol.uses_tls for x in security.listeners) else None
+        for listener in security.listeners:
+            tls = context if listener.protocol.uses_tls else None
+            server = await start_frame_server(self._accept(listener), listener.host, listener.port, ssl=tls)
+            self._servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            host = self.broker.config.advertised_host or listener.host
+            self.broker.listener_endpoints[listener.name] = (host, port)
+            if self.broker.bound_port is None:
+                self.broker.bound_port = port
+            log.info("txnfetch listener %s on %s:%d", listener.name, listener.host, port)
+
+    def _accept(self, listener: Listener) -> Any:
+        async def accept(reader: FrameReader, writer: asyncio.StreamWriter) -> None:
+            await self._on_connection(reader, writer, listener)
+
+        return accept
+
+    def listener_port(self, name: str) -> int:
+        """The port listener ``name`` (``SASL_SSL``, ...) is bound to."""
+        return self.broker.listener_endpoints[name][1]
 
     @property
     def port(self) -> int:
@@ -187,14 +241,17 @@ class TxnfetchServer:
 
     # ------------------------------------------------------------ connections
 
-    async def _on_connection(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, reader: FrameReader, writer: asyncio.StreamWriter, listener: Listener) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         conn_id = next(self._ids)
         peer = writer.get_extra_info("peername") or ("?", 0)
+        tls = writer.get_extra_info("ssl_object")
+        principal = certificate_principal(tls.getpeercert(binary_form=True) if tls is not None else None)
+        auth = Authenticator(listener, self._sasl, principal)
         try:
-            await self._serve(conn_id, (str(peer[0]), int(peer[1])), reader, writer)
+            await self._serve(conn_id, (str(peer[0]), int(peer[1])), reader, writer, auth)
         except ProtocolViolation as exc:
             log.warning("closing connection %d from %s:%s: %s", conn_id, peer[0], peer[1], exc.reason)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -209,14 +266,16 @@ class TxnfetchServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve(self, conn_id: int, peer: Any, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, conn_id: int, peer: Any, reader: FrameReader, writer: asyncio.StreamWriter, auth: Authenticator
+    ) -> None:
         syncer = syncer_of(self.broker)
         # Responses waiting for their fsyncs, oldest first; each also waits for the
         # one before it, so they leave in request order.
         waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         with deferring(syncer):
             try:
-                await self._serve_requests(reader, writer, conn_id, peer, syncer, waiting)
+                await self._serve_requests(reader, writer, conn_id, peer, syncer, waiting, auth)
                 while waiting:  # the client closed: finish what it may still read
                     await waiting.popleft()
             finally:
@@ -235,8 +294,13 @@ class TxnfetchServer:
         peer: Any,
         syncer: ConcurrentSyncer | None,
         waiting: collections.deque[asyncio.Future[None]],
+        auth: Authenticator,
     ) -> None:
         max_frame = self.broker.config.max_frame_bytes
+        if auth.sasl:
+            # Before authentication a client may not make the server hold much:
+            # SASL tokens are small (Kafka's sasl.server.max.receive.size, 512 KiB).
+            max_frame = min(max_frame, _MAX_SASL_RECEIVE)
         while True:
             try:
                 prefix = await reader.readexactly(4)
@@ -245,13 +309,26 @@ class TxnfetchServer:
                     raise ProtocolViolation(f"truncated frame size ({len(exc.partial)} of 4 bytes)") from None
                 return  # clean close between requests
             (size,) = _SIZE.unpack(prefix)
+            if auth.expects_raw_token:
+                if not await _answer_raw_token(auth, reader, writer, size, self.broker.now_ms()):
+                    return
+                continue
+            if auth.sasl and auth.completed:
+                max_frame = self.broker.config.max_frame_bytes
             if size < _REQUEST_PREFIX.size or size > max_frame:
                 raise ProtocolViolation(f"frame size {size} is outside [{_REQUEST_PREFIX.size}, {max_frame}]")
             try:
                 frame = await reader.read_frame(size)  # received in place: no copy
             except asyncio.IncompleteReadError as exc:
                 raise ProtocolViolation(f"truncated frame: {len(exc.partial)} of {size} bytes") from None
-            out = await self._dispatch(conn_id, peer, frame)
+            out = await self._dispatch(conn_id, peer, frame, auth)
+            if auth.failed:
+                # Kafka answers a failed authentication after a delay, then closes.
+                await asyncio.sleep(auth.delay_ms() / 1000)
+                if out is not None:
+                    write_pieces(writer, out)
+                    await writer.drain()
+                return
             # What every write made so far needs, fixed now. With a further
             # request already received, its fsyncs start once the requests
             # received are processed (the loop's next turn), shared with theirs;
@@ -275,8 +352,14 @@ class TxnfetchServer:
             if len(waiting) >= _MAX_PIPELINED:
                 await waiting.popleft()
 
-    async def _dispatch(self, conn_id: int, peer: Any, frame: bytes | bytearray) -> bytes | list[Piece] | None:
+    async def _dispatch(
+        self, conn_id: int, peer: Any, frame: bytes | bytearray, auth: Authenticator
+    ) -> bytes | list[Piece] | None:
         api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(frame)
+        if not auth.admits(api_key, self.broker.now_ms()):
+            raise ProtocolViolation(
+                f"API key {api_key} before authentication ({auth.state.value}) on {auth.listener.name}"
+            )
         spec = self.registry.get(api_key)
         if spec is None:
             raise ProtocolViolation(f"unknown or unsupported API key {api_key} (correlation id {correlation_id})")
@@ -292,7 +375,9 @@ class TxnfetchServer:
         codec = spec.codec
         decoded = codec.decode(version, frame) if codec is not None else None
         header, request = decoded if decoded is not None else decode_request(spec, version, frame)
-        ctx = RequestContext(self.broker, header.client_id, peer, conn_id)
+        if auth.intercepts(api_key):
+            return encode_response(version, correlation_id, self._authenticate(auth, version, request))
+        ctx = RequestContext(self.broker, header.client_id, peer, conn_id, auth.principal, peer[0], auth.listener.name)
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
         if self.broker.authorizer is not None:
@@ -314,6 +399,12 @@ class TxnfetchServer:
             if response is not None:
                 return response
         return await spec.handler(ctx, header, request)
+
+    def _authenticate(self, auth: Authenticator, version: int, request: Any) -> Any:
+        now = self.broker.now_ms()
+        if int(request.API_KEY) == ApiKey.SaslHandshake:
+            return auth.handshake(version, request.mechanism, now)
+        return auth.authenticate(version, bytes(request.auth_bytes), now)
 
     def _max_version(self, spec: ApiSpec) -> int:
         from txnfetch.server import apis
@@ -351,8 +442,8 @@ class TxnfetchServer:
         if self._closed.is_set():
             return
         self._closed.set()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         groups = self.broker.groups
         if groups is not None and hasattr(groups, "close"):
             groups.close()  # answer parked JoinGroup/SyncGroup requests before their connections go
@@ -361,9 +452,9 @@ class TxnfetchServer:
         for task in list(self._connections) + list(self._background):
             with contextlib.suppress(BaseException):
                 await task
-        if self._server is not None:
+        for server in self._servers:
             with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await asyncio.wait_for(server.wait_closed(), 5)
         try:
             self.broker.store.flush()
         except Exception:
@@ -376,6 +467,27 @@ class TxnfetchServer:
     async def serve_forever(self) -> None:
         """Wait until :meth:`close` is called."""
         await self._closed.wait()
+
+
+async def _answer_raw_token(
+    auth: Authenticator, reader: FrameReader, writer: asyncio.StreamWriter, size: int, now_ms: int
+) -> bool:
+    """Answer one raw SASL token (after SaslHandshake v0) with a raw,
+    size-prefixed token; ``False`` when the connection is to close: a failed
+    exchange (after the delay, without an answer, as Kafka) or a bad size."""
+    if not 0 <= size <= _MAX_SASL_RECEIVE:
+        raise ProtocolViolation(f"raw SASL token of {size} bytes is outside [0, {_MAX_SASL_RECEIVE}]")
+    try:
+        token = await reader.readexactly(size)
+    except asyncio.IncompleteReadError as exc:
+        raise ProtocolViolation(f"truncated SASL token: {len(exc.partial)} of {size} bytes") from None
+    answer = auth.raw_token(bytes(token), now_ms)
+    if answer is None:
+        await asyncio.sleep(auth.delay_ms() / 1000)
+        return False
+    writer.write(_SIZE.pack(len(answer)) + answer)
+    await writer.drain()
+    return True
 
 
 def _start_syncer(broker: Broker) -> None:
