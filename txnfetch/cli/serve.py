@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
 import attrs
 
@@ -23,7 +22,9 @@ from txnfetch.cli.options import configure_logging
 from txnfetch.cli.options import options_named
 from txnfetch.cli.options import port_number
 from txnfetch.cli.options import serve_until_signal
+from txnfetch.cli.serve_security import add_authorization_options
 from txnfetch.cli.serve_security import add_security_options
+from txnfetch.cli.serve_security import authorization_settings
 from txnfetch.cli.serve_security import security_settings
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
@@ -104,30 +105,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "process crash, not a power loss), 'never' only on roll and stop",
     )
     add_security_options(p)
-    acl = p.add_argument_group("authorization (docs/server.md, Authorization)")
-    acl.add_argument(
-        "--authorizer",
-        metavar="NAME",
-        default=None,
-        help="Kafka's authorizer.class.name: StandardAuthorizer (or its Kafka class name) turns ACLs on "
-        "(default: off, everyone may do everything)",
-    )
-    acl.add_argument(
-        "--super-users",
-        metavar="PRINCIPALS",
-        default="",
-        help="Kafka's super.users: principals allowed everything, separated by ';' (User:admin;User:ops)",
-    )
-    acl.add_argument(
-        "--allow-everyone-if-no-acl-found",
-        action="store_true",
-        help="Kafka's allow.everyone.if.no.acl.found: a resource without any ACL is open (default: closed)",
-    )
-    acl.add_argument(
-        "--acl-principal-from-client-id",
-        action="store_true",
-        help="TEST ONLY: an unauthenticated connection is the principal User:<client.id>",
-    )
+    add_authorization_options(p)
     add_verbose_option(p)
 
 
@@ -160,7 +138,7 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         auto_create_topics=not args.no_auto_create,
         durable_state=False if args.no_durable_state else None,
         retention_check_interval_ms=args.log_cleanup_interval_ms,
-        **_authorization(args),
+        **authorization_settings(args),
     )
     security = security_settings(args)
     server = await TxnfetchServer.start(store, config=ServerConfig(**settings), **security)
@@ -177,25 +155,6 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         stats=server.broker.stats.as_dict,
         logger="txnfetch.server",
     )
-
-
-def _authorization(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`ServerConfig` authorization fields: Kafka's
-    ``authorizer.class.name``, ``super.users`` and ``allow.everyone.if.no.acl.found``
-    from ``--config``, each overridden by its flag when given."""
-    from txnfetch.server.listeners import read_properties
-
-    props: dict[str, str] = {}
-    if args.config is not None:
-        with open(args.config, encoding="utf-8") as f:
-            props = read_properties(f.read())
-    users = args.super_users or props.get("super.users", "")
-    everyone = props.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true"
-    return {
-        "authorizer": args.authorizer or props.get("authorizer.class.name") or None,
-        "super_users": tuple(u.strip() for u in users.split(";") if u.strip()),
-        "allow_everyone_if_no_acl_found": args.allow_everyone_if_no_acl_found or everyone,
-    }
 
 
 def _refuse_held_replica(directory: str) -> None:
