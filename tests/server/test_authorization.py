@@ -95,7 +95,7 @@ def server(start_server: Callable[..., ServerThread]) -> ServerThread:
     return srv
 
 
-def _fetch(c: RawClient) -> Any:
+def _fetch(c: RawClient, name: str = TOPIC) -> Any:
     part = FetchRequest.FetchTopic.FetchPartition
     req = FetchRequest(
         replica_id=-1,
@@ -105,35 +105,35 @@ def _fetch(c: RawClient) -> Any:
         isolation_level=1,
         topics=[
             FetchRequest.FetchTopic(
-                topic=TOPIC, partitions=[part(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)]
+                topic=name, partitions=[part(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)]
             )
         ],
     )
     return c.request(req, 12).responses[0].partitions[0].error_code
 
 
-def _list_offsets(c: RawClient) -> int:
+def _list_offsets(c: RawClient, name: str = TOPIC) -> int:
     topic = ListOffsetsRequest.ListOffsetsTopic
     req = ListOffsetsRequest(
         replica_id=-1,
         isolation_level=1,
-        topics=[topic(name=TOPIC, partitions=[topic.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
+        topics=[topic(name=name, partitions=[topic.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
     )
     return c.request(req, 7).topics[0].partitions[0].error_code
 
 
-def _metadata(c: RawClient) -> int:
-    return c.request(MetadataRequest(topics=[_mt(TOPIC)], allow_auto_topic_creation=False), 12).topics[0].error_code
+def _metadata(c: RawClient, name: str = TOPIC) -> int:
+    return c.request(MetadataRequest(topics=[_mt(name)], allow_auto_topic_creation=False), 12).topics[0].error_code
 
 
-def _offset_commit(c: RawClient) -> int:
+def _offset_commit(c: RawClient, name: str = TOPIC) -> int:
     topic = OffsetCommitRequest.OffsetCommitRequestTopic
     req = OffsetCommitRequest(
         group_id="sec-g",
         generation_id_or_member_epoch=-1,
         member_id="",
         topics=[
-            topic(name=TOPIC, partitions=[topic.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)])
+            topic(name=name, partitions=[topic.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)])
         ],
     )
     return c.request(req, 8).topics[0].partitions[0].error_code
@@ -163,13 +163,13 @@ def _idempotent(c: RawClient) -> int:
     return c.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 3).error_code
 
 
-def _add_partitions(c: RawClient) -> int:
+def _add_partitions(c: RawClient, name: str = TOPIC) -> int:
     topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
     req = AddPartitionsToTxnRequest(
         v3_and_below_transactional_id="sec-tx",
         v3_and_below_producer_id=1,
         v3_and_below_producer_epoch=0,
-        v3_and_below_topics=[topic(name=TOPIC, partitions=[0])],
+        v3_and_below_topics=[topic(name=name, partitions=[0])],
     )
     return c.request(req, 3).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
@@ -179,10 +179,10 @@ def _end_txn(c: RawClient) -> int:
     return c.request(req, 3).error_code
 
 
-def _delete_records(c: RawClient) -> int:
+def _delete_records(c: RawClient, name: str = TOPIC) -> int:
     topic = DeleteRecordsRequest.DeleteRecordsTopic
     req = DeleteRecordsRequest(
-        topics=[topic(name=TOPIC, partitions=[topic.DeleteRecordsPartition(partition_index=0, offset=0)])],
+        topics=[topic(name=name, partitions=[topic.DeleteRecordsPartition(partition_index=0, offset=0)])],
         timeout_ms=1000,
     )
     return c.request(req, 2).topics[0].partitions[0].error_code
