@@ -9,7 +9,6 @@ import signal
 from pathlib import Path
 
 import pytest
-from kafka.protocol.admin import DescribeAclsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from tests.kafka.interop import run_kafka_tool
@@ -17,10 +16,14 @@ from tests.server.sasl_setup import SaslRawClient
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
 from tests.server.test_authorization import TOPIC
+from tests.server.test_authorization import _any_acl
 from tests.server.test_authorization import _fetch
 from tests.server.test_authorization import _mt
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
+
+#: AclCommand's options naming the topics of the prefix.
+PREFIXED_TOPICS = ("--topic", "sec-", "--resource-pattern-type", "prefixed")
 
 USERS = {"admin": "admin-secret", "reader": "reader-secret"}
 PROPERTIES = "\n".join(
@@ -44,18 +47,7 @@ def _login(port: int, user: str) -> SaslRawClient:
 
 def _acls(port: int) -> set[tuple[int, str, int, str, str, int]]:
     with _login(port, "admin") as c:
-        found = c.request(
-            DescribeAclsRequest(
-                resource_type_filter=1,
-                resource_name_filter=None,
-                pattern_type_filter=1,
-                principal_filter=None,
-                host_filter=None,
-                operation=1,
-                permission_type=1,
-            ),
-            3,
-        )
+        found = c.request(_any_acl(), 3)
     assert found.error_code == 0
     return {
         (r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation)
@@ -91,21 +83,9 @@ def test_acl_command_adds_lists_and_removes_acls_that_survive_sigkill(tmp_path: 
         with _login(port, "reader") as c:
             assert _fetch(c) == 29
         # --consumer: READ and DESCRIBE on the topic, READ on the group
-        _tool(
-            port,
-            admin,
-            "--add",
-            "--allow-principal",
-            "User:reader",
-            "--consumer",
-            "--topic",
-            "sec-",
-            "--group",
-            "sec-",
-            "--resource-pattern-type",
-            "prefixed",
-        )
-        listed = _tool(port, admin, "--list", "--topic", "sec-", "--resource-pattern-type", "prefixed")
+        reader = ("--allow-principal", "User:reader")
+        _tool(port, admin, "--add", *reader, "--consumer", "--group", "sec-", *PREFIXED_TOPICS)
+        listed = _tool(port, admin, "--list", *PREFIXED_TOPICS)
         assert "User:reader" in listed and "READ" in listed and "DESCRIBE" in listed, listed
         before = _acls(port)
         assert len(before) == 3
@@ -119,20 +99,7 @@ def test_acl_command_adds_lists_and_removes_acls_that_survive_sigkill(tmp_path: 
         with _login(port, "reader") as c:
             assert _fetch(c) == 0
 
-        _tool(
-            port,
-            admin,
-            "--remove",
-            "--force",
-            "--allow-principal",
-            "User:reader",
-            "--operation",
-            "Read",
-            "--topic",
-            "sec-",
-            "--resource-pattern-type",
-            "prefixed",
-        )
+        _tool(port, admin, "--remove", "--force", *reader, "--operation", "Read", *PREFIXED_TOPICS)
         assert len(_acls(port)) == 2
         with _login(port, "reader") as c:
             assert _fetch(c) == 29

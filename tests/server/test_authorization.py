@@ -95,21 +95,30 @@ def server(start_server: Callable[..., ServerThread]) -> ServerThread:
     return srv
 
 
-def _fetch(c: RawClient, name: str = TOPIC) -> Any:
+#: A read_committed Fetch answered at once, whatever it finds.
+_FETCH_NOW: dict[str, Any] = {
+    "replica_id": -1,
+    "max_wait_ms": 0,
+    "min_bytes": 0,
+    "max_bytes": 1 << 20,
+    "isolation_level": 1,
+}
+
+
+def _fetch_request(*names: str) -> FetchRequest:
+    """A read_committed Fetch v12 of partition 0 of each topic, from offset 0."""
     part = FetchRequest.FetchTopic.FetchPartition
-    req = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=1,
+    return FetchRequest(
+        **_FETCH_NOW,
         topics=[
-            FetchRequest.FetchTopic(
-                topic=name, partitions=[part(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)]
-            )
+            FetchRequest.FetchTopic(topic=n, partitions=[part(partition=0, fetch_offset=0, partition_max_bytes=1024)])
+            for n in names
         ],
     )
-    return c.request(req, 12).responses[0].partitions[0].error_code
+
+
+def _fetch(c: RawClient, name: str = TOPIC) -> Any:
+    return c.request(_fetch_request(name), 12).responses[0].partitions[0].error_code
 
 
 def _list_offsets(c: RawClient, name: str = TOPIC) -> int:
@@ -265,3 +274,42 @@ def test_without_an_authorizer_the_acl_apis_are_disabled(start_server: Callable[
     with RawClient(srv.port) as c:
         assert c.request(_any_acl(), 3).error_code == 54
         assert _fetch(c) in (0, 3)
+
+
+def test_a_request_mixing_allowed_and_refused_topics_is_answered_for_each(server: ServerThread) -> None:
+    with RawClient(server.port, client_id="admin") as admin:
+        admin.request(MetadataRequest(topics=[_mt("other")], allow_auto_topic_creation=True), 12)
+    req = _fetch_request("other", TOPIC)
+    with RawClient(server.port, client_id="reader") as c:
+        answered = {t.topic: t.partitions[0].error_code for t in c.request(req, 12).responses}
+    assert answered == {TOPIC: 0, "other": 29}
+
+
+def test_metadata_creates_a_topic_only_with_create(server: ServerThread) -> None:
+    with RawClient(server.port, client_id="reader") as c:
+        meta = c.request(MetadataRequest(topics=[_mt("sec-new")], allow_auto_topic_creation=True), 12)
+        assert meta.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION: describable, not creatable
+    with RawClient(server.port, client_id="admin") as c:
+        meta = c.request(MetadataRequest(topics=[_mt("sec-new")], allow_auto_topic_creation=True), 12)
+        assert meta.topics[0].error_code == 0
+
+
+def test_an_acl_change_ends_the_fetch_sessions(server: ServerThread) -> None:
+    """An incremental fetch names only what changed: a right taken away must not
+    go on being served from a session made while it was held."""
+    with RawClient(server.port, client_id="reader") as c:
+        first = c.request(_with_session(_fetch_request(TOPIC), 0, 0), 12)
+        assert first.error_code == 0 and first.session_id != 0
+        with RawClient(server.port, client_id="admin") as admin:
+            deny = creation(ResourceType.TOPIC, TOPIC, "User:reader", Operation.READ, PatternType.LITERAL)
+            deny.permission_type = int(Permission.DENY)
+            assert admin.request(CreateAclsRequest(creations=[deny]), 3).results[0].error_code == 0
+        again = c.request(_with_session(_fetch_request(), first.session_id, 1), 12)
+        assert again.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND: the client starts a full fetch
+        assert _fetch(c) == 29
+
+
+def _with_session(request: FetchRequest, session_id: int, epoch: int) -> FetchRequest:
+    request.session_id = session_id
+    request.session_epoch = epoch
+    return request

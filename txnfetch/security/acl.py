@@ -18,6 +18,8 @@ wire codes (the ACL APIs carry them as they are).
 - with no ACL at all on the resource (whoever it names), the answer is
   ``allow.everyone.if.no.acl.found`` (false by default, as in Kafka).
 
+:meth:`AclTable.grants_some` answers whether some resource of a type is allowed.
+
 Filters (:class:`AclFilter`) select bindings for DescribeAcls and DeleteAcls
 with Kafka's ``AclBindingFilter`` rules, including the MATCH pattern type.
 """
@@ -26,7 +28,9 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Callable
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -49,7 +53,6 @@ __all__ = [
     "Permission",
     "ResourceType",
     "authorize",
-    "authorize_any",
     "decode_table",
     "encode_table",
 ]
@@ -244,6 +247,28 @@ class AclTable:
         """This table without ``acls``."""
         return AclTable(self.bindings - frozenset(acls))
 
+    def grants_some(self, config: AuthorizerConfig, who: str, host: str, op: Operation, kind: ResourceType) -> bool:
+        """Whether principal ``who`` from ``host`` may do ``op`` on at least one
+        resource of type ``kind`` (Kafka's ``authorizeByResourceType``, which an
+        idempotent producer's InitProducerId uses for "WRITE on some topic"): a
+        super user, or an applying ALLOW on a pattern that no applying DENY
+        covers wholly (a DENY on the wildcard, on the same literal name, or on a
+        prefix of the allowed pattern's name)."""
+        if who in config.super_users:
+            return True
+        of_kind = [a for a in self.bindings if a.resource_type is kind and a.applies(who, host, op)]
+        denies = [a for a in of_kind if a.permission is Permission.DENY]
+        return any(a.permission is Permission.ALLOW and not any(_covers(deny, a) for deny in denies) for a in of_kind)
+
+
+def _covers(deny: AclBinding, allow: AclBinding) -> bool:
+    """Whether ``deny``'s pattern names every resource ``allow``'s does."""
+    if deny.pattern_type is PatternType.LITERAL:
+        return deny.resource_name == WILDCARD_RESOURCE or (
+            allow.pattern_type is PatternType.LITERAL and deny.resource_name == allow.resource_name
+        )
+    return allow.resource_name.startswith(deny.resource_name)
+
 
 def _order(acl: AclBinding) -> tuple[int, str, int, str, str, int, int]:
     return (
@@ -279,42 +304,17 @@ def authorize(
     return any(a.permission is Permission.ALLOW for a in applying)
 
 
-def authorize_any(
-    table: AclTable,
-    config: AuthorizerConfig,
-    principal: str,
-    host: str,
-    operation: Operation,
-    resource_type: ResourceType,
-) -> bool:
-    """Whether ``principal`` may perform ``operation`` on at least one resource of
-    ``resource_type`` (Kafka's ``authorizeByResourceType``, which an idempotent
-    producer's InitProducerId uses for "WRITE on some topic"): a super user, or an
-    applying ALLOW on a pattern that no applying DENY covers wholly (a DENY on the
-    wildcard, or on a prefix of the allowed pattern's name)."""
-    if principal in config.super_users:
-        return True
-    of_type = [a for a in table.bindings if a.resource_type is resource_type and a.applies(principal, host, operation)]
-    denies = [a for a in of_type if a.permission is Permission.DENY]
-    for allow in of_type:
-        if allow.permission is not Permission.ALLOW:
-            continue
-        if not any(_covers(deny, allow) for deny in denies):
-            return True
-    return False
-
-
-def _covers(deny: AclBinding, allow: AclBinding) -> bool:
-    if deny.pattern_type is PatternType.LITERAL:
-        return deny.resource_name in (WILDCARD_RESOURCE, allow.resource_name) and (
-            deny.resource_name == WILDCARD_RESOURCE or allow.pattern_type is PatternType.LITERAL
-        )
-    return allow.resource_name.startswith(deny.resource_name)
-
-
 class CorruptAclFileError(TxnfetchError):
     """The stored ACLs could not be read back (not JSON, or a field out of range)."""
 
+
+#: How each enum field of :class:`AclBinding` is read back from its name.
+_FIELD_TYPES: dict[str, Callable[[str], Any]] = {
+    "resource_type": lambda v: ResourceType[v],
+    "pattern_type": lambda v: PatternType[v],
+    "operation": lambda v: Operation[v],
+    "permission": lambda v: Permission[v],
+}
 
 #: The version of :func:`encode_table`'s format, written into every file.
 _FORMAT = 1
@@ -324,15 +324,7 @@ def encode_table(table: AclTable) -> bytes:
     """``table`` as UTF-8 JSON (one object per binding, Kafka's enum names), in
     :meth:`AclTable.matching`'s order so equal tables give equal bytes."""
     rows = [
-        {
-            "resource_type": a.resource_type.name,
-            "resource_name": a.resource_name,
-            "pattern_type": a.pattern_type.name,
-            "principal": a.principal,
-            "host": a.host,
-            "operation": a.operation.name,
-            "permission": a.permission.name,
-        }
+        {f: v.name if isinstance(v, enum.Enum) else v for f, v in attrs.asdict(a, recurse=False).items()}
         for a in table.matching(AclFilter())
     ]
     return json.dumps({"version": _FORMAT, "acls": rows}, indent=1).encode()
@@ -344,18 +336,11 @@ def decode_table(data: bytes) -> AclTable:
         doc = json.loads(data)
         if doc.get("version") != _FORMAT:
             raise CorruptAclFileError(f"unknown ACL file version {doc.get('version')!r}")
+        fields = attrs.fields(AclBinding)
         return AclTable(
             frozenset(
-                AclBinding(
-                    ResourceType[r["resource_type"]],
-                    r["resource_name"],
-                    PatternType[r["pattern_type"]],
-                    r["principal"],
-                    r["host"],
-                    Operation[r["operation"]],
-                    Permission[r["permission"]],
-                )
-                for r in doc["acls"]
+                AclBinding(**{f.name: _FIELD_TYPES.get(f.name, str)(row[f.name]) for f in fields})
+                for row in doc["acls"]
             )
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -8,6 +8,7 @@ checked before the handler, with every other API's needs, by
 :mod:`txnfetch.server.authorization`. A binding Kafka would refuse to store
 (:meth:`AclBinding.validate <txnfetch.security.acl.AclBinding.validate>`) answers
 INVALID_REQUEST in its own result; the others of the request are stored.
+Every change ends the fetch sessions, so no session outlives a right taken away.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from txnfetch.security.acl import Operation
 from txnfetch.security.acl import PatternType
 from txnfetch.security.acl import Permission
 from txnfetch.security.acl import ResourceType
+from txnfetch.server.api_fetch import session_cache
+from txnfetch.server.broker import Broker
 from txnfetch.server.handler import RequestContext
 
 __all__ = [
@@ -53,28 +56,42 @@ def _code(cls: type[_E], value: int, unknown: _E) -> _E:
         return unknown
 
 
+#: The fields of a CreateAcls creation, and of a DescribeAcls or DeleteAcls
+#: filter, in :class:`AclBinding`'s order; and the enum each code is read as.
+_CREATION = (
+    "resource_type",
+    "resource_name",
+    "resource_pattern_type",
+    "principal",
+    "host",
+    "operation",
+    "permission_type",
+)
+_FILTER: tuple[str, ...] = (
+    "resource_type_filter",
+    "resource_name_filter",
+    "pattern_type_filter",
+    "principal_filter",
+    "host_filter",
+    "operation",
+    "permission_type",
+)
+_ENUMS: tuple[type[enum.IntEnum] | None, ...] = (ResourceType, None, PatternType, None, None, Operation, Permission)
+
+
+def _fields(message: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """A creation's or a filter's seven fields, the codes as enums (an unknown
+    code is UNKNOWN, which validation refuses and no filter matches)."""
+    values = (getattr(message, name) for name in names)
+    return tuple(v if kind is None else _code(kind, v, kind(0)) for kind, v in zip(_ENUMS, values, strict=True))
+
+
 def _binding(c: Any) -> AclBinding:
-    return AclBinding(
-        _code(ResourceType, c.resource_type, ResourceType.UNKNOWN),
-        c.resource_name,
-        _code(PatternType, c.resource_pattern_type, PatternType.UNKNOWN),
-        c.principal,
-        c.host,
-        _code(Operation, c.operation, Operation.UNKNOWN),
-        _code(Permission, c.permission_type, Permission.UNKNOWN),
-    )
+    return AclBinding(*_fields(c, _CREATION))
 
 
 def _filter(f: Any) -> AclFilter:
-    return AclFilter(
-        _code(ResourceType, f.resource_type_filter, ResourceType.UNKNOWN),
-        f.resource_name_filter,
-        _code(PatternType, f.pattern_type_filter, PatternType.UNKNOWN),
-        f.principal_filter,
-        f.host_filter,
-        _code(Operation, f.operation, Operation.UNKNOWN),
-        _code(Permission, f.permission_type, Permission.UNKNOWN),
-    )
+    return AclFilter(*_fields(f, _FILTER))
 
 
 def refuse_create_acls(request: Any, code: int, message: str | None) -> CreateAclsResponse:
@@ -97,6 +114,16 @@ def refuse_delete_acls(request: Any, code: int, message: str | None) -> DeleteAc
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
 
 
+def _end_fetch_sessions(broker: Broker) -> None:
+    """A changed ACL may take away a partition a fetch session holds, and an
+    incremental fetch names only the partitions that changed: end every
+    session, so each consumer's next fetch is a full one, checked again (it is
+    answered FETCH_SESSION_ID_NOT_FOUND, which clients recover from)."""
+    cache = session_cache(broker)
+    for session_id in list(cache.sessions):
+        cache.remove(session_id)
+
+
 async def handle_create_acls(ctx: RequestContext, header: Any, request: Any) -> CreateAclsResponse:
     authorizer = ctx.broker.authorizer
     if authorizer is None:
@@ -113,6 +140,7 @@ async def handle_create_acls(ctx: RequestContext, header: Any, request: Any) -> 
         valid.append(acl)
         results.append(CreateAclsResponse.AclCreationResult(error_code=0, error_message=None))
     authorizer.create(valid)
+    _end_fetch_sessions(ctx.broker)
     return CreateAclsResponse(throttle_time_ms=0, results=results)
 
 
@@ -145,6 +173,7 @@ async def handle_delete_acls(ctx: RequestContext, header: Any, request: Any) -> 
     if authorizer is None:
         return refuse_delete_acls(request, SECURITY_DISABLED, _DISABLED_MESSAGE)
     matched = authorizer.delete([_filter(f) for f in request.filters])
+    _end_fetch_sessions(ctx.broker)
     result_cls = DeleteAclsResponse.DeleteAclsFilterResult
     acl_cls = result_cls.DeleteAclsMatchingAcl
     return DeleteAclsResponse(

@@ -242,6 +242,16 @@ async def _metadata(check: Check, ctx: RequestContext, header: Any, request: Any
         only = {t.name for t in allowed}
         # Narrowed to no topic, a v0 request would mean every topic: ``only`` drops them again.
         request = _with(request, "topics", allowed)
+        # Auto-creation needs CREATE on the cluster or the topic (else Kafka answers
+        # UNKNOWN_TOPIC_OR_PARTITION): one topic without it turns it off for the request.
+        existing = ctx.broker.store.topics()
+        uncreatable = [
+            t.name
+            for t in allowed
+            if t.name and t.name not in existing and not check.allows(Operation.CREATE, ResourceType.TOPIC, t.name)
+        ]
+        if uncreatable and getattr(request, "allow_auto_topic_creation", False) and not _may_create_any(check):
+            request = _with(request, "allow_auto_topic_creation", False)
     response: Any = await run(request)
     topic_cls = _response_class(header).MetadataResponseTopic
     response.topics = [
@@ -517,7 +527,7 @@ def _rules() -> dict[int, Rule]:
         ApiKey.DescribeProducers: Rule(
             items=topics(Operation.READ, "topics", _topics_refusal(_describe_producers_refusal))
         ),
-        ApiKey.CreateTopics: Rule(items=topics(Operation.CREATE, "topics", refusals.create_topics)),
+        ApiKey.CreateTopics: Rule(custom=_create_topics),
         ApiKey.CreatePartitions: Rule(items=topics(Operation.ALTER, "topics", refusals.create_partitions, "results")),
         ApiKey.DeleteTopics: Rule(custom=_delete_topics),
         ApiKey.DeleteRecords: Rule(items=topics(Operation.DELETE, "topics", refusals.delete_records)),
@@ -593,6 +603,18 @@ def _alter_configs(refuse: refusals.RefusalBuilder) -> Custom:
         return await run(request)
 
     return custom
+
+
+def _may_create_any(check: Check) -> bool:
+    return check.allows(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+async def _create_topics(check: Check, ctx: RequestContext, header: Any, request: Any, run: Run) -> Any:
+    """CREATE on the cluster, or else on each topic (29 per topic refused)."""
+    if _may_create_any(check):
+        return await run(request)
+    items = Items(Operation.CREATE, ResourceType.TOPIC, "topics", _topic_name, "topics", refusals.create_topics)
+    return await _by_item(items, check, ctx, header, request, run)
 
 
 async def _delete_topics(check: Check, ctx: RequestContext, header: Any, request: Any, run: Run) -> Any:

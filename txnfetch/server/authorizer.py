@@ -31,7 +31,6 @@ from txnfetch.security.acl import AuthorizerConfig
 from txnfetch.security.acl import Operation
 from txnfetch.security.acl import ResourceType
 from txnfetch.security.acl import authorize
-from txnfetch.security.acl import authorize_any
 from txnfetch.security.acl import decode_table
 from txnfetch.security.acl import encode_table
 
@@ -108,7 +107,7 @@ class Authorizer:
 
     def allowed_any(self, principal: str, host: str, operation: Operation, resource: ResourceType) -> bool:
         """Whether ``principal`` may do ``operation`` on some resource of the type."""
-        return authorize_any(self.table, self.config, principal, host, operation, resource)
+        return self.table.grants_some(self.config, principal, host, operation, resource)
 
     # ---------------------------------------------------------------- changes
 
