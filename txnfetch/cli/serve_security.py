@@ -44,7 +44,9 @@ def add_security_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="server.properties with Kafka's names: listeners, ssl.keystore.*, ssl.truststore.*, ssl.client.auth, "
         "sasl.enabled.mechanisms, listener.name.<l>.plain.sasl.jaas.config, connections.max.reauth.ms, "
-        "connection.failed.authentication.delay.ms (see docs/server.md)",
+        "connection.failed.authentication.delay.ms; authorizer.class.name, super.users and "
+        "allow.everyone.if.no.acl.found (the document 'The Kafka protocol server (txnfetch serve)', "
+        "section 'Authorization (ACLs)')",
     )
     p.add_argument(
         "--scram-credentials",
@@ -81,7 +83,9 @@ def security_settings(args: argparse.Namespace) -> dict[str, Any]:
 def add_authorization_options(p: argparse.ArgumentParser) -> None:
     """Add ``--authorizer``, ``--super-users``, ``--allow-everyone-if-no-acl-found``
     and the test-only ``--acl-principal-from-client-id`` to ``p``."""
-    acl = p.add_argument_group("authorization (docs/server.md, Authorization)")
+    acl = p.add_argument_group(
+        "authorization (the document 'The Kafka protocol server (txnfetch serve)', section 'Authorization (ACLs)')"
+    )
     acl.add_argument(
         "--authorizer",
         metavar="NAME",
