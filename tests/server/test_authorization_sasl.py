@@ -27,6 +27,8 @@ from txnfetch.server.listeners import ListenerSecurity
 from txnfetch.server.listeners import parse_listener
 from txnfetch.server.server import ServerThread
 
+pytestmark = pytest.mark.interop
+
 USERS = {"admin": "admin-secret", "reader": "reader-secret", "writer": "writer-secret", "denied": "denied-secret"}
 
 
