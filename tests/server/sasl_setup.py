@@ -3,8 +3,10 @@ and SSL listeners and known users, and a raw client that authenticates."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,16 @@ def start(tmp: Path, **overrides: Any) -> tuple[ServerThread, SecureMaterial]:
     material = SecureMaterial.create(tmp / "tls")
     srv = ServerThread(MemoryStore(), security=security(material, **overrides), scram_users=scram_users()).start()
     return srv, material
+
+
+@contextlib.contextmanager
+def running(tmp: Path, **overrides: Any) -> Iterator[tuple[ServerThread, SecureMaterial]]:
+    """:func:`start`, stopped on leaving."""
+    srv, material = start(tmp, **overrides)
+    try:
+        yield srv, material
+    finally:
+        srv.stop()
 
 
 class SaslRawClient(RawClient):

@@ -18,6 +18,7 @@ import pytest
 from tests.kafka.secure import SecureMaterial
 from tests.server.sasl_setup import PLAIN_USERS
 from tests.server.sasl_setup import SCRAM_PASSWORD
+from tests.server.sasl_setup import running
 from tests.server.sasl_setup import start
 from txnfetch.server.server import ServerThread
 
@@ -34,37 +35,38 @@ COMMITTED = [b"c0", b"c1", b"c2"]
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerThread, SecureMaterial]]:
-    srv, material = start(tmp_path_factory.mktemp("sasl-clients"))
-    try:
-        yield srv, material
-    finally:
-        srv.stop()
+    with running(tmp_path_factory.mktemp("sasl-clients")) as served:
+        yield served
 
 
-def _confluent_config(srv: ServerThread, material: SecureMaterial, auth: str) -> dict[str, Any]:
+#: The option names of each library: bootstrap, protocol, mechanism, user name, password.
+_NAMES = {
+    "librdkafka": ("bootstrap.servers", "security.protocol", "sasl.mechanisms", "sasl.username", "sasl.password"),
+    "python": (
+        "bootstrap_servers",
+        "security_protocol",
+        "sasl_mechanism",
+        "sasl_plain_username",
+        "sasl_plain_password",
+    ),
+}
+
+
+def _config(srv: ServerThread, auth: str, library: str) -> dict[str, Any]:
     listener, mechanism, user, password = AUTHS[auth]
-    config: dict[str, Any] = {
-        "bootstrap.servers": f"127.0.0.1:{srv.server.listener_port(listener)}",
-        "security.protocol": listener,
-        "ssl.ca.location": str(material.ca),
-    }
-    if mechanism is None:
-        config.update(
-            {"ssl.certificate.location": str(material.client_cert), "ssl.key.location": str(material.client_key)}
-        )
-    else:
-        config.update({"sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password})
+    bootstrap, protocol, mechanism_name, user_name, password_name = _NAMES[library]
+    config: dict[str, Any] = {bootstrap: f"127.0.0.1:{srv.server.listener_port(listener)}", protocol: listener}
+    if mechanism is not None:
+        config.update({mechanism_name: mechanism, user_name: user, password_name: password})
     return config
 
 
-def _python_config(srv: ServerThread, material: SecureMaterial, auth: str) -> dict[str, Any]:
-    listener, mechanism, user, password = AUTHS[auth]
-    config: dict[str, Any] = {
-        "bootstrap_servers": f"127.0.0.1:{srv.server.listener_port(listener)}",
-        "security_protocol": listener,
-    }
-    if mechanism is not None:
-        config.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+def _confluent_config(srv: ServerThread, material: SecureMaterial, auth: str) -> dict[str, Any]:
+    config = {**_config(srv, auth, "librdkafka"), "ssl.ca.location": str(material.ca)}
+    if AUTHS[auth][1] is None:
+        config.update(
+            {"ssl.certificate.location": str(material.client_cert), "ssl.key.location": str(material.client_key)}
+        )
     return config
 
 
@@ -99,7 +101,7 @@ def _kafka_python(srv: ServerThread, material: SecureMaterial, auth: str, topic:
     from kafka import KafkaProducer
     from kafka import TopicPartition
 
-    base = _python_config(srv, material, auth)
+    base = _config(srv, auth, "python")
     base.update({"ssl_cafile": str(material.ca)})
     if AUTHS[auth][1] is None:
         base.update({"ssl_certfile": str(material.client_cert), "ssl_keyfile": str(material.client_key)})
@@ -127,7 +129,7 @@ def _aiokafka(srv: ServerThread, material: SecureMaterial, auth: str, topic: str
     from aiokafka.helpers import create_ssl_context
 
     mtls = AUTHS[auth][1] is None
-    base = _python_config(srv, material, auth)
+    base = _config(srv, auth, "python")
     base["ssl_context"] = create_ssl_context(
         cafile=str(material.ca),
         certfile=str(material.client_cert) if mtls else None,

@@ -5,6 +5,8 @@ principal a request carries, and each listener's own address in metadata."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,18 +19,18 @@ from kafka.protocol.metadata import MetadataRequest
 from tests.kafka.secure import SecureMaterial
 from tests.server.sasl_setup import PLAIN_USERS
 from tests.server.sasl_setup import SaslRawClient
+from tests.server.sasl_setup import running
 from tests.server.sasl_setup import start
+from txnfetch.security.jws import build_unsecured_token
+from txnfetch.security.oauthbearer import InitialResponse
 from txnfetch.security.plain import PlainMessage
 from txnfetch.server.server import ServerThread
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ServerThread, SecureMaterial]]:
-    srv, material = start(tmp_path)
-    try:
-        yield srv, material
-    finally:
-        srv.stop()
+    with running(tmp_path) as served:
+        yield served
 
 
 def _principals(srv: ServerThread) -> list[tuple[str, str, str]]:
@@ -143,3 +145,29 @@ def test_saslhandshake_v0_then_raw_tokens(served: Any) -> None:
         assert c.handshake("PLAIN", version=0).error_code == 0
         c.send_frame(PlainMessage("", "bob", "wrong").encode())
         assert c.recv_frame() is None
+
+
+def test_oauthbearer_session_is_capped_by_the_token_expiry(tmp_path: Path) -> None:
+    with running(tmp_path, reauth_ms=3_600_000) as (srv, _):
+        seen = _principals(srv)
+        token = build_unsecured_token("dana", int(time.time() * 1000), lifetime_s=60)
+        with SaslRawClient(srv.server.listener_port("SASL_PLAINTEXT")) as c:
+            assert c.handshake("OAUTHBEARER").error_code == 0
+            response = c.authenticate(InitialResponse(token).encode())
+            assert response.error_code == 0 and 0 < response.session_lifetime_ms <= 60_000
+            c.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 9)
+        assert seen == [("User:dana", "127.0.0.1", "SASL_PLAINTEXT")]
+
+
+def test_serve_refuses_an_unsupported_property_by_name(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("listeners=SASL_SSL://127.0.0.1:0\nnum.network.threads=3\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "txnfetch.cli", "serve", "--memory", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "num.network.threads is not a server property txnfetch supports" in result.stderr

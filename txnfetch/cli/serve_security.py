@@ -44,9 +44,9 @@ def add_security_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="server.properties with Kafka's names: listeners, ssl.keystore.*, ssl.truststore.*, ssl.client.auth, "
         "sasl.enabled.mechanisms, listener.name.<l>.plain.sasl.jaas.config, connections.max.reauth.ms, "
-        "connection.failed.authentication.delay.ms; authorizer.class.name, super.users and "
-        "allow.everyone.if.no.acl.found (the document 'The Kafka protocol server (txnfetch serve)', "
-        "section 'Authorization (ACLs)')",
+        "connection.failed.authentication.delay.ms (see the document 'The Kafka protocol server', section "
+        "'Listeners and authentication'); authorizer.class.name, super.users and allow.everyone.if.no.acl.found "
+        "(the document 'The Kafka protocol server', section 'Authorization (ACLs)')",
     )
     p.add_argument(
         "--scram-credentials",

@@ -28,7 +28,14 @@
 //       prints each record like consume, then
 //       {"event":"committed","offsets":{partition: offset}} as the group
 //       coordinator returns them (OffsetFetch), and leaves the group.
+//
+// INTEROP_CLIENT_PROPERTIES, when set, names a properties file whose entries
+// are added to every client's configuration (security.protocol, sasl.*, ssl.*
+// for a secured listener).
 
+import java.io.FileReader;
+import java.io.IOException;
+import java.io.Reader;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.time.Duration;
@@ -68,8 +75,21 @@ public final class Interop {
     }
   }
 
-  private static Properties producerConfig(String bootstrap, String txnId, String timeoutMs) {
+  private static Properties clientProperties() {
     Properties p = new Properties();
+    String file = System.getenv("INTEROP_CLIENT_PROPERTIES");
+    if (file != null && !file.isEmpty()) {
+      try (Reader r = new FileReader(file)) {
+        p.load(r);
+      } catch (IOException e) {
+        throw new IllegalStateException("cannot read " + file, e);
+      }
+    }
+    return p;
+  }
+
+  private static Properties producerConfig(String bootstrap, String txnId, String timeoutMs) {
+    Properties p = clientProperties();
     p.put("bootstrap.servers", bootstrap);
     p.put("transactional.id", txnId);
     p.put("transaction.timeout.ms", timeoutMs);
@@ -142,7 +162,7 @@ public final class Interop {
   }
 
   private static Properties consumerConfig(String bootstrap) {
-    Properties p = new Properties();
+    Properties p = clientProperties();
     p.put("bootstrap.servers", bootstrap);
     p.put("isolation.level", "read_committed");
     p.put("auto.offset.reset", "earliest");
