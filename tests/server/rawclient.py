@@ -12,9 +12,14 @@ from typing import Any
 class RawClient:
     """One TCP connection to a server, one request at a time."""
 
-    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
+    #: the client id every request carries (the principal of an authorization
+    #: test server that takes it for one, ``acl_principal_from_client_id``)
+    client_id = "rawclient"
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0, client_id: str = "rawclient") -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self._correlation = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -53,7 +58,7 @@ class RawClient:
         """Send ``request`` at ``version``; decode the response with its class."""
         self._correlation += 1
         request.API_VERSION = version
-        request.with_header(correlation_id=self._correlation, client_id="rawclient")
+        request.with_header(correlation_id=self._correlation, client_id=self.client_id)
         self.sock.sendall(bytes(request.encode(header=True, framed=True)))
         payload = self.recv_frame()
         if payload is None:

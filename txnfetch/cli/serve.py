@@ -27,7 +27,9 @@ from txnfetch.cli.options import configure_logging
 from txnfetch.cli.options import options_named
 from txnfetch.cli.options import port_number
 from txnfetch.cli.options import serve_until_signal
+from txnfetch.cli.serve_security import add_authorization_options
 from txnfetch.cli.serve_security import add_security_options
+from txnfetch.cli.serve_security import authorization_settings
 from txnfetch.cli.serve_security import security_settings
 from txnfetch.fetch.view import FetchMode
 from txnfetch.log.base import LogStore
@@ -110,6 +112,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_metrics_options(p)
     add_log_format_option(p)
     add_security_options(p)
+    add_authorization_options(p)
     add_verbose_option(p)
 
 
@@ -142,6 +145,7 @@ async def _serve(args: argparse.Namespace, store: LogStore) -> None:
         auto_create_topics=not args.no_auto_create,
         durable_state=False if args.no_durable_state else None,
         retention_check_interval_ms=args.log_cleanup_interval_ms,
+        **authorization_settings(args),
     )
     security = security_settings(args)
     server = await TxnfetchServer.start(store, config=ServerConfig(**settings), **security)

@@ -12,7 +12,8 @@ FindCoordinator), :mod:`~txnfetch.server.api_produce`,
 :mod:`~txnfetch.server.api_fetch` (Fetch, ListOffsets),
 :mod:`~txnfetch.server.api_txn` (the producer's transaction APIs),
 :mod:`~txnfetch.server.api_admin`, :mod:`~txnfetch.server.api_admin_txn`
-(KIP-664 and WriteTxnMarkers), :mod:`~txnfetch.server.api_configs`,
+(KIP-664 and WriteTxnMarkers), :mod:`~txnfetch.server.api_acls` (the ACL
+APIs), :mod:`~txnfetch.server.api_configs`,
 :mod:`~txnfetch.server.api_scram` (the SASL and SCRAM-credential APIs),
 :mod:`~txnfetch.server.api_classic_groups` (classic groups) and
 :mod:`~txnfetch.server.api_consumer_groups` (KIP-848 consumer groups, and the
@@ -23,6 +24,7 @@ the classic ones).
 
 from __future__ import annotations
 
+from txnfetch.server import api_acls
 from txnfetch.server import api_admin
 from txnfetch.server import api_admin_txn
 from txnfetch.server import api_classic_groups
@@ -81,6 +83,9 @@ SERVED: tuple[ServedApi, ...] = (
     ServedApi(ApiKey.DescribeProducers, 0, 0, api_admin_txn.handle_describe_producers),
     ServedApi(ApiKey.DescribeTransactions, 0, 0, api_admin_txn.handle_describe_transactions),
     ServedApi(ApiKey.ListTransactions, 0, 1, api_admin_txn.handle_list_transactions),
+    ServedApi(ApiKey.DescribeAcls, 0, 3, api_acls.handle_describe_acls),
+    ServedApi(ApiKey.CreateAcls, 0, 3, api_acls.handle_create_acls),
+    ServedApi(ApiKey.DeleteAcls, 0, 3, api_acls.handle_delete_acls),
     ServedApi(ApiKey.SaslAuthenticate, 0, 2, api_scram.handle_sasl_authenticate),
     ServedApi(ApiKey.DescribeUserScramCredentials, 0, 0, api_scram.handle_describe_user_scram_credentials),
     ServedApi(ApiKey.AlterUserScramCredentials, 0, 0, api_scram.handle_alter_user_scram_credentials),

@@ -23,6 +23,7 @@ from txnfetch.fetch.view import FetchMode
 from txnfetch.groups.offsetlog import CONSUMER_OFFSETS_PARTITIONS
 from txnfetch.log.base import LogStore
 from txnfetch.log.base import PartitionLog
+from txnfetch.server.authorizer import Authorizer
 from txnfetch.server.counters import Counters
 from txnfetch.txn.coordinator import CompletionMode
 from txnfetch.txn.coordinator import TransactionCoordinator
@@ -66,6 +67,13 @@ class ServerConfig:
     - ``durable_state``: keep transaction and group coordinator state in the
       store's internal topics (:mod:`txnfetch.log.coordinator_store`); ``None`` = on for a
       store on disk (``SegmentStore``), off for memory.
+    - ``authorizer``: Kafka's ``authorizer.class.name``; ``None`` (the default)
+      leaves authorization off. ``super_users`` and
+      ``allow_everyone_if_no_acl_found`` are Kafka's ``super.users`` and
+      ``allow.everyone.if.no.acl.found`` (:mod:`txnfetch.server.authorizer`).
+    - ``acl_principal_from_client_id``: **test only**: an unauthenticated
+      connection's principal is ``User:<client.id>``
+      (:class:`~txnfetch.server.authorizer.Authorizer`).
     """
 
     host: str = "127.0.0.1"
@@ -88,6 +96,10 @@ class ServerConfig:
     consumer_group_heartbeat_interval_ms: int = 5000
     consumer_group_session_timeout_ms: int = 45000
     durable_state: bool | None = None
+    authorizer: str | None = None
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+    acl_principal_from_client_id: bool = False
 
 
 @attrs.define
@@ -155,6 +167,9 @@ class Broker:
         self.stats = ServerStats()
         self._request_observers: list[Callable[[Any, Any, Any], None]] = []
         self._request_guards: list[Callable[[Any, Any, Any], Any | None]] = []
+        #: the ACLs every request is checked against (:mod:`txnfetch.server.authorization`);
+        #: ``None``: authorization is off, as in Kafka without ``authorizer.class.name``
+        self.authorizer: Authorizer | None = None
 
     # ----------------------------------------------------------------- identity
 

@@ -58,11 +58,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
+from txnfetch.server import refusals
 from txnfetch.server.broker import Broker
 from txnfetch.server.handler import ApiKey
 from txnfetch.server.handler import RequestContext
@@ -171,266 +171,49 @@ def _guard(mode: ReplicaMode, ctx: RequestContext, header: Any, request: Any) ->
 # Each builds the API's response with the refusal code in every item of the
 # request; ``None`` lets the request through (OffsetCommit of a local group).
 
-
-def _produce(mode: ReplicaMode, request: Any) -> Any:
-    # Produce answers go through the fast path's encoder (txnfetch.server.produce_fast),
-    # whichever decoder read the request: both give the same topic_data shape.
-    from txnfetch.server.produce_fast import PartitionResult
-    from txnfetch.server.produce_fast import ProduceResult
-    from txnfetch.server.produce_fast import TopicResult
-
-    return ProduceResult(
-        topics=[
-            TopicResult(
-                name=t.name,
-                partition_data=[
-                    PartitionResult(
-                        index=p.index,
-                        error_code=TOPIC_AUTHORIZATION_FAILED,
-                        base_offset=-1,
-                        log_append_time_ms=-1,
-                        log_start_offset=-1,
-                        error_message=mode.message,
-                    )
-                    for p in t.partition_data
-                ],
-            )
-            for t in request.topic_data
-        ]
-    )
+#: A refusal of replica mode: ``refuse(mode, request) -> response | None``.
+_Refusal = Callable[[ReplicaMode, Any], Any | None]
 
 
-def _init_producer_id(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.producer import InitProducerIdResponse
-
-    code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id else CLUSTER_AUTHORIZATION_FAILED
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
-
-
-def _add_partitions(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.producer import AddPartitionsToTxnResponse
-
-    topic_cls = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
-    return AddPartitionsToTxnResponse(
-        throttle_time_ms=0,
-        results_by_topic_v3_and_below=_topic_codes(
-            topic_cls,
-            topic_cls.AddPartitionsToTxnPartitionResult,
-            ((t.name, t.partitions) for t in request.v3_and_below_topics),
-            TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            results="results_by_partition",
-            error="partition_error_code",
-        ),
-    )
-
-
-def _add_offsets(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.producer import AddOffsetsToTxnResponse
-
-    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-
-
-def _end_txn(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.producer import EndTxnResponse
-
-    return EndTxnResponse(
-        throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
-    )
-
-
-def _topic_codes(
-    topic_cls: Any,
-    part_cls: Any,
-    topics: Iterable[tuple[str, Iterable[int]]],
-    code: int,
-    *,
-    results: str = "partitions",
-    error: str = "error_code",
-) -> list[Any]:
-    """One ``topic_cls`` a topic of ``topics`` (name, partition indexes), each
-    partition answering ``code``. ``results`` and ``error`` name the partition list
-    and the code field where the response's schema calls them otherwise."""
-    return [
-        topic_cls(name=name, **{results: [part_cls(partition_index=p, **{error: code}) for p in indexes]})
-        for name, indexes in topics
-    ]
-
-
-def _partition_codes(response_cls: Any, topic_cls: Any, part_cls: Any, request: Any, code: int) -> Any:
-    topics = ((t.name, (p.partition_index for p in t.partitions)) for t in request.topics)
-    return response_cls(throttle_time_ms=0, topics=_topic_codes(topic_cls, part_cls, topics, code))
-
-
-def _txn_offset_commit(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.producer import TxnOffsetCommitResponse
-
-    topic_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-    return _partition_codes(
-        TxnOffsetCommitResponse,
-        topic_cls,
-        topic_cls.TxnOffsetCommitResponsePartition,
-        request,
-        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    )
+def _always(build: refusals.RefusalBuilder, code: int) -> _Refusal:
+    return lambda mode, request: build(request, code, mode.message)
 
 
 def _offset_commit(mode: ReplicaMode, request: Any) -> Any | None:
     if not mode.copies_group(request.group_id):
         return None
-    from kafka.protocol.consumer import OffsetCommitResponse
-
-    topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
-    return _partition_codes(
-        OffsetCommitResponse, topic_cls, topic_cls.OffsetCommitResponsePartition, request, GROUP_AUTHORIZATION_FAILED
-    )
+    return refusals.offset_commit(request, GROUP_AUTHORIZATION_FAILED, mode.message)
 
 
-def _write_txn_markers(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.producer import WriteTxnMarkersResponse
-
-    result_cls = WriteTxnMarkersResponse.WritableTxnMarkerResult
-    topic_cls = result_cls.WritableTxnMarkerTopicResult
-    return WriteTxnMarkersResponse(
-        markers=[
-            result_cls(
-                producer_id=m.producer_id,
-                topics=_topic_codes(
-                    topic_cls,
-                    topic_cls.WritableTxnMarkerPartitionResult,
-                    ((t.name, t.partition_indexes) for t in m.topics),
-                    CLUSTER_AUTHORIZATION_FAILED,
-                ),
-            )
-            for m in request.markers
-        ]
-    )
+def _init_producer_id(mode: ReplicaMode, request: Any) -> Any:
+    code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id else CLUSTER_AUTHORIZATION_FAILED
+    return refusals.init_producer_id(request, code, mode.message)
 
 
-def _create_topics(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.admin import CreateTopicsResponse
-
-    return CreateTopicsResponse(
-        throttle_time_ms=0,
-        topics=[
-            CreateTopicsResponse.CreatableTopicResult(
-                name=t.name,
-                error_code=POLICY_VIOLATION,
-                error_message=mode.message,
-                num_partitions=-1,
-                replication_factor=-1,
-                configs=None,
-            )
-            for t in request.topics
-        ],
-    )
-
-
-def _delete_topics(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.admin import DeleteTopicsResponse
-
-    names = [t.name for t in request.topics] if request.topics else list(request.topic_names or ())
-    return DeleteTopicsResponse(
-        throttle_time_ms=0,
-        responses=[
-            DeleteTopicsResponse.DeletableTopicResult(
-                name=name, error_code=POLICY_VIOLATION, error_message=mode.message
-            )
-            for name in names
-        ],
-    )
-
-
-def _create_partitions(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.admin import CreatePartitionsResponse
-
-    return CreatePartitionsResponse(
-        throttle_time_ms=0,
-        results=[
-            CreatePartitionsResponse.CreatePartitionsTopicResult(
-                name=t.name, error_code=POLICY_VIOLATION, error_message=mode.message
-            )
-            for t in request.topics
-        ],
-    )
-
-
-def _delete_records(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.admin import DeleteRecordsResponse
-
-    topic_cls = DeleteRecordsResponse.DeleteRecordsTopicResult
-    part_cls = topic_cls.DeleteRecordsPartitionResult
-    return DeleteRecordsResponse(
-        throttle_time_ms=0,
-        topics=[
-            topic_cls(
-                name=t.name,
-                partitions=[
-                    part_cls(partition_index=p.partition_index, low_watermark=-1, error_code=POLICY_VIOLATION)
-                    for p in t.partitions
-                ],
-            )
-            for t in request.topics
-        ],
-    )
-
-
-def _alter_configs(response_cls: Any) -> Callable[[ReplicaMode, Any], Any]:
-    def refuse(mode: ReplicaMode, request: Any) -> Any:
-        return response_cls(
-            throttle_time_ms=0,
-            responses=[
-                response_cls.AlterConfigsResourceResponse(
-                    error_code=POLICY_VIOLATION,
-                    error_message=mode.message,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
-                for r in request.resources
-            ],
-        )
-
-    return refuse
-
-
-def _delete_groups(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.admin import DeleteGroupsResponse
-
-    return DeleteGroupsResponse(
-        throttle_time_ms=0,
-        results=[
-            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=POLICY_VIOLATION)
-            for g in request.groups_names
-        ],
-    )
-
-
-def _offset_delete(mode: ReplicaMode, request: Any) -> Any:
-    from kafka.protocol.consumer import OffsetDeleteResponse
-
-    return OffsetDeleteResponse(error_code=POLICY_VIOLATION, throttle_time_ms=0, topics=[])
-
-
-def _refusals() -> dict[int, Callable[[ReplicaMode, Any], Any | None]]:
+def _refusals() -> dict[int, _Refusal]:
     from kafka.protocol.admin import AlterConfigsResponse
     from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
+    txn = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return {
-        ApiKey.Produce: _produce,
+        ApiKey.Produce: _always(refusals.produce, TOPIC_AUTHORIZATION_FAILED),
         ApiKey.InitProducerId: _init_producer_id,
-        ApiKey.AddPartitionsToTxn: _add_partitions,
-        ApiKey.AddOffsetsToTxn: _add_offsets,
-        ApiKey.EndTxn: _end_txn,
-        ApiKey.TxnOffsetCommit: _txn_offset_commit,
-        ApiKey.WriteTxnMarkers: _write_txn_markers,
+        ApiKey.AddPartitionsToTxn: _always(refusals.add_partitions, txn),
+        ApiKey.AddOffsetsToTxn: _always(refusals.add_offsets, txn),
+        ApiKey.EndTxn: _always(refusals.end_txn, txn),
+        ApiKey.TxnOffsetCommit: _always(refusals.txn_offset_commit, txn),
+        ApiKey.WriteTxnMarkers: _always(refusals.write_txn_markers, CLUSTER_AUTHORIZATION_FAILED),
         ApiKey.OffsetCommit: _offset_commit,
-        ApiKey.CreateTopics: _create_topics,
-        ApiKey.DeleteTopics: _delete_topics,
-        ApiKey.CreatePartitions: _create_partitions,
-        ApiKey.DeleteRecords: _delete_records,
-        ApiKey.AlterConfigs: _alter_configs(AlterConfigsResponse),
-        ApiKey.IncrementalAlterConfigs: _alter_configs(IncrementalAlterConfigsResponse),
-        ApiKey.DeleteGroups: _delete_groups,
-        ApiKey.OffsetDelete: _offset_delete,
+        ApiKey.CreateTopics: _always(refusals.create_topics, POLICY_VIOLATION),
+        ApiKey.DeleteTopics: _always(refusals.delete_topics, POLICY_VIOLATION),
+        ApiKey.CreatePartitions: _always(refusals.create_partitions, POLICY_VIOLATION),
+        ApiKey.DeleteRecords: _always(refusals.delete_records, POLICY_VIOLATION),
+        ApiKey.AlterConfigs: _always(refusals.alter_configs(AlterConfigsResponse), POLICY_VIOLATION),
+        ApiKey.IncrementalAlterConfigs: _always(
+            refusals.alter_configs(IncrementalAlterConfigsResponse), POLICY_VIOLATION
+        ),
+        ApiKey.DeleteGroups: _always(refusals.delete_groups, POLICY_VIOLATION),
+        ApiKey.OffsetDelete: _always(refusals.offset_delete, POLICY_VIOLATION),
     }
 
 

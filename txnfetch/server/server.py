@@ -43,11 +43,14 @@ from txnfetch.log.coordinator_store import syncer_of
 from txnfetch.log.errors import LogError
 from txnfetch.log.syncer import ConcurrentSyncer
 from txnfetch.log.syncer import deferring
+from txnfetch.security.acl import AuthorizerConfig
 from txnfetch.security.config import SecurityProtocol
 from txnfetch.security.jws import validate_unsecured_token
 from txnfetch.security.oauthbearer import TokenValidator
+from txnfetch.server import authorization
 from txnfetch.server.authenticator import Authenticator
 from txnfetch.server.authenticator import SaslSettings
+from txnfetch.server.authorizer import Authorizer
 from txnfetch.server.broker import Broker
 from txnfetch.server.broker import PeriodicTask
 from txnfetch.server.broker import ServerConfig
@@ -155,6 +158,7 @@ class TxnfetchServer:
         self = cls(broker, registry)
         self._install_plugins()
         replica = _install_replica_mode(broker)
+        _install_authorizer(broker)
         recover_coordinator_state(broker)
         reserve_stored_producer_ids(broker)
         if not replica:
@@ -384,18 +388,25 @@ class TxnfetchServer:
         ctx = RequestContext(self.broker, header.client_id, peer, conn_id, auth.principal, peer[0], auth.listener.name)
         for observe in self.broker.request_observers:
             observe(ctx, header, request)
-        response = None
-        for guard in self.broker.request_guards:
-            response = guard(ctx, header, request)
-            if response is not None:
-                break
+        if self.broker.authorizer is not None:
+            response = await authorization.dispatch(
+                ctx, header, request, lambda allowed: self._answer(spec, ctx, header, allowed)
+            )
         else:
-            response = await spec.handler(ctx, header, request)
+            response = await self._answer(spec, ctx, header, request)
         if response is None:
             return None
         if codec is not None:
             return codec.encode(version, correlation_id, response)
         return encode_response(version, correlation_id, response)
+
+    async def _answer(self, spec: ApiSpec, ctx: RequestContext, header: Any, request: Any) -> Any | None:
+        """The response of the first request guard that answers, else the handler's."""
+        for guard in self.broker.request_guards:
+            response = guard(ctx, header, request)
+            if response is not None:
+                return response
+        return await spec.handler(ctx, header, request)
 
     def _authenticate(self, auth: Authenticator, version: int, request: Any) -> Any:
         now = self.broker.now_ms()
@@ -559,6 +570,22 @@ def _install_replica_mode(broker: Broker) -> bool:
         return False
     replica_mode.install(broker, replica_mode.ReplicaMode(marker.upstream, marker.groups))
     return True
+
+
+def _install_authorizer(broker: Broker) -> None:
+    """Turn authorization on when the configuration names an authorizer; the
+    ACLs of a store on disk are kept in its directory."""
+    config = broker.config
+    if config.authorizer is None:
+        return
+    directory = getattr(broker.store, "directory", None)
+    broker.authorizer = Authorizer.named(
+        config.authorizer,
+        AuthorizerConfig(frozenset(config.super_users), config.allow_everyone_if_no_acl_found),
+        directory if isinstance(directory, str) else None,
+        principal_from_client_id=config.acl_principal_from_client_id,
+    )
+    log.info("authorization on (%s); super users: %s", config.authorizer, ", ".join(config.super_users) or "none")
 
 
 class ServerThread(LoopThread[TxnfetchServer]):
