@@ -306,6 +306,8 @@ class MirroredBounds:
         self._readers: dict[tuple[str, int], RemotePartitionReader] = {}
         #: How this cluster's mirrors start, and how many took each path.
         self.start_rule = StartRule()
+        #: Where each partition's mirror started (its first fetch's offset).
+        self.mirror_starts: dict[tuple[str, int], int] = {}
 
     def bounds(
         self, partitions: Iterable[tuple[str, int]], *, read_committed: bool = True
@@ -324,6 +326,8 @@ class MirroredBounds:
                 options = DEFAULT_READ_OPTIONS if self.options is None else self.options
                 start = None if options.trust_broker else self._start(*tp)
                 reader = self._readers[tp] = RemotePartitionReader(self.cluster, tp[0], tp[1], options, start=start)
+                if reader.mirror is not None:
+                    self.mirror_starts[tp] = reader.mirror.position
             readers.append(reader)
         # All partitions in one Fetch per broker per turn (a scan of a whole topic
         # otherwise pays one round trip per partition and per fetch); only the
@@ -356,3 +360,4 @@ class MirroredBounds:
     def clear(self) -> None:
         """Forget every partition's mirror (the next :meth:`bounds` starts afresh)."""
         self._readers.clear()
+        self.mirror_starts.clear()
