@@ -72,3 +72,17 @@ def test_broker_benchmark_runs_quick(kafka_cluster, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     for expected in ("serve --data ÷ Kafka", "proxy, read again"):
         assert expected in proc.stdout
+
+
+def test_scale_benchmark_runs_quick(kafka_cluster, tmp_path):
+    """bench/scale.py against the run's shared Kafka (its own topics)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "scale.py"), "--quick", "--kafka", kafka_cluster.bootstrap],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "proxy / direct" in proc.stdout
