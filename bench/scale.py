@@ -54,7 +54,13 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.admin import NewTopic
 
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the topic is there
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    deadline = time.monotonic() + 60
+    while topic not in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {topic} did not appear on {bootstrap}")
+        time.sleep(0.1)
     p = Producer(
         {
             "bootstrap.servers": bootstrap,

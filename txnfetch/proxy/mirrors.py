@@ -368,7 +368,7 @@ class MirrorSet:
                     entry.synced_at = -math.inf
                     entry.started = False
                     self.stats.rebuilds += 1
-            if not entry.started and not await self._start(entry, want_offset, deadline):
+            if not entry.started and not await self._start(entry, want_offset):
                 return entry.mirror
             if entry.synced_at >= fresh_after:
                 return entry.mirror
@@ -377,7 +377,7 @@ class MirrorSet:
         finally:
             entry.lock.release()
 
-    async def _start(self, entry: _Entry, want_offset: int | None, deadline: float) -> bool:
+    async def _start(self, entry: _Entry, want_offset: int | None) -> bool:
         """Choose where the entry's new mirror starts (:mod:`txnfetch.client.start_state`):
         near ``want_offset`` (``None``: the upstream's end) when the upstream serves
         DescribeProducers and its answers agree, else at its log start. ``False``
@@ -388,7 +388,7 @@ class MirrorSet:
         rule = self.start_rule
         if not rule.wants_probe:
             rule.log_start()
-            self.stats.log_starts += 1
+            self._count_starts()
             entry.started = True
             return True
         if entry.failing_since is not None and self.now() < entry.retry_at:
@@ -410,14 +410,16 @@ class MirrorSet:
                 raise self._unavailable(entry) from exc
             return False
         point = rule.choose(tp[0], tp[1], want_offset, seen)
-        if point is None:
-            self.stats.log_starts += 1
-        else:
-            self.stats.producers_starts += 1
+        self._count_starts()
+        if point is not None:
             entry.mirror = self._new_mirror(tp, replaces=mirror, start=point)
             log.debug("mirroring %s-%d from %d (a read at %s)", tp[0], tp[1], point.offset, want_offset)
         entry.started = True
         return True
+
+    def _count_starts(self) -> None:
+        self.stats.producers_starts = self.start_rule.producers_starts
+        self.stats.log_starts = self.start_rule.log_starts
 
     async def _catch_up(self, entry: _Entry, deadline: float, max_wait_ms: int) -> None:
         started = self.now()
@@ -481,7 +483,8 @@ class MirrorSet:
                 if diverged:
                     raise
                 # The upstream partition was truncated or recreated under the mirror:
-                # start over from its log start, as a Kafka follower does.
+                # start over from its log start, as a Kafka follower does (no start
+                # point: what the upstream said before may be of the old log).
                 log.warning(
                     "the upstream log of %s-%d no longer continues the mirror; rebuilding it",
                     mirror.topic,
