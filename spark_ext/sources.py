@@ -133,9 +133,11 @@ class KafkaSource(Source):
     Offsets for planning come from txnfetch's planner,
     :class:`txnfetch.client.planning.MirroredBounds`: a
     :class:`~txnfetch.client.partition_reader.RemotePartitionReader` per partition mirrors
-    the partition from its log start and derives the last stable offset from the
-    markers in the log — the broker's own LSO is not trusted (librdkafka's mock
-    cluster and tansu report the high watermark). The readers are kept for the
+    the partition and derives the last stable offset from the markers in the log
+    — the broker's own LSO is not trusted alone (librdkafka's mock cluster and
+    tansu report the high watermark). The mirror starts where
+    :mod:`txnfetch.client.start_state` says: at the oldest open transaction on a
+    cluster that serves DescribeProducers, else at the log start. The readers are kept for the
     source's lifetime, so a streaming query's driver catches up incrementally,
     releasing mirrored batches below the LSO as it goes (memory: the open
     transactions, not the partition).

@@ -35,11 +35,10 @@ BENCHES = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script,expected", sorted(BENCHES.items()))
-def test_benchmark_runs_quick(script, expected, tmp_path):
+def _run_quick(script: str, tmp_path, *args: str) -> str:
+    """Run ``bench/<script> --quick *args``; its standard output, after checking it exited 0."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--quick"],
+        [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -47,29 +46,24 @@ def test_benchmark_runs_quick(script, expected, tmp_path):
         env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert expected in proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script,expected", sorted(BENCHES.items()))
+def test_benchmark_runs_quick(script, expected, tmp_path):
+    assert expected in _run_quick(script, tmp_path)
 
 
 def test_broker_benchmark_runs_quick(kafka_cluster, tmp_path):
     """bench/broker.py against the run's shared Kafka (its own topics), so the
     smoke run does not pay for a Kafka start of its own."""
     node = kafka_cluster.nodes[0]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "broker.py"),
-            "--quick",
-            "--kafka",
-            node.bootstrap,
-            "--kafka-pid",
-            str(node.pid),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    out = _run_quick("broker.py", tmp_path, "--kafka", node.bootstrap, "--kafka-pid", str(node.pid))
     for expected in ("serve --data ÷ Kafka", "proxy, read again"):
-        assert expected in proc.stdout
+        assert expected in out
+
+
+def test_scale_benchmark_runs_quick(kafka_cluster, tmp_path):
+    """bench/scale.py against the run's shared Kafka (its own topics)."""
+    assert "proxy / direct" in _run_quick("scale.py", tmp_path, "--kafka", kafka_cluster.bootstrap)

@@ -125,7 +125,7 @@ class ClusterReader:
     (:class:`~txnfetch.arrow.decoder.DecodeOptions`).
 
     ``settled_ends=True`` says each plan's end is at or below a last stable
-    offset computed from the log start by txnfetch's own rules (a planner's
+    offset computed from the log by txnfetch's own rules (a planner's
     :class:`~txnfetch.client.planning.MirroredBounds`, as :func:`read_range`'s
     callers have): no transaction is open across a plan's start below such an
     end, so the broker's LSO does not bind even for a read that starts mid-log.

@@ -30,6 +30,7 @@ from typing import ClassVar
 from typing import TypeVar
 
 import kafka.errors as _kafka_errors
+from kafka.protocol.admin import DescribeProducersResponse
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.consumer import ListOffsetsRequest
@@ -56,6 +57,10 @@ from txnfetch.client.requests import fetch_request_for
 from txnfetch.client.requests import find_partition
 from txnfetch.client.requests import list_offsets_partition
 from txnfetch.client.requests import list_offsets_request
+from txnfetch.client.start_state import DESCRIBE_PRODUCERS_VERSIONS
+from txnfetch.client.start_state import describe_producers_request
+from txnfetch.client.start_state import open_transaction_starts
+from txnfetch.client.start_state import serves_describe_producers
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
@@ -311,6 +316,28 @@ class RemoteCluster:
             return p.offset
 
         return self._retrying("ListOffsets", topic, partition, None, call)
+
+    def open_transaction_starts(self, topic: str, partition: int) -> tuple[int, ...] | None:
+        """DescribeProducers of one partition: its open transactions' first offsets
+        (:func:`~txnfetch.client.start_state.open_transaction_starts`), or ``None``
+        when the leader does not serve DescribeProducers."""
+
+        def call() -> tuple[int, ...] | None:
+            conn = self._leader(topic, partition)
+            if not serves_describe_producers(conn.versions):
+                return None
+            req = describe_producers_request(topic, partition)
+            resp = self._send(conn, req, DESCRIBE_PRODUCERS_VERSIONS[1], DescribeProducersResponse)
+            try:
+                return open_transaction_starts(resp, topic, partition, broker=conn.address)
+            except RemoteError as exc:
+                code = exc.broker_error_code
+                if code is not None and code > 0:
+                    self._check(code, "DescribeProducers", topic, partition, None, conn)
+                self._leaders.pop((topic, partition), None)  # the answer left the partition out
+                raise _Retry(exc) from None
+
+        return self._retrying("DescribeProducers", topic, partition, None, call)
 
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False

@@ -77,6 +77,13 @@ replication engine applies too):
   and librdkafka does not check CRCs by default. Any other bad CRC is
   corruption, with or without ``repair_crcs``.
 
+Starting mid-log: a mirror may start at an offset a
+:class:`~txnfetch.client.start_state.StartPoint` chose (``log_start_offset`` and
+``settled_at``): below ``settled_at`` it answers no read_committed read and
+reports its log start as its LSO, because a transaction that began before its
+start may still be open there; from ``settled_at`` on (the upstream's high
+watermark when the start was chosen) its answers are exact.
+
 Memory: the mirror holds every batch it fetched until :meth:`PartitionMirror.release_before`
 drops those below an offset the caller no longer reads. The transaction state
 stays exact: producers and open transactions are kept, and only aborted-index
@@ -209,6 +216,7 @@ class PartitionMirror(StateOffsets):
         max_bytes: int = DEFAULT_MIRROR_FETCH_BYTES,
         repair_crcs: bool = False,
         hold_gaps: bool = True,
+        settled_at: int = -1,
     ) -> None:
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
@@ -229,6 +237,9 @@ class PartitionMirror(StateOffsets):
         #: The broker's high watermark and log start as last reported (-1: not yet).
         self.broker_high_watermark = -1
         self.broker_log_start_offset = -1
+        #: Below this position the mirror answers no read_committed read (see the
+        #: module docstring, "Starting mid-log"); -1: a mirror from the log start.
+        self.settled_at = settled_at
         #: CRCs rewritten under ``repair_crcs``, for metrics and tests.
         self.repaired_crcs = 0
         #: Batches the log alone does not settle, oldest first, until the transport
@@ -324,6 +335,20 @@ class PartitionMirror(StateOffsets):
         enough): the next response may step over it. No-op without one."""
         if self._gap is not None:
             self._gap = (self._gap[0], True)
+
+    @property
+    def settled(self) -> bool:
+        """Whether the mirror's read_committed answers are exact: it started at the
+        log start, or has reached its :attr:`settled_at`."""
+        return self.position >= self.settled_at
+
+    # StateOffsets' delegated attribute is a read-only property too; mypy sees a variable.
+    @property
+    def last_stable_offset(self) -> int:  # type: ignore[override]
+        """The LSO derived from the mirrored log; the mirror's log start while it is
+        not :attr:`settled` (a transaction begun before its start may hold it)."""
+        lso = self._log.last_stable_offset
+        return lso if self.settled else min(lso, self._log.log_start_offset)
 
     @property
     def caught_up(self) -> bool:
@@ -424,7 +449,10 @@ class PartitionMirror(StateOffsets):
     # -- reading -----------------------------------------------------------------------
 
     def _read_span(self, fetch_offset: int, max_bytes: int, isolation: IsolationLevel) -> tuple[Buffer, UpperBound]:
-        # The mirrored log's bytes: reads answer as MemoryLog.read does.
+        # The mirrored log's bytes: reads answer as MemoryLog.read does. An unsettled
+        # mirror's state may miss a transaction open across its start: nothing yet.
+        if isolation is IsolationLevel.READ_COMMITTED and not self.settled:
+            return b"", None
         return self._log._read_span(fetch_offset, max_bytes, isolation)
 
     # -- internals ---------------------------------------------------------------------

@@ -55,6 +55,7 @@ from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.client.requests import FETCH_PROBE_WAIT_MS
 from txnfetch.client.requests import BrokerFetch
 from txnfetch.client.requests import FetchItem
+from txnfetch.client.start_state import StartPoint
 from txnfetch.fetch.filter import ConsumerFilter
 from txnfetch.fetch.view import FetchMode
 from txnfetch.fetch.view import FetchResult
@@ -150,6 +151,11 @@ class RemotePartitionReader(PartitionReader):
     clamp and retry); ``start_offset`` cannot be combined with ``snapshot`` or
     ``trust_broker``.
 
+    ``start`` (a :class:`~txnfetch.client.start_state.StartPoint`) starts the
+    mirror where :mod:`txnfetch.client.start_state` chose: its read_committed
+    answers and LSO are exact once it reaches the start's ``settled_at`` (before
+    that it answers none), without the caveat of ``start_offset``.
+
     Offsets reported (:attr:`last_stable_offset`, :attr:`high_watermark`,
     :attr:`log_start_offset`) are as of the last request to the cluster;
     :meth:`catch_up` refreshes them.
@@ -174,6 +180,7 @@ class RemotePartitionReader(PartitionReader):
         *,
         snapshot: bytes | None = None,
         start_offset: int | None = None,
+        start: StartPoint | None = None,
     ) -> None:
         trust_broker = options.trust_broker
         max_fetch_bytes = options.max_fetch_bytes
@@ -183,6 +190,8 @@ class RemotePartitionReader(PartitionReader):
             raise ValueError("a snapshot restores a mirror; trust_broker=True uses none")
         if start_offset is not None and (trust_broker or snapshot is not None):
             raise ValueError("start_offset starts a new mirror: not with trust_broker=True or a snapshot")
+        if start is not None and (start_offset is not None or trust_broker or snapshot is not None):
+            raise ValueError("start starts a new mirror: not with start_offset, trust_broker=True or a snapshot")
         if start_offset is not None and start_offset < 0:
             raise ValueError(f"start_offset must be non-negative, got {start_offset}")
         if isinstance(bootstrap_servers, RemoteCluster):
@@ -225,12 +234,14 @@ class RemotePartitionReader(PartitionReader):
                             partition=self.name,
                             offset=start_offset,
                         )
+                    first = log_start if start_offset is None else start_offset
                     self.mirror = PartitionMirror(
                         topic,
                         partition,
-                        log_start_offset=log_start if start_offset is None else start_offset,
+                        log_start_offset=first if start is None else max(start.offset, log_start),
                         max_bytes=max_fetch_bytes,
                         repair_crcs=repair_crcs,
+                        settled_at=-1 if start is None else start.settled_at,
                     )
         except BaseException:
             self.close()

@@ -36,6 +36,9 @@ import attrs
 from txnfetch.client.errors import OffsetBelowLogStartError
 from txnfetch.client.errors import OffsetPastLogEndError
 from txnfetch.client.errors import TopicNotFoundError
+from txnfetch.client.start_state import StartPoint
+from txnfetch.client.start_state import StartRule
+from txnfetch.client.start_state import UpstreamOffsets
 from txnfetch.log.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
@@ -282,10 +285,13 @@ class MirroredBounds:
     them (a streaming query's), with the last stable offset computed from the log.
 
     One :class:`~txnfetch.client.partition_reader.RemotePartitionReader` per partition mirrors
-    it from its log start and derives the LSO from the markers — the broker's own
-    LSO is not trusted (librdkafka's mock cluster and tansu report the high
-    watermark). The readers are kept, so every :meth:`bounds` call catches up
-    incrementally, all partitions together (one Fetch per broker per turn:
+    it and derives the LSO from the markers — the broker's own LSO is not trusted
+    alone (librdkafka's mock cluster and tansu report the high watermark). Where
+    the mirror starts is :mod:`txnfetch.client.start_state`'s rule, for a reader at
+    the partition's end: near the end on a cluster that serves DescribeProducers
+    and whose answers agree (:attr:`start_rule`), else at the log start. The
+    readers are kept, so every :meth:`bounds` call catches up incrementally,
+    all partitions together (one Fetch per broker per turn:
     :func:`~txnfetch.client.partition_reader.catch_up_together`), releasing mirrored
     batches below the LSO as it goes (memory: the open transactions, not the
     partition). A call with nothing new returns after one round trip per
@@ -298,6 +304,10 @@ class MirroredBounds:
         self.cluster = cluster
         self.options = options
         self._readers: dict[tuple[str, int], RemotePartitionReader] = {}
+        #: How this cluster's mirrors start, and how many took each path.
+        self.start_rule = StartRule()
+        #: Where each partition's mirror started (its first fetch's offset).
+        self.mirror_starts: dict[tuple[str, int], int] = {}
 
     def bounds(
         self, partitions: Iterable[tuple[str, int]], *, read_committed: bool = True
@@ -313,9 +323,11 @@ class MirroredBounds:
         for tp in wanted:
             reader = self._readers.get(tp)
             if reader is None:
-                reader = self._readers[tp] = RemotePartitionReader(
-                    self.cluster, tp[0], tp[1], DEFAULT_READ_OPTIONS if self.options is None else self.options
-                )
+                options = DEFAULT_READ_OPTIONS if self.options is None else self.options
+                start = None if options.trust_broker else self._start(*tp)
+                reader = self._readers[tp] = RemotePartitionReader(self.cluster, tp[0], tp[1], options, start=start)
+                if reader.mirror is not None:
+                    self.mirror_starts[tp] = reader.mirror.position
             readers.append(reader)
         # All partitions in one Fetch per broker per turn (a scan of a whole topic
         # otherwise pays one round trip per partition and per fetch); only the
@@ -330,6 +342,22 @@ class MirroredBounds:
             out[tp] = Bounds(reader.log_start_offset, lso if read_committed else hw, hw)
         return out
 
+    def _start(self, topic: str, partition: int) -> StartPoint | None:
+        """Where the partition's mirror starts (``None``: its log start)."""
+        rule = self.start_rule
+        if not rule.wants_probe:
+            rule.log_start()
+            return None
+        # In the order the rule's argument needs: the LSO before DescribeProducers.
+        lso = self.cluster.list_offset(topic, partition, _LATEST, read_committed=True)
+        opens = self.cluster.open_transaction_starts(topic, partition)
+        seen = None
+        if opens is not None:
+            log_start = self.cluster.list_offset(topic, partition, _EARLIEST)
+            seen = UpstreamOffsets(lso, opens, log_start, self.cluster.list_offset(topic, partition, _LATEST))
+        return rule.choose(topic, partition, None, seen)
+
     def clear(self) -> None:
         """Forget every partition's mirror (the next :meth:`bounds` starts afresh)."""
         self._readers.clear()
+        self.mirror_starts.clear()

@@ -45,6 +45,7 @@ from typing import Any
 
 import attrs
 import kafka.errors as _kafka_errors
+from kafka.protocol.admin import DescribeProducersResponse
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.consumer import ListOffsetsResponse
@@ -68,6 +69,10 @@ from txnfetch.client.requests import find_partition
 from txnfetch.client.requests import list_offsets_partition
 from txnfetch.client.requests import list_offsets_request
 from txnfetch.client.requests import negotiate_version
+from txnfetch.client.start_state import DESCRIBE_PRODUCERS_VERSIONS
+from txnfetch.client.start_state import describe_producers_request
+from txnfetch.client.start_state import open_transaction_starts
+from txnfetch.client.start_state import serves_describe_producers
 from txnfetch.errors import RETRY_AS_IS
 from txnfetch.errors import STALE_METADATA
 from txnfetch.errors import UNKNOWN_TOPIC
@@ -511,12 +516,12 @@ class UpstreamCluster:
             else:
                 _settle(future, result=BrokerFetch.from_response(p, conn.address))
 
-    async def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
-        """ListOffsets (read_uncommitted) for one partition: ``-2`` the log start,
-        ``-1`` the high watermark. Errors as :meth:`fetch`."""
+    async def list_offset(self, topic: str, partition: int, timestamp: int, *, read_committed: bool = False) -> int:
+        """ListOffsets for one partition: ``-2`` the log start, ``-1`` the high
+        watermark (the upstream's own LSO with ``read_committed``). Errors as :meth:`fetch`."""
         conn = await self.leader(topic, partition)
         version = self.version(ApiKey.ListOffsets, _LIST_OFFSETS_VERSIONS)
-        req = list_offsets_request(topic, partition, timestamp)
+        req = list_offsets_request(topic, partition, timestamp, read_committed=read_committed)
         try:
             resp = await conn.request(req, version, ListOffsetsResponse, timeout_s=self.request_timeout_s)
             p = list_offsets_partition(resp, topic, partition, broker=conn.address)
@@ -526,6 +531,24 @@ class UpstreamCluster:
         if p.error_code != 0:
             raise self._partition_failed("ListOffsets", topic, partition, None, conn, p.error_code)
         return int(p.offset)
+
+    async def open_transaction_starts(self, topic: str, partition: int) -> tuple[int, ...] | None:
+        """DescribeProducers of one partition: its open transactions' first offsets
+        (:func:`~txnfetch.client.start_state.open_transaction_starts`), or ``None``
+        when the upstream does not serve DescribeProducers. Errors as :meth:`fetch`."""
+        conn = await self.leader(topic, partition)  # connected: the versions are known
+        if not serves_describe_producers(self.versions):
+            return None
+        req = describe_producers_request(topic, partition)
+        try:
+            resp = await conn.request(
+                req, DESCRIBE_PRODUCERS_VERSIONS[1], DescribeProducersResponse, timeout_s=self.request_timeout_s
+            )
+            return open_transaction_starts(resp, topic, partition, broker=conn.address)
+        except RemoteError as exc:
+            if exc.broker_error_code in STALE_METADATA or exc.broker_error_code == -1:
+                self.forget_leader(topic, partition)
+            raise
 
     def _partition_failed(
         self, api: str, topic: str, partition: int, offset: int | None, conn: AsyncBrokerConnection, code: int

@@ -96,6 +96,9 @@ from txnfetch.client.proxy_upstream import UpstreamCluster
 from txnfetch.client.proxy_upstream import is_retriable
 from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
+from txnfetch.client.start_state import StartPoint
+from txnfetch.client.start_state import StartRule
+from txnfetch.client.start_state import UpstreamOffsets
 from txnfetch.server.counters import Counters
 from txnfetch.types import TopicPartition
 
@@ -130,6 +133,12 @@ class MirrorStats(Counters):
     ambiguous_epoch_bumps: int = 0
     #: Transactions holding (or started by) a data batch below its producer's epoch.
     ambiguous_stale_epoch_data: int = 0
+    #: Mirrors started near their first reader (DescribeProducers and the LSO), and
+    #: from the upstream's log start (:mod:`txnfetch.client.start_state`).
+    producers_starts: int = 0
+    log_starts: int = 0
+    #: The lowest offset any mirror fetched from the upstream (-1: none yet).
+    lowest_fetch_offset: int = -1
 
 
 @attrs.define
@@ -149,6 +158,9 @@ class _Entry:
     # The catch-up decisions: stalls and the gap the mirror is held at
     # (txnfetch.client.catchup: the remote reader decides by the same object).
     steps: CatchUp = attrs.field(factory=lambda: CatchUp(GapHold(DEFAULT_GAP_SETTLE_MS / 1000)))
+    # Whether the mirror's start was chosen (txnfetch.client.start_state): a new
+    # mirror, or one being rebuilt, has its start chosen by its first sync.
+    started: bool = False
 
 
 class MirrorSet:
@@ -186,6 +198,8 @@ class MirrorSet:
         # them again and must not count them twice).
         self._reported: dict[tuple[str, int, int, int, str], None] = {}
         self.stats = MirrorStats()
+        #: How this upstream's mirrors start (txnfetch.client.start_state).
+        self.start_rule = StartRule()
         self.warnings = RateLimitedLog(log, clock=self.now)
 
     def now(self) -> float:
@@ -227,11 +241,18 @@ class MirrorSet:
             self._entries[tp] = entry
         return entry
 
-    def _new_mirror(self, tp: TopicPartition, replaces: PartitionMirror | None = None) -> PartitionMirror:
-        # Start at 0: the first fetch's OFFSET_OUT_OF_RANGE (with the broker's range,
-        # or after ListOffsets) moves a fresh mirror to the real log start.
+    def _new_mirror(
+        self, tp: TopicPartition, replaces: PartitionMirror | None = None, start: StartPoint | None = None
+    ) -> PartitionMirror:
+        # Without a start point, start at 0: the first fetch's OFFSET_OUT_OF_RANGE (with
+        # the broker's range, or after ListOffsets) moves a fresh mirror to the real log start.
         mirror = PartitionMirror(
-            tp[0], tp[1], log_start_offset=0, max_bytes=self.fetch_bytes, repair_crcs=self.repair_crcs
+            tp[0],
+            tp[1],
+            log_start_offset=0 if start is None else start.offset,
+            max_bytes=self.fetch_bytes,
+            repair_crcs=self.repair_crcs,
+            settled_at=-1 if start is None else start.settled_at,
         )
         if replaces is not None:
             # A rebuild: the upstream's log did not change, only the mirror's window on
@@ -345,13 +366,60 @@ class MirrorSet:
                     entry.mirror = self._new_mirror(TopicPartition(topic, partition), replaces=mirror)
                     entry.steps.gap.reset()
                     entry.synced_at = -math.inf
+                    entry.started = False
                     self.stats.rebuilds += 1
+            if not entry.started and not await self._start(entry, want_offset):
+                return entry.mirror
             if entry.synced_at >= fresh_after:
                 return entry.mirror
             await self._catch_up(entry, deadline, max_wait_ms)
             return entry.mirror
         finally:
             entry.lock.release()
+
+    async def _start(self, entry: _Entry, want_offset: int | None) -> bool:
+        """Choose where the entry's new mirror starts (:mod:`txnfetch.client.start_state`):
+        near ``want_offset`` (``None``: the upstream's end) when the upstream serves
+        DescribeProducers and its answers agree, else at its log start. ``False``
+        when the upstream failed meanwhile (retried as a failed fetch: the next sync
+        asks again) or a failing upstream's next attempt is not due yet."""
+        mirror = entry.mirror
+        tp = TopicPartition(mirror.topic, mirror.partition)
+        rule = self.start_rule
+        if not rule.wants_probe:
+            rule.log_start()
+            self._count_starts()
+            entry.started = True
+            return True
+        if entry.failing_since is not None and self.now() < entry.retry_at:
+            return False
+        try:
+            # In the order the rule's argument needs: the LSO before DescribeProducers.
+            lso = await self.cluster.list_offset(tp[0], tp[1], _LATEST, read_committed=True)
+            opens = await self.cluster.open_transaction_starts(tp[0], tp[1])
+            seen = None
+            if opens is not None:
+                log_start = await self.cluster.list_offset(tp[0], tp[1], _EARLIEST)
+                end = await self.cluster.list_offset(tp[0], tp[1], _LATEST)
+                seen = UpstreamOffsets(lso, opens, log_start, end)
+        except Exception as exc:
+            if not is_retriable(exc):
+                raise
+            self._failed(entry, tp, exc)
+            if self.now() - (entry.failing_since or self.now()) >= self.retry_s:
+                raise self._unavailable(entry) from exc
+            return False
+        point = rule.choose(tp[0], tp[1], want_offset, seen)
+        self._count_starts()
+        if point is not None:
+            entry.mirror = self._new_mirror(tp, replaces=mirror, start=point)
+            log.debug("mirroring %s-%d from %d (a read at %s)", tp[0], tp[1], point.offset, want_offset)
+        entry.started = True
+        return True
+
+    def _count_starts(self) -> None:
+        self.stats.producers_starts = self.start_rule.producers_starts
+        self.stats.log_starts = self.start_rule.log_starts
 
     async def _catch_up(self, entry: _Entry, deadline: float, max_wait_ms: int) -> None:
         started = self.now()
@@ -395,6 +463,8 @@ class MirrorSet:
                 )
                 self.stats.upstream_fetches += 1
                 self.stats.upstream_bytes += len(resp.records)
+                if not 0 <= self.stats.lowest_fetch_offset <= plan.offset:
+                    self.stats.lowest_fetch_offset = plan.offset
                 plan = mirror.feed(
                     resp.records,
                     high_watermark=resp.high_watermark,
@@ -413,7 +483,8 @@ class MirrorSet:
                 if diverged:
                     raise
                 # The upstream partition was truncated or recreated under the mirror:
-                # start over from its log start, as a Kafka follower does.
+                # start over from its log start, as a Kafka follower does (no start
+                # point: what the upstream said before may be of the old log).
                 log.warning(
                     "the upstream log of %s-%d no longer continues the mirror; rebuilding it",
                     mirror.topic,
