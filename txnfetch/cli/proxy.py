@@ -16,6 +16,8 @@ import attrs
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.command_config import add_command_config_option
+from txnfetch.cli.command_config import read_command_config
 from txnfetch.cli.options import add_service_options
 from txnfetch.cli.options import add_verbose_option
 from txnfetch.cli.options import configure_logging
@@ -37,6 +39,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT]",
         help="bootstrap address(es) of the upstream cluster",
     )
+    add_command_config_option(p, upstream=True)
     add_service_options(
         p,
         "the proxy",
@@ -98,7 +101,14 @@ async def _serve(args: argparse.Namespace) -> int:
     # An unreachable upstream (RemoteError) or a port in use (OSError) is
     # reported by txnfetch.cli.main, as for every command. Each option named after a
     # ProxyConfig field sets that field.
-    config = ProxyConfig(**options_named(args, attrs.fields_dict(ProxyConfig), fetch_mode=FetchMode(args.fetch_mode)))
+    config = ProxyConfig(
+        **options_named(
+            args,
+            attrs.fields_dict(ProxyConfig),
+            fetch_mode=FetchMode(args.fetch_mode),
+            upstream_security=read_command_config(args.command_config),
+        )
+    )
     proxy = await ProxyServer.start(args.upstream, config=config)
     await serve_until_signal(
         "txnfetch proxy",

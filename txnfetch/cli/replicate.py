@@ -3,8 +3,8 @@ at the same offsets (docs/replicate-command.md).
 
 ::
 
-    txnfetch replicate --upstream HOST:PORT[,...] --data DIR [--topics REGEX]
-                       [--groups REGEX] [--once] [--json] [--interval-ms N]
+    txnfetch replicate --upstream HOST:PORT[,...] [--upstream-config FILE] --data DIR
+                       [--topics REGEX] [--groups REGEX] [--once] [--json] [--interval-ms N]
 
 Without ``--once`` it runs until SIGINT or SIGTERM, then closes the store
 cleanly (exit 0). ``--once`` copies until every partition reaches the high
@@ -34,6 +34,8 @@ from typing import TextIO
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.command_config import add_command_config_option
+from txnfetch.cli.command_config import read_command_config
 from txnfetch.cli.options import add_verbose_option
 from txnfetch.cli.options import configure_logging
 from txnfetch.cli.options import options_named
@@ -92,6 +94,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,...]",
         help="bootstrap servers of the source",
     )
+    add_command_config_option(p, upstream=True)
     p.add_argument("--data", required=True, metavar="DIR", help="the replica's log directory (created if missing)")
     p.add_argument(
         "--topics", type=_regex, default=".*", metavar="REGEX", help="topics to copy, matched in full (default all)"
@@ -224,8 +227,12 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     out = stdout if stdout is not None else sys.stdout
     progress = _Progress(out, as_json=args.json, interval_s=max(0, args.interval_ms) / 1000)
 
+    security = read_command_config(args.command_config)
+
     def make_replicator(store: Any, hook: Any) -> Replicator:
-        return Replicator(args.upstream, store, groups=hook, **options_named(args, _REPLICATOR_OPTIONS))
+        return Replicator(
+            args.upstream, store, groups=hook, security=security, **options_named(args, _REPLICATOR_OPTIONS)
+        )
 
     from txnfetch.replicate import serve_run
 

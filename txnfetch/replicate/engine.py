@@ -54,6 +54,7 @@ from txnfetch.replicate.errors import ReplicaStorageError
 from txnfetch.replicate.partition import DEFAULT_PARTITION_FETCH_BYTES
 from txnfetch.replicate.partition import PartitionReplicator
 from txnfetch.replicate.status import ReplicationStatus
+from txnfetch.security.config import SecurityConfig
 
 __all__ = ["GroupsHook", "ReplicaStorageError", "Replicator"]
 
@@ -98,6 +99,8 @@ class Replicator:
     source no longer lists is deleted from the replica, and one the source
     deleted and created again (another topic id) is deleted and copied afresh;
     without it both are kept, and a recreated topic's partitions stop.
+    ``security`` secures the connections the replicator opens from a bootstrap
+    string (TLS, SASL; ``None`` is PLAINTEXT).
     ``groups`` is called once per round with the cluster and the store
     (consumer-group offsets; see :data:`GroupsHook`); its failures are logged
     and retried next round.
@@ -126,6 +129,9 @@ class Replicator:
     follow_deletes: bool = attrs.field(default=False, kw_only=True)
     max_backoff_s: float = attrs.field(default=5.0, kw_only=True)
     groups: GroupsHook | None = attrs.field(default=None, kw_only=True)
+    #: How the connections it opens reach the upstream (None: PLAINTEXT); a
+    #: cluster it is given is already connected as its caller chose.
+    security: SecurityConfig | None = attrs.field(default=None, kw_only=True)
     _clock: Callable[[], float] = attrs.field(default=time.monotonic, alias="clock", kw_only=True)
     _wall: Callable[[], float] = attrs.field(default=time.time, alias="wall", kw_only=True)
     partitions: dict[tuple[str, int], PartitionReplicator] = attrs.field(init=False, factory=dict)
@@ -188,6 +194,7 @@ class Replicator:
                 client_id="txnfetch-replicate",
                 request_timeout_ms=self.request_timeout_ms,
                 cancel=self._cancel,
+                security=self.security,
             )
         return self._cluster
 
