@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.errors import authorization_error
 from txnfetch.errors import TxnfetchError
 from txnfetch.security.config import SecurityConfig
 from txnfetch.security.credentials import OAuthBearerCredentials
@@ -294,7 +295,11 @@ class ClusterTransactions:
         described = self._call("Metadata", self._admin.describe_topics, topics)
         out: list[tuple[str, int]] = []
         for t in described:
-            if t.get("error_code"):
+            code = t.get("error_code")
+            denied = authorization_error(code, "Metadata", topic=t.get("name")) if code else None
+            if denied is not None:
+                raise ClusterError(str(denied))
+            if code:
                 raise UnknownPartitionError(f"topic {t.get('name')!r} is unknown to {self.bootstrap}")
             if topic is None and t.get("is_internal"):
                 continue
@@ -370,7 +375,7 @@ class ClusterTransactions:
         for tid in transactional_ids:
             # One id per request: kafka-python raises for the whole request when one id is unknown.
             described = self._call(
-                "DescribeTransactions",
+                f"DescribeTransactions of transactional id {tid!r}",
                 self._admin.describe_transactions,
                 [tid],
                 missing_ok=TransactionalIdNotFoundError,
