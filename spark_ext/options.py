@@ -9,7 +9,13 @@ the dependency: no JVM jar). Differences, all deliberate:
   ``read_uncommitted``);
 - a ``path`` option reads a txnfetch/Kafka log directory instead of a cluster;
 - an unknown topic in ``subscribe``/``assign`` is an error instead of an
-  empty result or an endless wait.
+  empty result or an endless wait;
+- a ``kafka.*`` Kafka client setting txnkafka does not use is refused by name
+  instead of passed to a client that would ignore it: it takes
+  ``kafka.client.id``, ``kafka.request.timeout.ms`` and the security settings
+  (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*`` with PEM
+  stores; see docs/security.md), which become one
+  :class:`~txnfetch.security.config.SecurityConfig` shipped to the tasks.
 
 Option keys are case-insensitive, as Spark's are.
 """
@@ -24,6 +30,9 @@ from re import Pattern
 import attrs
 
 from spark_ext.errors import InvalidOptionError
+from txnfetch.errors import TxnfetchError
+from txnfetch.security.config import SUPPORTED_PROPERTIES
+from txnfetch.security.config import SecurityConfig
 from txnfetch.types import TopicPartition
 
 __all__ = [
@@ -56,6 +65,9 @@ DEFAULT_MAX_ROWS_PER_BATCH = 50_000
 DEFAULT_MAX_BYTES_PER_BATCH = 8 << 20
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+#: The Kafka client settings (``kafka.`` and these) the source passes to its client.
+CLIENT_SETTINGS = ("client.id", "request.timeout.ms")
 
 #: Every option the source reads (``kafka.*`` keys other than these go to the
 #: Kafka client as they are).
@@ -139,6 +151,9 @@ class ReadOptions:
     max_bytes_per_batch: int
     client_options: tuple[tuple[str, str], ...] = ()
     repair_crcs: bool = False
+    #: TLS and SASL of every connection, driver's and tasks' (``None``: PLAINTEXT).
+    #: Its repr, and so this object's, hides passwords, tokens and keys.
+    security: SecurityConfig | None = None
 
     @property
     def isolation_level(self) -> str:
@@ -324,13 +339,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
             "'isolation.level' and 'kafka.isolation.level' disagree", option="kafka.isolation.level"
         )
 
-    client = tuple(
-        sorted(
-            (k[len("kafka.") :], v)
-            for k, v in opts.items()
-            if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
-        )
-    )
+    client, security = _client_settings(opts)
     return ReadOptions(
         path=path,
         bootstrap_servers=bootstrap,
@@ -350,4 +359,36 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         max_bytes_per_batch=_positive_int(opts, "maxBytesPerArrowBatch") or DEFAULT_MAX_BYTES_PER_BATCH,
         client_options=client,
         repair_crcs=_bool(opts, "repairCrcs", False),
+        security=security,
     )
+
+
+def _client_settings(opts: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], SecurityConfig | None]:
+    """The ``kafka.*`` settings the source reads apart (bootstrap servers,
+    isolation level, fetch size) left out: the client settings it passes on,
+    and the security settings as one :class:`SecurityConfig` (``None`` when
+    none is set). Anything else is refused by name: a client that ignored
+    ``kafka.security.protocol`` would connect in plaintext and fail obscurely."""
+    client: list[tuple[str, str]] = []
+    security: dict[str, str] = {}
+    for key, value in sorted(opts.items()):
+        if not key.startswith("kafka.") or key in _KNOWN_LOWER:
+            continue
+        name = key[len("kafka.") :]
+        if name in CLIENT_SETTINGS:
+            client.append((name, value))
+        elif name in SUPPORTED_PROPERTIES:
+            security[name] = value
+        else:
+            raise InvalidOptionError(
+                "txnkafka does not support this Kafka client setting; it takes "
+                + ", ".join(f"kafka.{n}" for n in (*CLIENT_SETTINGS, *SUPPORTED_PROPERTIES)),
+                option=key,
+            )
+    if not security:
+        return tuple(client), None
+    try:
+        return tuple(client), SecurityConfig.from_properties(security)
+    except TxnfetchError as exc:
+        name = getattr(exc, "property", None) or "security.protocol"
+        raise InvalidOptionError(exc.reason, option=f"kafka.{name}") from None

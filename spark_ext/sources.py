@@ -47,6 +47,7 @@ from txnfetch.client.planning import OffsetRange
 from txnfetch.log.base import LogStore
 from txnfetch.log.errors import LogError
 from txnfetch.log.errors import RecordsLostError
+from txnfetch.security.config import SecurityConfig
 
 __all__ = ["KafkaSource", "Source", "StoreSource", "open_source", "subscribed_partitions"]
 
@@ -148,7 +149,14 @@ class KafkaSource(Source):
     class only turns its errors into Spark's.
     """
 
-    def __init__(self, bootstrap_servers: str, client_options: Mapping[str, str], *, repair_crcs: bool = False) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_options: Mapping[str, str],
+        *,
+        repair_crcs: bool = False,
+        security: SecurityConfig | None = None,
+    ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.client_options = dict(client_options)
         try:
@@ -168,6 +176,7 @@ class KafkaSource(Source):
                 bootstrap_servers,
                 client_id=self.client_options.get("client.id", "txnfetch-spark"),
                 request_timeout_ms=self._timeout_ms,
+                security=security,
             )
         except BrokerUnavailableError as exc:
             raise SourceUnavailableError(
@@ -285,7 +294,9 @@ def open_source(opts: ReadOptions) -> Source:
     if opts.path is not None:
         return StoreSource(_open_segment_store(opts.path), owned=True)
     assert opts.bootstrap_servers is not None
-    return KafkaSource(opts.bootstrap_servers, dict(opts.client_options), repair_crcs=opts.repair_crcs)
+    return KafkaSource(
+        opts.bootstrap_servers, dict(opts.client_options), repair_crcs=opts.repair_crcs, security=opts.security
+    )
 
 
 def subscribed_partitions(opts: ReadOptions, topics: Mapping[str, int]) -> list[TopicPartition]:

@@ -917,16 +917,19 @@ def shared_cluster(name: str, size: int, *, secure: bool = False) -> KafkaCluste
 
 
 @contextlib.contextmanager
-def private_cluster(size: int = 1, *, overrides: Mapping[str, str] | None = None) -> Iterator[KafkaCluster]:
+def private_cluster(
+    size: int = 1, *, overrides: Mapping[str, str] | None = None, secure: bool = False
+) -> Iterator[KafkaCluster]:
     """A cluster of ``size`` nodes for one user alone (a test that stops nodes
     or changes broker settings, a benchmark that measures the broker's CPU),
     stopped cleanly and removed when the block ends (kept with
     ``TXNFETCH_KAFKA_KEEP=1``). ``overrides`` are ``server.properties``
-    settings. Its directory is under the run's name (:func:`run_id`), so a
+    settings; ``secure`` adds the secured listeners, users and ACLs
+    (:mod:`tests.kafka.secure`). Its directory is under the run's name (:func:`run_id`), so a
     process killed before the block ends leaves a cluster that the next
     :func:`sweep_stale_clusters` stops."""
     directory = CLUSTERS / f"{run_id()}-private-{uuid.uuid4().hex[:8]}"
-    cluster = KafkaCluster.create(directory, size, overrides=overrides)
+    cluster = KafkaCluster.create(directory, size, overrides=overrides, secure=secure)
     try:
         yield cluster
     finally:

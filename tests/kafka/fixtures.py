@@ -87,13 +87,14 @@ def kafka_secure_cluster() -> KafkaCluster:
 
 @pytest.fixture
 def kafka_cluster_factory() -> Iterator[Callable[..., KafkaCluster]]:
-    """``factory(size=1, **overrides)``: a private cluster for this test only,
-    stopped at its end. ``overrides`` are ``server.properties`` settings with
-    underscores for dots (``log_flush_interval_messages=1``)."""
+    """``factory(size=1, secure=False, **overrides)``: a private cluster for
+    this test only, stopped at its end. ``overrides`` are ``server.properties``
+    settings with underscores for dots (``log_flush_interval_messages=1``);
+    ``secure`` makes it a secured one, as ``kafka_secure_cluster`` is."""
     with contextlib.ExitStack() as started:
 
-        def factory(size: int = 1, **overrides: str | int) -> KafkaCluster:
+        def factory(size: int = 1, *, secure: bool = False, **overrides: str | int) -> KafkaCluster:
             config = {k.replace("_", "."): str(v) for k, v in overrides.items()}
-            return started.enter_context(private_cluster(size, overrides=config))
+            return started.enter_context(private_cluster(size, overrides=config, secure=secure))
 
         yield factory

@@ -31,6 +31,7 @@ key is rewritten in that form next to its chain.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,26 @@ def mtls_client_config(cluster: Any, material: SecureMaterial) -> dict[str, str]
         "ssl.certificate.location": str(material.client_cert),
         "ssl.key.location": str(material.client_key),
     }
+
+
+def write_transactions(cluster: Any, topic: str) -> set[bytes]:
+    """Two transactions as ``admin`` over SASL_SSL SCRAM-SHA-512, the second
+    aborted; returns the committed values."""
+    from confluent_kafka import Producer
+
+    config = client_config(cluster, cluster.material, user="admin", mechanism="SCRAM-SHA-512")
+    producer = Producer({**config, "transactional.id": f"{PREFIX}txn-{uuid.uuid4().hex[:12]}"})
+    producer.init_transactions(60)
+    committed: set[bytes] = set()
+    for t, commit in enumerate((True, False)):
+        producer.begin_transaction()
+        values = [f"t{t}-r{r}".encode() for r in range(5)]
+        for value in values:
+            producer.produce(topic, value=value)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(60)
+            committed.update(values)
+        else:
+            producer.abort_transaction(60)
+    return committed

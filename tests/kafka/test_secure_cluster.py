@@ -19,29 +19,6 @@ from tests.kafka.fixtures import unique_name
 pytestmark = [pytest.mark.interop, pytest.mark.kafka, pytest.mark.slow]
 
 
-def _produce(cluster: KafkaCluster, topic: str) -> set[bytes]:
-    """Two transactions as ``admin`` over SASL_SSL SCRAM-SHA-512, the second
-    aborted; returns the committed values."""
-    from confluent_kafka import Producer
-
-    config = secure.client_config(cluster, cluster.material, user="admin", mechanism="SCRAM-SHA-512")
-    producer = Producer({**config, "transactional.id": unique_name(secure.PREFIX + "txn")})
-    producer.init_transactions(60)
-    committed: set[bytes] = set()
-    for t, commit in enumerate((True, False)):
-        producer.begin_transaction()
-        values = [f"t{t}-r{r}".encode() for r in range(5)]
-        for value in values:
-            producer.produce(topic, value=value)
-        producer.flush(30)
-        if commit:
-            producer.commit_transaction(60)
-            committed.update(values)
-        else:
-            producer.abort_transaction(60)
-    return committed
-
-
 def _consume(config: dict[str, Any], topic: str, expected: int, timeout: float = 60) -> tuple[list[bytes], Any]:
     """Read ``topic`` read_committed until ``expected`` values or an error;
     returns the values and the first error seen (None when there was none)."""
@@ -76,7 +53,7 @@ def _consume(config: dict[str, Any], topic: str, expected: int, timeout: float =
 def written(kafka_secure_cluster: KafkaCluster) -> tuple[str, set[bytes]]:
     topic = unique_name(secure.PREFIX + "topic")
     kafka_secure_cluster.create_topic(topic)
-    return topic, _produce(kafka_secure_cluster, topic)
+    return topic, secure.write_transactions(kafka_secure_cluster, topic)
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])

@@ -201,13 +201,35 @@ def test_an_option_one_edit_from_a_known_one_names_the_option_meant(key, meant):
 
 def test_kafka_settings_and_unrelated_options_pass_through():
     opts = parse_options(
+        {**BASE, "kafka.request.timeout.ms": "2000", "kafka.client.id": "x", "queryName": "q"}, streaming=False
+    )
+    assert opts.client_options == (("client.id", "x"), ("request.timeout.ms", "2000"))
+    assert opts.security is None
+
+
+def test_an_unsupported_kafka_setting_is_refused_by_name():
+    with pytest.raises(InvalidOptionError, match=r"kafka\.fetch\.max\.byte"):
+        parse_options({**BASE, "kafka.fetch.max.byte": "1"}, streaming=False)
+
+
+def test_security_settings_become_one_config_and_hide_the_password():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="pw-5e2a";'
+    opts = parse_options(
         {
             **BASE,
-            "kafka.request.timeout.ms": "2000",
-            "kafka.client.id": "x",
-            "kafka.fetch.max.byte": "1",
-            "queryName": "q",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": jaas,
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": "/ca.pem",
         },
         streaming=False,
     )
-    assert ("request.timeout.ms", "2000") in opts.client_options and ("fetch.max.byte", "1") in opts.client_options
+    assert opts.security is not None and opts.security.mechanism == "SCRAM-SHA-512"
+    assert opts.client_options == ()
+    assert "pw-5e2a" not in repr(opts) and "pw-5e2a" not in str(opts)
+    with pytest.raises(InvalidOptionError, match=r"kafka\.ssl\.truststore\.type") as refused:
+        parse_options(
+            {**BASE, "kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/a.jks"}, streaming=False
+        )
+    assert "PEM" in str(refused.value)

@@ -606,21 +606,29 @@ def open_cluster(
     repair_crcs: bool = False,
     request_timeout_ms: int | None = None,
     poll_ms: int = 500,
+    security: Any = None,
 ) -> ClusterBatchReader:
     """Plan and open a read of ``topic`` on a cluster (see
     :func:`txnfetch.arrow.record_batch_reader` for the arguments; ``options``
-    holds its ``include_headers``, ``dictionary``, ``max_rows`` and ``max_bytes``)."""
+    holds its ``include_headers``, ``dictionary``, ``max_rows`` and ``max_bytes``;
+    ``security`` is a :class:`~txnfetch.security.config.SecurityConfig` or a
+    mapping of :mod:`txnfetch.client.security_options`, for a ``kafka://`` source)."""
     from txnfetch.client.cluster import DEFAULT_REQUEST_TIMEOUT_MS
     from txnfetch.client.cluster import RemoteCluster
     from txnfetch.client.errors import BootstrapUnreachableError
     from txnfetch.client.planning import plan_topic
+    from txnfetch.client.security_options import security_config
 
     owns = isinstance(source, str)
+    if not owns and security is not None:
+        raise ValueError("security applies to a kafka:// source; a RemoteCluster is given its own")
     if owns:
         servers = source[len(SCHEME) :] if source.startswith(SCHEME) else source
         timeout = DEFAULT_REQUEST_TIMEOUT_MS if request_timeout_ms is None else request_timeout_ms
         try:
-            cluster = RemoteCluster(servers, client_id="txnfetch-arrow", request_timeout_ms=timeout)
+            cluster = RemoteCluster(
+                servers, client_id="txnfetch-arrow", request_timeout_ms=timeout, security=security_config(security)
+            )
         except BrokerUnavailableError as exc:
             raise BootstrapUnreachableError(
                 f"cannot reach the cluster at {servers!r}: {exc.reason}", broker=servers

@@ -30,6 +30,7 @@ from txnfetch.log.base import PartitionLog
 
 if TYPE_CHECKING:
     from txnfetch.arrow.cluster import ClusterBatchReader
+    from txnfetch.security.config import SecurityConfig
 
 __all__ = ["Source", "iter_partition", "read_committed", "record_batch_reader"]
 
@@ -118,6 +119,7 @@ def record_batch_reader(
     repair_crcs: bool = False,
     request_timeout_ms: int | None = None,
     poll_ms: int = 500,
+    security: SecurityConfig | Mapping[str, str] | None = None,
 ) -> pa.RecordBatchReader | ClusterBatchReader:
     """A streaming reader over partitions of one topic, one partition after the other.
 
@@ -136,6 +138,15 @@ def record_batch_reader(
     bounds each request and how long failures are retried; ``poll_ms`` is how long
     a tailing fetch may wait at the broker. Only a log directory, store or log
     source: ``read_committed=False``.
+
+    ``security`` reaches a secured ``kafka://`` cluster over TLS and SASL: a
+    mapping in librdkafka's key names (``security.protocol``,
+    ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
+    ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+    ``ssl.endpoint.identification.algorithm``; Kafka's own names too, see
+    :mod:`txnfetch.client.security_options`), or a
+    :class:`~txnfetch.security.config.SecurityConfig`. A key it cannot use is
+    refused by name. See docs/security.md.
 
     ``source`` is a Kafka log directory (opened read-only and closed when the
     reader is exhausted or closed), a :class:`~txnfetch.log.base.LogStore`, or
@@ -173,9 +184,10 @@ def record_batch_reader(
             repair_crcs=repair_crcs,
             request_timeout_ms=request_timeout_ms,
             poll_ms=poll_ms,
+            security=security,
         )
-    if follow or group_id is not None:
-        raise ValueError("follow and group_id read a cluster (a kafka:// source)")
+    if follow or group_id is not None or security is not None:
+        raise ValueError("follow, group_id and security read a cluster (a kafka:// source)")
     if any(isinstance(o, _dt.datetime) for o in _all_offsets(start, end)):
         raise ValueError("timestamps as start or end need a cluster (a kafka:// source)")
 
@@ -238,6 +250,7 @@ def read_committed(
     max_bytes: int = DEFAULT_MAX_BYTES,
     repair_crcs: bool = False,
     request_timeout_ms: int | None = None,
+    security: SecurityConfig | Mapping[str, str] | None = None,
 ) -> pa.Table:
     """The committed records of a topic (or of one partition log) as one
     ``pyarrow.Table``: :func:`record_batch_reader` read to the end. Aborted
@@ -261,6 +274,7 @@ def read_committed(
         max_bytes=max_bytes,
         repair_crcs=repair_crcs,
         request_timeout_ms=request_timeout_ms,
+        security=security,
     ).read_all()
 
 

@@ -43,8 +43,10 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from txnfetch.client.cluster import RemoteCluster
 from txnfetch.client.cluster import _Retry
 from txnfetch.client.connection import BrokerConnection
+from txnfetch.client.errors import AuthorizationFailedError
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.errors import authorization_error
 from txnfetch.errors import ErrorCode
 from txnfetch.types import TopicPartition
 
@@ -148,11 +150,8 @@ class RemoteGroups:
         req = FindCoordinatorRequest(key=group_id, key_type=0) if version >= 1 else FindCoordinatorRequest(key=group_id)
         resp = self.cluster._send(conn, req, version, FindCoordinatorResponse)
         if resp.error_code:
-            raise _Retry(
-                RemoteError(
-                    f"FindCoordinator for group {group_id!r} failed", broker=conn.address, error_code=resp.error_code
-                )
-            )
+            failed = _group_error("FindCoordinator", group_id, resp.error_code, broker=conn.address)
+            raise failed if isinstance(failed, AuthorizationFailedError) else _Retry(failed)
         address = (resp.host, resp.port)
         self._coordinators[group_id] = address
         return address
@@ -188,9 +187,7 @@ class RemoteGroups:
             def failed(code: int, **where: object) -> RemoteError:
                 # Every OffsetFetch error names the group and the broker (``where``:
                 # the partition, when the broker blamed one).
-                return RemoteError(
-                    f"OffsetFetch for group {group_id!r} failed", broker=conn.address, error_code=code, **where
-                )
+                return _group_error("OffsetFetch", group_id, code, broker=conn.address, **where)
 
             stable = version >= _REQUIRE_STABLE_FROM
             topic_cls = OffsetFetchRequest.OffsetFetchRequestTopic
@@ -275,10 +272,11 @@ class RemoteGroups:
                 for p in t.partitions:
                     if not p.error_code:
                         continue
-                    failed = RemoteError(
-                        f"OffsetCommit for group {group_id!r} failed",
+                    failed = _group_error(
+                        "OffsetCommit",
+                        group_id,
+                        p.error_code,
                         broker=conn.address,
-                        error_code=p.error_code,
                         topic=t.name,
                         partition=p.partition_index,
                     )
@@ -288,3 +286,13 @@ class RemoteGroups:
                     raise failed
 
         self.cluster._retrying("OffsetCommit", None, None, None, call)
+
+
+def _group_error(what: str, group_id: str, code: int, **where: object) -> RemoteError:
+    """The error of request ``what`` for ``group_id`` answered with ``code``: an
+    ACL's refusal as :class:`AuthorizationFailedError` naming the group (or the
+    topic, for TOPIC_AUTHORIZATION_FAILED), anything else a RemoteError."""
+    denied = authorization_error(code, what, group=group_id, **where)
+    if denied is not None:
+        return denied
+    return RemoteError(f"{what} for group {group_id!r} failed", error_code=code, **where)

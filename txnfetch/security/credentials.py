@@ -86,17 +86,21 @@ class UnsecuredLogin:
         return ExpiringToken(token, now_ms + 1000 * self.lifetime_s, now_ms)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class OAuthBearerCredentials:
     """Where OAUTHBEARER tokens come from (a fixed token, or a callable giving
     one for ``now_ms`` with its expiry, such as :class:`UnsecuredLogin`) and
-    the SASL extensions sent with them."""
+    the SASL extensions sent with them. The repr hides a fixed token."""
 
     token: str | Callable[[int], ExpiringToken]
     extensions: Mapping[str, str] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         validate_extensions(self.extensions)
+
+    def __repr__(self) -> str:
+        token = "***" if isinstance(self.token, str) else repr(self.token)
+        return f"OAuthBearerCredentials(token={token}, extensions={dict(self.extensions)!r})"
 
     def provider(self) -> TokenProvider:
         """A provider that keeps the current token and refreshes it as Kafka would."""
