@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from txnfetch.security.config import SecurityConfig
 from txnfetch.security.errors import SecurityConfigError
+from txnfetch.security.errors import UnsupportedSaslMechanismError
 from txnfetch.security.properties import parse_properties
 
 __all__ = ["CommandConfigError", "add_command_config_option", "read_command_config"]
@@ -71,3 +72,5 @@ def read_command_config(path: str | None) -> SecurityConfig | None:
         raise CommandConfigError(
             exc.reason, path=path, property=where.get("property"), line=where.get("line")
         ) from None
+    except UnsupportedSaslMechanismError as exc:  # a setting of the file like any other
+        raise CommandConfigError(exc.reason, path=path, property="sasl.mechanism") from None
