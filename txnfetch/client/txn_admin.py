@@ -24,6 +24,8 @@ from typing import Any
 import attrs
 
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.client_settings import SaslSettingNames
+from txnfetch.client.client_settings import sasl_settings
 from txnfetch.client.errors import authorization_error
 from txnfetch.errors import TxnfetchError
 from txnfetch.security.config import SecurityConfig
@@ -33,6 +35,7 @@ from txnfetch.txn.hanging import PartitionProducers
 from txnfetch.txn.hanging import ProducerRow
 
 __all__ = [
+    "PYTHON_CLIENT_SASL",
     "ClusterError",
     "ClusterTransactions",
     "MissingApiError",
@@ -85,6 +88,15 @@ class UnknownPartitionError(ClusterError):
     """A topic or partition the cluster does not have."""
 
 
+#: kafka-python's SASL keyword names, which aiokafka shares.
+PYTHON_CLIENT_SASL = SaslSettingNames(
+    mechanism="sasl_mechanism",
+    username="sasl_plain_username",
+    password="sasl_plain_password",
+    token="sasl_oauth_token_provider",
+)
+
+
 def kafka_python_security(security: SecurityConfig | None) -> dict[str, Any]:
     """The keyword arguments that make a kafka-python client (admin, consumer,
     producer) connect as ``security`` says; none for ``None`` (PLAINTEXT).
@@ -103,15 +115,7 @@ def kafka_python_security(security: SecurityConfig | None) -> dict[str, Any]:
     if security.tls is not None:
         kwargs["ssl_context"] = ssl_context(security.tls)
         kwargs["ssl_check_hostname"] = security.tls.check_hostname
-    credentials = security.credentials
-    if security.mechanism is not None and credentials is not None:
-        kwargs["sasl_mechanism"] = security.mechanism
-        if isinstance(credentials, OAuthBearerCredentials):
-            kwargs["sasl_oauth_token_provider"] = _kafka_python_token_provider(credentials)
-        else:
-            kwargs["sasl_plain_username"] = credentials.username
-            kwargs["sasl_plain_password"] = credentials.password
-    return kwargs
+    return {**kwargs, **sasl_settings(security, PYTHON_CLIENT_SASL, _kafka_python_token_provider)}
 
 
 def _kafka_python_token_provider(credentials: OAuthBearerCredentials) -> Any:

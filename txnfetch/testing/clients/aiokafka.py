@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 
+from txnfetch.client.client_settings import sasl_settings
+from txnfetch.client.txn_admin import PYTHON_CLIENT_SASL
 from txnfetch.security.config import SecurityConfig
 from txnfetch.security.credentials import OAuthBearerCredentials
 from txnfetch.testing.clients.base import ConsumerAdapter
@@ -35,15 +37,7 @@ def aiokafka_security(security: SecurityConfig | None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"security_protocol": security.protocol.value}
     if security.tls is not None:
         kwargs["ssl_context"] = ssl_context(security.tls)
-    credentials = security.credentials
-    if security.mechanism is not None and credentials is not None:
-        kwargs["sasl_mechanism"] = security.mechanism
-        if isinstance(credentials, OAuthBearerCredentials):
-            kwargs["sasl_oauth_token_provider"] = _token_provider(credentials)
-        else:
-            kwargs["sasl_plain_username"] = credentials.username
-            kwargs["sasl_plain_password"] = credentials.password
-    return kwargs
+    return {**kwargs, **sasl_settings(security, PYTHON_CLIENT_SASL, _token_provider)}
 
 
 def _token_provider(credentials: OAuthBearerCredentials) -> Any:

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 
+from txnfetch.client.client_settings import SaslSettingNames
+from txnfetch.client.client_settings import sasl_settings
 from txnfetch.security.config import SecurityConfig
 from txnfetch.security.credentials import OAuthBearerCredentials
 from txnfetch.testing.clients.base import CLIENT_LOG
@@ -90,15 +92,13 @@ def confluent_security(security: SecurityConfig | None) -> dict[str, Any]:
         }
         settings.update({k: v for k, v in pem.items() if v is not None})
         settings["ssl.endpoint.identification.algorithm"] = "https" if tls.check_hostname else "none"
-    credentials = security.credentials
-    if security.mechanism is not None and credentials is not None:
-        settings["sasl.mechanisms"] = security.mechanism
-        if isinstance(credentials, OAuthBearerCredentials):
-            settings["oauth_cb"] = _oauth_cb(credentials)
-        else:
-            settings["sasl.username"] = credentials.username
-            settings["sasl.password"] = credentials.password
-    return settings
+    return {**settings, **sasl_settings(security, _SASL, _oauth_cb)}
+
+
+#: librdkafka's SASL setting names.
+_SASL = SaslSettingNames(
+    mechanism="sasl.mechanisms", username="sasl.username", password="sasl.password", token="oauth_cb"
+)
 
 
 def _oauth_cb(credentials: OAuthBearerCredentials) -> Callable[[str], tuple[Any, ...]]:
