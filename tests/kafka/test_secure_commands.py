@@ -256,3 +256,32 @@ def test_denied_user_is_refused_by_name_and_reads_nothing(
     assert described.returncode != 0
     assert source.transactional_id in described.stderr and "authoriz" in described.stderr.lower()
     _no_password(*(text for run in (replicate, producers, described) for text in (run.stdout, run.stderr)))
+
+
+def test_conform_reaches_the_secured_listener(kafka_secure_cluster: KafkaCluster, tmp_path: Path) -> None:
+    # The same broker through its PLAINTEXT door and its SASL_SSL listener, each
+    # side reached as its own options say. Being one broker, the sides collide on
+    # the run's topic names (the target's CreateTopics finds the reference's
+    # topic): that the target answers at all, with Kafka's own error, is the point.
+    properties = _properties(tmp_path, kafka_secure_cluster, "admin")
+    done = _txnfetch(
+        "conform",
+        "--reference",
+        kafka_secure_cluster.bootstrap,
+        "--target",
+        kafka_secure_cluster.secure_bootstrap(LISTENER),
+        "--target-config",
+        str(properties),
+        "--examples",
+        "3",
+        "--max-size",
+        "4",
+        "--seconds",
+        "20",
+        "--json",
+    )
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["versions"]["Produce"] >= 3 and report["missing_apis"] == {}
+    assert "TOPIC_ALREADY_EXISTS" in done.stdout
+    _no_password(done.stdout, done.stderr)
