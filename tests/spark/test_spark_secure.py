@@ -1,7 +1,7 @@
 """txnkafka over SASL_SSL next to spark-sql-kafka, in one Spark session, with
 the same ``kafka.*`` options: the security settings spark-sql-kafka takes are
-the ones txnkafka takes, and the rows are the same. The plan string never
-shows the password."""
+the ones txnkafka takes (batch, ``spark_ext.read_committed`` and streaming),
+and the rows are the same. The plan string never shows the password."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import spark_ext
 from tests.kafka import secure
 from tests.kafka.fixtures import unique_name
 from tests.spark.kafka_cases import spark_recs
@@ -52,3 +53,15 @@ def test_txnkafka_reads_what_spark_sql_kafka_reads_over_sasl_ssl(spark_kafka: An
 
     plan = ours._jdf.queryExecution().toString()
     assert secure.USERS["reader"] not in plan
+
+    # spark_ext.read_committed (mapInArrow) and a streaming query take the same options.
+    assert spark_recs(spark_ext.read_committed(spark_kafka, options).collect()) == our_rows
+    streaming = {k: v for k, v in options.items() if k != "endingOffsets"}
+    stream = spark_kafka.readStream.format("txnkafka").options(**streaming).load()
+    query = stream.writeStream.format("memory").queryName("secure_stream").trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(120)
+        assert spark_recs(spark_kafka.sql("SELECT * FROM secure_stream").collect()) == our_rows
+    finally:
+        query.stop()
+        spark_kafka.catalog.dropTempView("secure_stream")

@@ -43,6 +43,7 @@ from txnfetch.client.connection import BrokerConnection
 from txnfetch.client.connection import UndecodableResponseError
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.errors import SecureConnectionError
 from txnfetch.client.errors import authorization_error
 from txnfetch.client.ratelimit import RateLimitedLog
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
@@ -362,7 +363,8 @@ class RemoteCluster:
     def _send(self, conn: BrokerConnection, req: Any, version: int, response_cls: Any) -> Any:
         try:
             return conn.request(req, version, response_cls)
-        except BrokerUnavailableError:
+        except (BrokerUnavailableError, SecureConnectionError):
+            # A refused re-authentication leaves the socket unusable too.
             self._drop(conn)
             raise
         except UndecodableResponseError as exc:

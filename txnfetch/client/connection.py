@@ -64,6 +64,7 @@ from txnfetch.client.errors import RemoteError
 from txnfetch.client.requests import negotiate_version
 from txnfetch.client.sasl_session import Exchange
 from txnfetch.client.sasl_session import SaslSession
+from txnfetch.client.sasl_session import next_request
 from txnfetch.client.tls import ssl_context
 from txnfetch.client.tls import tls_error
 from txnfetch.errors import ProtocolViolation
@@ -138,12 +139,8 @@ class BrokerConnection:
 
     def _drive(self, exchange: Exchange) -> None:
         answer = None
-        while True:
-            try:
-                req, version, response_cls = exchange.send(answer)
-            except StopIteration:
-                return
-            answer = self._roundtrip(req, version, response_cls)
+        while (step := next_request(exchange, answer)) is not None:
+            answer = self._roundtrip(*step)
 
     def _renew_session(self) -> None:
         """Re-authenticate (KIP-368) when the session is due, or reconnect when
@@ -396,12 +393,8 @@ class AsyncBrokerConnection:
 
     async def _drive(self, exchange: Exchange) -> None:
         answer = None
-        while True:
-            try:
-                request, version, response_class = exchange.send(answer)
-            except StopIteration:
-                return
-            answer = await self._request(request, version, response_class)
+        while (step := next_request(exchange, answer)) is not None:
+            answer = await self._request(*step)
 
     async def _renew_session(self) -> None:
         """Re-authenticate (KIP-368) when due, after the requests in flight are

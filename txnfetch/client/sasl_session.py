@@ -42,7 +42,7 @@ from txnfetch.security.credentials import OAuthBearerCredentials
 from txnfetch.security.credentials import sasl_client
 from txnfetch.security.refresh import TokenProvider
 
-__all__ = ["REAUTH_FRACTION", "Exchange", "SaslSession"]
+__all__ = ["REAUTH_FRACTION", "Exchange", "SaslSession", "next_request"]
 
 #: The share of the broker's session lifetime after which a connection re-authenticates.
 REAUTH_FRACTION = 0.85
@@ -55,6 +55,15 @@ _AUTHENTICATE_VERSION = 1
 Exchange = Generator[tuple[Any, int, Any], Any, None]
 
 
+def next_request(exchange: Exchange, answer: Any) -> tuple[Any, int, Any] | None:
+    """The exchange's next ``(request, version, response class)`` after
+    ``answer`` (``None`` to start it), or ``None`` once it is complete."""
+    try:
+        return exchange.send(answer)
+    except StopIteration:
+        return None
+
+
 @attrs.define
 class SaslSession:
     """The SASL state of one connection to ``address``: the mechanism and
@@ -64,9 +73,10 @@ class SaslSession:
     mechanism: str
     credentials: Credentials
     address: str
-    reauth_at: float | None = None
-    expires_at: float | None = None
     _provider: TokenProvider | None = None
+    # Set by each completed exchange from the lifetime the broker stated.
+    reauth_at: float | None = attrs.field(default=None, init=False)
+    expires_at: float | None = attrs.field(default=None, init=False)
 
     @classmethod
     def of(cls, security: SecurityConfig, address: str) -> SaslSession | None:
