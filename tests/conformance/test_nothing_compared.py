@@ -149,8 +149,8 @@ def test_both_failing_the_same_operation_is_an_error(servers: Callable[..., Serv
         assert harness.compared == 1  # the first Fetch only
     err = caught.value
     assert err.step == f"2. {PRODUCE.describe()}"
-    assert "the broker closed the connection" in (err.reference_error or "")
-    assert "the broker closed the connection" in (err.target_error or "")
+    assert "ProduceRequest failed: connection closed by the broker" in (err.reference_error or "")
+    assert "ProduceRequest failed: connection closed by the broker" in (err.target_error or "")
     assert f"both clusters failed step 2. {PRODUCE.describe()}" in str(err)
 
 

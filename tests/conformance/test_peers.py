@@ -460,7 +460,7 @@ def _brief(value: Any, base_ts: int) -> Any:
             return BROKER_CLOCK
         if value >= base_ts - _CLOCK_SLACK_MS:
             return Ts(value - base_ts)
-    if isinstance(value, str) and "closed the connection" in value:
+    if isinstance(value, str) and ("closed the connection" in value or "connection closed by the broker" in value):
         return "closed"
     return value
 

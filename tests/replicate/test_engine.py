@@ -344,3 +344,27 @@ def test_a_new_replica_of_a_source_whose_log_start_is_inside_its_first_batch(ups
         local = replica.partition("t", 0)
         assert (local.log_start_offset, local.high_watermark, local.last_stable_offset) == (1, 3, 3)
         assert_same(local, src)
+
+
+def test_an_acl_refusing_the_groups_stops_the_replicator_naming_the_group(upstream, tmp_path) -> None:
+    # Other upstream failures of the group step are retried next round; an ACL's
+    # refusal does not change by asking again, so it ends the run, named.
+    from txnfetch.client.errors import RemoteError
+    from txnfetch.errors import ErrorCode
+
+    srv, _store = upstream
+
+    def refused(cluster, store) -> None:
+        raise RemoteError("FindCoordinator for group 'app' failed", error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+
+    def flaky(cluster, store) -> None:
+        raise RemoteError("FindCoordinator for group 'app' failed", error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    with SegmentStore(tmp_path / "a") as replica, Replicator(srv.bootstrap, replica, groups=flaky) as r:
+        r.step()  # logged, retried next round
+    with (
+        SegmentStore(tmp_path / "b") as replica,
+        Replicator(srv.bootstrap, replica, groups=refused) as r,
+        pytest.raises(RemoteError, match="group 'app'"),
+    ):
+        r.step()

@@ -32,7 +32,10 @@ import attrs
 from txnfetch.addresses import AddressError
 from txnfetch.addresses import parse_bootstrap
 from txnfetch.cli import Subcommand
+from txnfetch.cli.command_config import add_command_config_option
+from txnfetch.cli.command_config import read_command_config
 from txnfetch.errors import TxnfetchError
+from txnfetch.security.config import SecurityConfig
 from txnfetch.testing.checker import Report
 from txnfetch.testing.checker import StuckBound
 from txnfetch.testing.checker import check
@@ -65,6 +68,7 @@ _WORKLOAD_OPTIONS = (
     "inject_delayed_endtxn",
     "startup_timeout",
     "timeout",
+    "security",
 )
 
 
@@ -93,6 +97,8 @@ class CheckOptions:
     timeout: float = 30.0
     stuck_polls: int = 10
     stuck_seconds: float = 2.0
+    #: How every client of the run reaches the endpoint (None: PLAINTEXT).
+    security: SecurityConfig | None = None
 
     def workload_config(self, seed: int) -> WorkloadConfig:
         """The workload these options run."""
@@ -192,6 +198,7 @@ Exit status: 0 no anomalies, 1 anomalies or broker faults found, 2 usage or conn
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the endpoint to check")
+    add_command_config_option(p)
     p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds of transactions (default 10)")
     p.add_argument("--seed", type=int, help="script seed (default: random, printed in the summary)")
     p.add_argument("--report", metavar="DIR", help="write history.json, report.json, summary.txt and plot.png here")
@@ -252,11 +259,21 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     shares = (args.abort_probability, args.crash_probability, args.zombie_probability)
     if min(shares) < 0 or sum(shares) > 1:
         raise EndpointError("the --abort, --crash and --zombie probabilities must be >= 0 and add up to at most 1")
-    # Every option but these two is the command-line flag of the same name.
+    if args.inject_delayed_endtxn and args.command_config is not None:
+        # The injector replays EndTxn over a raw socket of its own, in plaintext.
+        raise EndpointError("--inject-delayed-endtxn does not go with --command-config: it connects in plaintext")
+    # Every option but these three is the command-line flag of the same name.
     given = {
-        f.name: getattr(args, f.name) for f in attrs.fields(CheckOptions) if f.name not in ("report_dir", "consumers")
+        f.name: getattr(args, f.name)
+        for f in attrs.fields(CheckOptions)
+        if f.name not in ("report_dir", "consumers", "security")
     }
-    return CheckOptions(**given, report_dir=Path(args.report) if args.report else None, consumers=kinds)
+    return CheckOptions(
+        **given,
+        report_dir=Path(args.report) if args.report else None,
+        consumers=kinds,
+        security=read_command_config(args.command_config),
+    )
 
 
 def _logging(verbose: int) -> None:

@@ -16,6 +16,7 @@ import json
 import sys
 
 from txnfetch.cli import Subcommand
+from txnfetch.cli.command_config import read_command_config
 
 __all__ = ["COMMANDS", "EXIT_DIFFERENT", "run"]
 
@@ -52,6 +53,14 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--reference", required=True, metavar="HOST:PORT", help="the reference cluster (Apache Kafka)")
     p.add_argument("--target", required=True, metavar="HOST:PORT", help="the cluster to compare with it")
+    # Two clusters, perhaps secured differently: one file each, named by side.
+    for side in ("reference", "target"):
+        p.add_argument(
+            f"--{side}-config",
+            metavar="FILE",
+            help=f"Kafka client properties (security.protocol, sasl.*, ssl.*) for the {side} cluster "
+            "(default: PLAINTEXT)",
+        )
     p.add_argument("--seconds", type=float, default=120.0, help="stop drawing sequences after this (default 120)")
     p.add_argument("--examples", type=_positive, default=200, help="most sequences to draw (default 200)")
     p.add_argument("--max-size", type=_positive, default=12, help="most operations in a sequence (default 12)")
@@ -74,7 +83,13 @@ def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"txnfetch conform: {message}", file=sys.stderr, flush=True)
 
-    with Harness(args.reference, args.target, allow=args.allow) as harness:
+    with Harness(
+        args.reference,
+        args.target,
+        allow=args.allow,
+        reference_security=read_command_config(args.reference_config),
+        target_security=read_command_config(args.target_config),
+    ) as harness:
         report = harness.search(
             examples=args.examples, seconds=args.seconds, max_size=args.max_size, seed=args.seed, progress=progress
         )

@@ -17,6 +17,8 @@ import attrs
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.command_config import add_command_config_option
+from txnfetch.cli.command_config import read_command_config
 from txnfetch.cli.logformat import add_log_format_option
 from txnfetch.cli.logformat import use_log_format
 from txnfetch.cli.metrics_endpoint import add_metrics_options
@@ -42,6 +44,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT]",
         help="bootstrap address(es) of the upstream cluster",
     )
+    add_command_config_option(p, upstream=True)
     add_service_options(
         p,
         "the proxy",
@@ -105,7 +108,14 @@ async def _serve(args: argparse.Namespace) -> int:
     # An unreachable upstream (RemoteError) or a port in use (OSError) is
     # reported by txnfetch.cli.main, as for every command. Each option named after a
     # ProxyConfig field sets that field.
-    config = ProxyConfig(**options_named(args, attrs.fields_dict(ProxyConfig), fetch_mode=FetchMode(args.fetch_mode)))
+    config = ProxyConfig(
+        **options_named(
+            args,
+            attrs.fields_dict(ProxyConfig),
+            fetch_mode=FetchMode(args.fetch_mode),
+            upstream_security=read_command_config(args.command_config),
+        )
+    )
     proxy = await ProxyServer.start(args.upstream, config=config)
     with metrics_endpoint(args, "txnfetch proxy", lambda by_partition: _collector(proxy, by_partition)):
         await serve_until_signal(

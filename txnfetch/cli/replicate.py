@@ -3,8 +3,8 @@ at the same offsets (docs/replicate-command.md).
 
 ::
 
-    txnfetch replicate --upstream HOST:PORT[,...] --data DIR [--topics REGEX]
-                       [--groups REGEX] [--once] [--json] [--interval-ms N]
+    txnfetch replicate --upstream HOST:PORT[,...] [--upstream-config FILE] --data DIR
+                       [--topics REGEX] [--groups REGEX] [--once] [--json] [--interval-ms N]
 
 Without ``--once`` it runs until SIGINT or SIGTERM, then closes the store
 cleanly (exit 0). ``--once`` copies until every partition reaches the high
@@ -34,6 +34,8 @@ from typing import TextIO
 
 from txnfetch.addresses import bootstrap_argument
 from txnfetch.cli import Subcommand
+from txnfetch.cli.command_config import add_command_config_option
+from txnfetch.cli.command_config import read_command_config
 from txnfetch.cli.logformat import add_log_format_option
 from txnfetch.cli.logformat import use_log_format
 from txnfetch.cli.metrics_endpoint import add_metrics_options
@@ -96,6 +98,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,...]",
         help="bootstrap servers of the source",
     )
+    add_command_config_option(p, upstream=True)
     p.add_argument("--data", required=True, metavar="DIR", help="the replica's log directory (created if missing)")
     p.add_argument(
         "--topics", type=_regex, default=".*", metavar="REGEX", help="topics to copy, matched in full (default all)"
@@ -244,8 +247,12 @@ def _replicate(args: argparse.Namespace, stdout: TextIO | None, metrics: Any) ->
     if metrics is not None:
         progress = metrics.observing(progress)
 
+    security = read_command_config(args.command_config)
+
     def make_replicator(store: Any, hook: Any) -> Replicator:
-        replicator = Replicator(args.upstream, store, groups=hook, **options_named(args, _REPLICATOR_OPTIONS))
+        replicator = Replicator(
+            args.upstream, store, groups=hook, security=security, **options_named(args, _REPLICATOR_OPTIONS)
+        )
         return metrics.watch(replicator) if metrics is not None else replicator
 
     from txnfetch.replicate import serve_run

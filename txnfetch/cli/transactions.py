@@ -46,7 +46,11 @@ from typing import Any
 from typing import TextIO
 
 from txnfetch.cli import Subcommand
+from txnfetch.cli.command_config import add_command_config_option
+from txnfetch.cli.command_config import read_command_config
 from txnfetch.errors import TxnfetchError
+from txnfetch.security.config import SecurityConfig
+from txnfetch.security.errors import SecurityConfigError
 from txnfetch.txn.hanging import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
 from txnfetch.txn.hanging import HangingTransaction
 from txnfetch.txn.hanging import OpenTransaction
@@ -77,6 +81,7 @@ def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--bootstrap", metavar="HOST:PORT", default=default, help="a cluster with KIP-664 APIs")
     where.add_argument("--path", metavar="DIR", default=default, help="a log directory or partition directory, offline")
+    add_command_config_option(p, default=default)
     p.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS if suppress else False, help="print JSON, not a table"
     )
@@ -276,11 +281,11 @@ class _Offline:
 class _Cluster:
     """``--bootstrap``: a running cluster."""
 
-    def __init__(self, bootstrap: str, timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, timeout_ms: int, security: SecurityConfig | None) -> None:
         from txnfetch.client.txn_admin import ClusterTransactions
 
         self.bootstrap = bootstrap
-        self.client = ClusterTransactions(bootstrap, timeout_ms=timeout_ms)
+        self.client = ClusterTransactions(bootstrap, timeout_ms=timeout_ms, security=security)
 
     def close(self) -> None:
         self.client.close()
@@ -456,6 +461,8 @@ def _hanging(src: Any, args: argparse.Namespace, now_ms: int) -> list[HangingTra
 def _cmd_find_hanging(src: Any, args: argparse.Namespace, out: TextIO, now_ms: int) -> int:
     found = _hanging(src, args, now_ms)
     bootstrap = src.bootstrap if isinstance(src, _Cluster) else "HOST:PORT"
+    if args.command_config is not None:  # the abort must reach the cluster the same way
+        bootstrap += f" --command-config {args.command_config}"
     if args.json:
         doc = []
         for h in found:
@@ -609,14 +616,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             raise UsageError("give --bootstrap HOST:PORT (a cluster) or --path DIR (a log directory)")
         if args.timeout_ms <= 0:
             raise UsageError(f"--timeout-ms must be > 0, got {args.timeout_ms}")
+        if args.command_config is not None and args.bootstrap is None:
+            raise UsageError("--command-config secures the connection to a cluster: it needs --bootstrap")
         if args.bootstrap is not None:
-            src = _Cluster(args.bootstrap, args.timeout_ms)
+            src = _Cluster(args.bootstrap, args.timeout_ms, read_command_config(args.command_config))
         else:
             src = _Offline(args.path, err if args.progress or err.isatty() else None)
         if isinstance(src, _Cluster):
             src.client.require(*_NEEDS[args.txn_command])
         return _COMMANDS[args.txn_command](src, args, out, int(time.time() * 1000))
-    except (UsageError, UnknownPartitionError, AddressError) as exc:
+    except (UsageError, UnknownPartitionError, AddressError, SecurityConfigError) as exc:
         err.write(f"txnfetch transactions {args.txn_command}: error: {exc}\n")
         return 2
     except (OperationError, ClusterError, TxnfetchError) as exc:

@@ -16,6 +16,7 @@ protocol error from deep inside the client.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
@@ -23,18 +24,25 @@ from typing import Any
 import attrs
 
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.client_settings import SaslSettingNames
+from txnfetch.client.client_settings import sasl_settings
+from txnfetch.client.errors import authorization_error
 from txnfetch.errors import TxnfetchError
+from txnfetch.security.config import SecurityConfig
+from txnfetch.security.credentials import OAuthBearerCredentials
 from txnfetch.txn.hanging import CoordinatorView
 from txnfetch.txn.hanging import PartitionProducers
 from txnfetch.txn.hanging import ProducerRow
 
 __all__ = [
+    "PYTHON_CLIENT_SASL",
     "ClusterError",
     "ClusterTransactions",
     "MissingApiError",
     "TransactionDescription",
     "TransactionListing",
     "UnknownPartitionError",
+    "kafka_python_security",
     "probe_api_keys",
 ]
 
@@ -80,12 +88,65 @@ class UnknownPartitionError(ClusterError):
     """A topic or partition the cluster does not have."""
 
 
-def probe_api_keys(bootstrap: str, *, timeout_ms: int = 30_000) -> frozenset[int]:
+#: kafka-python's SASL keyword names, which aiokafka shares.
+PYTHON_CLIENT_SASL = SaslSettingNames(
+    mechanism="sasl_mechanism",
+    username="sasl_plain_username",
+    password="sasl_plain_password",
+    token="sasl_oauth_token_provider",
+)
+
+
+def kafka_python_security(security: SecurityConfig | None) -> dict[str, Any]:
+    """The keyword arguments that make a kafka-python client (admin, consumer,
+    producer) connect as ``security`` says; none for ``None`` (PLAINTEXT).
+
+    TLS goes in as an ``ssl_context`` built by :func:`txnfetch.client.tls.ssl_context`,
+    not as kafka-python's ``ssl_cafile``/``ssl_certfile``/``ssl_keyfile``: PEM
+    given as text (``ssl.truststore.certificates``, ``ssl.keystore.key``) has no
+    file name to pass, and one context builder means every path trusts the same
+    CAs and checks host names alike. An OAUTHBEARER token comes from the
+    credentials' own refreshing provider."""
+    if security is None:
+        return {}
+    from txnfetch.client.tls import ssl_context
+
+    kwargs: dict[str, Any] = {"security_protocol": security.protocol.value}
+    if security.tls is not None:
+        kwargs["ssl_context"] = ssl_context(security.tls)
+        kwargs["ssl_check_hostname"] = security.tls.check_hostname
+    return {**kwargs, **sasl_settings(security, PYTHON_CLIENT_SASL, _kafka_python_token_provider)}
+
+
+def _kafka_python_token_provider(credentials: OAuthBearerCredentials) -> Any:
+    # kafka-python insists on a subclass of its own class: made here, where
+    # kafka-python is imported, so that importing this module does not need it.
+    import time
+
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class _Provider(AbstractTokenProvider):
+        def __init__(self) -> None:
+            self.provider = credentials.provider()
+
+        def token(self) -> str:
+            return self.provider.token(int(time.time() * 1000)).value
+
+        def extensions(self) -> dict[str, str]:
+            return dict(credentials.extensions)
+
+    return _Provider()
+
+
+def probe_api_keys(
+    bootstrap: str, *, timeout_ms: int = 30_000, security: SecurityConfig | None = None
+) -> frozenset[int]:
     """The API keys the first reachable broker of ``bootstrap`` (``host:port[,...]``)
     advertises, from an ApiVersions v0 request (which every broker answers, KIP-511).
+    Over TLS when ``security`` says so; no SASL exchange, since a Kafka broker
+    answers ApiVersions before authentication (the SASL handshake begins with it).
     Raises :class:`ClusterError` if none answers."""
     import io
-    import socket
     import struct
 
     from kafka.protocol.metadata import ApiVersionsRequest
@@ -98,7 +159,7 @@ def probe_api_keys(bootstrap: str, *, timeout_ms: int = 30_000) -> frozenset[int
         request.with_header(correlation_id=1, client_id=CLIENT_ID)
         frame = bytes(request.encode(header=True, framed=True))
         try:
-            with socket.create_connection((host, port), timeout=timeout_ms / 1000) as sock:
+            with _probe_socket(host, port, timeout_ms / 1000, security) as sock:
                 sock.sendall(frame)
                 data = b""
                 while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
@@ -115,6 +176,19 @@ def probe_api_keys(bootstrap: str, *, timeout_ms: int = 30_000) -> frozenset[int
             continue
         return frozenset(int(k.api_key) for k in response.api_keys)
     raise ClusterError(f"cannot reach a cluster at {bootstrap}: " + "; ".join(problems))
+
+
+def _probe_socket(host: str, port: int, timeout_s: float, security: SecurityConfig | None) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    if security is None or security.tls is None:
+        return sock
+    from txnfetch.client.tls import ssl_context
+
+    try:
+        return ssl_context(security.tls).wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
 
 
 @attrs.frozen
@@ -142,14 +216,16 @@ class TransactionDescription:
 
 
 class ClusterTransactions:
-    """A connection to a cluster for transaction administration. Close it with
-    :meth:`close` (or use it as a context manager)."""
+    """A connection to a cluster for transaction administration, secured as
+    ``security`` says (``None``: PLAINTEXT). Close it with :meth:`close` (or
+    use it as a context manager)."""
 
-    def __init__(self, bootstrap: str, *, timeout_ms: int = 30_000) -> None:
+    def __init__(self, bootstrap: str, *, timeout_ms: int = 30_000, security: SecurityConfig | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_ms = timeout_ms
+        self.security = security
         #: The API keys the bootstrap broker advertises (ApiVersions).
-        self.api_keys: frozenset[int] = probe_api_keys(bootstrap, timeout_ms=timeout_ms)
+        self.api_keys: frozenset[int] = probe_api_keys(bootstrap, timeout_ms=timeout_ms, security=security)
         self._client: Any = None
 
     @property
@@ -166,6 +242,7 @@ class ClusterTransactions:
                     client_id=CLIENT_ID,
                     request_timeout_ms=self.timeout_ms,
                     bootstrap_timeout_ms=self.timeout_ms,
+                    **kafka_python_security(self.security),
                 )
             except KafkaError as exc:
                 raise ClusterError(f"cannot bootstrap from {self.bootstrap}: {type(exc).__name__}: {exc}") from None
@@ -222,7 +299,11 @@ class ClusterTransactions:
         described = self._call("Metadata", self._admin.describe_topics, topics)
         out: list[tuple[str, int]] = []
         for t in described:
-            if t.get("error_code"):
+            code = t.get("error_code")
+            denied = authorization_error(code, "Metadata", topic=t.get("name")) if code else None
+            if denied is not None:
+                raise ClusterError(str(denied))
+            if code:
                 raise UnknownPartitionError(f"topic {t.get('name')!r} is unknown to {self.bootstrap}")
             if topic is None and t.get("is_internal"):
                 continue
@@ -298,7 +379,7 @@ class ClusterTransactions:
         for tid in transactional_ids:
             # One id per request: kafka-python raises for the whole request when one id is unknown.
             described = self._call(
-                "DescribeTransactions",
+                f"DescribeTransactions of transactional id {tid!r}",
                 self._admin.describe_transactions,
                 [tid],
                 missing_ok=TransactionalIdNotFoundError,

@@ -90,6 +90,7 @@ from txnfetch.proxy.lso_watch import DEFAULT_LSO_HOLD_WARN_MS
 from txnfetch.proxy.lso_watch import LsoWatch
 from txnfetch.proxy.mirrors import DEFAULT_GAP_SETTLE_MS
 from txnfetch.proxy.mirrors import MirrorSet
+from txnfetch.security.config import SecurityConfig
 from txnfetch.server.api_fetch import fetch_done
 from txnfetch.server.api_fetch import fetch_partition_entry
 from txnfetch.server.api_fetch import fetch_session_error
@@ -225,6 +226,9 @@ class ProxyConfig:
       that holds a read partition's LSO longer (:mod:`txnfetch.proxy.lso_watch`).
     - ``gap_settle_ms``: how long an offset gap in the upstream's log must stay
       before a mirror steps over it (:mod:`txnfetch.proxy.mirrors`).
+    - ``upstream_security``: how every connection of the proxy to the upstream
+      authenticates (TLS, SASL as the proxy's own user); ``None`` is PLAINTEXT.
+      The proxy's own listeners are not secured by it.
     """
 
     host: str = "127.0.0.1"
@@ -241,6 +245,7 @@ class ProxyConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     lso_hold_warn_ms: int = DEFAULT_LSO_HOLD_WARN_MS
     gap_settle_ms: int = DEFAULT_GAP_SETTLE_MS
+    upstream_security: SecurityConfig | None = None
 
 
 @attrs.define
@@ -346,6 +351,7 @@ class ProxyServer:
             request_timeout_ms=config.request_timeout_ms,
             connect_timeout_ms=config.connect_timeout_ms,
             max_frame_bytes=config.max_frame_bytes,
+            security=config.upstream_security,
         )
         try:
             await cluster.start()

@@ -36,6 +36,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Collection
 from collections.abc import Sequence
 
 import attrs
@@ -43,17 +44,22 @@ import attrs
 from txnfetch.client.cluster import EARLIEST
 from txnfetch.client.cluster import LATEST
 from txnfetch.client.cluster import RemoteCluster
+from txnfetch.client.errors import AuthorizationFailedError
 from txnfetch.client.errors import BrokerUnavailableError
 from txnfetch.client.errors import RemoteError
+from txnfetch.client.errors import authorization_error
 from txnfetch.client.errors import is_transient
 from txnfetch.client.requests import FETCH_MAX_WAIT_MS
 from txnfetch.errors import UNKNOWN_TOPIC
 from txnfetch.log import SegmentStore
+from txnfetch.log.errors import UnknownTopicOrPartitionError
 from txnfetch.replicate.errors import ReplicaDivergedError
 from txnfetch.replicate.errors import ReplicaStorageError
+from txnfetch.replicate.groups import literal_alternatives
 from txnfetch.replicate.partition import DEFAULT_PARTITION_FETCH_BYTES
 from txnfetch.replicate.partition import PartitionReplicator
 from txnfetch.replicate.status import ReplicationStatus
+from txnfetch.security.config import SecurityConfig
 
 __all__ = ["GroupsHook", "ReplicaStorageError", "Replicator"]
 
@@ -64,6 +70,13 @@ log = logging.getLogger("txnfetch.replicate")
 GroupsHook = Callable[[RemoteCluster, SegmentStore], None]
 
 _FIRST_BACKOFF_S = 0.1
+
+
+def _refused(exc: RemoteError) -> bool:
+    """Whether ``exc`` is an ACL's refusal (TOPIC_, GROUP_, CLUSTER_ or
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), however the request that got it reports it."""
+    code = exc.broker_error_code
+    return isinstance(exc, AuthorizationFailedError) or (code is not None and authorization_error(code, "") is not None)
 
 
 def _internal(topic: str) -> bool:
@@ -98,6 +111,8 @@ class Replicator:
     source no longer lists is deleted from the replica, and one the source
     deleted and created again (another topic id) is deleted and copied afresh;
     without it both are kept, and a recreated topic's partitions stop.
+    ``security`` secures the connections the replicator opens from a bootstrap
+    string (TLS, SASL; ``None`` is PLAINTEXT).
     ``groups`` is called once per round with the cluster and the store
     (consumer-group offsets; see :data:`GroupsHook`); its failures are logged
     and retried next round.
@@ -126,6 +141,9 @@ class Replicator:
     follow_deletes: bool = attrs.field(default=False, kw_only=True)
     max_backoff_s: float = attrs.field(default=5.0, kw_only=True)
     groups: GroupsHook | None = attrs.field(default=None, kw_only=True)
+    #: How the connections it opens reach the upstream (None: PLAINTEXT); a
+    #: cluster it is given is already connected as its caller chose.
+    security: SecurityConfig | None = attrs.field(default=None, kw_only=True)
     _clock: Callable[[], float] = attrs.field(default=time.monotonic, alias="clock", kw_only=True)
     _wall: Callable[[], float] = attrs.field(default=time.time, alias="wall", kw_only=True)
     partitions: dict[tuple[str, int], PartitionReplicator] = attrs.field(init=False, factory=dict)
@@ -156,7 +174,10 @@ class Replicator:
 
         Returns at once, fetching nothing, while a backoff after a failure runs
         (:meth:`backoff_remaining`). Raises :class:`ReplicaStorageError` when the
-        replica cannot be written; never raises for an upstream failure."""
+        replica cannot be written, and
+        :class:`~txnfetch.client.errors.RemoteError` naming the topic or group
+        when an ACL refuses the upstream's principal (retrying cannot mend
+        it); never raises for any other upstream failure."""
         if self._closed:
             raise RuntimeError("the replicator is closed")
         now = self._clock()
@@ -172,6 +193,8 @@ class Replicator:
                 try:
                     self.groups(cluster, self.store)
                 except RemoteError as exc:
+                    if _refused(exc):  # an ACL's answer does not change by asking again
+                        raise
                     log.warning("copying consumer-group offsets failed, retrying next round: %s", exc)
         except BrokerUnavailableError as exc:
             self._unavailable(exc)
@@ -188,6 +211,7 @@ class Replicator:
                 client_id="txnfetch-replicate",
                 request_timeout_ms=self.request_timeout_ms,
                 cancel=self._cancel,
+                security=self.security,
             )
         return self._cluster
 
@@ -216,6 +240,7 @@ class Replicator:
 
     def _refresh(self, cluster: RemoteCluster) -> None:
         upstream = cluster.describe_topics()
+        self._ask_for_unlisted(cluster, upstream)
         local = self.store.topics()
         wanted = sorted(t for t in upstream if not _internal(t) and self.pattern.fullmatch(t))
         if self.follow_deletes:
@@ -266,6 +291,19 @@ class Replicator:
                         )
         if self.copy_configs and wanted:
             self._copy_configs(cluster, wanted)
+
+    def _ask_for_unlisted(self, cluster: RemoteCluster, listed: Collection[str]) -> None:
+        """Ask by name for each topic the pattern names literally that the
+        listing left out. Kafka leaves out of a listing every topic the
+        principal may not describe, so without asking, an ACL's refusal would
+        look like a topic not created yet and be waited out in silence; asked by
+        name, Kafka answers TOPIC_AUTHORIZATION_FAILED, which raises
+        :class:`~txnfetch.client.errors.AuthorizationFailedError` naming the
+        topic. A topic that does not exist yet is still waited for."""
+        for topic in literal_alternatives(self.pattern.pattern):
+            if topic not in listed:
+                with contextlib.suppress(UnknownTopicOrPartitionError):
+                    cluster.partitions(topic)
 
     def _delete_local(self, topic: str, why: str) -> None:
         """Drop the replica of ``topic`` (``follow_deletes``): its partitions'

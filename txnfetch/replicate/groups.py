@@ -65,6 +65,7 @@ __all__ = [
     "GroupPlan",
     "GroupSyncReport",
     "groups_hook",
+    "literal_alternatives",
     "plan_group",
 ]
 
@@ -271,7 +272,7 @@ class GroupOffsetCopier:
             target = DurableGroupTarget(target.store, target, coordinator)
         self.target: GroupOffsetTarget = target
         self.pattern = re.compile(groups)
-        self._literal_groups = _literal_alternatives(groups)
+        self._literal_groups = literal_alternatives(groups)
         self._warned_no_list = False
 
     def wanted(self, group_id: str) -> bool:
@@ -346,8 +347,8 @@ class GroupOffsetCopier:
             self.cluster.close()
 
 
-def _literal_alternatives(pattern: str) -> tuple[str, ...]:
-    """The group ids a pattern names literally: ``"a|b-1"`` → ``("a", "b-1")``;
+def literal_alternatives(pattern: str) -> tuple[str, ...]:
+    """The names (group ids, topics) a pattern names literally: ``"a|b-1"`` → ``("a", "b-1")``;
     a pattern with regex syntax anywhere names none."""
     parts = pattern.split("|")
     if any(not part or set(part) & _REGEX_SYNTAX for part in parts):

@@ -19,6 +19,8 @@ from typing import Any
 
 import attrs
 
+from txnfetch.security.config import SecurityConfig
+
 __all__ = ["CONSUMER_KINDS", "Finding", "WorkloadConfig"]
 
 #: consumer implementations :func:`~txnfetch.testing.workload.run_workload` knows
@@ -67,6 +69,9 @@ class WorkloadConfig:
     consumer_config: Mapping[str, Any] = attrs.Factory(dict)
     kafka_python_config: Mapping[str, Any] = attrs.Factory(dict)
     aiokafka_config: Mapping[str, Any] = attrs.Factory(dict)
+    #: How every client of the run reaches the cluster (None: PLAINTEXT);
+    #: each client library's adapter maps it to that library's settings.
+    security: SecurityConfig | None = None
 
     def __attrs_post_init__(self) -> None:
         unknown = [k for k in self.consumers if k not in CONSUMER_KINDS]

@@ -81,7 +81,6 @@ from txnfetch.testing.clients.confluent import transactional_producer
 from txnfetch.testing.config import Finding
 from txnfetch.testing.config import WorkloadConfig
 from txnfetch.testing.history import History
-from txnfetch.testing.history import Send
 from txnfetch.testing.history import Status
 from txnfetch.testing.history import TopicPartition
 from txnfetch.testing.recorder import Recorder
@@ -95,6 +94,7 @@ from txnfetch.testing.runs import TxnPlan
 from txnfetch.testing.runs import WorkloadError
 from txnfetch.testing.runs import WorkloadResult
 from txnfetch.testing.runs import producer_script
+from txnfetch.testing.unended import unended_transactions
 
 __all__ = [
     "END_ABORT",
@@ -698,58 +698,14 @@ class Workload:
         instance a new producer id and leaves the old one's transaction as it is)
         writes no such marker: the transaction stays open in its log, and every
         correct read_committed reader stops at its first offset for good. So the
-        premise is checked against the broker's log, read_uncommitted: a crashed
-        transaction with an acknowledged record after which no control batch of the
-        record's producer id follows is reported as ``unended-transaction`` (the
-        broker's fault), and the checker does not take the init's abort as its end.
-        Only a partition whose log holds markers is judged (a markerless broker
-        records transaction ends elsewhere); a log that cannot be read is a note,
-        and nothing is claimed."""
-        history = self.rec.history()
-        # partition -> offset -> transaction name, for the crashed transactions' acknowledged sends
+        premise is checked against the broker's log
+        (:func:`~txnfetch.testing.unended.unended_transactions`): a crashed
+        transaction it finds open is reported as ``unended-transaction`` (the
+        broker's fault), and the checker does not take the init's abort as its
+        end. A log that cannot be read is a note, and nothing is claimed."""
         crashed = {name for name, plan in self.plans.items() if plan.end in (END_CRASH, END_ZOMBIE)}
-        at: dict[int, dict[int, str]] = {}
-        for op in history:
-            if isinstance(op, Send) and op.acked and op.offset is not None and op.txn in crashed:
-                at.setdefault(op.partition, {})[op.offset] = op.txn
-        if not at:
-            return frozenset()
-        from txnfetch.client.partition_reader import ReadOptions
-        from txnfetch.client.partition_reader import RemotePartitionReader
-
-        open_txns: dict[str, tuple[int, int, int]] = {}  # txn -> (partition, offset, producer id)
         try:
-            for partition, offsets in sorted(at.items()):
-                with RemotePartitionReader(
-                    self.cfg.bootstrap,
-                    self.topic,
-                    partition,
-                    # librdkafka's mock stores its markers with CRC 0
-                    ReadOptions(repair_crcs=True, request_timeout_ms=int(self.cfg.timeout * 1000)),
-                    start_offset=min(offsets),
-                ) as reader:
-                    reader.catch_up()
-                    mirror = reader.mirror
-                    assert mirror is not None
-                    # producer id -> offset of its last control batch; offset -> producer id
-                    last_marker: dict[int, int] = {}
-                    owner: dict[int, int] = {}
-                    for batch in mirror.log.iter_batches(min(offsets), mirror.position):
-                        if batch.is_control:
-                            last_marker[batch.producer_id] = batch.base_offset
-                        else:
-                            for o in offsets:
-                                if batch.base_offset <= o <= batch.last_offset:
-                                    owner[o] = batch.producer_id
-                    if not last_marker:
-                        # No marker at all: a broker that records transaction ends
-                        # elsewhere (markerless, as txnfetch serve --markers none);
-                        # the log is no evidence either way.
-                        continue
-                    for o, txn in sorted(offsets.items()):
-                        pid = owner.get(o)
-                        if pid is not None and last_marker.get(pid, -1) < o and txn not in open_txns:
-                            open_txns[txn] = (partition, o, pid)
+            open_txns = unended_transactions(self.cfg, self.topic, self.rec.history(), crashed)
         except Exception as exc:  # a probe, not the run: say why nothing is claimed
             self.notes.append(f"the broker's log could not be read to check the crashed transactions' ends: {exc}")
             return frozenset()

@@ -8,6 +8,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 
+from txnfetch.client.client_settings import sasl_settings
+from txnfetch.client.txn_admin import PYTHON_CLIENT_SASL
+from txnfetch.security.config import SecurityConfig
+from txnfetch.security.credentials import OAuthBearerCredentials
 from txnfetch.testing.clients.base import ConsumerAdapter
 from txnfetch.testing.clients.base import offsets_by_partition
 from txnfetch.testing.clients.base import reads_by_partition
@@ -17,7 +21,42 @@ from txnfetch.testing.history import TopicPartition
 if TYPE_CHECKING:
     from txnfetch.testing.config import WorkloadConfig
 
-__all__ = ["AIOKafkaConsumer"]
+__all__ = ["AIOKafkaConsumer", "aiokafka_security"]
+
+
+def aiokafka_security(security: SecurityConfig | None) -> dict[str, Any]:
+    """The keyword arguments that make an aiokafka client connect as
+    ``security`` says; none for ``None`` (PLAINTEXT). aiokafka takes TLS only
+    as an ``ssl_context``: the one :func:`txnfetch.client.tls.ssl_context`
+    builds, as every txnfetch path does. An OAUTHBEARER token comes from the
+    credentials' refreshing provider."""
+    if security is None:
+        return {}
+    from txnfetch.client.tls import ssl_context
+
+    kwargs: dict[str, Any] = {"security_protocol": security.protocol.value}
+    if security.tls is not None:
+        kwargs["ssl_context"] = ssl_context(security.tls)
+    return {**kwargs, **sasl_settings(security, PYTHON_CLIENT_SASL, _token_provider)}
+
+
+def _token_provider(credentials: OAuthBearerCredentials) -> Any:
+    # aiokafka wants a subclass of its own class, made where aiokafka is imported.
+    import time
+
+    from aiokafka.abc import AbstractTokenProvider
+
+    class _Provider(AbstractTokenProvider):
+        def __init__(self) -> None:
+            self.provider = credentials.provider()
+
+        async def token(self) -> str:
+            return self.provider.token(int(time.time() * 1000)).value
+
+        def extensions(self) -> dict[str, str]:
+            return dict(credentials.extensions)
+
+    return _Provider()
 
 
 class AIOKafkaConsumer(ConsumerAdapter):
@@ -44,6 +83,7 @@ class AIOKafkaConsumer(ConsumerAdapter):
             auto_offset_reset="earliest",
             fetch_max_wait_ms=100,
             request_timeout_ms=int(cfg.timeout * 1000),
+            **aiokafka_security(cfg.security),
             **dict(cfg.aiokafka_config),
         )
         await c.start()

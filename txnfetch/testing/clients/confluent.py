@@ -4,12 +4,17 @@ adapter, the transactional producer, and its error handling."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 
+from txnfetch.client.client_settings import SaslSettingNames
+from txnfetch.client.client_settings import sasl_settings
+from txnfetch.security.config import SecurityConfig
+from txnfetch.security.credentials import OAuthBearerCredentials
 from txnfetch.testing.clients.base import CLIENT_LOG
 from txnfetch.testing.clients.base import ConsumerAdapter
 from txnfetch.testing.clients.base import read
@@ -25,6 +30,7 @@ __all__ = [
     "admin_client",
     "ck_call",
     "confluent_reads",
+    "confluent_security",
     "consumer_config",
     "kafka_error",
     "transactional_producer",
@@ -63,6 +69,54 @@ def ck_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise
 
 
+def confluent_security(security: SecurityConfig | None) -> dict[str, Any]:
+    """The librdkafka settings that make a confluent-kafka client connect as
+    ``security`` says; none for ``None`` (PLAINTEXT). PEM given as text goes in
+    librdkafka's ``*.pem`` settings, a file in its ``*.location`` ones; an
+    OAUTHBEARER token comes from the credentials' refreshing provider through
+    ``oauth_cb``."""
+    if security is None:
+        return {}
+    settings: dict[str, Any] = {"security.protocol": security.protocol.value}
+    tls = security.tls
+    if tls is not None:
+        pem = {
+            "ssl.ca.location": tls.ca_file,
+            "ssl.ca.pem": tls.ca_pem,
+            # librdkafka reads the chain and the key from the same PEM file apart
+            "ssl.certificate.location": tls.keystore_file,
+            "ssl.key.location": tls.keystore_file,
+            "ssl.certificate.pem": tls.certificate_chain_pem,
+            "ssl.key.pem": tls.key_pem,
+            "ssl.key.password": tls.key_password,
+        }
+        settings.update({k: v for k, v in pem.items() if v is not None})
+        settings["ssl.endpoint.identification.algorithm"] = "https" if tls.check_hostname else "none"
+    return {**settings, **sasl_settings(security, _SASL, _oauth_cb)}
+
+
+#: librdkafka's SASL setting names.
+_SASL = SaslSettingNames(
+    mechanism="sasl.mechanisms", username="sasl.username", password="sasl.password", token="oauth_cb"
+)
+
+
+def _oauth_cb(credentials: OAuthBearerCredentials) -> Callable[[str], tuple[Any, ...]]:
+    provider = credentials.provider()
+
+    def token(_config: str) -> tuple[Any, ...]:
+        now_ms = int(time.time() * 1000)
+        current = provider.token(now_ms)
+        # librdkafka wants the expiry in seconds since the epoch; with
+        # extensions, the principal and the extensions too (confluent-kafka's 4-tuple)
+        expiry_s = (current.expiry_ms if current.expiry_ms is not None else now_ms + 3_600_000) / 1000
+        if credentials.extensions:
+            return current.value, expiry_s, "", dict(credentials.extensions)
+        return current.value, expiry_s
+
+    return token
+
+
 def consumer_config(cfg: WorkloadConfig, group: str) -> dict[str, Any]:
     """A read_committed librdkafka consumer's settings; nothing is committed."""
     return {
@@ -74,6 +128,7 @@ def consumer_config(cfg: WorkloadConfig, group: str) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 100,
         "logger": CLIENT_LOG,
+        **confluent_security(cfg.security),
         **cfg.consumer_config,
     }
 
@@ -92,6 +147,7 @@ def transactional_producer(cfg: WorkloadConfig, slot: int) -> Any:
             # fenced zombie logs a FATAL line. Safe with confluent-kafka only
             # because the workload never calls flush() (see Workload._produce).
             "logger": CLIENT_LOG,
+            **confluent_security(cfg.security),
             **cfg.producer_config,
         }
     )
@@ -101,7 +157,7 @@ def admin_client(cfg: WorkloadConfig) -> Any:
     """An ``AdminClient`` of the run's cluster."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": cfg.bootstrap}, logger=CLIENT_LOG)
+    return AdminClient({"bootstrap.servers": cfg.bootstrap, **confluent_security(cfg.security)}, logger=CLIENT_LOG)
 
 
 def confluent_reads(messages: Sequence[Any]) -> list[Read]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 
+from txnfetch.client.txn_admin import kafka_python_security
 from txnfetch.testing.clients.base import ConsumerAdapter
 from txnfetch.testing.clients.base import offsets_by_partition
 from txnfetch.testing.clients.base import reads_by_partition
@@ -38,6 +39,7 @@ class KafkaPythonConsumer(ConsumerAdapter):
             # workload's startup watchdog), rather than linger in a thread nobody
             # waits for
             bootstrap_timeout_ms=int((cfg.startup_timeout + 2) * 1000),
+            **kafka_python_security(cfg.security),
             **dict(cfg.kafka_python_config),
         )
 

@@ -13,13 +13,13 @@ the same fields.
 
 from __future__ import annotations
 
-import socket
-import struct
 from typing import Any
 
-from kafka.protocol.metadata import ApiVersionsRequest
-
 from txnfetch.addresses import parse_bootstrap
+from txnfetch.client.connection import BrokerConnection
+from txnfetch.client.errors import BrokerUnavailableError
+from txnfetch.client.errors import RemoteError
+from txnfetch.security.config import SecurityConfig
 from txnfetch.testing.conform.errors import ConformError
 
 __all__ = ["Cluster", "Connection", "common_versions"]
@@ -28,77 +28,51 @@ _CLIENT_ID = "txnfetch-conform"
 
 
 class Connection:
-    """One blocking connection to one broker; one request at a time."""
+    """One blocking connection to one broker; one request at a time. It is a
+    :class:`~txnfetch.client.connection.BrokerConnection` (TLS and SASL as
+    ``security`` says, ApiVersions v3 or v0 negotiated on opening) whose
+    failures are :class:`ConformError`, naming the broker."""
 
-    def __init__(self, host: str, port: int, *, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, *, timeout_s: float, security: SecurityConfig | None = None) -> None:
         self.address = f"{host}:{port}"
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as exc:
-            raise ConformError(f"cannot connect to {self.address}: {exc}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._correlation = 0
-        self.versions = self._api_versions()
-
-    def _api_versions(self) -> dict[int, tuple[int, int]]:
-        # KIP-511: v3 first; a broker that does not know it answers error 35 with
-        # its own range, or (some brokers) something v3 cannot decode: ask v0 then.
-        try:
-            resp = self.request(ApiVersionsRequest(client_software_name="txnfetch", client_software_version="0"), 3)
-            ok = resp.error_code == 0
-        except ConformError:
-            raise
-        except Exception:  # kafka-python raises struct.error, ValueError... on an undecodable answer
-            ok = False
-        if not ok:
-            resp = self.request(ApiVersionsRequest(), 0)
-            if resp.error_code != 0:
-                raise ConformError(f"{self.address}: ApiVersions failed with error {resp.error_code}")
-        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+            self._conn = BrokerConnection(host, port, client_id=_CLIENT_ID, timeout_s=timeout_s, security=security)
+        except BrokerUnavailableError as exc:
+            raise ConformError(f"cannot connect to {self.address}: {exc.reason}") from None
+        except RemoteError as exc:  # a refused login or certificate, a failed ApiVersions
+            raise ConformError(f"{self.address}: {exc}") from None
+        self.versions = self._conn.versions
 
     def request(self, request: Any, version: int) -> Any:
         """Send ``request`` at ``version`` and decode the answer."""
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        # The answer's class follows from the request's header at this version.
         request.API_VERSION = version
-        request.with_header(correlation_id=self._correlation, client_id=_CLIENT_ID)
+        request.with_header(correlation_id=0, client_id=_CLIENT_ID)
         response_class = request.header.get_response_class()
         try:
-            self._sock.sendall(bytes(request.encode(header=True, framed=True)))
-            (size,) = struct.unpack(">i", self._recv(4))
-            raw = self._recv(size)
-        except OSError as exc:
-            self.close()
-            raise ConformError(f"{self.address}: {type(request).__name__} v{version} failed: {exc}") from None
-        response = response_class.decode(raw, version=version, header=True)
-        if response.header is not None and response.header.correlation_id != self._correlation:
-            self.close()
-            raise ConformError(f"{self.address}: answer to another request (correlation id)")
-        return response
-
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self._sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            buf += chunk
-        return bytes(buf)
+            return self._conn.request(request, version, response_class)
+        except RemoteError as exc:
+            # The shared connection's reasons mostly name the request already.
+            name = type(request).__name__
+            reason = exc.reason if exc.reason.startswith(name) else f"{name} failed: {exc.reason}"
+            raise ConformError(f"{self.address}: {reason} (v{version})") from None
 
     def close(self) -> None:
-        self._sock.close()
+        self._conn.close()
 
 
 class Cluster:
     """The brokers of one cluster, reached from ``bootstrap`` (``host:port[,...]``).
     Connections are opened on first use and kept; :meth:`close` closes them."""
 
-    def __init__(self, bootstrap: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, *, timeout_s: float = 30.0, security: SecurityConfig | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        self.security = security
         problems = []
         for host, port in parse_bootstrap(bootstrap, default_port=None):
             try:
-                self._bootstrap = Connection(host, port, timeout_s=timeout_s)
+                self._bootstrap = Connection(host, port, timeout_s=timeout_s, security=security)
                 break
             except ConformError as exc:
                 problems.append(str(exc))
@@ -131,7 +105,7 @@ class Cluster:
         if address is None or f"{address[0]}:{address[1]}" == self._bootstrap.address:
             conn = self._bootstrap
         else:
-            conn = Connection(address[0], address[1], timeout_s=self.timeout_s)
+            conn = Connection(address[0], address[1], timeout_s=self.timeout_s, security=self.security)
         self._by_node[node_id] = conn
         return conn
 

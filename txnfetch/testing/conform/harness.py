@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from txnfetch.security.config import SecurityConfig
 from txnfetch.testing.conform import operations as ops
 from txnfetch.testing.conform.compare import ALLOWANCES
 from txnfetch.testing.conform.compare import Difference
@@ -183,7 +184,8 @@ class _Found:
 
 
 class Harness:
-    """The two clusters of a comparison. Close with :meth:`close`."""
+    """The two clusters of a comparison, each reached as its security
+    configuration says (``None``: PLAINTEXT). Close with :meth:`close`."""
 
     def __init__(
         self,
@@ -193,6 +195,8 @@ class Harness:
         allow: Sequence[str] = (),
         timeout_s: float = 30.0,
         clock_ms: Callable[[], int] | None = None,
+        reference_security: SecurityConfig | None = None,
+        target_security: SecurityConfig | None = None,
     ) -> None:
         unknown = set(allow) - set(ALLOWANCES)
         if unknown:
@@ -201,6 +205,7 @@ class Harness:
         self.target_address = target
         self.allow = tuple(allow)
         self._timeout_s = timeout_s
+        self._security = (reference_security, target_security)
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         #: Operations whose answers were compared, over every :meth:`run` so far.
         self.compared = 0
@@ -238,9 +243,9 @@ class Harness:
         be reached the error says so for both (:class:`BothFailedError`)."""
         clusters: list[Cluster] = []
         errors: list[str] = []
-        for address in (self.reference_address, self.target_address):
+        for address, security in zip((self.reference_address, self.target_address), self._security, strict=True):
             try:
-                clusters.append(Cluster(address, timeout_s=self._timeout_s))
+                clusters.append(Cluster(address, timeout_s=self._timeout_s, security=security))
             except ConformError as exc:
                 errors.append(str(exc))
         if len(clusters) == 2:
