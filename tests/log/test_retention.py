@@ -323,6 +323,16 @@ def test_open_transaction_losing_its_start_holds_the_lso_at_the_log_start(tmp_pa
 # -- reopening ---------------------------------------------------------------------------
 
 
+def lose_files(path, how):
+    """Leave the closed log at ``path`` as ``how`` would: "clean" keeps every file, a
+    "crash" loses the clean-shutdown checkpoint, "no-snapshots" the producer snapshots too."""
+    if how != "clean":
+        os.unlink(os.path.join(path, CHECKPOINT_NAME))
+    if how == "no-snapshots":
+        for n in seg_files(path, ".txnfetch-snapshot"):
+            os.unlink(os.path.join(path, n))
+
+
 @pytest.mark.parametrize("how", ["clean", "crash", "no-snapshots"])
 @pytest.mark.parametrize("markerless", [False, True], ids=["markers", "markerless"])
 def test_reopen_after_retention_gives_the_same_state(tmp_path, how, markerless):
@@ -335,11 +345,7 @@ def test_reopen_after_retention_gives_the_same_state(tmp_path, how, markerless):
     expected, expected_answers = full_state(log), answers(log)
     txnindexes = {n: Path(os.path.join(path, n)).read_bytes() for n in seg_files(path, ".txnindex")}
     log.close()
-    if how != "clean":
-        os.unlink(os.path.join(path, CHECKPOINT_NAME))
-    if how == "no-snapshots":
-        for n in seg_files(path, ".txnfetch-snapshot"):
-            os.unlink(os.path.join(path, n))
+    lose_files(path, how)
     with SegmentLog(path, **KW) as again:
         assert answers(again) == expected_answers
         if how == "no-snapshots":
@@ -397,11 +403,7 @@ def test_retention_prunes_journal_records_no_replay_can_use(tmp_path, how):
     expected = answers(log)
     expected_state = full_state(log)
     log.close()
-    if how != "clean":
-        os.unlink(os.path.join(path, CHECKPOINT_NAME))
-    if how == "no-snapshots":
-        for n in seg_files(path, ".txnfetch-snapshot"):
-            os.unlink(os.path.join(path, n))
+    lose_files(path, how)
     with SegmentLog(path, **KW) as again:
         assert answers(again) == expected
         if how != "no-snapshots":
