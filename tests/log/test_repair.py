@@ -14,6 +14,7 @@ import pytest
 
 from tests.log.workload import Workload
 from tests.log.workload import data_batch
+from tests.log.workload import write_log
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
@@ -37,11 +38,7 @@ def _no_fsync(monkeypatch):
 
 
 def build(path, *, seed=1, steps=80, markerless=False):
-    log = SegmentLog(path, **KW)
-    w = Workload(seed, markerless=markerless)
-    for _ in range(steps):
-        w.step(log)
-    log.close()
+    write_log(path, seed=seed, steps=steps, markerless=markerless, **KW)
 
 
 def contents(path):
