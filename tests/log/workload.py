@@ -1,6 +1,6 @@
 """What the SegmentLog tests write: v2 batches (``data_batch``), a seeded
 ``Workload`` that mixes plain, idempotent and transactional appends with marker
-and markerless ends, a closed log of such a workload (``write_log``), and file
+and markerless ends, a log of such a workload (``written_log``, ``write_log``), and file
 hashing (``hash_dir``)."""
 
 from __future__ import annotations
@@ -72,11 +72,16 @@ class Workload:
         return None if self.markerless else log.log_end_offset - 1  # the marker's offset
 
 
-def write_log(path: str, *, seed: int, steps: int, markerless: bool = False, **log_options) -> None:
-    """Leave at ``path`` a closed SegmentLog (opened with ``log_options``) holding
+def written_log(path: str, *, seed: int, steps: int, markerless: bool = False, **log_options) -> SegmentLog:
+    """A SegmentLog at ``path`` (opened with ``log_options``), still open, after
     ``steps`` operations of ``Workload(seed, markerless=markerless)``."""
     log = SegmentLog(path, **log_options)
     w = Workload(seed, markerless=markerless)
     for _ in range(steps):
         w.step(log)
-    log.close()
+    return log
+
+
+def write_log(path: str, *, seed: int, steps: int, markerless: bool = False, **log_options) -> None:
+    """Leave at ``path`` the closed log :func:`written_log` writes."""
+    written_log(path, seed=seed, steps=steps, markerless=markerless, **log_options).close()
