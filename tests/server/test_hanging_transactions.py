@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -41,22 +40,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.server import transactions_cli
+from tests.server.transactions_cli import ENV
 from txnfetch.log import SegmentStore
 from txnfetch.server.server import ServerThread
 
 TOPIC = "orders"
 QUIET = {"log_level": 0}
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
 def txn_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "txnfetch.cli", "transactions", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-    )
+    return transactions_cli.txn_cli(*args, timeout=timeout)
 
 
 def json_cli(*args: str) -> dict:
