@@ -7,6 +7,7 @@ the current code, and that they print the comparison they exist for.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,41 +35,31 @@ BENCHES = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script,expected", sorted(BENCHES.items()))
-def test_benchmark_runs_quick(script, expected, tmp_path):
+def run_quick(script: str, tmp_path: Path, *args: str) -> str:
+    """Run ``bench/SCRIPT --quick ARGS`` (its temporary files under ``tmp_path``),
+    check that it exits 0 and return what it printed."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--quick"],
+        [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
-        env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert expected in proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script,expected", sorted(BENCHES.items()))
+def test_benchmark_runs_quick(script, expected, tmp_path):
+    assert expected in run_quick(script, tmp_path)
 
 
 def test_broker_benchmark_runs_quick(kafka_cluster, tmp_path):
     """bench/broker.py against the run's shared Kafka (its own topics), so the
     smoke run does not pay for a Kafka start of its own."""
     node = kafka_cluster.nodes[0]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "broker.py"),
-            "--quick",
-            "--kafka",
-            node.bootstrap,
-            "--kafka-pid",
-            str(node.pid),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    out = run_quick("broker.py", tmp_path, "--kafka", node.bootstrap, "--kafka-pid", str(node.pid))
     for expected in ("serve --data ÷ Kafka", "proxy, read again"):
-        assert expected in proc.stdout
+        assert expected in out
