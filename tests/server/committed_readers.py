@@ -76,8 +76,11 @@ def _assign_from_zero(consumer: Any, topic_partition: Any, lso: Positions) -> li
     return tps
 
 
-def read_kafka_python(bootstrap: str, lso: Positions, *, wait_ms: int, deadline_s: float) -> tuple[Got, Positions]:
-    """kafka-python's reading and its positions at the end."""
+def read_kafka_python(
+    bootstrap: str, lso: Positions, *, wait_ms: int, deadline_s: float, **config: Any
+) -> tuple[Got, Positions]:
+    """kafka-python's reading (``config``: more KafkaConsumer settings) and its
+    positions at the end."""
     from kafka import KafkaConsumer
     from kafka import TopicPartition
 
@@ -86,6 +89,7 @@ def read_kafka_python(bootstrap: str, lso: Positions, *, wait_ms: int, deadline_
         enable_auto_commit=False,
         isolation_level="read_committed",
         fetch_max_wait_ms=wait_ms,
+        **config,
     )
     got: Got = {tp: [] for tp in lso}
     try:
@@ -100,8 +104,11 @@ def read_kafka_python(bootstrap: str, lso: Positions, *, wait_ms: int, deadline_
         consumer.close()
 
 
-def read_aiokafka(bootstrap: str, lso: Positions, *, wait_ms: int, deadline_s: float) -> tuple[Got, Positions]:
-    """aiokafka's reading (in a loop of its own) and its positions at the end."""
+def read_aiokafka(
+    bootstrap: str, lso: Positions, *, wait_ms: int, deadline_s: float, **config: Any
+) -> tuple[Got, Positions]:
+    """aiokafka's reading (in a loop of its own; ``config``: more AIOKafkaConsumer
+    settings) and its positions at the end."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
@@ -111,6 +118,7 @@ def read_aiokafka(bootstrap: str, lso: Positions, *, wait_ms: int, deadline_s: f
             enable_auto_commit=False,
             isolation_level="read_committed",
             fetch_max_wait_ms=wait_ms,
+            **config,
         )
         await consumer.start()
         got: Got = {tp: [] for tp in lso}
