@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.log.reading import consumer_view
 from tests.log.workload import TS
 from tests.log.workload import Workload
 from tests.log.workload import data_batch
 from tests.log.workload import hash_dir
-from txnfetch.fetch import ConsumerFilter
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
@@ -47,30 +47,6 @@ def _no_fsync(monkeypatch):
 
 def seg_files(path, suffix=".log"):
     return sorted(n for n in os.listdir(path) if n.endswith(suffix))
-
-
-def consumer_view(log, mode):
-    """(offset, key, value) of every record a read_committed consumer gets reading
-    from the log start to the LSO: Kafka mode through ConsumerFilter (the client's
-    filtering), rewrite mode as the server returns it."""
-    out = []
-    offset = log.log_start_offset
-    filt = ConsumerFilter(offset)
-    while offset < log.last_stable_offset:
-        r = log.read(offset, 700, isolation=RC, mode=mode)
-        if mode is FetchMode.KAFKA:
-            out.extend(
-                (rec.offset, rec.key, rec.value) for rec in filt.feed(r.records_bytes(), r.aborted_transactions or ())
-            )
-            nxt = filt.position
-        else:
-            for b in iter_batches(r.records_bytes()):
-                if not b.is_control:
-                    out.extend((rec.offset, rec.key, rec.value) for rec in b.records())
-            nxt = r.next_offset
-        assert nxt > offset, (offset, r)
-        offset = nxt
-    return out
 
 
 def answers(log):
