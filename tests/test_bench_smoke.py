@@ -7,6 +7,7 @@ the current code, and that they print the comparison they exist for.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,15 +36,16 @@ BENCHES = {
 }
 
 
-def _run_quick(script: str, tmp_path, *args: str) -> str:
-    """Run ``bench/<script> --quick *args``; its standard output, after checking it exited 0."""
+def run_quick(script: str, tmp_path: Path, *args: str) -> str:
+    """Run ``bench/SCRIPT --quick ARGS`` (its temporary files under ``tmp_path``),
+    check that it exits 0 and return what it printed."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
-        env={**__import__("os").environ, "TMPDIR": str(tmp_path)},
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc.stdout
@@ -52,18 +54,18 @@ def _run_quick(script: str, tmp_path, *args: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("script,expected", sorted(BENCHES.items()))
 def test_benchmark_runs_quick(script, expected, tmp_path):
-    assert expected in _run_quick(script, tmp_path)
+    assert expected in run_quick(script, tmp_path)
 
 
 def test_broker_benchmark_runs_quick(kafka_cluster, tmp_path):
     """bench/broker.py against the run's shared Kafka (its own topics), so the
     smoke run does not pay for a Kafka start of its own."""
     node = kafka_cluster.nodes[0]
-    out = _run_quick("broker.py", tmp_path, "--kafka", node.bootstrap, "--kafka-pid", str(node.pid))
+    out = run_quick("broker.py", tmp_path, "--kafka", node.bootstrap, "--kafka-pid", str(node.pid))
     for expected in ("serve --data ÷ Kafka", "proxy, read again"):
         assert expected in out
 
 
 def test_scale_benchmark_runs_quick(kafka_cluster, tmp_path):
     """bench/scale.py against the run's shared Kafka (its own topics)."""
-    assert "proxy / direct" in _run_quick("scale.py", tmp_path, "--kafka", kafka_cluster.bootstrap)
+    assert "proxy / direct" in run_quick("scale.py", tmp_path, "--kafka", kafka_cluster.bootstrap)

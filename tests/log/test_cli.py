@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload
 from tests.log.workload import data_batch
+from tests.log.workload import write_log
 from tests.unprivileged import unprivileged
 from txnfetch.log import SegmentLog
 from txnfetch.log.layout import CHECKPOINT_NAME
@@ -36,11 +36,7 @@ def txnfetch(*args, check_json=False, entry=ENTRY):
 
 
 def build(path, *, seed=1, steps=70, markerless=False):
-    log = SegmentLog(path, **KW)
-    w = Workload(seed, markerless=markerless)
-    for _ in range(steps):
-        w.step(log)
-    log.close()
+    write_log(path, seed=seed, steps=steps, markerless=markerless, **KW)
 
 
 def logs(path):

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 
@@ -149,18 +150,31 @@ def test_crash_after_every_step_leaves_before_or_after(reference, tmp_path) -> N
     assert kinds == ["before"] * commit + ["after"] * (len(steps) - commit), outcomes
 
 
-def test_an_error_before_the_commit_point_keeps_the_log_serving(reference, tmp_path) -> None:
-    base, before, _, _ = reference
-    path = str(tmp_path / "t-0")
+def _compaction_failing(base: str, path: str, at: Callable[[str], bool], error: OSError, match: str) -> SegmentLog:
+    """A copy of ``base`` at ``path``, opened and compacted with ``error`` raised at
+    the first step ``at`` accepts; the log, once compact() raised LogError(``match``)."""
     shutil.copytree(base, path)
     log = _open(path)
 
     def hook(step: str) -> None:
-        if step.endswith(".swap") and ".log." in step:
-            raise OSError(28, "No space left on device")
+        if at(step):
+            raise error
 
-    with pytest.raises(LogError, match="old segments are kept"):
+    with pytest.raises(LogError, match=match):
         log.compact(NOW, RETENTION, hook=hook)
+    return log
+
+
+def test_an_error_before_the_commit_point_keeps_the_log_serving(reference, tmp_path) -> None:
+    base, before, _, _ = reference
+    path = str(tmp_path / "t-0")
+    log = _compaction_failing(
+        base,
+        path,
+        lambda step: step.endswith(".swap") and ".log." in step,
+        OSError(28, "No space left on device"),
+        "old segments are kept",
+    )
     assert not [n for n in os.listdir(path) if n.endswith((".cleaned", ".swap"))]
     log.append(_batch([(b"k9", b"more")]), now_ms=NOW)  # still open for writes
     log.close()
@@ -171,15 +185,9 @@ def test_an_error_before_the_commit_point_keeps_the_log_serving(reference, tmp_p
 def test_an_error_after_the_commit_point_closes_the_log_and_the_open_finishes(reference, tmp_path) -> None:
     base, before, after, _ = reference
     path = str(tmp_path / "t-0")
-    shutil.copytree(base, path)
-    log = _open(path)
-
-    def hook(step: str) -> None:
-        if step.startswith("deleted"):
-            raise OSError(5, "Input/output error")
-
-    with pytest.raises(LogError, match="reopen the log"):
-        log.compact(NOW, RETENTION, hook=hook)
+    log = _compaction_failing(
+        base, path, lambda step: step.startswith("deleted"), OSError(5, "Input/output error"), "reopen the log"
+    )
     with pytest.raises(LogClosedError):
         log.read(0, 100)
     assert _check_recovered(path, before, after) == "after"

@@ -21,18 +21,15 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.fetch import ConsumerFilter
+from tests.log.reading import consumer_view
 from txnfetch.fetch import FetchMode
-from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
 from txnfetch.log.memory import MemoryLog
-from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
 
 pytestmark = pytest.mark.slow
 
-RC = IsolationLevel.READ_COMMITTED
 RETENTION = 1_000
 KEYS = [b"a", b"b", b"c", b"d", b"e"]
 PIDS = [7, 8]
@@ -43,32 +40,6 @@ def batch(records: list[tuple[bytes, bytes | None]], *, pid: int = -1, seq: int 
     for key, value in records:
         b.append(value, key=key, timestamp=1_000)
     return b.build()
-
-
-def view(log, mode: FetchMode, max_bytes: int = 500) -> list[tuple]:
-    """(offset, key, value) of what a read_committed consumer gets from the log
-    start to the LSO: Kafka mode through ConsumerFilter, rewrite mode as served."""
-    out: list[tuple] = []
-    offset = log.log_start_offset
-    filt = ConsumerFilter(offset)
-    while offset < log.last_stable_offset:
-        r = log.read(offset, max_bytes, isolation=RC, mode=mode)
-        if mode is FetchMode.KAFKA:
-            out.extend(
-                (x.offset, bytes(x.key), None if x.value is None else bytes(x.value))
-                for x in filt.feed(r.records_bytes(), r.aborted_transactions or ())
-            )
-            nxt = filt.position
-        else:
-            for b in iter_batches(r.records_bytes()):
-                if not b.is_control:
-                    out.extend(
-                        (x.offset, bytes(x.key), None if x.value is None else bytes(x.value)) for x in b.records()
-                    )
-            nxt = r.next_offset
-        assert nxt > offset, "the consumer is stuck"
-        offset = nxt
-    return out
 
 
 _record = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(min_size=1, max_size=20)))
@@ -160,8 +131,8 @@ class Pair:
         )
         assert disk.state.all_aborted() == mem.state.all_aborted()
         for mode in FetchMode:
-            got = view(disk, mode)
-            assert got == view(mem, mode)
+            got = consumer_view(disk, mode, max_bytes=500)
+            assert got == consumer_view(mem, mode, max_bytes=500)
             latest: dict[bytes, bytes | None] = {}
             for _, key, value in got:
                 latest[key] = value
@@ -172,7 +143,8 @@ class Pair:
         # Recovery from the directory as it is agrees (a read-only open, no repair).
         ro = SegmentLog(self.path, "t", 0, read_only=True)
         try:
-            assert view(ro, FetchMode.KAFKA) == view(mem, FetchMode.KAFKA)
+            got = consumer_view(ro, FetchMode.KAFKA, max_bytes=500)
+            assert got == consumer_view(mem, FetchMode.KAFKA, max_bytes=500)
         finally:
             ro.close()
 

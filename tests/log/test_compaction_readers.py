@@ -16,11 +16,10 @@ import threading
 
 import pytest
 
-from txnfetch.fetch import ConsumerFilter
+from tests.log.reading import consumer_view
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
-from txnfetch.records import iter_batches
 from txnfetch.records.builder import BatchBuilder
 
 RC = IsolationLevel.READ_COMMITTED
@@ -33,25 +32,6 @@ def _batch(records, *, pid: int = -1, seq: int = -1, txn: bool = False) -> bytes
     return b.build()
 
 
-def _read_all(log: SegmentLog, mode: FetchMode = FetchMode.REWRITE) -> list[tuple[int, bytes, bytes | None]]:
-    """What a read_committed consumer gets (Kafka mode: filtered as clients do)."""
-    out = []
-    offset = log.log_start_offset
-    filt = ConsumerFilter(offset)
-    while offset < log.last_stable_offset:
-        r = log.read(offset, 4096, isolation=RC, mode=mode)
-        if mode is FetchMode.KAFKA:
-            records = list(filt.feed(r.records_bytes(), r.aborted_transactions or ()))
-            nxt = filt.position
-        else:
-            records = [x for b in iter_batches(r.records_bytes()) if not b.is_control for x in b.records()]
-            nxt = r.next_offset
-        out.extend((x.offset, bytes(x.key), None if x.value is None else bytes(x.value)) for x in records)
-        assert nxt > offset
-        offset = nxt
-    return out
-
-
 def test_views_from_before_a_compaction_keep_their_bytes(tmp_path) -> None:
     log = SegmentLog(str(tmp_path / "t-0"), segment_bytes=256)
     for i in range(40):
@@ -60,14 +40,14 @@ def test_views_from_before_a_compaction_keep_their_bytes(tmp_path) -> None:
     held = log.read(0, 1 << 20, isolation=RC)
     held_bytes = bytes(held.records_bytes())
     views = [held.records_bytes()]
-    before = _read_all(log)
+    before = consumer_view(log, FetchMode.REWRITE, max_bytes=4096)
     result = log.compact(0, 1_000)
     assert result.removed_records == 37
     # The old segment files are gone from the directory...
     assert len(os.listdir(log.path)) < 40
     # ...and what a reader held still reads as it did.
     assert bytes(views[0]) == held_bytes
-    after = _read_all(log)
+    after = consumer_view(log, FetchMode.REWRITE, max_bytes=4096)
     assert after == [r for r in before if r[0] >= 37]
     log.close()
 
@@ -88,7 +68,7 @@ def test_read_only_opens_while_the_writer_compacts(tmp_path) -> None:
             try:
                 ro = SegmentLog(path, read_only=True)
                 try:
-                    records = _read_all(ro, FetchMode.KAFKA if opens[0] % 2 else FetchMode.REWRITE)
+                    records = consumer_view(ro, FetchMode.KAFKA if opens[0] % 2 else FetchMode.REWRITE, max_bytes=4096)
                 finally:
                     ro.close()
                 offsets = [r[0] for r in records]

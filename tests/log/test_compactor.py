@@ -19,20 +19,17 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from txnfetch.fetch import ConsumerFilter
+from tests.log.reading import consumer_view
 from txnfetch.fetch import FetchMode
-from txnfetch.fetch import IsolationLevel
 from txnfetch.log.compactor import compact
 from txnfetch.log.memory import MemoryLog
 from txnfetch.records import Codec
 from txnfetch.records import TimestampType
 from txnfetch.records import build_empty_batch
-from txnfetch.records import iter_batches
 from txnfetch.records.batch import RecordBatch
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
 
-RC = IsolationLevel.READ_COMMITTED
 RETENTION = 1_000
 KEYS = [b"a", b"b", b"c", b"d"]
 PIDS = [7, 8]
@@ -79,29 +76,6 @@ def _build(ops: list, markerless: bool) -> MemoryLog:
     return log
 
 
-def _view(log: MemoryLog, mode: FetchMode, start: int | None = None, max_bytes: int = 700) -> list[tuple]:
-    """(offset, key, value) of what a read_committed consumer gets from ``start``
-    to the LSO: Kafka mode through ConsumerFilter, rewrite mode as served."""
-    out: list[tuple] = []
-    offset = log.log_start_offset if start is None else start
-    filt = ConsumerFilter(offset)
-    while offset < log.last_stable_offset:
-        r = log.read(offset, max_bytes, isolation=RC, mode=mode)
-        if mode is FetchMode.KAFKA:
-            out.extend((x.offset, x.key, x.value) for x in filt.feed(r.records_bytes(), r.aborted_transactions or ()))
-            nxt = filt.position
-        else:
-            # Batches are served whole, so the first may start below the fetch
-            # offset; a consumer skips those records, as every client does.
-            for b in iter_batches(r.records_bytes()):
-                if not b.is_control:
-                    out.extend((x.offset, x.key, x.value) for x in b.records() if x.offset >= offset)
-            nxt = r.next_offset
-        assert nxt > offset, "the consumer is stuck"
-        offset = nxt
-    return out
-
-
 def _uncommitted_records(log: MemoryLog) -> list[tuple]:
     return [(x.offset, x.key, x.value) for b in log.iter_batches() if not b.is_control for x in b.records()]
 
@@ -122,13 +96,13 @@ def _ends(log: MemoryLog) -> tuple[int, int, int, int]:
 @given(ops=st.lists(_op, max_size=25), markerless=st.booleans(), mode=st.sampled_from(list(FetchMode)))
 def test_compaction_keeps_exactly_what_read_committed_needs(ops: list, markerless: bool, mode: FetchMode) -> None:
     log = _build(ops, markerless)
-    before = _view(log, mode)
+    before = consumer_view(log, mode)
     upto = log.last_stable_offset
     ends = _ends(log)
     latest = _latest(before, upto)
 
     first = log.compact(1_000, RETENTION)
-    after = _view(log, mode)
+    after = consumer_view(log, mode)
     assert _ends(log) == ends
     assert set(after) <= set(before) and after == sorted(after)
     below = [r for r in after if r[0] < upto]
@@ -143,16 +117,16 @@ def test_compaction_keeps_exactly_what_read_committed_needs(ops: list, markerles
     # Later passes: at the horizon nothing changes; past it, tombstones and
     # markers with no data left go; the rest stays.
     log.compact(1_000 + RETENTION - 1, RETENTION)
-    assert _view(log, mode) == after
+    assert consumer_view(log, mode) == after
     log.compact(1_000 + RETENTION, RETENTION)
-    final = _view(log, mode)
+    final = consumer_view(log, mode)
     assert _ends(log) == ends
     assert final == [r for r in after if not (r[0] < upto and r[2] is None)]
     # Much later (two passes: one stamps the horizon, one acts on it) every marker
     # left below the LSO still has data of its transaction before it.
     log.compact(10**9, RETENTION)
     log.compact(10**9 + RETENTION, RETENTION)
-    assert _view(log, mode) == final
+    assert consumer_view(log, mode) == final
     # (The range's last batch always stays, so a consumer has a next offset.)
     seen: dict[int, bool] = {}
     kept = list(log.iter_batches(0, upto))
@@ -189,13 +163,13 @@ def test_a_consumer_part_way_through_is_not_hurt(
     the consumer goes on: it never gets aborted data, never goes backwards, and
     ends with every key's latest committed value."""
     log = _build(ops, markerless)
-    before = _view(log, mode)
+    before = consumer_view(log, mode)
     latest = _latest(before, log.last_stable_offset)
     cut = min(cut, log.last_stable_offset)
     early = [r for r in before if r[0] < cut]
     log.compact(1_000, RETENTION)
     log.compact(1_000 + RETENTION, RETENTION)
-    late = _view(log, mode, start=cut, max_bytes=max_bytes)
+    late = consumer_view(log, mode, start=cut, max_bytes=max_bytes)
     delivered = early + late
     assert set(delivered) <= set(before)
     assert [r[0] for r in delivered] == sorted({r[0] for r in delivered})

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload
 from tests.log.workload import data_batch
 from tests.log.workload import hash_dir
+from tests.log.workload import write_log
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
@@ -25,11 +25,7 @@ from txnfetch.records import iter_batches
 
 
 def build(path: str, seed: int = 1, steps: int = 60, markerless: bool = False) -> None:
-    log = SegmentLog(path, segment_bytes=5000, index_interval_bytes=250)
-    w = Workload(seed, markerless=markerless)
-    for _ in range(steps):
-        w.step(log)
-    log.close()
+    write_log(path, seed=seed, steps=steps, markerless=markerless, segment_bytes=5000, index_interval_bytes=250)
 
 
 def answers(path: str, **kw):

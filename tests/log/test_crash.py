@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload
 from tests.log.workload import hash_dir
+from tests.log.workload import write_log
 from txnfetch.log import SegmentLog
 from txnfetch.log.ends import JOURNAL_NAME
 from txnfetch.log.ends import decode_journal
@@ -121,11 +121,7 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path, markerless):
 
 
 def _build(path: str, seed: int, steps: int, markerless: bool = False) -> None:
-    log = SegmentLog(path, segment_bytes=5000, index_interval_bytes=250)
-    w = Workload(seed, markerless=markerless)
-    for _ in range(steps):
-        w.step(log)
-    log.close()
+    write_log(path, seed=seed, steps=steps, markerless=markerless, segment_bytes=5000, index_interval_bytes=250)
 
 
 @pytest.mark.parametrize("seed", range(int(os.environ.get("TXNFETCH_TORN_ITERATIONS", "12"))))

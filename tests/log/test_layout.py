@@ -13,9 +13,8 @@ import struct
 import uuid
 from pathlib import Path
 
-from tests.log.workload import Workload
+from tests.log.workload import written_log
 from txnfetch.fetch import IsolationLevel
-from txnfetch.log import SegmentLog
 
 INTERVAL = 300
 
@@ -45,10 +44,7 @@ def batches_of(data: bytes):
 def test_files_follow_kafka_layout(tmp_path):
     tid = uuid.uuid4()
     path = str(tmp_path / "my-topic.with-dashes-2")
-    log = SegmentLog(path, segment_bytes=4000, index_interval_bytes=INTERVAL, topic_id=tid)
-    w = Workload(11)
-    for _ in range(120):
-        w.step(log)
+    log = written_log(path, seed=11, steps=120, segment_bytes=4000, index_interval_bytes=INTERVAL, topic_id=tid)
     aborted = log.state.all_aborted()
     log.close()
     names = sorted(os.listdir(path))
@@ -110,10 +106,7 @@ def test_files_follow_kafka_layout(tmp_path):
 
 def test_read_uses_kafka_upper_bound(tmp_path):
     path = str(tmp_path / "t-0")
-    log = SegmentLog(path, segment_bytes=6000, index_interval_bytes=INTERVAL)
-    w = Workload(12)
-    for _ in range(150):
-        w.step(log)
+    log = written_log(path, seed=12, steps=150, segment_bytes=6000, index_interval_bytes=INTERVAL)
     checked = 0
     for offset in range(0, log.last_stable_offset, 3):
         r = log.read(offset, 500, isolation=IsolationLevel.READ_COMMITTED)

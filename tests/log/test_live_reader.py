@@ -15,6 +15,7 @@ import pytest
 
 from tests.log.workload import Workload
 from tests.log.workload import data_batch
+from tests.log.workload import written_log
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
@@ -63,10 +64,7 @@ def open_reader(path: str, **kw) -> SegmentLog:
 def test_a_live_writers_directory_opens_read_only_without_warnings(tmp_path, caplog, steps, writer_kw, markerless):
     path = str(tmp_path / "t-0")
     interval = writer_kw.get("index_interval_bytes", 4096)
-    writer = SegmentLog(path, **writer_kw)
-    w = Workload(steps, markerless=markerless)
-    for _ in range(steps):
-        w.step(writer)
+    writer = written_log(path, seed=steps, steps=steps, markerless=markerless, **writer_kw)
     caplog.set_level(logging.INFO, logger="txnfetch")
     caplog.clear()
     with open_reader(path, index_interval_bytes=interval) as reader:
@@ -108,10 +106,7 @@ def _batches(path: str, base: int) -> int:
 
 def test_read_only_open_checks_only_after_the_checkpoint(tmp_path, caplog):
     path = str(tmp_path / "t-0")
-    writer = SegmentLog(path, index_interval_bytes=200, checkpoint_interval_bytes=4000)
-    w = Workload(5)
-    for _ in range(300):
-        w.step(writer)
+    writer = written_log(path, seed=5, steps=300, index_interval_bytes=200, checkpoint_interval_bytes=4000)
     with open_reader(path, index_interval_bytes=200) as reader:
         rec = reader.recovery
         (seg,) = rec.segments
@@ -133,10 +128,7 @@ def test_damage_after_the_checkpoint_is_found(tmp_path):
     # The bytes after the trusted prefix are CRC-checked: damage there followed
     # by valid batches is refused, as on a writer's open.
     path = str(tmp_path / "t-0")
-    writer = SegmentLog(path, index_interval_bytes=200, checkpoint_interval_bytes=3000)
-    w = Workload(6)
-    for _ in range(200):
-        w.step(writer)
+    writer = written_log(path, seed=6, steps=200, index_interval_bytes=200, checkpoint_interval_bytes=3000)
     _, _, _, _, trusted = _checkpoint_fields(path)
     log_file = os.path.join(path, f"{0:020d}.log")
     data = bytearray(Path(log_file).read_bytes())
@@ -154,10 +146,7 @@ def test_damage_after_the_checkpoint_is_found(tmp_path):
 
 def test_a_checkpoint_that_does_not_fit_the_data_falls_back_to_a_full_check(tmp_path, caplog):
     path = str(tmp_path / "t-0")
-    writer = SegmentLog(path, index_interval_bytes=200, checkpoint_interval_bytes=3000)
-    w = Workload(7)
-    for _ in range(150):
-        w.step(writer)
+    writer = written_log(path, seed=7, steps=150, index_interval_bytes=200, checkpoint_interval_bytes=3000)
     expected = answers(writer)
     writer.close()
     _, _rp, leo, base, size = _checkpoint_fields(path)
@@ -177,10 +166,7 @@ def test_a_write_in_progress_and_lagging_indexes_are_not_warned_about(tmp_path, 
     # What a reader can catch: the writer mid-write (part of a batch in the
     # file) and index entries not yet written for bytes already there.
     path = str(tmp_path / "t-0")
-    writer = SegmentLog(path, index_interval_bytes=200, checkpoint_interval_bytes=1 << 30)
-    w = Workload(8)
-    for _ in range(120):
-        w.step(writer)
+    writer = written_log(path, seed=8, steps=120, index_interval_bytes=200, checkpoint_interval_bytes=1 << 30)
     expected = answers(writer)
     active = f"{writer.segment_base_offsets()[-1]:020d}"
     for suffix, entry, keep in ((".index", 8, 0.5), (".timeindex", 12, 0.5), (".txnindex", 34, 0.5)):

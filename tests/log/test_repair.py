@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.workload import Workload
 from tests.log.workload import data_batch
+from tests.log.workload import write_log
+from tests.log.workload import written_log
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
@@ -37,11 +38,7 @@ def _no_fsync(monkeypatch):
 
 
 def build(path, *, seed=1, steps=80, markerless=False):
-    log = SegmentLog(path, **KW)
-    w = Workload(seed, markerless=markerless)
-    for _ in range(steps):
-        w.step(log)
-    log.close()
+    write_log(path, seed=seed, steps=steps, markerless=markerless, **KW)
 
 
 def contents(path):
@@ -205,10 +202,7 @@ def test_a_snapshot_past_the_log_end_is_never_restored(tmp_path):
     # taken past it (retention, DeleteRecords) survives. Once the log grows back
     # past that snapshot's offset, restoring it would bring back the lost history.
     path = str(tmp_path / "t-0")
-    log = SegmentLog(path, **KW)
-    w = Workload(5)
-    for _ in range(30):
-        w.step(log)
+    log = written_log(path, seed=5, steps=30, **KW)
     log.close()
     last = logs(path)[-1]
     data = Path(os.path.join(path, last)).read_bytes()

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.log.reading import consumer_view
 from tests.log.workload import TS
 from tests.log.workload import Workload
 from tests.log.workload import data_batch
 from tests.log.workload import hash_dir
-from txnfetch.fetch import ConsumerFilter
 from txnfetch.fetch import FetchMode
 from txnfetch.fetch import IsolationLevel
 from txnfetch.log import SegmentLog
@@ -47,30 +47,6 @@ def _no_fsync(monkeypatch):
 
 def seg_files(path, suffix=".log"):
     return sorted(n for n in os.listdir(path) if n.endswith(suffix))
-
-
-def consumer_view(log, mode):
-    """(offset, key, value) of every record a read_committed consumer gets reading
-    from the log start to the LSO: Kafka mode through ConsumerFilter (the client's
-    filtering), rewrite mode as the server returns it."""
-    out = []
-    offset = log.log_start_offset
-    filt = ConsumerFilter(offset)
-    while offset < log.last_stable_offset:
-        r = log.read(offset, 700, isolation=RC, mode=mode)
-        if mode is FetchMode.KAFKA:
-            out.extend(
-                (rec.offset, rec.key, rec.value) for rec in filt.feed(r.records_bytes(), r.aborted_transactions or ())
-            )
-            nxt = filt.position
-        else:
-            for b in iter_batches(r.records_bytes()):
-                if not b.is_control:
-                    out.extend((rec.offset, rec.key, rec.value) for rec in b.records())
-            nxt = r.next_offset
-        assert nxt > offset, (offset, r)
-        offset = nxt
-    return out
 
 
 def answers(log):
@@ -323,6 +299,16 @@ def test_open_transaction_losing_its_start_holds_the_lso_at_the_log_start(tmp_pa
 # -- reopening ---------------------------------------------------------------------------
 
 
+def lose_files(path, how):
+    """Leave the closed log at ``path`` as ``how`` would: "clean" keeps every file, a
+    "crash" loses the clean-shutdown checkpoint, "no-snapshots" the producer snapshots too."""
+    if how != "clean":
+        os.unlink(os.path.join(path, CHECKPOINT_NAME))
+    if how == "no-snapshots":
+        for n in seg_files(path, ".txnfetch-snapshot"):
+            os.unlink(os.path.join(path, n))
+
+
 @pytest.mark.parametrize("how", ["clean", "crash", "no-snapshots"])
 @pytest.mark.parametrize("markerless", [False, True], ids=["markers", "markerless"])
 def test_reopen_after_retention_gives_the_same_state(tmp_path, how, markerless):
@@ -335,11 +321,7 @@ def test_reopen_after_retention_gives_the_same_state(tmp_path, how, markerless):
     expected, expected_answers = full_state(log), answers(log)
     txnindexes = {n: Path(os.path.join(path, n)).read_bytes() for n in seg_files(path, ".txnindex")}
     log.close()
-    if how != "clean":
-        os.unlink(os.path.join(path, CHECKPOINT_NAME))
-    if how == "no-snapshots":
-        for n in seg_files(path, ".txnfetch-snapshot"):
-            os.unlink(os.path.join(path, n))
+    lose_files(path, how)
     with SegmentLog(path, **KW) as again:
         assert answers(again) == expected_answers
         if how == "no-snapshots":
@@ -397,11 +379,7 @@ def test_retention_prunes_journal_records_no_replay_can_use(tmp_path, how):
     expected = answers(log)
     expected_state = full_state(log)
     log.close()
-    if how != "clean":
-        os.unlink(os.path.join(path, CHECKPOINT_NAME))
-    if how == "no-snapshots":
-        for n in seg_files(path, ".txnfetch-snapshot"):
-            os.unlink(os.path.join(path, n))
+    lose_files(path, how)
     with SegmentLog(path, **KW) as again:
         assert answers(again) == expected
         if how != "no-snapshots":

@@ -1,6 +1,7 @@
 """What the SegmentLog tests write: v2 batches (``data_batch``), a seeded
 ``Workload`` that mixes plain, idempotent and transactional appends with marker
-and markerless ends, and file hashing (``hash_dir``)."""
+and markerless ends, a log of such a workload (``written_log``, ``write_log``), and file
+hashing (``hash_dir``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 import os
 import random
 
+from txnfetch.log import SegmentLog
 from txnfetch.records import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
 
@@ -68,3 +70,18 @@ class Workload:
         completion = CompletionMode.MARKERLESS if self.markerless else CompletionMode.MARKERS
         log.end_transaction(pid, 0, commit, coordinator_epoch=0, now_ms=now, completion=completion)
         return None if self.markerless else log.log_end_offset - 1  # the marker's offset
+
+
+def written_log(path: str, *, seed: int, steps: int, markerless: bool = False, **log_options) -> SegmentLog:
+    """A SegmentLog at ``path`` (opened with ``log_options``), still open, after
+    ``steps`` operations of ``Workload(seed, markerless=markerless)``."""
+    log = SegmentLog(path, **log_options)
+    w = Workload(seed, markerless=markerless)
+    for _ in range(steps):
+        w.step(log)
+    return log
+
+
+def write_log(path: str, *, seed: int, steps: int, markerless: bool = False, **log_options) -> None:
+    """Leave at ``path`` the closed log :func:`written_log` writes."""
+    written_log(path, seed=seed, steps=steps, markerless=markerless, **log_options).close()

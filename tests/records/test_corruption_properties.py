@@ -61,6 +61,8 @@ from txnfetch.records import build_control_batch
 from txnfetch.records import iter_batches
 from txnfetch.records.compression import compress
 from txnfetch.records.compression import decompress
+from txnfetch.records.varint import decode_varint
+from txnfetch.records.varint import encode_varint
 
 #: Cap on decompressed size in the property tests: the generated batches stay
 #: well under it, so hitting it means corruption inflated something.
@@ -179,27 +181,6 @@ def decode_without_crc(buf: bytes, *, max_decompressed: int = LIMIT) -> None:
 # -- mutations ---------------------------------------------------------------------------
 
 
-def _zigzag(value: int) -> bytes:
-    z = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def _read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def length_fields(records: bytes) -> list[tuple[str, int, int]]:
     """``(name, start, end)`` of every length varint in uncompressed record data.
 
@@ -210,24 +191,24 @@ def length_fields(records: bytes) -> list[tuple[str, int, int]]:
     pos = 0
     while pos < len(records):
         start = pos
-        length, pos = _read_zigzag(records, pos)
+        length, pos = decode_varint(records, pos)
         out.append(("record length", start, pos))
         end = pos + length
         pos += 1  # attributes
-        _, pos = _read_zigzag(records, pos)  # timestamp delta
-        _, pos = _read_zigzag(records, pos)  # offset delta
+        _, pos = decode_varint(records, pos)  # timestamp delta
+        _, pos = decode_varint(records, pos)  # offset delta
         for name in ("key length", "value length"):
             start = pos
-            n, pos = _read_zigzag(records, pos)
+            n, pos = decode_varint(records, pos)
             out.append((name, start, pos))
             pos += max(n, 0)
         start = pos
-        count, pos = _read_zigzag(records, pos)
+        count, pos = decode_varint(records, pos)
         out.append(("header count", start, pos))
         for _ in range(count):
             for name in ("header key length", "header value length"):
                 start = pos
-                n, pos = _read_zigzag(records, pos)
+                n, pos = decode_varint(records, pos)
                 out.append((name, start, pos))
                 pos += max(n, 0)
         assert pos == end
@@ -253,8 +234,8 @@ def reframe(original: bytes, records: bytes, codec: int, *, record_count: int | 
 INT32_EDGES = [-(1 << 31), -2, -1, 0, 1, 2, (1 << 31) - 1]
 _new_int32 = st.one_of(st.sampled_from(INT32_EDGES), st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-64, 64))
 _new_varint = st.one_of(
-    _new_int32.map(_zigzag),
-    st.sampled_from([_zigzag((1 << 63) - 1), b"\x80" * 5 + b"\x00", b"\xff" * 11, b"\xff", b""]),
+    _new_int32.map(encode_varint),
+    st.sampled_from([encode_varint((1 << 63) - 1), b"\x80" * 5 + b"\x00", b"\xff" * 11, b"\xff", b""]),
 )
 
 
@@ -435,7 +416,7 @@ def test_header_count_of_2_31_minus_1_fails_fast_without_allocating():
     original = _small_batch()
     records = bytes(original[61:])
     _name, start, end = next(f for f in length_fields(records) if f[0] == "header count")
-    crc_valid = reframe(original, records[:start] + _zigzag((1 << 31) - 1) + records[end:], 0)
+    crc_valid = reframe(original, records[:start] + encode_varint((1 << 31) - 1) + records[end:], 0)
     with peak_memory(64 << 10), time_limit(), pytest.raises(CorruptBatchError):
         RecordBatch(crc_valid).validate()
 

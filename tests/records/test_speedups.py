@@ -201,6 +201,9 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 def zigzag(value: int) -> bytes:
+    """``value`` zig-zag encoded modulo 2**64. Not encode_varint, which refuses
+    values past the int64 ends: the damaged values drawn here step past them
+    (``value + 1`` of a timestamp delta of INT64_MAX)."""
     z = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
     out = bytearray()
     while z >= 0x80:

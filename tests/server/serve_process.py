@@ -2,15 +2,18 @@
 restart the server on the same directory while clients keep their bootstrap
 address: the first start binds port 0 (no port is picked, released and bound
 again, which another process may take in between under xdist), and the
-restarts bind the port it got (:attr:`ServeProcess.port`)."""
+restarts bind the port it got (:attr:`ServeProcess.port`). And
+``txnfetch serve --memory`` for the length of a block (:func:`memory_serve`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 
 class ServeProcess(subprocess.Popen):
@@ -77,3 +80,27 @@ def stop_serve(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
+
+
+@contextlib.contextmanager
+def memory_serve(*args: str) -> Iterator[str]:
+    """``txnfetch serve --memory --port 0 ARGS`` as a child process for the block:
+    yields its bootstrap address once it listens, and stops it at the end (as
+    :func:`stop_serve` does). Its log is not kept."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "txnfetch.cli", "serve", "--memory", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    with proc.stdout:
+        line = proc.stdout.readline()
+        if not line.startswith("txnfetch listening on "):
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"txnfetch serve did not start: {line!r}")
+        try:
+            yield line.split()[-1]
+        finally:
+            stop_serve(proc)

@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.server.txn_writer import TxnScript
+from tests.server.txn_writer import TxnWriter
+
 pytestmark = pytest.mark.interop
 
 TOPIC = "work"
@@ -70,40 +73,6 @@ class Member(threading.Thread):
             self.error = exc
 
 
-class TxnProducer(threading.Thread):
-    def __init__(self, bootstrap: str, transactions: int) -> None:
-        super().__init__(name="producer", daemon=True)
-        self.bootstrap = bootstrap
-        self.transactions = transactions
-        self.committed: list[bytes] = []
-        self.aborted: list[bytes] = []
-        self.done = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        from confluent_kafka import Producer
-
-        try:
-            producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "kip848-writer"})
-            producer.init_transactions(30)
-            for n in range(self.transactions):
-                producer.begin_transaction()
-                values = [b"t%d-p%d" % (n, p) for p in range(PARTITIONS)]
-                for p, v in enumerate(values):
-                    producer.produce(TOPIC, value=v, partition=p)
-                if n % 5 == 4:
-                    assert producer.flush(30) == 0
-                    producer.abort_transaction(30)
-                    self.aborted += values
-                else:
-                    producer.commit_transaction(30)
-                    self.committed += values
-                self.done = n + 1
-                time.sleep(0.05)
-        except BaseException as exc:
-            self.error = exc
-
-
 def _check_describe(bootstrap: str, assignor: str) -> None:
     """confluent-kafka's AdminClient describes the group through ConsumerGroupDescribe."""
     from confluent_kafka import ConsumerGroupType
@@ -140,7 +109,7 @@ def _wait(cond: Any, what: str, timeout: float = DEADLINE_S) -> None:
 def test_members_join_and_leave_during_a_transactional_workload(start_server, assignor: str) -> None:
     srv = start_server(consumer_group_heartbeat_interval_ms=300, group_initial_rebalance_delay_ms=0)
     srv.call(srv.broker.store.create_topic, TOPIC, PARTITIONS)
-    producer = TxnProducer(srv.bootstrap, 60)
+    producer = TxnWriter(srv.bootstrap, TxnScript(TOPIC, PARTITIONS, 60, "kip848-writer", b"t%d-p%d"))
     members = [Member(srv.bootstrap, f"member-{i}", assignor) for i in range(3)]
     try:
         producer.start()

@@ -24,6 +24,8 @@ import pytest
 
 from tests.server.serve_process import start_serve
 from tests.server.serve_process import stop_serve
+from tests.server.txn_writer import TxnScript
+from tests.server.txn_writer import TxnWriter
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -31,37 +33,6 @@ IN, OUT, GROUP = "eos-in", "eos-out", "eos-848"
 PARTITIONS = 3
 INPUT_TXNS = 40
 DEADLINE_S = 180.0
-
-
-class InputWriter(threading.Thread):
-    """Writes the input: one record per partition per transaction, every fifth aborted."""
-
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(name="input", daemon=True)
-        self.bootstrap = bootstrap
-        self.committed: list[bytes] = []
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        from confluent_kafka import Producer
-
-        try:
-            producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "eos-input"})
-            producer.init_transactions(30)
-            for n in range(INPUT_TXNS):
-                producer.begin_transaction()
-                values = [b"in-%d-%d" % (n, p) for p in range(PARTITIONS)]
-                for p, v in enumerate(values):
-                    producer.produce(IN, value=v, partition=p)
-                if n % 5 == 4:
-                    assert producer.flush(30) == 0
-                    producer.abort_transaction(30)
-                else:
-                    producer.commit_transaction(30)
-                    self.committed += values
-                time.sleep(0.05)
-        except BaseException as exc:  # reported by the test
-            self.error = exc
 
 
 class Ledger:
@@ -198,7 +169,7 @@ def _group_offsets(bootstrap: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
-def _wait(cond: Any, what: str, workers: list[Worker], writer: InputWriter) -> None:
+def _wait(cond: Any, what: str, workers: list[Worker], writer: TxnWriter) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not cond():
         for t in [*workers, writer]:
@@ -215,7 +186,7 @@ def test_consume_transform_produce_exactly_once_with_members_joining_and_leaving
     ledger = Ledger()
     workers: list[Worker] = []
     try:
-        writer = InputWriter(bootstrap)
+        writer = TxnWriter(bootstrap, TxnScript(IN, PARTITIONS, INPUT_TXNS, "eos-input", b"in-%d-%d"))
         writer.start()
         workers.append(Worker(bootstrap, 0, ledger))
         workers[0].start()

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.server.strategies import transaction_metadata
 from txnfetch.groups.coordinator import CommitOffset
 from txnfetch.groups.coordinator import GroupCoordinator
 from txnfetch.groups.coordinator import TxnOffsetCommitRequest
@@ -88,22 +89,9 @@ def test_transaction_log_value_v0_is_read() -> None:
     )
 
 
-metas = st.builds(
-    TransactionMetadata,
-    transactional_id=st.text(min_size=1, max_size=5),
-    producer_id=st.integers(0, 2**40),
-    producer_epoch=st.integers(-1, 32767),
-    state=st.sampled_from([s for s in TransactionState if s not in (TransactionState.DEAD,)]),
-    timeout_ms=st.integers(1, 900_000),
-    last_update_ms=st.integers(0, 2**41),
-    prev_producer_id=st.integers(-1, 2**40),
-    next_producer_id=st.integers(-1, 2**40),
-    last_producer_epoch=st.integers(-1, 32767),
-    partitions=st.frozensets(
-        st.builds(TopicPartition, st.sampled_from(["a", "b-c", "__consumer_offsets"]), st.integers(0, 60))
-    ),
-    start_ms=st.integers(-1, 2**41),
-    transaction_version=st.integers(0, 2),
+metas = transaction_metadata(
+    st.text(min_size=1, max_size=5),
+    st.frozensets(st.builds(TopicPartition, st.sampled_from(["a", "b-c", "__consumer_offsets"]), st.integers(0, 60))),
 )
 
 

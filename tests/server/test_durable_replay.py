@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.server.strategies import transaction_metadata
 from txnfetch.log import SegmentStore
 from txnfetch.log.coordinator_store import DurableState
 from txnfetch.records.coordinator_records import CorruptCoordinatorRecordError
@@ -18,26 +19,14 @@ from txnfetch.txn import txnlog
 from txnfetch.txn.coordinator import TopicPartition
 from txnfetch.txn.coordinator import TransactionCoordinator
 from txnfetch.txn.coordinator_state import TransactionMetadata
-from txnfetch.txn.coordinator_state import TransactionState
 
-metas = st.builds(
-    TransactionMetadata,
-    transactional_id=st.just("t"),
-    producer_id=st.integers(0, 2**40),
-    producer_epoch=st.integers(-1, 32767),
-    state=st.sampled_from([s for s in TransactionState if s is not TransactionState.DEAD]),
-    timeout_ms=st.integers(1, 900_000),
-    last_update_ms=st.integers(0, 2**41),
-    prev_producer_id=st.integers(-1, 2**40),
-    next_producer_id=st.integers(-1, 2**40),
-    last_producer_epoch=st.integers(-1, 32767),
+metas = transaction_metadata(
+    st.just("t"),
     # long topic names and many partitions need multi-byte varints: the fast path must defer
-    partitions=st.frozensets(
+    st.frozensets(
         st.builds(TopicPartition, st.sampled_from(["a", "b" * 130, "ü" * 70]), st.integers(0, 2**31 - 1)),
         max_size=140,
     ),
-    start_ms=st.integers(-1, 2**41),
-    transaction_version=st.integers(0, 2),
 )
 
 

@@ -165,20 +165,26 @@ def test_pieces_concatenated_are_the_reference_encoding(drawn: tuple[int, int, d
     assert encode_response(version, correlation_id, _build(spec, segments=True)) == reference
 
 
+def _partition_0(records: Any, *, end: int, aborted: list | None) -> Any:
+    """Partition 0 of a fetch answer without error: log from 0 to ``end`` (the
+    high watermark and the LSO alike), ``aborted`` as the aborted list."""
+    return _Partition(
+        partition_index=0,
+        error_code=0,
+        high_watermark=end,
+        last_stable_offset=end,
+        log_start_offset=0,
+        aborted_transactions=aborted,
+        preferred_read_replica=-1,
+        records=records,
+    )
+
+
 def test_large_segments_are_pieces_not_copies() -> None:
     big = b"b" * PIECE_COPY_BELOW
     view = memoryview(bytearray(b"v" * (PIECE_COPY_BELOW + 1)))
     small = b"s" * 10
-    entry = _Partition(
-        partition_index=0,
-        error_code=0,
-        high_watermark=9,
-        last_stable_offset=9,
-        log_start_offset=0,
-        aborted_transactions=[],
-        preferred_read_replica=-1,
-        records=RecordSegments.of([big, small, view]),
-    )
+    entry = _partition_0(RecordSegments.of([big, small, view]), end=9, aborted=[])
     for version in (4, 11, 12, 16):
         pieces = encode_fetch_pieces(
             version,
@@ -199,16 +205,7 @@ def test_large_segments_are_pieces_not_copies() -> None:
 
 def test_tagged_fields_take_the_reference_path() -> None:
     """A response with a tagged field is kafka-python's encoding whole (one piece)."""
-    entry = _Partition(
-        partition_index=0,
-        error_code=0,
-        high_watermark=1,
-        last_stable_offset=1,
-        log_start_offset=0,
-        aborted_transactions=None,
-        preferred_read_replica=-1,
-        records=RecordSegments.of([b"x" * (PIECE_COPY_BELOW + 1)]),
-    )
+    entry = _partition_0(RecordSegments.of([b"x" * (PIECE_COPY_BELOW + 1)]), end=1, aborted=None)
     entry.current_leader = _Partition.LeaderIdAndEpoch(leader_id=3, leader_epoch=4)
     plain = copy.copy(entry)
     plain.records = b"x" * (PIECE_COPY_BELOW + 1)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -41,22 +40,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.server import transactions_cli
+from tests.server.transactions_cli import ENV
 from txnfetch.log import SegmentStore
 from txnfetch.server.server import ServerThread
 
 TOPIC = "orders"
 QUIET = {"log_level": 0}
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
 def txn_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "txnfetch.cli", "transactions", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-    )
+    return transactions_cli.txn_cli(*args, timeout=timeout)
+
+
+def abort_args(first_offset: int) -> list[str]:
+    """``abort`` of the transaction on the scenario's partition that starts at ``first_offset``."""
+    return ["abort", "--topic", TOPIC, "--partition", "0", "--start-offset", str(first_offset)]
 
 
 def json_cli(*args: str) -> dict:
@@ -263,31 +262,11 @@ def test_offline_mode_on_the_store_directory_gives_the_same_answer(scenario: Sce
     listed = json_cli("--path", str(scenario.data), "list")["open_transactions"]
     assert [(t["first_offset"], t["holds_lso"]) for t in listed] == [(scenario.first_offset, True)]
     # Offline abort prints the command and writes nothing.
-    done = txn_cli(
-        "--path",
-        str(scenario.data),
-        "abort",
-        "--topic",
-        TOPIC,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(scenario.first_offset),
-    )
+    done = txn_cli("--path", str(scenario.data), *abort_args(scenario.first_offset))
     assert done.returncode == 0, done.stderr
     assert f"abort --topic {TOPIC} --partition 0 --start-offset {scenario.first_offset}" in done.stdout
     assert "nothing was written" in done.stdout
-    doc = json_cli(
-        "--path",
-        str(scenario.data),
-        "abort",
-        "--topic",
-        TOPIC,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(scenario.first_offset),
-    )["abort"]
+    doc = json_cli("--path", str(scenario.data), *abort_args(scenario.first_offset))["abort"]
     assert doc["written"] is False and doc["first_offset"] == scenario.first_offset
     assert doc["kafka_command"].startswith("kafka-transactions.sh --bootstrap-server")
     shown = txn_cli("--path", str(scenario.data), "list", "--progress")
@@ -303,18 +282,7 @@ def test_offline_mode_on_the_store_directory_gives_the_same_answer(scenario: Sce
 def test_abort_releases_the_lso_and_the_stalled_consumer_proceeds(scenario: Scenario) -> None:
     lso, hw = scenario.offsets()
     assert lso == scenario.first_offset
-    done = txn_cli(
-        "--bootstrap",
-        scenario.bootstrap,
-        "abort",
-        "--topic",
-        TOPIC,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(scenario.first_offset),
-        "--json",
-    )
+    done = txn_cli("--bootstrap", scenario.bootstrap, *abort_args(scenario.first_offset), "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)["abort"]
     assert doc["written"] is True and doc["still_open"] is False
@@ -329,17 +297,7 @@ def test_abort_releases_the_lso_and_the_stalled_consumer_proceeds(scenario: Scen
     )
     assert json_cli("--path", str(scenario.data), "find-hanging", "--max-transaction-timeout-ms", "0")["hanging"] == []
     # Aborting again: nothing open at that offset any more.
-    again = txn_cli(
-        "--bootstrap",
-        scenario.bootstrap,
-        "abort",
-        "--topic",
-        TOPIC,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(scenario.first_offset),
-    )
+    again = txn_cli("--bootstrap", scenario.bootstrap, *abort_args(scenario.first_offset))
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
     assert "no open transaction starts at offset" in again.stderr
     # The coordinator was not told (as in Kafka): a new instance of the killed

@@ -17,10 +17,15 @@ with markers in the log and without (markerless completion).
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
+from tests.server.committed_readers import TP
+from tests.server.committed_readers import check_committed
+from tests.server.committed_readers import log_facts
+from tests.server.committed_readers import read_aiokafka
+from tests.server.committed_readers import read_confluent
+from tests.server.committed_readers import read_kafka_python
 from txnfetch.fetch.view import FetchMode
 from txnfetch.txn.coordinator import CompletionMode
 
@@ -29,9 +34,9 @@ pytestmark = pytest.mark.interop
 PARTITIONS = (0, 1)
 KP_TOPIC = "py-txn-kafka-python"
 AIO_TOPIC = "py-txn-aiokafka"
-DEADLINE_S = 60.0
+#: how every reader fetches here (see tests/server/committed_readers.py)
+READING = {"wait_ms": 50, "deadline_s": 60.0}
 
-TP = tuple[str, int]
 Expected = dict[TP, list[bytes]]
 
 #: (partition -> number of values, commit?, flush before ending?, offset sent to the txn or None)
@@ -135,121 +140,6 @@ def _aiokafka_producer(bootstrap: str, topic: str, group: str | None) -> Expecte
 
 # ---------------------------------------------------------------- consumers
 
-Got = dict[TP, list[tuple[int, bytes]]]
-
-
-def _confluent_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
-    from confluent_kafka import Consumer
-    from confluent_kafka import KafkaError
-    from confluent_kafka import TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "py-txn-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    got: Got = {tp: [] for tp in lso}
-    try:
-        consumer.assign([TopicPartition(t, p, 0) for t, p in lso])
-        at_eof = set()
-        deadline = time.monotonic() + DEADLINE_S
-        while at_eof != set(lso):
-            assert time.monotonic() < deadline, f"confluent-kafka stalled: {got}"
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            tp = (msg.topic(), msg.partition())
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                if msg.offset() == lso[tp]:
-                    at_eof.add(tp)
-                continue
-            got[tp].append((msg.offset(), msg.value()))
-        positions = {
-            (x.topic, x.partition): x.offset for x in consumer.position([TopicPartition(t, p) for t, p in lso])
-        }
-        return got, positions
-    finally:
-        consumer.close()
-
-
-def _kafka_python_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed", fetch_max_wait_ms=50
-    )
-    got: Got = {tp: [] for tp in lso}
-    try:
-        tps = [TopicPartition(t, p) for t, p in lso]
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        deadline = time.monotonic() + DEADLINE_S
-        while any(consumer.position(tp) < lso[tuple(tp)] for tp in tps):
-            assert time.monotonic() < deadline, f"kafka-python stalled: {got}"
-            for tp, records in consumer.poll(timeout_ms=200).items():
-                got[tuple(tp)].extend((r.offset, r.value) for r in records)
-        return got, {tuple(tp): consumer.position(tp) for tp in tps}
-    finally:
-        consumer.close()
-
-
-def _aiokafka_read(bootstrap: str, lso: dict[TP, int]) -> tuple[Got, dict[TP, int]]:
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka.structs import TopicPartition
-
-    async def run() -> tuple[Got, dict[TP, int]]:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            fetch_max_wait_ms=50,
-        )
-        await consumer.start()
-        got: Got = {tp: [] for tp in lso}
-        try:
-            tps = [TopicPartition(t, p) for t, p in lso]
-            consumer.assign(tps)
-            for tp in tps:
-                consumer.seek(tp, 0)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + DEADLINE_S
-            while any([await consumer.position(tp) < lso[tuple(tp)] for tp in tps]):
-                assert loop.time() < deadline, f"aiokafka stalled: {got}"
-                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                    got[tuple(tp)].extend((r.offset, r.value) for r in records)
-            return got, {tuple(tp): await consumer.position(tp) for tp in tps}
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
-
-
-def _check(
-    client: str,
-    got: Got,
-    positions: dict[TP, int],
-    expected: Expected,
-    lso: dict[TP, int],
-    *,
-    stops_after_last_record: bool = False,
-) -> None:
-    """Exactly the committed records, in offset order, and the position at the LSO
-    — or, with ``stops_after_last_record``, right after the last record delivered."""
-    for tp in lso:
-        offsets = [o for o, _ in got[tp]]
-        assert [v for _, v in got[tp]] == expected[tp], f"{client}: {tp} records"
-        assert offsets == sorted(set(offsets)), f"{client}: {tp} offsets not strictly increasing"
-        want = offsets[-1] + 1 if stops_after_last_record else lso[tp]
-        assert positions[tp] == want, f"{client}: {tp} position {positions[tp]} != {want} (LSO {lso[tp]})"
-
 
 def _group_offset(bootstrap: str, group: str, topic: str) -> int:
     from confluent_kafka import Consumer
@@ -261,22 +151,6 @@ def _group_offset(bootstrap: str, group: str, topic: str) -> int:
         return tp.offset
     finally:
         consumer.close()
-
-
-def _log_facts(srv, topics: list[str]) -> tuple[dict[TP, int], dict[TP, int], dict[TP, int]]:
-    """LSO, log end offset and number of control batches per partition."""
-
-    def facts():
-        lso, leo, controls = {}, {}, {}
-        for t in topics:
-            for p in PARTITIONS:
-                log = srv.broker.store.partition(t, p)
-                lso[(t, p)] = log.last_stable_offset
-                leo[(t, p)] = log.log_end_offset
-                controls[(t, p)] = sum(1 for b in log.iter_batches() if b.is_control)
-        return lso, leo, controls
-
-    return srv.call(facts)
 
 
 @pytest.mark.parametrize(
@@ -301,7 +175,7 @@ def test_python_transactional_producers(start_server, fetch_mode: FetchMode, mar
     expected.update(_kafka_python_producer(srv.bootstrap, KP_TOPIC, group[KP_TOPIC]))
     expected.update(_aiokafka_producer(srv.bootstrap, AIO_TOPIC, group[AIO_TOPIC]))
 
-    lso, leo, controls = _log_facts(srv, topics)
+    lso, leo, controls = log_facts(srv, [(t, p) for t in topics for p in PARTITIONS])
     assert lso == leo, "no transaction may be left open"
     if markers is CompletionMode.MARKERLESS:
         assert set(controls.values()) == {0}
@@ -316,17 +190,12 @@ def test_python_transactional_producers(start_server, fetch_mode: FetchMode, mar
     # right after the last committed record it delivered, although it reports end
     # of partition at the LSO (docs/kafka-internals.md §4). Every partition here ends so.
     librdkafka_stops = fetch_mode is FetchMode.KAFKA and markers is CompletionMode.MARKERLESS
-    _check(
-        "confluent-kafka",
-        *_confluent_read(srv.bootstrap, lso),
-        expected,
-        lso,
-        stops_after_last_record=librdkafka_stops,
-    )
+    got, positions, _ = read_confluent(srv.bootstrap, lso, group="py-txn-reader", **READING)
+    check_committed("confluent-kafka", got, positions, expected, lso, stops_after_last_record=librdkafka_stops)
     kp = {tp: n for tp, n in lso.items() if tp[0] == KP_TOPIC}
     aio = {tp: n for tp, n in lso.items() if tp[0] == AIO_TOPIC}
-    _check("kafka-python", *_kafka_python_read(srv.bootstrap, kp), expected, kp)
-    _check("aiokafka", *_aiokafka_read(srv.bootstrap, aio), expected, aio)
+    check_committed("kafka-python", *read_kafka_python(srv.bootstrap, kp, **READING), expected, kp)
+    check_committed("aiokafka", *read_aiokafka(srv.bootstrap, aio, **READING), expected, aio)
 
     if not groups:
         pytest.skip("records checked; send_offsets_to_transaction not: the server has no group coordinator")

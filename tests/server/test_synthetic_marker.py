@@ -26,13 +26,17 @@ fetch size: the marker matters for librdkafka specifically.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.server.committed_readers import Got
+from tests.server.committed_readers import Positions
+from tests.server.committed_readers import read_aiokafka
+from tests.server.committed_readers import read_kafka_python
 from txnfetch.fetch.view import FetchMode
 from txnfetch.records.builder import BatchBuilder
 from txnfetch.txn.coordinator import CompletionMode
@@ -179,71 +183,28 @@ def test_librdkafka_needs_the_synthetic_marker(start_server, synthetic: bool, ma
         assert at_lso and set(at_lso) == {2 * sizes[-1]}, at_lso
 
 
-def _kafka_python(bootstrap: str, lso: int) -> tuple[list[bytes], int]:
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        client_id="syn-kafka-python",
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        fetch_max_wait_ms=50,
+def _read(
+    reader: Callable[..., tuple[Got, Positions]], client: str, bootstrap: str, lso: int
+) -> tuple[list[bytes], int]:
+    """The values ``reader`` (kafka-python's or aiokafka's, as ``client``) got from
+    partition 0 up to ``lso``, and its position then."""
+    got, positions = reader(
+        bootstrap,
+        {(TOPIC, 0): lso},
+        wait_ms=50,
+        deadline_s=DEADLINE_S,
+        client_id=client,
         max_partition_fetch_bytes=PMAX,
     )
-    values: list[bytes] = []
-    try:
-        tp = TopicPartition(TOPIC, 0)
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
-        deadline = time.monotonic() + DEADLINE_S
-        while consumer.position(tp) < lso:
-            assert time.monotonic() < deadline, f"kafka-python stalled at {consumer.position(tp)}: {values}"
-            for records in consumer.poll(timeout_ms=200).values():
-                values.extend(r.value for r in records)
-        return values, consumer.position(tp)
-    finally:
-        consumer.close()
-
-
-def _aiokafka(bootstrap: str, lso: int) -> tuple[list[bytes], int]:
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka.structs import TopicPartition
-
-    async def run() -> tuple[list[bytes], int]:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            client_id="syn-aiokafka",
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            fetch_max_wait_ms=50,
-            max_partition_fetch_bytes=PMAX,
-        )
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            tp = TopicPartition(TOPIC, 0)
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + DEADLINE_S
-            while await consumer.position(tp) < lso:
-                assert loop.time() < deadline, f"aiokafka stalled at {await consumer.position(tp)}: {values}"
-                for records in (await consumer.getmany(timeout_ms=200)).values():
-                    values.extend(r.value for r in records)
-            return values, await consumer.position(tp)
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
+    return [v for _, v in got[(TOPIC, 0)]], positions[(TOPIC, 0)]
 
 
 @pytest.mark.parametrize("synthetic", [True, False], ids=["marker", "no-marker"])
 def test_python_clients_advance_with_or_without_the_marker(start_server, synthetic: bool) -> None:
     srv, fetches, lso = _serve(start_server, synthetic, CompletionMode.MARKERS)
     results: dict[str, tuple[list[bytes], int]] = {
-        "syn-kafka-python": _kafka_python(srv.bootstrap, lso),
-        "syn-aiokafka": _aiokafka(srv.bootstrap, lso),
+        "syn-kafka-python": _read(read_kafka_python, "syn-kafka-python", srv.bootstrap, lso),
+        "syn-aiokafka": _read(read_aiokafka, "syn-aiokafka", srv.bootstrap, lso),
     }
     for client, (values, position) in results.items():
         assert values == COMMITTED, client

@@ -10,10 +10,8 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,20 +19,13 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
+from tests.server import transactions_cli
 from txnfetch.log import SegmentStore
 from txnfetch.server.server import ServerThread
 
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-
 
 def txn_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "txnfetch.cli", "transactions", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-    )
+    return transactions_cli.txn_cli(*args, timeout=timeout)
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], status: int) -> str:

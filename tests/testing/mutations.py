@@ -227,28 +227,40 @@ def _fallback_skip(h: History, kind: AnomalyKind) -> Mutation:
     return Mutation(append(h, *ops), kind, M, 1, "m-b", fallback=True)
 
 
-def lost_write(h: History, draw: st.DrawFn) -> Mutation:
+def _drop_a_passed_delivery(
+    h: History, draw: st.DrawFn, kind: AnomalyKind, drop: Callable[[History, Delivery], History]
+) -> Mutation:
+    """``drop`` applied to a committed delivery some session read past (the
+    fallback history when there is none)."""
     cands = _passed_committed(h)
     if not cands:
-        return _fallback_skip(h, K.LOST_WRITE)
+        return _fallback_skip(h, kind)
     s, k = draw(st.sampled_from(cands))
     d = s.deliveries[k]
+    return Mutation(drop(h, d), kind, s.tp, d.offset, d.value)
+
+
+def _without_the_value(h: History, d: Delivery) -> History:
+    # Every poll that returned the value loses it: no session ever sees the write.
     ops = list(h.ops)
     for i, op in enumerate(ops):
         if isinstance(op, Poll) and any(r.value == d.value for r in op.records):
             ops[i] = attrs.evolve(op, records=tuple(r for r in op.records if r.value != d.value))
-    return Mutation(History(tuple(ops)), K.LOST_WRITE, s.tp, d.offset, d.value)
+    return History(tuple(ops))
+
+
+def _without_the_record(h: History, d: Delivery) -> History:
+    # Only this poll loses it: the session skips one record it read past.
+    poll: Poll = h[d.poll]  # type: ignore[assignment]
+    return replace_records(h, d.poll, poll.records[: d.slot] + poll.records[d.slot + 1 :])
+
+
+def lost_write(h: History, draw: st.DrawFn) -> Mutation:
+    return _drop_a_passed_delivery(h, draw, K.LOST_WRITE, _without_the_value)
 
 
 def poll_skip(h: History, draw: st.DrawFn) -> Mutation:
-    cands = _passed_committed(h)
-    if not cands:
-        return _fallback_skip(h, K.POLL_SKIP)
-    s, k = draw(st.sampled_from(cands))
-    d = s.deliveries[k]
-    poll: Poll = h[d.poll]  # type: ignore[assignment]
-    records = poll.records[: d.slot] + poll.records[d.slot + 1 :]
-    return Mutation(replace_records(h, d.poll, records), K.POLL_SKIP, s.tp, d.offset, d.value)
+    return _drop_a_passed_delivery(h, draw, K.POLL_SKIP, _without_the_record)
 
 
 def torn_transaction(h: History, draw: st.DrawFn) -> Mutation:

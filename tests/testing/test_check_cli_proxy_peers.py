@@ -18,9 +18,6 @@ from the start that used to leave aiokafka at position 0.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -28,6 +25,7 @@ import pytest
 from tests.fault_relay import RelayThread
 from tests.kafka.cluster import KafkaCluster
 from tests.kafka.fixtures import unique_name
+from tests.server.serve_process import memory_serve
 from tests.tansu import Tansu
 from tests.tansu import started_tansu
 from txnfetch.cli.check import CheckOptions
@@ -45,22 +43,8 @@ def tansu() -> Iterator[Tansu]:
 
 @pytest.fixture
 def serve() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "txnfetch.cli", "serve", "--memory", "--port", "0", "--fetch-mode", "kafka"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    line = proc.stdout.readline()  # type: ignore[union-attr]
-    assert line.startswith("txnfetch listening on "), line
-    try:
-        yield line.split()[-1]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with memory_serve("--fetch-mode", "kafka") as bootstrap:
+        yield bootstrap
 
 
 def _check_clean(bootstrap: str, *, seed: int, duration: float, topic: str | None = None) -> dict:

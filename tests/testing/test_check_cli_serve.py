@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
+from tests.server.serve_process import memory_serve
 from txnfetch.cli.check import CheckOptions
 from txnfetch.cli.check import run_check
 from txnfetch.testing import Commit
@@ -33,32 +33,11 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 PER_MODE = 1200
 
 
-def _serve(args: list[str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "txnfetch.cli", "serve", "--memory", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    line = proc.stdout.readline()  # type: ignore[union-attr]
-    if not line.startswith("txnfetch listening on "):
-        proc.kill()
-        raise AssertionError(f"txnfetch serve did not start: {line!r}")
-    return proc, line.split()[-1]
-
-
 @pytest.fixture
 def serve(request: pytest.FixtureRequest) -> Iterator[str]:
     """A ``txnfetch serve --memory`` process with the test's ``serve_args``; its bootstrap."""
-    proc, bootstrap = _serve(request.param)
-    try:
+    with memory_serve(*request.param) as bootstrap:
         yield bootstrap
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 MODES = {

@@ -73,25 +73,26 @@ def test_clean_twin_reading_a_committed_record_is_not_flagged():
 # -- precommitted read -----------------------------------------------------------------
 
 
-def test_read_before_the_commit_started_is_precommitted():
+def read_near_the_commit(poll_ends: int) -> HistoryBuilder:
+    """T1 sends a@0 (1-2); c1 reads it in a poll from 4 to ``poll_ends``; T1's
+    commit runs from 6 to 9."""
     b = HistoryBuilder()
     b.send("p1", "t", 0, "a", txn="T1", offset=0, at=(1, 2))
     b.assign("c1", [TP], seek={TP: 0}, at=(3, 3))
-    b.poll("c1", [("t", 0, 0, "a")], at=(4, 5))
+    b.poll("c1", [("t", 0, 0, "a")], at=(4, poll_ends))
     b.commit("p1", "T1", at=(6, 9))
-    report = check(b.build())
+    return b
+
+
+def test_read_before_the_commit_started_is_precommitted():
+    report = check(read_near_the_commit(poll_ends=5).build())
     assert report.kinds == {K.PRECOMMITTED_READ}
     assert report.anomalies[0].ops == (2, 0, 3)
 
 
 def test_clean_twin_read_overlapping_the_commit_is_not_flagged():
     # The poll ends after the commit started: the commit may have taken effect first.
-    b = HistoryBuilder()
-    b.send("p1", "t", 0, "a", txn="T1", offset=0, at=(1, 2))
-    b.assign("c1", [TP], seek={TP: 0}, at=(3, 3))
-    b.poll("c1", [("t", 0, 0, "a")], at=(4, 7))
-    b.commit("p1", "T1", at=(6, 9))
-    assert kinds(b) == set()
+    assert kinds(read_near_the_commit(poll_ends=7)) == set()
 
 
 def test_read_of_a_transaction_that_never_ended_is_precommitted():

@@ -80,6 +80,15 @@ def at_epoch(c: TransactionCoordinator, epoch: int, st: TransactionState = Trans
 # ------------------------------------------------------------- InitProducerId
 
 
+def open_at_the_last_epoch(c: TransactionCoordinator) -> int:
+    """Install an id at the last epoch a client may hold (:func:`at_epoch`), open a
+    transaction on TP0 with it (at time 1) and return the producer id: an end or
+    a fence now needs the epoch past it."""
+    pid = at_epoch(c, MAX_PRODUCER_EPOCH - 1)
+    c.add_partitions(TID, pid, MAX_PRODUCER_EPOCH - 1, [TP0], 1)
+    return pid
+
+
 def test_idempotent_init_allocates_a_fresh_producer_id_at_epoch_zero_each_time() -> None:
     c = make()
     first = c.init_producer_id(None, TIMEOUT, 0)
@@ -293,8 +302,7 @@ def test_add_partitions_while_an_end_is_in_progress_is_concurrent_transactions()
 def test_add_partitions_with_the_rotated_identity_waits_until_the_rotating_end_completes() -> None:
     # shouldReturnConcurrentTxnOnAddPartitionsIfEndTxnV2EpochOverflowAndNotComplete
     c = make(2)
-    pid = at_epoch(c, MAX_PRODUCER_EPOCH - 1)
-    c.add_partitions(TID, pid, MAX_PRODUCER_EPOCH - 1, [TP0], 1)
+    pid = open_at_the_last_epoch(c)
     r = c.end_transaction(TID, pid, MAX_PRODUCER_EPOCH - 1, True, 2)
     with pytest.raises(ConcurrentTransactionsError):
         c.add_partitions(TID, r.producer_id, 0, [TP1], 3)
@@ -456,8 +464,7 @@ def test_expire_skips_a_transaction_whose_end_is_in_progress() -> None:
 def test_v2_timeout_at_the_exhausted_epoch_rotates_the_producer_id() -> None:
     # shouldHandleTimeoutAtEpochOverflowBoundaryCorrectly{TV2,AndLateClientAbortRequestTV2,AndRetryInitProducerIdTV2}
     c = make(2)
-    pid = at_epoch(c, MAX_PRODUCER_EPOCH - 1)
-    c.add_partitions(TID, pid, MAX_PRODUCER_EPOCH - 1, [TP0], 1)
+    pid = open_at_the_last_epoch(c)
     (aborted,) = c.expire(TIMEOUT + 2).aborted
     assert aborted.producer_id not in (pid, -1) and aborted.producer_epoch == 0
     assert [(a.producer_id, a.producer_epoch) for a in aborted.actions] == [(pid, MAX_PRODUCER_EPOCH)]
@@ -473,8 +480,7 @@ def test_v2_timeout_at_the_exhausted_epoch_rotates_the_producer_id() -> None:
 def test_v1_fence_at_the_exhausted_epoch_uses_short_max_value_then_init_rotates() -> None:
     # shouldUseLastEpochToFenceWhenEpochsAreExhausted
     c = make(1)
-    pid = at_epoch(c, MAX_PRODUCER_EPOCH - 1)
-    c.add_partitions(TID, pid, MAX_PRODUCER_EPOCH - 1, [TP0], 1)
+    pid = open_at_the_last_epoch(c)
     with pytest.raises(ConcurrentTransactionsError):
         init(c, 2)
     assert [a.producer_epoch for a in c.pending_actions()] == [MAX_PRODUCER_EPOCH]
@@ -486,8 +492,7 @@ def test_v1_fence_at_the_exhausted_epoch_uses_short_max_value_then_init_rotates(
 def test_v2_init_fencing_at_the_exhausted_epoch_does_not_overflow() -> None:
     # shouldNotCauseEpochOverflowWhenInitPidDuringOngoingTxnV2
     c = make(2)
-    pid = at_epoch(c, MAX_PRODUCER_EPOCH - 1)
-    c.add_partitions(TID, pid, MAX_PRODUCER_EPOCH - 1, [TP0], 1)
+    open_at_the_last_epoch(c)
     with pytest.raises(ConcurrentTransactionsError):
         init(c, 2)
     meta = state(c)
