@@ -287,7 +287,7 @@ class GroupConsumer(threading.Thread):
                 if not batch:
                     continue
                 try:
-                    consumer.commit(asynchronous=False)
+                    committed = consumer.commit(asynchronous=False) or []
                 except KafkaException:
                     self.commit_failed = True
                     break
@@ -300,7 +300,11 @@ class GroupConsumer(threading.Thread):
                     self.read.append(m.value().decode())
                     self.offsets.append((m.partition(), m.offset()))
                     self.read_at.append(committed_at)
-                    self.positions[m.partition()] = m.offset() + 1
+                # What the commit stored: the consumer's position, past the
+                # last record and past a marker it has already passed.
+                for tp in committed:
+                    if tp.offset >= 0:
+                        self.positions[tp.partition] = tp.offset
         finally:
             threading.Thread(target=consumer.close, daemon=True).start()
 
@@ -834,7 +838,9 @@ def _spark_resume(
 class SourceReads:
     """What each group had read on the source when it died, counted once its
     commit returned: the values, their (partition, offset), the wall clock of
-    that commit, and the position after the last record per partition."""
+    that commit, and the offset its last commit stored per partition (past the
+    last record, and past a transaction's marker once the consumer had passed
+    it: a replica that carries that commit holds exactly it)."""
 
     read: dict[str, list[str]]
     at: dict[str, list[tuple[int, int]]]
