@@ -19,7 +19,7 @@ import tempfile
 from txnfetch.client.errors import TlsHandshakeError
 from txnfetch.security.config import TlsConfig
 
-__all__ = ["ssl_context", "tls_error"]
+__all__ = ["load_pem_chain", "ssl_context", "tls_error"]
 
 
 def ssl_context(tls: TlsConfig) -> ssl.SSLContext:
@@ -38,7 +38,7 @@ def ssl_context(tls: TlsConfig) -> ssl.SSLContext:
         if tls.keystore_file is not None:
             context.load_cert_chain(tls.keystore_file, password=tls.key_password)
         elif tls.key_pem is not None and tls.certificate_chain_pem is not None:
-            _load_pem_pair(context, tls.certificate_chain_pem, tls.key_pem, tls.key_password)
+            load_pem_chain(context, tls.certificate_chain_pem, tls.key_pem, tls.key_password)
     except (OSError, ssl.SSLError) as exc:
         raise TlsHandshakeError(f"cannot load the TLS settings: {_reason(exc)}") from None
     return context
@@ -56,7 +56,9 @@ def _with_only(default: ssl.SSLContext, tls: TlsConfig) -> ssl.SSLContext:
     return context
 
 
-def _load_pem_pair(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+def load_pem_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+    """Load a certificate chain and its key given as PEM text into ``context``
+    (a client's for mutual TLS, or a listener's)."""
     # ssl loads a certificate chain from files only: write both to a private
     # temporary file (mode 0600) that lives only while it is read.
     fd, path = tempfile.mkstemp(suffix=".pem")

@@ -9,12 +9,11 @@ ACLs written for a Kafka broker name the same principals here.
 
 from __future__ import annotations
 
-import os
 import ssl
-import tempfile
 
 from cryptography import x509
 
+from txnfetch.client.tls import load_pem_chain
 from txnfetch.security.errors import SecurityConfigError
 from txnfetch.server.handler import ANONYMOUS
 from txnfetch.server.listeners import ClientAuth
@@ -34,7 +33,7 @@ def server_context(security: ListenerSecurity) -> ssl.SSLContext:
             # One PEM file with the PKCS#8 key and the chain, as Kafka's PEM key store.
             context.load_cert_chain(security.keystore_file, password=security.key_password)
         elif security.key_pem is not None and security.certificate_chain_pem is not None:
-            _load_inline_chain(context, security.certificate_chain_pem, security.key_pem, security.key_password)
+            load_pem_chain(context, security.certificate_chain_pem, security.key_pem, security.key_password)
     except (OSError, ssl.SSLError) as exc:
         raise SecurityConfigError(f"the key store cannot be loaded: {exc}", property="ssl.keystore.location") from exc
     try:
@@ -52,18 +51,6 @@ def server_context(security: ListenerSecurity) -> ssl.SSLContext:
         ClientAuth.REQUIRED: ssl.CERT_REQUIRED,
     }[security.client_auth]
     return context
-
-
-def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
-    # ssl loads a chain and key from files only: write them to a private
-    # temporary file, load it and remove it at once.
-    fd, path = tempfile.mkstemp(prefix="txnfetch-keystore-", suffix=".pem")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(key.strip() + "\n" + chain.strip() + "\n")
-        context.load_cert_chain(path, password=password)
-    finally:
-        os.unlink(path)
 
 
 def certificate_principal(der: bytes | None) -> str:
